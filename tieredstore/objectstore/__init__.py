@@ -1,0 +1,40 @@
+"""The ObjectStore port and its backends: S3 (aioboto3), local directory, memory."""
+
+from tieredstore.objectstore.base import (
+    MAX_DELETE_BATCH,
+    MAX_LIST_PAGE,
+    MAX_PART_SIZE,
+    MAX_PARTS,
+    MIN_PART_SIZE,
+    ByteRange,
+    ObjectInfo,
+    ObjectStore,
+    PartInfo,
+    UploadInfo,
+)
+from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
+from tieredstore.objectstore.factory import open_object_store
+from tieredstore.objectstore.local import LocalObjectStore
+from tieredstore.objectstore.memory import MemoryObjectStore
+from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
+
+__all__ = [
+    "MAX_DELETE_BATCH",
+    "MAX_LIST_PAGE",
+    "MAX_PARTS",
+    "MAX_PART_SIZE",
+    "MIN_PART_SIZE",
+    "ByteRange",
+    "Chokepoint",
+    "LocalObjectStore",
+    "MemoryObjectStore",
+    "ObjectInfo",
+    "ObjectStore",
+    "PartInfo",
+    "RequestMetrics",
+    "RetryPolicy",
+    "S3ObjectStore",
+    "S3Settings",
+    "UploadInfo",
+    "open_object_store",
+]

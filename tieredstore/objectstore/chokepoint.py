@@ -1,0 +1,174 @@
+"""The one place every object-store request passes: timeouts, retries, metrics.
+
+Backends hand each request to :meth:`Chokepoint.call` as a zero-argument
+coroutine factory that already translates backend errors into
+:mod:`tieredstore.errors` types. The chokepoint then decides by type, never by
+message text: ``TransientError`` (throttling, 5xx, timeouts, dropped
+connections) is retried with capped, jittered exponential backoff; anything
+else (a 404, a 412, a 400) is raised at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tieredstore.errors import ConfigError, RequestTimeout, TransientError
+
+T = TypeVar("T")
+
+# Upper bounds of the latency histogram buckets, in seconds.
+LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How hard to try. ``timeout`` bounds each attempt, not the whole call."""
+
+    max_attempts: int = 6
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError("retry_max_attempts", f"must be >= 1, got {self.max_attempts}")
+        if not 0 <= self.base_delay <= self.max_delay:
+            raise ConfigError(
+                "retry_base_delay",
+                f"must be in [0, retry_max_delay={self.max_delay}], got {self.base_delay}",
+            )
+        if self.timeout <= 0:
+            raise ConfigError("request_timeout", f"must be > 0 seconds, got {self.timeout}")
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Full-jitter backoff before retry number ``attempt`` (1-based)."""
+        cap = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return rng.uniform(0, cap)
+
+
+class RequestMetrics:
+    """Request, byte, retry and error counters by operation, plus latencies.
+
+    Thread-safe; :meth:`snapshot` returns plain dicts.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: defaultdict[str, int] = defaultdict(int)
+        self.retries: defaultdict[str, int] = defaultdict(int)
+        self.errors: defaultdict[str, int] = defaultdict(int)
+        self.bytes_up: defaultdict[str, int] = defaultdict(int)
+        self.bytes_down: defaultdict[str, int] = defaultdict(int)
+        self.latency_buckets: defaultdict[str, list[int]] = defaultdict(
+            lambda: [0] * (len(LATENCY_BUCKETS) + 1)
+        )
+        self.latency_sum: defaultdict[str, float] = defaultdict(float)
+
+    def record(
+        self, op: str, seconds: float, *, up: int = 0, down: int = 0, error: str | None = None
+    ) -> None:
+        with self._lock:
+            self.requests[op] += 1
+            self.bytes_up[op] += up
+            self.bytes_down[op] += down
+            if error is not None:
+                self.errors[f"{op}:{error}"] += 1
+            self.latency_sum[op] += seconds
+            buckets = self.latency_buckets[op]
+            for i, bound in enumerate(LATENCY_BUCKETS):
+                if seconds <= bound:
+                    buckets[i] += 1
+                    break
+            else:
+                buckets[-1] += 1
+
+    def record_retry(self, op: str) -> None:
+        with self._lock:
+            self.retries[op] += 1
+
+    def total_requests(self, *ops: str) -> int:
+        """Requests of the given operations, or of all when none is named."""
+        with self._lock:
+            return sum(n for op, n in self.requests.items() if not ops or op in ops)
+
+    def snapshot(self) -> dict[str, dict[str, int | float]]:
+        with self._lock:
+            return {
+                "requests": dict(self.requests),
+                "retries": dict(self.retries),
+                "errors": dict(self.errors),
+                "bytes_up": dict(self.bytes_up),
+                "bytes_down": dict(self.bytes_down),
+                "latency_sum_seconds": dict(self.latency_sum),
+            }
+
+    def reset(self) -> None:
+        with self._lock:
+            for counter in (self.requests, self.retries, self.errors, self.bytes_up,
+                            self.bytes_down, self.latency_buckets, self.latency_sum):
+                counter.clear()
+
+
+def _size(value: object) -> int:
+    return len(value) if isinstance(value, bytes | bytearray | memoryview) else 0
+
+
+class Chokepoint:
+    """Runs one logical request: attempts with timeouts, retries, metrics."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy | None = None,
+        metrics: RequestMetrics | None = None,
+        *,
+        seed: int | None = None,
+    ) -> None:
+        self.policy = policy or RetryPolicy()
+        self.metrics = metrics or RequestMetrics()
+        self._rng = random.Random(seed)
+
+    async def call(
+        self, op: str, attempt: Callable[[], Awaitable[T]], *, bytes_up: int = 0
+    ) -> T:
+        """Run ``attempt()`` until it succeeds, fails for good, or retries run out."""
+        tries = 0
+        while True:
+            tries += 1
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(self.policy.timeout):
+                    result = await attempt()
+            except TimeoutError as exc:
+                elapsed = time.perf_counter() - started
+                self.metrics.record(op, elapsed, up=bytes_up, error="timeout")
+                error: Exception = (
+                    exc
+                    if isinstance(exc, RequestTimeout)
+                    else RequestTimeout(f"{op} timed out after {self.policy.timeout}s", op=op)
+                )
+            except TransientError as exc:
+                self.metrics.record(
+                    op, time.perf_counter() - started, up=bytes_up, error=type(exc).__name__
+                )
+                error = exc
+            except Exception as exc:
+                self.metrics.record(
+                    op, time.perf_counter() - started, up=bytes_up, error=type(exc).__name__
+                )
+                raise
+            else:
+                self.metrics.record(
+                    op, time.perf_counter() - started, up=bytes_up, down=_size(result)
+                )
+                return result
+            if tries >= self.policy.max_attempts:
+                raise error
+            self.metrics.record_retry(op)
+            await asyncio.sleep(self.policy.delay(tries, self._rng))

@@ -1,0 +1,356 @@
+"""Local-directory ObjectStore: the embedded default.
+
+Behaves like S3 so that what works here works there: objects are immutable
+files written to a temporary name, fsynced and then linked into place, so a
+reader never sees half an object; ``If-None-Match: *`` is ``link(2)``, which
+fails if the name is taken; multipart uploads keep their parts in a directory
+per upload and refuse parts under 5 MiB but the last, as S3 does.
+
+Layout under ``root``::
+
+    objects/<k1>/<k2>/.../<kn>%obj     one file per object (see _object_path)
+    uploads/<upload-id>/info.json      key, metadata, start time of an upload
+    uploads/<upload-id>/<part>.part    part bytes; <part>.etag beside it
+    tmp/                               files being written
+
+An object file holds the data, then its user metadata and ETag as JSON, then
+the JSON's length (8 bytes, big-endian) and the magic ``TSO1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import struct
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any, TypeVar
+from urllib.parse import quote, unquote
+
+from tieredstore.errors import (
+    InvalidRequest,
+    NoSuchUpload,
+    ObjectNotFound,
+    ObjectStoreError,
+    PreconditionFailed,
+)
+from tieredstore.objectstore.base import ByteRange, ObjectInfo, PartInfo, UploadInfo
+from tieredstore.objectstore.blocking import (
+    BlockingObjectStore,
+    check_copy_range,
+    check_range_start,
+)
+from tieredstore.objectstore.chokepoint import Chokepoint
+from tieredstore.objectstore.memory import check_complete_parts, md5_etag, multipart_etag
+
+T = TypeVar("T")
+
+_MAGIC = b"TSO1"
+_TRAILER = struct.Struct(">Q4s")
+_OBJ_SUFFIX = "%obj"  # '%' is always escaped in components, so no directory ends so
+_COPY_BLOCK = 8 * 1024 * 1024
+
+
+def _encode_key(key: str) -> Path:
+    parts = key.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise InvalidRequest(
+                f"key {key!r} has an empty, '.' or '..' component; the local store refuses it",
+                key=key,
+            )
+    encoded = [quote(p, safe="") for p in parts]
+    encoded[-1] += _OBJ_SUFFIX
+    return Path(*encoded)
+
+
+def _decode_path(rel: str) -> str:
+    return "/".join(unquote(p) for p in rel[: -len(_OBJ_SUFFIX)].split(os.sep))
+
+
+class LocalObjectStore(BlockingObjectStore):
+    """Objects as files under a root directory (created if missing)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        chokepoint: Chokepoint | None = None,
+    ) -> None:
+        super().__init__(chokepoint=chokepoint)
+        self.root = Path(root)
+        self.fsync = fsync
+        self._objects = self.root / "objects"
+        self._uploads = self.root / "uploads"
+        self._tmp = self.root / "tmp"
+        for d in (self._objects, self._uploads, self._tmp):
+            d.mkdir(parents=True, exist_ok=True)
+
+    async def _execute(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)
+
+    def _validate_key(self, key: str) -> None:
+        _encode_key(key)
+
+    # --- file helpers ---------------------------------------------------------
+
+    def _path(self, key: str) -> Path:
+        return self._objects / _encode_key(key)
+
+    def _sync_dir(self, path: Path) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _write_tmp(self, chunks: Iterator[bytes | memoryview], etag: str,
+                   metadata: dict[str, str]) -> Path:
+        trailer = json.dumps({"etag": etag, "metadata": metadata}).encode()
+        tmp = self._tmp / uuid.uuid4().hex
+        with open(tmp, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.write(trailer)
+            f.write(_TRAILER.pack(len(trailer), _MAGIC))
+            f.flush()
+            if self.fsync:
+                os.fsync(f.fileno())
+        return tmp
+
+    def _link_into_place(self, tmp: Path, key: str, exclusive: bool, op: str) -> None:
+        final = self._path(key)
+        try:
+            for _ in range(10):
+                final.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    if exclusive:
+                        os.link(tmp, final)
+                    else:
+                        os.replace(tmp, final)
+                    break
+                except FileNotFoundError:
+                    continue  # a concurrent delete pruned the directory; make it again
+                except FileExistsError:
+                    raise PreconditionFailed(f"{key!r} already exists", op=op, key=key) from None
+            else:
+                raise ObjectStoreError(f"could not create directory for {key!r}", op=op, key=key)
+            self._sync_dir(final.parent)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _open(self, key: str, op: str) -> tuple[IO[bytes], int, dict[str, Any]]:
+        """Open an object file; return it with its data size and trailer."""
+        try:
+            f = open(self._path(key), "rb")  # noqa: SIM115 - returned to the caller
+        except FileNotFoundError:
+            raise ObjectNotFound(f"no object {key!r}", op=op, key=key) from None
+        try:
+            file_size = os.fstat(f.fileno()).st_size
+            if file_size < _TRAILER.size:
+                raise ObjectStoreError(f"local object {key!r} is truncated", op=op, key=key)
+            f.seek(file_size - _TRAILER.size)
+            json_len, magic = _TRAILER.unpack(f.read(_TRAILER.size))
+            if magic != _MAGIC:
+                raise ObjectStoreError(
+                    f"local object {key!r} has no trailer: not written by tieredstore",
+                    op=op, key=key,
+                )
+            data_size = file_size - _TRAILER.size - json_len
+            f.seek(data_size)
+            trailer: dict[str, Any] = json.loads(f.read(json_len))
+        except BaseException:
+            f.close()
+            raise
+        return f, data_size, trailer
+
+    # --- objects ----------------------------------------------------------------
+
+    def _put_now(
+        self, key: str, data: bytes | memoryview, if_none_match: bool, metadata: dict[str, str]
+    ) -> ObjectInfo:
+        etag = md5_etag(data)
+        tmp = self._write_tmp(iter([data]), etag, metadata)
+        self._link_into_place(tmp, key, if_none_match, "put")
+        return ObjectInfo(key, len(data), etag, dict(metadata))
+
+    def _get_now(self, key: str, byte_range: ByteRange | None) -> bytes:
+        f, size, _ = self._open(key, "get")
+        with f:
+            if byte_range is None:
+                f.seek(0)
+                return f.read(size)
+            check_range_start(key, size, byte_range, "get")
+            f.seek(byte_range.start)
+            return f.read(min(byte_range.end, size) - byte_range.start)
+
+    def _head_now(self, key: str) -> ObjectInfo:
+        f, size, trailer = self._open(key, "head")
+        f.close()
+        return ObjectInfo(key, size, trailer["etag"], trailer["metadata"])
+
+    def _list_now(self, prefix: str) -> list[ObjectInfo]:
+        # Walk the deepest directory the prefix names whole, then filter and sort.
+        dir_parts = [quote(p, safe="") for p in prefix.split("/")[:-1] if p]
+        base = self._objects.joinpath(*dir_parts)
+        found: list[ObjectInfo] = []
+        for dirpath, _dirs, files in os.walk(base):
+            for name in files:
+                if not name.endswith(_OBJ_SUFFIX):
+                    continue
+                key = _decode_path(os.path.relpath(os.path.join(dirpath, name), self._objects))
+                if not key.startswith(prefix):
+                    continue
+                try:
+                    f, size, trailer = self._open(key, "list")
+                except ObjectNotFound:
+                    continue  # deleted while we walked
+                f.close()
+                found.append(ObjectInfo(key, size, trailer["etag"]))
+        found.sort(key=lambda o: o.key)
+        return found
+
+    def _delete_now(self, keys: list[str]) -> None:
+        parents: set[Path] = set()
+        for key in keys:
+            path = self._path(key)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                parents.add(path.parent)
+        for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+            self._prune(parent)
+
+    def _prune(self, directory: Path) -> None:
+        while directory != self._objects and self._objects in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                    return
+                raise
+            directory = directory.parent
+
+    # --- multipart ----------------------------------------------------------
+
+    def _upload_dir(self, key: str, upload_id: str, op: str) -> tuple[Path, dict[str, Any]]:
+        if not upload_id.isalnum():
+            raise NoSuchUpload(f"no upload {upload_id!r}", op=op, key=key)
+        directory = self._uploads / upload_id
+        try:
+            info: dict[str, Any] = json.loads((directory / "info.json").read_text())
+        except FileNotFoundError:
+            raise NoSuchUpload(f"no upload {upload_id!r} for {key!r}", op=op, key=key) from None
+        if info["key"] != key:
+            raise NoSuchUpload(f"upload {upload_id!r} is not for {key!r}", op=op, key=key)
+        return directory, info
+
+    def _create_multipart_now(self, key: str, metadata: dict[str, str]) -> str:
+        upload_id = uuid.uuid4().hex
+        directory = self._uploads / upload_id
+        directory.mkdir()
+        info = {"key": key, "metadata": metadata, "initiated": datetime.now(UTC).isoformat()}
+        tmp = directory / "info.json.tmp"
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, directory / "info.json")
+        self._sync_dir(directory)
+        return upload_id
+
+    def _store_part(self, directory: Path, number: int, blocks: Iterator[bytes]) -> PartInfo:
+        digest = hashlib.md5(usedforsecurity=False)
+        size = 0
+        tmp = directory / f"{number:05d}.tmp-{uuid.uuid4().hex}"
+        with open(tmp, "wb") as f:
+            for block in blocks:
+                digest.update(block)
+                size += len(block)
+                f.write(block)
+            if self.fsync:
+                os.fsync(f.fileno())
+        etag = f'"{digest.hexdigest()}"'
+        (directory / f"{number:05d}.etag").write_text(etag)
+        os.replace(tmp, directory / f"{number:05d}.part")
+        return PartInfo(number, etag, size)
+
+    def _upload_part_now(
+        self, key: str, upload_id: str, number: int, data: bytes | memoryview
+    ) -> PartInfo:
+        directory, _ = self._upload_dir(key, upload_id, "upload_part")
+        return self._store_part(directory, number, iter([bytes(data)]))
+
+    def _upload_part_copy_now(
+        self, key: str, upload_id: str, number: int, source_key: str, source_range: ByteRange
+    ) -> PartInfo:
+        directory, _ = self._upload_dir(key, upload_id, "upload_part_copy")
+        f, size, _ = self._open(source_key, "upload_part_copy")
+        with f:
+            check_copy_range(source_key, size, source_range)
+            f.seek(source_range.start)
+
+            def blocks() -> Iterator[bytes]:
+                left = source_range.length
+                while left:
+                    block = f.read(min(left, _COPY_BLOCK))
+                    left -= len(block)
+                    yield block
+
+            return self._store_part(directory, number, blocks())
+
+    def _complete_now(
+        self, key: str, upload_id: str, parts: list[PartInfo], if_none_match: bool
+    ) -> ObjectInfo:
+        directory, info = self._upload_dir(key, upload_id, "complete_multipart")
+
+        def stored(n: int) -> tuple[str, int] | None:
+            try:
+                etag = (directory / f"{n:05d}.etag").read_text()
+                return etag, (directory / f"{n:05d}.part").stat().st_size
+            except FileNotFoundError:
+                return None
+
+        check_complete_parts(key, parts, stored)
+
+        def blocks() -> Iterator[bytes]:
+            for part in parts:
+                with open(directory / f"{part.part_number:05d}.part", "rb") as f:
+                    while block := f.read(_COPY_BLOCK):
+                        yield block
+
+        etag = multipart_etag([p.etag for p in parts])
+        size = sum((directory / f"{p.part_number:05d}.part").stat().st_size for p in parts)
+        tmp = self._write_tmp(blocks(), etag, info["metadata"])
+        self._link_into_place(tmp, key, if_none_match, "complete_multipart")
+        shutil.rmtree(directory, ignore_errors=True)
+        return ObjectInfo(key, size, etag, info["metadata"])
+
+    def _abort_now(self, key: str, upload_id: str) -> None:
+        try:
+            directory, _ = self._upload_dir(key, upload_id, "abort_multipart")
+        except NoSuchUpload:
+            return
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def _list_uploads_now(self, prefix: str) -> list[UploadInfo]:
+        found: list[UploadInfo] = []
+        for directory in self._uploads.iterdir():
+            try:
+                info = json.loads((directory / "info.json").read_text())
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if info["key"].startswith(prefix):
+                initiated = datetime.fromisoformat(info["initiated"])
+                found.append(UploadInfo(info["key"], directory.name, initiated))
+        found.sort(key=lambda u: (u.key, u.upload_id))
+        return found

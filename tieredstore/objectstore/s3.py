@@ -1,0 +1,428 @@
+"""S3 ObjectStore on aioboto3: AWS S3 and compatible servers (SeaweedFS, MinIO...).
+
+One aiobotocore client per store, opened on first use on the running loop and
+kept for the store's life (clients are bound to the loop that opened them).
+After ``fork`` the client is rebuilt rather than inherited. botocore's own
+retries are off: the chokepoint retries, by error type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aioboto3
+import botocore.exceptions
+from botocore.config import Config
+
+from tieredstore.errors import (
+    AccessDenied,
+    InvalidRequest,
+    NoSuchUpload,
+    ObjectNotFound,
+    ObjectStoreError,
+    PreconditionFailed,
+    RequestTimeout,
+    ServerError,
+    Throttled,
+    TransientError,
+)
+from tieredstore.objectstore.base import (
+    MAX_DELETE_BATCH,
+    MAX_LIST_PAGE,
+    ByteRange,
+    ObjectInfo,
+    ObjectStore,
+    PartInfo,
+    UploadInfo,
+    check_part_number,
+)
+from tieredstore.objectstore.chokepoint import Chokepoint
+
+T = TypeVar("T")
+
+_NOT_FOUND = {"NoSuchKey", "NotFound", "404", "NoSuchBucket"}
+_PRECONDITION = {"PreconditionFailed", "412"}
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+              "TooManyRequests", "503", "429", "RequestThrottled"}
+_SERVER = {"InternalError", "ServiceUnavailable", "500", "502", "504", "BadGateway",
+           "GatewayTimeout", "ConditionalRequestConflict", "OperationAborted"}
+_TIMEOUT = {"RequestTimeout", "RequestTimeoutException"}
+_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
+           "AllAccessDisabled", "ExpiredToken", "InvalidToken"}
+
+
+def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: str) -> Exception:
+    """Map an S3 error response to our hierarchy by its code and status."""
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    message = f"{op} {key!r}: {code} {error.get('Message', '')}".strip()
+    if code == "NoSuchUpload":
+        return NoSuchUpload(message, op=op, key=key)
+    if code in _NOT_FOUND or status == 404:
+        return ObjectNotFound(message, op=op, key=key)
+    if code in _PRECONDITION or status == 412:
+        return PreconditionFailed(message, op=op, key=key)
+    if code in _THROTTLED or status in (429, 503):
+        return Throttled(message, op=op, key=key)
+    if code in _TIMEOUT or status == 408:
+        return RequestTimeout(message, op=op, key=key)
+    if code in _SERVER or status >= 500:
+        return ServerError(message, op=op, key=key)
+    if code in _DENIED or status == 403:
+        return AccessDenied(message, op=op, key=key)
+    if 400 <= status < 500:
+        return InvalidRequest(message, op=op, key=key)
+    return ObjectStoreError(message, op=op, key=key)
+
+
+def translate_error(exc: Exception, op: str, key: str) -> Exception:
+    """Map any exception from botocore/aiohttp into our hierarchy."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        return translate_client_error(exc, op, key)
+    timeouts = botocore.exceptions.ConnectTimeoutError | botocore.exceptions.ReadTimeoutError
+    if isinstance(exc, timeouts):
+        return RequestTimeout(f"{op} {key!r}: {exc}", op=op, key=key)
+    if isinstance(
+        exc,
+        botocore.exceptions.EndpointConnectionError
+        | botocore.exceptions.ConnectionClosedError
+        | botocore.exceptions.ResponseStreamingError
+        | botocore.exceptions.IncompleteReadError
+        | ConnectionError
+        | OSError,
+    ):
+        return TransientError(f"{op} {key!r}: {type(exc).__name__}: {exc}", op=op, key=key)
+    if type(exc).__module__.startswith("aiohttp"):
+        return TransientError(f"{op} {key!r}: {type(exc).__name__}: {exc}", op=op, key=key)
+    return ObjectStoreError(f"{op} {key!r}: {type(exc).__name__}: {exc}", op=op, key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where and how to reach the bucket. Credentials come from boto3's chain
+    unless given."""
+
+    bucket: str
+    endpoint_url: str | None = None
+    region: str | None = None
+    addressing_style: str = "auto"  # "auto", "path" or "virtual"
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    profile: str | None = None
+    connect_timeout: float = 5.0
+    read_timeout: float = 30.0
+    max_pool_connections: int = 64
+
+
+class S3ObjectStore(ObjectStore):
+    """ObjectStore on one S3 bucket."""
+
+    name = "s3"
+
+    def __init__(self, settings: S3Settings, *, chokepoint: Chokepoint | None = None) -> None:
+        super().__init__(chokepoint=chokepoint)
+        self.settings = settings
+        self.bucket = settings.bucket
+        self._client: Any = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = os.getpid()
+        self._opening: asyncio.Lock | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Spark ships stores to executors: carry settings, not live connections.
+        return {"settings": self.settings, "policy": self.chokepoint.policy}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["settings"], chokepoint=Chokepoint(state["policy"]))  # type: ignore[misc]
+
+    async def _get_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is not None and self._loop is loop and self._pid == os.getpid():
+            return self._client
+        if self._pid != os.getpid() or (self._loop is not None and self._loop is not loop):
+            # Forked, or used from another loop: the old client is unusable there.
+            self._client, self._stack, self._opening = None, None, None
+            self._pid = os.getpid()
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._client is None:
+                s = self.settings
+                session = aioboto3.Session(
+                    aws_access_key_id=s.access_key_id,
+                    aws_secret_access_key=s.secret_access_key,
+                    aws_session_token=s.session_token,
+                    profile_name=s.profile,
+                    region_name=s.region,
+                )
+                s3_options: Any = {"addressing_style": s.addressing_style}
+                config = Config(
+                    s3=s3_options,
+                    connect_timeout=s.connect_timeout,
+                    read_timeout=s.read_timeout,
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    max_pool_connections=s.max_pool_connections,
+                    # We keep our own CRC32C; the SDK's default checksums cost CPU
+                    # and some S3-compatible servers reject them.
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                )
+                stack = contextlib.AsyncExitStack()
+                self._client = await stack.enter_async_context(
+                    session.client("s3", endpoint_url=s.endpoint_url, config=config)
+                )
+                self._stack = stack
+                self._loop = loop
+        return self._client
+
+    async def _call(
+        self,
+        op: str,
+        key: str,
+        request: Callable[[Any], Awaitable[T]],
+        *,
+        bytes_up: int = 0,
+    ) -> T:
+        async def attempt() -> T:
+            client = await self._get_client()
+            try:
+                return await request(client)
+            except ObjectStoreError:
+                raise
+            except Exception as exc:
+                raise translate_error(exc, op, key) from exc
+
+        return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
+
+    async def close(self) -> None:
+        # docstring inherited
+        stack, self._stack, self._client = self._stack, None, None
+        if stack is not None and self._pid == os.getpid():
+            await stack.aclose()
+
+    async def create_bucket(self) -> None:
+        """Create the bucket if it does not exist (tests, demos, first runs)."""
+
+        async def request(client: Any) -> None:
+            try:
+                await client.head_bucket(Bucket=self.bucket)
+            except botocore.exceptions.ClientError:
+                await client.create_bucket(Bucket=self.bucket)
+
+        await self._call("create_bucket", "", request)
+
+    # --- objects --------------------------------------------------------------
+
+    async def put(
+        self,
+        key: str,
+        data: bytes | memoryview,
+        *,
+        if_none_match: bool = False,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ObjectInfo:
+        # docstring inherited
+        body = bytes(data)
+        extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+        if metadata:
+            extra["Metadata"] = dict(metadata)
+
+        async def request(client: Any) -> ObjectInfo:
+            resp = await client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
+            return ObjectInfo(key, len(body), resp.get("ETag", ""), dict(metadata or {}))
+
+        return await self._call("put", key, request, bytes_up=len(body))
+
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        # docstring inherited
+        extra = {"Range": byte_range.http_header()} if byte_range is not None else {}
+
+        async def request(client: Any) -> bytes:
+            resp = await client.get_object(Bucket=self.bucket, Key=key, **extra)
+            async with resp["Body"] as stream:
+                data: bytes = await stream.read()
+            expected = resp.get("ContentLength")
+            if expected is not None and len(data) != expected:
+                raise TransientError(
+                    f"get {key!r}: short body, {len(data)} of {expected} bytes", op="get", key=key
+                )
+            return data
+
+        return await self._call("get", key, request)
+
+    async def head(self, key: str) -> ObjectInfo:
+        # docstring inherited
+        async def request(client: Any) -> ObjectInfo:
+            resp = await client.head_object(Bucket=self.bucket, Key=key)
+            return ObjectInfo(
+                key, int(resp["ContentLength"]), resp.get("ETag", ""), resp.get("Metadata", {})
+            )
+
+        return await self._call("head", key, request)
+
+    async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        # docstring inherited
+        token: str | None = None
+        while True:
+            extra = {"ContinuationToken": token} if token else {}
+
+            async def request(client: Any, extra: dict[str, str] = extra) -> dict[str, Any]:
+                resp: dict[str, Any] = await client.list_objects_v2(
+                    Bucket=self.bucket, Prefix=prefix, MaxKeys=MAX_LIST_PAGE, **extra
+                )
+                return resp
+
+            resp = await self._call("list", prefix, request)
+            page = [
+                ObjectInfo(o["Key"], int(o["Size"]), o.get("ETag", ""))
+                for o in resp.get("Contents", [])
+            ]
+            if page:
+                yield page
+            token = resp.get("NextContinuationToken")
+            if not resp.get("IsTruncated") or not token:
+                return
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        # docstring inherited
+        for i in range(0, len(keys), MAX_DELETE_BATCH):
+            batch = [{"Key": k} for k in keys[i : i + MAX_DELETE_BATCH]]
+
+            async def request(client: Any, batch: list[dict[str, str]] = batch) -> None:
+                resp = await client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                )
+                errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+                if errors:
+                    first = errors[0]
+                    raise ServerError(
+                        f"delete: {len(errors)} keys failed, first {first.get('Key')!r}: "
+                        f"{first.get('Code')} {first.get('Message', '')}",
+                        op="delete",
+                        key=str(first.get("Key", "")),
+                    )
+
+            await self._call("delete", batch[0]["Key"], request)
+
+    # --- multipart ----------------------------------------------------------
+
+    async def create_multipart(
+        self, key: str, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        # docstring inherited
+        extra = {"Metadata": dict(metadata)} if metadata else {}
+
+        async def request(client: Any) -> str:
+            resp = await client.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)
+            return str(resp["UploadId"])
+
+        return await self._call("create_multipart", key, request)
+
+    async def upload_part(
+        self, key: str, upload_id: str, part_number: int, data: bytes | memoryview
+    ) -> PartInfo:
+        # docstring inherited
+        check_part_number(key, part_number)
+        body = bytes(data)
+
+        async def request(client: Any) -> PartInfo:
+            resp = await client.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body
+            )
+            return PartInfo(part_number, resp["ETag"], len(body))
+
+        return await self._call("upload_part", key, request, bytes_up=len(body))
+
+    async def upload_part_copy(
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        source_key: str,
+        source_range: ByteRange,
+    ) -> PartInfo:
+        # docstring inherited
+        check_part_number(key, part_number)
+
+        async def request(client: Any) -> PartInfo:
+            resp = await client.upload_part_copy(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=part_number,
+                CopySource={"Bucket": self.bucket, "Key": source_key},
+                CopySourceRange=source_range.http_header(),
+            )
+            return PartInfo(part_number, resp["CopyPartResult"]["ETag"], source_range.length)
+
+        return await self._call("upload_part_copy", key, request)
+
+    async def complete_multipart(
+        self,
+        key: str,
+        upload_id: str,
+        parts: Sequence[PartInfo],
+        *,
+        if_none_match: bool = False,
+    ) -> ObjectInfo:
+        # docstring inherited
+        extra = {"IfNoneMatch": "*"} if if_none_match else {}
+        listed = [{"PartNumber": p.part_number, "ETag": p.etag} for p in parts]
+
+        async def request(client: Any) -> ObjectInfo:
+            resp = await client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": listed},
+                **extra,
+            )
+            return ObjectInfo(key, sum(p.size for p in parts), resp.get("ETag", ""))
+
+        return await self._call("complete_multipart", key, request)
+
+    async def abort_multipart(self, key: str, upload_id: str) -> None:
+        # docstring inherited
+        async def request(client: Any) -> None:
+            await client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+        try:
+            await self._call("abort_multipart", key, request)
+        except NoSuchUpload:
+            pass
+        except ObjectNotFound:
+            pass
+
+    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
+        # docstring inherited
+        found: list[UploadInfo] = []
+        markers: dict[str, str] = {}
+        while True:
+
+            async def request(client: Any, markers: dict[str, str] = markers) -> dict[str, Any]:
+                resp: dict[str, Any] = await client.list_multipart_uploads(
+                    Bucket=self.bucket, Prefix=prefix, MaxUploads=MAX_LIST_PAGE, **markers
+                )
+                return resp
+
+            resp = await self._call("list_multipart_uploads", prefix, request)
+            found.extend(
+                UploadInfo(u["Key"], u["UploadId"], u.get("Initiated"))
+                for u in resp.get("Uploads", [])
+            )
+            if not resp.get("IsTruncated"):
+                break
+            markers = {
+                "KeyMarker": resp.get("NextKeyMarker", ""),
+                "UploadIdMarker": resp.get("NextUploadIdMarker", ""),
+            }
+        found.sort(key=lambda u: (u.key, u.upload_id))
+        return found

@@ -1,0 +1,55 @@
+"""The sync facade's engine: one event loop in one daemon thread.
+
+Hosts that are not async call through :class:`LoopThread.run`, which submits a
+coroutine to the loop thread and waits for it (fsspec's ``sync()`` pattern).
+The loop lives as long as the facade object, so aiobotocore clients opened on
+it stay valid; there is never an ``asyncio.run`` per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from tieredstore.errors import StoreClosed
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop running in a daemon thread, for sync callers."""
+
+    def __init__(self, name: str = "tieredstore-loop") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._ready = threading.Event()
+        self._closed = False
+        self._thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop thread and return its result (or raise its error)."""
+        if self._closed:
+            coro.close()
+            raise StoreClosed("the sync facade is closed")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("LoopThread.run called from its own loop: await instead")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def close(self) -> None:
+        """Stop the loop and join the thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
