@@ -59,8 +59,30 @@ def weed_binary() -> str:
 
 
 @contextlib.contextmanager
+def _machine_lock(name: str) -> Iterator[None]:
+    """Hold an exclusive lock shared by every process on this machine."""
+    import fcntl
+
+    with open(os.path.join(tempfile.gettempdir(), f"{name}.lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def seaweedfs_server() -> Iterator[S3Server]:
-    """``weed mini`` in a temporary directory; stopped by its process id."""
+    """``weed mini`` in a temporary directory; stopped by its process id.
+
+    Its master, volume and filer ports are fixed, so only one can run on a
+    machine: concurrent test sessions queue on a lock file.
+    """
+    with _machine_lock("tieredstore-seaweedfs"):
+        yield from _seaweedfs_server()
+
+
+def _seaweedfs_server() -> Iterator[S3Server]:
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="tieredstore-weed-")
     log = open(os.path.join(workdir, "weed.log"), "wb")  # noqa: SIM115
