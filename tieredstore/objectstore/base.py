@@ -57,6 +57,15 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectData:
+    """A GET's answer: the bytes, and the object's info (its whole size and user
+    metadata, which S3 returns with ranged GETs too)."""
+
+    data: bytes
+    info: ObjectInfo
+
+
+@dataclass(frozen=True, slots=True)
 class PartInfo:
     """One uploaded part of a multipart upload."""
 
@@ -106,12 +115,17 @@ class ObjectStore(abc.ABC):
         """Store ``data`` at ``key``. With ``if_none_match`` only if the key is free."""
 
     @abc.abstractmethod
-    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
-        """Return the object's bytes, or the range of them.
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        """Return the object's bytes, or the range of them, with its info.
 
         A range that starts inside the object but runs past its end returns the
-        bytes that exist (as S3 does); callers that need the exact length check it.
+        bytes that exist (as S3 does); callers that need the exact length check
+        it. A range that starts at or past the end raises ``InvalidRequest``.
         """
+
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+        """The object's bytes, or the range of them (see :meth:`get_object`)."""
+        return (await self.get_object(key, byte_range)).data
 
     @abc.abstractmethod
     async def head(self, key: str) -> ObjectInfo:

@@ -16,6 +16,7 @@ from tieredstore.objectstore.base import (
     MAX_LIST_PAGE,
     MAX_PART_SIZE,
     ByteRange,
+    ObjectData,
     ObjectInfo,
     ObjectStore,
     PartInfo,
@@ -77,7 +78,7 @@ class BlockingObjectStore(ObjectStore):
     ) -> ObjectInfo: ...
 
     @abc.abstractmethod
-    def _get_now(self, key: str, byte_range: ByteRange | None) -> bytes: ...
+    def _get_now(self, key: str, byte_range: ByteRange | None) -> ObjectData: ...
 
     @abc.abstractmethod
     def _head_now(self, key: str) -> ObjectInfo: ...
@@ -130,7 +131,7 @@ class BlockingObjectStore(ObjectStore):
             bytes_up=len(data),
         )
 
-    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         # docstring inherited
         return await self._op("get", self._get_now, key, byte_range)
 

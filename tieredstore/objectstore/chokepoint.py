@@ -117,7 +117,10 @@ class RequestMetrics:
 
 
 def _size(value: object) -> int:
-    return len(value) if isinstance(value, bytes | bytearray | memoryview) else 0
+    if isinstance(value, bytes | bytearray | memoryview):
+        return len(value)
+    data = getattr(value, "data", None)  # ObjectData
+    return len(data) if isinstance(data, bytes) else 0
 
 
 class Chokepoint:

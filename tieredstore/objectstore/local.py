@@ -41,7 +41,7 @@ from tieredstore.errors import (
     ObjectStoreError,
     PreconditionFailed,
 )
-from tieredstore.objectstore.base import ByteRange, ObjectInfo, PartInfo, UploadInfo
+from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
 from tieredstore.objectstore.blocking import (
     BlockingObjectStore,
     check_copy_range,
@@ -187,15 +187,16 @@ class LocalObjectStore(BlockingObjectStore):
         self._link_into_place(tmp, key, if_none_match, "put")
         return ObjectInfo(key, len(data), etag, dict(metadata))
 
-    def _get_now(self, key: str, byte_range: ByteRange | None) -> bytes:
-        f, size, _ = self._open(key, "get")
+    def _get_now(self, key: str, byte_range: ByteRange | None) -> ObjectData:
+        f, size, trailer = self._open(key, "get")
         with f:
+            info = ObjectInfo(key, size, trailer["etag"], trailer["metadata"])
             if byte_range is None:
                 f.seek(0)
-                return f.read(size)
+                return ObjectData(f.read(size), info)
             check_range_start(key, size, byte_range, "get")
             f.seek(byte_range.start)
-            return f.read(min(byte_range.end, size) - byte_range.start)
+            return ObjectData(f.read(min(byte_range.end, size) - byte_range.start), info)
 
     def _head_now(self, key: str) -> ObjectInfo:
         f, size, trailer = self._open(key, "head")

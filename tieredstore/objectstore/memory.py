@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from tieredstore.errors import InvalidRequest, NoSuchUpload, ObjectNotFound, PreconditionFailed
 from tieredstore.objectstore.base import (
     ByteRange,
+    ObjectData,
     ObjectInfo,
     PartInfo,
     UploadInfo,
@@ -116,8 +117,10 @@ class MemoryObjectStore(BlockingObjectStore):
         self._store(key, obj)
         return ObjectInfo(key, len(body), obj.etag, dict(metadata))
 
-    def _get_now(self, key: str, byte_range: ByteRange | None) -> bytes:
-        return slice_range(key, self._lookup(key, "get").data, byte_range)
+    def _get_now(self, key: str, byte_range: ByteRange | None) -> ObjectData:
+        obj = self._lookup(key, "get")
+        info = ObjectInfo(key, len(obj.data), obj.etag, dict(obj.metadata))
+        return ObjectData(slice_range(key, obj.data, byte_range), info)
 
     def _head_now(self, key: str) -> ObjectInfo:
         obj = self._lookup(key, "head")

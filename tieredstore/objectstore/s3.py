@@ -35,6 +35,7 @@ from tieredstore.objectstore.base import (
     MAX_DELETE_BATCH,
     MAX_LIST_PAGE,
     ByteRange,
+    ObjectData,
     ObjectInfo,
     ObjectStore,
     PartInfo,
@@ -241,11 +242,11 @@ class S3ObjectStore(ObjectStore):
 
         return await self._call("put", key, request, bytes_up=len(body))
 
-    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         # docstring inherited
         extra = {"Range": byte_range.http_header()} if byte_range is not None else {}
 
-        async def request(client: Any) -> bytes:
+        async def request(client: Any) -> ObjectData:
             resp = await client.get_object(Bucket=self.bucket, Key=key, **extra)
             async with resp["Body"] as stream:
                 data: bytes = await stream.read()
@@ -254,7 +255,11 @@ class S3ObjectStore(ObjectStore):
                 raise TransientError(
                     f"get {key!r}: short body, {len(data)} of {expected} bytes", op="get", key=key
                 )
-            return data
+            # "bytes 0-99/1234" gives the whole size of a ranged answer.
+            content_range = str(resp.get("ContentRange") or "")
+            total = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else len(data)
+            info = ObjectInfo(key, total, resp.get("ETag", ""), resp.get("Metadata", {}))
+            return ObjectData(data, info)
 
         return await self._call("get", key, request)
 
