@@ -1,0 +1,30 @@
+"""Segments: keys, layouts, chunked segments with merge on seal, recovery."""
+
+from tieredstore.segment.base import FileSegment
+from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
+from tieredstore.segment.layout import ChunkRef, SegmentLayout
+from tieredstore.segment.merge import MergeStats
+from tieredstore.segment.path import FileType, SegmentPath, validate_name
+from tieredstore.segment.planner import PartKind, PlannedPart, plan_merge
+from tieredstore.segment.reader import DirectReader, SegmentReader
+from tieredstore.segment.recovery import SegmentState, recover_segment
+
+__all__ = [
+    "ChunkRef",
+    "ChunkedSegment",
+    "DirectReader",
+    "FileSegment",
+    "FileType",
+    "MergeStats",
+    "PartKind",
+    "PlannedPart",
+    "SegmentLayout",
+    "SegmentOptions",
+    "SegmentPath",
+    "SegmentReader",
+    "SegmentState",
+    "destroy_segment",
+    "plan_merge",
+    "recover_segment",
+    "validate_name",
+]

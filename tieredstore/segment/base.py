@@ -1,0 +1,53 @@
+"""FileSegment: a logical, append-only file segment in tiered storage."""
+
+from __future__ import annotations
+
+import abc
+
+from tieredstore.segment.path import SegmentPath
+
+
+class FileSegment(abc.ABC):
+    """An append-only run of bytes, written by ``commit0`` and read by ``read0``.
+
+    ``commit_position`` is how many bytes are durable in the object store;
+    ``size`` equals it (a segment holds no bytes it has not committed: the
+    upload buffer pool above it does the buffering).
+    """
+
+    path: SegmentPath
+
+    @property
+    @abc.abstractmethod
+    def commit_position(self) -> int:
+        """Bytes durable in the object store, from position 0."""
+
+    @property
+    def size(self) -> int:
+        return self.commit_position
+
+    @property
+    @abc.abstractmethod
+    def sealed(self) -> bool:
+        """Whether the segment takes no more commits."""
+
+    @abc.abstractmethod
+    async def commit0(self, position: int, data: bytes | memoryview) -> None:
+        """Make ``data`` durable at ``position``, which must be the commit position.
+
+        Raises ``CommitPositionError`` (carrying the position to resume from)
+        for any other position, ``CommitFailed`` if only a prefix landed,
+        ``SegmentFenced`` if another writer owns the segment.
+        """
+
+    @abc.abstractmethod
+    async def read0(self, position: int, length: int) -> bytes:
+        """Bytes ``[position, position + length)``, all within the commit position."""
+
+    @abc.abstractmethod
+    async def seal(self) -> None:
+        """Take no more commits and compact the segment. Idempotent."""
+
+    @abc.abstractmethod
+    async def destroy(self) -> None:
+        """Delete every object of the segment."""

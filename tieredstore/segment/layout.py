@@ -1,0 +1,147 @@
+"""Where each byte of a segment lives: units, and the layout that seeks them.
+
+A *unit* is a run of a segment's bytes stored contiguously in one object and
+checked by one CRC32C: a chunk object before the merge, a range of the merged
+``segment`` object after it. A unit is also what a reader fetches and caches:
+reads are ranged GETs of whole units, so every byte returned was checked.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tieredstore.checksum import crc32c_combine
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRef:
+    """Segment bytes ``[position, position + length)`` at ``key[object_offset:]``.
+
+    ``crc32c`` is None only for a chunk found by listing whose CRC has not yet
+    been read (it arrives with the chunk's GET, in the object metadata).
+    """
+
+    position: int
+    length: int
+    key: str
+    object_offset: int = 0
+    crc32c: int | None = None
+
+    @property
+    def end(self) -> int:
+        return self.position + self.length
+
+    @property
+    def whole_object(self) -> bool:
+        """Whether the unit is its object's bytes from the start (a chunk)."""
+        return self.object_offset == 0
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """Bytes ``[start, end)`` of one unit, as part of a read."""
+
+    unit: ChunkRef
+    start: int
+    end: int
+
+
+class SegmentLayout:
+    """The ordered units of a segment, contiguous from position 0."""
+
+    __slots__ = ("_positions", "_units")
+
+    def __init__(self, units: Iterable[ChunkRef] = ()) -> None:
+        self._units: list[ChunkRef] = []
+        self._positions: list[int] = []
+        for unit in units:
+            self.append(unit)
+
+    @property
+    def size(self) -> int:
+        return self._units[-1].end if self._units else 0
+
+    @property
+    def units(self) -> Sequence[ChunkRef]:
+        return tuple(self._units)
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def append(self, unit: ChunkRef) -> None:
+        if unit.position != self.size or unit.length <= 0:
+            raise ValueError(
+                f"unit at {unit.position} (+{unit.length}) does not continue a layout "
+                f"of {self.size} bytes"
+            )
+        self._units.append(unit)
+        self._positions.append(unit.position)
+
+    def index_of(self, position: int) -> int:
+        """Index of the unit holding ``position`` (bisect)."""
+        if not 0 <= position < self.size:
+            raise IndexError(f"position {position} outside [0, {self.size})")
+        return bisect.bisect_right(self._positions, position) - 1
+
+    def unit_at(self, position: int) -> ChunkRef:
+        return self._units[self.index_of(position)]
+
+    def slices(self, position: int, length: int) -> list[Slice]:
+        """The unit slices that make up ``[position, position + length)``."""
+        if length <= 0:
+            return []
+        end = position + length
+        if position < 0 or end > self.size:
+            raise IndexError(f"range [{position}, {end}) outside [0, {self.size})")
+        out: list[Slice] = []
+        i = self.index_of(position)
+        while position < end:
+            unit = self._units[i]
+            stop = min(end, unit.end)
+            out.append(Slice(unit, position - unit.position, stop - unit.position))
+            position = stop
+            i += 1
+        return out
+
+    def following(self, position: int, count: int) -> list[ChunkRef]:
+        """Up to ``count`` units after the one holding ``position`` (for read-ahead)."""
+        if count <= 0 or not 0 <= position < self.size:
+            return []
+        i = self.index_of(position) + 1
+        return self._units[i : i + count]
+
+    def with_crc(self, index: int, crc: int) -> None:
+        """Record a CRC learnt from a GET or HEAD of a listed chunk."""
+        unit = self._units[index]
+        self._units[index] = ChunkRef(unit.position, unit.length, unit.key, unit.object_offset,
+                                      crc)
+
+
+def coalesce_units(
+    chunks: Sequence[tuple[int, int]], key: str, target: int
+) -> list[ChunkRef]:
+    """Units of a merged object from its chunks' (length, crc32c), in order.
+
+    Neighbours are joined while the unit stays within ``target`` bytes; a
+    chunk larger than ``target`` stays a unit of its own. The joined CRC comes
+    from :func:`crc32c_combine`, so no byte is read again.
+    """
+    units: list[ChunkRef] = []
+    start = length = crc = 0
+    position = 0
+    for chunk_length, chunk_crc in chunks:
+        if length and length + chunk_length > target:
+            units.append(ChunkRef(start, length, key, start, crc))
+            length = crc = 0
+        if not length:
+            start = position
+            crc = chunk_crc
+        else:
+            crc = crc32c_combine(crc, chunk_crc, chunk_length)
+        length += chunk_length
+        position += chunk_length
+    if length:
+        units.append(ChunkRef(start, length, key, start, crc))
+    return units

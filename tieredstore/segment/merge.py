@@ -1,0 +1,155 @@
+"""Execute a merge: chunks -> one ``segment`` object by multipart upload.
+
+Copy parts go server-side (UploadPartCopy with CopySourceRange). Upload parts
+are built from chunk bytes fetched through the segment's reader (so chunks
+this process just wrote come from its cache) and checked against their
+CRC32C before they are sent. The unit table goes at the end of the last part.
+Completion is conditional (``If-None-Match: *``); any failure aborts the
+upload. The chunks are deleted by the caller once the merge has landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tieredstore.checksum import parse_crc
+from tieredstore.errors import (
+    CorruptSegment,
+    IntegrityError,
+    NoSuchUpload,
+    PreconditionFailed,
+    SegmentFenced,
+)
+from tieredstore.objectstore.base import MAX_PARTS, ByteRange, ObjectStore, PartInfo
+from tieredstore.segment.layout import ChunkRef, SegmentLayout, coalesce_units
+from tieredstore.segment.path import SegmentPath
+from tieredstore.segment.planner import PartKind, PlannedPart, check_plan, plan_merge
+from tieredstore.segment.reader import CRC_METADATA_KEY, SegmentReader
+from tieredstore.segment.recovery import read_merged_units
+from tieredstore.segment.trailer import encode_trailer
+
+log = logging.getLogger(__name__)
+
+FORMAT_METADATA = {"tieredstore-format": "segment-v1"}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeStats:
+    """What a merge cost, in requests and bytes."""
+
+    parts: int
+    copy_parts: int
+    upload_parts: int
+    bytes_copied: int
+    bytes_reuploaded: int
+    heads: int
+
+
+async def learn_crcs(store: ObjectStore, layout: SegmentLayout, *, concurrency: int = 16) -> int:
+    """HEAD the chunks whose CRC32C is not known yet. Returns HEADs issued."""
+    missing = [i for i, u in enumerate(layout.units) if u.crc32c is None]
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        unit = layout.units[i]
+        async with limit:
+            info = await store.head(unit.key)
+        if info.size != unit.length:
+            raise IntegrityError(f"chunk {unit.key!r} is {info.size} bytes, listed {unit.length}")
+        text = info.metadata.get(CRC_METADATA_KEY)
+        if text is None:
+            raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata")
+        layout.with_crc(i, parse_crc(text))
+
+    await asyncio.gather(*(one(i) for i in missing))
+    return len(missing)
+
+
+async def merge_chunks(
+    store: ObjectStore,
+    path: SegmentPath,
+    layout: SegmentLayout,
+    reader: SegmentReader,
+    *,
+    unit_target: int,
+    concurrency: int = 4,
+) -> tuple[list[ChunkRef], MergeStats]:
+    """Write ``path.merged_key`` from the chunks of ``layout``; return its units."""
+    segment = str(path)
+    heads = await learn_crcs(store, layout)
+    chunks = list(layout.units)
+    plan = plan_merge([c.length for c in chunks], reserve_parts=1)
+    units = coalesce_units([(c.length, c.crc32c or 0) for c in chunks], path.merged_key,
+                           unit_target)
+    trailer = encode_trailer(units)
+    if not plan or plan[-1].kind is PartKind.COPY:
+        plan.append(PlannedPart(len(plan) + 1, PartKind.UPLOAD, ()))
+    check_plan(plan, max_parts=MAX_PARTS)
+
+    key = path.merged_key
+    upload_id = await store.create_multipart(key, metadata=FORMAT_METADATA)
+    limit = asyncio.Semaphore(concurrency)
+
+    async def run(part: PlannedPart) -> PartInfo:
+        async with limit:
+            if part.kind is PartKind.COPY:
+                (piece,) = part.pieces
+                chunk = chunks[piece.chunk]
+                return await store.upload_part_copy(
+                    key, upload_id, part.number, chunk.key,
+                    ByteRange(chunk.object_offset + piece.start, piece.length),
+                )
+            pieces: list[bytes] = []
+            for piece in part.pieces:
+                chunk = chunks[piece.chunk]
+                # The reader checks the whole chunk's CRC before we use any of it.
+                data = await reader.read(path, layout, chunk.position, chunk.length)
+                pieces.append(data[piece.start : piece.start + piece.length])
+            if part.number == len(plan):
+                pieces.append(trailer)
+            return await store.upload_part(key, upload_id, part.number, b"".join(pieces))
+
+    try:
+        infos = await asyncio.gather(*(run(p) for p in plan))
+        try:
+            await store.complete_multipart(key, upload_id, infos, if_none_match=True)
+        except (PreconditionFailed, NoSuchUpload):
+            # Either our own earlier attempt landed (a retry after a lost answer)
+            # or another writer merged this segment: the object must match ours.
+            await check_existing_merge(store, path, units)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await store.abort_multipart(key, upload_id)
+        raise
+    copy = [p for p in plan if p.kind is PartKind.COPY]
+    stats = MergeStats(
+        parts=len(plan),
+        copy_parts=len(copy),
+        upload_parts=len(plan) - len(copy),
+        bytes_copied=sum(p.size for p in copy),
+        bytes_reuploaded=sum(p.size for p in plan if p.kind is PartKind.UPLOAD),
+        heads=heads,
+    )
+    log.debug("merged %s: %s", segment, stats)
+    return units, stats
+
+
+async def check_existing_merge(
+    store: ObjectStore, path: SegmentPath, units: Sequence[ChunkRef]
+) -> None:
+    """The merged object already there holds exactly ``units``, or we are fenced."""
+    info = await store.head(path.merged_key)
+    try:
+        existing = await read_merged_units(store, path, info.size)
+    except CorruptSegment as exc:
+        raise SegmentFenced(f"a different merged object exists: {exc}",
+                            segment=str(path)) from exc
+    if [(u.position, u.length, u.crc32c) for u in existing] != [
+        (u.position, u.length, u.crc32c) for u in units
+    ]:
+        raise SegmentFenced("a different merged object exists: another writer sealed it",
+                            segment=str(path))

@@ -1,0 +1,148 @@
+"""Segment identity and object keys.
+
+``{prefix}/{h}/{cluster}/{broker}/{topic}/{queue}/{type}/seg-{base:020d}/chunk-{pos:020d}``
+and ``.../seg-{base:020d}/segment`` once merged, ``.../seg-{base:020d}/sealed``
+while a seal is under way. ``h`` is four hex digits of a hash of the path, to
+spread S3 request-rate partitions. Numbers are zero-padded to 20 digits so
+that listing order is numeric order.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import unicodedata
+from dataclasses import dataclass
+
+from tieredstore.errors import InvalidName
+
+MAX_NAME_BYTES = 200
+MAX_OFFSET = 10**20 - 1
+
+CHUNK_PREFIX = "chunk-"
+MERGED_NAME = "segment"
+SEALED_NAME = "sealed"
+
+
+class FileType(enum.Enum):
+    """The kinds of flat file a queue keeps (RocketMQ's names)."""
+
+    COMMIT_LOG = "commitlog"
+    CONSUME_QUEUE = "consumequeue"
+    INDEX = "index"
+
+
+def validate_name(field: str, value: str) -> str:
+    """Refuse a name that could escape its place in a key; return it unchanged."""
+    if not isinstance(value, str):
+        raise InvalidName(field, str(value), f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidName(field, value, "must not be empty")
+    if value in (".", ".."):
+        raise InvalidName(field, value, "must not be '.' or '..'")
+    if "/" in value or "\\" in value:
+        raise InvalidName(field, value, "must not contain '/' or '\\'")
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            raise InvalidName(field, value, f"must not contain control character {ch!r}")
+    if value != value.strip():
+        raise InvalidName(field, value, "must not start or end with whitespace")
+    if len(value.encode()) > MAX_NAME_BYTES:
+        raise InvalidName(field, value, f"is longer than {MAX_NAME_BYTES} bytes in UTF-8")
+    return value
+
+
+def validate_prefix(prefix: str) -> str:
+    """A key prefix: ``/``-separated names, each valid; may be empty."""
+    if prefix:
+        for part in prefix.split("/"):
+            validate_name("key_prefix", part)
+    return prefix
+
+
+def validate_offset(field: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidName(field, str(value), f"must be an int, got {type(value).__name__}")
+    if not 0 <= value <= MAX_OFFSET:
+        raise InvalidName(field, str(value), f"must be in [0, {MAX_OFFSET}]")
+    return value
+
+
+def chunk_name(position: int) -> str:
+    return f"{CHUNK_PREFIX}{position:020d}"
+
+
+def parse_chunk_name(name: str) -> int | None:
+    """The position a chunk object name encodes, or None if it is not one."""
+    digits = name[len(CHUNK_PREFIX) :]
+    if name.startswith(CHUNK_PREFIX) and len(digits) == 20 and digits.isdigit():
+        return int(digits)
+    return None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SegmentPath:
+    """Where a logical segment lives: one flat file of one queue, from ``base_offset``."""
+
+    cluster: str
+    broker: str
+    topic: str
+    queue_id: int
+    file_type: FileType
+    base_offset: int
+    prefix: str = "tieredstore"
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.prefix)
+        validate_name("cluster", self.cluster)
+        validate_name("broker", self.broker)
+        validate_name("topic", self.topic)
+        validate_offset("queue_id", self.queue_id)
+        if not isinstance(self.file_type, FileType):
+            raise InvalidName("file_type", str(self.file_type), "must be a FileType")
+        validate_offset("base_offset", self.base_offset)
+
+    @property
+    def queue_path(self) -> str:
+        """``cluster/broker/topic/queue/type``: the file this segment belongs to."""
+        return (
+            f"{self.cluster}/{self.broker}/{self.topic}/{self.queue_id}/{self.file_type.value}"
+        )
+
+    @property
+    def file_prefix(self) -> str:
+        """The key prefix of every segment of this file, ending in ``/``."""
+        digest = hashlib.sha256(self.queue_path.encode()).hexdigest()[:4]
+        head = f"{self.prefix}/" if self.prefix else ""
+        return f"{head}{digest}/{self.queue_path}/"
+
+    @property
+    def base_dir(self) -> str:
+        """The key prefix of this segment's objects, ending in ``/``."""
+        return f"{self.file_prefix}seg-{self.base_offset:020d}/"
+
+    def chunk_key(self, position: int) -> str:
+        return self.base_dir + chunk_name(validate_offset("position", position))
+
+    @property
+    def merged_key(self) -> str:
+        return self.base_dir + MERGED_NAME
+
+    @property
+    def sealed_key(self) -> str:
+        return self.base_dir + SEALED_NAME
+
+    def with_base_offset(self, base_offset: int) -> SegmentPath:
+        return SegmentPath(self.cluster, self.broker, self.topic, self.queue_id,
+                           self.file_type, base_offset, self.prefix)
+
+    def __str__(self) -> str:
+        return f"{self.queue_path}@{self.base_offset}"
+
+
+def parse_segment_dir(name: str) -> int | None:
+    """The base offset in a ``seg-{base:020d}`` directory name, or None."""
+    digits = name[4:]
+    if name.startswith("seg-") and len(digits) == 20 and digits.isdigit():
+        return int(digits)
+    return None

@@ -1,0 +1,141 @@
+"""Plan the multipart upload that merges a segment's chunks into one object.
+
+Pure: takes chunk lengths, returns parts. S3 decides the rules: every part
+but the last is at least 5 MiB and at most 5 GiB, at most 10,000 parts. A
+chunk of at least 5 MiB can be copied server-side (UploadPartCopy with a
+CopySourceRange); smaller neighbours are read and uploaded together until the
+part is big enough. With 4 MiB chunks nothing can be copied: every byte is
+read and re-uploaded. With chunks of 5 MiB or more, everything is copied but
+where small chunks (a segment's tail, group commits) sit between them.
+
+When small chunks are pending and a big chunk follows, the pending part is
+topped up with the head of the big chunk and the rest is copied, if the rest
+is still at least 5 MiB; otherwise the whole big chunk joins the upload.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tieredstore.errors import TieredStoreError
+from tieredstore.objectstore.base import MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE
+
+
+class MergePlanError(TieredStoreError, ValueError):
+    """No plan satisfies S3's multipart limits for these chunks."""
+
+
+class PartKind(enum.Enum):
+    COPY = "copy"  # UploadPartCopy of one range of one chunk
+    UPLOAD = "upload"  # UploadPart of bytes read from one or more chunks
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Bytes ``[start, start + length)`` of chunk number ``chunk``."""
+
+    chunk: int
+    start: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedPart:
+    number: int  # 1-based part number
+    kind: PartKind
+    pieces: tuple[Piece, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(p.length for p in self.pieces)
+
+
+def plan_merge(
+    chunk_lengths: Sequence[int],
+    *,
+    min_part: int = MIN_PART_SIZE,
+    max_part: int = MAX_PART_SIZE,
+    max_parts: int = MAX_PARTS,
+    reserve_parts: int = 0,
+) -> list[PlannedPart]:
+    """Parts whose concatenation is the chunks in order.
+
+    ``reserve_parts`` keeps room for parts the caller adds after the plan (a
+    trailer part). Raises :class:`MergePlanError` if S3's limits cannot be met.
+    """
+    if not 0 < min_part <= max_part:
+        raise MergePlanError(f"need 0 < min_part <= max_part, got {min_part}, {max_part}")
+    total = sum(chunk_lengths)
+    # Upload parts grow past the minimum when needed to stay under max_parts.
+    budget = max(1, max_parts - reserve_parts)
+    target = max(min_part, -(-total // budget))
+    if target > max_part // 2:
+        raise MergePlanError(f"{total} bytes cannot be merged within {budget} parts")
+
+    parts: list[PlannedPart] = []
+    pending: list[Piece] = []
+    pending_size = 0
+
+    def emit(kind: PartKind, pieces: Sequence[Piece]) -> None:
+        parts.append(PlannedPart(len(parts) + 1, kind, tuple(pieces)))
+
+    def flush() -> None:
+        nonlocal pending, pending_size
+        if pending:
+            emit(PartKind.UPLOAD, pending)
+        pending, pending_size = [], 0
+
+    for index, length in enumerate(chunk_lengths):
+        if length < 0:
+            raise MergePlanError(f"chunk {index} has negative length {length}")
+        if length == 0:
+            continue
+        start = 0
+        if length >= min_part:
+            if 0 < pending_size < min_part:
+                need = min_part - pending_size
+                if length - need < min_part:
+                    pending.append(Piece(index, 0, length))
+                    pending_size += length
+                    if pending_size >= target:
+                        flush()
+                    continue
+                pending.append(Piece(index, 0, need))
+                start = need
+            flush()
+            remaining = length - start
+            count = -(-remaining // max_part)
+            for i in range(count):
+                size = remaining // count + (1 if i < remaining % count else 0)
+                emit(PartKind.COPY, [Piece(index, start, size)])
+                start += size
+        else:
+            pending.append(Piece(index, 0, length))
+            pending_size += length
+            if pending_size >= target:
+                flush()
+    flush()
+    if len(parts) > budget:
+        raise MergePlanError(
+            f"merging {len(chunk_lengths)} chunks ({total} bytes) needs {len(parts)} parts, "
+            f"S3 allows {max_parts}; use a larger chunk size"
+        )
+    return parts
+
+
+def check_plan(parts: Sequence[PlannedPart], *, min_part: int = MIN_PART_SIZE,
+               max_part: int = MAX_PART_SIZE, max_parts: int = MAX_PARTS) -> None:
+    """Assert S3's rules on a plan (used by tests and before executing)."""
+    if len(parts) > max_parts:
+        raise MergePlanError(f"{len(parts)} parts, more than {max_parts}")
+    for i, part in enumerate(parts):
+        if part.number != i + 1:
+            raise MergePlanError(f"part {i} is numbered {part.number}")
+        if part.size > max_part:
+            raise MergePlanError(f"part {part.number} has {part.size} bytes > {max_part}")
+        if i < len(parts) - 1 and part.size < min_part:
+            raise MergePlanError(f"part {part.number} has {part.size} bytes < {min_part}")
+        if part.kind is PartKind.COPY and len(part.pieces) != 1:
+            raise MergePlanError(f"copy part {part.number} has {len(part.pieces)} pieces")

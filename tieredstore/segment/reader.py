@@ -1,0 +1,129 @@
+"""Reading units: one checked GET per unit, and the reader protocol.
+
+:class:`DirectReader` is the plain read path (no cache): the units a read
+touches are fetched in parallel, each by one ranged GET of the whole unit and
+checked against its CRC32C. The fetcher (``tieredstore.fetcher``) implements
+the same :class:`SegmentReader` protocol with caches and read-ahead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Protocol
+
+from tieredstore.checksum import crc32c, parse_crc
+from tieredstore.errors import ChunkMissing, IntegrityError, InvalidRequest, ObjectNotFound
+from tieredstore.objectstore.base import ByteRange, ObjectStore
+from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
+from tieredstore.segment.path import SegmentPath
+
+CRC_METADATA_KEY = "crc32c"
+
+
+class SegmentReader(Protocol):
+    """How a segment gets its bytes back."""
+
+    async def read(
+        self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
+    ) -> bytes:
+        """Bytes ``[position, position + length)``, every unit checked."""
+        ...
+
+    def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
+        """A unit this process just wrote, and its bytes (for tailing readers)."""
+        ...
+
+    def forget(self, path: SegmentPath) -> None:
+        """The segment was merged or destroyed: drop what is held for it."""
+        ...
+
+
+async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> tuple[bytes, int]:
+    """GET one whole unit and check it. Returns its bytes and CRC32C.
+
+    A unit without a known CRC must be a whole chunk object; its CRC comes
+    from the object metadata returned with the same GET.
+    """
+    segment = str(path)
+    try:
+        got = await store.get_object(unit.key, ByteRange(unit.object_offset, unit.length))
+    except ObjectNotFound:
+        raise ChunkMissing(
+            f"object {unit.key!r} holding [{unit.position}, {unit.end}) is missing",
+            segment=segment,
+        ) from None
+    except InvalidRequest as exc:
+        raise IntegrityError(
+            f"object {unit.key!r} is shorter than its unit [{unit.position}, {unit.end}): {exc}",
+            segment=segment,
+        ) from None
+    data = got.data
+    if len(data) != unit.length:
+        raise IntegrityError(
+            f"object {unit.key!r} returned {len(data)} bytes for unit "
+            f"[{unit.position}, {unit.end}) of {unit.length}",
+            segment=segment,
+        )
+    expected = unit.crc32c
+    if expected is None:
+        if got.info.size != unit.length or not unit.whole_object:
+            raise IntegrityError(
+                f"chunk {unit.key!r} is {got.info.size} bytes, its unit {unit.length}",
+                segment=segment,
+            )
+        text = got.info.metadata.get(CRC_METADATA_KEY)
+        if text is None:
+            raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata", segment=segment)
+        try:
+            expected = parse_crc(text)
+        except ValueError:
+            raise IntegrityError(
+                f"chunk {unit.key!r} has bad crc32c metadata {text!r}", segment=segment
+            ) from None
+    actual = crc32c(data)
+    if actual != expected:
+        raise IntegrityError(
+            f"bytes [{unit.position}, {unit.end}) from {unit.key!r} have CRC32C "
+            f"{actual:08x}, expected {expected:08x}",
+            segment=segment,
+        )
+    return data, actual
+
+
+def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes:
+    """Join the wanted part of each unit's bytes, copying once."""
+    if len(slices) == 1:
+        s = slices[0]
+        data = datas[0]
+        return data if (s.start, s.end) == (0, len(data)) else data[s.start : s.end]
+    return b"".join(memoryview(d)[s.start : s.end] for s, d in zip(slices, datas, strict=True))
+
+
+class DirectReader:
+    """Reads straight from the object store: parallel GETs, no cache."""
+
+    def __init__(self, store: ObjectStore, *, concurrency: int = 16) -> None:
+        self.store = store
+        self._limit = asyncio.Semaphore(concurrency)
+
+    async def _one(self, path: SegmentPath, unit: ChunkRef) -> bytes:
+        async with self._limit:
+            data, _ = await fetch_unit(self.store, path, unit)
+            return data
+
+    async def read(
+        self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
+    ) -> bytes:
+        # docstring inherited
+        slices = layout.slices(position, length)
+        datas = await asyncio.gather(*(self._one(path, s.unit) for s in slices))
+        return assemble(slices, datas)
+
+    def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
+        # docstring inherited
+        return None
+
+    def forget(self, path: SegmentPath) -> None:
+        # docstring inherited
+        return None
