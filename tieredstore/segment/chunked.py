@@ -15,7 +15,6 @@ then deletes the chunks and, last, the marker.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 
@@ -58,7 +57,6 @@ class SegmentOptions:
     max_size: int | None = None
     merge_on_seal: bool = True
     unit_target: int | None = None
-    upload_concurrency: int = 8
     merge_concurrency: int = 4
 
     def __post_init__(self) -> None:
@@ -66,8 +64,8 @@ class SegmentOptions:
             raise ConfigError("chunk_size", f"must be >= 1, got {self.chunk_size}")
         if self.max_size is not None and self.max_size < 1:
             raise ConfigError("max_size", f"must be >= 1, got {self.max_size}")
-        if self.upload_concurrency < 1 or self.merge_concurrency < 1:
-            raise ConfigError("upload_concurrency", "must be >= 1")
+        if self.merge_concurrency < 1:
+            raise ConfigError("merge_concurrency", f"must be >= 1, got {self.merge_concurrency}")
 
     @property
     def units(self) -> int:
@@ -96,7 +94,6 @@ class ChunkedSegment(FileSegment):
         self._lock = asyncio.Lock()
         self._fenced: SegmentFenced | None = None
         self._destroyed = False
-        self._orphans: list[str] = []  # chunks past a failed commit, to delete
         self._leftovers: list[str] = []  # chunks and marker after a merge, to delete
         self.last_merge: MergeStats | None = None
 
@@ -185,43 +182,26 @@ class ChunkedSegment(FileSegment):
                     f"{len(data)} bytes at {position} would pass the maximum size {max_size}",
                     segment=segment,
                 )
-            if self._orphans:
-                await self._delete_orphans()
             await self._write_chunks(position, memoryview(data))
 
     async def _write_chunks(self, position: int, view: memoryview) -> None:
+        # One piece after another, never in parallel: a crash then leaves a
+        # contiguous prefix of chunks, never a hole that recovery would have to
+        # tell apart from lost data. Parallelism comes from many segments.
         step = self.options.chunk_size
-        pieces = [(position + off, view[off : off + step]) for off in range(0, len(view), step)]
-        limit = asyncio.Semaphore(self.options.upload_concurrency)
-
-        async def put(pos: int, piece: memoryview) -> tuple[ChunkRef, bytes]:
-            async with limit:
-                return await self._put_chunk(pos, piece)
-
-        results = await asyncio.gather(*(put(p, d) for p, d in pieces), return_exceptions=True)
-        failure: BaseException | None = None
-        for result in results:
-            if isinstance(result, BaseException):
-                failure = failure or result
-                continue
-            unit, body = result
-            if failure is None:
-                self._layout.append(unit)
-                self.reader.committed(self.path, unit, body)
-            else:
-                self._orphans.append(unit.key)
-        if failure is None:
-            return
-        if isinstance(failure, SegmentFenced):
-            raise failure
-        if self._orphans:
-            with contextlib.suppress(Exception):
-                await self._delete_orphans()
-        raise CommitFailed(
-            f"commit did not fully land: {failure}",
-            segment=str(self.path),
-            resume_position=self._layout.size,
-        ) from failure
+        for offset in range(0, len(view), step):
+            try:
+                unit, body = await self._put_chunk(position + offset, view[offset : offset + step])
+            except SegmentFenced:
+                raise
+            except Exception as exc:
+                raise CommitFailed(
+                    f"commit did not fully land: {exc}",
+                    segment=str(self.path),
+                    resume_position=self._layout.size,
+                ) from exc
+            self._layout.append(unit)
+            self.reader.committed(self.path, unit, body)
 
     async def _put_chunk(self, position: int, piece: memoryview) -> tuple[ChunkRef, bytes]:
         body = piece.obj if isinstance(piece.obj, bytes) and len(piece) == len(piece.obj) \
@@ -243,11 +223,6 @@ class ChunkedSegment(FileSegment):
             # Our own earlier attempt landed; its answer was lost.
         return ChunkRef(position, len(body), key, 0, crc), body
 
-    async def _delete_orphans(self) -> None:
-        orphans = self._orphans
-        await self.store.delete_many(orphans)
-        self._orphans = [k for k in self._orphans if k not in set(orphans)]
-
     # --- sealing ----------------------------------------------------------------
 
     async def seal(self) -> None:
@@ -258,8 +233,6 @@ class ChunkedSegment(FileSegment):
             if self._fenced is not None:
                 raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
             if self._state is SegmentState.OPEN:
-                if self._orphans:
-                    await self._delete_orphans()
                 await self._write_marker()
                 self._state = SegmentState.SEALING
             if self._state is SegmentState.SEALING and self.options.merge_on_seal:
