@@ -158,7 +158,7 @@ async def test_a_foreign_key_is_named_and_left_alone(fast_store: ObjectStore) ->
     seg = await open_segment(fast_store)
     await seg.commit0(0, b"abc")
     await fast_store.put(seg.path.base_dir + "notes.txt", b"hello")
-    with pytest.raises(CorruptSegment, match="notes.txt"):
+    with pytest.raises(CorruptSegment, match=r"notes\.txt"):
         await ChunkedSegment.open(fast_store, seg.path)
     assert await fast_store.get(seg.path.base_dir + "notes.txt") == b"hello"
 
