@@ -1,0 +1,68 @@
+"""Configuration: precedence, validation naming the key, and the documented file."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.errors import ConfigError
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "tieredstore.toml"
+
+
+def test_the_shipped_file_documents_every_key_with_its_default() -> None:
+    text = CONF.read_text()
+    table = tomllib.loads(text)
+    flat = {k: v for section in table.values() for k, v in section.items()}
+    names = {f.name for f in dataclasses.fields(TieredStoreConfig)}
+    assert set(flat) == names, f"undocumented: {names - set(flat)}, unknown: {set(flat) - names}"
+    assert load_config(CONF, env={}) == TieredStoreConfig(), "file defaults differ from code"
+    for name in names:  # each key has a comment line right above it (or its group)
+        assert re.search(rf"#[^\n]*\n(?:[a-z_0-9]+ = [^\n]*\n)*{name} = ", text), name
+
+
+def test_precedence_file_then_env_then_code(tmp_path: Path) -> None:
+    conf = tmp_path / "c.toml"
+    conf.write_text('chunk_size = "8MiB"\nreadahead_chunk_num = 3\n')
+    env = {"TIEREDSTORE_READAHEAD_CHUNK_NUM": "5", "TIEREDSTORE_POOL_BYTES": "1m"}
+    config = load_config(conf, env=env, pool_bytes=2 * 1024 * 1024)
+    assert config.chunk_size == 8 * 1024 * 1024
+    assert config.readahead_chunk_num == 5
+    assert config.pool_bytes == 2 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "text"),
+    [
+        ({"chunk_size": 10}, "chunk_size", "must be in [1024"),
+        ({"backend": "ftp"}, "backend", "one of local, s3, memory"),
+        ({"readahead_chunk_num": 9, "readahead_chunk_max": 8}, "readahead_chunk_num",
+         "must not exceed readahead_chunk_max"),
+        ({"backend": "s3"}, "s3_bucket", "required"),
+        ({"no_such_key": 1}, "no_such_key", "unknown key"),
+        ({"local_fsync": "maybe"}, "local_fsync", "cannot read"),
+        ({"request_timeout": -1.0}, "request_timeout", "must be in"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_allowed_range(
+    overrides: dict[str, object], key: str, text: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(env={}, **overrides)
+    assert info.value.key == key
+    assert text in str(info.value)
+
+
+def test_bad_environment_value_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="chunk_size"):
+        load_config(env={"TIEREDSTORE_CHUNK_SIZE": "lots"})
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml", env={})
