@@ -249,3 +249,15 @@ async def test_failed_merge_aborts_its_upload_and_can_be_retried() -> None:
     assert reopened.merged and await reopened.read0(0, len(data)) == data
     assert (await ChunkedSegment.open(store, seg.path)).layout.units[0].key.endswith("/segment")
     assert seg.path is not None and SegmentState.SEALED.value == "sealed"
+
+
+async def test_seal_without_merge_is_durable_and_finished_later(fast_store: ObjectStore) -> None:
+    seg = await open_segment(fast_store, chunk_size=10)
+    await seg.commit0(0, b"x" * 25)
+    await seg.seal(merge=False)
+    assert seg.sealed and not seg.merged
+    with pytest.raises(SegmentSealed):
+        await seg.commit0(25, b"y")
+    assert "sealed" in await keys(fast_store, seg.path.base_dir)
+    await seg.seal()
+    assert seg.merged and await keys(fast_store, seg.path.base_dir) == ["segment"]

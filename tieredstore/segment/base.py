@@ -45,8 +45,9 @@ class FileSegment(abc.ABC):
         """Bytes ``[position, position + length)``, all within the commit position."""
 
     @abc.abstractmethod
-    async def seal(self) -> None:
-        """Take no more commits and compact the segment. Idempotent."""
+    async def seal(self, *, merge: bool | None = None) -> None:
+        """Take no more commits and (unless ``merge`` is False) compact the
+        segment. Idempotent; a later call finishes a seal begun without merge."""
 
     @abc.abstractmethod
     async def destroy(self) -> None:

@@ -225,8 +225,11 @@ class ChunkedSegment(FileSegment):
 
     # --- sealing ----------------------------------------------------------------
 
-    async def seal(self) -> None:
-        # docstring inherited
+    async def seal(self, *, merge: bool | None = None) -> None:
+        """Take no more commits; then merge, unless ``merge`` (default: the
+        ``merge_on_seal`` option) is False. Sealing is durable once this returns
+        (the marker is written); a later ``seal()`` finishes an unmerged one."""
+        do_merge = self.options.merge_on_seal if merge is None else merge
         async with self._lock:
             if self._destroyed:
                 raise StoreClosed(f"segment {self.path} was destroyed")
@@ -235,7 +238,7 @@ class ChunkedSegment(FileSegment):
             if self._state is SegmentState.OPEN:
                 await self._write_marker()
                 self._state = SegmentState.SEALING
-            if self._state is SegmentState.SEALING and self.options.merge_on_seal:
+            if self._state is SegmentState.SEALING and do_merge:
                 await self._merge()
             elif self._leftovers:
                 await self._delete_leftovers()
