@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import ConfigError, IntegrityError, StoreClosed
+from tieredstore.errors import IntegrityError, StoreClosed
 from tieredstore.fetcher import DiskTier, Fetcher, unit_key
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
@@ -407,5 +407,7 @@ async def test_from_config_uses_the_fetcher_knobs(tmp_path: Path) -> None:
         assert fetcher.disk is not None and fetcher.disk.size_limit == 8 * MiB
     async with Fetcher.from_config(store, TieredStoreConfig()) as fetcher:
         assert fetcher.disk is None
-    with pytest.raises(ConfigError, match="disk_cache_path"):
-        Fetcher.from_config(store, TieredStoreConfig(disk_cache_bytes=MiB))
+    config = TieredStoreConfig(disk_cache_bytes=MiB, local_path=str(tmp_path / "data"))
+    async with Fetcher.from_config(store, config) as fetcher:
+        assert fetcher.disk is not None
+    assert (tmp_path / "data" / "cache").is_dir()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Coroutine
@@ -123,14 +124,13 @@ class Fetcher:
     def from_config(cls, store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
         """A fetcher with the ``[fetcher]`` knobs of ``config``.
 
-        The disk tier is on when ``disk_cache_bytes`` > 0, and then needs
-        ``disk_cache_path``.
+        The disk tier is on when ``disk_cache_bytes`` > 0, in ``disk_cache_path``
+        or, when that is empty, in ``<local_path>/cache``.
         """
         disk = None
         if config.disk_cache_bytes > 0:
-            if not config.disk_cache_path:
-                raise ConfigError("disk_cache_path", "is required when disk_cache_bytes > 0")
-            disk = DiskTier(config.disk_cache_path, config.disk_cache_bytes)
+            path = config.disk_cache_path or os.path.join(config.local_path, "cache")
+            disk = DiskTier(path, config.disk_cache_bytes)
         return cls(
             store,
             memory_bytes=config.memory_cache_bytes,
