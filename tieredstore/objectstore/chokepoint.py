@@ -49,7 +49,9 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Full-jitter backoff before retry number ``attempt`` (1-based)."""
-        cap = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        # The exponent is bounded: 2**1024 does not fit a float, and by 2**62 any
+        # base delay is far past any sane max_delay.
+        cap = min(self.max_delay, self.base_delay * (2 ** min(attempt - 1, 62)))
         return rng.uniform(0, cap)
 
 

@@ -56,6 +56,7 @@ _MAGIC = b"TSO1"
 _TRAILER = struct.Struct(">Q4s")
 _OBJ_SUFFIX = "%obj"  # '%' is always escaped in components, so no directory ends so
 _COPY_BLOCK = 8 * 1024 * 1024
+_NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
 
 
 def _encode_key(key: str) -> Path:
@@ -68,6 +69,12 @@ def _encode_key(key: str) -> Path:
             )
     encoded = [quote(p, safe="") for p in parts]
     encoded[-1] += _OBJ_SUFFIX
+    if any(len(name) > _NAME_MAX for name in encoded):
+        raise InvalidRequest(
+            f"key {key!r} has a component longer than a file name can be once escaped "
+            f"({_NAME_MAX} bytes); the local store refuses it",
+            key=key,
+        )
     return Path(*encoded)
 
 
@@ -205,7 +212,10 @@ class LocalObjectStore(BlockingObjectStore):
 
     def _list_now(self, prefix: str) -> list[ObjectInfo]:
         # Walk the deepest directory the prefix names whole, then filter and sort.
-        dir_parts = [quote(p, safe="") for p in prefix.split("/")[:-1] if p]
+        whole = prefix.split("/")[:-1]
+        if any(p in ("", ".", "..") for p in whole):
+            return []  # no key here has such a component; and '..' would walk outside root
+        dir_parts = [quote(p, safe="") for p in whole]
         base = self._objects.joinpath(*dir_parts)
         found: list[ObjectInfo] = []
         for dirpath, _dirs, files in os.walk(base):

@@ -53,6 +53,8 @@ _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExce
 _SERVER = {"InternalError", "ServiceUnavailable", "500", "502", "504", "BadGateway",
            "GatewayTimeout", "ConditionalRequestConflict", "OperationAborted"}
 _TIMEOUT = {"RequestTimeout", "RequestTimeoutException"}
+# A feature the server lacks (501): permanent, though a 5xx.
+_NOT_IMPLEMENTED = {"NotImplemented", "501"}
 _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
            "AllAccessDisabled", "ExpiredToken", "InvalidToken"}
 
@@ -73,6 +75,8 @@ def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: s
         return Throttled(message, op=op, key=key)
     if code in _TIMEOUT or status == 408:
         return RequestTimeout(message, op=op, key=key)
+    if code in _NOT_IMPLEMENTED or status == 501:
+        return InvalidRequest(message, op=op, key=key)
     if code in _SERVER or status >= 500:
         return ServerError(message, op=op, key=key)
     if code in _DENIED or status == 403:
