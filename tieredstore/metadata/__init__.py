@@ -1,0 +1,55 @@
+"""Per-queue metadata in the object store: a small mutable head, immutable pages.
+
+See :mod:`tieredstore.metadata.queue` for the design (seed 001) and
+:mod:`tieredstore.metadata.keys` for the key layout. ``metadata.proto`` holds
+the schemas; ``make proto`` regenerates ``metadata_pb2``.
+"""
+
+from tieredstore.metadata.catalog import list_queues
+from tieredstore.metadata.errors import (
+    CorruptMetadata,
+    MetadataError,
+    MetadataFenced,
+    MetadataNotFound,
+    MetadataReadOnly,
+    MetadataTooLarge,
+    PageMissing,
+    RecordOrderError,
+)
+from tieredstore.metadata.keys import FILE_TYPES, PageRef, QueuePath
+from tieredstore.metadata.metadata_pb2 import (
+    COMMIT_LOG,
+    CONSUME_QUEUE,
+    INDEX,
+    FileType,
+    MetadataPage,
+    QueueHead,
+    SegmentRecord,
+)
+from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, QueueMetadata
+from tieredstore.metadata.state import First
+
+__all__ = [
+    "COMMIT_LOG",
+    "CONSUME_QUEUE",
+    "DEFAULT_PAGE_SIZE",
+    "FILE_TYPES",
+    "INDEX",
+    "CorruptMetadata",
+    "FileType",
+    "First",
+    "MetadataError",
+    "MetadataFenced",
+    "MetadataNotFound",
+    "MetadataPage",
+    "MetadataReadOnly",
+    "MetadataTooLarge",
+    "PageMissing",
+    "PageRef",
+    "QueueHead",
+    "QueueMetadata",
+    "QueuePath",
+    "RecordOrderError",
+    "SegmentRecord",
+    "list_queues",
+]

@@ -1,0 +1,181 @@
+"""Choosing pages from their keys, and keeping a few loaded. No IO.
+
+A :class:`PageSet` holds every page key listed for one file type of a queue.
+Against a head it splits into the pages wholly behind the ``first`` pointer
+(to delete) and a :class:`PageView` of the live pages the head references:
+the chain of ``prev_hash`` links walked back from the head's newest page.
+Pages off the chain (left by a write whose head never landed) are ignored.
+Lookups bisect the view by base offset, message offset or time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.metadata.errors import PageMissing
+from tieredstore.metadata.keys import PageRef
+
+
+class PageView:
+    """The live pages of one file type that a head references, in order.
+
+    Page ``i`` covers base offsets ``[refs[i].first_base_offset, refs[i].end_offset)``.
+    """
+
+    __slots__ = ("_bases", "_messages", "_running_max", "refs")
+
+    def __init__(self, refs: Sequence[PageRef]) -> None:
+        self.refs = tuple(refs)
+        self._bases = [r.first_base_offset for r in self.refs]
+        self._messages = [r.first_message_offset for r in self.refs]
+        self._running_max = list(itertools.accumulate(
+            (r.max_end_timestamp_ms for r in self.refs), max
+        ))
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def locate_base(self, position: int) -> int | None:
+        """The page whose range holds ``position``, if any."""
+        i = bisect.bisect_right(self._bases, position) - 1
+        return i if i >= 0 and position < self.refs[i].end_offset else None
+
+    def start_for_base(self, position: int) -> int:
+        """The first page that may hold a record ending after ``position``."""
+        return max(0, bisect.bisect_right(self._bases, position) - 1)
+
+    def locate_message(self, offset: int) -> int | None:
+        """The last page whose first message offset is at most ``offset``."""
+        i = bisect.bisect_right(self._messages, offset) - 1
+        return i if i >= 0 else None
+
+    def start_for_time(self, timestamp_ms: int) -> int:
+        """The first page holding a record that ends at or after ``timestamp_ms``
+        (``len(self)`` when none does)."""
+        return bisect.bisect_left(self._running_max, timestamp_ms)
+
+
+class PageSet:
+    """Every page key listed for one file type, sorted by first base offset."""
+
+    def __init__(self, refs: Iterable[PageRef] = ()) -> None:
+        self._refs = sorted(refs, key=_order)
+        self._keys = {r.key for r in self._refs}
+        self._view_key: tuple[int, int, int] | None = None
+        self._view: PageView | None = None
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    @property
+    def refs(self) -> tuple[PageRef, ...]:
+        return tuple(self._refs)
+
+    def add(self, ref: PageRef) -> None:
+        if ref.key not in self._keys:
+            bisect.insort(self._refs, ref, key=_order)
+            self._keys.add(ref.key)
+            self._view_key = self._view = None
+
+    def discard(self, keys: Iterable[str]) -> None:
+        gone = set(keys) & self._keys
+        if gone:
+            self._refs = [r for r in self._refs if r.key not in gone]
+            self._keys -= gone
+            self._view_key = self._view = None
+
+    def dead(self, first_base_offset: int) -> list[PageRef]:
+        """Pages whose records all lie before ``first_base_offset``.
+
+        On the chain or off it, such a page is never read again, and deleting
+        it is safe even for a writer that is behind without knowing: ``first``
+        only moves forward, and a page is only ever written with a live record.
+        """
+        return [r for r in self._refs if r.end_offset <= first_base_offset]
+
+    def view(self, first_base_offset: int, paged_through: int, last_hash: int) -> PageView:
+        """The live pages of the chain that ends at page ``last_hash``.
+
+        ``PageMissing`` when the chain breaks before it reaches the page that
+        holds the first live record (a page was deleted under a stale head, or
+        lost).
+        """
+        key = (first_base_offset, paged_through, last_hash)
+        if self._view_key == key and self._view is not None:
+            return self._view
+        by_hash: dict[int, list[PageRef]] = {}
+        for ref in self._refs:
+            by_hash.setdefault(ref.page_hash, []).append(ref)
+        chain: list[PageRef] = []
+        wanted = last_hash
+        while wanted:
+            candidates = [
+                r for r in by_hash.get(wanted, ())
+                if not chain or r.end_offset <= chain[-1].first_base_offset
+            ]
+            if not candidates:
+                break
+            # The same bytes under two keys (two predecessors) is as good as
+            # impossible; prefer the one whose predecessor is here.
+            ref = max(candidates, key=lambda r: r.prev_hash in by_hash)
+            if ref.end_offset <= first_base_offset:
+                break  # the rest is trimmed
+            chain.append(ref)
+            wanted = ref.prev_hash
+        chain.reverse()
+        if first_base_offset < paged_through and (
+            not chain or chain[0].first_base_offset > first_base_offset
+        ):
+            raise PageMissing(
+                f"no page holds the first live record at base offset {first_base_offset}: "
+                f"the chain of pages from {last_hash:016x} breaks"
+                + (f" before {chain[0].key}" if chain else "")
+            )
+        view = PageView(chain)
+        self._view_key, self._view = key, view
+        return view
+
+
+def _order(ref: PageRef) -> tuple[int, str]:
+    return ref.first_base_offset, ref.key
+
+
+class PageCache:
+    """The records of the most recently used pages, at most ``capacity`` pages."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"page cache capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.hits = 0
+        self.misses = 0
+        self._pages: OrderedDict[str, tuple[pb.SegmentRecord, ...]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def get(self, key: str) -> tuple[pb.SegmentRecord, ...] | None:
+        records = self._pages.get(key)
+        if records is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._pages.move_to_end(key)
+        return records
+
+    def put(self, key: str, records: Sequence[pb.SegmentRecord]) -> None:
+        self._pages[key] = tuple(records)
+        self._pages.move_to_end(key)
+        while len(self._pages) > self.capacity:
+            self._pages.popitem(last=False)
+
+    def discard(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._pages.pop(key, None)

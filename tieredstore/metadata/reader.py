@@ -1,0 +1,318 @@
+"""Reading one queue's metadata: what the head says, and lookups through pages.
+
+:class:`QueueReader` stands on one head version. Lookups answer from the
+head's tail when they can; otherwise the file type's page keys are listed
+once (and kept up to date by this process's own writes), the page is chosen
+from its key and read, one GET, into a small LRU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import types
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+
+from tieredstore.errors import ObjectNotFound
+from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.metadata.codec import decode_page, record_end
+from tieredstore.metadata.errors import PageMissing
+from tieredstore.metadata.heads import HeadLog
+from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
+from tieredstore.metadata.pages import PageCache, PageSet, PageView
+from tieredstore.metadata.state import (
+    First,
+    copy_record,
+    find_state,
+    first_of,
+    has_live,
+    is_live,
+)
+from tieredstore.objectstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CACHE_PAGES = 16
+
+# A page this process wrote and a head of its own now references.
+CommittedPage = tuple[pb.FileType, PageRef, Sequence[pb.SegmentRecord]]
+
+
+class QueueReader:
+    """Lookups over one queue's metadata at one head version.
+
+    Reads see the head this instance stands on; pages are immutable, so a
+    page once read stays right for as long as it is live.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        queue: QueuePath,
+        head: pb.QueueHead,
+        version: int,
+        *,
+        cache_pages: int = DEFAULT_CACHE_PAGES,
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._heads = HeadLog(store, queue)
+        self._head = head
+        self._version = version
+        self._pagesets: dict[int, PageSet] = {}
+        self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._pages_generation: defaultdict[int, int] = defaultdict(int)
+        self._cache = PageCache(cache_pages)
+
+    # --- what the head says -------------------------------------------------------
+
+    @property
+    def queue(self) -> QueuePath:
+        return self._queue
+
+    @property
+    def version(self) -> int:
+        """The version of the head this instance stands on (0: none written yet)."""
+        return self._version
+
+    @property
+    def page_size(self) -> int:
+        return self._head.page_size
+
+    @property
+    def writer_id(self) -> str:
+        """Who wrote the current head."""
+        return self._head.writer_id
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return types.MappingProxyType(dict(self._head.properties))
+
+    @property
+    def file_types(self) -> list[pb.FileType]:
+        """The file types that ever had a record."""
+        return [check_file_type(s.file_type) for s in self._head.files if s.HasField("last")]
+
+    @property
+    def page_cache(self) -> PageCache:
+        return self._cache
+
+    def first(self, file_type: pb.FileType) -> First:
+        """The first live record's base and message offset (see :class:`First`)."""
+        return first_of(find_state(self._head, check_file_type(file_type)))
+
+    def last_record(self, file_type: pb.FileType) -> pb.SegmentRecord | None:
+        """The last live record, from the head alone."""
+        state = find_state(self._head, check_file_type(file_type))
+        if state is None or not has_live(state):
+            return None
+        return copy_record(state.last)
+
+    def next_base_offset(self, file_type: pb.FileType) -> int:
+        """Where the next record may begin: the end of the last one appended,
+        live or trimmed (0 before the first)."""
+        state = find_state(self._head, check_file_type(file_type))
+        return record_end(state.last) if state is not None and state.HasField("last") else 0
+
+    def next_message_offset(self, file_type: pb.FileType) -> int:
+        """The queue offset after the last record appended (0 before the first)."""
+        state = find_state(self._head, check_file_type(file_type))
+        if state is None or not state.HasField("last"):
+            return 0
+        return state.last.last_message_offset + 1
+
+    # --- reading ------------------------------------------------------------------
+
+    async def find_by_base_offset(
+        self, file_type: pb.FileType, position: int
+    ) -> pb.SegmentRecord | None:
+        """The live record whose segment holds byte ``position`` of the flat file."""
+        head = self._head
+        state = find_state(head, check_file_type(file_type))
+        if state is None or not has_live(state) or position < state.first_base_offset:
+            return None
+        tail = state.tail
+        if tail and position >= tail[0].base_offset:
+            candidates: Sequence[pb.SegmentRecord] = tail
+        elif position >= state.paged_through:
+            return None
+        else:
+            view = await self._view(state)
+            i = view.locate_base(position)
+            if i is None:
+                return None
+            candidates = await self._page(state.file_type, view.refs[i])
+        record = _last_at_or_before(candidates, position, _base)
+        if record is None or position >= record_end(record) or not is_live(state, record):
+            return None
+        return copy_record(record)
+
+    async def find_by_message_offset(
+        self, file_type: pb.FileType, offset: int
+    ) -> pb.SegmentRecord | None:
+        """The live record holding queue offset ``offset`` (None in a gap)."""
+        head = self._head
+        state = find_state(head, check_file_type(file_type))
+        if state is None or not has_live(state) or offset < state.first_message_offset:
+            return None
+        tail = state.tail
+        if tail and offset >= tail[0].first_message_offset:
+            candidates: Sequence[pb.SegmentRecord] = tail
+        elif state.paged_through <= state.first_base_offset:
+            return None
+        else:
+            view = await self._view(state)
+            i = view.locate_message(offset)
+            if i is None:
+                return None
+            candidates = await self._page(state.file_type, view.refs[i])
+        record = _last_at_or_before(candidates, offset, _first_message)
+        if record is None or offset > record.last_message_offset or not is_live(state, record):
+            return None
+        return copy_record(record)
+
+    async def find_by_time(
+        self, file_type: pb.FileType, timestamp_ms: int
+    ) -> pb.SegmentRecord | None:
+        """The first live record whose end timestamp is at or after ``timestamp_ms``.
+
+        Exact even when store timestamps are not monotonic across segments.
+        """
+        head = self._head
+        state = find_state(head, check_file_type(file_type))
+        if state is None or not has_live(state):
+            return None
+        if (
+            state.paged_through > state.first_base_offset
+            and timestamp_ms <= state.paged_max_end_timestamp_ms
+        ):
+            view = await self._view(state)
+            for i in range(view.start_for_time(timestamp_ms), len(view)):
+                if view.refs[i].max_end_timestamp_ms < timestamp_ms:
+                    continue
+                for record in await self._page(state.file_type, view.refs[i]):
+                    if record.end_timestamp_ms >= timestamp_ms and is_live(state, record):
+                        return copy_record(record)
+        for record in state.tail:
+            if record.end_timestamp_ms >= timestamp_ms and is_live(state, record):
+                return copy_record(record)
+        return None
+
+    async def records(
+        self, file_type: pb.FileType, *, from_base_offset: int = 0
+    ) -> AsyncIterator[pb.SegmentRecord]:
+        """Live records in order, from the one holding ``from_base_offset`` on
+        (or the next). Pages are read one at a time, as the iteration gets there."""
+        head = self._head
+        state = find_state(head, check_file_type(file_type))
+        if state is None or not has_live(state):
+            return
+        start = max(from_base_offset, state.first_base_offset)
+        if state.paged_through > start:
+            view = await self._view(state)
+            for i in range(view.start_for_base(start), len(view)):
+                for record in await self._page(state.file_type, view.refs[i]):
+                    if record_end(record) > start and is_live(state, record):
+                        yield copy_record(record)
+        for record in list(state.tail):
+            if record_end(record) > start and is_live(state, record):
+                yield copy_record(record)
+
+    async def _first_ending_after(
+        self, file_type: pb.FileType, head: pb.QueueHead, position: int
+    ) -> First | None:
+        """The first live record that ends after ``position``, as a pointer."""
+        state = find_state(head, file_type)
+        assert state is not None
+        if state.paged_through > max(position, state.first_base_offset):
+            view = await self._view(state)
+            start = view.start_for_base(position)
+            for i in range(start, len(view)):
+                ref = view.refs[i]
+                if i > start:  # its first record starts after position: the key says enough
+                    return First(ref.first_base_offset, ref.first_message_offset)
+                for record in await self._page(file_type, ref):
+                    if record_end(record) > position and is_live(state, record):
+                        return First(record.base_offset, record.first_message_offset)
+        for record in state.tail:
+            if record_end(record) > position and is_live(state, record):
+                return First(record.base_offset, record.first_message_offset)
+        return None
+
+    async def _view(self, state: pb.FileState) -> PageView:
+        pageset = await self._pageset(check_file_type(state.file_type))
+        return pageset.view(state.first_base_offset, state.paged_through, state.last_page_hash)
+
+    async def _pageset(self, file_type: pb.FileType) -> PageSet:
+        """Every page key of the file type: listed once, then kept up to date."""
+        pageset = self._pagesets.get(file_type)
+        if pageset is not None:
+            return pageset
+        async with self._pageset_locks[file_type]:
+            pageset = self._pagesets.get(file_type)
+            if pageset is not None:
+                return pageset
+            prefix = self._queue.pages_prefix(file_type)
+            while True:  # a page committed during the listing may be missing: list again
+                generation = self._pages_generation[file_type]
+                refs: list[PageRef] = []
+                async for infos in self._store.list_pages(prefix):
+                    for info in infos:
+                        ref = self._queue.parse_page_key(file_type, info.key)
+                        if ref is None:
+                            log.warning("ignoring %r: not a page key", info.key)
+                        else:
+                            refs.append(ref)
+                if generation == self._pages_generation[file_type]:
+                    break
+            pageset = PageSet(refs)
+            self._pagesets[file_type] = pageset
+            return pageset
+
+    async def _page(self, file_type: int, ref: PageRef) -> tuple[pb.SegmentRecord, ...]:
+        cached = self._cache.get(ref.key)
+        if cached is not None:
+            return cached
+        records = await self._read_page(check_file_type(file_type), ref)
+        self._cache.put(ref.key, records)
+        return tuple(records)
+
+    async def _read_page(self, file_type: pb.FileType, ref: PageRef) -> list[pb.SegmentRecord]:
+        try:
+            data = await self._store.get(ref.key)
+        except ObjectNotFound:
+            raise PageMissing(f"page {ref.key} is missing", queue=self._queue.name) from None
+        return decode_page(data, file_type, ref)
+
+    def _forget_pagesets(self) -> None:
+        """Drop the page listings (pages were written that this process did not see)."""
+        for file_type in list(self._pagesets):
+            del self._pagesets[file_type]
+            self._pages_generation[file_type] += 1
+
+    def _pages_committed(self, pages: Sequence[CommittedPage]) -> None:
+        """This process committed ``pages``: keep listings and cache up to date."""
+        for file_type, ref, records in pages:
+            self._pages_generation[file_type] += 1
+            pageset = self._pagesets.get(file_type)
+            if pageset is not None:
+                pageset.add(ref)
+            self._cache.put(ref.key, records)
+
+
+def _base(record: pb.SegmentRecord) -> int:
+    return record.base_offset
+
+
+def _first_message(record: pb.SegmentRecord) -> int:
+    return record.first_message_offset
+
+
+def _last_at_or_before(
+    records: Sequence[pb.SegmentRecord], value: int, key: Callable[[pb.SegmentRecord], int]
+) -> pb.SegmentRecord | None:
+    """The last record whose ``key`` is at most ``value`` (records ascend by it)."""
+    i = bisect.bisect_right(records, value, key=key)
+    return records[i - 1] if i else None

@@ -1,0 +1,119 @@
+"""How a head changes: appending, paging out the tail, the first pointer. No IO.
+
+A record is *live* when its base offset is at or past the file type's
+``first_base_offset``. Every function here works on a :class:`pb.QueueHead`
+the caller owns (a copy of the committed head), never on the committed one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.metadata.codec import check_follows, check_record, record_end
+from tieredstore.metadata.keys import check_file_type
+
+
+@dataclass(frozen=True, slots=True)
+class First:
+    """The first live record of a file type (its base and first message offset);
+    when no record is live, where the next one will begin as far as is known."""
+
+    base_offset: int
+    message_offset: int
+
+
+def find_state(head: pb.QueueHead, file_type: int) -> pb.FileState | None:
+    for state in head.files:
+        if state.file_type == file_type:
+            return state
+    return None
+
+
+def state_for_update(head: pb.QueueHead, file_type: pb.FileType) -> pb.FileState:
+    """The file type's state in ``head``, added if it has none yet."""
+    state = find_state(head, file_type)
+    if state is None:
+        state = head.files.add(file_type=file_type)
+    return state
+
+
+def has_live(state: pb.FileState) -> bool:
+    """Whether any record of this file type is live."""
+    return state.HasField("last") and state.last.base_offset >= state.first_base_offset
+
+
+def is_live(state: pb.FileState, record: pb.SegmentRecord) -> bool:
+    return record.base_offset >= state.first_base_offset
+
+
+def first_of(state: pb.FileState | None) -> First:
+    if state is None:
+        return First(0, 0)
+    return First(state.first_base_offset, state.first_message_offset)
+
+
+def first_after_all(state: pb.FileState) -> First:
+    """The first pointer once every record is trimmed: where the next begins."""
+    return First(record_end(state.last), state.last.last_message_offset + 1)
+
+
+def copy_record(record: pb.SegmentRecord) -> pb.SegmentRecord:
+    out = pb.SegmentRecord()
+    out.CopyFrom(record)
+    return out
+
+
+def page_out_tail(state: pb.FileState) -> list[pb.SegmentRecord]:
+    """Move the whole tail out of ``state``; return its records for a page.
+
+    ``paged_through`` moves to the end of the last of them. The caller writes
+    the page (or drops it when no record in it is live) before the head.
+    """
+    tail = [copy_record(r) for r in state.tail]
+    if not tail:
+        raise ValueError("no tail to page out")
+    state.paged_through = record_end(tail[-1])
+    state.paged_max_end_timestamp_ms = max(
+        state.paged_max_end_timestamp_ms, *(r.end_timestamp_ms for r in tail)
+    )
+    del state.tail[:]
+    return tail
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What :func:`apply_append` did: whether the record was new, and the page
+    (if any) that must be written before the head."""
+
+    applied: bool
+    page: list[pb.SegmentRecord] | None = None
+
+
+def apply_append(head: pb.QueueHead, record: pb.SegmentRecord) -> Appended:
+    """Append ``record`` to ``head``; page out the tail first if it is full.
+
+    A record equal to the last one is taken for a retry of an append whose
+    outcome was unknown, and changes nothing. A page whose records are all
+    trimmed already is dropped instead of written.
+    """
+    check_record(record)
+    file_type = check_file_type(record.file_type)
+    state = state_for_update(head, file_type)
+    if state.HasField("last"):
+        if record == state.last:
+            return Appended(applied=False)
+        check_follows(state.last, record)
+    page: list[pb.SegmentRecord] | None = None
+    if len(state.tail) >= head.page_size:
+        tail = page_out_tail(state)
+        if is_live(state, tail[-1]):
+            page = tail
+            state.pages_written += 1
+    if not has_live(state):
+        state.first_base_offset = record.base_offset
+        state.first_message_offset = record.first_message_offset
+    state.tail.append(record)
+    state.last.CopyFrom(record)
+    state.appended_count += 1
+    return Appended(applied=True, page=page)
