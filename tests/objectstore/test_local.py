@@ -1,0 +1,47 @@
+"""What only the local-directory backend must get right: its files stay its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tieredstore.errors import InvalidRequest
+from tieredstore.objectstore import LocalObjectStore
+
+
+async def _keys(store: LocalObjectStore, prefix: str) -> list[str]:
+    return [o.key for o in await store.list_all(prefix)]
+
+
+async def test_local_listing_stays_inside_its_root(tmp_path: Path) -> None:
+    outside = LocalObjectStore(tmp_path / "outside", fsync=False)
+    await outside.put("secret", b"not yours")
+    store = LocalObjectStore(tmp_path / "store", fsync=False)
+    for prefix in ("../", "../../", "../../outside/objects/"):
+        assert await _keys(store, prefix) == [], prefix
+
+
+@pytest.mark.parametrize("length", [252, 300])
+async def test_local_refuses_key_components_longer_than_a_file_name(
+    tmp_path: Path, length: int
+) -> None:
+    # Refused as a key it cannot hold (like "a//b"), not an OSError (ENAMETOOLONG).
+    store = LocalObjectStore(tmp_path, fsync=False)
+    key = "a/" + "x" * length  # plus "%obj": more than 255 bytes
+    with pytest.raises(InvalidRequest, match="longer than a file name"):
+        await store.put(key, b"1")
+    with pytest.raises(InvalidRequest, match="longer than a file name"):
+        await store.get(key)
+    with pytest.raises(InvalidRequest, match="longer than a file name"):
+        await store.head(key)
+    with pytest.raises(InvalidRequest):
+        await store.put("a/" + "\u00e9" * 43, b"1")  # 258 bytes once escaped
+
+
+async def test_local_takes_a_component_of_exactly_a_file_name(tmp_path: Path) -> None:
+    store = LocalObjectStore(tmp_path, fsync=False)
+    key = "a/" + "x" * 251  # plus "%obj": 255 bytes, the most a name may have
+    await store.put(key, b"fits")
+    assert await store.get(key) == b"fits"
+    assert await _keys(store, "a/") == [key]
