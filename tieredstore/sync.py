@@ -45,6 +45,10 @@ class LoopThread:
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """Stop the loop and join the thread. Idempotent."""
         if self._closed:

@@ -62,11 +62,11 @@ class Message:
 
 
 def tags_hash(tags: str | None) -> int:
-    """A stable 64-bit hash of the tags (for filtering by tag without the record)."""
+    """A stable 63-bit hash of the tags (for filtering by tag without the record)."""
     if not tags:
         return 0
-    value = crc32c(tags.encode())
-    return (value << 32) | crc32c(tags.encode()[::-1])
+    data = tags.encode()
+    return ((crc32c(data) << 32) | crc32c(data[::-1])) & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def _str16(text: str, what: str) -> bytes:

@@ -1,0 +1,128 @@
+"""What every queue of a store shares: backend, config, caches, pool, background work."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
+from tieredstore.fetcher import Fetcher
+from tieredstore.objectstore.base import ObjectStore
+from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
+from tieredstore.segment.pool import UploadBufferPool
+
+log = logging.getLogger(__name__)
+
+UNIT_ALIGN = 32  # consume-queue unit size: CQ segments hold whole units
+
+
+class StoreError(TieredStoreError):
+    """Base of the message store's own errors; ``topic``/``queue_id`` say where."""
+
+    def __init__(self, message: str, *, topic: str = "", queue_id: int = -1) -> None:
+        where = f"{topic}/{queue_id}: " if topic else ""
+        super().__init__(where + message)
+        self.topic = topic
+        self.queue_id = queue_id
+
+
+class OffsetError(StoreError, ValueError):
+    """An offset the host gave is not the next one (a gap or a rewind)."""
+
+
+class OffsetOutOfRange(StoreError, ValueError):
+    """A read asked for an offset outside ``[min_offset, max_offset]``."""
+
+
+class MessageTooLarge(StoreError, ValueError):
+    """A message is larger than ``max_message_size``."""
+
+
+class QueueCorrupt(StoreError):
+    """Recovery found this queue's data inconsistent; it is kept read-only."""
+
+
+@dataclass
+class StoreContext:
+    """Shared parts, built once by the MessageStore."""
+
+    config: TieredStoreConfig
+    store: ObjectStore
+    fetcher: Fetcher
+    pool: UploadBufferPool
+    writer_id: str
+    segment_options: SegmentOptions
+    _sealed: OrderedDict[SegmentPath, ChunkedSegment] = field(default_factory=OrderedDict)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _merge_limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
+    max_open_sealed: int = 256
+
+    @property
+    def metadata_root(self) -> str:
+        c = self.config
+        return "/".join(p for p in (c.key_prefix, "meta-root", c.cluster, c.broker) if p)
+
+    def segment_path(self, topic: str, queue_id: int, file_type: FileType, base: int
+                     ) -> SegmentPath:
+        c = self.config
+        return SegmentPath(c.cluster, c.broker, topic, queue_id, file_type, base,
+                           prefix=c.key_prefix)
+
+    def max_size(self, file_type: FileType) -> int:
+        if file_type is FileType.CONSUME_QUEUE:
+            size = self.config.consume_queue_max_size
+            return max(UNIT_ALIGN, size - size % UNIT_ALIGN)
+        return self.config.commit_log_max_size
+
+    async def open_sealed(self, path: SegmentPath) -> ChunkedSegment:
+        """A sealed segment for reading, opened once and kept in a bounded LRU.
+
+        Opened without merging: a merge left unfinished is the background
+        merger's work, not a reader's.
+        """
+        segment = self._sealed.get(path)
+        if segment is not None:
+            self._sealed.move_to_end(path)
+            return segment
+        options = SegmentOptions(chunk_size=self.segment_options.chunk_size, merge_on_seal=False)
+        segment = await ChunkedSegment.open(self.store, path, options=options,
+                                            reader=self.fetcher)
+        self._sealed[path] = segment
+        while len(self._sealed) > self.max_open_sealed:
+            self._sealed.popitem(last=False)
+        return segment
+
+    def forget_sealed(self, path: SegmentPath) -> None:
+        self._sealed.pop(path, None)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run background work, tracked so that close() can wait for it."""
+
+        async def guarded() -> Any:
+            try:
+                return await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("background %s failed; recovery will resume it", what)
+                return None
+
+        task = asyncio.get_running_loop().create_task(guarded(), name=what)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def merge(self, segment: ChunkedSegment) -> None:
+        """Finish a seal begun without merge, a couple at a time."""
+        async with self._merge_limit:
+            await segment.seal()
+        self._sealed.pop(segment.path, None)
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,102 @@
+"""MessageStore: the sync facade over AsyncMessageStore, with the same names.
+
+One event loop runs in one daemon thread for the facade's whole life
+(:class:`tieredstore.sync.LoopThread`); each call is submitted to it and
+waited for. Safe to call from several threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.objectstore import ObjectStore
+from tieredstore.store.message_store import AsyncMessageStore, MiB
+from tieredstore.store.record import Message
+from tieredstore.sync import LoopThread
+
+
+class MessageStore:
+    """Blocking message store for hosts that are not async. Use :meth:`open`."""
+
+    def __init__(self, core: AsyncMessageStore, loop: LoopThread) -> None:
+        self.core = core
+        self._loop = loop
+
+    @classmethod
+    def open(
+        cls,
+        config: TieredStoreConfig | None = None,
+        *,
+        store: ObjectStore | None = None,
+        topic_reserved_time: Mapping[str, float] | None = None,
+        writer_id: str | None = None,
+    ) -> MessageStore:
+        """Open and recover (see :meth:`AsyncMessageStore.open`)."""
+        loop = LoopThread()
+        try:
+            core = loop.run(AsyncMessageStore.open(
+                config, store=store, topic_reserved_time=topic_reserved_time,
+                writer_id=writer_id))
+        except BaseException:
+            loop.close()
+            raise
+        return cls(core, loop)
+
+    @property
+    def corrupt(self) -> dict[tuple[str, int], Exception]:
+        return dict(self.core.corrupt)
+
+    def queues(self) -> list[tuple[str, int]]:
+        return self.core.queues()
+
+    def append(self, topic: str, queue_id: int, body: bytes, *, keys: Sequence[str] = (),
+               tags: str | None = None, properties: Mapping[str, str] | None = None,
+               timestamp: int | None = None, offset: int | None = None) -> int:
+        return self._loop.run(self.core.append(
+            topic, queue_id, body, keys=keys, tags=tags, properties=properties,
+            timestamp=timestamp, offset=offset))
+
+    def flush(self) -> None:
+        self._loop.run(self.core.flush())
+
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+            max_bytes: int = 4 * MiB) -> list[Message]:
+        return self._loop.run(self.core.get(topic, queue_id, offset, max_count, max_bytes))
+
+    def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self._loop.run(self.core.offset_for_time(topic, queue_id, timestamp_ms))
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return self._loop.run(self.core.min_offset(topic, queue_id))
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self._loop.run(self.core.max_offset(topic, queue_id))
+
+    def commit_offset(self, topic: str, queue_id: int) -> int:
+        return self._loop.run(self.core.commit_offset(topic, queue_id))
+
+    def delete_expired(self, now: float | None = None) -> int:
+        return self._loop.run(self.core.delete_expired(now))
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.core.snapshot()
+
+    def close(self) -> None:
+        """Flush and stop; the loop thread ends. Idempotent."""
+        try:
+            if not self._loop_closed:
+                self._loop.run(self.core.close())
+        finally:
+            self._loop.close()
+
+    @property
+    def _loop_closed(self) -> bool:
+        return self._loop.closed
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,237 @@
+"""FlatFile: one queue's file of one type (commit log or consume queue) as segments.
+
+Positions are bytes of the whole flat file. Sealed segments are found through
+the queue metadata (``find_by_base_offset``), the active one is held open and
+written through the upload buffer pool. Rolling flushes the active segment,
+seals it without merging (durable at once), records it in the metadata, and
+leaves the merge to a background task; a ``merging.<type>`` head property
+lists merges not yet finished, so that the next open resumes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from tieredstore.metadata import QueueMetadata, SegmentRecord
+from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.segment import ChunkedSegment, FileType
+from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt, StoreContext
+
+log = logging.getLogger(__name__)
+
+PB_TYPES: dict[FileType, pb.FileType] = {
+    FileType.COMMIT_LOG: pb.COMMIT_LOG,
+    FileType.CONSUME_QUEUE: pb.CONSUME_QUEUE,
+    FileType.INDEX: pb.INDEX,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class SegmentStats:
+    """Messages in the active segment, for its record when it is sealed."""
+
+    first_offset: int = -1
+    last_offset: int = -1
+    begin_ts: int = 0
+    end_ts: int = 0
+    count: int = 0
+
+    def add(self, offset: int, timestamp: int) -> None:
+        if self.count == 0:
+            self.first_offset = offset
+            self.begin_ts = timestamp
+        self.last_offset = offset
+        self.end_ts = max(self.end_ts, timestamp)
+        self.count += 1
+
+    def record(self, file_type: FileType, base: int, size: int) -> SegmentRecord:
+        return SegmentRecord(
+            file_type=PB_TYPES[file_type],
+            base_offset=base,
+            size=size,
+            first_message_offset=self.first_offset,
+            last_message_offset=self.last_offset,
+            begin_timestamp_ms=max(0, self.begin_ts),
+            end_timestamp_ms=max(self.begin_ts, self.end_ts, 0),
+            message_count=self.count,
+            sealed_at_ms=now_ms(),
+        )
+
+
+class FlatFile:
+    """The segments of one queue's file of one type."""
+
+    def __init__(
+        self, ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
+        meta: QueueMetadata,
+    ) -> None:
+        self.ctx = ctx
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_type = file_type
+        self.pb_type = PB_TYPES[file_type]
+        self.meta = meta
+        self.max_size = ctx.max_size(file_type)
+        self.active: ChunkedSegment | None = None
+        self.stats = SegmentStats()
+
+    # --- positions --------------------------------------------------------------
+
+    @property
+    def _active(self) -> ChunkedSegment:
+        if self.active is None:
+            raise RuntimeError("flat file is not open")
+        return self.active
+
+    @property
+    def active_base(self) -> int:
+        return self._active.path.base_offset
+
+    @property
+    def end(self) -> int:
+        """Where the next append goes: committed and buffered bytes."""
+        return self.active_base + self.ctx.pool.append_position(self._active)
+
+    @property
+    def committed_end(self) -> int:
+        """Bytes durable in the object store."""
+        return self.active_base + self._active.commit_position
+
+    @property
+    def first(self) -> int:
+        """The first live position (earlier segments were deleted)."""
+        recorded = self.meta.first(self.pb_type).base_offset
+        return min(recorded, self.active_base)
+
+    @property
+    def merging_key(self) -> str:
+        return f"merging.{self.file_type.value}"
+
+    # --- opening -----------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the active segment: the one after the last recorded.
+
+        It may come back sealed: a crash after its seal and before its record.
+        The caller then records it (it knows the stats) and calls :meth:`roll`.
+        """
+        base = self.meta.next_base_offset(self.pb_type)
+        path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
+        self.active = await ChunkedSegment.open(
+            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher
+        )
+        for text in filter(None, self.meta.properties.get(self.merging_key, "").split(",")):
+            sealed = await self.ctx.open_sealed(
+                self.ctx.segment_path(self.topic, self.queue_id, self.file_type, int(text)))
+            self.ctx.spawn(self._merge(sealed), f"merge {sealed.path}")
+
+    # --- writing ------------------------------------------------------------------
+
+    def needs_roll(self, size: int, timestamp: int) -> bool:
+        """Whether ``size`` more bytes should go to a new segment."""
+        used = self.end - self.active_base
+        if used == 0:
+            return False
+        if used + size > self.max_size:
+            return True
+        interval = self.ctx.config.rolling_interval
+        return interval > 0 and self.stats.count > 0 and (
+            timestamp - self.stats.begin_ts >= interval * 1000)
+
+    async def append(self, data: bytes, offset: int, timestamp: int) -> int:
+        """Append one record or unit (never split across segments); its position."""
+        if len(data) > self.max_size:
+            raise QueueCorrupt(f"{len(data)}-byte entry exceeds the segment size {self.max_size}",
+                               topic=self.topic, queue_id=self.queue_id)
+        if self.needs_roll(len(data), timestamp):
+            await self.roll()
+        position = self.active_base + await self.ctx.pool.append(self._active, data)
+        self.stats.add(offset, timestamp)
+        return position
+
+    async def flush(self) -> None:
+        await self.ctx.pool.flush(self._active)
+
+    async def roll(self) -> None:
+        """Seal the active segment (durably, merge later), record it, open the next."""
+        segment = self._active
+        await self.ctx.pool.flush(segment)
+        leftover = await self.ctx.pool.detach(segment)
+        if leftover:
+            raise QueueCorrupt(f"{len(leftover)} bytes could not be committed before rolling",
+                               topic=self.topic, queue_id=self.queue_id)
+        await segment.seal(merge=False)
+        await self.record_sealed(segment, self.stats)
+        await self._open_next(segment.path.base_offset + segment.commit_position)
+
+    async def record_sealed(self, segment: ChunkedSegment, stats: SegmentStats) -> None:
+        """Record a sealed segment in the metadata and start its merge."""
+        if stats.count == 0:
+            raise QueueCorrupt(f"sealed segment {segment.path} holds no message",
+                               topic=self.topic, queue_id=self.queue_id)
+        base = segment.path.base_offset
+        await self.meta.append(stats.record(self.file_type, base, segment.commit_position))
+        if self.ctx.segment_options.merge_on_seal and not segment.merged:
+            merging = [p for p in self.meta.properties.get(self.merging_key, "").split(",") if p]
+            await self.meta.set_properties({self.merging_key: ",".join([*merging, str(base)])})
+            self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
+
+    async def _open_next(self, base: int) -> None:
+        path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
+        segment = await ChunkedSegment.open(
+            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher
+        )
+        if segment.commit_position or segment.sealed:
+            raise QueueCorrupt(f"new segment {path} already holds data: another writer?",
+                               topic=self.topic, queue_id=self.queue_id)
+        self.active = segment
+        self.stats = SegmentStats()
+
+    async def _merge(self, segment: ChunkedSegment) -> None:
+        await self.ctx.merge(segment)
+        base = str(segment.path.base_offset)
+        merging = [p for p in self.meta.properties.get(self.merging_key, "").split(",") if p]
+        if base in merging:
+            merging.remove(base)
+            await self.meta.set_properties({self.merging_key: ",".join(merging) or None})
+
+    # --- reading -------------------------------------------------------------------
+
+    async def locate(self, position: int) -> tuple[ChunkedSegment, int]:
+        """The segment holding ``position`` and where it ends (flat positions)."""
+        active = self._active
+        if position >= self.active_base:
+            return active, self.end
+        record = await self.meta.find_by_base_offset(self.pb_type, position)
+        if record is None:
+            raise OffsetOutOfRange(
+                f"{self.file_type.value} position {position} is no longer stored "
+                f"(first live position {self.first})",
+                topic=self.topic, queue_id=self.queue_id)
+        path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type,
+                                     record.base_offset)
+        segment = await self.ctx.open_sealed(path)
+        if segment.commit_position != record.size:
+            raise QueueCorrupt(
+                f"segment {path} holds {segment.commit_position} bytes, "
+                f"its record says {record.size}",
+                topic=self.topic, queue_id=self.queue_id)
+        return segment, record.base_offset + record.size
+
+    async def read(self, position: int, length: int) -> bytes:
+        """Bytes ``[position, position + length)``, which must lie in one segment."""
+        segment, end = await self.locate(position)
+        if position + length > end:
+            raise OffsetOutOfRange(
+                f"{self.file_type.value} read [{position}, {position + length}) crosses the "
+                f"segment end {end}", topic=self.topic, queue_id=self.queue_id)
+        local = position - segment.path.base_offset
+        if segment is self.active:
+            return await self.ctx.pool.read(segment, local, length)
+        return await segment.read0(local, length)

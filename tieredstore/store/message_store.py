@@ -1,0 +1,224 @@
+"""AsyncMessageStore: the message store a host embeds (async core).
+
+``await AsyncMessageStore.open(config)`` recovers first: it lists every queue
+from the bucket's metadata heads, claims each (fencing any earlier writer),
+rebuilds offsets and commit positions, resumes interrupted seals and merges,
+and re-dispatches commit-log records the consume queue had not caught up
+with. A queue whose data is inconsistent is reported in ``corrupt`` and
+refuses reads and writes with that error; the others work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.errors import StoreClosed, TieredStoreError
+from tieredstore.fetcher import Fetcher
+from tieredstore.metadata import list_queues
+from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.segment import SegmentOptions, validate_name
+from tieredstore.segment.path import validate_offset
+from tieredstore.segment.pool import UploadBufferPool
+from tieredstore.store.context import StoreContext
+from tieredstore.store.queue import QueueLog
+from tieredstore.store.record import Message
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+OPEN_CONCURRENCY = 16
+
+
+class AsyncMessageStore:
+    """Per-queue commit logs on tiered segments. Use :meth:`open`."""
+
+    def __init__(self, ctx: StoreContext, *, topic_reserved_time: Mapping[str, float]) -> None:
+        self.ctx = ctx
+        self.config = ctx.config
+        self._queues: dict[tuple[str, int], QueueLog] = {}
+        self._opening: dict[tuple[str, int], asyncio.Task[QueueLog]] = {}
+        self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
+        self.topic_reserved_time = dict(topic_reserved_time)
+        self._closed = False
+        self._ticker: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        config: TieredStoreConfig | None = None,
+        *,
+        store: ObjectStore | None = None,
+        topic_reserved_time: Mapping[str, float] | None = None,
+        writer_id: str | None = None,
+    ) -> AsyncMessageStore:
+        """Open the store on ``config``'s backend (or the given ObjectStore) and recover."""
+        config = config or load_config()
+        backend = store or open_object_store(config)
+        if store is None and hasattr(backend, "create_bucket") and config.backend == "s3":
+            await backend.create_bucket()
+        ctx = StoreContext(
+            config=config,
+            store=backend,
+            fetcher=Fetcher.from_config(backend, config),
+            pool=UploadBufferPool.from_config(config),
+            writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
+            segment_options=SegmentOptions(chunk_size=config.chunk_size,
+                                           merge_on_seal=config.merge_on_seal),
+        )
+        self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
+        await self._recover()
+        self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
+        return self
+
+    async def _recover(self) -> None:
+        found = await list_queues(self.ctx.store, self.ctx.metadata_root)
+        limit = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+        async def one(topic: str, queue_id: int) -> None:
+            async with limit:
+                try:
+                    self._queues[(topic, queue_id)] = await QueueLog.open(self.ctx, topic,
+                                                                          queue_id)
+                except TieredStoreError as exc:
+                    log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
+                    self.corrupt[(topic, queue_id)] = exc
+
+        await asyncio.gather(*(one(t, q) for t, q in found))
+
+    async def _tick(self) -> None:
+        """Dispatch what group commits made durable, every group-commit interval."""
+        interval = max(0.01, self.config.group_commit_interval)
+        while True:
+            await asyncio.sleep(interval)
+            for queue in list(self._queues.values()):
+                with contextlib.suppress(TieredStoreError):
+                    await queue.tick()
+
+    # --- queues -----------------------------------------------------------------------
+
+    def queues(self) -> list[tuple[str, int]]:
+        """Every queue this store holds, including corrupt ones."""
+        return sorted({*self._queues, *self.corrupt})
+
+    async def _queue(self, topic: str, queue_id: int, *, create: bool) -> QueueLog:
+        if self._closed:
+            raise StoreClosed("the message store is closed")
+        key = (validate_name("topic", topic), validate_offset("queue_id", queue_id))
+        queue = self._queues.get(key)
+        if queue is not None:
+            return queue
+        if key in self.corrupt:
+            raise self.corrupt[key]
+        if not create:
+            from tieredstore.store.context import OffsetOutOfRange
+
+            raise OffsetOutOfRange("no such queue", topic=topic, queue_id=queue_id)
+        task = self._opening.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(QueueLog.open(self.ctx, *key))
+            self._opening[key] = task
+        try:
+            queue = await asyncio.shield(task)
+        finally:
+            self._opening.pop(key, None)
+        self._queues[key] = queue
+        return queue
+
+    # --- the API ---------------------------------------------------------------------------
+
+    async def append(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        *,
+        keys: Sequence[str] = (),
+        tags: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        timestamp: int | None = None,
+        offset: int | None = None,
+    ) -> int:
+        """Append one message; returns its offset. Durable after :meth:`flush`."""
+        queue = await self._queue(topic, queue_id, create=True)
+        return await queue.append(bytes(body), keys=tuple(keys), tags=tags,
+                                  properties=properties, timestamp=timestamp, offset=offset)
+
+    async def flush(self) -> None:
+        """Returns when every append before it is durable in the object store."""
+        if self._closed:
+            raise StoreClosed("the message store is closed")
+        await asyncio.gather(*(q.flush() for q in list(self._queues.values())))
+
+    async def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                  max_bytes: int = 4 * MiB) -> list[Message]:
+        """Up to ``max_count`` messages from ``offset`` (at least one if any, even
+        past ``max_bytes``). ``offset == max_offset`` gives an empty list."""
+        queue = await self._queue(topic, queue_id, create=False)
+        return await queue.get(offset, max_count, max_bytes)
+
+    async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""
+        return await (await self._queue(topic, queue_id, create=False)).offset_for_time(
+            timestamp_ms)
+
+    async def min_offset(self, topic: str, queue_id: int) -> int:
+        return (await self._queue(topic, queue_id, create=False)).min_offset
+
+    async def max_offset(self, topic: str, queue_id: int) -> int:
+        """The offset the next append gets."""
+        return (await self._queue(topic, queue_id, create=False)).max_offset
+
+    async def commit_offset(self, topic: str, queue_id: int) -> int:
+        """Offsets below this are durable in the object store."""
+        return (await self._queue(topic, queue_id, create=False)).commit_offset
+
+    async def delete_expired(self, now: float | None = None) -> int:
+        """Delete segments whose newest message is older than the reserved time
+        (``file_reserved_time``, or the topic's override). Returns segments deleted."""
+        now_s = time.time() if now is None else now
+        deleted = 0
+        for (topic, _), queue in list(self._queues.items()):
+            reserved = self.topic_reserved_time.get(topic, self.config.file_reserved_time)
+            deleted += await queue.delete_expired(int((now_s - reserved) * 1000))
+        return deleted
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters of every layer, as plain dicts."""
+        return {
+            "requests": self.ctx.store.metrics.snapshot(),
+            "fetcher": self.ctx.fetcher.snapshot(),
+            "pool": self.ctx.pool.snapshot(),
+            "queues": len(self._queues),
+            "corrupt": {f"{t}/{q}": str(e) for (t, q), e in self.corrupt.items()},
+        }
+
+    async def close(self) -> None:
+        """Flush, finish background merges, release connections. Idempotent."""
+        if self._closed:
+            return
+        try:
+            await self.flush()
+        finally:
+            self._closed = True
+            if self._ticker is not None:
+                self._ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._ticker
+            await self.ctx.drain()
+            await self.ctx.pool.close()
+            await self.ctx.fetcher.close()
+            await self.ctx.store.close()
+
+    async def __aenter__(self) -> AsyncMessageStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

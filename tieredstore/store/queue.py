@@ -1,0 +1,351 @@
+"""QueueLog: one queue's commit log and consume queue, and how they stay in step.
+
+A message is appended to the commit log (CL) first. Its consume-queue (CQ)
+unit is *dispatched* to the CQ only once the CL bytes it points to are
+committed, so the CQ never points at bytes that a crash could lose. Until
+then the unit waits in memory, where ``get`` finds it too. Recovery re-
+dispatches: it scans the CL from the end of the last CQ unit and appends the
+units of every complete, checked record it finds. A record cut short by a
+crash at the CL's end is dead space; the ``clean_from.commitlog`` head
+property remembers where clean records resume, so a later scan skips it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tieredstore.metadata import QueueMetadata, QueuePath
+from tieredstore.segment import FileType
+from tieredstore.store.context import (
+    UNIT_ALIGN,
+    MessageTooLarge,
+    OffsetError,
+    OffsetOutOfRange,
+    QueueCorrupt,
+    StoreContext,
+)
+from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
+from tieredstore.store.record import (
+    HEAD_SIZE,
+    UNIT_SIZE,
+    CqUnit,
+    Message,
+    RecordError,
+    decode_record,
+    decode_unit,
+    encode_record,
+    encode_unit,
+    record_size,
+    tags_hash,
+)
+
+assert UNIT_SIZE == UNIT_ALIGN
+CLEAN_FROM = "clean_from.commitlog"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    offset: int
+    unit: CqUnit
+
+
+class QueueLog:
+    """The flat files of one queue and the offsets over them."""
+
+    def __init__(self, ctx: StoreContext, topic: str, queue_id: int, meta: QueueMetadata
+                 ) -> None:
+        self.ctx = ctx
+        self.topic = topic
+        self.queue_id = queue_id
+        self.meta = meta
+        self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
+        self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
+        self.next_offset = 0
+        self.lock = asyncio.Lock()
+        self._pending: deque[Pending] = deque()
+
+    def _corrupt(self, message: str) -> QueueCorrupt:
+        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
+
+    # --- opening and recovery -------------------------------------------------------
+
+    @classmethod
+    async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> QueueLog:
+        """Open (or create) a queue and recover it from the bucket."""
+        meta = await QueueMetadata.open(
+            ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
+            writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=True,
+        )
+        queue = cls(ctx, topic, queue_id, meta)
+        await queue._recover()
+        return queue
+
+    async def _recover(self) -> None:
+        await self.cq.open()
+        if self.cq._active.sealed:  # sealed, not yet recorded: its units say what it holds
+            stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
+                                                 self.cq.end // UNIT_SIZE)
+            await self.cq.record_sealed(self.cq._active, stats)
+            await self.cq._open_next(self.cq.end)
+        self.next_offset = self.cq.end // UNIT_SIZE
+        self.cq.stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
+                                                     self.next_offset)
+        await self.cl.open()
+        await self._redispatch()
+        cl_first = self.meta.next_message_offset(self.cl.pb_type)
+        self.cl.stats = await self._stats_from_units(cl_first, self.next_offset)
+        if self.cl._active.sealed:
+            await self.cl.record_sealed(self.cl._active, self.cl.stats)
+            await self.cl._open_next(self.cl.end)
+
+    async def _stats_from_units(self, first: int, end: int) -> SegmentStats:
+        """Stats of offsets ``[first, end)``; timestamps from the live units among them
+        (the CQ may already have dropped the first units of an old CL segment)."""
+        if end <= first:
+            return SegmentStats()
+        begin = (await self.units(max(first, self.min_offset), max(first, self.min_offset) + 1))
+        last = await self.units(end - 1, end)
+        return SegmentStats(first, end - 1, begin[0].store_timestamp,
+                            max(begin[0].store_timestamp, last[0].store_timestamp), end - first)
+
+    async def _redispatch(self) -> None:
+        """Append the CQ units of CL records committed after the last unit."""
+        position = int(self.meta.properties.get(CLEAN_FROM, "0"))
+        if self.next_offset > self.min_offset:
+            last = (await self.units(self.next_offset - 1, self.next_offset))[0]
+            position = max(position, last.end)
+        else:
+            position = max(position, self.cl.first)
+        end = self.cl.end
+        if position > end:
+            raise self._corrupt(f"the consume queue points to commit-log byte {position}, "
+                                f"past the commit log's end {end}")
+        while position < end:
+            _, segment_end = await self.cl.locate(position)
+            size = 0
+            if segment_end - position >= HEAD_SIZE:
+                try:
+                    size = record_size(await self.cl.read(position, HEAD_SIZE))
+                except RecordError as exc:
+                    raise self._corrupt(f"commit log byte {position}: {exc}") from None
+            if not size or position + size > segment_end:
+                if segment_end == end:
+                    break  # a record cut short by a crash at the very end: dead space
+                raise self._corrupt(f"record at commit-log byte {position} runs past the "
+                                    f"end of its segment at {segment_end}")
+            self._dispatch_record(await self.cl.read(position, size), position)
+            position += size
+        await self._flush_unlocked()
+        if position < end:
+            await self.meta.set_properties({CLEAN_FROM: str(end)})
+
+    def _dispatch_record(self, data: bytes, position: int) -> None:
+        try:
+            message = decode_record(data, self.topic, self.queue_id)
+        except RecordError as exc:
+            raise self._corrupt(f"commit log byte {position}: {exc}") from None
+        if message.offset != self.next_offset:
+            raise self._corrupt(f"commit log byte {position} holds offset {message.offset}, "
+                                f"expected {self.next_offset}")
+        unit = CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp)
+        self._pending.append(Pending(self.next_offset, unit))
+        self.next_offset += 1
+
+    # --- writing ----------------------------------------------------------------------
+
+    async def append(
+        self,
+        body: bytes,
+        *,
+        keys: Sequence[str] = (),
+        tags: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        timestamp: int | None = None,
+        offset: int | None = None,
+    ) -> int:
+        limit = self.ctx.config.max_message_size
+        if len(body) > limit:
+            raise MessageTooLarge(f"message body is {len(body)} bytes, the limit is {limit}",
+                                  topic=self.topic, queue_id=self.queue_id)
+        async with self.lock:
+            if offset is not None and offset != self.next_offset:
+                kind = "a gap" if offset > self.next_offset else "a rewind"
+                raise OffsetError(f"offset {offset} would be {kind}: the next offset is "
+                                  f"{self.next_offset}", topic=self.topic,
+                                  queue_id=self.queue_id)
+            ts = now_ms() if timestamp is None else int(timestamp)
+            record = encode_record(self.next_offset, ts, body, keys=keys, tags=tags,
+                                   properties=properties)
+            position = await self.cl.append(record, self.next_offset, ts)
+            self._pending.append(Pending(self.next_offset,
+                                         CqUnit(position, len(record), tags_hash(tags), ts)))
+            self.next_offset += 1
+            await self._dispatch()
+            return self.next_offset - 1
+
+    async def _dispatch(self) -> None:
+        """Move units whose CL bytes are committed into the CQ."""
+        committed = self.cl.committed_end
+        while self._pending and self._pending[0].unit.end <= committed:
+            item = self._pending[0]
+            await self.cq.append(encode_unit(item.unit), item.offset, item.unit.store_timestamp)
+            self._pending.popleft()
+
+    async def _flush_unlocked(self) -> None:
+        await self.cl.flush()
+        await self._dispatch()
+        await self.cq.flush()
+
+    async def flush(self) -> None:
+        """Every append before this call is durable (CL and CQ)."""
+        async with self.lock:
+            await self._flush_unlocked()
+
+    async def tick(self) -> None:
+        """Dispatch what the group commit made durable since the last append."""
+        if self._pending and not self.lock.locked():
+            async with self.lock:
+                await self._dispatch()
+
+    # --- offsets -------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.cq.first // UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """The next offset to be appended."""
+        return self.next_offset
+
+    @property
+    def commit_offset(self) -> int:
+        """Offsets below this are durable in the object store."""
+        committed = self.cl.committed_end
+        durable = self.cq.end // UNIT_SIZE
+        for item in self._pending:
+            if item.unit.end > committed:
+                break
+            durable += 1
+        return durable
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def units(self, start: int, end: int) -> list[CqUnit]:
+        """Consume-queue units of offsets ``[start, end)``."""
+        out: list[CqUnit] = []
+        cq_end = self.cq.end // UNIT_SIZE
+        offset = start
+        while offset < min(end, cq_end):
+            _, segment_end = await self.cq.locate(offset * UNIT_SIZE)
+            stop = min(end, cq_end, segment_end // UNIT_SIZE)
+            data = await self.cq.read(offset * UNIT_SIZE, (stop - offset) * UNIT_SIZE)
+            try:
+                out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(stop - offset))
+            except RecordError as exc:
+                raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
+            offset = stop
+        if offset < end:
+            first_pending = self._pending[0].offset if self._pending else self.next_offset
+            out.extend(p.unit for p in list(self._pending)[offset - first_pending :
+                                                          end - first_pending])
+        return out
+
+    def check_range(self, offset: int) -> None:
+        if not self.min_offset <= offset <= self.max_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.min_offset}, {self.max_offset}]",
+                topic=self.topic, queue_id=self.queue_id)
+
+    async def get(self, offset: int, max_count: int, max_bytes: int) -> list[Message]:
+        self.check_range(offset)
+        if max_count <= 0:
+            return []
+        units = await self.units(offset, min(self.max_offset, offset + max_count))
+        messages: list[Message] = []
+        total = 0
+        i = 0
+        while i < len(units) and (total < max_bytes or not messages):
+            _, segment_end = await self.cl.locate(units[i].position)
+            j, run = i, units[i].size
+            while (j + 1 < len(units) and units[j + 1].position == units[j].end
+                   and units[j + 1].end <= segment_end and total + run < max_bytes):
+                j += 1
+                run += units[j].size
+            data = await self.cl.read(units[i].position, run)
+            at = 0
+            for k in range(i, j + 1):
+                expected = offset + k
+                try:
+                    message = decode_record(memoryview(data)[at : at + units[k].size],
+                                            self.topic, self.queue_id)
+                except RecordError as exc:
+                    raise self._corrupt(f"message at offset {expected}: {exc}") from None
+                if message.offset != expected:
+                    raise self._corrupt(f"message at offset {expected} holds offset "
+                                        f"{message.offset}")
+                at += units[k].size
+                if messages and total + units[k].size > max_bytes:
+                    return messages
+                messages.append(message)
+                total += units[k].size
+            i = j + 1
+        return messages
+
+    async def offset_for_time(self, timestamp_ms: int) -> int:
+        """The first offset whose store timestamp is at or after ``timestamp_ms``."""
+        record = await self.meta.find_by_time(self.cq.pb_type, timestamp_ms)
+        if record is not None:
+            lo, hi = record.first_message_offset, record.last_message_offset + 1
+        else:
+            lo, hi = self.cq.active_base // UNIT_SIZE, self.max_offset
+        lo = max(lo, self.min_offset)
+
+        async def ts(offset: int) -> int:
+            return (await self.units(offset, offset + 1))[0].store_timestamp
+
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if await ts(mid) < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    # --- retention -------------------------------------------------------------------------
+
+    async def delete_expired(self, cutoff_ms: int) -> int:
+        """Delete sealed segments whose newest message is older than ``cutoff_ms``:
+        the consume queue first, then commit-log segments no live unit points into."""
+        from tieredstore.segment import destroy_segment
+
+        deleted = 0
+        async with self.lock:
+            for flat in (self.cq, self.cl):
+                limit = None
+                if flat is self.cl:
+                    limit = (await self.units(self.min_offset, self.min_offset + 1))[0].position \
+                        if self.min_offset < self.max_offset else self.cl.end
+                expired = []
+                async for record in self.meta.records(flat.pb_type):
+                    end = record.base_offset + record.size
+                    if record.end_timestamp_ms >= cutoff_ms or (limit is not None and
+                                                                 end > limit):
+                        break
+                    expired.append(record)
+                if not expired:
+                    continue
+                last = expired[-1]
+                # Move the first pointer before deleting: a crash leaves garbage, not holes.
+                await self.meta.trim(flat.pb_type, last.base_offset + last.size)
+                for record in expired:
+                    path = self.ctx.segment_path(self.topic, self.queue_id, flat.file_type,
+                                                 record.base_offset)
+                    self.ctx.forget_sealed(path)
+                    self.ctx.fetcher.forget(path)
+                    await destroy_segment(self.ctx.store, path)
+                    deleted += 1
+        return deleted
