@@ -1,0 +1,74 @@
+"""A message store on memory, a local directory and moto, with small segments."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import make_s3_store
+from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectStore
+from tieredstore.store import AsyncMessageStore
+
+KiB = 1024
+
+
+def small_config(**overrides: Any) -> TieredStoreConfig:
+    base: dict[str, Any] = {
+        "backend": "memory", "chunk_size": 4 * KiB, "commit_log_max_size": 32 * KiB,
+        "consume_queue_max_size": 32 * 64, "pool_bytes": 256 * KiB,
+        "max_message_size": 16 * KiB, "group_commit_interval": 0.02,
+        "metadata_page_size": 4,
+    }
+    base.update(overrides)
+    return load_config(env={}, **base)
+
+
+Opener = Callable[..., Awaitable[AsyncMessageStore]]
+
+
+@pytest.fixture(params=["memory", "local", "moto"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ObjectStore]:
+    """One object store per test, kept across reopens of the message store."""
+    store: ObjectStore
+    if request.param == "memory":
+        store = MemoryObjectStore()
+    elif request.param == "local":
+        store = LocalObjectStore(tmp_path / "data", fsync=False)
+    else:
+        store = await make_s3_store(request.getfixturevalue("moto"))
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def open_store(backend: ObjectStore) -> Opener:
+    async def opener(**overrides: Any) -> AsyncMessageStore:
+        return await AsyncMessageStore.open(small_config(**overrides), store=_Unclosable(backend))
+    return opener
+
+
+class _Unclosable(ObjectStore):
+    """Delegates to the backend but lets the test reopen after close()."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(chokepoint=inner.chokepoint)
+        self.inner = inner
+        self.name = inner.name
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("inner", "close", "chokepoint", "metrics", "name", "__class__",
+                    "__aenter__", "__aexit__"):
+            return object.__getattribute__(self, name)
+        return getattr(object.__getattribute__(self, "inner"), name)
+
+    async def close(self) -> None:
+        return None
+
+    # abstract methods are served by __getattribute__
+    put = get_object = head = list_pages = delete_many = None  # type: ignore[assignment]
+    create_multipart = upload_part = upload_part_copy = None  # type: ignore[assignment]
+    complete_multipart = abort_multipart = list_multipart_uploads = None  # type: ignore[assignment]

@@ -1,0 +1,216 @@
+"""The message store's API on memory, a local directory and moto."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.store.conftest import Opener, small_config
+from tieredstore.errors import InvalidName
+from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.store import (
+    AsyncMessageStore,
+    MessageStore,
+    MessageTooLarge,
+    OffsetError,
+    OffsetOutOfRange,
+)
+
+
+def body(i: int) -> bytes:
+    return f"message-{i:05d}-".encode() * (1 + i % 7)
+
+
+async def test_append_get_round_trip_with_keys_tags_properties(open_store: Opener) -> None:
+    ms = await open_store()
+    for i in range(50):
+        off = await ms.append("orders", 1, body(i), keys=[f"k{i}"], tags="T" if i % 2 else None,
+                              properties={"n": str(i)}, timestamp=1_000 + i)
+        assert off == i
+    got = await ms.get("orders", 1, 10, max_count=5)
+    assert [m.offset for m in got] == [10, 11, 12, 13, 14]
+    assert [m.body for m in got] == [body(i) for i in range(10, 15)]
+    assert got[1].keys == ("k11",) and got[1].tags == "T" and got[0].tags is None
+    assert got[2].properties == {"n": "12"} and got[2].store_timestamp == 1_012
+    assert (got[0].topic, got[0].queue_id) == ("orders", 1)
+    await ms.close()
+
+
+async def test_reads_see_unflushed_appends_and_flush_makes_them_durable(
+    open_store: Opener,
+) -> None:
+    ms = await open_store(group_commit_interval=3600)
+    for i in range(30):
+        await ms.append("t", 0, body(i))
+    assert [m.body for m in await ms.get("t", 0, 0, max_count=30)] == [body(i) for i in range(30)]
+    assert await ms.commit_offset("t", 0) < 30
+    await ms.flush()
+    assert await ms.commit_offset("t", 0) == 30
+    await ms.close()
+
+
+async def test_rolling_seals_segments_and_reads_span_them(open_store: Opener) -> None:
+    ms = await open_store()
+    for i in range(1000):  # ~100 KiB of records: several 32 KiB commit-log segments
+        await ms.append("t", 0, body(i))
+    await ms.flush()
+    await ms.ctx.drain()  # background merges
+    queue = ms._queues[("t", 0)]
+    sealed = [r async for r in queue.meta.records(queue.cl.pb_type)]
+    assert len(sealed) >= 2, "commit log did not roll"
+    assert sum(1 for _ in [r async for r in queue.meta.records(queue.cq.pb_type)]) >= 2
+    got = []
+    offset = 0
+    while offset < 1000:
+        batch = await ms.get("t", 0, offset, max_count=64)
+        got.extend(batch)
+        offset += len(batch)
+    assert [m.body for m in got] == [body(i) for i in range(1000)]
+    await ms.close()
+
+
+async def test_restart_recovers_offsets_and_data(open_store: Opener) -> None:
+    ms = await open_store()
+    for i in range(300):
+        await ms.append("a", 0, body(i))
+        await ms.append("b", 2, body(i + 1000))
+    await ms.close()
+    again = await open_store()
+    assert again.queues() == [("a", 0), ("b", 2)]
+    assert await again.max_offset("a", 0) == 300 and await again.max_offset("b", 2) == 300
+    assert [m.body for m in await again.get("b", 2, 295, max_count=10)] == \
+        [body(i + 1000) for i in range(295, 300)]
+    assert await again.append("a", 0, b"next") == 300
+    assert (await again.get("a", 0, 300))[0].body == b"next"
+    await again.close()
+
+
+async def test_host_assigned_offsets_refuse_gaps_and_rewinds(open_store: Opener) -> None:
+    ms = await open_store()
+    assert await ms.append("t", 0, b"a", offset=0) == 0
+    with pytest.raises(OffsetError, match="gap"):
+        await ms.append("t", 0, b"b", offset=5)
+    with pytest.raises(OffsetError, match="rewind"):
+        await ms.append("t", 0, b"b", offset=0)
+    assert await ms.append("t", 0, b"b", offset=1) == 1
+    await ms.close()
+
+
+async def test_bad_input_gets_clear_errors(open_store: Opener) -> None:
+    ms = await open_store()
+    with pytest.raises(MessageTooLarge, match="limit is 16384"):
+        await ms.append("t", 0, b"x" * (16 * 1024 + 1))
+    with pytest.raises(InvalidName, match="topic"):
+        await ms.append("a/b", 0, b"x")
+    with pytest.raises(InvalidName, match="queue_id"):
+        await ms.append("t", -1, b"x")
+    await ms.append("t", 0, b"x")
+    with pytest.raises(OffsetOutOfRange, match=r"outside \[0, 1\]"):
+        await ms.get("t", 0, 2)
+    assert await ms.get("t", 0, 1) == []
+    with pytest.raises(OffsetOutOfRange, match="no such queue"):
+        await ms.get("nope", 0, 0)
+    await ms.close()
+
+
+async def test_max_bytes_limits_a_batch_but_returns_at_least_one(open_store: Opener) -> None:
+    ms = await open_store()
+    for i in range(20):
+        await ms.append("t", 0, b"y" * 1000)
+    assert len(await ms.get("t", 0, 0, max_count=20, max_bytes=3500)) == 3
+    assert len(await ms.get("t", 0, 0, max_count=20, max_bytes=10)) == 1
+    await ms.close()
+
+
+async def test_offset_for_time_binary_searches_segments(open_store: Opener) -> None:
+    ms = await open_store()
+    for i in range(500):
+        await ms.append("t", 0, body(i), timestamp=10_000 + 10 * i)
+    await ms.flush()
+    assert await ms.offset_for_time("t", 0, 0) == 0
+    assert await ms.offset_for_time("t", 0, 10_000 + 10 * 123) == 123
+    assert await ms.offset_for_time("t", 0, 10_000 + 10 * 123 - 5) == 123
+    assert await ms.offset_for_time("t", 0, 10_000 + 10 * 499) == 499
+    assert await ms.offset_for_time("t", 0, 99_999_999) == 500
+    await ms.close()
+
+
+async def test_rolling_by_time(open_store: Opener) -> None:
+    ms = await open_store(rolling_interval=1.0)
+    for i in range(6):
+        await ms.append("t", 0, b"x", timestamp=1_000_000 + i * 600)  # 0.6 s apart
+    await ms.flush()
+    queue = ms._queues[("t", 0)]
+    records = [r async for r in queue.meta.records(queue.cl.pb_type)]
+    assert [(r.first_message_offset, r.last_message_offset) for r in records] == [
+        (0, 1), (2, 3)]
+    await ms.close()
+
+
+async def test_retention_deletes_old_segments_cq_first_with_topic_override(
+    open_store: Opener,
+) -> None:
+    ms = await open_store()
+    ms.topic_reserved_time = {"keep": 10**9}
+    for topic in ("old", "keep"):
+        for i in range(400):
+            await ms.append(topic, 0, body(i), timestamp=1_000 + i)
+    await ms.flush()
+    await ms.ctx.drain()
+    deleted = await ms.delete_expired(now=1_000 + 1_000_000)
+    assert deleted >= 2
+    assert await ms.min_offset("old", 0) > 0
+    assert await ms.min_offset("keep", 0) == 0
+    first = await ms.min_offset("old", 0)
+    with pytest.raises(OffsetOutOfRange):
+        await ms.get("old", 0, first - 1)
+    assert [m.offset for m in await ms.get("old", 0, first, max_count=3)] == \
+        [first, first + 1, first + 2]
+    await ms.close()
+    again = await open_store()
+    assert await again.min_offset("old", 0) == first
+    await again.close()
+
+
+async def test_second_writer_fences_the_first(open_store: Opener) -> None:
+    first = await open_store()
+    await first.append("t", 0, b"one")
+    await first.flush()
+    second = await open_store()  # claims every queue it finds
+    assert await second.append("t", 0, b"two") == 1
+    await second.flush()
+    with pytest.raises(Exception, match="[Ff]enced|another writer"):
+        for i in range(200):
+            await first.append("t", 0, b"x" * 500)
+        await first.flush()
+        await first.ctx.drain()
+        raise AssertionError("the first writer was never fenced")
+    await second.close()
+
+
+def test_sync_facade_has_the_same_names() -> None:
+    store = MemoryObjectStore()
+    with MessageStore.open(small_config(), store=store) as ms:
+        assert ms.append("t", 0, b"hello", keys=["k"]) == 0
+        ms.flush()
+        assert ms.get("t", 0, 0)[0].body == b"hello"
+        assert (ms.min_offset("t", 0), ms.max_offset("t", 0), ms.commit_offset("t", 0)) == \
+            (0, 1, 1)
+    for name in ("append", "flush", "get", "offset_for_time", "min_offset", "max_offset",
+                 "commit_offset", "delete_expired", "close"):
+        assert hasattr(AsyncMessageStore, name) and hasattr(MessageStore, name)
+
+
+async def test_concurrent_appenders_get_distinct_ordered_offsets(open_store: Opener) -> None:
+    ms = await open_store()
+
+    async def producer(n: int) -> list[int]:
+        return [await ms.append("t", 0, f"{n}:{i}".encode()) for i in range(50)]
+
+    results = await asyncio.gather(*(producer(n) for n in range(4)))
+    assert sorted(o for r in results for o in r) == list(range(200))
+    messages = await ms.get("t", 0, 0, max_count=200)
+    for n, offsets in enumerate(results):
+        assert [messages[o].body for o in offsets] == [f"{n}:{i}".encode() for i in range(50)]
+    await ms.close()
