@@ -55,7 +55,7 @@ def test_unit_bytes_match_the_documented_layout() -> None:
     tags=st.none() | st.text(max_size=30),
     props=st.dictionaries(st.text(max_size=10), st.text(max_size=30), max_size=4),
 )
-def test_records_round_trip(offset: int, ts: int, body: bytes, keys: list[str],
+def test_records_round_trip(offset: int, ts: int, body: bytes, keys: list[str], *,
                             tags: str | None, props: dict[str, str]) -> None:
     data = encode_record(offset, ts, body, keys=keys, tags=tags, properties=props)
     message = decode_record(data, "topic", 3)
