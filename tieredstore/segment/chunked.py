@@ -51,13 +51,18 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class SegmentOptions:
-    """How a segment writes and compacts. ``unit_target`` defaults to ``chunk_size``."""
+    """How a segment writes and compacts. ``unit_target`` defaults to ``chunk_size``.
+
+    ``merged_metadata`` is user metadata added to the merged object's own
+    (``tieredstore-format``), as ``(key, value)`` pairs.
+    """
 
     chunk_size: int = 4 * MiB
     max_size: int | None = None
     merge_on_seal: bool = True
     unit_target: int | None = None
     merge_concurrency: int = 4
+    merged_metadata: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -259,6 +264,7 @@ class ChunkedSegment(FileSegment):
         units, stats = await merge_chunks(
             self.store, self.path, chunks, self.reader,
             unit_target=self.options.units, concurrency=self.options.merge_concurrency,
+            metadata=dict(self.options.merged_metadata),
         )
         self._layout = SegmentLayout(units)
         self._state = SegmentState.SEALED

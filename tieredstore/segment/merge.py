@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tieredstore.checksum import parse_crc
@@ -77,8 +77,11 @@ async def merge_chunks(
     *,
     unit_target: int,
     concurrency: int = 4,
+    metadata: Mapping[str, str] | None = None,
 ) -> tuple[list[ChunkRef], MergeStats]:
-    """Write ``path.merged_key`` from the chunks of ``layout``; return its units."""
+    """Write ``path.merged_key`` from the chunks of ``layout``; return its units.
+
+    ``metadata`` is added to the merged object's user metadata."""
     segment = str(path)
     heads = await learn_crcs(store, layout)
     chunks = list(layout.units)
@@ -91,7 +94,8 @@ async def merge_chunks(
     check_plan(plan, max_parts=MAX_PARTS)
 
     key = path.merged_key
-    upload_id = await store.create_multipart(key, metadata=FORMAT_METADATA)
+    upload_id = await store.create_multipart(key, metadata={**(metadata or {}),
+                                                            **FORMAT_METADATA})
     limit = asyncio.Semaphore(concurrency)
 
     async def run(part: PlannedPart) -> PartInfo:
