@@ -30,8 +30,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 proto: $(STAMP)
-	$(BIN)/python -m grpc_tools.protoc -I tieredstore/metadata --python_out=tieredstore/metadata \
-		--pyi_out=tieredstore/metadata tieredstore/metadata/*.proto
+	for pkg in metadata ledger; do \
+		$(BIN)/python -m grpc_tools.protoc -I tieredstore/$$pkg --python_out=tieredstore/$$pkg \
+			--pyi_out=tieredstore/$$pkg tieredstore/$$pkg/*.proto || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) demo-data .mypy_cache .ruff_cache .pytest_cache
