@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tieredstore.fetcher.fetcher import Fetcher
 from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, RequestMetrics
+from tieredstore.segment.pool.metrics import PoolMetrics
 
 # Fetcher counters exported one to one: snapshot key -> (metric name, help).
 _FETCHER_COUNTERS = {
@@ -59,11 +60,13 @@ class TieredStoreCollector(Collector):
         *,
         store: RequestMetrics | None = None,
         fetcher: Fetcher | None = None,
+        pool: PoolMetrics | None = None,
         namespace: str = "tieredstore",
         const_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
         self.fetcher = fetcher
+        self.pool = pool
         self.namespace = namespace
         self.const_labels = dict(const_labels or {})
 
@@ -75,6 +78,8 @@ class TieredStoreCollector(Collector):
             yield from self._store_metrics(self.store)
         if self.fetcher is not None:
             yield from self._fetcher_metrics(self.fetcher.snapshot())
+        if self.pool is not None:
+            yield from self._pool_metrics(self.pool)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -173,17 +178,51 @@ class TieredStoreCollector(Collector):
         self._add_histogram(latency, [], read["bounds"], read["counts"], read["sum"])
         yield latency
 
+    # --- upload buffer pool --------------------------------------------------------------
+
+    def _pool_metrics(self, pool: PoolMetrics) -> Iterator[Metric]:
+        for name, doc, value in (
+            ("pool_bytes", "Bytes buffered in the upload pool, not yet committed.",
+             pool.bytes_in_use),
+            ("pool_budget_bytes", "Byte budget of the upload pool.", pool.budget_bytes),
+            ("pool_peak_bytes", "Most bytes the upload pool has held at once.",
+             pool.peak_bytes_in_use),
+        ):
+            gauge = GaugeMetricFamily(self._name(name), doc, labels=self._labels())
+            gauge.add_metric(self._values(), value)
+            yield gauge
+        counters: tuple[tuple[str, str, float], ...] = (
+            ("pool_appends", "Appends admitted to the pool.", pool.appends),
+            ("pool_appended_bytes", "Bytes appended to the pool.", pool.bytes_appended),
+            ("pool_waits", "Appends that waited for room (backpressure).", pool.waits),
+            ("pool_wait_seconds", "Seconds appends spent waiting for room.", pool.wait_seconds),
+            ("pool_buffer_full", "Non-blocking appends refused with BUFFER_FULL.",
+             pool.buffer_full),
+            ("pool_commit_retries", "Commits retried after a failure.", pool.retries),
+            ("pool_committed_bytes", "Bytes committed to segments.", pool.bytes_committed),
+        )
+        for name, doc, amount in counters:
+            family = self._counter(name, doc)
+            family.add_metric(self._values(), amount)
+            yield family
+        latency = self._histogram("pool_commit_duration_seconds", "Latency of segment commits "
+                                  "made by the pool.")
+        self._add_histogram(latency, [], LATENCY_BUCKETS, pool.commit_latency,
+                            pool.commit_seconds)
+        yield latency
+
 
 def register_metrics(
     registry: CollectorRegistry,
     *,
     store: RequestMetrics | None = None,
     fetcher: Fetcher | None = None,
+    pool: PoolMetrics | None = None,
     namespace: str = "tieredstore",
     const_labels: Mapping[str, str] | None = None,
 ) -> TieredStoreCollector:
     """Build a :class:`TieredStoreCollector` and register it on ``registry``."""
-    collector = TieredStoreCollector(store=store, fetcher=fetcher, namespace=namespace,
-                                     const_labels=const_labels)
+    collector = TieredStoreCollector(store=store, fetcher=fetcher, pool=pool,
+                                     namespace=namespace, const_labels=const_labels)
     registry.register(collector)
     return collector

@@ -87,3 +87,22 @@ def test_nothing_is_registered_globally_and_duplicates_are_refused() -> None:
     register_metrics(registry, store=store.metrics)
     with pytest.raises(ValueError, match="Duplicated"):
         registry.register(TieredStoreCollector(store=store.metrics))
+
+
+async def test_pool_metrics_are_exported() -> None:
+    from tieredstore.segment.pool import PoolOptions, UploadBufferPool
+
+    store = MemoryObjectStore()
+    pool = UploadBufferPool(PoolOptions(budget_bytes=1 << 20, chunk_size=1024))
+    segment = await ChunkedSegment.open(
+        store, SegmentPath("c", "b", "t", 0, FileType.COMMIT_LOG, 0),
+        options=SegmentOptions(chunk_size=1024))
+    await pool.append(segment, b"x" * 3000)
+    await pool.flush()
+    registry = CollectorRegistry()
+    register_metrics(registry, pool=pool.metrics)
+    assert registry.get_sample_value("tieredstore_pool_appended_bytes_total") == 3000
+    assert registry.get_sample_value("tieredstore_pool_committed_bytes_total") == 3000
+    assert registry.get_sample_value("tieredstore_pool_budget_bytes") == 1 << 20
+    assert registry.get_sample_value("tieredstore_pool_commit_duration_seconds_count") == 3
+    await pool.close()

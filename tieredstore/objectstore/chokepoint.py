@@ -27,6 +27,15 @@ T = TypeVar("T")
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+def observe(buckets: list[int], seconds: float) -> None:
+    """Count ``seconds`` in its bucket of :data:`LATENCY_BUCKETS` (last: slower)."""
+    for i, bound in enumerate(LATENCY_BUCKETS):
+        if seconds <= bound:
+            buckets[i] += 1
+            return
+    buckets[-1] += 1
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How hard to try. ``timeout`` bounds each attempt, not the whole call."""
@@ -83,13 +92,7 @@ class RequestMetrics:
             if error is not None:
                 self.errors[f"{op}:{error}"] += 1
             self.latency_sum[op] += seconds
-            buckets = self.latency_buckets[op]
-            for i, bound in enumerate(LATENCY_BUCKETS):
-                if seconds <= bound:
-                    buckets[i] += 1
-                    break
-            else:
-                buckets[-1] += 1
+            observe(self.latency_buckets[op], seconds)
 
     def record_retry(self, op: str) -> None:
         with self._lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS
+from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, observe
 
 # What made bytes due for commit (see UploadBufferPool).
 TRIGGERS = ("chunk", "interval", "room", "flush")
@@ -44,11 +44,7 @@ class PoolMetrics:
         self.commits += 1
         self.bytes_committed += nbytes
         self.commit_seconds += seconds
-        for i, bound in enumerate(LATENCY_BUCKETS):
-            if seconds <= bound:
-                self.commit_latency[i] += 1
-                return
-        self.commit_latency[-1] += 1
+        observe(self.commit_latency, seconds)
 
     def snapshot(self) -> dict[str, Any]:
         buckets = {f"le_{bound:g}": n for bound, n in zip(LATENCY_BUCKETS, self.commit_latency,
