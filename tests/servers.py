@@ -100,7 +100,8 @@ def _seaweedfs_server() -> Iterator[S3Server]:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"weed mini exited with {proc.returncode}; see {workdir}/weed.log")
+                raise RuntimeError(
+                    f"weed mini exited with {proc.returncode}; see {workdir}/weed.log")
             try:
                 urllib.request.urlopen(endpoint, timeout=1)
                 break
