@@ -92,10 +92,16 @@ class StoreContext:
         options = SegmentOptions(chunk_size=self.segment_options.chunk_size, merge_on_seal=False)
         segment = await ChunkedSegment.open(self.store, path, options=options,
                                             reader=self.fetcher)
-        self._sealed[path] = segment
+        self.keep_sealed(segment)
+        return segment
+
+    def keep_sealed(self, segment: ChunkedSegment) -> None:
+        """Serve reads of a just-sealed segment from this very object, so that
+        when its background merge swaps chunks for the merged object, reads
+        in flight follow (see ``ChunkedSegment.read0``)."""
+        self._sealed[segment.path] = segment
         while len(self._sealed) > self.max_open_sealed:
             self._sealed.popitem(last=False)
-        return segment
 
     def forget_sealed(self, path: SegmentPath) -> None:
         self._sealed.pop(path, None)
@@ -120,7 +126,8 @@ class StoreContext:
     async def merge(self, segment: ChunkedSegment) -> None:
         """Finish a seal begun without merge, a couple at a time."""
         async with self._merge_limit:
-            await segment.seal()
+            # merge=True: a segment from open_sealed() has merge_on_seal=False.
+            await segment.seal(merge=True)
         self._sealed.pop(segment.path, None)
 
     async def drain(self) -> None:
