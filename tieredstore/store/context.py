@@ -92,16 +92,10 @@ class StoreContext:
         options = SegmentOptions(chunk_size=self.segment_options.chunk_size, merge_on_seal=False)
         segment = await ChunkedSegment.open(self.store, path, options=options,
                                             reader=self.fetcher)
-        self.keep_sealed(segment)
-        return segment
-
-    def keep_sealed(self, segment: ChunkedSegment) -> None:
-        """Serve reads of a just-sealed segment from this very object, so that
-        when its background merge swaps chunks for the merged object, reads
-        in flight follow (see ``ChunkedSegment.read0``)."""
-        self._sealed[segment.path] = segment
+        self._sealed[path] = segment
         while len(self._sealed) > self.max_open_sealed:
             self._sealed.popitem(last=False)
+        return segment
 
     def forget_sealed(self, path: SegmentPath) -> None:
         self._sealed.pop(path, None)
