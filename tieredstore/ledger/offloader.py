@@ -1,0 +1,301 @@
+"""LedgerOffloader (PIP-17) and its implementation on the segment engine.
+
+``offload(handle, uuid, extra_metadata)`` copies a closed ledger to the object
+store as PIP-17's two objects; ``read_offloaded`` gives back a
+:class:`~tieredstore.ledger.handle.ReadHandle` that reads identically to the
+original; ``delete_offloaded`` removes both. The ``uuid`` names one attempt:
+the managed ledger records it before the attempt starts, so that a failed
+attempt can be cleaned up through it later.
+
+How the objects map onto the segment engine (docs/format.md, "Offloaded
+ledgers"): the data object's bytes are the logical bytes of one segment
+(see :mod:`tieredstore.ledger.location` for its keys). The blocks are
+streamed from the ledger (:class:`~tieredstore.ledger.stream.BlockStreamWriter`)
+into ``commit0``: chunk objects written with ``If-None-Match`` (so a second
+writer of the same attempt with other bytes is fenced), each with its CRC32C.
+Sealing merges them into the one ``segment`` object by multipart upload,
+copying chunks server-side; that object is the PIP-17 data bytes followed by
+our unit table, so every offset the index names is the same in both. The
+index object is written last, with ``If-None-Match``: its presence means the
+attempt is complete. A failed attempt leaves no multipart upload behind (the
+engine aborts it) and is removed by ``delete_offloaded`` with its uuid.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import uuid as uuid_mod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from tieredstore.errors import ConfigError, PreconditionFailed
+from tieredstore.ledger.errors import (
+    NoOffloader,
+    OffloadExists,
+    OffloadFenced,
+    OffloadRefused,
+)
+from tieredstore.ledger.format import (
+    DEFAULT_BLOCK_SIZE,
+    MAX_BLOCK_SIZE,
+    MIN_BLOCK_SIZE,
+    BytesLike,
+    LedgerFormatError,
+)
+from tieredstore.ledger.handle import LedgerState, ReadHandle
+from tieredstore.ledger.index import OffloadIndex
+from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
+from tieredstore.ledger.offloaded import DEFAULT_SCAN_BYTES, OffloadedReadHandle
+from tieredstore.ledger.stream import BlockStreamWriter
+from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
+from tieredstore.objectstore.base import ObjectStore
+from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
+from tieredstore.segment.merge import FORMAT_METADATA
+from tieredstore.segment.reader import DirectReader, SegmentReader
+
+log = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+DRIVER_NAME = "tieredstore"
+
+
+class LedgerOffloader(abc.ABC):
+    """PIP-17's ``LedgerOffloader``: copies closed ledgers out, reads them back."""
+
+    @property
+    @abc.abstractmethod
+    def driver_name(self) -> str:
+        """Recorded in the managed ledger's offload context with each offload."""
+
+    @property
+    def driver_metadata(self) -> Mapping[str, str]:
+        """Where the offloads go (bucket, prefix...), recorded with each offload."""
+        return MappingProxyType({})
+
+    @abc.abstractmethod
+    async def offload(
+        self, handle: ReadHandle, uuid: uuid_mod.UUID, extra_metadata: Mapping[str, str]
+    ) -> None:
+        """Copy the closed ledger ``handle`` reads; ``uuid`` names this attempt."""
+
+    @abc.abstractmethod
+    async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> ReadHandle:
+        """A handle that reads the offloaded ledger as the original read."""
+
+    @abc.abstractmethod
+    async def delete_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> None:
+        """Delete every object of the attempt; nothing there is not an error."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the offloader holds."""
+
+
+class NullLedgerOffloader(LedgerOffloader):
+    """PIP-17's default: no offloading configured, every call refused."""
+
+    @property
+    def driver_name(self) -> str:
+        return "none"
+
+    async def offload(
+        self, handle: ReadHandle, uuid: uuid_mod.UUID, extra_metadata: Mapping[str, str]
+    ) -> None:
+        raise NoOffloader("no ledger offloader is configured", ledger_id=handle.ledger_id)
+
+    async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> ReadHandle:
+        raise NoOffloader("no ledger offloader is configured", ledger_id=ledger_id)
+
+    async def delete_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> None:
+        raise NoOffloader("no ledger offloader is configured", ledger_id=ledger_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadOptions:
+    """How :class:`SegmentLedgerOffloader` writes and reads.
+
+    ``block_size``: PIP-17's ``maxBlockSizeInBytes`` (64 MiB; 5 MiB to 2 GiB).
+    ``chunk_size``: the engine's chunk and read unit (8 MiB; chunks of 5 MiB or
+    more merge by server-side copy). ``read_batch_bytes``: about how much of
+    the ledger one read of the source handle fetches. ``scan_bytes``: how
+    much an offloaded handle decodes at a time.
+    """
+
+    block_size: int = DEFAULT_BLOCK_SIZE
+    chunk_size: int = 8 * MiB
+    read_batch_bytes: int = 8 * MiB
+    scan_bytes: int = DEFAULT_SCAN_BYTES
+    merge_concurrency: int = 4
+    namespace: OffloadNamespace = field(default_factory=OffloadNamespace)
+
+    def __post_init__(self) -> None:
+        if not MIN_BLOCK_SIZE <= self.block_size <= MAX_BLOCK_SIZE:
+            raise ConfigError(
+                "block_size",
+                f"must be in [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}] (5 MiB to 2 GiB), "
+                f"got {self.block_size}",
+            )
+        for key in ("chunk_size", "read_batch_bytes", "scan_bytes", "merge_concurrency"):
+            if getattr(self, key) < 1:
+                raise ConfigError(key, f"must be >= 1, got {getattr(self, key)}")
+
+
+class SegmentLedgerOffloader(LedgerOffloader):
+    """Offloads ledgers to ``store`` through the segment engine.
+
+    ``reader`` (a :class:`~tieredstore.fetcher.Fetcher`, usually) serves the
+    reads of offloaded handles and of the merge; without one, reads go
+    straight to the store.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        reader: SegmentReader | None = None,
+        options: OffloadOptions | None = None,
+    ) -> None:
+        self.store = store
+        self.reader: SegmentReader = reader or DirectReader(store)
+        self.options = options or OffloadOptions()
+
+    @property
+    def driver_name(self) -> str:
+        return DRIVER_NAME
+
+    @property
+    def driver_metadata(self) -> Mapping[str, str]:
+        space = self.options.namespace
+        return MappingProxyType({
+            "store": self.store.name,
+            "prefix": space.prefix,
+            "cluster": space.cluster,
+            "namespace": space.namespace,
+        })
+
+    def locate(self, ledger_id: int, uuid: uuid_mod.UUID | str) -> OffloadLocation:
+        return self.options.namespace.locate(ledger_id, uuid)
+
+    # --- offload ------------------------------------------------------------------
+
+    async def offload(
+        self, handle: ReadHandle, uuid: uuid_mod.UUID, extra_metadata: Mapping[str, str]
+    ) -> None:
+        # docstring inherited
+        ledger_id = handle.ledger_id
+        meta = handle.metadata
+        if meta.state is not LedgerState.CLOSED:
+            raise OffloadRefused(
+                f"the ledger is {meta.state.name}: only closed ledgers can be offloaded",
+                ledger_id=ledger_id,
+            )
+        if handle.last_add_confirmed < 0:
+            raise OffloadRefused("the ledger is empty: there is nothing to offload",
+                                 ledger_id=ledger_id)
+        location = self.locate(ledger_id, uuid)
+        own = {"ledger-id": str(ledger_id), "offload-uuid": str(location.uuid)}
+        user_metadata = build_user_metadata(
+            extra_metadata, own, reserved=metadata_size(FORMAT_METADATA), ledger_id=ledger_id
+        )
+        options = SegmentOptions(
+            chunk_size=self.options.chunk_size,
+            merge_on_seal=True,
+            merge_concurrency=self.options.merge_concurrency,
+            merged_metadata=tuple(sorted(user_metadata.items())),
+        )
+        segment = await ChunkedSegment.open(self.store, location.path, options=options,
+                                            reader=self.reader)
+        if segment.commit_position or segment.sealed:
+            raise OffloadExists(f"objects of attempt {location} exist already",
+                                ledger_id=ledger_id)
+        writer = BlockStreamWriter(
+            last_entry_id=handle.last_add_confirmed,
+            length=handle.length,
+            block_size=self.options.block_size,
+        )
+        await self._copy_entries(handle, writer, segment)
+        await segment.seal()
+        index = OffloadIndex.for_blocks(writer.blocks, meta.to_bytes())
+        await self._put_index(location, index.encode(), user_metadata)
+        log.info("offloaded ledger %d as %s: %d entries, %d bytes, %d blocks", ledger_id,
+                 location, handle.last_add_confirmed + 1, writer.bytes_written,
+                 len(writer.blocks))
+
+    async def _copy_entries(
+        self, handle: ReadHandle, writer: BlockStreamWriter, segment: ChunkedSegment
+    ) -> None:
+        """Read the ledger in batches, stream its blocks into whole chunks."""
+        chunk = self.options.chunk_size
+        pending: list[BytesLike] = []
+        pending_len = 0
+        position = 0
+        last = handle.last_add_confirmed
+        average = max(1, handle.length // (last + 1))
+        batch = max(1, min(10_000, self.options.read_batch_bytes // average))
+
+        async def flush(final: bool) -> None:
+            nonlocal pending, pending_len, position
+            whole = pending_len if final else pending_len - pending_len % chunk
+            if not whole:
+                return
+            data = b"".join(pending)
+            await segment.commit0(position, memoryview(data)[:whole])
+            position += whole
+            pending = [data[whole:]] if whole < len(data) else []
+            pending_len -= whole
+
+        next_id = 0
+        while next_id <= last:
+            upto = min(last, next_id + batch - 1)
+            entries = await handle.read(next_id, upto)
+            if [e.entry_id for e in entries] != list(range(next_id, upto + 1)):
+                raise LedgerFormatError(
+                    f"ledger {handle.ledger_id}: reading entries {next_id}..{upto} returned "
+                    f"ids {[e.entry_id for e in entries][:5]}..."
+                )
+            for entry in entries:
+                for piece in writer.add(entry.entry_id, entry.payload):
+                    pending.append(piece)
+                    pending_len += len(piece)
+            if pending_len >= chunk:
+                await flush(final=False)
+            next_id = upto + 1
+        for piece in writer.finish():
+            pending.append(piece)
+            pending_len += len(piece)
+        await flush(final=True)
+
+    async def _put_index(
+        self, location: OffloadLocation, data: bytes, user_metadata: Mapping[str, str]
+    ) -> None:
+        try:
+            await self.store.put(location.index_key, data, if_none_match=True,
+                                 metadata=user_metadata)
+        except PreconditionFailed:
+            # Our own earlier request landed (its answer was lost), or another
+            # writer of this attempt got there first: the bytes tell which.
+            if await self.store.get(location.index_key) != data:
+                raise OffloadFenced(f"a different index {location.index_name} exists",
+                                    ledger_id=location.ledger_id) from None
+
+    # --- read and delete ------------------------------------------------------------
+
+    async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> OffloadedReadHandle:
+        # docstring inherited
+        return await OffloadedReadHandle.open(
+            self.store, self.locate(ledger_id, uuid), reader=self.reader,
+            scan_bytes=self.options.scan_bytes,
+        )
+
+    async def delete_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> None:
+        """Delete the attempt's objects: the index first (an attempt without it
+        is never read), then the segment with its chunks, marker and uploads."""
+        location = self.locate(ledger_id, uuid)
+        await self.store.delete(location.index_key)
+        await destroy_segment(self.store, location.path)
+        self.reader.forget(location.path)
+        # Anything else under the attempt's prefix is the attempt's too.
+        leftovers = [o.key for o in await self.store.list_all(location.attempt_prefix)]
+        if leftovers:
+            await self.store.delete_many(leftovers)
