@@ -1,0 +1,76 @@
+"""The ``tieredstore`` command: demo, produce, consume, inspect, recover, verify, bench.
+
+Every command takes ``--config`` (default ``conf/tieredstore.toml`` if it
+exists; ``TIEREDSTORE_<KEY>`` environment variables override the file) and
+``--data-dir`` (the local backend's directory). Exit codes: 0 success, 1 the
+command found something wrong (``demo``, ``verify``, ``recover``), 2 bad
+arguments or an error that stopped the command (printed as
+``tieredstore: <message>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from tieredstore.errors import TieredStoreError
+
+from . import bench, consume, demo, inspector, produce, recover, verify
+from .common import EXIT_USAGE, add_common_options
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tieredstore", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_options(parser)
+    parser.set_defaults(config=None, data_dir=None, quiet=False)
+    common = argparse.ArgumentParser(add_help=False)
+    add_common_options(common)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (demo, produce, consume, inspector, recover, verify, bench):
+        module.add_parser(sub, common)
+    return parser
+
+
+def _log_warnings() -> None:
+    """Warnings and errors of the library to stderr, unless the host set up logging."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        if root.level > logging.WARNING:
+            root.setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code (argparse exits 2 on bad arguments)."""
+    _log_warnings()
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "passthrough", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
+    try:
+        code: int = args.run(args)
+    except TieredStoreError as exc:
+        print(f"tieredstore: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("tieredstore: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `tieredstore consume ... | head`: not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""``tieredstore bench [ARGS...]``: run the benchmark suite (``python -m bench ARGS``).
+
+The suite lives in the repository's ``bench`` package, beside ``tieredstore``;
+it is not installed with the library. Arguments after ``bench`` go to it
+unchanged (``tieredstore bench --quick --only write``; ``--help`` shows its
+own options when given after ``--``). The suite starts its own servers and
+stores; ``--config`` and ``--data-dir`` do not apply to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import tieredstore
+
+from .common import EXIT_FAILED
+
+
+def find_suite() -> Path | None:
+    """The directory holding ``bench/__main__.py``: the working directory, or the
+    checkout ``tieredstore`` was imported from."""
+    for root in (Path.cwd(), Path(tieredstore.__file__).resolve().parent.parent):
+        if (root / "bench" / "__main__.py").is_file():
+            return root
+    return None
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("bench", parents=[common], help="run the benchmark suite "
+                            "(python -m bench); other arguments go to it",
+                            description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(run=run, passthrough=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    extra = list(getattr(args, "extra", []))
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    root = find_suite()
+    if root is None:
+        print("tieredstore: the benchmark suite is not here. It lives in the repository's "
+              "bench/ package; from a checkout run\n"
+              "    python -m bench [--quick | --tiny] [--only NAME ...] "
+              "[--backends local seaweedfs]\n"
+              "(or `make bench`), with the dev extras installed (pip install -e '.[dev]').",
+              file=sys.stderr)
+        return EXIT_FAILED
+    command = [sys.executable, "-m", "bench", *extra]
+    print(f"running {' '.join(command[1:])} in {root}", file=sys.stderr)
+    return subprocess.run(command, cwd=root, check=False).returncode

@@ -1,0 +1,191 @@
+"""What every command shares: options, configuration, tables, progress bars."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.errors import TieredStoreError
+from tieredstore.objectstore import ObjectStore, open_object_store
+
+DEFAULT_CONFIG = "conf/tieredstore.toml"
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and found something wrong (a mismatch, a corrupt queue)
+EXIT_USAGE = 2  # bad arguments, or an error that stopped the command
+
+
+class CliError(TieredStoreError):
+    """The command cannot run as asked (a missing directory, an unreadable file)."""
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, data_dir_default: str | None = None
+                       ) -> None:
+    """``--config``, ``--data-dir`` and ``--quiet``, on the main parser and every command.
+
+    The command's copies default to SUPPRESS, so that an option given before
+    the command name is not reset by the command's parser.
+    """
+    suppress = argparse.SUPPRESS
+    parser.add_argument("--config", metavar="TOML", default=suppress,
+                        help=f"configuration file (default: {DEFAULT_CONFIG} if it exists); "
+                             "TIEREDSTORE_<KEY> environment variables override it")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        default=data_dir_default if data_dir_default is not None else suppress,
+                        help="directory of the local backend (overrides local_path and "
+                             "selects backend = local)")
+    parser.add_argument("-q", "--quiet", action="store_true", default=suppress,
+                        help="no progress bars")
+
+
+def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreConfig:
+    """The configuration a command runs with: file, environment, ``--data-dir``, overrides."""
+    path = getattr(args, "config", None)
+    if path is None and os.path.exists(DEFAULT_CONFIG):
+        path = DEFAULT_CONFIG
+    data_dir = getattr(args, "data_dir", None)
+    if data_dir is not None:
+        overrides = {"backend": "local", "local_path": str(data_dir), **overrides}
+    return load_config(path, **overrides)
+
+
+def open_existing_store(config: TieredStoreConfig) -> ObjectStore:
+    """The backend, for commands that only read: refuses a local directory that
+    does not exist (rather than creating an empty store there)."""
+    if config.backend == "local" and not os.path.isdir(os.path.join(config.local_path,
+                                                                    "objects")):
+        raise CliError(f"no local store at {config.local_path!r} "
+                       "(give --data-dir or set local_path)")
+    if config.backend == "memory":
+        raise CliError("backend 'memory' holds nothing between commands; "
+                       "use 'local' or 's3'")
+    return open_object_store(config)
+
+
+def metadata_root(config: TieredStoreConfig) -> str:
+    """Where the message store keeps its queues' metadata (as ``StoreContext`` does)."""
+    parts = (config.key_prefix, "meta-root", config.cluster, config.broker)
+    return "/".join(p for p in parts if p)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1."""
+    value = nonnegative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse type: an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def progress_enabled(args: argparse.Namespace) -> bool:
+    return not getattr(args, "quiet", False) and sys.stdout.isatty()
+
+
+# --- output -----------------------------------------------------------------------
+
+
+def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
+    """A plain text table; numbers right-aligned."""
+    cells = [[str(c) for c in header], *([str(c) for c in r] for r in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1
+               for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        out = [c.rjust(w) if num else c.ljust(w)
+               for c, w, num in zip(row, widths, numeric, strict=True)]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths),
+                      *(line(r) for r in cells[1:])])
+
+
+def _is_number(text: str) -> bool:
+    return text.replace(",", "").replace(".", "", 1).lstrip("-").isdigit() or text == "-"
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{n} B"
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_requests(snapshot: dict[str, dict[str, int | float]]) -> str:
+    """``get 12, list 3, put 40`` from a :class:`RequestMetrics` snapshot."""
+    requests = snapshot.get("requests", {})
+    if not requests:
+        return "none"
+    total = sum(int(v) for v in requests.values())
+    parts = ", ".join(f"{op} {int(n)}" for op, n in sorted(requests.items()))
+    return f"{total} ({parts})"
+
+
+# --- progress bars -----------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """A tqdm bar when enabled and tqdm is installed, else nothing at all."""
+
+    bar: Any = None
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def write(self, text: str) -> None:
+        """Write ``text`` to stdout without tearing the bar."""
+        if self.bar is None:
+            sys.stdout.write(text)
+            return
+        with self.bar.external_write_mode(file=sys.stdout):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def progress(enabled: bool, *, total: int | None = None, desc: str = "",
+             unit: str = "msg") -> Progress:
+    """A progress bar on stderr (``unit="B"`` scales to KiB/MiB)."""
+    if not enabled:
+        return Progress()
+    try:
+        tqdm = importlib.import_module("tqdm").tqdm
+    except ImportError:  # an optional nicety: the command runs the same without it
+        return Progress()
+    scale = unit == "B"
+    return Progress(tqdm(total=total, desc=desc, unit=unit, unit_scale=scale,
+                         unit_divisor=1024 if scale else 1000, leave=False, dynamic_ncols=True))

@@ -1,0 +1,144 @@
+"""``tieredstore consume``: print messages of one queue.
+
+Read-only: the queue's metadata is read without claiming it and segments are
+found by listing, so a broker writing the store is not disturbed. It sees
+what is durable in the bucket (see :mod:`tieredstore.cli.reader`). Every
+record is checked (CRC32C, offset) as ``get`` checks it.
+
+``--format text`` prints ``offset, store time, body`` a line (tabs between,
+newlines and tabs in the body escaped); ``--format json`` one JSON object a
+line with every field; ``body`` is text when the bytes are UTF-8, else base64
+(``"encoding"`` says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime
+import json
+import sys
+
+from tieredstore.errors import TieredStoreError
+from tieredstore.fetcher import Fetcher
+from tieredstore.store import Message, OffsetOutOfRange
+
+from .common import (
+    CliError,
+    nonnegative_int,
+    open_existing_store,
+    progress,
+    progress_enabled,
+    resolve_config,
+)
+from .reader import QueueView
+
+BATCH = 256
+PROGRESS_FROM = 1000  # a bar only when reading at least this many messages
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not milliseconds or an ISO 8601 time: {text!r}") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def iso(ms: int) -> str:
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def as_json(message: Message) -> str:
+    try:
+        body, encoding = message.body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
+    return json.dumps({
+        "topic": message.topic, "queue": message.queue_id, "offset": message.offset,
+        "timestamp": message.store_timestamp, "time": iso(message.store_timestamp),
+        "keys": list(message.keys), "tags": message.tags,
+        "properties": dict(message.properties), "encoding": encoding, "body": body,
+    }, ensure_ascii=False)
+
+
+def as_text(message: Message) -> str:
+    body = message.body.decode("utf-8", "backslashreplace")
+    body = body.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r") \
+        .replace("\t", "\\t")
+    return f"{message.offset}\t{iso(message.store_timestamp)}\t{body}"
+
+
+async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
+    """Print the messages asked for; returns (count, first offset, end offset)."""
+    config = resolve_config(args, disk_cache_bytes=0)  # a reader leaves no cache behind
+    store = open_existing_store(config)
+    fetcher = Fetcher.from_config(store, config)
+    render = as_json if args.format == "json" else as_text
+    try:
+        queue = await QueueView.open(store, config, args.topic, args.queue, fetcher)
+        if args.from_time is not None:
+            start = await queue.offset_for_time(args.from_time)
+        else:
+            start = queue.min_offset if args.from_offset is None else args.from_offset
+        if not queue.min_offset <= start <= queue.max_offset:
+            raise OffsetOutOfRange(f"offset {start} is outside [{queue.min_offset}, "
+                                   f"{queue.max_offset}]", topic=args.topic,
+                                   queue_id=args.queue)
+        end = queue.max_offset if args.count is None else min(queue.max_offset,
+                                                              start + args.count)
+        offset = start
+        enabled = progress_enabled(args) and end - start >= PROGRESS_FROM
+        with progress(enabled, total=max(0, end - start), desc="consume") as bar:
+            while offset < end:
+                batch = await queue.get(offset, min(BATCH, end - offset))
+                if not batch:
+                    raise CliError(f"{args.topic}/{args.queue}: no message at offset "
+                                   f"{offset}, below max offset {end}")
+                bar.write("".join(render(m) + "\n" for m in batch))
+                offset += len(batch)
+                bar.update(len(batch))
+        return offset - start, start, offset
+    finally:
+        await fetcher.close()
+        await store.close()
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("consume", parents=[common], help="print messages of a queue "
+                            "(read-only)", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--from", dest="from_offset", type=nonnegative_int, metavar="OFFSET",
+                       help="first offset (default: the queue's min offset)")
+    start.add_argument("--from-time", type=parse_time, metavar="TIME",
+                       help="the first message stored at or after TIME: ms since the epoch "
+                            "or ISO 8601 (UTC unless an offset is given)")
+    parser.add_argument("--count", type=nonnegative_int, metavar="N",
+                        help="at most N messages (default: up to the max offset)")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text (default) or json (one object a line)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        count, start, end = asyncio.run(consume(args))
+    except TieredStoreError:
+        sys.stdout.flush()  # what was printed before the error stays printed
+        raise
+    if not args.quiet:
+        print(f"consumed {count} messages of {args.topic}/{args.queue}, offsets "
+              f"[{start}, {end})", file=sys.stderr)
+    return 0

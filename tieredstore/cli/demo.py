@@ -1,0 +1,299 @@
+"""``tieredstore demo``: the message store end to end, on a fresh local store.
+
+Produces a few thousand messages (keys, tags, properties, bodies from a few
+bytes to 64 KiB) to several topics and queues with small segments, so that
+commit logs and consume queues roll, seal and merge; flushes and closes;
+reopens (recovery from the bucket alone); consumes every message and
+compares each byte with what was produced; runs ``verify``; prints a summary
+table and the object-store requests of each phase. Exits 1 if anything
+differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.objectstore import MemoryObjectStore, ObjectStore, open_object_store
+from tieredstore.segment import FileType, SegmentState
+from tieredstore.store import AsyncMessageStore, Message
+
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    format_requests,
+    human_bytes,
+    positive_int,
+    progress,
+    progress_enabled,
+    resolve_config,
+    table,
+)
+from .reader import list_segments
+from .verify import VerifyReport, verify_store
+
+KiB = 1024
+QUEUES: dict[str, int] = {"demo-orders": 3, "demo-clicks": 2, "demo-audit": 1}
+TAGS = ("created", "paid", "shipped", None)
+# Small segments, so that a few MiB roll, seal and merge many times.
+DEMO_SIZES: dict[str, int] = {
+    "commit_log_max_size": 512 * KiB,
+    "consume_queue_max_size": 8 * KiB,
+    "chunk_size": 64 * KiB,
+}
+BATCH = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    body: bytes
+    keys: tuple[str, ...]
+    tags: str | None
+    properties: Mapping[str, str]
+
+
+@dataclass
+class QueueResult:
+    expected: list[Produced] = field(default_factory=list)
+    checked: int = 0
+    differences: list[str] = field(default_factory=list)
+    min_offset: int = -1
+    max_offset: int = -1
+
+
+def _message(rng: random.Random, i: int) -> Produced:
+    kind = rng.random()
+    if kind < 0.70:
+        text = f'{{"order": {i}, "item": "{rng.choice(["tea", "rice", "pens", "bread"])}", '
+        body = (text + '"note": "' + "x" * rng.randint(0, 400) + '"}').encode()
+    elif kind < 0.95:
+        body = rng.randbytes(rng.randint(1 * KiB, 4 * KiB))
+    else:
+        body = rng.randbytes(rng.randint(16 * KiB, 64 * KiB))
+    keys = (f"order-{i}",) if i % 3 else (f"order-{i}", f"customer-{i % 97}")
+    properties = {"seq": str(i), "source": "demo"}
+    if i % 7 == 0:
+        properties["region"] = "zürich"
+    return Produced(body, keys, rng.choice(TAGS), properties)
+
+
+def _compare(message: Message, offset: int, want: Produced) -> str:
+    """What differs between a message read back and the one produced, or ''."""
+    fields = (("offset", message.offset, offset), ("body", message.body, want.body),
+              ("keys", message.keys, want.keys), ("tags", message.tags, want.tags),
+              ("properties", dict(message.properties), dict(want.properties)))
+    wrong = [name for name, got, expected in fields if got != expected]
+    return f"offset {offset}: {', '.join(wrong)} differ" if wrong else ""
+
+
+def _delta(before: dict[str, int], after: Mapping[str, int | float]) -> dict[str, int]:
+    return {op: int(n) - before.get(op, 0) for op, n in after.items()
+            if int(n) - before.get(op, 0)}
+
+
+class Demo:
+    def __init__(self, config: TieredStoreConfig, *, messages: int, seed: int,
+                 show_progress: bool, shared: ObjectStore | None) -> None:
+        self.config = config
+        self.count = messages
+        self.seed = seed
+        self.show_progress = show_progress
+        self.shared = shared  # the memory backend: one store object for every phase
+        self.queues = {(t, q): QueueResult() for t, n in QUEUES.items() for q in range(n)}
+        self.phases: list[tuple[str, dict[str, int]]] = []
+        self.corrupt: dict[tuple[str, int], str] = {}
+
+    async def _open(self) -> AsyncMessageStore:
+        return await AsyncMessageStore.open(self.config, store=self.shared)
+
+    async def _closed(self, store: AsyncMessageStore, phase: str) -> None:
+        await store.close()
+        self.phases.append((phase, _delta({}, store.snapshot()["requests"]["requests"])))
+
+    async def produce(self) -> int:
+        rng = random.Random(self.seed)
+        names = sorted(self.queues)
+        produced = 0
+        store = await self._open()
+        try:
+            with progress(self.show_progress, total=self.count, desc="produce") as bar:
+                for i in range(self.count):
+                    topic, queue_id = rng.choice(names)
+                    want = _message(rng, i)
+                    result = self.queues[(topic, queue_id)]
+                    offset = await store.append(topic, queue_id, want.body, keys=want.keys,
+                                                tags=want.tags, properties=want.properties)
+                    if offset != len(result.expected):
+                        result.differences.append(f"append returned offset {offset}, "
+                                                  f"expected {len(result.expected)}")
+                    result.expected.append(want)
+                    produced += len(want.body)
+                    bar.update()
+            await store.flush()
+        finally:
+            await self._closed(store, "produce, flush, close")
+        return produced
+
+    async def reopen_and_consume(self) -> float:
+        started = time.perf_counter()
+        store = await self._open()
+        recovered = time.perf_counter() - started
+        try:
+            self.corrupt = {k: str(e) for k, e in store.corrupt.items()}
+            for key in sorted(set(store.queues()) - set(self.queues)):
+                self.corrupt.setdefault(key, "a queue the demo did not produce to")
+            with progress(self.show_progress, total=self.count, desc="consume") as bar:
+                for (topic, queue_id), result in self.queues.items():
+                    if (topic, queue_id) in self.corrupt:
+                        continue
+                    result.min_offset = await store.min_offset(topic, queue_id)
+                    result.max_offset = await store.max_offset(topic, queue_id)
+                    if (result.min_offset, result.max_offset) != (0, len(result.expected)):
+                        result.differences.append(
+                            f"offsets [{result.min_offset}, {result.max_offset}) after "
+                            f"recovery, expected [0, {len(result.expected)})")
+                    offset = result.min_offset
+                    while offset < result.max_offset:
+                        batch = await store.get(topic, queue_id, offset, BATCH)
+                        if not batch:
+                            result.differences.append(f"get at {offset} returned nothing")
+                            break
+                        for message in batch:
+                            if message.offset < len(result.expected):
+                                diff = _compare(message, offset, result.expected[offset])
+                                if diff:
+                                    result.differences.append(diff)
+                            result.checked += 1
+                            offset += 1
+                        bar.update(len(batch))
+        finally:
+            await self._closed(store, "reopen (recovery), consume")
+        return recovered
+
+    async def verify(self) -> VerifyReport:
+        store = self.shared or open_object_store(self.config)
+        before = dict(store.metrics.snapshot()["requests"])
+        try:
+            report = await verify_store(store, self.config, show_progress=self.show_progress)
+        finally:
+            if self.shared is None:
+                await store.close()
+        self.phases.append(("verify (read-only)", _delta(
+            {k: int(v) for k, v in before.items()}, report.requests["requests"])))
+        return report
+
+    async def summary(self, report: VerifyReport) -> list[list[object]]:
+        store = self.shared or open_object_store(self.config)
+        verified = {(c.topic, c.queue_id): c for c in report.queues}
+        rows: list[list[object]] = []
+        try:
+            for (topic, queue_id), result in self.queues.items():
+                segs = {}
+                for file_type in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE):
+                    views = await list_segments(store, self.config, topic, queue_id, file_type)
+                    sealed = sum(v.state in (SegmentState.SEALED, SegmentState.SEALING)
+                                 for v in views)
+                    active = sum(v.state is SegmentState.OPEN and v.size > 0 for v in views)
+                    segs[file_type] = (sealed, active, sum(v.size for v in views))
+                check = verified.get((topic, queue_id))
+                problems = len(result.differences) + (check.error_count if check else 1)
+                if (topic, queue_id) in self.corrupt:
+                    outcome = "CORRUPT"
+                else:
+                    outcome = "ok" if not problems else f"{problems} DIFFER"
+                cl, cq = segs[FileType.COMMIT_LOG], segs[FileType.CONSUME_QUEUE]
+                rows.append([topic, queue_id, result.min_offset, result.max_offset,
+                             f"{cl[0]}/{cl[1]}", f"{cq[0]}/{cq[1]}", human_bytes(cl[2] + cq[2]),
+                             result.checked, outcome])
+        finally:
+            if self.shared is None:
+                await store.close()
+        return rows
+
+
+async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
+                   show_progress: bool) -> bool:
+    """Run the demo on ``config``'s backend (which must be fresh); True if all matched."""
+    shared = MemoryObjectStore() if config.backend == "memory" else None
+    demo = Demo(config, messages=messages, seed=seed, show_progress=show_progress,
+                shared=shared)
+    where = {"local": f"local directory {config.local_path!r}",
+             "s3": f"s3://{config.s3_bucket}/{config.key_prefix}",
+             "memory": "memory"}[config.backend]
+    print(f"tieredstore demo: {messages} messages to {len(demo.queues)} queues of "
+          f"{len(QUEUES)} topics on {where}")
+    print("  " + ", ".join(f"{k} {human_bytes(getattr(config, k))}" for k in DEMO_SIZES))
+    started = time.perf_counter()
+    produced = await demo.produce()
+    took = time.perf_counter() - started
+    print(f"produced {messages} messages ({human_bytes(produced)} of bodies) in {took:.2f}s, "
+          "flushed, closed")
+    started = time.perf_counter()
+    recovered = await demo.reopen_and_consume()
+    differences = sum(len(r.differences) for r in demo.queues.values())
+    checked = sum(r.checked for r in demo.queues.values())
+    print(f"reopened in {recovered:.2f}s: {len(demo.queues) - len(demo.corrupt)} queues "
+          f"recovered, {len(demo.corrupt)} corrupt")
+    print(f"consumed {checked} messages and compared every byte in "
+          f"{time.perf_counter() - started - recovered:.2f}s: {differences} differences")
+    started = time.perf_counter()
+    report = await demo.verify()
+    print(f"verify: {report.messages} messages, "
+          f"{sum(c.units for c in report.queues)} units CRC-checked, "
+          f"{report.error_count} errors in {time.perf_counter() - started:.2f}s")
+    print()
+    print(table(await demo.summary(report),
+                ["topic", "queue", "min", "max", "cl sealed/active", "cq sealed/active",
+                 "bytes", "checked", "result"]))
+    print()
+    print("object-store requests (what an S3 bucket would be sent):")
+    width = max(len(name) for name, _ in demo.phases)
+    for name, requests in demo.phases:
+        print(f"  {name.ljust(width)}  {format_requests({'requests': dict(requests)})}")
+    problems = [f"{t}/{q}: {why}" for (t, q), why in demo.corrupt.items()]
+    problems += [f"{t}/{q}: {d}" for (t, q), r in demo.queues.items() for d in r.differences]
+    problems += [e for c in report.queues for e in c.errors]
+    if checked != messages:
+        problems.append(f"{checked} messages read back, {messages} produced")
+    for line in problems[:20]:
+        print(f"  PROBLEM {line}")
+    print("demo: OK" if not problems else f"demo: FAILED ({len(problems)} problems)")
+    return not problems
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("demo", parents=[common], help="produce, seal, restart, recover, "
+                            "consume and verify on a fresh store; exit 1 on any difference",
+                            description=__doc__)
+    parser.add_argument("--messages", type=positive_int, default=4800, metavar="N",
+                        help="messages to produce (default 4800)")
+    parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    parser.add_argument("--backend", choices=("local", "memory", "s3"), default="local",
+                        help="local (default): a fresh --data-dir (default demo-data); "
+                             "s3: the configured bucket under a fresh key prefix")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.backend == "local":
+        data_dir = getattr(args, "data_dir", None) or "demo-data"
+        shutil.rmtree(data_dir, ignore_errors=True)
+        args.data_dir = data_dir
+        config = resolve_config(args, **DEMO_SIZES)
+    else:
+        args.data_dir = None
+        config = resolve_config(args, backend=args.backend, **DEMO_SIZES)
+        if args.backend == "s3":
+            prefix = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{random.randrange(16**6):06x}"
+            config = config.replace(key_prefix="/".join(p for p in (config.key_prefix, prefix)
+                                                        if p))
+    ok = asyncio.run(run_demo(config, messages=args.messages, seed=args.seed,
+                              show_progress=progress_enabled(args)))
+    return EXIT_OK if ok else EXIT_FAILED

@@ -1,0 +1,242 @@
+"""``tieredstore inspect``: what the bucket holds, read-only.
+
+- ``topics``: each topic's queues, messages and bytes;
+- ``queues`` (the default): each queue's offsets, segments, bytes, last writer;
+- ``segments``: each segment of each flat file: base, size, state, whether it
+  is sealed, merged, recorded in the metadata, trimmed (deletion pending);
+- ``chunks``: the units of each segment (chunk objects, or ranges of the
+  merged object) with their CRC32C.
+
+Nothing is written and no queue is claimed: the metadata is read with
+``QueueMetadata.open_read_only`` and segments are found by listing. Numbers
+are what is durable in the bucket (see :mod:`tieredstore.cli.reader`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tieredstore.checksum import parse_crc
+from tieredstore.config import TieredStoreConfig
+from tieredstore.metadata import list_queues
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import DirectReader, FileType, SegmentState
+from tieredstore.segment.reader import CRC_METADATA_KEY
+
+from .common import (
+    human_bytes,
+    metadata_root,
+    nonnegative_int,
+    open_existing_store,
+    resolve_config,
+    table,
+)
+from .reader import PB_TYPES, QueueView, SegmentView, list_segments, open_metadata
+
+TYPES = {t.value: t for t in PB_TYPES}
+QUEUE_CONCURRENCY = 8
+
+Row = dict[str, Any]
+
+
+async def _queues(store: ObjectStore, config: TieredStoreConfig,
+                  args: argparse.Namespace) -> list[tuple[str, int]]:
+    found = await list_queues(store, metadata_root(config))
+    return [(t, q) for t, q in found
+            if (args.topic is None or t == args.topic) and (args.queue is None or q == args.queue)]
+
+
+async def _gather(items: Sequence[tuple[str, int]], fn: Any) -> list[Any]:
+    limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
+
+    async def one(item: tuple[str, int]) -> Any:
+        async with limit:
+            return await fn(*item)
+
+    return list(await asyncio.gather(*(one(i) for i in items)))
+
+
+async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
+                     queues: Sequence[tuple[str, int]]) -> list[Row]:
+    reader = DirectReader(store)
+
+    async def one(topic: str, queue_id: int) -> Row:
+        view = await QueueView.open(store, config, topic, queue_id, reader)
+        row: Row = {"topic": topic, "queue": queue_id, "min_offset": view.min_offset,
+                    "max_offset": view.max_offset,
+                    "messages": view.max_offset - view.min_offset}
+        for flat in (view.cl, view.cq):
+            sealed = 0
+            async for _ in view.meta.records(flat.pb_type):
+                sealed += 1
+            active = sum(1 for t in flat.tail if t.size)
+            row[f"{flat.file_type.value}_segments"] = sealed + active
+            row[f"{flat.file_type.value}_bytes"] = flat.end - flat.first
+        merging = [v for k, v in view.meta.properties.items() if k.startswith("merging.") and v]
+        row["merges_pending"] = sum(len(v.split(",")) for v in merging)
+        row["writer"] = view.meta.writer_id
+        row["head_version"] = view.meta.version
+        return row
+
+    return await _gather(queues, one)
+
+
+def topic_rows(queues: Sequence[Row]) -> list[Row]:
+    topics: dict[str, Row] = {}
+    for q in queues:
+        row = topics.setdefault(q["topic"], {"topic": q["topic"], "queues": 0, "messages": 0,
+                                             "commitlog_bytes": 0, "consumequeue_bytes": 0})
+        row["queues"] += 1
+        for key in ("messages", "commitlog_bytes", "consumequeue_bytes"):
+            row[key] += q[key]
+    return list(topics.values())
+
+
+async def segment_views(store: ObjectStore, config: TieredStoreConfig,
+                        queues: Sequence[tuple[str, int]], types: Sequence[FileType]
+                        ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
+    """Every segment of the queues' flat files, with its metadata record, and the
+    first live position of each flat file."""
+
+    async def one(topic: str, queue_id: int
+                  ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
+        meta = await open_metadata(store, config, topic, queue_id)
+        out = []
+        for file_type in types:
+            pb_type = PB_TYPES[file_type]
+            views = await list_segments(store, config, topic, queue_id, file_type)
+            by_base = {v.base: v for v in views}
+            async for record in meta.records(pb_type):
+                if record.base_offset in by_base:
+                    by_base[record.base_offset].record = record
+            first = min(meta.first(pb_type).base_offset, meta.next_base_offset(pb_type))
+            out.append((topic, queue_id, file_type, first, views))
+        return out
+
+    return [item for items in await _gather(queues, one) for item in items]
+
+
+def segment_row(topic: str, queue_id: int, file_type: FileType, first: int,
+                view: SegmentView) -> Row:
+    record = view.record
+    return {
+        "topic": topic, "queue": queue_id, "type": file_type.value, "base": view.base,
+        "size": view.size, "state": view.state_name,
+        "sealed": view.state is not None and view.state is not SegmentState.OPEN,
+        "merged": view.state is SegmentState.SEALED,
+        "recorded": record is not None, "trimmed": view.base < first,
+        "first_offset": record.first_message_offset if record is not None else None,
+        "last_offset": record.last_message_offset if record is not None else None,
+        "units": len(view.layout), "objects": len(view.objects),
+        "stored_bytes": view.stored_bytes, "error": view.error,
+    }
+
+
+async def chunk_rows(store: ObjectStore, topic: str, queue_id: int, file_type: FileType,
+                     view: SegmentView) -> list[Row]:
+    rows = []
+    for unit in view.layout.units:
+        crc = unit.crc32c
+        if crc is None:  # a listed chunk: its CRC is in the object's metadata
+            text = (await store.head(unit.key)).metadata.get(CRC_METADATA_KEY)
+            crc = parse_crc(text) if text else None
+        rows.append({"topic": topic, "queue": queue_id, "type": file_type.value,
+                     "base": view.base, "position": unit.position, "length": unit.length,
+                     "object": unit.key[len(view.path.file_prefix):],
+                     "object_offset": unit.object_offset,
+                     "crc32c": f"{crc:08x}" if crc is not None else None})
+    return rows
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _dash(value: object) -> object:
+    return "-" if value is None else value
+
+
+def render(what: str, rows: list[Row]) -> str:
+    if what == "topics":
+        return table([[r["topic"], r["queues"], r["messages"],
+                       human_bytes(r["commitlog_bytes"] + r["consumequeue_bytes"])]
+                      for r in rows], ["topic", "queues", "messages", "bytes"])
+    if what == "queues":
+        return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
+                       r["commitlog_segments"], r["consumequeue_segments"],
+                       human_bytes(r["commitlog_bytes"]), human_bytes(r["consumequeue_bytes"]),
+                       r["merges_pending"], r["writer"] or "-"] for r in rows],
+                     ["topic", "queue", "min", "max", "cl segs", "cq segs", "cl bytes",
+                      "cq bytes", "merging", "writer"])
+    if what == "segments":
+        return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
+                       _yes(r["sealed"]), _yes(r["merged"]), _yes(r["recorded"]),
+                       "yes" if r["trimmed"] else "", _dash(r["first_offset"]),
+                       _dash(r["last_offset"]), r["units"], r["stored_bytes"]]
+                      for r in rows],
+                     ["topic", "queue", "type", "base", "size", "state", "sealed", "merged",
+                      "recorded", "trimmed", "first", "last", "units", "stored"]) + "".join(
+            f"\n{r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
+            for r in rows if r["error"])
+    return table([[r["topic"], r["queue"], r["type"], r["base"], r["position"], r["length"],
+                   r["object"], r["object_offset"], _dash(r["crc32c"])] for r in rows],
+                 ["topic", "queue", "type", "base", "position", "length", "object",
+                  "obj offset", "crc32c"])
+
+
+async def inspect(args: argparse.Namespace) -> list[Row]:
+    config = resolve_config(args)
+    store = open_existing_store(config)
+    try:
+        queues = await _queues(store, config, args)
+        if args.what in ("topics", "queues"):
+            rows = await queue_rows(store, config, queues)
+            return topic_rows(rows) if args.what == "topics" else rows
+        types = [TYPES[args.type]] if args.type else list(PB_TYPES)
+        rows = []
+        for topic, queue_id, file_type, first, views in await segment_views(
+                store, config, queues, types):
+            for view in views:
+                if args.segment is not None and view.base != args.segment:
+                    continue
+                if args.what == "segments":
+                    rows.append(segment_row(topic, queue_id, file_type, first, view))
+                else:
+                    rows += await chunk_rows(store, topic, queue_id, file_type, view)
+        return rows
+    finally:
+        await store.close()
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("inspect", parents=[common], help="topics, queues, segments, "
+                            "chunks and sizes (read-only)", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="?", default="queues",
+                        choices=("topics", "queues", "segments", "chunks"),
+                        help="what to list (default: queues)")
+    parser.add_argument("--topic", help="only this topic")
+    parser.add_argument("--queue", type=nonnegative_int, metavar="ID",
+                        help="only this queue id")
+    parser.add_argument("--type", choices=sorted(TYPES),
+                        help="segments/chunks: only this flat file type")
+    parser.add_argument("--segment", type=nonnegative_int, metavar="BASE",
+                        help="segments/chunks: only the segment at this base offset")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = asyncio.run(inspect(args))
+    if args.format == "json":
+        print(json.dumps(rows, indent=1))
+    elif rows:
+        print(render(args.what, rows))
+    else:
+        print(f"no {args.what}")
+    return 0

@@ -1,0 +1,129 @@
+"""``tieredstore produce``: append messages to one queue, then flush.
+
+Bodies come from ``--count N --size B`` (generated), ``--file F`` (one message
+per line) or standard input (one message per line). Producing is writing:
+opening the store recovers and claims its queues, which fences any other
+writer of the same broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import BinaryIO
+
+from tieredstore.store import AsyncMessageStore
+
+from .common import (
+    CliError,
+    human_bytes,
+    nonnegative_int,
+    positive_int,
+    progress,
+    progress_enabled,
+    resolve_config,
+)
+
+FILLER = b"abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def generated(count: int, size: int) -> Iterator[bytes]:
+    """``count`` bodies of exactly ``size`` bytes, each starting with its number."""
+    for i in range(count):
+        head = f"message {i} ".encode()
+        body = head + FILLER * (size // len(FILLER) + 1)
+        yield body[:size]
+
+
+def lines(stream: BinaryIO) -> Iterator[bytes]:
+    """One message per line, without its line ending (``\\n`` or ``\\r\\n``)."""
+    for raw in stream:
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        yield line[:-1] if line is not raw and line.endswith(b"\r") else line
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int | None
+                  ) -> tuple[int, int, int, int]:
+    """Append every body; returns (count, bytes, first offset, last offset)."""
+    config = resolve_config(args)
+    properties = dict(args.property or ())
+    count = size = 0
+    first = last = -1
+    store = await AsyncMessageStore.open(config)
+    try:
+        with progress(progress_enabled(args), total=total, desc="produce") as bar:
+            for body in bodies:
+                last = await store.append(args.topic, args.queue, body,
+                                          keys=tuple(args.key or ()), tags=args.tag,
+                                          properties=properties, timestamp=args.timestamp)
+                if first < 0:
+                    first = last
+                count += 1
+                size += len(body)
+                bar.update()
+        await store.flush()
+    finally:
+        await store.close()
+    return count, size, first, last
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("produce", parents=[common], help="append messages to a queue",
+                            description=__doc__)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--count", type=positive_int, metavar="N",
+                        help="generate N messages (of --size bytes)")
+    source.add_argument("--file", metavar="PATH",
+                        help="one message per line of PATH ('-': standard input, the "
+                             "default without --count)")
+    parser.add_argument("--size", type=nonnegative_int, default=100, metavar="BYTES",
+                        help="body size of generated messages (default 100)")
+    parser.add_argument("--key", action="append", metavar="KEY",
+                        help="a key of every message (repeatable)")
+    parser.add_argument("--tag", help="the tags of every message")
+    parser.add_argument("--property", action="append", type=parse_property,
+                        metavar="NAME=VALUE", help="a property of every message (repeatable)")
+    parser.add_argument("--timestamp", type=nonnegative_int, metavar="MS",
+                        help="store timestamp of every message, ms since the epoch "
+                             "(default: now)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        total: int | None = None
+        if args.count is not None:
+            bodies = generated(args.count, args.size)
+            total = args.count
+        elif args.file in (None, "-"):
+            bodies = lines(sys.stdin.buffer)
+        else:
+            try:
+                stream = stack.enter_context(open(args.file, "rb"))
+            except OSError as exc:
+                raise CliError(f"cannot read {args.file!r}: {exc.strerror}") from None
+            bodies = lines(stream)
+        started = time.perf_counter()
+        count, size, first, last = asyncio.run(produce(args, bodies, total))
+    took = time.perf_counter() - started
+    where = f"{args.topic}/{args.queue}"
+    if count:
+        print(f"produced {count} messages ({human_bytes(size)}) to {where}, offsets "
+              f"{first}..{last}, in {took:.2f}s")
+    else:
+        print(f"produced nothing to {where}: no input")
+    return 0

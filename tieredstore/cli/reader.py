@@ -1,0 +1,334 @@
+"""Read-only views of a message store's queues, for commands that must not write.
+
+``AsyncMessageStore.open`` claims every queue (fencing a live writer) and
+finishes interrupted work; inspecting, verifying or tailing a store that a
+broker is writing must do neither. These views read the queue metadata with
+``QueueMetadata.open_read_only`` and find segments by listing
+(:func:`recover_segment`, which only LISTs and GETs), and never write.
+
+They see what is durable in the bucket: units a live writer still holds in
+memory, and commit-log records a crashed writer had not yet dispatched to the
+consume queue (the next open re-dispatches them), are not in ``max_offset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
+from tieredstore.metadata import MetadataNotFound, QueueMetadata, QueuePath
+from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.objectstore import ObjectInfo, ObjectStore
+from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
+from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_segment_dir
+from tieredstore.segment.reader import SegmentReader
+from tieredstore.segment.recovery import recover_segment
+from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.queue import CLEAN_FROM
+from tieredstore.store.record import (
+    UNIT_SIZE,
+    CqUnit,
+    Message,
+    RecordError,
+    decode_record,
+    decode_unit,
+)
+
+from .common import CliError, metadata_root
+
+PB_TYPES: dict[FileType, pb.FileType] = {
+    FileType.COMMIT_LOG: pb.COMMIT_LOG,
+    FileType.CONSUME_QUEUE: pb.CONSUME_QUEUE,
+}
+OPEN_CONCURRENCY = 16
+MiB = 1024 * 1024
+
+
+def segment_path(config: TieredStoreConfig, topic: str, queue_id: int, file_type: FileType,
+                 base: int = 0) -> SegmentPath:
+    return SegmentPath(config.cluster, config.broker, topic, queue_id, file_type, base,
+                       prefix=config.key_prefix)
+
+
+@dataclass
+class SegmentView:
+    """One segment as the bucket holds it. ``state`` None: recovery found it corrupt."""
+
+    path: SegmentPath
+    state: SegmentState | None
+    layout: SegmentLayout
+    error: str = ""
+    record: pb.SegmentRecord | None = None  # its record in the queue metadata, if any
+    objects: list[ObjectInfo] = field(default_factory=list)  # filled by list_segments
+
+    @property
+    def base(self) -> int:
+        return self.path.base_offset
+
+    @property
+    def size(self) -> int:
+        if self.state is None and self.record is not None:
+            return int(self.record.size)
+        return self.layout.size
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+    @property
+    def state_name(self) -> str:
+        return "CORRUPT" if self.state is None else self.state.value
+
+
+async def open_segment(store: ObjectStore, path: SegmentPath) -> SegmentView:
+    """Recover a segment's layout by listing (read-only); corrupt ones are reported."""
+    try:
+        recovered = await recover_segment(store, path)
+    except TieredStoreError as exc:
+        return SegmentView(path, None, SegmentLayout(), error=str(exc))
+    return SegmentView(path, recovered.state, recovered.layout)
+
+
+async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                        queue_id: int, file_type: FileType) -> list[SegmentView]:
+    """Every segment of one flat file that has objects, by base offset, trimmed
+    ones (deletion still pending) included."""
+    prefix = segment_path(config, topic, queue_id, file_type).file_prefix
+    groups: dict[int, list[ObjectInfo]] = {}
+    for info in await store.list_all(prefix):
+        base = parse_segment_dir(info.key[len(prefix):].split("/", 1)[0])
+        if base is not None:
+            groups.setdefault(base, []).append(info)
+    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+    async def one(base: int) -> SegmentView:
+        async with limit:
+            view = await open_segment(store, segment_path(config, topic, queue_id, file_type,
+                                                          base))
+        view.objects = groups[base]
+        return view
+
+    return list(await asyncio.gather(*(one(b) for b in sorted(groups))))
+
+
+async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                         queue_id: int, file_type: FileType) -> dict[int, SegmentState]:
+    """Each segment's state from its object names alone (one paged LIST, no GET):
+    a ``segment`` object means merged, a ``sealed`` marker alone a seal under way."""
+    prefix = segment_path(config, topic, queue_id, file_type).file_prefix
+    names: dict[int, set[str]] = {}
+    for info in await store.list_all(prefix):
+        directory, _, name = info.key[len(prefix):].partition("/")
+        base = parse_segment_dir(directory)
+        if base is not None:
+            names.setdefault(base, set()).add(name)
+    return {base: SegmentState.SEALED if MERGED_NAME in found else
+            SegmentState.SEALING if SEALED_NAME in found else SegmentState.OPEN
+            for base, found in sorted(names.items())}
+
+
+async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                        queue_id: int) -> QueueMetadata:
+    try:
+        return await QueueMetadata.open_read_only(
+            store, QueuePath(metadata_root(config), topic, queue_id))
+    except MetadataNotFound:
+        raise CliError(f"no queue {topic}/{queue_id} in this store") from None
+
+
+class FlatView:
+    """One queue's flat file of one type, read-only.
+
+    Sealed segments are found through the metadata records; the segments from
+    ``next_base_offset`` on (the active one, and one sealed but not yet
+    recorded if a writer stopped between the two) by listing.
+    """
+
+    def __init__(self, store: ObjectStore, config: TieredStoreConfig, meta: QueueMetadata, *,
+                 topic: str, queue_id: int, file_type: FileType, reader: SegmentReader) -> None:
+        self.store = store
+        self.config = config
+        self.meta = meta
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_type = file_type
+        self.pb_type = PB_TYPES[file_type]
+        self.reader = reader
+        self.tail: list[SegmentView] = []
+        self._sealed: dict[int, SegmentView] = {}
+        self.next_base = 0
+
+    async def open(self) -> None:
+        self.next_base = self.meta.next_base_offset(self.pb_type)
+        base = self.next_base
+        while True:
+            view = await open_segment(self.store, self._path(base))
+            self.tail.append(view)
+            if view.state is not SegmentState.OPEN and view.state is not None and view.size:
+                base = view.end  # sealed, not yet recorded: a writer stopped in between
+                continue
+            break
+
+    def _path(self, base: int) -> SegmentPath:
+        return segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
+
+    @property
+    def first(self) -> int:
+        """The first live position (earlier segments were trimmed)."""
+        return min(self.meta.first(self.pb_type).base_offset, self.next_base)
+
+    @property
+    def end(self) -> int:
+        last = self.tail[-1]
+        return last.base if last.state is None else last.end
+
+    def _corrupt(self, message: str) -> QueueCorrupt:
+        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
+
+    async def locate(self, position: int) -> SegmentView:
+        """The segment holding ``position``."""
+        for view in self.tail:
+            if view.base <= position < view.end or (view is self.tail[-1]
+                                                     and position >= view.base):
+                return view
+        record = await self.meta.find_by_base_offset(self.pb_type, position)
+        if record is None:
+            raise OffsetOutOfRange(f"{self.file_type.value} position {position} is not "
+                                   f"stored (first live position {self.first})",
+                                   topic=self.topic, queue_id=self.queue_id)
+        sealed = self._sealed.get(record.base_offset)
+        if sealed is None:
+            sealed = await open_segment(self.store, self._path(record.base_offset))
+            sealed.record = record
+            if sealed.state is not None and sealed.size != record.size:
+                sealed.error = (f"segment {sealed.path} holds {sealed.size} bytes, "
+                                f"its record says {record.size}")
+                sealed.state = None
+            self._sealed[record.base_offset] = sealed
+        return sealed
+
+    async def read(self, position: int, length: int) -> bytes:
+        """Bytes ``[position, position + length)`` of one segment, every unit checked."""
+        view = await self.locate(position)
+        if view.state is None:
+            raise self._corrupt(view.error)
+        if position + length > view.end:
+            raise self._corrupt(f"{self.file_type.value} read [{position}, "
+                                f"{position + length}) crosses the segment end {view.end}")
+        return await self.reader.read(view.path, view.layout, position - view.base, length)
+
+
+class QueueView:
+    """One queue, read-only: offsets, ``get`` and ``offset_for_time`` as the store
+    answers them, over what is durable in the bucket."""
+
+    def __init__(self, topic: str, queue_id: int, meta: QueueMetadata, cl: FlatView,
+                 cq: FlatView) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.meta = meta
+        self.cl = cl
+        self.cq = cq
+
+    @classmethod
+    async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
+                   queue_id: int, reader: SegmentReader) -> QueueView:
+        meta = await open_metadata(store, config, topic, queue_id)
+        cl, cq = (FlatView(store, config, meta, topic=topic, queue_id=queue_id, file_type=t,
+                           reader=reader)
+                  for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE))
+        await asyncio.gather(cl.open(), cq.open())
+        return cls(topic, queue_id, meta, cl, cq)
+
+    @property
+    def min_offset(self) -> int:
+        return self.cq.first // UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last offset whose consume-queue unit is durable."""
+        return self.cq.end // UNIT_SIZE
+
+    @property
+    def clean_from(self) -> int:
+        return int(self.meta.properties.get(CLEAN_FROM, "0"))
+
+    def _corrupt(self, message: str) -> QueueCorrupt:
+        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
+
+    async def units(self, start: int, end: int) -> list[CqUnit]:
+        """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
+        out: list[CqUnit] = []
+        offset, stop_at = start, min(end, self.max_offset)
+        while offset < stop_at:
+            view = await self.cq.locate(offset * UNIT_SIZE)
+            stop = min(stop_at, view.end // UNIT_SIZE)
+            if stop <= offset:
+                raise self._corrupt(f"consume queue segment {view.path} ends at {view.end}, "
+                                    f"before the unit of offset {offset}")
+            data = await self.cq.read(offset * UNIT_SIZE, (stop - offset) * UNIT_SIZE)
+            try:
+                out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(stop - offset))
+            except RecordError as exc:
+                raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
+            offset = stop
+        return out
+
+    async def get(self, offset: int, max_count: int, max_bytes: int = 4 * MiB
+                  ) -> list[Message]:
+        """Up to ``max_count`` messages from ``offset`` (at least one if any)."""
+        if not self.min_offset <= offset <= self.max_offset:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self.min_offset}, "
+                                   f"{self.max_offset}]", topic=self.topic,
+                                   queue_id=self.queue_id)
+        units = await self.units(offset, offset + max(0, max_count))
+        messages: list[Message] = []
+        total = i = 0
+        while i < len(units) and (total < max_bytes or not messages):
+            view = await self.cl.locate(units[i].position)
+            j, run = i, units[i].size
+            while (j + 1 < len(units) and units[j + 1].position == units[j].end
+                   and units[j + 1].end <= view.end and total + run < max_bytes):
+                j += 1
+                run += units[j].size
+            data = memoryview(await self.cl.read(units[i].position, run))
+            at = 0
+            for k in range(i, j + 1):
+                messages.append(self.decode(data[at : at + units[k].size], offset + k))
+                at += units[k].size
+                total += units[k].size
+            i = j + 1
+        return messages
+
+    def decode(self, data: bytes | memoryview, offset: int) -> Message:
+        """A record's message, its CRC and offset checked."""
+        try:
+            message = decode_record(data, self.topic, self.queue_id)
+        except RecordError as exc:
+            raise self._corrupt(f"message at offset {offset}: {exc}") from None
+        if message.offset != offset:
+            raise self._corrupt(f"message at offset {offset} holds offset {message.offset}")
+        return message
+
+    async def offset_for_time(self, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""
+        record = await self.meta.find_by_time(self.cq.pb_type, timestamp_ms)
+        if record is not None:
+            lo, hi = record.first_message_offset, record.last_message_offset + 1
+        else:
+            lo, hi = self.cq.next_base // UNIT_SIZE, self.max_offset
+        lo = max(lo, self.min_offset)
+        hi = min(hi, self.max_offset)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (await self.units(mid, mid + 1))[0].store_timestamp < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo

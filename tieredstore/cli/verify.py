@@ -1,0 +1,374 @@
+"""``tieredstore verify``: read every message of every queue and check every CRC.
+
+Read-only. For each queue: the metadata head (read-only) and a listing of
+every segment; the segments from the first live position on must follow one
+another without a gap and match their metadata records. Then the consume
+queue is read front to back, every unit's CRC checked, and each unit's
+commit-log record read and checked (record CRC, offset, timestamp, tag hash);
+commit-log records after the last unit (not yet dispatched: the next open
+re-dispatches them) are checked too. Every unit of every live segment is
+fetched once with its CRC32C checked, also where no record points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import dataclass, field
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
+from tieredstore.metadata import list_queues
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import FileType, SegmentState
+from tieredstore.store.queue import CLEAN_FROM
+from tieredstore.store.record import (
+    HEAD_SIZE,
+    UNIT_SIZE,
+    CqUnit,
+    RecordError,
+    decode_record,
+    decode_unit,
+    record_size,
+    tags_hash,
+)
+
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Progress,
+    format_requests,
+    human_bytes,
+    metadata_root,
+    open_existing_store,
+    progress,
+    progress_enabled,
+    resolve_config,
+    table,
+)
+from .reader import PB_TYPES, SegmentView, list_segments, open_metadata
+from .stream import BadBytes, ShortFile, UnitStream
+
+UNIT_BATCH = 4096  # consume-queue units read at a time
+KEEP_ERRORS = 50  # per queue; all are counted
+QUEUE_CONCURRENCY = 4
+
+
+@dataclass
+class QueueCheck:
+    """What verifying one queue found."""
+
+    topic: str
+    queue_id: int
+    min_offset: int = 0
+    max_offset: int = 0
+    segments: dict[str, int] = field(default_factory=dict)  # live segments by file type
+    messages: int = 0  # records checked through their consume-queue unit
+    undispatched: int = 0  # commit-log records after the last unit, checked too
+    dead_bytes: int = 0  # commit-log bytes between records (a record torn by a crash)
+    units: int = 0  # object units (chunks, merged ranges) fetched and CRC-checked
+    bytes: int = 0
+    errors: list[str] = field(default_factory=list)
+    error_count: int = 0
+    _run: _Unreadable | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}/{self.queue_id}"
+
+    def error(self, message: str) -> None:
+        self.error_count += 1
+        self._run = None
+        if len(self.errors) < KEEP_ERRORS:
+            self.errors.append(f"{self.name}: {message}")
+
+    def unreadable(self, offset: int, position: int, reason: str) -> None:
+        """A record that cannot be read; consecutive ones for one reason (a bad
+        unit holds many records) become one line."""
+        run = self._run
+        if run is None or run.reason != reason or run.last + 1 != offset:
+            self.error(f"offset {offset}: record at commit-log byte {position} unreadable: "
+                       f"{reason}")
+            index = len(self.errors) - 1 if len(self.errors) < KEEP_ERRORS else None
+            self._run = _Unreadable(offset, offset, position, reason, index)
+            return
+        self.error_count += 1
+        run.last = offset
+        if run.index is not None:
+            self.errors[run.index] = (
+                f"{self.name}: offsets {run.first}..{offset} ({offset - run.first + 1} "
+                f"messages): records from commit-log byte {run.position} on unreadable: "
+                f"{reason}")
+
+
+@dataclass
+class _Unreadable:
+    first: int
+    last: int
+    position: int
+    reason: str
+    index: int | None  # of its line in ``errors``, if kept
+
+
+@dataclass
+class VerifyReport:
+    queues: list[QueueCheck]
+    requests: dict[str, dict[str, int | float]]
+
+    @property
+    def error_count(self) -> int:
+        return sum(q.error_count for q in self.queues)
+
+    @property
+    def messages(self) -> int:
+        return sum(q.messages + q.undispatched for q in self.queues)
+
+
+@dataclass
+class _Plan:
+    """One queue's live segments, checked for structure, ready to read."""
+
+    check: QueueCheck
+    live: dict[FileType, list[SegmentView]]
+    ends: dict[FileType, int]
+    firsts: dict[FileType, int]
+    clean_from: int
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(v.size for views in self.live.values() for v in views)
+
+
+async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                      queue_id: int) -> _Plan:
+    """Read the metadata and list the segments; report what does not fit together."""
+    check = QueueCheck(topic, queue_id)
+    meta = await open_metadata(store, config, topic, queue_id)
+    plan = _Plan(check, {}, {}, {}, int(meta.properties.get(CLEAN_FROM, "0")))
+    for file_type, pb_type in PB_TYPES.items():
+        views = await list_segments(store, config, topic, queue_id, file_type)
+        by_base = {v.base: v for v in views}
+        next_base = meta.next_base_offset(pb_type)
+        first = min(meta.first(pb_type).base_offset, next_base)
+        async for record in meta.records(pb_type):
+            view = by_base.get(record.base_offset)
+            where = f"{file_type.value} segment at {record.base_offset}"
+            if view is None:
+                check.error(f"{where} is recorded in the metadata but has no objects")
+                continue
+            view.record = record
+            if view.state is SegmentState.OPEN:
+                check.error(f"{where} is recorded as sealed but is not sealed")
+            elif view.state is not None and view.size != record.size:
+                check.error(f"{where} holds {view.size} bytes, its record says {record.size}")
+        live = [v for v in views if v.base >= first]
+        expected = first
+        for view in live:
+            if view.base != expected:
+                what = "missing" if view.base > expected else "overlapping"
+                check.error(f"{file_type.value} bytes [{min(expected, view.base)}, "
+                            f"{max(expected, view.base)}) are {what} before segment {view.path}")
+            if view.state is None:
+                check.error(f"{file_type.value} segment {view.path} is corrupt: {view.error}")
+            expected = view.end
+        plan.live[file_type] = live
+        plan.firsts[file_type] = first
+        plan.ends[file_type] = expected
+        check.segments[file_type.value] = len(live)
+    check.min_offset = plan.firsts[FileType.CONSUME_QUEUE] // UNIT_SIZE
+    check.max_offset = plan.ends[FileType.CONSUME_QUEUE] // UNIT_SIZE
+    return plan
+
+
+async def _read_queue(store: ObjectStore, plan: _Plan, bar: Progress) -> None:
+    """Read every unit and record of a planned queue."""
+    check = plan.check
+    cq = UnitStream(store, plan.live[FileType.CONSUME_QUEUE], bar.update)
+    cl = UnitStream(store, plan.live[FileType.COMMIT_LOG], bar.update)
+    try:
+        cl_first, cl_end = plan.firsts[FileType.COMMIT_LOG], plan.ends[FileType.COMMIT_LOG]
+        cq_first, cq_end = plan.firsts[FileType.CONSUME_QUEUE], plan.ends[FileType.CONSUME_QUEUE]
+        if cq_end % UNIT_SIZE:
+            check.error(f"the consume queue ends at byte {cq_end}, inside a unit")
+        position: int | None = None  # where the next record may start
+        offset = cq_first // UNIT_SIZE
+        while offset < check.max_offset:
+            count = min(UNIT_BATCH, check.max_offset - offset)
+            try:
+                data = await cq.read(offset * UNIT_SIZE, count * UNIT_SIZE)
+            except (BadBytes, ShortFile) as exc:
+                check.error(f"offsets {offset}..{offset + count - 1}: consume-queue units "
+                            f"unreadable: {exc}")
+                offset += count
+                continue
+            for i in range(count):
+                try:
+                    unit = decode_unit(data, i * UNIT_SIZE)
+                except RecordError as exc:
+                    check.error(f"offset {offset + i}: consume-queue unit: {exc}")
+                    continue
+                position = await _check_unit(cl, check, offset + i, unit, position=position,
+                                             cl_first=cl_first)
+            offset += count
+        start = cl_first if position is None else position
+        await _check_tail(cl, plan, max(start, plan.clean_from), cl_end)
+        for stream, what in ((cq, "consumequeue"), (cl, "commitlog")):
+            for bad in await stream.finish():
+                check.error(f"{what} bytes [{bad.start}, {bad.end}) (no message read "
+                            f"them): {bad.reason}")
+            check.units += stream.units_checked
+            check.bytes += stream.bytes_read
+    finally:
+        await cq.close()
+        await cl.close()
+
+
+async def _check_unit(cl: UnitStream, check: QueueCheck, offset: int, unit: CqUnit, *,
+                      position: int | None, cl_first: int) -> int | None:
+    """Check the record one unit points to; returns where the next record may start
+    (``position`` None: no record checked yet, the commit log may hold trimmed
+    offsets' records before this one)."""
+    if unit.position < (cl_first if position is None else position):
+        where = "before the first live byte" if position is None else \
+            f"inside the previous record, which ends at {position}"
+        check.error(f"offset {offset}: its unit points to commit-log byte {unit.position}, "
+                    f"{where}")
+        return position
+    if position is not None:
+        check.dead_bytes += unit.position - position
+    try:
+        data = await cl.read(unit.position, unit.size)
+    except (BadBytes, ShortFile) as exc:
+        check.unreadable(offset, unit.position, str(exc))
+        return unit.end
+    try:
+        message = decode_record(data, check.topic, check.queue_id)
+    except RecordError as exc:
+        check.error(f"offset {offset}: record at commit-log byte {unit.position}: {exc}")
+        return unit.end
+    differs = [f"{what} {theirs} (its unit says {ours})" for what, theirs, ours in (
+        ("offset", message.offset, offset),
+        ("store timestamp", message.store_timestamp, unit.store_timestamp),
+        ("tags hash", tags_hash(message.tags), unit.tags_hash)) if theirs != ours]
+    if differs:
+        check.error(f"offset {offset}: record at commit-log byte {unit.position} holds "
+                    + ", ".join(differs))
+    else:
+        check.messages += 1
+    return unit.end
+
+
+async def _check_tail(cl: UnitStream, plan: _Plan, position: int, end: int) -> None:
+    """Records after the last unit: what the next open would re-dispatch."""
+    check = plan.check
+    offset = check.max_offset
+    segment_ends = [v.end for v in plan.live[FileType.COMMIT_LOG]]
+    while position < end:
+        segment_end = next((e for e in segment_ends if e > position), end)
+        try:
+            size = record_size(await cl.read(position, HEAD_SIZE)) \
+                if segment_end - position >= HEAD_SIZE else 0
+            if not size or position + size > segment_end:
+                if segment_end == end:  # cut short by a crash at the very end: dead space
+                    check.dead_bytes += end - position
+                    return
+                check.error(f"commit-log record at byte {position} runs past the end of its "
+                            f"segment at {segment_end}")
+                return
+            message = decode_record(await cl.read(position, size), check.topic,
+                                    check.queue_id)
+        except (BadBytes, ShortFile, RecordError) as exc:
+            check.error(f"offset {offset} (not yet dispatched): commit-log byte "
+                        f"{position}: {exc}")
+            return
+        if message.offset != offset:
+            check.error(f"commit-log byte {position} holds offset {message.offset}, "
+                        f"expected {offset}")
+            return
+        check.undispatched += 1
+        offset += 1
+        position += size
+
+
+async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
+                       show_progress: bool = False, topic: str | None = None,
+                       queue_id: int | None = None) -> VerifyReport:
+    """Verify every queue (or the one named); never writes."""
+    found = await list_queues(store, metadata_root(config))
+    found = [(t, q) for t, q in found
+             if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
+    limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
+    failed: list[QueueCheck] = []
+
+    async def plan_one(t: str, q: int) -> _Plan | None:
+        async with limit:
+            try:
+                return await _plan_queue(store, config, t, q)
+            except TieredStoreError as exc:
+                check = QueueCheck(t, q)
+                check.error(f"cannot read the queue's metadata: {exc}")
+                failed.append(check)
+                return None
+
+    plans = [p for p in await asyncio.gather(*(plan_one(t, q) for t, q in found)) if p]
+    with progress(show_progress, total=sum(p.total_bytes for p in plans), desc="verify",
+                  unit="B") as bar:
+
+        async def read_one(plan: _Plan) -> None:
+            async with limit:
+                await _read_queue(store, plan, bar)
+
+        await asyncio.gather(*(read_one(p) for p in plans))
+    checks = sorted([*(p.check for p in plans), *failed], key=lambda c: (c.topic, c.queue_id))
+    return VerifyReport(checks, store.metrics.snapshot())
+
+
+def print_report(report: VerifyReport, *, max_errors: int) -> None:
+    rows = [[c.topic, c.queue_id, c.min_offset, c.max_offset,
+             f"{c.segments.get('commitlog', 0)}/{c.segments.get('consumequeue', 0)}",
+             human_bytes(c.bytes), c.units, c.messages + c.undispatched,
+             "ok" if not c.error_count else f"{c.error_count} ERRORS"]
+            for c in report.queues]
+    print(table(rows, ["topic", "queue", "min", "max", "segs cl/cq", "bytes", "units",
+                       "messages", "result"]))
+    undispatched = sum(c.undispatched for c in report.queues)
+    dead = sum(c.dead_bytes for c in report.queues)
+    print(f"queues {len(report.queues)}, messages {report.messages}"
+          + (f" ({undispatched} not yet dispatched)" if undispatched else "")
+          + (f", dead bytes {dead}" if dead else "")
+          + f", errors {report.error_count}")
+    if report.error_count:
+        shown = [e for c in report.queues for e in c.errors][:max_errors]
+        print("first errors:", file=sys.stderr)
+        for line in shown:
+            print(f"  {line}", file=sys.stderr)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("verify", parents=[common], help="read every message and check "
+                            "every CRC (read-only); exit 1 on any error",
+                            description=__doc__)
+    parser.add_argument("--topic", help="only this topic")
+    parser.add_argument("--queue", type=int, help="only this queue id")
+    parser.add_argument("--max-errors", type=int, default=20, metavar="N",
+                        help="errors to print (all are counted; default 20)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+
+    async def main() -> VerifyReport:
+        store = open_existing_store(config)
+        try:
+            return await verify_store(store, config, show_progress=progress_enabled(args),
+                                      topic=args.topic, queue_id=args.queue)
+        finally:
+            await store.close()
+
+    report = asyncio.run(main())
+    print_report(report, max_errors=args.max_errors)
+    print(f"requests: {format_requests(report.requests)}")
+    return EXIT_FAILED if report.error_count else EXIT_OK
