@@ -294,7 +294,11 @@ def test_errors_print_one_line_and_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPa
 
 
 def test_bench_runs_the_suite_with_its_arguments(monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "__main__.py").write_text("")
+    monkeypatch.chdir(tmp_path)  # a checkout: the suite beside the working directory
     ran: list[tuple[list[str], Path]] = []
 
     def fake_run(command: list[str], *, cwd: Path, check: bool) -> subprocess.CompletedProcess[
@@ -303,10 +307,11 @@ def test_bench_runs_the_suite_with_its_arguments(monkeypatch: pytest.MonkeyPatch
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(bench_cmd.subprocess, "run", fake_run)
+    assert bench_cmd.find_suite() == tmp_path
     assert main(["bench", "--tiny", "--only", "write"]) == 0
-    root = bench_cmd.find_suite()
-    assert root is not None and (root / "bench" / "__main__.py").is_file()
-    assert ran == [([sys.executable, "-m", "bench", "--tiny", "--only", "write"], root)]
+    assert main(["bench", "--", "--help"]) == 0
+    assert ran == [([sys.executable, "-m", "bench", "--tiny", "--only", "write"], tmp_path),
+                   ([sys.executable, "-m", "bench", "--help"], tmp_path)]
 
     monkeypatch.setattr(bench_cmd, "find_suite", lambda: None)
     assert main(["bench"]) == 1
