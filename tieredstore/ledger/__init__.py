@@ -1,1 +1,103 @@
-"""Pulsar adapter: the PIP-17 ledger offload formats and, around them, the offloader."""
+"""Pulsar adapter: the PIP-17 ledger offload formats and, around them, the offloader.
+
+- :mod:`.format`, :mod:`.block`, :mod:`.index`, :mod:`.stream`: the PIP-17 codec (pure).
+- :mod:`.handle`: ``ReadHandle``, ``LedgerEntry``, ``LedgerMetadata``.
+- :mod:`.local`: a ledger store on local files (BookKeeper's part, for hosts without it).
+- :mod:`.offloader`, :mod:`.offloaded`: ``LedgerOffloader`` on the segment engine, and
+  the read handle of an offloaded ledger.
+- :mod:`.managed`: managed ledgers, their offload triggers and their metadata.
+"""
+
+from tieredstore.ledger.errors import (
+    CorruptLedger,
+    CorruptManagedLedger,
+    DigestMismatch,
+    LedgerClosed,
+    LedgerError,
+    LedgerExists,
+    LedgerFenced,
+    LedgerNotFound,
+    ManagedLedgerClosed,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    NoOffloader,
+    OffloadError,
+    OffloadExists,
+    OffloadFenced,
+    OffloadInProgress,
+    OffloadMetadataTooLarge,
+    OffloadNotFound,
+    OffloadRefused,
+    PositionOutOfRange,
+)
+from tieredstore.ledger.format import EntryOutOfRange, EntryTooLarge, LedgerFormatError
+from tieredstore.ledger.handle import (
+    DigestType,
+    LedgerEntry,
+    LedgerMetadata,
+    LedgerState,
+    ReadHandle,
+)
+from tieredstore.ledger.local import LocalLedgerStore, LocalLedgerWriter, LocalReadHandle
+from tieredstore.ledger.location import OffloadLocation, OffloadNamespace, parse_offload_key
+from tieredstore.ledger.managed import (
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerMetadata,
+    Position,
+    ReadPriority,
+)
+from tieredstore.ledger.offloaded import OffloadedReadHandle
+from tieredstore.ledger.offloader import (
+    LedgerOffloader,
+    NullLedgerOffloader,
+    OffloadOptions,
+    SegmentLedgerOffloader,
+)
+
+__all__ = [
+    "CorruptLedger",
+    "CorruptManagedLedger",
+    "DigestMismatch",
+    "DigestType",
+    "EntryOutOfRange",
+    "EntryTooLarge",
+    "LedgerClosed",
+    "LedgerEntry",
+    "LedgerError",
+    "LedgerExists",
+    "LedgerFenced",
+    "LedgerFormatError",
+    "LedgerMetadata",
+    "LedgerNotFound",
+    "LedgerOffloader",
+    "LedgerState",
+    "LocalLedgerStore",
+    "LocalLedgerWriter",
+    "LocalReadHandle",
+    "ManagedLedger",
+    "ManagedLedgerClosed",
+    "ManagedLedgerConfig",
+    "ManagedLedgerError",
+    "ManagedLedgerFenced",
+    "ManagedLedgerMetadata",
+    "NoOffloader",
+    "NullLedgerOffloader",
+    "OffloadError",
+    "OffloadExists",
+    "OffloadFenced",
+    "OffloadInProgress",
+    "OffloadLocation",
+    "OffloadMetadataTooLarge",
+    "OffloadNamespace",
+    "OffloadNotFound",
+    "OffloadOptions",
+    "OffloadRefused",
+    "OffloadedReadHandle",
+    "Position",
+    "PositionOutOfRange",
+    "ReadHandle",
+    "ReadPriority",
+    "SegmentLedgerOffloader",
+    "parse_offload_key",
+]

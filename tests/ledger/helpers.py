@@ -1,0 +1,177 @@
+"""Builders and fault-injecting stores for the ledger tests."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from tieredstore.errors import ObjectStoreError
+from tieredstore.ledger import LocalLedgerStore, LocalReadHandle
+from tieredstore.ledger.location import parse_offload_key
+from tieredstore.objectstore import (
+    ByteRange,
+    ObjectData,
+    ObjectInfo,
+    ObjectStore,
+    PartInfo,
+    UploadInfo,
+)
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+def payloads(sizes: Sequence[int], seed: int = 0) -> list[bytes]:
+    """Random payloads of these sizes (the same for the same seed)."""
+    rng = random.Random(seed)
+    return [rng.randbytes(n) for n in sizes]
+
+
+def random_sizes(total: int, seed: int, *, big: int = 3 * MiB) -> list[int]:
+    """Entry sizes from 0 bytes to ``big``, summing to about ``total``."""
+    rng = random.Random(seed)
+    sizes: list[int] = []
+    while sum(sizes) < total:
+        kind = rng.random()
+        if kind < 0.1:
+            sizes.append(0)
+        elif kind < 0.6:
+            sizes.append(rng.randint(1, 4 * KiB))
+        elif kind < 0.9:
+            sizes.append(rng.randint(4 * KiB, 512 * KiB))
+        else:
+            sizes.append(rng.randint(512 * KiB, big))
+    return sizes
+
+
+async def make_ledger(store: LocalLedgerStore, entries: Sequence[bytes], *,
+                      batch: int = 64) -> LocalReadHandle:
+    """A closed ledger holding ``entries``, opened for reading."""
+    writer = await store.create_ledger()
+    for i in range(0, len(entries), batch):
+        await writer.append_many(entries[i : i + batch])
+    await writer.close()
+    return await store.open_ledger(writer.ledger_id)
+
+
+class Clock:
+    """An injectable clock: seconds since the epoch, moved by hand."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class InjectedFault(ObjectStoreError):
+    """The failure a FaultyStore was told to raise."""
+
+
+@dataclass
+class _Fault:
+    op: str
+    nth: int
+    match: str | None
+    seen: int = 0
+    fired: bool = False
+
+
+class FaultyStore(ObjectStore):
+    """Wraps a store; raises :class:`InjectedFault` on the ``nth`` call of an
+    operation (whose key contains ``match``, if given), before the call
+    reaches the inner store. Shares the inner store's request metrics."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(chokepoint=inner.chokepoint)
+        self.inner = inner
+        self.name = inner.name
+        self.faults: list[_Fault] = []
+        self.calls: list[tuple[str, str]] = []
+
+    def fail(self, op: str, nth: int = 1, *, match: str | None = None) -> None:
+        self.faults.append(_Fault(op, nth, match))
+
+    def disarm(self) -> None:
+        self.faults.clear()
+
+    @property
+    def fired(self) -> list[str]:
+        return [f"{f.op}#{f.nth}" for f in self.faults if f.fired]
+
+    def _check(self, op: str, key: str) -> None:
+        self.calls.append((op, key))
+        for fault in self.faults:
+            if fault.op == op and not fault.fired and (fault.match is None or fault.match in key):
+                fault.seen += 1
+                if fault.seen == fault.nth:
+                    fault.fired = True
+                    raise InjectedFault(f"injected failure of {op} #{fault.nth} on {key!r}",
+                                        op=op, key=key)
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        self._check("put", key)
+        return await self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        self._check("get", key)
+        return await self.inner.get_object(key, byte_range)
+
+    async def head(self, key: str) -> ObjectInfo:
+        self._check("head", key)
+        return await self.inner.head(key)
+
+    async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        self._check("list", prefix)
+        async for page in self.inner.list_pages(prefix):
+            yield page
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        self._check("delete", ",".join(keys))
+        await self.inner.delete_many(keys)
+
+    async def create_multipart(self, key: str, *, metadata: Mapping[str, str] | None = None
+                               ) -> str:
+        self._check("create_multipart", key)
+        return await self.inner.create_multipart(key, metadata=metadata)
+
+    async def upload_part(self, key: str, upload_id: str, part_number: int,
+                          data: bytes | memoryview) -> PartInfo:
+        self._check("upload_part", key)
+        return await self.inner.upload_part(key, upload_id, part_number, data)
+
+    async def upload_part_copy(self, key: str, upload_id: str, part_number: int,
+                               source_key: str, source_range: ByteRange) -> PartInfo:
+        self._check("upload_part_copy", key)
+        return await self.inner.upload_part_copy(key, upload_id, part_number, source_key,
+                                                 source_range)
+
+    async def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
+                                 if_none_match: bool = False) -> ObjectInfo:
+        self._check("complete_multipart", key)
+        return await self.inner.complete_multipart(key, upload_id, parts,
+                                                   if_none_match=if_none_match)
+
+    async def abort_multipart(self, key: str, upload_id: str) -> None:
+        self._check("abort_multipart", key)
+        await self.inner.abort_multipart(key, upload_id)
+
+    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
+        self._check("list_multipart_uploads", prefix)
+        return await self.inner.list_multipart_uploads(prefix)
+
+
+async def offload_objects(store: ObjectStore, prefix: str = "offload/") -> dict[str, list[str]]:
+    """Every offload object, keyed by the PIP-17 data object name it belongs to."""
+    out: dict[str, list[str]] = {}
+    for info in await store.list_all(prefix):
+        name = parse_offload_key(info.key)
+        assert name is not None, f"{info.key!r} carries no PIP-17 name"
+        data_name = f"{name.uuid}-ledger-{name.ledger_id}"
+        out.setdefault(data_name, []).append(info.key)
+    return out

@@ -1,0 +1,111 @@
+"""ManagedLedgerConfig: rollover, offload triggers, retention, deletion lag, reads.
+
+Values are checked when the config is made; a bad one raises
+:class:`~tieredstore.errors.ConfigError` naming the key. As PIP-17 says, an
+offload threshold must lie below the matching retention limit, or ledgers
+would be deleted before they are offloaded: such a config is refused.
+``None`` means off (no trigger) or unlimited (no retention limit).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from tieredstore.errors import ConfigError
+
+HOUR = 3600.0
+
+
+class ReadPriority(enum.Enum):
+    """Where reads of a ledger that is both local and offloaded go (Pulsar's
+    ``managedLedgerOffloadedReadPriority``)."""
+
+    TIERED_STORAGE_FIRST = "tiered-storage-first"
+    BOOKKEEPER_FIRST = "bookkeeper-first"
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerConfig:
+    """How a managed ledger rolls, offloads, keeps and reads its ledgers.
+
+    - ``max_entries_per_ledger``, ``max_ledger_bytes``: roll over to a new
+      ledger when the current one reaches either.
+    - ``offload_threshold_bytes``: offload the oldest sealed ledgers once the
+      ledgers newer than them hold more than this many bytes (0: offload
+      every sealed ledger).
+    - ``offload_threshold_seconds``: offload ledgers sealed this long ago.
+    - ``retention_bytes``, ``retention_seconds``: trim the oldest ledgers
+      past these (by :meth:`ManagedLedger.apply_retention`).
+    - ``deletion_lag_seconds``: keep the local copy this long after an
+      offload completes (4 hours, as Pulsar).
+    - ``read_priority``: ``tiered-storage-first`` or ``bookkeeper-first``.
+    - ``auto_offload``: check the triggers after every rollover.
+    - ``page_size``: ledger records per metadata page (new managed ledgers).
+    """
+
+    max_entries_per_ledger: int = 50_000
+    max_ledger_bytes: int | None = 2 * 1024**3
+    offload_threshold_bytes: int | None = None
+    offload_threshold_seconds: float | None = None
+    retention_bytes: int | None = None
+    retention_seconds: float | None = None
+    deletion_lag_seconds: float = 4 * HOUR
+    read_priority: ReadPriority = ReadPriority.TIERED_STORAGE_FIRST
+    auto_offload: bool = True
+    page_size: int = 64
+    ensemble_size: int = 1
+    write_quorum_size: int = 1
+    ack_quorum_size: int = 1
+    offload_extra_metadata: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.read_priority, str):
+            try:
+                object.__setattr__(self, "read_priority", ReadPriority(self.read_priority))
+            except ValueError:
+                raise ConfigError(
+                    "read_priority",
+                    f"must be one of {[p.value for p in ReadPriority]}, "
+                    f"got {self.read_priority!r}",
+                ) from None
+        _at_least("max_entries_per_ledger", self.max_entries_per_ledger, 1)
+        _at_least("max_ledger_bytes", self.max_ledger_bytes, 1)
+        _at_least("offload_threshold_bytes", self.offload_threshold_bytes, 0)
+        _at_least("offload_threshold_seconds", self.offload_threshold_seconds, 0)
+        _at_least("retention_bytes", self.retention_bytes, 0)
+        _at_least("retention_seconds", self.retention_seconds, 0)
+        _at_least("deletion_lag_seconds", self.deletion_lag_seconds, 0)
+        _at_least("page_size", self.page_size, 1)
+        if not 1 <= self.ack_quorum_size <= self.write_quorum_size <= self.ensemble_size:
+            raise ConfigError(
+                "ack_quorum_size",
+                "need 1 <= ack_quorum_size <= write_quorum_size <= ensemble_size, got "
+                f"{self.ack_quorum_size}, {self.write_quorum_size}, {self.ensemble_size}",
+            )
+        _below("offload_threshold_bytes", self.offload_threshold_bytes,
+               "retention_bytes", self.retention_bytes)
+        _below("offload_threshold_seconds", self.offload_threshold_seconds,
+               "retention_seconds", self.retention_seconds)
+
+    @property
+    def offload_triggers(self) -> bool:
+        """Whether a size or age trigger is set."""
+        return self.offload_threshold_bytes is not None or \
+            self.offload_threshold_seconds is not None
+
+
+def _at_least(key: str, value: float | None, low: float) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
+        raise ConfigError(key, f"must be a number >= {low} (or None: off), got {value!r}")
+
+
+def _below(key: str, value: float | None, limit_key: str, limit: float | None) -> None:
+    if value is not None and limit is not None and value >= limit:
+        raise ConfigError(
+            key,
+            f"must be below {limit_key} ({limit}), or ledgers would be deleted by "
+            f"retention before they are offloaded; got {value}",
+        )

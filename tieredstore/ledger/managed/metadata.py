@@ -1,0 +1,364 @@
+"""One managed ledger's metadata in the object store: a mutable head, immutable pages.
+
+Seed 001's split of Pulsar's ``ManagedLedgerInfo``. The head holds the
+ledgers that can still change (the open one, sealed ones not yet offloaded,
+offloaded ones whose local copy is not deleted yet) plus the ``first``
+pointer and running totals; ledgers that can no longer change move, a page
+of ``page_size`` at a time, into page objects written once. So a rollover
+writes one head of bounded size, whatever the history; trimming moves
+``firstLedgerId`` in the head and then deletes the pages wholly behind it.
+
+Why not :class:`tieredstore.metadata.QueueMetadata`: its records are
+immutable from the moment they are appended and are paged by count from the
+tail, while a ledger record changes after it is appended (closed, then its
+offload context: uuid, complete, local copy deleted) and may only be paged
+once it stops changing. The approach is the same (head CAS by
+``If-None-Match`` on ``head-{version}``, a listing after each write, pages
+chained by hashes in their keys, the same framing and page digest); this
+module reuses :mod:`tieredstore.metadata.codec`'s framing and digest and
+mirrors its head log (:mod:`.heads`) over its own head message.
+
+Methods are safe to call concurrently from one event loop: writes are
+serialized, reads see the last committed head. The head returned by
+:attr:`head` is the committed one: read it, never change it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TypeVar
+
+from tieredstore.errors import ObjectNotFound, PreconditionFailed
+from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.ledger.errors import CorruptManagedLedger, ManagedLedgerFenced
+from tieredstore.ledger.managed.codec import (
+    FORMAT_VERSION,
+    build_page,
+    decode_page,
+    encode_head,
+)
+from tieredstore.ledger.managed.heads import HeadLog
+from tieredstore.ledger.managed.keys import ManagedLedgerPath, PageRef
+from tieredstore.ledger.managed.state import copy_info, cut_pages, find
+from tieredstore.ledger.managed.state import trim as trim_head
+from tieredstore.objectstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_PAGE_SIZE = 64
+MAX_PAGE_SIZE = 10_000
+
+
+class ManagedLedgerMetadata:
+    """The metadata of one managed ledger. Open with :meth:`open`."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        path: ManagedLedgerPath,
+        head: pb.ManagedLedgerHead,
+        version: int,
+        *,
+        writer_id: str,
+        cache_pages: int = 8,
+    ) -> None:
+        self.store = store
+        self.path = path
+        self._heads = HeadLog(store, path)
+        self._head = head
+        self._version = version
+        self._writer_id = writer_id
+        self._session_id = uuid.uuid4().hex
+        self._lock = asyncio.Lock()
+        self._fenced: ManagedLedgerFenced | None = None
+        self._unsettled = False
+        self._pages: list[PageRef] | None = None  # every page key listed, by first ledger
+        self._cache: OrderedDict[str, tuple[pb.LedgerInfo, ...]] = OrderedDict()
+        self._cache_pages = max(1, cache_pages)
+        self.head_writes = 0
+        self.page_writes = 0
+
+    @classmethod
+    async def open(
+        cls,
+        store: ObjectStore,
+        path: ManagedLedgerPath,
+        *,
+        writer_id: str = "",
+        page_size: int = DEFAULT_PAGE_SIZE,
+        cache_pages: int = 8,
+    ) -> ManagedLedgerMetadata:
+        """Load the newest head, or start a new managed ledger (written on the
+        first update). ``page_size`` applies to a new one only."""
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
+        loaded = await HeadLog(store, path).load()
+        if loaded is None:
+            version, head = 0, pb.ManagedLedgerHead(
+                formatVersion=FORMAT_VERSION, pageSize=page_size, firstLedgerId=0,
+                pagedThrough=0,
+            )
+        else:
+            version, head = loaded
+        return cls(store, path, head, version, writer_id=writer_id, cache_pages=cache_pages)
+
+    # --- state --------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def head(self) -> pb.ManagedLedgerHead:
+        """The committed head (do not change it)."""
+        return self._head
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @property
+    def fenced(self) -> bool:
+        return self._fenced is not None
+
+    # --- writing ------------------------------------------------------------------
+
+    async def update(self, mutate: Callable[[pb.ManagedLedgerHead], T]) -> T:
+        """Apply ``mutate`` to a copy of the head and commit it as the next
+        version, with any pages it fills. ``mutate`` raising writes nothing.
+
+        After a failure the outcome may be unknown; the next update (or
+        :meth:`settle`) finds out first.
+        """
+        async with self._lock:
+            await self._begin_write()
+            head = pb.ManagedLedgerHead()
+            head.CopyFrom(self._head)
+            result = mutate(head)
+            await self._commit(head)
+            return result
+
+    async def settle(self) -> None:
+        """Find out whether a failed head write landed (adopting it if it did)."""
+        async with self._lock:
+            if self._unsettled:
+                await self._settle()
+
+    async def _begin_write(self) -> None:
+        if self._fenced is not None:
+            raise ManagedLedgerFenced(f"fenced earlier: {self._fenced}", name=self.name)
+        if self._unsettled:
+            await self._settle()
+
+    async def _settle(self) -> None:
+        loaded = await self._heads.load()
+        version, session = (loaded[0], loaded[1].sessionId) if loaded else (0, "")
+        if loaded is not None and version == self._version + 1 and session == self._session_id:
+            self._head, self._version = loaded[1], version
+            self._pages = None  # its pages: list again when needed
+        elif version != self._version:
+            self._fenced = ManagedLedgerFenced(
+                f"head version {version} is newer than ours ({self._version})", name=self.name
+            )
+            raise self._fenced
+        self._unsettled = False
+
+    async def _commit(self, head: pb.ManagedLedgerHead) -> None:
+        pages: list[tuple[PageRef, bytes, list[pb.LedgerInfo]]] = []
+        for records in cut_pages(head):
+            ref, data = build_page(self.path, records, head.lastPageHash)
+            head.lastPageHash = ref.page_hash
+            pages.append((ref, data, records))
+        for ref, data, records in pages:  # in order: a crash leaves a prefix
+            await self._write_page(ref, data, records)
+        version = self._version + 1
+        head.formatVersion = FORMAT_VERSION
+        head.version = version
+        head.writerId = self._writer_id
+        head.sessionId = self._session_id
+        head.writtenAtMs = time.time_ns() // 1_000_000
+        try:
+            await self._heads.create(version, encode_head(head))
+        except ManagedLedgerFenced as exc:
+            self._fenced = exc
+            raise
+        except BaseException:
+            self._unsettled = True
+            raise
+        self.head_writes += 1
+        self._head, self._version = head, version
+        for ref, _, records in pages:
+            if self._pages is not None:
+                bisect.insort(self._pages, ref, key=_order)
+            self._remember(ref.key, records)
+        try:
+            await self._heads.confirm(version)
+        except ManagedLedgerFenced as exc:
+            self._fenced = exc
+            raise
+
+    async def _write_page(self, ref: PageRef, data: bytes, records: list[pb.LedgerInfo]
+                          ) -> None:
+        """Create the page. Its key names a digest of its bytes: bytes found
+        there are ours (a retry, or a write whose head never landed and is
+        adopted now) or damaged (replaced)."""
+        for attempt in range(2):
+            try:
+                await self.store.put(ref.key, data, if_none_match=True)
+                self.page_writes += 1
+                return
+            except PreconditionFailed:
+                pass
+            try:
+                if await self.store.get(ref.key) == data:
+                    return
+            except ObjectNotFound:
+                pass
+            if attempt == 0:
+                log.warning("%s: replacing damaged page %s", self.name, ref.key)
+                await self.store.delete(ref.key)
+        raise CorruptManagedLedger(f"page {ref.key} could not be written", name=self.name)
+
+    # --- reading --------------------------------------------------------------------
+
+    async def ledger(self, ledger_id: int) -> pb.LedgerInfo | None:
+        """The live ledger's record (a copy), from the head or its page."""
+        head = self._head
+        if ledger_id < head.firstLedgerId:
+            return None
+        if ledger_id >= head.pagedThrough:
+            info = find(head, ledger_id)
+            return copy_info(info) if info is not None else None
+        view = await self.page_view()
+        i = bisect.bisect_right([r.first_ledger for r in view], ledger_id) - 1
+        if i < 0 or ledger_id > view[i].last_ledger:
+            return None
+        for info in await self.read_page(view[i]):
+            if info.ledgerId == ledger_id:
+                return copy_info(info)
+        return None
+
+    async def ledgers(self, *, before: int | None = None) -> AsyncIterator[pb.LedgerInfo]:
+        """Live ledgers oldest first (copies), paged ones first; pages are read
+        one at a time as the iteration reaches them. Stops at ``before``."""
+        head = self._head
+        first = head.firstLedgerId
+        if head.pagedThrough > first:
+            for ref in await self.page_view():
+                if before is not None and ref.first_ledger >= before:
+                    return
+                for info in await self.read_page(ref):
+                    if before is not None and info.ledgerId >= before:
+                        return
+                    if info.ledgerId >= first:
+                        yield copy_info(info)
+        for info in list(head.ledgers):
+            if before is not None and info.ledgerId >= before:
+                return
+            yield copy_info(info)
+
+    async def page_view(self) -> list[PageRef]:
+        """The live pages the head references, oldest first."""
+        head = self._head
+        refs = await self._list_pages()
+        by_hash: dict[int, list[PageRef]] = {}
+        for ref in refs:
+            by_hash.setdefault(ref.page_hash, []).append(ref)
+        chain: list[PageRef] = []
+        wanted = head.lastPageHash
+        while wanted:
+            candidates = [r for r in by_hash.get(wanted, ())
+                          if not chain or r.last_ledger < chain[-1].first_ledger]
+            if not candidates:
+                break
+            ref = max(candidates, key=lambda r: r.prev_hash in by_hash)
+            if ref.last_ledger < head.firstLedgerId:
+                break  # the rest is trimmed
+            chain.append(ref)
+            wanted = ref.prev_hash
+        chain.reverse()
+        if sum(r.count for r in chain) < head.pagedLedgers:
+            raise CorruptManagedLedger(
+                f"the head counts {head.pagedLedgers} paged ledgers, but the chain of pages "
+                f"from {head.lastPageHash:016x} holds {sum(r.count for r in chain)}: "
+                "a page is missing",
+                name=self.name,
+            )
+        return chain
+
+    async def read_page(self, ref: PageRef) -> tuple[pb.LedgerInfo, ...]:
+        cached = self._cache.get(ref.key)
+        if cached is not None:
+            self._cache.move_to_end(ref.key)
+            return cached
+        try:
+            data = await self.store.get(ref.key)
+        except ObjectNotFound:
+            raise CorruptManagedLedger(f"page {ref.key} is missing", name=self.name) from None
+        records = decode_page(data, ref, name=self.name)
+        self._remember(ref.key, records)
+        return tuple(records)
+
+    def _remember(self, key: str, records: Sequence[pb.LedgerInfo]) -> None:
+        self._cache[key] = tuple(records)
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._cache_pages:
+            self._cache.popitem(last=False)
+
+    async def _list_pages(self) -> list[PageRef]:
+        if self._pages is None:
+            refs = []
+            for info in await self.store.list_all(self.path.pages_prefix):
+                ref = self.path.parse_page_key(info.key)
+                if ref is None:
+                    log.warning("%s: ignoring %r: not a page key", self.name, info.key)
+                else:
+                    refs.append(ref)
+            self._pages = sorted(refs, key=_order)
+        return self._pages
+
+    # --- trimming ---------------------------------------------------------------------
+
+    async def trim(self, before_ledger_id: int) -> list[pb.LedgerInfo]:
+        """Move ``firstLedgerId`` to ``before_ledger_id``, then delete the pages
+        wholly behind it. Returns the ledgers dropped (head and paged)."""
+        paged = [info async for info in self.ledgers(before=before_ledger_id)
+                 if info.ledgerId < self._head.pagedThrough]
+
+        def mutate(head: pb.ManagedLedgerHead) -> list[pb.LedgerInfo]:
+            if head.firstLedgerId >= before_ledger_id:
+                return []
+            return paged + trim_head(head, before_ledger_id, paged)
+
+        dropped = await self.update(mutate)
+        await self.delete_dead_pages()
+        return dropped
+
+    async def delete_dead_pages(self) -> int:
+        """Delete every page whose ledgers are all before ``firstLedgerId``."""
+        first = self._head.firstLedgerId
+        refs = await self._list_pages()
+        dead = [r.key for r in refs if r.last_ledger < first]
+        if dead:
+            await self.store.delete_many(dead)
+            self._pages = [r for r in refs if r.key not in set(dead)]
+            for key in dead:
+                self._cache.pop(key, None)
+        return len(dead)
+
+    def check_writable(self) -> None:
+        if self._fenced is not None:
+            raise ManagedLedgerFenced(f"fenced earlier: {self._fenced}", name=self.name)
+
+
+def _order(ref: PageRef) -> tuple[int, str]:
+    return ref.first_ledger, ref.key
+

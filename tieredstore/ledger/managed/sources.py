@@ -1,0 +1,83 @@
+"""Which copy of a ledger a read goes to, and the read handles kept open.
+
+A sealed ledger may have a local copy (until the deletion lag has passed
+after its offload) and an offloaded one (once its offload is recorded
+complete). ``tiered-storage-first`` reads the offloaded copy whenever there
+is one; ``bookkeeper-first`` reads the local copy while it exists (Pulsar's
+``OffloadedReadPriority``). Pure choice, plus a small LRU of open handles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from collections import OrderedDict
+
+from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.ledger.handle import ReadHandle
+from tieredstore.ledger.managed.config import ReadPriority
+from tieredstore.ledger.managed.state import is_offloaded
+
+log = logging.getLogger(__name__)
+
+
+class Source(enum.Enum):
+    LOCAL = "local"
+    OFFLOADED = "offloaded"
+
+
+def local_copy_exists(info: pb.LedgerInfo) -> bool:
+    return not (is_offloaded(info) and info.offloadContext.bookkeeperDeleted)
+
+
+def choose_sources(info: pb.LedgerInfo, priority: ReadPriority) -> list[Source]:
+    """The copies to try, in order (the second is the fallback)."""
+    sources = []
+    if is_offloaded(info):
+        sources.append(Source.OFFLOADED)
+    if local_copy_exists(info):
+        if priority is ReadPriority.BOOKKEEPER_FIRST:
+            sources.insert(0, Source.LOCAL)
+        else:
+            sources.append(Source.LOCAL)
+    return sources
+
+
+class HandleCache:
+    """Open read handles by (source, ledger id), the least recently used
+    closed when more than ``capacity`` are open."""
+
+    def __init__(self, capacity: int = 16) -> None:
+        self.capacity = max(1, capacity)
+        self._handles: OrderedDict[tuple[Source, int], ReadHandle] = OrderedDict()
+
+    def get(self, source: Source, ledger_id: int) -> ReadHandle | None:
+        handle = self._handles.get((source, ledger_id))
+        if handle is not None:
+            self._handles.move_to_end((source, ledger_id))
+        return handle
+
+    async def put(self, source: Source, ledger_id: int, handle: ReadHandle) -> None:
+        old = self._handles.pop((source, ledger_id), None)
+        self._handles[(source, ledger_id)] = handle
+        if old is not None and old is not handle:
+            await _close(old)
+        while len(self._handles) > self.capacity:
+            _, evicted = self._handles.popitem(last=False)
+            await _close(evicted)
+
+    async def drop(self, ledger_id: int, source: Source | None = None) -> None:
+        for key in [k for k in self._handles if k[1] == ledger_id
+                    and (source is None or k[0] is source)]:
+            await _close(self._handles.pop(key))
+
+    async def close(self) -> None:
+        while self._handles:
+            _, handle = self._handles.popitem()
+            await _close(handle)
+
+
+async def _close(handle: ReadHandle) -> None:
+    with contextlib.suppress(Exception):
+        await handle.close()
