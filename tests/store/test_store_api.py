@@ -215,3 +215,31 @@ async def test_concurrent_appenders_get_distinct_ordered_offsets(open_store: Ope
     for n, offsets in enumerate(results):
         assert [messages[o].body for o in offsets] == [f"{n}:{i}".encode() for i in range(50)]
     await ms.close()
+
+
+async def test_reads_during_background_merges_follow_the_merged_object() -> None:
+    """A reader of a just-rolled segment must not see its chunks vanish under it."""
+    release = asyncio.Event()
+
+    class HeldMerges(MemoryObjectStore):
+        async def complete_multipart(self, *args, **kw):  # type: ignore[no-untyped-def]
+            await release.wait()
+            return await super().complete_multipart(*args, **kw)
+
+    ms = await AsyncMessageStore.open(small_config(memory_cache_bytes=0), store=HeldMerges())
+    for i in range(1500):
+        await ms.append("t", 0, body(i))
+    await ms.flush()
+    expected = [body(i) for i in range(1500)]
+
+    async def read_all() -> list[bytes]:
+        out: list[bytes] = []
+        while len(out) < 1500:
+            out.extend(m.body for m in await ms.get("t", 0, len(out), max_count=37))
+        return out
+
+    assert await read_all() == expected  # sealed segments read as chunks, merges held
+    release.set()
+    await ms.ctx.drain()  # merges land and delete the chunks
+    assert await read_all() == expected
+    await ms.close()

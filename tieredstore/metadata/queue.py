@@ -183,15 +183,24 @@ class QueueMetadata(QueueReader):
 
     # --- writing ------------------------------------------------------------------
 
-    async def append(self, record: pb.SegmentRecord) -> None:
+    async def append(
+        self, record: pb.SegmentRecord, *, properties: Mapping[str, str | None] | None = None
+    ) -> None:
         """Add the record of a newly sealed segment after the last one of its type.
 
         One head write, and every ``page_size``-th time one page before it. A
         record equal to the last one is a retried append and writes nothing.
+        ``properties`` are set (None removes) in the same head write, so the
+        record and what the host notes about it land together or not at all.
         """
-        await self.append_many([record])
+        await self.append_many([record], properties=properties)
 
-    async def append_many(self, records: Iterable[pb.SegmentRecord]) -> int:
+    async def append_many(
+        self,
+        records: Iterable[pb.SegmentRecord],
+        *,
+        properties: Mapping[str, str | None] | None = None,
+    ) -> int:
         """Append records in order with one head write (and the pages they fill).
 
         For bulk loads. Pages are cut where single appends would cut them.
@@ -206,6 +215,8 @@ class QueueMetadata(QueueReader):
         async with self._write_lock:
             await self._begin_write()
             head = self._next_head()
+            if properties:
+                self._apply_properties(head, properties)
             pages: list[_NewPage] = []
             applied = 0
             for record in batch:
@@ -229,27 +240,30 @@ class QueueMetadata(QueueReader):
     ) -> None:
         """Set (or, given None, remove) properties, with one head write."""
         updates = {**(values or {}), **kv}
-        for key, value in updates.items():
-            if not isinstance(key, str) or not (value is None or isinstance(value, str)):
-                raise TypeError(f"property {key!r}: keys and values are str (None removes)")
         async with self._write_lock:
             await self._begin_write()
             head = self._next_head()
-            for key, value in updates.items():
-                if value is None:
-                    if key in head.properties:
-                        del head.properties[key]
-                else:
-                    head.properties[key] = value
+            self._apply_properties(head, updates)
             if dict(head.properties) == dict(self._head.properties):
                 return
-            size = sum(len(k.encode()) + len(v.encode()) for k, v in head.properties.items())
-            if size > MAX_PROPERTIES_BYTES:
-                raise MetadataTooLarge(
-                    f"properties would take {size} bytes, more than {MAX_PROPERTIES_BYTES}",
-                    queue=self._queue.name,
-                )
             await self._commit(head)
+
+    def _apply_properties(self, head: pb.QueueHead, updates: Mapping[str, str | None]) -> None:
+        """Set (None removes) properties on a head being built; check types and size."""
+        for key, value in updates.items():
+            if not isinstance(key, str) or not (value is None or isinstance(value, str)):
+                raise TypeError(f"property {key!r}: keys and values are str (None removes)")
+            if value is None:
+                if key in head.properties:
+                    del head.properties[key]
+            else:
+                head.properties[key] = value
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in head.properties.items())
+        if size > MAX_PROPERTIES_BYTES:
+            raise MetadataTooLarge(
+                f"properties would take {size} bytes, more than {MAX_PROPERTIES_BYTES}",
+                queue=self._queue.name,
+            )
 
     async def claim(self) -> None:
         """Write a head now (same content, this writer's id), fencing earlier writers."""

@@ -112,18 +112,25 @@ class ChunkedSegment(FileSegment):
         *,
         options: SegmentOptions | None = None,
         reader: SegmentReader | None = None,
+        repair: bool = True,
     ) -> ChunkedSegment:
         """Recover the segment from a listing of its prefix (empty if none).
 
-        Finishes what a crash interrupted: aborts multipart uploads left
-        behind, deletes chunks of a merged segment, resumes a started merge.
+        With ``repair`` (the writer's open) it finishes what a crash
+        interrupted: aborts multipart uploads left behind, deletes chunks of a
+        merged segment, resumes a started merge (if ``merge_on_seal``).
+        Readers open with ``repair=False``, which changes nothing in the
+        bucket: a merge under way in the writer's process must not be aborted
+        by a reader that sees its upload.
         """
         recovered = await recover_segment(store, path)
         segment = cls(store, path, options=options, reader=reader, layout=recovered.layout,
                       state=recovered.state)
+        segment._leftovers = recovered.leftovers
+        if not repair:
+            return segment
         for upload in recovered.uploads:
             await store.abort_multipart(upload.key, upload.upload_id)
-        segment._leftovers = recovered.leftovers
         if recovered.state is SegmentState.SEALED and segment._leftovers:
             await segment._delete_leftovers()
         if recovered.state is SegmentState.SEALING and segment.options.merge_on_seal:
@@ -260,6 +267,9 @@ class ChunkedSegment(FileSegment):
                 ) from None
 
     async def _merge(self) -> None:
+        # We own the segment: an upload a crashed or fenced merger left is garbage.
+        for upload in await self.store.list_multipart_uploads(self.path.base_dir):
+            await self.store.abort_multipart(upload.key, upload.upload_id)
         chunks = self._layout
         units, stats = await merge_chunks(
             self.store, self.path, chunks, self.reader,

@@ -82,8 +82,8 @@ class StoreContext:
     async def open_sealed(self, path: SegmentPath) -> ChunkedSegment:
         """A sealed segment for reading, opened once and kept in a bounded LRU.
 
-        Opened without merging: a merge left unfinished is the background
-        merger's work, not a reader's.
+        Opened without repairs: a merge left unfinished is the background
+        merger's work (see :meth:`FlatFile.open`), not a reader's.
         """
         segment = self._sealed.get(path)
         if segment is not None:
@@ -91,11 +91,17 @@ class StoreContext:
             return segment
         options = SegmentOptions(chunk_size=self.segment_options.chunk_size, merge_on_seal=False)
         segment = await ChunkedSegment.open(self.store, path, options=options,
-                                            reader=self.fetcher)
-        self._sealed[path] = segment
+                                            reader=self.fetcher, repair=False)
+        self.keep_sealed(segment)
+        return segment
+
+    def keep_sealed(self, segment: ChunkedSegment) -> None:
+        """Serve reads of a just-sealed segment from this very object, so that
+        when its background merge swaps chunks for the merged object, reads
+        in flight follow (see ``ChunkedSegment.read0``)."""
+        self._sealed[segment.path] = segment
         while len(self._sealed) > self.max_open_sealed:
             self._sealed.popitem(last=False)
-        return segment
 
     def forget_sealed(self, path: SegmentPath) -> None:
         self._sealed.pop(path, None)
@@ -122,7 +128,6 @@ class StoreContext:
         async with self._merge_limit:
             # merge=True: a segment from open_sealed() has merge_on_seal=False.
             await segment.seal(merge=True)
-        self._sealed.pop(segment.path, None)
 
     async def drain(self) -> None:
         while self._tasks:

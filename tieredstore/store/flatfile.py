@@ -176,10 +176,15 @@ class FlatFile:
             raise QueueCorrupt(f"sealed segment {segment.path} holds no message",
                                topic=self.topic, queue_id=self.queue_id)
         base = segment.path.base_offset
-        await self.meta.append(stats.record(self.file_type, base, segment.commit_position))
-        if self.ctx.segment_options.merge_on_seal and not segment.merged:
-            merging = [p for p in self.meta.properties.get(self.merging_key, "").split(",") if p]
-            await self.meta.set_properties({self.merging_key: ",".join([*merging, str(base)])})
+        record = stats.record(self.file_type, base, segment.commit_position)
+        merge = self.ctx.segment_options.merge_on_seal and not segment.merged
+        merging = [p for p in self.meta.properties.get(self.merging_key, "").split(",") if p]
+        if merge and str(base) not in merging:
+            merging.append(str(base))
+        # The record and the note that its merge is owed land in one head write.
+        await self.meta.append(record, properties={self.merging_key: ",".join(merging) or None})
+        self.ctx.keep_sealed(segment)
+        if merge:
             self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
 
     async def _open_next(self, base: int) -> None:
