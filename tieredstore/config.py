@@ -97,6 +97,10 @@ class TieredStoreConfig:
                 f"must not exceed readahead_chunk_max={self.readahead_chunk_max}, "
                 f"got {self.readahead_chunk_num}",
             )
+        if self.chunk_size % KiB:
+            # Consume-queue units are 32 bytes; chunk boundaries must not cut one,
+            # or a crash between two chunks of a commit would leave half a unit.
+            raise ConfigError("chunk_size", f"must be a multiple of 1 KiB, got {self.chunk_size}")
         if self.backend == "s3" and not self.s3_bucket:
             raise ConfigError("s3_bucket", "is required when backend = 's3'")
 

@@ -66,3 +66,9 @@ def test_bad_environment_value_names_the_key() -> None:
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml", env={})
+
+
+def test_chunk_size_must_not_cut_consume_queue_units() -> None:
+    with pytest.raises(ConfigError, match="multiple of 1 KiB") as info:
+        load_config(env={}, chunk_size=4 * 1024 * 1024 + 16)
+    assert info.value.key == "chunk_size"
