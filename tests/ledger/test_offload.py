@@ -1,0 +1,317 @@
+"""LedgerOffloader on the segment engine: round trips byte for byte, the
+objects it writes, what it refuses, fencing, cleanup."""
+
+from __future__ import annotations
+
+import random
+import struct
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.ledger.helpers import MiB, make_ledger, offload_objects, payloads, random_sizes
+from tieredstore.checksum import crc32c, format_crc
+from tieredstore.errors import SegmentFenced
+from tieredstore.fetcher import Fetcher
+from tieredstore.ledger import (
+    EntryOutOfRange,
+    EntryTooLarge,
+    LedgerEntry,
+    LocalLedgerStore,
+    LocalReadHandle,
+    OffloadedReadHandle,
+    OffloadExists,
+    OffloadFenced,
+    OffloadMetadataTooLarge,
+    OffloadNotFound,
+    OffloadOptions,
+    OffloadRefused,
+    SegmentLedgerOffloader,
+    parse_offload_key,
+)
+from tieredstore.ledger.block import encode_blocks
+from tieredstore.ledger.format import data_object_name, index_object_name
+from tieredstore.ledger.index import OffloadIndex
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer
+
+UUID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+
+
+@pytest.fixture
+def ledgers(tmp_path: Path) -> LocalLedgerStore:
+    return LocalLedgerStore(tmp_path / "ledgers", fsync=False)
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[MemoryObjectStore]:
+    store = MemoryObjectStore()
+    yield store
+    await store.close()
+
+
+def offloader(store: ObjectStore, fetcher: Fetcher | None = None, *,
+              block_size: int = 5 * MiB, chunk_size: int = 5 * MiB) -> SegmentLedgerOffloader:
+    return SegmentLedgerOffloader(
+        store, reader=fetcher,
+        options=OffloadOptions(block_size=block_size, chunk_size=chunk_size),
+    )
+
+
+async def check_reads_identically(source: LocalReadHandle, copy: OffloadedReadHandle,
+                                  entries: list[bytes], seed: int) -> None:
+    """Entry by entry, then random ranges, byte for byte; and the same answers
+    to every question a ReadHandle answers."""
+    assert copy.ledger_id == source.ledger_id
+    assert copy.metadata == source.metadata
+    assert (copy.last_add_confirmed, copy.length, copy.closed) == (
+        source.last_add_confirmed, source.length, True)
+    for i, payload in enumerate(entries):
+        got = await copy.read(i, i)
+        assert got == [LedgerEntry(i, payload)], f"entry {i} differs"
+    rng = random.Random(seed)
+    last = len(entries) - 1
+    for _ in range(12):
+        a = rng.randint(0, last)
+        b = rng.randint(a, min(last, a + rng.choice([0, 3, 40, 400])))
+        assert await copy.read(a, b) == await source.read(a, b), f"range {a}..{b} differs"
+    assert await copy.read(0, last) == [LedgerEntry(i, p) for i, p in enumerate(entries)]
+    with pytest.raises(EntryOutOfRange):
+        await copy.read(last, last + 1)
+
+
+async def check_objects_are_pip17(store: ObjectStore, off: SegmentLedgerOffloader,
+                                  source: LocalReadHandle, entries: list[bytes],
+                                  block_size: int) -> None:
+    """The data object's bytes are exactly the PIP-17 blocks (then our trailer);
+    the index is PIP-17's index of those blocks."""
+    location = off.locate(source.ledger_id, UUID)
+    index = OffloadIndex.decode(await store.get(location.index_key))
+    assert index.ledger_metadata == source.metadata.to_bytes()
+    data = await store.get(location.data_key)
+    blocks = encode_blocks(enumerate(entries), block_size=block_size)
+    offset = 0
+    for i, block in enumerate(blocks):
+        expected = block.to_bytes()
+        assert data[offset : offset + len(expected)] == expected, f"block {i} differs"
+        assert index.entries[i].offset == offset and index.entries[i].part_id == i + 1
+        assert index.entries[i].first_entry_id == block.first_entry_id
+        offset += len(expected)
+    assert index.data_object_len == offset
+    footer = decode_footer(data[-FOOTER_SIZE:], segment="test")
+    assert footer.data_size == offset and len(data) == offset + footer.trailer_size
+
+
+@pytest.mark.parametrize(
+    ("block_size", "total", "seed"),
+    [(5 * MiB, 12 * MiB, 1), (5 * MiB, 30 * MiB, 2), (64 * MiB, 72 * MiB, 3)],
+    ids=["5MiB-blocks-12MiB", "5MiB-blocks-30MiB", "64MiB-blocks-72MiB"],
+)
+async def test_round_trip(ledgers: LocalLedgerStore, memory: MemoryObjectStore,
+                          block_size: int, total: int, seed: int) -> None:
+    entries = payloads(random_sizes(total, seed), seed)
+    assert 0 in map(len, entries) and max(map(len, entries)) > 2 * MiB
+    source = await make_ledger(ledgers, entries)
+    async with Fetcher(memory) as fetcher:
+        off = offloader(memory, fetcher, block_size=block_size, chunk_size=8 * MiB)
+        await off.offload(source, UUID, {"ManagedLedgerName": "tenant/ns/persistent/t"})
+        await check_objects_are_pip17(memory, off, source, entries, block_size)
+        copy = await off.read_offloaded(source.ledger_id, UUID)
+        await check_reads_identically(source, copy, entries, seed)
+        await copy.close()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("store", ["moto"], indirect=True)
+async def test_round_trip_on_s3(ledgers: LocalLedgerStore, store: ObjectStore) -> None:
+    entries = payloads(random_sizes(11 * MiB, 4, big=2 * MiB), 4)
+    source = await make_ledger(ledgers, entries)
+    async with Fetcher(store) as fetcher:
+        off = offloader(store, fetcher)
+        await off.offload(source, UUID, {"ManagedLedgerName": "t"})
+        assert store.metrics.requests["upload_part_copy"] == 2  # two 5 MiB chunks copied
+        await check_objects_are_pip17(store, off, source, entries, 5 * MiB)
+        copy = await off.read_offloaded(source.ledger_id, UUID)
+        await check_reads_identically(source, copy, entries, 4)
+        await copy.close()
+        info = await store.head(off.locate(source.ledger_id, UUID).data_key)
+        assert info.metadata["managedledgername"] == "t"
+        await off.delete_offloaded(source.ledger_id, UUID)
+        assert await store.list_all("") == []
+        assert await store.list_multipart_uploads("") == []
+
+
+async def test_index_golden(ledgers: LocalLedgerStore, memory: MemoryObjectStore) -> None:
+    """One block: the index is the 32-byte header, the ledger metadata, one entry."""
+    source = await make_ledger(ledgers, [b"hello", b"", b"world!"])
+    off = offloader(memory)
+    await off.offload(source, UUID, {})
+    location = off.locate(source.ledger_id, UUID)
+    meta = source.metadata.to_bytes()
+    data_len = 128 + 12 * 3 + 11
+    expected = (
+        struct.pack(">IiqqiI", 0xDE47DE47, 32 + len(meta) + 20, data_len, 128, 1, len(meta))
+        + meta
+        + struct.pack(">qiq", 0, 1, 0)
+    )
+    assert await memory.get(location.index_key) == expected
+    data = await memory.get(location.data_key)
+    assert data[:data_len] == (
+        struct.pack(">IqqQ", 0xFBDBABCB, 128, data_len, 0) + bytes(100)
+        + struct.pack(">iq", 5, 0) + b"hello" + struct.pack(">iq", 0, 1)
+        + struct.pack(">iq", 6, 2) + b"world!"
+    )
+
+
+async def test_pip17_names_are_recoverable(ledgers: LocalLedgerStore,
+                                           memory: MemoryObjectStore) -> None:
+    source = await make_ledger(ledgers, [b"x"] * 3)
+    off = offloader(memory)
+    await off.offload(source, UUID, {})
+    keys = [o.key for o in await memory.list_all("")]
+    assert len(keys) == 2
+    index_key = next(k for k in keys if k.endswith("-index"))
+    data_key = next(k for k in keys if not k.endswith("-index"))
+    assert index_key.rsplit("/", 1)[1] == index_object_name(source.ledger_id, UUID)
+    assert f"/{data_object_name(source.ledger_id, UUID)}/" in data_key
+    for key in keys:
+        name = parse_offload_key(key)
+        assert name is not None and (name.uuid, name.ledger_id) == (UUID, source.ledger_id)
+        assert name.is_index == key.endswith("-index")
+
+
+async def test_open_and_empty_ledgers_are_refused(ledgers: LocalLedgerStore,
+                                                  memory: MemoryObjectStore) -> None:
+    off = offloader(memory)
+    writer = await ledgers.create_ledger()
+    await writer.append(b"entry")
+    with pytest.raises(OffloadRefused, match="OPEN: only closed ledgers"):
+        await off.offload(writer, UUID, {})
+    empty = await ledgers.create_ledger()
+    await empty.close()
+    handle = await ledgers.open_ledger(empty.ledger_id)
+    with pytest.raises(OffloadRefused, match="empty"):
+        await off.offload(handle, UUID, {})
+    assert await memory.list_all("") == []
+
+
+async def test_entry_larger_than_a_block_is_an_error(ledgers: LocalLedgerStore,
+                                                     memory: MemoryObjectStore) -> None:
+    source = await make_ledger(ledgers, [b"a" * 100, bytes(5 * MiB), b"b"])
+    off = offloader(memory)
+    with pytest.raises(EntryTooLarge, match="entry 1"):
+        await off.offload(source, UUID, {})
+    with pytest.raises(OffloadNotFound):
+        await off.read_offloaded(source.ledger_id, UUID)
+    await off.delete_offloaded(source.ledger_id, UUID)
+    assert await memory.list_all("") == []
+
+
+async def test_extra_metadata_is_on_both_objects(ledgers: LocalLedgerStore,
+                                                 memory: MemoryObjectStore) -> None:
+    source = await make_ledger(ledgers, [b"x"])
+    off = offloader(memory)
+    await off.offload(source, UUID, {"ManagedLedgerName": "tenant/ns/t", "PulsarVersion": "3"})
+    location = off.locate(source.ledger_id, UUID)
+    for key in (location.data_key, location.index_key):
+        meta = (await memory.head(key)).metadata
+        assert meta["managedledgername"] == "tenant/ns/t"
+        assert meta["pulsarversion"] == "3"
+        assert meta["s3managedledgeroffloaderformatversion"] == "1"
+        assert meta["ledger-id"] == str(source.ledger_id)
+        assert sum(len(k) + len(v) for k, v in meta.items()) <= 2048
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"big": "x" * 2000}, "more than S3's limit of 2048"),
+        ({"k": "caf\u00e9"}, "not printable ASCII"),
+        ({"Key": "a", "key": "b"}, "collide"),
+        ({"bad key": "a"}, "not an HTTP header token"),
+    ],
+)
+async def test_bad_extra_metadata_is_refused_before_any_write(
+    ledgers: LocalLedgerStore, memory: MemoryObjectStore, extra: Mapping[str, str],
+    message: str,
+) -> None:
+    source = await make_ledger(ledgers, [b"x"])
+    with pytest.raises(OffloadMetadataTooLarge, match=message):
+        await offloader(memory).offload(source, UUID, extra)
+    assert await memory.list_all("") == []
+
+
+async def test_an_attempt_uuid_names_its_objects_once(ledgers: LocalLedgerStore,
+                                                      memory: MemoryObjectStore) -> None:
+    source = await make_ledger(ledgers, [b"x"] * 10)
+    off = offloader(memory)
+    await off.offload(source, UUID, {})
+    with pytest.raises(OffloadExists):
+        await off.offload(source, UUID, {})
+    other = uuid.uuid4()
+    await off.offload(source, other, {})  # a new attempt, beside it
+    await off.delete_offloaded(source.ledger_id, UUID)
+    assert list(await offload_objects(memory)) == [data_object_name(source.ledger_id, other)]
+    await off.delete_offloaded(source.ledger_id, UUID)  # idempotent
+    copy = await off.read_offloaded(source.ledger_id, other)
+    assert len(await copy.read(0, 9)) == 10
+
+
+class RacingStore(MemoryObjectStore):
+    """Another writer of the same attempt writes its own bytes just before ours."""
+
+    def __init__(self, key_suffix: str) -> None:
+        super().__init__()
+        self.key_suffix = key_suffix
+        self.raced = False
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        if key.endswith(self.key_suffix) and not self.raced:
+            self.raced = True
+            other = b"another writer's bytes"
+            theirs = dict(metadata or {})
+            if "crc32c" in theirs:
+                theirs["crc32c"] = format_crc(crc32c(other))
+            await super().put(key, other, if_none_match=True, metadata=theirs)
+        return await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+
+@pytest.mark.parametrize(("suffix", "error"), [
+    ("chunk-00000000000000000000", SegmentFenced),
+    ("-index", OffloadFenced),
+])
+async def test_a_second_writer_of_the_attempt_is_fenced(
+    ledgers: LocalLedgerStore, suffix: str, error: type[Exception]
+) -> None:
+    store = RacingStore(suffix)
+    source = await make_ledger(ledgers, [b"x" * 1000] * 10)
+    with pytest.raises(error):
+        await offloader(store).offload(source, UUID, {})
+    assert store.raced
+
+
+async def test_retried_index_write_that_landed_is_success(ledgers: LocalLedgerStore,
+                                                          memory: MemoryObjectStore) -> None:
+    source = await make_ledger(ledgers, [b"x"] * 3)
+    off = offloader(memory)
+    await off.offload(source, UUID, {})
+    location = off.locate(source.ledger_id, UUID)
+    data = await memory.get(location.index_key)
+    await off._put_index(location, data, {})  # the same bytes again: no error
+    with pytest.raises(OffloadFenced):
+        await off._put_index(location, data + b"x", {})
+
+
+async def test_incomplete_attempt_is_not_readable(ledgers: LocalLedgerStore,
+                                                  memory: MemoryObjectStore) -> None:
+    source = await make_ledger(ledgers, [b"x"] * 3)
+    off = offloader(memory)
+    with pytest.raises(OffloadNotFound, match="no complete offload"):
+        await off.read_offloaded(source.ledger_id, UUID)
+    await off.offload(source, UUID, {})
+    await memory.delete(off.locate(source.ledger_id, UUID).index_key)
+    with pytest.raises(OffloadNotFound):
+        await off.read_offloaded(source.ledger_id, UUID)
