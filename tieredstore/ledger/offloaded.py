@@ -164,7 +164,6 @@ class OffloadedReadHandle(ReadHandle):
             if recent or at_end:
                 break
         self._recent = recent
-        self.windows_decoded += 1
 
     async def _window(
         self, block: IndexEntry, block_len: int, next_id: int, pos: int, block_end: int
@@ -178,6 +177,7 @@ class OffloadedReadHandle(ReadHandle):
         if unit_end - pos >= ENTRY_HEADER_SIZE:
             stop = min(stop, unit_end)
         data = await self.segment.read0(pos, stop - pos)
+        self.windows_decoded += 1
         scan = self._decode(data, block, block_len, pos, next_id)
         if not scan.entries and not scan.at_end and len(data) >= 4:
             # The entry runs past the window: read exactly it (its units load
