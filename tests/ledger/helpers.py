@@ -77,6 +77,7 @@ class _Fault:
     op: str
     nth: int
     match: str | None
+    after: bool = False  # let the call land, then fail (a lost answer)
     seen: int = 0
     fired: bool = False
 
@@ -93,8 +94,11 @@ class FaultyStore(ObjectStore):
         self.faults: list[_Fault] = []
         self.calls: list[tuple[str, str]] = []
 
-    def fail(self, op: str, nth: int = 1, *, match: str | None = None) -> None:
-        self.faults.append(_Fault(op, nth, match))
+    def fail(self, op: str, nth: int = 1, *, match: str | None = None,
+             after: bool = False) -> None:
+        """Fail the ``nth`` call of ``op`` (on keys containing ``match``); with
+        ``after``, once the call has landed, as if its answer were lost."""
+        self.faults.append(_Fault(op, nth, match, after))
 
     def disarm(self) -> None:
         self.faults.clear()
@@ -103,20 +107,27 @@ class FaultyStore(ObjectStore):
     def fired(self) -> list[str]:
         return [f"{f.op}#{f.nth}" for f in self.faults if f.fired]
 
-    def _check(self, op: str, key: str) -> None:
+    def _check(self, op: str, key: str) -> _Fault | None:
+        """Raise now for a fault before the call; return one due after it."""
         self.calls.append((op, key))
         for fault in self.faults:
             if fault.op == op and not fault.fired and (fault.match is None or fault.match in key):
                 fault.seen += 1
                 if fault.seen == fault.nth:
                     fault.fired = True
+                    if fault.after:
+                        return fault
                     raise InjectedFault(f"injected failure of {op} #{fault.nth} on {key!r}",
                                         op=op, key=key)
+        return None
 
     async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
                   metadata: Mapping[str, str] | None = None) -> ObjectInfo:
-        self._check("put", key)
-        return await self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata)
+        late = self._check("put", key)
+        info = await self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata)
+        if late is not None:
+            raise InjectedFault(f"put of {key!r} landed, its answer is lost", op="put", key=key)
+        return info
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         self._check("get", key)
