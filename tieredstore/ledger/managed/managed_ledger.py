@@ -149,6 +149,8 @@ class ManagedLedger:
         if self._closed:
             raise ManagedLedgerClosed("closed", name=self.name)
         if self._failed is not None:
+            if isinstance(self._failed, LedgerFenced | ManagedLedgerFenced):
+                raise ManagedLedgerFenced(f"fenced earlier: {self._failed}", name=self.name)
             raise ManagedLedgerError(f"failed earlier, reopen it: {self._failed}",
                                      name=self.name)
         self.meta.check_writable()

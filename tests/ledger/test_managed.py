@@ -1,0 +1,369 @@
+"""Managed ledgers: offload_prefix, one offload at a time, triggers, the
+deletion lag, read priority, pages and the first pointer, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid as uuid_mod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ledger.helpers import Clock, FaultyStore, InjectedFault, MiB, offload_objects
+from tieredstore.errors import ConfigError
+from tieredstore.ledger import (
+    LocalLedgerStore,
+    LocalReadHandle,
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerFenced,
+    NoOffloader,
+    NullLedgerOffloader,
+    OffloadedReadHandle,
+    OffloadInProgress,
+    OffloadOptions,
+    Position,
+    PositionOutOfRange,
+    ReadHandle,
+    ReadPriority,
+    SegmentLedgerOffloader,
+)
+from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+
+HOUR = 3600.0
+
+
+class TrackingOffloader(SegmentLedgerOffloader):
+    """Counts concurrent offloads, checks the uuid is recorded before each
+    attempt, and can hold attempts at a gate."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store, options=OffloadOptions(block_size=5 * MiB, chunk_size=5 * MiB))
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.started = asyncio.Event()
+        self.active = self.max_active = 0
+        self.ml: ManagedLedger | None = None
+        self.order: list[int] = []
+
+    async def offload(self, handle: ReadHandle, uuid: uuid_mod.UUID,
+                      extra_metadata: Mapping[str, str]) -> None:
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        self.order.append(handle.ledger_id)
+        try:
+            assert self.ml is not None
+            info = await self.ml.meta.ledger(handle.ledger_id)
+            assert info is not None and offload_uuid(info) == uuid, "uuid not recorded first"
+            assert not info.offloadContext.complete
+            assert extra_metadata["ManagedLedgerName"] == self.ml.name
+            self.started.set()
+            await self.gate.wait()
+            await super().offload(handle, uuid, extra_metadata)
+        finally:
+            self.active -= 1
+
+
+@dataclass
+class Env:
+    store: ObjectStore
+    ledgers: LocalLedgerStore
+    offloader: TrackingOffloader
+    clock: Clock
+
+    async def open(self, name: str = "tenant/ns/persistent/t", **config: Any) -> ManagedLedger:
+        config.setdefault("auto_offload", False)
+        ml = await ManagedLedger.open(
+            name, metadata_store=self.store, ledgers=self.ledgers, offloader=self.offloader,
+            config=ManagedLedgerConfig(**config), clock=self.clock,
+        )
+        self.offloader.ml = ml
+        return ml
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    store = MemoryObjectStore()
+    return Env(store, LocalLedgerStore(tmp_path / "ledgers", fsync=False),
+               TrackingOffloader(store), Clock())
+
+
+async def fill(ml: ManagedLedger, ledgers: int, entries: int = 3, size: int = 100,
+               clock: Clock | None = None) -> list[Position]:
+    """``ledgers`` sealed ledgers of ``entries`` entries of ``size`` bytes."""
+    out = []
+    for n in range(ledgers):
+        for i in range(entries):
+            out.append(await ml.add_entry(bytes([n % 256, i % 256]) * (size // 2)))
+        if clock is not None:
+            clock.advance(60)
+        await ml.rollover()
+    return out
+
+
+def offloaded(ml: ManagedLedger) -> list[int]:
+    return [i.ledgerId for i in ml.meta.head.ledgers if i.offloadContext.complete]
+
+
+# --- configuration ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "key"), [
+    ({"offload_threshold_bytes": 100, "retention_bytes": 100}, "offload_threshold_bytes"),
+    ({"offload_threshold_bytes": 200, "retention_bytes": 100}, "offload_threshold_bytes"),
+    ({"offload_threshold_seconds": HOUR, "retention_seconds": HOUR},
+     "offload_threshold_seconds"),
+    ({"offload_threshold_bytes": -1}, "offload_threshold_bytes"),
+    ({"deletion_lag_seconds": -5}, "deletion_lag_seconds"),
+    ({"read_priority": "disk-first"}, "read_priority"),
+    ({"max_entries_per_ledger": 0}, "max_entries_per_ledger"),
+])
+def test_config_is_refused_naming_the_key(kwargs: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        ManagedLedgerConfig(**kwargs)
+    assert err.value.key == key and key in str(err.value)
+
+
+def test_config_defaults_and_parsing() -> None:
+    config = ManagedLedgerConfig(read_priority="bookkeeper-first",  # type: ignore[arg-type]
+                                 offload_threshold_bytes=10, retention_bytes=11)
+    assert config.read_priority is ReadPriority.BOOKKEEPER_FIRST
+    assert ManagedLedgerConfig().deletion_lag_seconds == 4 * HOUR
+    assert ManagedLedgerConfig().read_priority is ReadPriority.TIERED_STORAGE_FIRST
+
+
+# --- writing and rollover ----------------------------------------------------------------
+
+
+async def test_rollover_writes_only_the_head(env: Env) -> None:
+    ml = await env.open(page_size=2)
+    await fill(ml, 3)
+    store = env.store
+    assert isinstance(store, MemoryObjectStore)
+    store.metrics.reset()
+    await ml.add_entry(b"x")
+    await ml.rollover()
+    requests = dict(store.metrics.requests)
+    assert requests.pop("put") == 1  # one head, no page
+    assert requests.pop("list") == 1  # the listing that confirms it
+    assert set(requests) <= {"delete"}  # the head two versions back
+    keys = [o.key for o in await store.list_all("")]
+    assert all("/head-" in k for k in keys) and len(keys) == 2
+
+
+async def test_entries_read_back_and_empty_ledgers_are_dropped(env: Env) -> None:
+    ml = await env.open(max_entries_per_ledger=4)
+    positions = [await ml.add_entry(b"e%d" % i) for i in range(10)]
+    assert [p.ledger_id for p in positions] == [0] * 4 + [1] * 4 + [2] * 2
+    await ml.rollover()
+    await ml.rollover()  # ledger 3 had no entries: dropped, and deleted
+    assert [i.ledgerId for i in await ml.ledger_infos()] == [0, 1, 2, 4]
+    assert not await env.ledgers.exists(3)
+    for i, p in enumerate(positions):
+        assert (await ml.read_entry(p)).payload == b"e%d" % i
+    with pytest.raises(PositionOutOfRange):
+        await ml.read_entries(3, 0, 0)
+
+
+async def test_reopen_recovers_the_open_ledger_and_fences_its_writer(env: Env) -> None:
+    first = await env.open()
+    await first.add_entries([b"a", b"b", b"c"])
+    second = await env.open()  # a new owner: fences ledger 0, starts ledger 1
+    info = await second.meta.ledger(0)
+    assert info is not None and info.entries == 3 and second.current_ledger_id == 1
+    with pytest.raises(ManagedLedgerFenced):
+        await first.add_entry(b"d")
+    assert [e.payload for e in await second.read_entries(0, 0, 2)] == [b"a", b"b", b"c"]
+    with pytest.raises(ManagedLedgerFenced):
+        await first.rollover()
+
+
+# --- offloading -----------------------------------------------------------------------------
+
+
+async def test_offload_prefix_one_ledger_at_a_time(env: Env) -> None:
+    ml = await env.open()
+    await fill(ml, 4)
+    assert await ml.offload_prefix(Position(2, 0)) == Position(2, 0)
+    assert offloaded(ml) == [0, 1]
+    assert env.offloader.order == [0, 1] and env.offloader.max_active == 1
+    # Past the current ledger: every sealed ledger, never the open one.
+    assert await ml.offload_prefix(Position(99, 0)) == Position(4, 0)
+    assert offloaded(ml) == [0, 1, 2, 3]
+    info = await ml.meta.ledger(3)
+    assert info is not None
+    ctx = info.offloadContext
+    assert ctx.complete and not ctx.bookkeeperDeleted and ctx.timestamp == int(env.clock() * 1000)
+    assert ctx.driverMetadata.name == "tieredstore"
+    assert {p.key for p in ctx.driverMetadata.properties} >= {"prefix", "store"}
+    assert len(await offload_objects(env.store)) == 4
+
+
+async def test_a_concurrent_offload_is_refused(env: Env) -> None:
+    ml = await env.open()
+    await fill(ml, 2)
+    env.offloader.gate.clear()
+    running = asyncio.create_task(ml.offload_prefix(Position(2, 0)))
+    await env.offloader.started.wait()
+    with pytest.raises(OffloadInProgress, match="an offload is running"):
+        await ml.offload_prefix(Position(2, 0))
+    assert await ml.maybe_offload() is None  # the trigger backs off too
+    env.offloader.gate.set()
+    assert await running == Position(2, 0)
+    assert env.offloader.max_active == 1
+    await ml.offload_prefix(Position(2, 0))  # and afterwards it runs
+
+
+async def test_size_trigger(env: Env) -> None:
+    ml = await env.open(offload_threshold_bytes=2500, retention_bytes=10**9)
+    await fill(ml, 5, entries=10, size=100)  # 1000 bytes each
+    await ml.add_entries([bytes(100)] * 4)  # 400 in the open ledger
+    # Newest first: 400 + 1000 (4) + 1000 (3) = 2400; + 1000 (2) passes 2500.
+    assert await ml.maybe_offload() == Position(3, 0)
+    assert offloaded(ml) == [0, 1, 2]
+    assert await ml.maybe_offload() is None
+
+
+async def test_age_trigger(env: Env) -> None:
+    ml = await env.open(offload_threshold_seconds=HOUR, retention_seconds=10 * HOUR)
+    await fill(ml, 3, clock=env.clock)  # closed at t+60, t+120, t+180
+    assert await ml.maybe_offload() is None
+    env.clock.advance(HOUR - 120)  # ledger 0 closed an hour ago, 1 and 2 not yet
+    assert await ml.maybe_offload() == Position(1, 0)
+    env.clock.advance(60)
+    assert await ml.maybe_offload() == Position(2, 0)
+    assert offloaded(ml) == [0, 1]
+
+
+async def test_triggers_run_after_rollover(env: Env) -> None:
+    ml = await env.open(auto_offload=True, offload_threshold_bytes=0)
+    await fill(ml, 2)
+    await ml.wait_idle()
+    assert offloaded(ml) == [0, 1]
+
+
+async def test_no_offloader(env: Env) -> None:
+    ml = await ManagedLedger.open("t", metadata_store=env.store, ledgers=env.ledgers)
+    await fill(ml, 1)
+    with pytest.raises(NoOffloader):
+        await ml.offload_prefix(Position(1, 0))
+    with pytest.raises(NoOffloader):
+        await NullLedgerOffloader().read_offloaded(0, uuid_mod.uuid4())
+
+
+# --- deletion lag and read priority ---------------------------------------------------------
+
+
+async def test_local_copy_is_deleted_only_after_the_lag(env: Env) -> None:
+    ml = await env.open()
+    await fill(ml, 2)
+    assert await ml.delete_offloaded_local_copies() == []  # not offloaded: never
+    await ml.offload_prefix(Position(2, 0))
+    env.clock.advance(4 * HOUR - 1)
+    assert await ml.delete_offloaded_local_copies() == []
+    assert await env.ledgers.exists(0) and await env.ledgers.exists(1)
+    env.clock.advance(1)
+    assert await ml.delete_offloaded_local_copies() == [0, 1]
+    assert not await env.ledgers.exists(0) and not await env.ledgers.exists(1)
+    for ledger_id in (0, 1):
+        info = await ml.meta.ledger(ledger_id)
+        assert info is not None and info.offloadContext.bookkeeperDeleted
+        assert (await ml.read_entries(ledger_id, 0, 2))[2].entry_id == 2
+
+
+async def test_local_copy_stays_while_the_offload_is_not_recorded_complete(
+    tmp_path: Path,
+) -> None:
+    store = FaultyStore(MemoryObjectStore())
+    env = Env(store, LocalLedgerStore(tmp_path, fsync=False), TrackingOffloader(store), Clock())
+    ml = await env.open()
+    await fill(ml, 1)
+    store.fail("put", 2, match="/head-")  # the head that would record it complete
+    with pytest.raises(InjectedFault):
+        await ml.offload_prefix(Position(1, 0))
+    env.clock.advance(100 * HOUR)
+    assert await ml.delete_offloaded_local_copies() == []
+    assert await env.ledgers.exists(0)
+    assert await offload_objects(store) == {}  # the attempt was cleaned up
+
+
+@pytest.mark.parametrize("priority", list(ReadPriority))
+async def test_read_priority(env: Env, priority: ReadPriority) -> None:
+    ml = await env.open(read_priority=priority)
+    await fill(ml, 1)
+    assert isinstance(await ml.read_handle(0), LocalReadHandle)  # only copy
+    await ml.offload_prefix(Position(1, 0))
+    both = await ml.read_handle(0)
+    expected = OffloadedReadHandle if priority is ReadPriority.TIERED_STORAGE_FIRST \
+        else LocalReadHandle
+    assert isinstance(both, expected)
+    env.clock.advance(4 * HOUR)
+    await ml.delete_offloaded_local_copies()
+    assert isinstance(await ml.read_handle(0), OffloadedReadHandle)  # only copy
+    assert [e.entry_id for e in await ml.read_entries(0, 0, 2)] == [0, 1, 2]
+
+
+async def test_bookkeeper_first_falls_back_when_the_local_copy_is_gone(env: Env) -> None:
+    ml = await env.open(read_priority=ReadPriority.BOOKKEEPER_FIRST)
+    await fill(ml, 1)
+    await ml.offload_prefix(Position(1, 0))
+    await env.ledgers.delete_ledger(0)  # e.g. deleted, and the flag not yet recorded
+    assert isinstance(await ml.read_handle(0), OffloadedReadHandle)
+
+
+# --- pages and the first pointer ----------------------------------------------------------------
+
+
+async def test_immutable_ledgers_move_to_pages_and_trim_moves_first(env: Env) -> None:
+    ml = await env.open(page_size=2)
+    positions = await fill(ml, 7)
+    await ml.offload_prefix(Position(7, 0))
+    assert ml.meta.page_writes == 0  # offloaded but still local: mutable
+    env.clock.advance(4 * HOUR)
+    await ml.delete_offloaded_local_copies()
+    head = ml.meta.head
+    assert ml.meta.page_writes == 3 and head.pagedThrough == 6
+    assert [i.ledgerId for i in head.ledgers] == [6, 7]  # one pageable left, the open one
+    assert (head.pagedLedgers, head.pagedEntries) == (6, 18)
+    pages = await ml.meta.page_view()
+    assert [(p.first_ledger, p.last_ledger, p.count) for p in pages] == [(0, 1, 2), (2, 3, 2),
+                                                                         (4, 5, 2)]
+    # A fresh instance reads a paged ledger's record from its page.
+    await ml.close()
+    ml = await env.open(page_size=2)
+    env.store.metrics.reset()
+    assert (await ml.read_entry(positions[3 * 3 + 1])).entry_id == 1  # ledger 3
+    assert env.store.metrics.requests["list"] >= 1  # the page keys, listed once
+    # Trimming moves the first pointer; pages wholly behind it go.
+    assert await ml.trim(3) == 3
+    assert [(p.first_ledger, p.last_ledger) for p in await ml.meta.page_view()] == [(2, 3),
+                                                                                   (4, 5)]
+    page_keys = [o.key for o in await env.store.list_all(ml.meta.path.pages_prefix)]
+    assert len(page_keys) == 2
+    assert ml.meta.head.pagedLedgers == 3 and ml.meta.head.pagedEntries == 9
+    with pytest.raises(PositionOutOfRange):
+        await ml.read_entries(2, 0, 0)
+    assert (await ml.read_entries(3, 0, 0))[0].entry_id == 0
+    assert sorted(int(n.rsplit("-", 1)[1]) for n in await offload_objects(env.store)) == [
+        3, 4, 5, 6]
+    # Never past the open ledger (8: the reopen dropped the empty ledger 7).
+    assert await ml.trim(99) == ml.current_ledger_id == 8
+    assert await ml.meta.page_view() == []
+    assert await env.store.list_all(ml.meta.path.pages_prefix) == []
+    assert await offload_objects(env.store) == {}
+    assert await env.ledgers.ledger_ids() == [8]
+
+
+async def test_retention_trims_the_oldest(env: Env) -> None:
+    ml = await env.open(retention_bytes=2500, retention_seconds=10 * HOUR)
+    await fill(ml, 5, entries=10, size=100, clock=env.clock)  # 1000 bytes each
+    # 5000 bytes: dropping 0 and 1 leaves 3000 >= 2500; dropping 2 would leave 2000.
+    assert await ml.apply_retention() == 2
+    assert [i.ledgerId for i in await ml.ledger_infos()] == [2, 3, 4, 5]
+    env.clock.advance(10 * HOUR - 110)  # ledger 2, closed at +180, is now past retention
+    assert await ml.apply_retention() == 3
+    assert await ml.apply_retention() is None
