@@ -1,0 +1,178 @@
+"""The jobs: export to Parquet, verify (finds damage), compact (merges what was left)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.conftest import PER_QUEUE, QUEUES, UNITS_PER_SEGMENT, BuiltStore, build_store
+from tests.spark.test_read import assert_same, rows_of
+from tieredstore.checksum import crc32c, format_crc
+from tieredstore.objectstore import LocalObjectStore
+from tieredstore.segment import FileType
+from tieredstore.segment.reader import CRC_METADATA_KEY
+from tieredstore.spark import jobs
+from tieredstore.spark.compact import survey
+from tieredstore.spark.plan import segment_path
+from tieredstore.spark.selection import Selection
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+CHUNK = 4096
+
+
+def test_export_writes_parquet_that_reads_back(spark: Any, merged_store: BuiltStore,
+                                               tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    filters = jobs.Filters(topics=("orders",), offset_from=60)
+    written = jobs.export(spark, merged_store.options, str(out), filters,
+                          partition_by=["topic"])
+    want = [r for r in merged_store.rows(topic="orders") if r[2] >= 60]
+    assert written == len(want)
+    back = spark.read.parquet(str(out))
+    assert sorted(back.columns) == sorted(["topic", "queue_id", "offset", "store_timestamp",
+                                           "keys", "tags", "properties", "body"])
+    assert_same(rows_of(back), want)
+
+
+# --- verify ---------------------------------------------------------------------------
+
+async def overwrite_chunk(built: BuiltStore, topic: str, queue_id: int, position: int,
+                          flip_at: int, *, fix_crc: bool) -> None:
+    """Flip one byte of the commit-log chunk at ``position`` (of segment 0). The object's
+    metadata is kept (its CRC32C then no longer matches) or, with ``fix_crc``, made to
+    match the new bytes, so that only the record's own CRC can tell."""
+    store = LocalObjectStore(built.path, fsync=False)
+    try:
+        key = segment_path(built.config, topic, queue_id, FileType.COMMIT_LOG, 0) \
+            .chunk_key(position)
+        got = await store.get_object(key)
+        data = bytearray(got.data)
+        data[flip_at] ^= 0xFF
+        metadata = dict(got.info.metadata)
+        if fix_crc:
+            metadata[CRC_METADATA_KEY] = format_crc(crc32c(bytes(data)))
+        await store.put(key, bytes(data), metadata=metadata)
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def damaged_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[BuiltStore, int, int]:
+    """Three queues of topic ``v``, sealed segments left as chunks. v/0: a chunk's
+    bytes no longer match its CRC; v/1: one record's bytes do not (chunk CRC fixed);
+    v/2: intact. Returns the store and the damaged offsets of v/0 (first) and v/1."""
+    built = build_store(tmp_path_factory.mktemp("damaged"),
+                        queues=(("v", 0), ("v", 1), ("v", 2)), merge_on_seal=False)
+    asyncio.run(overwrite_chunk(built, "v", 0, CHUNK, 100, fix_crc=False))
+    asyncio.run(overwrite_chunk(built, "v", 1, CHUNK, 100, fix_crc=True))
+    return built, built.record_at("v", 0, CHUNK), built.record_at("v", 1, CHUNK + 100)
+
+
+def test_verify_names_every_damaged_record(spark: Any,
+                                           damaged_store: tuple[BuiltStore, int, int]) -> None:
+    built, first_bad_chunk, bad_record = damaged_store
+    last_bad_chunk = built.record_at("v", 0, 2 * CHUNK - 1)
+    df = jobs.verify(spark, built.options)
+    rows = {(r.topic, r.queue_id): r for r in df.collect()}
+    assert sorted(rows) == [("v", 0), ("v", 1), ("v", 2)]
+
+    intact = rows[("v", 2)]
+    assert intact.ok and intact.problems == [], intact.problems
+    assert (intact.messages, intact.first_offset, intact.next_offset) == (PER_QUEUE, 0,
+                                                                          PER_QUEUE)
+    assert intact.segments == PER_QUEUE // UNITS_PER_SEGMENT + 1
+
+    chunk = rows[("v", 0)]
+    assert not chunk.ok
+    damaged = last_bad_chunk - first_bad_chunk + 1
+    assert chunk.messages == PER_QUEUE - damaged
+    assert len(chunk.problems) == 1, chunk.problems
+    assert chunk.problems[0].startswith(f"v/0 offsets {first_bad_chunk}..{last_bad_chunk}: "), \
+        chunk.problems
+    assert "CRC32C" in chunk.problems[0]
+
+    record = rows[("v", 1)]
+    assert not record.ok
+    assert record.messages == PER_QUEUE - 1
+    assert len(record.problems) == 1, record.problems
+    assert re.match(rf"v/1 offset {bad_record}: record at commit-log byte \d+: "
+                    r"record fails its CRC32C", record.problems[0]), record.problems
+    assert record.next_offset == PER_QUEUE  # the scan went on past the damage
+
+
+def test_reading_a_damaged_record_fails_naming_it(spark: Any,
+                                                  damaged_store: tuple[BuiltStore, int, int]
+                                                  ) -> None:
+    built, _, bad_record = damaged_store
+    df = (spark.read.format("tieredstore").options(**built.options)
+          .option("topic", "v").option("queue_id", "1").load())
+    with pytest.raises(Exception, match=rf"v/1 offset {bad_record}: .*fails its CRC32C"):
+        df.count()
+
+
+def test_verify_command_line_exit_status(spark: Any, damaged_store: tuple[BuiltStore, int, int],
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    built, _, _ = damaged_store
+    args = ["verify", "--path", str(built.path), "--topic", "v"]
+    assert jobs.main([*args, "--queue-id", "2"], spark=spark) == 0
+    assert "1 queue(s) verified, 0 with problems" in capsys.readouterr().out
+    assert jobs.main([*args, "--queue-id", "0,1"], spark=spark) == 1
+    out = capsys.readouterr().out
+    assert "2 queue(s) verified, 2 with problems" in out
+    assert "v/1 offset" in out
+
+
+# --- compact ---------------------------------------------------------------------------
+
+def objects_under(built: BuiltStore) -> dict[str, bytes]:
+    async def run() -> dict[str, bytes]:
+        store = LocalObjectStore(built.path, fsync=False)
+        try:
+            infos = await store.list_all("")
+            return {i.key: await store.get(i.key) for i in infos if "/meta" not in i.key}
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def test_compact_merges_sealed_segments_and_leaves_active_ones(spark: Any,
+                                                                tmp_path: Path) -> None:
+    built = build_store(tmp_path / "store", queues=QUEUES[:2], merge_on_seal=False)
+    before = objects_under(built)
+
+    async def targets() -> list[Any]:
+        store = LocalObjectStore(built.path, fsync=False)
+        try:
+            return (await survey(store, built.config, Selection())).targets
+        finally:
+            await store.close()
+
+    found = asyncio.run(targets())
+    sealed_dirs = {k.rsplit("/", 1)[0] for k in before if k.endswith("/sealed")}
+    assert len(found) == len(sealed_dirs) > 2 * (PER_QUEUE // UNITS_PER_SEGMENT)
+
+    df, skipped = jobs.compact(spark, built.options)
+    results = df.collect()
+    assert skipped == []
+    assert len(results) == len(found)
+    assert all(r.merged and r.error is None for r in results), [r for r in results
+                                                               if not r.merged]
+    after = objects_under(built)
+    for directory in sealed_dirs:
+        left = sorted(k for k in after if k.startswith(directory + "/"))
+        assert left == [directory + "/segment"], left
+    active = {k: v for k, v in before.items() if k.rsplit("/", 1)[0] not in sealed_dirs}
+    assert active, "no active segment to keep"
+    for key, data in active.items():
+        assert after.get(key) == data, f"active segment object {key} changed"
+
+    again, _ = jobs.compact(spark, built.options)
+    assert again.count() == 0
+    read = spark.read.format("tieredstore").options(**built.options).load()
+    assert_same(rows_of(read), built.rows())

@@ -1,0 +1,176 @@
+"""spark.read.format("tieredstore"): every message back, and filters that prune segments."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.servers import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.spark.conftest import (
+    PER_QUEUE,
+    QUEUES,
+    T0,
+    UNITS_PER_SEGMENT,
+    BuiltStore,
+    build_store,
+)
+from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectInfo
+from tieredstore.spark.plan import plan_read, slices_of
+from tieredstore.spark.scan import SliceScanner, fetcher_for
+from tieredstore.spark.selection import Selection, Span
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SEALED_PER_QUEUE = PER_QUEUE // UNITS_PER_SEGMENT  # 3, and one active tail
+COLUMNS = ("topic", "queue_id", "offset", "unix_millis(store_timestamp) AS ts", "keys", "tags",
+           "properties", "body")
+
+
+def rows_of(df: Any) -> list[tuple[Any, ...]]:
+    got = [tuple(r) for r in df.selectExpr(*COLUMNS).collect()]
+    return sorted((t, q, o, ts, list(k), tg, dict(p), bytes(b))
+                  for t, q, o, ts, k, tg, p, b in got)
+
+
+def assert_same(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> None:
+    assert len(got) == len(want), f"{len(got)} rows read, {len(want)} expected"
+    for g, w in zip(got, want, strict=True):
+        assert g == w, f"read {g[:4]}..., wrote {w[:4]}...: {g} != {w}"
+
+
+def test_reads_back_every_message_as_written(spark: Any, merged_store: BuiltStore) -> None:
+    df = spark.read.format("tieredstore").options(**merged_store.options).load()
+    assert df.rdd.getNumPartitions() == len(QUEUES) * (SEALED_PER_QUEUE + 1)
+    assert_same(rows_of(df), merged_store.rows())
+
+
+def test_reads_a_store_on_s3(spark: Any, moto: S3Server, tmp_path: Path) -> None:
+    """Options name an S3 store; every task builds its own client in its own loop."""
+    bucket = f"spark-{uuid.uuid4().hex[:12]}"
+    built = build_store(tmp_path, queues=QUEUES[:2], per_queue=100, backend="s3",
+                        s3_bucket=bucket, s3_endpoint_url=moto.endpoint_url,
+                        s3_region="us-east-1", s3_addressing_style="path",
+                        s3_access_key_id=ACCESS_KEY, s3_secret_access_key=SECRET_KEY,
+                        cluster="c1", key_prefix="ts")
+    options = {"backend": "s3", "bucket": bucket, "endpoint": moto.endpoint_url,
+               "region": "us-east-1", "addressing_style": "path",
+               "access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY,
+               "cluster": "c1", "key_prefix": "ts"}
+    df = spark.read.format("tieredstore").options(**options).load()
+    assert df.rdd.getNumPartitions() == 2 * (100 // UNITS_PER_SEGMENT + 1)
+    assert_same(rows_of(df), built.rows())
+
+
+def test_filters_choose_segments_before_reading(spark: Any, merged_store: BuiltStore) -> None:
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("tieredstore").options(**merged_store.options).load()
+    ts = F.col("store_timestamp")
+
+    def at(ms: int) -> Any:
+        return F.timestamp_millis(F.lit(ms))
+
+    per_queue = SEALED_PER_QUEUE + 1
+    cases: list[tuple[Any, int, Callable[[tuple[Any, ...]], bool]]] = [
+        # (filter, input partitions planned, which written rows it keeps)
+        (F.col("topic") == "orders", 3 * per_queue, lambda r: r[0] == "orders"),
+        ((F.col("topic") == "orders") & (F.col("queue_id") == 1), per_queue,
+         lambda r: r[:2] == ("orders", 1)),
+        ((F.col("topic") == "orders") & (F.col("queue_id") == 1) & (F.col("offset") >= 70)
+         & (F.col("offset") < 130), 2, lambda r: r[:2] == ("orders", 1) and 70 <= r[2] < 130),
+        (F.col("offset") >= 200, 4, lambda r: r[2] >= 200),  # the active tails only
+        (F.col("offset").isin(3, 9), 4, lambda r: r[2] in (3, 9)),
+        (ts < at(T0 + 50_000), 4, lambda r: r[3] < T0 + 50_000),
+        ((ts >= at(T0 + 130_000)) & (ts <= at(T0 + 140_000)), 4,
+         lambda r: T0 + 130_000 <= r[3] <= T0 + 140_000),
+        (ts > at(T0 + 215_000), 4, lambda r: r[3] > T0 + 215_000),
+        (F.col("topic").startswith("aud"), per_queue, lambda r: r[0] == "audit"),
+        (F.col("topic") == "nothing", 0, lambda r: False),
+        (F.col("topic").isin("no/such", ".."), 0, lambda r: False),  # no queue has them
+    ]
+    for condition, partitions, keeps in cases:
+        filtered = df.where(condition)
+        planned = filtered.rdd.getNumPartitions()
+        # Spark plans one empty placeholder partition when the source gives none.
+        assert planned == max(partitions, 1), f"{condition}: {planned} partitions planned"
+        assert_same(rows_of(filtered), [r for r in merged_store.rows() if keeps(r)])
+
+
+def test_options_select_exactly(spark: Any, merged_store: BuiltStore) -> None:
+    df = (spark.read.format("tieredstore").options(**merged_store.options)
+          .option("topic", "audit").option("offset_from", "64").option("offset_to", "150")
+          .option("pushdown", "false").load())
+    assert df.rdd.getNumPartitions() == 2
+    assert_same(rows_of(df), merged_store.rows(topic="audit", lo=64, hi=150))
+
+
+def test_messages_per_partition_splits_sealed_segments(spark: Any,
+                                                       merged_store: BuiltStore) -> None:
+    df = (spark.read.format("tieredstore").options(**merged_store.options)
+          .option("topic", "orders").option("queue_id", "2")
+          .option("messages_per_partition", "16").load())
+    assert df.rdd.getNumPartitions() == SEALED_PER_QUEUE * (UNITS_PER_SEGMENT // 16) + 1
+    assert_same(rows_of(df), merged_store.rows(topic="orders", queue_id=2))
+
+
+class RecordingStore(LocalObjectStore):
+    """A local store that remembers every key it lists, reads or heads."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, fsync=False)
+        self.touched: list[tuple[str, str]] = []
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        self.touched.append(("get", key))
+        return await super().get_object(key, byte_range)
+
+    async def head(self, key: str) -> ObjectInfo:
+        self.touched.append(("head", key))
+        return await super().head(key)
+
+    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        self.touched.append(("list", prefix))
+        return super().list_pages(prefix)
+
+
+async def read_selected(built: BuiltStore, selection: Selection
+                        ) -> tuple[int, list[tuple[str, str]]]:
+    """Plan and read as the DataSource does, on a recording store: messages, requests."""
+    store = RecordingStore(built.path)
+    fetcher = fetcher_for(store, built.config)
+    count = 0
+    try:
+        plans = await plan_read(store, built.config, selection)
+        for part in slices_of(plans):
+            scanner = SliceScanner(store, fetcher, built.config, part, selection)
+            async for batch in scanner.batches():
+                count += len(batch.messages)
+    finally:
+        await fetcher.close()
+        await store.close()
+    return count, store.touched
+
+
+def test_a_queue_filter_reads_no_other_queue(merged_store: BuiltStore) -> None:
+    selection = Selection(topics=frozenset(["orders"]), queue_ids=frozenset([1]))
+    count, touched = asyncio.run(read_selected(merged_store, selection))
+    assert count == PER_QUEUE
+    gets = [key for op, key in touched if op == "get"]
+    assert gets, "nothing was read"
+    strangers = [(op, key) for op, key in touched if "/orders/1/" not in key]
+    assert not strangers, f"requests outside orders/1: {strangers}"
+
+
+def test_an_offset_filter_reads_only_the_segments_holding_it(merged_store: BuiltStore) -> None:
+    selection = Selection(topics=frozenset(["orders"]), queue_ids=frozenset([0]),
+                          offsets=Span(130, 140))
+    count, touched = asyncio.run(read_selected(merged_store, selection))
+    assert count == 11
+    segments = {key.split("/consumequeue/")[1].split("/")[0]
+                for op, key in touched if op == "get" and "/consumequeue/" in key}
+    assert segments == {f"seg-{2 * UNITS_PER_SEGMENT * 32:020d}"}, segments

@@ -1,0 +1,105 @@
+"""Selections from options and pushed filters: pure logic, compared with plain predicates."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tieredstore.errors import ConfigError
+from tieredstore.spark.selection import (
+    Selection,
+    Span,
+    apply_filters,
+    selection_from_options,
+    time_span,
+    timestamp_micros,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
+       "<=": lambda a, b: a <= b, "=": lambda a, b: a == b}
+
+
+@given(st.integers(-10**9, 10**9), st.integers(-10**6, 10**6), st.sampled_from(sorted(OPS)))
+def test_time_span_keeps_exactly_the_millis_the_comparison_keeps(us: int, ms: int,
+                                                                  op: str) -> None:
+    ms += us // 1000  # near the bound
+    assert (ms in time_span(op, us)) == OPS[op](ms * 1000, us), (ms, op, us)
+
+
+def test_timestamps_from_datetimes_strings_and_millis() -> None:
+    utc = dt.datetime(2023, 11, 14, 22, 13, 20, 1500, tzinfo=dt.UTC)
+    plus2 = utc.astimezone(dt.timezone(dt.timedelta(hours=2)))
+    assert timestamp_micros(utc) == 1_700_000_000_001_500
+    assert timestamp_micros(plus2) == 1_700_000_000_001_500
+    assert timestamp_micros(utc.replace(tzinfo=None)) == 1_700_000_000_001_500  # naive: UTC
+    assert timestamp_micros("2023-11-14T22:13:20.0015+00:00") == 1_700_000_000_001_500
+    assert timestamp_micros("1700000000001") == 1_700_000_000_001_000
+    with pytest.raises(ValueError, match="neither ISO 8601 nor milliseconds"):
+        timestamp_micros("yesterday")
+
+
+def test_options_select_from_inclusive_to_exclusive() -> None:
+    sel = selection_from_options({"topic": "a, b", "queue_id": "1,3", "offset_from": "10",
+                                  "offset_to": "20", "time_from": "1000", "time_to": "2000"})
+    assert sel.topics == {"a", "b"} and sel.queue_ids == {1, 3}
+    assert sel.offsets == Span(10, 19) and sel.times_ms == Span(1000, 1999)
+    assert sel.wants_queue("a", 3) and not sel.wants_queue("a", 2)
+    assert not sel.wants_queue("c", 1)
+    assert sel.wants(19, 1999) and not sel.wants(20, 1500) and not sel.wants(15, 2000)
+
+
+@pytest.mark.parametrize(("options", "key"), [({"queue_id": "x"}, "queue_id"),
+                                              ({"offset_from": "1,2"}, "offset_from"),
+                                              ({"time_to": "soon"}, "time_to")])
+def test_bad_options_name_their_key(options: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        selection_from_options(options)
+
+
+def test_pushed_filters_narrow_and_unknown_ones_are_left_alone() -> None:
+    from pyspark.sql.datasource import (
+        EqualTo,
+        GreaterThan,
+        In,
+        LessThanOrEqual,
+        Not,
+        StringContains,
+        StringStartsWith,
+    )
+
+    when = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
+    filters = [EqualTo(("topic",), "orders"), In(("queue_id",), [1, 2]),
+               GreaterThan(("offset",), 5), LessThanOrEqual(("store_timestamp",), when),
+               Not(EqualTo(("offset",), 7)), StringContains(("topic",), "x"),
+               EqualTo(("body",), b"x"), StringStartsWith(("topic",), "ord")]
+    sel, used = apply_filters(Selection(), filters)
+    assert used == [filters[i] for i in (0, 1, 2, 3, 7)]
+    assert sel.topics == {"orders"} and sel.queue_ids == {1, 2} and sel.topic_prefix == "ord"
+    assert sel.offsets == Span(6, 2**63 - 1)
+    assert sel.times_ms == Span(hi=1_700_000_000_000)
+
+
+def test_contradicting_filters_select_nothing() -> None:
+    from pyspark.sql.datasource import EqualTo, GreaterThan, LessThan, StringStartsWith
+
+    for pair in ([EqualTo(("topic",), "a"), EqualTo(("topic",), "b")],
+                 [GreaterThan(("offset",), 9), LessThan(("offset",), 3)],
+                 [StringStartsWith(("topic",), "a"), StringStartsWith(("topic",), "b")]):
+        sel, _ = apply_filters(Selection(), pair)
+        assert sel.empty or not any(sel.wants_queue(t, 0) for t in ("a", "b", "ab")), pair
+
+
+def test_segments_are_kept_when_they_may_hold_a_wanted_message() -> None:
+    sel = Selection(offsets=Span(100, 199), times_ms=Span(5000, 6000))
+    for first, last, begin, end in itertools.product((0, 150, 250), (99, 160, 300),
+                                                     (4000, 5500, 7000), (4999, 5500, 8000)):
+        if first > last or begin > end:
+            continue
+        may = first <= 199 and last >= 100 and begin <= 6000 and end >= 5000
+        assert sel.wants_segment(first, last, begin, end) == may, (first, last, begin, end)

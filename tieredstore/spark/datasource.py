@@ -1,0 +1,176 @@
+"""``spark.read.format("tieredstore")``: a PySpark 4 Python DataSource over a store.
+
+One input partition per sealed consume-queue segment (optionally split, see
+``messages_per_partition``), plus one per queue for its active tail. Topic,
+queue, offset and store-time filters choose segments from metadata alone,
+before any data is read: as options (exact), and as Spark filters pushed down
+through ``pushFilters`` (PySpark >= 4.1, with
+``spark.sql.python.filterPushdown.enabled``; :func:`register` sets it). Every
+pushed filter is also handed back to Spark, which applies it again to the
+rows: pruning may only ever read too much, never return a wrong row.
+
+Rows come out as Arrow record batches. The store's config is resolved on the
+driver and travels as plain values; each task opens its own store, fetcher
+and event loop, and reads strictly read-only (it never claims a queue or
+writes an object).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tieredstore.objectstore import open_object_store
+from tieredstore.spark.options import (
+    FORMAT_NAME,
+    ConfigValues,
+    config_from_options,
+    config_of,
+    config_values,
+    int_option,
+    lower_options,
+)
+from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
+from tieredstore.spark.scan import run_async_iter, scan_slice
+from tieredstore.spark.selection import Selection, apply_filters, selection_from_options
+from tieredstore.store.record import Message
+
+SCHEMA = StructType([
+    StructField("topic", StringType(), False),
+    StructField("queue_id", IntegerType(), False),
+    StructField("offset", LongType(), False),
+    StructField("store_timestamp", TimestampType(), False),
+    StructField("keys", ArrayType(StringType(), False), False),
+    StructField("tags", StringType(), True),
+    StructField("properties", MapType(StringType(), StringType(), False), False),
+    StructField("body", BinaryType(), False),
+])
+
+ARROW_SCHEMA = pa.schema([
+    pa.field("topic", pa.string(), False),
+    pa.field("queue_id", pa.int32(), False),
+    pa.field("offset", pa.int64(), False),
+    pa.field("store_timestamp", pa.timestamp("us", tz="UTC"), False),
+    pa.field("keys", pa.list_(pa.field("element", pa.string(), False)), False),
+    pa.field("tags", pa.string(), True),
+    pa.field("properties", pa.map_(pa.string(), pa.field("value", pa.string(), False)), False),
+    pa.field("body", pa.binary(), False),
+])
+
+BATCH_ROWS = 8192
+BATCH_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SlicePartition(InputPartition):
+    """One input partition: a slice of a queue (plain ints and strings)."""
+
+    slice: SegmentSlice
+
+
+def to_record_batch(messages: Sequence[Message]) -> Any:
+    """Messages as one Arrow record batch of :data:`ARROW_SCHEMA`."""
+    columns = [
+        [m.topic for m in messages],
+        [m.queue_id for m in messages],
+        [m.offset for m in messages],
+        [m.store_timestamp * 1000 for m in messages],
+        [list(m.keys) for m in messages],
+        [m.tags for m in messages],
+        [list(m.properties.items()) for m in messages],
+        [m.body for m in messages],
+    ]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, ARROW_SCHEMA, strict=True)],
+        schema=ARROW_SCHEMA)
+
+
+class TieredStoreReader(DataSourceReader):
+    """Plans slices on the driver; reads one slice per task."""
+
+    def __init__(self, config: ConfigValues, selection: Selection, *,
+                 messages_per_partition: int = 0, batch_rows: int = BATCH_ROWS) -> None:
+        self.config = config
+        self.selection = selection
+        self.messages_per_partition = messages_per_partition
+        self.batch_rows = batch_rows
+
+    def partitions(self) -> list[InputPartition]:
+        config = config_of(self.config)
+
+        async def plan() -> list[SegmentSlice]:
+            store = open_object_store(config)
+            try:
+                return slices_of(await plan_read(
+                    store, config, self.selection,
+                    messages_per_slice=self.messages_per_partition))
+            finally:
+                await store.close()
+
+        return [SlicePartition(s) for s in asyncio.run(plan())]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, SlicePartition):
+            return iter(())  # Spark's placeholder when there is nothing to read
+        return self._batches(partition.slice)
+
+    def _batches(self, part: SegmentSlice) -> Iterator[Any]:
+        config, selection = config_of(self.config), self.selection
+        pending: list[Message] = []
+        size = 0
+        for batch in run_async_iter(lambda: scan_slice(config, part, selection)):
+            for message in batch.messages:
+                pending.append(message)
+                size += len(message.body)
+                if len(pending) >= self.batch_rows or size >= BATCH_BYTES:
+                    yield to_record_batch(pending)
+                    pending, size = [], 0
+        if pending:
+            yield to_record_batch(pending)
+
+
+class PushdownReader(TieredStoreReader):
+    """Also takes the topic, queue, offset and time filters Spark pushes down."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        self.selection, _ = apply_filters(self.selection, filters)
+        return filters  # partly pushed: Spark checks every row again
+
+
+class TieredStoreDataSource(DataSource):
+    """Short name ``tieredstore``. Options: see :mod:`tieredstore.spark`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options: Mapping[str, str] = lower_options(dict(self.options))
+        config = config_values(config_from_options(options))
+        selection = selection_from_options(options)
+        kwargs: dict[str, Any] = {
+            "messages_per_partition": int_option(options, "messages_per_partition", 0),
+            "batch_rows": int_option(options, "batch_rows", BATCH_ROWS, lo=1),
+        }
+        if options.get("pushdown", "true").lower() in ("false", "0", "no", "off"):
+            return TieredStoreReader(config, selection, **kwargs)
+        return PushdownReader(config, selection, **kwargs)

@@ -1,0 +1,282 @@
+"""Spark jobs over a store: export, verify, compact.
+
+    python -m tieredstore.spark.jobs [--master M] export  --path DIR --output OUT [filters]
+    python -m tieredstore.spark.jobs [--master M] verify  --path DIR [--topic T] [--queue-id Q]
+    python -m tieredstore.spark.jobs [--master M] compact --path DIR [--dry-run]
+    spark-submit [--master M] .../tieredstore/spark/jobs.py verify ...
+
+Run by ``python``, the master is ``local[*]`` unless ``--master`` says
+otherwise, and a local master binds to loopback only. Run by spark-submit,
+its master applies. The store is named as for the reader: ``--path`` (local
+backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
+``--cluster``, ``--broker``, ``--key-prefix``, ``--config TOML`` and
+``--option KEY=VALUE`` for any other config key.
+
+- ``export`` writes the selected messages as Parquet (the reader's columns).
+- ``verify`` reads every message of the selected queues, checks every CRC and
+  that offsets run on without gaps, and prints one row per queue; the exit
+  status is 1 if any queue has a problem.
+- ``compact`` merges sealed segments left unmerged, one task per segment, and
+  never touches a queue's active segment; exit status 1 if a merge failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import functools
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tieredstore.objectstore import open_object_store
+from tieredstore.spark.compact import CompactResult, compact_segment, survey
+from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values
+from tieredstore.spark.plan import QueuePlan, plan_read, slices_of
+from tieredstore.spark.selection import Selection, timestamp_micros
+from tieredstore.spark.session import get_session
+from tieredstore.spark.verify import QueueReport, fold, verify_slice
+
+VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
+                 "next_offset long, ok boolean, problems array<string>")
+COMPACT_SCHEMA = ("topic string, queue_id int, file_type string, base_offset long, "
+                  "state string, chunks int, merged boolean, parts int, bytes_copied long, "
+                  "bytes_reuploaded long, error string")
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which messages a job works on. Offsets and times: from inclusive, to exclusive;
+    times as ISO 8601 (naive means UTC) or milliseconds since the epoch."""
+
+    topics: tuple[str, ...] = ()
+    queue_ids: tuple[int, ...] = ()
+    offset_from: int | None = None
+    offset_to: int | None = None
+    time_from: str | None = None
+    time_to: str | None = None
+
+    def selection(self) -> Selection:
+        """Topics and queues (what verify and compact select by)."""
+        sel = Selection()
+        if self.topics:
+            sel = sel.narrowed(topics=frozenset(self.topics))
+        if self.queue_ids:
+            sel = sel.narrowed(queue_ids=frozenset(self.queue_ids))
+        return sel
+
+    def apply(self, df: Any) -> Any:
+        """``df`` filtered with Spark expressions, which the reader's pushdown prunes by."""
+        from pyspark.sql import functions as F
+
+        if self.topics:
+            df = df.where(F.col("topic").isin(list(self.topics)))
+        if self.queue_ids:
+            df = df.where(F.col("queue_id").isin(list(self.queue_ids)))
+        if self.offset_from is not None:
+            df = df.where(F.col("offset") >= self.offset_from)
+        if self.offset_to is not None:
+            df = df.where(F.col("offset") < self.offset_to)
+        if self.time_from is not None:
+            df = df.where(F.col("store_timestamp")
+                          >= F.timestamp_micros(F.lit(timestamp_micros(self.time_from))))
+        if self.time_to is not None:
+            df = df.where(F.col("store_timestamp")
+                          < F.timestamp_micros(F.lit(timestamp_micros(self.time_to))))
+        return df
+
+
+def read_messages(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
+    """The store's messages as a DataFrame, filtered."""
+    df = spark.read.format(FORMAT_NAME).options(**options).load()
+    return (filters or Filters()).apply(df)
+
+
+def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,
+           *, mode: str = "errorifexists", partition_by: Sequence[str] = ()) -> int:
+    """Write the selected messages to Parquet at ``output``; returns the rows written."""
+    writer = read_messages(spark, options, filters).write.mode(mode)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.parquet(output)
+    return int(spark.read.parquet(output).count())
+
+
+def _plan(options: dict[str, str], selection: Selection) -> list[QueuePlan]:
+    config = config_from_options(options)
+
+    async def run() -> list[QueuePlan]:
+        store = open_object_store(config)
+        try:
+            return await plan_read(store, config, selection)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
+    """``func`` over ``items``, one Spark task each."""
+    if not items:
+        return []
+    rdd = spark.sparkContext.parallelize(list(items), numSlices=len(items))
+    return list(rdd.map(func).collect())
+
+
+def verify_reports(spark: Any, options: dict[str, str], filters: Filters | None = None
+                   ) -> list[QueueReport]:
+    """Verify the selected queues: one task per slice; one report per queue."""
+    plans = _plan(options, (filters or Filters()).selection())
+    config = config_values(config_from_options(options))
+    reports = _run_tasks(spark, functools.partial(verify_slice, config), slices_of(plans))
+    return fold(plans, reports)
+
+
+def verify(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
+    """:func:`verify_reports` as a DataFrame (``VERIFY_SCHEMA``)."""
+    rows = [dataclasses.astuple(r) for r in verify_reports(spark, options, filters)]
+    return spark.createDataFrame([(*r[:-1], list(r[-1])) for r in rows], VERIFY_SCHEMA)
+
+
+def compact(spark: Any, options: dict[str, str], filters: Filters | None = None, *,
+            dry_run: bool = False) -> tuple[Any, list[str]]:
+    """Merge sealed segments left unmerged: a DataFrame of what each task did
+    (``COMPACT_SCHEMA``) and the segments left alone on purpose, with why."""
+    config = config_from_options(options)
+
+    async def find() -> tuple[list[Any], list[str]]:
+        store = open_object_store(config)
+        try:
+            found = await survey(store, config, (filters or Filters()).selection())
+            return list(found.targets), found.skipped
+        finally:
+            await store.close()
+
+    targets, skipped = asyncio.run(find())
+    if dry_run:
+        results = [CompactResult(t.topic, t.queue_id, t.file_type, t.base_offset, t.state,
+                                 t.chunks, False, 0, 0, 0, "dry run") for t in targets]
+    else:
+        results = _run_tasks(spark, functools.partial(compact_segment, config_values(config)),
+                             targets)
+    rows = [dataclasses.astuple(r) for r in results]
+    return spark.createDataFrame(rows, COMPACT_SCHEMA), skipped
+
+
+# --- command line ------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tieredstore.spark.jobs",
+                                     description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--master", help="Spark master (default: spark-submit's, or local[*])")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("export", "write selected messages to Parquet"),
+                       ("verify", "check every CRC and offset; one row per queue"),
+                       ("compact", "merge sealed segments left unmerged")):
+        sub = commands.add_parser(name, help=text)
+        store = sub.add_argument_group("store")
+        store.add_argument("--config", help="a tieredstore TOML file")
+        store.add_argument("--path", help="the local backend's directory")
+        for flag in ("backend", "bucket", "endpoint", "region", "cluster", "broker"):
+            store.add_argument(f"--{flag}")
+        store.add_argument("--key-prefix", dest="key_prefix")
+        store.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                           help="any other config key (repeatable)")
+        which = sub.add_argument_group("selection")
+        which.add_argument("--topic", action="append", default=[],
+                           help="topic (repeatable, or comma-separated)")
+        which.add_argument("--queue-id", action="append", default=[], dest="queue_id",
+                           help="queue id (repeatable, or comma-separated)")
+        if name == "export":
+            which.add_argument("--offset-from", type=int, help="first offset (inclusive)")
+            which.add_argument("--offset-to", type=int, help="last offset (exclusive)")
+            which.add_argument("--time-from", help="ISO 8601 or ms since the epoch (inclusive)")
+            which.add_argument("--time-to", help="ISO 8601 or ms since the epoch (exclusive)")
+            sub.add_argument("--output", required=True, help="Parquet output directory")
+            sub.add_argument("--mode", default="errorifexists",
+                             choices=["errorifexists", "overwrite", "append", "ignore"])
+            sub.add_argument("--partition-by", action="append", default=[],
+                             choices=["topic", "queue_id"])
+        if name == "compact":
+            sub.add_argument("--dry-run", action="store_true",
+                             help="list what would be merged, merge nothing")
+    return parser
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+
+
+def store_options(args: argparse.Namespace) -> dict[str, str]:
+    """The reader options the store arguments name."""
+    options = {k: getattr(args, k) for k in ("config", "path", "backend", "bucket", "endpoint",
+                                             "region", "cluster", "broker", "key_prefix")
+               if getattr(args, k) is not None}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--option {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    return options
+
+
+def filters_of(args: argparse.Namespace) -> Filters:
+    try:
+        queue_ids = tuple(int(q) for q in _split(args.queue_id))
+    except ValueError:
+        raise SystemExit(f"--queue-id: integers expected, got {args.queue_id}") from None
+    return Filters(tuple(_split(args.topic)), queue_ids,
+                   getattr(args, "offset_from", None), getattr(args, "offset_to", None),
+                   getattr(args, "time_from", None), getattr(args, "time_to", None))
+
+
+def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
+    """Run a job; the exit status. Given a ``spark`` session, use it and leave it running."""
+    args = _parser().parse_args(argv)
+    options, filters = store_options(args), filters_of(args)
+    own = spark is None
+    if own:
+        spark = get_session(args.master, app_name=f"tieredstore-{args.command}")
+    try:
+        if args.command == "export":
+            rows = export(spark, options, args.output, filters, mode=args.mode,
+                          partition_by=args.partition_by)
+            print(f"exported {rows} messages to {args.output}")
+            return 0
+        if args.command == "verify":
+            reports = verify_reports(spark, options, filters)
+            _print_verify(reports)
+            return 0 if all(r.ok for r in reports) else 1
+        df, skipped = compact(spark, options, filters, dry_run=args.dry_run)
+        results = df.collect()
+        for row in results:
+            status = "merged" if row.merged else f"NOT merged: {row.error}"
+            print(f"{row.topic}/{row.queue_id} {row.file_type} @{row.base_offset} "
+                  f"({row.state}, {row.chunks} chunks): {status}")
+        for line in skipped:
+            print(f"skipped {line}")
+        print(f"{sum(1 for r in results if r.merged)} of {len(results)} segments merged")
+        return 0 if args.dry_run or all(r.merged for r in results) else 1
+    finally:
+        if own:
+            spark.stop()
+
+
+def _print_verify(reports: Sequence[QueueReport]) -> None:
+    print(f"{'queue':<30} {'segments':>8} {'messages':>10} {'offsets':>20}  verdict")
+    for r in reports:
+        offsets = f"{r.first_offset}..{r.next_offset}"
+        verdict = "ok" if r.ok else f"{len(r.problems)} problem(s)"
+        print(f"{r.topic + '/' + str(r.queue_id):<30} {r.segments:>8} {r.messages:>10} "
+              f"{offsets:>20}  {verdict}")
+    for r in reports:
+        for problem in r.problems:
+            print(f"  {problem}")
+    bad = sum(1 for r in reports if not r.ok)
+    print(f"{len(reports)} queue(s) verified, {bad} with problems")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Plan a read from metadata alone: which segments, in which slices.
+
+The store keeps, per queue, a commit log (CL: the records) and a consume
+queue (CQ: one 32-byte unit per offset, pointing into the CL). A read is
+planned per CQ segment: each sealed CQ segment's metadata record gives its
+offsets and store times, so the :class:`~.selection.Selection` can drop it
+before a byte of it is read; the queue's active (unsealed) CQ segment is one
+more slice, its end unknown until it is read. The CL segments a slice needs
+come from the CL records' message offsets, and the active CL segment goes
+with the slices that may reach it.
+
+Planning only reads metadata, read-only: the heads of the queues selected
+(and, when no queue is named, a listing of the heads), and the pages of
+records the selection reaches. It never claims a queue or writes anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import InvalidName
+from tieredstore.metadata import (
+    COMMIT_LOG,
+    CONSUME_QUEUE,
+    MetadataNotFound,
+    QueueMetadata,
+    QueuePath,
+    SegmentRecord,
+)
+from tieredstore.metadata.keys import heads_root, parse_queue_head_key
+from tieredstore.objectstore.base import ObjectStore
+from tieredstore.segment import FileType, SegmentPath, validate_name
+from tieredstore.spark.selection import Selection
+from tieredstore.store.record import UNIT_SIZE
+
+OPEN_CONCURRENCY = 16
+ACTIVE = -1  # the size of a segment still being written: known once it is opened
+NO_END = 2**63 - 1
+
+
+def metadata_root(config: TieredStoreConfig) -> str:
+    """Where the store keeps queue metadata (as ``StoreContext.metadata_root``)."""
+    return "/".join(p for p in (config.key_prefix, "meta-root", config.cluster, config.broker)
+                    if p)
+
+
+def segment_path(config: TieredStoreConfig, topic: str, queue_id: int, file_type: FileType,
+                 base: int) -> SegmentPath:
+    """The segment's key path (as ``StoreContext.segment_path``)."""
+    return SegmentPath(config.cluster, config.broker, topic, queue_id, file_type, base,
+                       prefix=config.key_prefix)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSlice:
+    """Offsets ``[first_offset, last_offset]`` of one CQ segment of one queue.
+
+    ``cq_size`` is the sealed segment's size, or ``ACTIVE`` for the queue's
+    active tail (then ``last_offset`` may be ``NO_END``). ``cl_segments`` are
+    the ``(base, size)`` of the CL segments its units may point into, in
+    order; the last may be ``(base, ACTIVE)``. Plain ints and strings: it is
+    pickled to executors.
+    """
+
+    topic: str
+    queue_id: int
+    cq_base: int
+    cq_size: int
+    first_offset: int
+    last_offset: int
+    cl_segments: tuple[tuple[int, int], ...]
+
+    @property
+    def sealed(self) -> bool:
+        return self.cq_size != ACTIVE
+
+    @property
+    def base_offset(self) -> int:
+        """The queue offset of the CQ segment's first unit."""
+        return self.cq_base // UNIT_SIZE
+
+    def __str__(self) -> str:
+        kind = "sealed" if self.sealed else "active"
+        last = "end" if self.last_offset == NO_END else str(self.last_offset)
+        return (f"{self.topic}/{self.queue_id} {kind} consume-queue segment @{self.cq_base}, "
+                f"offsets {self.first_offset}..{last}")
+
+
+@dataclass(slots=True)
+class QueuePlan:
+    """A queue's slices, and what its metadata says about its offsets."""
+
+    topic: str
+    queue_id: int
+    slices: list[SegmentSlice] = field(default_factory=list)
+    first_offset: int = 0  # the first live offset
+    tail_offset: int = 0  # the first offset of the active CQ segment
+    problems: list[str] = field(default_factory=list)
+
+
+async def find_queues(store: ObjectStore, root: str, selection: Selection
+                      ) -> list[tuple[str, int]]:
+    """The queues the selection wants. Named topics and queues need no listing of
+    the others: only the heads of the named topics are listed. A name that no
+    queue can have (see :func:`validate_name`) selects nothing."""
+    topics = None if selection.topics is None else sorted(
+        t for t in selection.topics if _valid_topic(t))
+    if topics is not None and selection.queue_ids is not None:
+        return sorted((t, q) for t in topics for q in selection.queue_ids
+                      if q >= 0 and selection.wants_queue(t, q))
+    prefixes = ([heads_root(root) + f"{t}/" for t in topics]
+                if topics is not None else [heads_root(root)])
+    found: set[tuple[str, int]] = set()
+    for prefix in prefixes:
+        async for page in store.list_pages(prefix):
+            for info in page:
+                queue = parse_queue_head_key(root, info.key)
+                if queue is not None and selection.wants_queue(*queue):
+                    found.add(queue)
+    return sorted(found)
+
+
+def _valid_topic(topic: str) -> bool:
+    try:
+        validate_name("topic", topic)
+    except InvalidName:
+        return False
+    return True
+
+
+async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
+                    *, messages_per_slice: int = 0) -> list[QueuePlan]:
+    """Plan every selected queue (a queue without metadata is skipped)."""
+    if selection.empty:
+        return []
+    root = metadata_root(config)
+    queues = await find_queues(store, root, selection)
+    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+    async def one(topic: str, queue_id: int) -> QueuePlan | None:
+        async with limit:
+            try:
+                meta = await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
+            except MetadataNotFound:
+                return None
+            return await plan_queue(meta, topic, queue_id, selection,
+                                    messages_per_slice=messages_per_slice)
+
+    plans = await asyncio.gather(*(one(t, q) for t, q in queues))
+    return [p for p in plans if p is not None]
+
+
+def slices_of(plans: Iterable[QueuePlan]) -> list[SegmentSlice]:
+    return [s for p in plans for s in p.slices]
+
+
+async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: Selection,
+                     *, messages_per_slice: int = 0) -> QueuePlan:
+    plan = QueuePlan(topic, queue_id)
+    cq_active = meta.next_base_offset(CONSUME_QUEUE)
+    plan.tail_offset = cq_active // UNIT_SIZE
+    plan.first_offset = min(meta.first(CONSUME_QUEUE).base_offset, cq_active) // UNIT_SIZE
+    last_sealed = meta.last_record(CONSUME_QUEUE)
+
+    offsets, times = selection.offsets, selection.times_ms
+    start = max(0, offsets.lo) * UNIT_SIZE
+    if times.lo > 0:
+        found = await meta.find_by_time(CONSUME_QUEUE, times.lo)
+        start = max(start, found.base_offset if found is not None else cq_active)
+    ranges: list[tuple[int, int, int, int]] = []  # cq base, cq size, first, last
+    chain = _Chain(plan)
+    if start < cq_active:
+        async for record in meta.records(CONSUME_QUEUE, from_base_offset=start):
+            if record.first_message_offset > offsets.hi or record.begin_timestamp_ms > times.hi:
+                break
+            chain.check(record)
+            if selection.wants_segment(record.first_message_offset,
+                                       record.last_message_offset,
+                                       record.begin_timestamp_ms, record.end_timestamp_ms):
+                ranges.append((record.base_offset, record.size,
+                               max(record.first_message_offset, offsets.lo),
+                               min(record.last_message_offset, offsets.hi)))
+        else:
+            chain.end()
+    tail_wanted = plan.tail_offset <= offsets.hi and (
+        last_sealed is None or last_sealed.end_timestamp_ms <= times.hi)
+    if tail_wanted:
+        ranges.append((cq_active, ACTIVE, max(plan.tail_offset, offsets.lo), offsets.hi))
+    if not ranges:
+        return plan
+
+    cl = await _commit_log_segments(meta, ranges[0][2], ranges[-1][3])
+    for base, size, first, last in ranges:
+        needed = tuple((b, s) for b, s, f, la in cl if f <= last and la >= first)
+        step = messages_per_slice if size != ACTIVE and messages_per_slice > 0 else 0
+        lo = first
+        while lo <= last:
+            hi = last if not step else min(last, lo + step - 1)
+            plan.slices.append(SegmentSlice(topic, queue_id, base, size, lo, hi, needed))
+            if hi == NO_END:
+                break
+            lo = hi + 1
+    return plan
+
+
+async def _commit_log_segments(meta: QueueMetadata, first: int, last: int
+                               ) -> list[tuple[int, int, int, int]]:
+    """``(base, size, first offset, last offset)`` of the CL segments holding offsets
+    ``[first, last]``, then the active CL segment as ``(base, ACTIVE, ...)``."""
+    out: list[tuple[int, int, int, int]] = []
+    active_first = meta.next_message_offset(COMMIT_LOG)
+    if first < active_first:
+        found = await meta.find_by_message_offset(COMMIT_LOG, first)
+        start = found.base_offset if found is not None else 0
+        async for record in meta.records(COMMIT_LOG, from_base_offset=start):
+            if record.first_message_offset > last:
+                break
+            if record.last_message_offset >= first:
+                out.append((record.base_offset, record.size, record.first_message_offset,
+                            record.last_message_offset))
+    if last >= active_first:
+        out.append((meta.next_base_offset(COMMIT_LOG), ACTIVE, active_first, NO_END))
+    return out
+
+
+class _Chain:
+    """Checks sealed CQ records one after another: each starts where the last
+    ended and holds one unit per offset. Problems name the queue and offset."""
+
+    def __init__(self, plan: QueuePlan) -> None:
+        self.plan = plan
+        self.expected: int | None = None
+
+    def _problem(self, offset: int, text: str) -> None:
+        self.plan.problems.append(f"{self.plan.topic}/{self.plan.queue_id} offset {offset}: "
+                                  + text)
+
+    def check(self, r: SegmentRecord) -> None:
+        first, last = r.first_message_offset, r.last_message_offset
+        count = last - first + 1
+        if r.base_offset != first * UNIT_SIZE:
+            self._problem(first, f"consume-queue segment @{r.base_offset} does not start at "
+                          "this offset's unit")
+        if r.size != count * UNIT_SIZE or r.message_count != count:
+            self._problem(first, f"consume-queue segment @{r.base_offset} holds {r.size} "
+                          f"bytes and {r.message_count} messages for offsets {first}..{last}")
+        if self.expected is not None and first != self.expected:
+            kind = "gap" if first > self.expected else "overlap"
+            self._problem(self.expected, f"{kind} in the consume queue's metadata: the next "
+                          f"segment starts at offset {first}")
+        self.expected = last + 1
+
+    def end(self) -> None:
+        """Every record was checked: the last must end where the active segment starts."""
+        if self.expected is not None and self.expected != self.plan.tail_offset:
+            self._problem(self.expected, "the last sealed consume-queue segment ends here, "
+                          f"the active one starts at offset {self.plan.tail_offset}")

@@ -1,0 +1,76 @@
+"""Spark sessions for our jobs: local mode on loopback by default, or spark-submit's.
+
+Spark binds to the machine's external address unless told otherwise. In
+local mode we set ``SPARK_LOCAL_IP=127.0.0.1`` (unless already set) before
+the JVM starts, and ``spark.driver.host`` / ``spark.driver.bindAddress`` to
+loopback, with the UI off: nothing listens beyond this machine. Under
+spark-submit the JVM is already running with its own settings; we keep its
+master and only add the loopback binds when that master is local.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_MASTER = "local[*]"
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+LOCAL_CONF = {
+    "spark.driver.host": LOOPBACK,
+    "spark.driver.bindAddress": LOOPBACK,
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def under_spark_submit() -> bool:
+    """Whether this Python process was started by spark-submit (its JVM is up)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def use_loopback() -> None:
+    """Environment for a local-mode JVM and its Python workers (set only if unset)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def register(spark: Any) -> None:
+    """Register the ``tieredstore`` format with ``spark`` and enable Python filter
+    pushdown, which the format's reader needs (``PUSHDOWN_CONF``)."""
+    from tieredstore.spark.datasource import TieredStoreDataSource
+
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    spark.dataSource.register(TieredStoreDataSource)
+
+
+def get_session(master: str | None = None, *, app_name: str = "tieredstore",
+                conf: Mapping[str, str] | None = None) -> Any:
+    """A SparkSession with the format registered.
+
+    ``master`` None: spark-submit's master when run by it, else ``local[*]``.
+    A local master gets the loopback settings.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if under_spark_submit() and master is None:
+        from pyspark import SparkConf
+
+        local = SparkConf().get("spark.master", DEFAULT_MASTER).startswith("local")
+    else:
+        master = master or DEFAULT_MASTER
+        local = master.startswith("local")
+        builder = builder.master(master)
+        if local:
+            use_loopback()
+    settings = {**(LOCAL_CONF if local else {}), PUSHDOWN_CONF: "true", **(conf or {})}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
