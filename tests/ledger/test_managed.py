@@ -204,18 +204,19 @@ async def test_offload_prefix_one_ledger_at_a_time(env: Env) -> None:
 
 
 async def test_a_concurrent_offload_is_refused(env: Env) -> None:
-    ml = await env.open()
-    await fill(ml, 2)
+    ml = await env.open(offload_threshold_bytes=0)
+    await fill(ml, 3)
     env.offloader.gate.clear()
     running = asyncio.create_task(ml.offload_prefix(Position(2, 0)))
     await env.offloader.started.wait()
     with pytest.raises(OffloadInProgress, match="an offload is running"):
-        await ml.offload_prefix(Position(2, 0))
-    assert await ml.maybe_offload() is None  # the trigger backs off too
+        await ml.offload_prefix(Position(3, 0))
+    assert await ml.maybe_offload() is None  # the trigger backs off...
     env.offloader.gate.set()
     assert await running == Position(2, 0)
+    await ml.wait_idle()  # ...and runs again once the running offload is done
+    assert offloaded(ml) == [0, 1, 2]
     assert env.offloader.max_active == 1
-    await ml.offload_prefix(Position(2, 0))  # and afterwards it runs
 
 
 async def test_size_trigger(env: Env) -> None:

@@ -14,6 +14,7 @@ from tests.ledger.helpers import KiB, MiB, make_ledger, payloads
 from tieredstore.fetcher import Fetcher
 from tieredstore.ledger import LedgerEntry, LocalLedgerStore, OffloadOptions, SegmentLedgerOffloader
 from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.segment import DirectReader
 
 UUID = uuid.UUID("6d8f1c1e-2a3b-4c5d-8e9f-0a1b2c3d4e5f")
 CHUNK = 8 * MiB
@@ -26,8 +27,8 @@ async def offloaded(tmp_path: Path) -> tuple[MemoryObjectStore, list[bytes], int
     entries = payloads([100 * KiB] * 410, seed=7)
     source = await make_ledger(ledgers, entries)
     store = MemoryObjectStore()
-    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB,
-                                                               chunk_size=CHUNK))
+    off = SegmentLedgerOffloader(store, reader=DirectReader(store),
+                                 options=OffloadOptions(block_size=5 * MiB, chunk_size=CHUNK))
     await off.offload(source, UUID, {})
     requests = dict(store.metrics.requests)
     data_len = source.length + 128 * 9 + 12 * len(entries)  # 9 blocks
@@ -79,7 +80,8 @@ async def test_without_the_fetcher_every_window_is_a_get(
 ) -> None:
     """The contrast: with no cache each 1 MiB window re-fetches its 8 MiB unit."""
     store, entries, units = offloaded
-    handle = await SegmentLedgerOffloader(store).read_offloaded(0, UUID)
+    handle = await SegmentLedgerOffloader(store, reader=DirectReader(store)).read_offloaded(
+        0, UUID)
     for i in range(len(entries)):
         await handle.read(i, i)
     gets = store.metrics.requests["get"] - 2

@@ -50,6 +50,7 @@ from tieredstore.ledger.errors import (
     CorruptLedger,
     DigestMismatch,
     LedgerClosed,
+    LedgerError,
     LedgerExists,
     LedgerFenced,
     LedgerNotFound,
@@ -339,8 +340,8 @@ class LocalLedgerWriter(LocalReadHandle):
         async with self._lock:
             fd = self._check_open()
             if self._failed is not None:
-                raise LedgerFenced(f"an earlier append failed: {self._failed}",
-                                   ledger_id=self._ledger_id)
+                raise LedgerError(f"an earlier append failed, the ledger needs recovery: "
+                                  f"{self._failed}", ledger_id=self._ledger_id)
             if not payloads:
                 return []
             first = self.last_add_confirmed + 1

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tieredstore.errors import ConfigError, PreconditionFailed
+from tieredstore.fetcher import Fetcher
 from tieredstore.ledger.errors import (
     NoOffloader,
     OffloadExists,
@@ -53,7 +54,7 @@ from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
 from tieredstore.segment.merge import FORMAT_METADATA
-from tieredstore.segment.reader import DirectReader, SegmentReader
+from tieredstore.segment.reader import SegmentReader
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +145,10 @@ class OffloadOptions:
 class SegmentLedgerOffloader(LedgerOffloader):
     """Offloads ledgers to ``store`` through the segment engine.
 
-    ``reader`` (a :class:`~tieredstore.fetcher.Fetcher`, usually) serves the
-    reads of offloaded handles and of the merge; without one, reads go
-    straight to the store.
+    ``reader`` serves the reads of offloaded handles and of the merge: a
+    :class:`~tieredstore.fetcher.Fetcher` shared with the host, or, by default,
+    one of the offloader's own (closed by :meth:`close`), so that reads get
+    its caches and read-ahead either way.
     """
 
     def __init__(
@@ -157,8 +159,16 @@ class SegmentLedgerOffloader(LedgerOffloader):
         options: OffloadOptions | None = None,
     ) -> None:
         self.store = store
-        self.reader: SegmentReader = reader or DirectReader(store)
+        self._own_fetcher: Fetcher | None = None
+        if reader is None:
+            reader = self._own_fetcher = Fetcher(store)
+        self.reader: SegmentReader = reader
         self.options = options or OffloadOptions()
+
+    async def close(self) -> None:
+        # docstring inherited
+        if self._own_fetcher is not None:
+            await self._own_fetcher.close()
 
     @property
     def driver_name(self) -> str:
@@ -204,11 +214,12 @@ class SegmentLedgerOffloader(LedgerOffloader):
             merge_concurrency=self.options.merge_concurrency,
             merged_metadata=tuple(sorted(user_metadata.items())),
         )
-        segment = await ChunkedSegment.open(self.store, location.path, options=options,
-                                            reader=self.reader)
-        if segment.commit_position or segment.sealed:
+        # One listing, as opening the segment would make, but without its
+        # recovery: objects of this attempt there are refused, never resumed.
+        if await self.store.list_all(location.attempt_prefix):
             raise OffloadExists(f"objects of attempt {location} exist already",
                                 ledger_id=ledger_id)
+        segment = ChunkedSegment(self.store, location.path, options=options, reader=self.reader)
         writer = BlockStreamWriter(
             last_entry_id=handle.last_add_confirmed,
             length=handle.length,

@@ -96,6 +96,7 @@ class ManagedLedger:
         self._write_lock = asyncio.Lock()  # appends and rollovers
         self._data_lock = asyncio.Lock()  # offloads, local deletions, trims
         self._offloading = False
+        self._trigger_pending = False
         self._handles = HandleCache()
         self._tasks: set[asyncio.Task[object]] = set()
         self._failed: BaseException | None = None
@@ -345,6 +346,10 @@ class ManagedLedger:
                 return self._first_not_offloaded()
         finally:
             self._offloading = False
+            if self._trigger_pending and not self._closed:
+                # A trigger fired while this ran and backed off: check it again.
+                self._trigger_pending = False
+                self._spawn(self.maybe_offload())
 
     def _first_not_offloaded(self) -> Position:
         head = self.meta.head
@@ -398,8 +403,8 @@ class ManagedLedger:
         self.offloads_completed += 1
 
     async def maybe_offload(self) -> Position | None:
-        """Apply the size and age triggers; None when they ask for nothing
-        (or another offload is running)."""
+        """Apply the size and age triggers; None when they ask for nothing, or
+        when another offload is running (which checks them again when done)."""
         if self.offloader is None or not self.config.offload_triggers:
             return None
         head = self.meta.head
@@ -418,6 +423,7 @@ class ManagedLedger:
         try:
             return await self.offload_prefix(Position(boundary, 0))
         except OffloadInProgress:
+            self._trigger_pending = True  # the running offload checks again when done
             return None
 
     async def delete_offloaded_local_copies(self) -> list[int]:
