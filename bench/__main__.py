@@ -119,6 +119,10 @@ def report(tables: list[Table], args: argparse.Namespace, argv: Sequence[str],
         "are what S3 would bill: counted on the wire (botocore `before-send` hooks on each "
         "S3 client, s3fs's included) and checked against the store's own metrics.",
         "",
+        "## Goals, checked against this run",
+        "",
+        *(f"- {v} ({t.title.split(':')[0]})" for t in tables for v in t.verdicts),
+        "",
         "## Results",
         "",
     ]

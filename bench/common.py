@@ -91,6 +91,10 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     goal: str = ""
     notes: list[str] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)  # the goal, checked against the rows
+
+    def verdict(self, met: bool, what: str) -> None:
+        self.verdicts.append(f"{'MET' if met else 'MISSED'}: {what}")
 
     def add(self, *cells: object) -> None:
         if len(cells) != len(self.columns):
@@ -104,6 +108,7 @@ class Table:
         lines = [f"== {self.title} =="]
         if self.goal:
             lines.append(f"goal: {self.goal}")
+        lines.extend(f"  {v}" for v in self.verdicts)
         lines.append("  ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True)))
         lines.append("  ".join("-" * w for w in widths))
         lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
@@ -115,6 +120,8 @@ class Table:
         lines = [f"### {self.title}", ""]
         if self.goal:
             lines += [f"Goal: {self.goal}", ""]
+        if self.verdicts:
+            lines += [*(f"- **{v}**" for v in self.verdicts), ""]
         lines.append("| " + " | ".join(self.columns) + " |")
         lines.append("|" + "|".join("---" for _ in self.columns) + "|")
         lines.extend("| " + " | ".join(r) + " |" for r in self.rows)

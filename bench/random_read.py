@@ -116,6 +116,9 @@ async def _run_backend(env: BenchEnv, table: Table, backend: str, store: ObjectS
         await fetcher.close()
     _row(table, backend, "tieredstore Fetcher", "miss", miss_lat, requests=miss_requests)
     _row(table, backend, "tieredstore Fetcher", "hit", hit_lat, requests=hit_requests)
+    table.verdict(miss_requests == len(miss_lat) and hit_requests == 0,
+                  f"{backend}: {miss_requests} requests for {len(miss_lat)} misses, "
+                  f"{hit_requests} for {len(hit_lat)} hits (need exactly 1 per miss, 0 per hit)")
 
     # No cache: every read is a GET of its unit.
     direct = await ChunkedSegment.open(store, path, options=SegmentOptions(

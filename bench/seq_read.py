@@ -219,7 +219,8 @@ async def run(env: BenchEnv) -> list[Table]:
     table = Table(
         f"Sequential catch-up read: {human(size)} sealed segment, {human(chunk)} units, "
         f"{human(request)} reads, cold",
-        ["backend", "reader", "MB/s", "vs raw", "requests", "page faults", "notes"],
+        ["backend", "reader", "MB/s", "runs (MB/s)", "vs raw", "requests", "page faults",
+         "notes"],
         goal="faster than s3fs, within 20% of raw ranged GETs at the same concurrency",
     )
     for backend in env.backends:
@@ -291,8 +292,19 @@ async def _run_backend(env: BenchEnv, table: Table, backend: str, store: ObjectS
 
     raw_name = next(n for n in readers if n.startswith("raw"))
     raw_rate = median([mb_per_s(size, r.seconds) for r in runs[raw_name]])
+    ours = median([mb_per_s(size, r.seconds) for r in runs["tieredstore Fetcher"]])
+    table.verdict(ours >= 0.8 * raw_rate,
+                  f"{backend}: Fetcher at {ours / raw_rate:.2f}x raw (need >= 0.80x)")
+    s3fs_rates = {n: median([mb_per_s(size, r.seconds) for r in rs])
+                  for n, rs in runs.items() if n.startswith("s3fs")}
+    if s3fs_rates:
+        best = max(s3fs_rates, key=lambda n: s3fs_rates[n])
+        table.verdict(ours > s3fs_rates[best],
+                      f"{backend}: Fetcher {ours:.0f} MB/s vs the faster s3fs "
+                      f"({best}) {s3fs_rates[best]:.0f} MB/s (need faster)")
     for name, results in runs.items():
-        rate = median([mb_per_s(size, r.seconds) for r in results])
+        rates = [mb_per_s(size, r.seconds) for r in results]
+        rate = median(rates)
         middle = sorted(results, key=lambda r: r.seconds)[len(results) // 2]
         note = ""
         snap = middle.fetcher
@@ -300,5 +312,6 @@ async def _run_backend(env: BenchEnv, table: Table, backend: str, store: ObjectS
             note = (f"read-ahead hits {snap['readahead_hits']}; reads that waited for a "
                     f"unit {snap['memory_misses']} ({snap['coalesced_waits']} on a read-ahead "
                     f"in flight); prefetch waste {snap['prefetch_waste']}")
-        table.add(backend, name, f"{rate:.0f}", f"{rate / raw_rate:.2f}x",
+        table.add(backend, name, f"{rate:.0f}", f"{min(rates):.0f}..{max(rates):.0f}",
+                  f"{rate / raw_rate:.2f}x",
                   requests_text(middle.requests), middle.page_faults, note)

@@ -116,8 +116,13 @@ async def _pool_row(env: BenchEnv, table: Table, backend: str) -> None:
 
 
 def _row(table: Table, backend: str, label: str, latencies: list[float], requests: int) -> None:
-    table.add(backend, label, len(latencies), ms(percentile(latencies, 50)),
-              ms(percentile(latencies, 99)), ms(max(latencies)), requests)
+    p99 = percentile(latencies, 99)
+    table.add(backend, label, len(latencies), ms(percentile(latencies, 50)), ms(p99),
+              ms(max(latencies)), requests)
+    if "no cache" not in label:
+        table.verdict(requests == 0 and p99 < 0.001,
+                      f"{backend}, {label}: {requests} requests, p99 {ms(p99)} ms "
+                      "(need 0 and < 1 ms)")
 
 
 async def run(env: BenchEnv) -> list[Table]:
