@@ -81,15 +81,17 @@ def test_ledger_metadata_golden() -> None:
 async def test_files_golden(ledgers: LocalLedgerStore) -> None:
     writer = await ledgers.create_ledger()
     assert writer.ledger_id == 0
-    await writer.append_many([b"hello", b""])
+    await writer.append_many([b"hello", b""])  # one batch: both sent knowing LAC -1
+    await writer.append(b"!")  # sent once entries 0 and 1 were acknowledged
     await writer.close()
     log = ledgers.log_path(0).read_bytes()
-    assert log == record_bytes(0, 0, -1, b"hello") + record_bytes(0, 1, 0, b"")
+    assert log == record_bytes(0, 0, -1, b"hello") + record_bytes(0, 1, -1, b"") + \
+        record_bytes(0, 2, 1, b"!")
     meta = ledgers.meta_path(0).read_bytes()
     payload = meta[8:]
     assert meta[:8] == b"TLM1" + struct.pack(">I", crc(payload))
     parsed = LedgerMetadata.from_bytes(payload)
-    assert (parsed.state, parsed.last_entry_id, parsed.length) == (LedgerState.CLOSED, 1, 5)
+    assert (parsed.state, parsed.last_entry_id, parsed.length) == (LedgerState.CLOSED, 2, 6)
     assert parsed.digest_type is DigestType.CRC32C
 
 

@@ -7,6 +7,7 @@ big-endian::
     ledger_id            int64
     entry_id             int64
     last_add_confirmed   int64   the LAC the writer knew when it sent the entry
+                                 (for a batch: the LAC before the batch)
     length               int64   payload bytes
     digest               uint32  CRC32C of the 32 bytes above, then of the payload
     payload              length bytes

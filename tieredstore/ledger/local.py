@@ -349,7 +349,7 @@ class LocalLedgerWriter(LocalReadHandle):
             sizes = []
             for i, payload in enumerate(payloads):
                 try:
-                    record = encode_record(self._ledger_id, first + i, first + i - 1, payload)
+                    record = encode_record(self._ledger_id, first + i, first - 1, payload)
                 except RecordError as exc:
                     raise ValueError(f"ledger {self._ledger_id}: {exc}") from None
                 buffers += record
