@@ -28,12 +28,10 @@ offloader.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,7 +39,6 @@ from tieredstore.ledger.entrylog import (
     RECORD_HEADER_SIZE,
     RecordError,
     check_record,
-    decode_header,
     decode_metadata,
     encode_metadata,
     encode_record,
@@ -55,7 +52,7 @@ from tieredstore.ledger.errors import (
     LedgerFenced,
     LedgerNotFound,
 )
-from tieredstore.ledger.format import INT64_MAX, BytesLike
+from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.handle import (
     DigestType,
     LedgerEntry,
@@ -63,6 +60,15 @@ from tieredstore.ledger.handle import (
     LedgerState,
     ReadHandle,
     check_range,
+)
+from tieredstore.ledger.logfile import (
+    check_id,
+    flock,
+    fsync_dir,
+    pread_exact,
+    pwrite_all,
+    scan_log,
+    write_file,
 )
 
 _META_NAME = re.compile(r"([0-9]{20})\.meta")
@@ -79,10 +85,10 @@ class LocalLedgerStore:
     # --- paths ------------------------------------------------------------------
 
     def log_path(self, ledger_id: int) -> Path:
-        return self.root / f"{_check_id(ledger_id):020d}.log"
+        return self.root / f"{check_id(ledger_id):020d}.log"
 
     def meta_path(self, ledger_id: int) -> Path:
-        return self.root / f"{_check_id(ledger_id):020d}.meta"
+        return self.root / f"{check_id(ledger_id):020d}.meta"
 
     # --- ledgers ----------------------------------------------------------------
 
@@ -116,7 +122,7 @@ class LocalLedgerStore:
         data = encode_metadata(metadata)
         while True:
             tmp = self.root / f".{candidate:020d}.meta.{os.getpid()}.{time.monotonic_ns()}"
-            _write_file(tmp, data, self.fsync)
+            write_file(tmp, data, self.fsync)
             try:
                 if self.meta_path(candidate).exists():
                     raise FileExistsError
@@ -127,7 +133,7 @@ class LocalLedgerStore:
                         os.fsync(fh.fileno())
                 os.link(tmp, self.meta_path(candidate))
                 if self.fsync:
-                    _fsync_dir(self.root)
+                    fsync_dir(self.root)
                 return candidate
             except FileExistsError:
                 if ledger_id is not None:
@@ -171,10 +177,10 @@ class LocalLedgerStore:
     def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:
         path = self.meta_path(ledger_id)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
-        _write_file(tmp, encode_metadata(metadata), self.fsync)
+        write_file(tmp, encode_metadata(metadata), self.fsync)
         os.replace(tmp, path)
         if self.fsync:
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
 
     async def open_ledger(self, ledger_id: int, *, recovery: bool = False) -> LocalReadHandle:
         """Open a ledger for reading.
@@ -199,7 +205,7 @@ class LocalLedgerStore:
             existed = True
         self.log_path(ledger_id).unlink(missing_ok=True)
         if self.fsync:
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
         return existed
 
     # --- recovery ---------------------------------------------------------------
@@ -212,7 +218,7 @@ class LocalLedgerStore:
         if metadata.state is LedgerState.OPEN:
             metadata = replace(metadata, state=LedgerState.IN_RECOVERY)
             self._write_meta(ledger_id, metadata)  # the fence: the writer checks it
-        offsets, end, length = _scan(ledger_id, fd, verify=True)
+        offsets, end, length = scan_log(ledger_id, fd, verify=True)
         if os.fstat(fd).st_size != end:
             os.ftruncate(fd, end)  # a torn tail: never acknowledged
             if self.fsync:
@@ -244,12 +250,12 @@ class LocalReadHandle(ReadHandle):
             raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
         try:
             if recovery:
-                with _flock(fd):
+                with flock(fd):
                     metadata = store._recover(ledger_id, fd)
-                    offsets, end, length = _scan(ledger_id, fd, verify=False)
+                    offsets, end, length = scan_log(ledger_id, fd, verify=False)
             else:
                 metadata = store._read_meta(ledger_id)
-                offsets, end, length = _scan(ledger_id, fd, verify=False)
+                offsets, end, length = scan_log(ledger_id, fd, verify=False)
             if metadata.state is LedgerState.CLOSED:
                 count = metadata.last_entry_id + 1
                 if len(offsets) < count or (len(offsets) == count and length != metadata.length):
@@ -294,7 +300,7 @@ class LocalReadHandle(ReadHandle):
         fd = self._check_open()
         check_range(self._ledger_id, first, last, self.last_add_confirmed)
         start, end = self._offsets[first], self._offsets[last + 1]
-        data = await asyncio.to_thread(_pread_exact, fd, end - start, start, self._ledger_id)
+        data = await asyncio.to_thread(pread_exact, fd, end - start, start, self._ledger_id)
         view = memoryview(data)
         out = []
         for entry_id in range(first, last + 1):
@@ -378,7 +384,7 @@ class LocalLedgerWriter(LocalReadHandle):
             return list(range(first, first + len(payloads)))
 
     def _write(self, fd: int, buffers: list[BytesLike], end: int) -> None:
-        with _flock(fd):
+        with flock(fd):
             state = self._store._read_meta(self._ledger_id).state
             if state is not LedgerState.OPEN:
                 raise LedgerFenced(
@@ -387,7 +393,7 @@ class LocalLedgerWriter(LocalReadHandle):
                 )
             if os.fstat(fd).st_size != end:
                 os.ftruncate(fd, end)  # our own torn write: never acknowledged
-            _pwrite_all(fd, buffers, end)
+            pwrite_all(fd, buffers, end)
             if self._store.fsync:
                 os.fsync(fd)
 
@@ -405,7 +411,7 @@ class LocalLedgerWriter(LocalReadHandle):
                 os.close(fd)
 
     def _seal(self, fd: int) -> None:
-        with _flock(fd):
+        with flock(fd):
             current = self._store._read_meta(self._ledger_id)
             if current.state is not LedgerState.OPEN:
                 if (
@@ -421,124 +427,3 @@ class LocalLedgerWriter(LocalReadHandle):
                 )
             self._metadata = replace(self._metadata, state=LedgerState.CLOSED)
             self._store._write_meta(self._ledger_id, self._metadata)
-
-
-# --- blocking helpers ---------------------------------------------------------
-
-
-def _check_id(ledger_id: int) -> int:
-    if isinstance(ledger_id, bool) or not isinstance(ledger_id, int) or \
-            not 0 <= ledger_id <= INT64_MAX:
-        raise ValueError(f"ledger id must be an int in [0, 2**63), got {ledger_id!r}")
-    return ledger_id
-
-
-@contextlib.contextmanager
-def _flock(fd: int) -> Iterator[None]:
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-
-def _write_file(path: Path, data: bytes, fsync: bool) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _pwrite_all(fd: int, buffers: list[BytesLike], offset: int) -> None:
-    views = [memoryview(b).cast("B") for b in buffers]
-    views = [v for v in views if len(v)]
-    while views:
-        written = os.pwritev(fd, views[:1024], offset)
-        offset += written
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
-        if written:
-            views[0] = views[0][written:]
-
-
-def _pread_exact(fd: int, length: int, offset: int, ledger_id: int) -> bytes:
-    data = os.pread(fd, length, offset)
-    if len(data) != length:
-        raise CorruptLedger(
-            f"log is short: {len(data)} of {length} bytes at offset {offset}",
-            ledger_id=ledger_id,
-        )
-    return data
-
-
-def _scan(ledger_id: int, fd: int, *, verify: bool) -> tuple[list[int], int, int]:
-    """The offsets of the whole records from the log's start, where the last
-    ends, and the payload bytes.
-
-    Without ``verify`` (a reader; a writer may be appending) the scan stops at
-    the first record that is not whole and well-formed. With ``verify`` (a
-    recovery) every digest is checked, and what ends the scan must be a torn
-    tail: a partial record, a last record whose digest fails, or zeros to the
-    end of the file. Anything else is :class:`CorruptLedger`, never a quietly
-    shorter ledger.
-    """
-    size = os.fstat(fd).st_size
-    offsets: list[int] = []
-    pos = length = 0
-    while pos < size:
-        entry_id = len(offsets)
-        problem = _check_at(fd, ledger_id, entry_id, pos, size=size, verify=verify)
-        if problem is not None:
-            if verify and not _torn_tail(fd, pos, size, problem):
-                raise CorruptLedger(
-                    f"log offset {pos}, entry {entry_id}: {problem[0]}", ledger_id=ledger_id
-                )
-            break
-        header = decode_header(os.pread(fd, RECORD_HEADER_SIZE, pos))
-        offsets.append(pos)
-        length += header.length
-        pos += header.record_size
-    return offsets, pos, length
-
-
-def _check_at(fd: int, ledger_id: int, entry_id: int, pos: int, *, size: int, verify: bool
-              ) -> tuple[str, int] | None:
-    """None if a whole, valid record of ``entry_id`` starts at ``pos``; else
-    what is wrong and where the bad record would end (-1: unknown)."""
-    if pos + RECORD_HEADER_SIZE > size:
-        return "partial record header", size
-    try:
-        header = decode_header(os.pread(fd, RECORD_HEADER_SIZE, pos))
-    except RecordError as exc:
-        return str(exc), -1
-    if (header.ledger_id, header.entry_id) != (ledger_id, entry_id):
-        return f"record names ledger {header.ledger_id} entry {header.entry_id}", -1
-    if pos + header.record_size > size:
-        return "partial record", size
-    if verify:
-        try:
-            check_record(os.pread(fd, header.record_size, pos), ledger_id, entry_id)
-        except RecordError as exc:
-            return str(exc), pos + header.record_size
-    return None
-
-
-def _torn_tail(fd: int, pos: int, size: int, problem: tuple[str, int]) -> bool:
-    """Whether the bad bytes from ``pos`` are what a crash mid-append leaves."""
-    if problem[1] == size:
-        return True  # partial, or the very last record
-    step = 1 << 20
-    for start in range(pos, size, step):
-        if os.pread(fd, min(step, size - start), start).strip(b"\0"):
-            return False
-    return True
