@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid as uuid_mod
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +55,7 @@ from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.handle import LedgerEntry, ReadHandle
 from tieredstore.ledger.local import LocalLedgerStore, LocalLedgerWriter
 from tieredstore.ledger.managed import state
+from tieredstore.ledger.managed.attempt import offload_attempt
 from tieredstore.ledger.managed.codec import offload_uuid
 from tieredstore.ledger.managed.config import ManagedLedgerConfig
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
@@ -359,48 +359,14 @@ class ManagedLedger:
         return Position(state.last_ledger_id(head) + 1, 0)
 
     async def _offload_ledger(self, ledger_id: int) -> None:
-        offloader = self._require_offloader()
-        info = await self.meta.ledger(ledger_id)
-        if info is None or state.is_offloaded(info):
-            return
-        previous = offload_uuid(info)
-        if previous is not None:  # a failed attempt: clean it up before the next
-            await offloader.delete_offloaded(ledger_id, previous)
-        uuid = uuid_mod.uuid4()
-        await self.meta.update(lambda head: state.begin_offload(
-            head, ledger_id, uuid, offloader.driver_name, offloader.driver_metadata))
         extra = {"ManagedLedgerName": self.name, **dict(self.config.offload_extra_metadata)}
         try:
-            handle = await self.ledgers.open_ledger(ledger_id)
-            try:
-                await offloader.offload(handle, uuid, extra)
-            finally:
-                await handle.close()
+            done = await offload_attempt(self.meta, self.ledgers, self._require_offloader(),
+                                         ledger_id, extra_metadata=extra, now_ms=self.now_ms)
         except BaseException:
             self.offloads_failed += 1
-            with contextlib.suppress(Exception):
-                await offloader.delete_offloaded(ledger_id, uuid)
             raise
-        now = self.now_ms()
-        try:
-            await self.meta.update(
-                lambda head: state.complete_offload(head, ledger_id, uuid, now))
-        except BaseException:
-            landed = False
-            with contextlib.suppress(Exception):
-                await self.meta.settle()
-                recorded = state.find(self.meta.head, ledger_id)
-                landed = recorded is not None and state.is_offloaded(recorded) and \
-                    offload_uuid(recorded) == uuid
-            if landed:
-                self.offloads_completed += 1
-                return
-            self.offloads_failed += 1
-            if not self.meta.fenced:
-                with contextlib.suppress(Exception):
-                    await offloader.delete_offloaded(ledger_id, uuid)
-            raise
-        self.offloads_completed += 1
+        self.offloads_completed += done
 
     async def maybe_offload(self) -> Position | None:
         """Apply the size and age triggers; None when they ask for nothing, or
