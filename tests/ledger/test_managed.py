@@ -31,6 +31,7 @@ from tieredstore.ledger import (
     ReadPriority,
     SegmentLedgerOffloader,
 )
+from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath, state
 from tieredstore.ledger.managed.codec import offload_uuid
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 
@@ -368,3 +369,41 @@ async def test_retention_trims_the_oldest(env: Env) -> None:
     env.clock.advance(10 * HOUR - 110)  # ledger 2, closed at +180, is now past retention
     assert await ml.apply_retention() == 3
     assert await ml.apply_retention() is None
+
+
+async def test_a_page_whose_head_never_landed_is_adopted(tmp_path: Path) -> None:
+    """The head write that would reference a new page fails: the page is there,
+    unreferenced; the next write cuts the same page (same bytes, same key) and
+    references it. No stray page is left."""
+    store = FaultyStore(MemoryObjectStore())
+    env = Env(store, LocalLedgerStore(tmp_path, fsync=False), TrackingOffloader(store), Clock())
+    ml = await env.open(page_size=2)
+    await fill(ml, 2)
+    await ml.offload_prefix(Position(2, 0))
+    env.clock.advance(4 * HOUR)
+    store.fail("put", 1, match="/head-")
+    with pytest.raises(InjectedFault):
+        await ml.delete_offloaded_local_copies()
+    pages = await store.list_all(ml.meta.path.pages_prefix)
+    assert len(pages) == 1 and ml.meta.head.pagedThrough == 0
+    store.disarm()
+    assert await ml.delete_offloaded_local_copies() == [0, 1]
+    assert ml.meta.head.pagedThrough == 2
+    assert [r.key for r in await ml.meta.page_view()] == [p.key for p in pages]
+    assert [e.entry_id for e in await ml.read_entries(1, 0, 2)] == [0, 1, 2]
+
+
+async def test_two_writers_of_the_metadata_one_is_fenced(env: Env) -> None:
+    path = ManagedLedgerPath("root", "t")
+    a = await ManagedLedgerMetadata.open(env.store, path, writer_id="a")
+    await a.update(lambda head: state.add_ledger(head, 0))
+    b = await ManagedLedgerMetadata.open(env.store, path, writer_id="b")
+    await b.update(lambda head: state.close_open_ledger(head, entries=1, size=1,
+                                                       timestamp_ms=1))
+    with pytest.raises(ManagedLedgerFenced):
+        await a.update(lambda head: state.close_open_ledger(head, entries=2, size=2,
+                                                           timestamp_ms=2))
+    with pytest.raises(ManagedLedgerFenced):
+        await a.update(lambda head: None)
+    info = await b.ledger(0)
+    assert info is not None and info.entries == 1
