@@ -261,3 +261,30 @@ async def test_seal_without_merge_is_durable_and_finished_later(fast_store: Obje
     assert "sealed" in await keys(fast_store, seg.path.base_dir)
     await seg.seal()
     assert seg.merged and await keys(fast_store, seg.path.base_dir) == ["segment"]
+
+
+async def test_a_reader_follows_a_merge_made_by_another_process(fast_store: ObjectStore) -> None:
+    writer = await open_segment(fast_store, chunk_size=1 * KiB)
+    data = payload(5 * KiB, seed=8)
+    await writer.commit0(0, data)
+    await writer.seal(merge=False)
+    reader = await ChunkedSegment.open(fast_store, writer.path, repair=False,
+                                       options=SegmentOptions(chunk_size=KiB))
+    assert not reader.merged
+    uploads_before = await fast_store.list_multipart_uploads("")
+    await writer.seal()  # the writer merges; the reader still lists chunks
+    assert await reader.read0(0, len(data)) == data
+    assert reader.merged
+    assert uploads_before == []
+
+
+async def test_a_read_only_open_changes_nothing(fast_store: ObjectStore) -> None:
+    seg = await open_segment(fast_store, chunk_size=1 * KiB)
+    await seg.commit0(0, payload(3 * KiB))
+    await seg.seal(merge=False)
+    upload = await fast_store.create_multipart(seg.path.merged_key)  # a merge under way
+    before = [o.key for o in await fast_store.list_all("")]
+    reader = await ChunkedSegment.open(fast_store, seg.path, repair=False)
+    assert reader.sealed and not reader.merged
+    assert [o.key for o in await fast_store.list_all("")] == before
+    assert [u.upload_id for u in await fast_store.list_multipart_uploads("")] == [upload]

@@ -305,14 +305,23 @@ class ChunkedSegment(FileSegment):
             )
         if length == 0:
             return b""
+        relisted = False
         while True:
             layout = self._layout
             try:
                 return await self.reader.read(self.path, layout, position, length)
             except ChunkMissing:
-                if self._layout is layout:
+                if self._layout is not layout:
+                    continue  # our own merge replaced the chunks: read the new object
+                if relisted or not self.sealed:
                     raise
-                # A merge replaced the chunks while we read them: read the new object.
+                # A merge in another process (the writer's, for a reader) replaced
+                # the chunks we listed: list again, once.
+                relisted = True
+                recovered = await recover_segment(self.store, self.path)
+                if recovered.layout.size < position + length:
+                    raise
+                self._layout, self._state = recovered.layout, recovered.state
 
     async def destroy(self) -> None:
         # docstring inherited

@@ -29,9 +29,9 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore import ObjectStore, open_object_store
-from tieredstore.segment import FileType
+from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.spark.plan import NO_END, SegmentSlice, segment_path
-from tieredstore.spark.segments import FlatFileView, ReadOnlySegment
+from tieredstore.spark.segments import FlatFileView, open_read_only
 from tieredstore.spark.selection import Selection
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -130,11 +130,11 @@ class SliceScanner:
         path = segment_path(self.config, part.topic, part.queue_id, FileType.CONSUME_QUEUE,
                             part.cq_base)
         try:
-            cq = await ReadOnlySegment.open(self.store, path, self.fetcher)
+            cq = await open_read_only(self.store, self.config, path, self.fetcher)
         except TieredStoreError as exc:
             raise self._error(part.first_offset, f"consume-queue segment {path}: {exc}") \
                 from exc
-        size = cq.size
+        size = cq.commit_position
         if part.sealed and size != part.cq_size:
             batch = Batch()
             await self._report(batch, self._error(
@@ -157,11 +157,11 @@ class SliceScanner:
             yield batch
             offset = stop
 
-    async def _units(self, cq: ReadOnlySegment, start: int, stop: int, batch: Batch
+    async def _units(self, cq: ChunkedSegment, start: int, stop: int, batch: Batch
                      ) -> list[_Wanted]:
         local = (start - self.part.base_offset) * UNIT_SIZE
         try:
-            data = await cq.read(local, (stop - start) * UNIT_SIZE)
+            data = await cq.read0(local, (stop - start) * UNIT_SIZE)
         except TieredStoreError as exc:
             await self._report(batch, self._error(
                 start, f"consume queue unreadable: {exc}", stop - 1))
@@ -192,7 +192,7 @@ class SliceScanner:
                 i += 1
                 continue
             segment, base = located
-            seg_end = base + segment.size
+            seg_end = base + segment.commit_position
             j, size = i, first.unit.size
             while (j + 1 < len(wanted) and wanted[j + 1].unit.position == wanted[j].unit.end
                    and wanted[j + 1].unit.end <= seg_end and size < RUN_BYTES):
@@ -206,14 +206,14 @@ class SliceScanner:
                 i += 1
                 continue
             try:
-                data = await segment.read(first.unit.position - base, size)
+                data = await segment.read0(first.unit.position - base, size)
             except TieredStoreError:
                 await self._one_by_one(segment, base, run, batch)
             else:
                 await self._decode(memoryview(data), run, batch)
             i = j + 1
 
-    async def _locate(self, item: _Wanted, batch: Batch) -> tuple[ReadOnlySegment, int] | None:
+    async def _locate(self, item: _Wanted, batch: Batch) -> tuple[ChunkedSegment, int] | None:
         try:
             located = await self.commit_log.locate(item.unit.position)
         except TieredStoreError as exc:
@@ -225,13 +225,13 @@ class SliceScanner:
                 "which no commit-log segment holds"))
         return located
 
-    async def _one_by_one(self, segment: ReadOnlySegment, base: int, run: list[_Wanted],
+    async def _one_by_one(self, segment: ChunkedSegment, base: int, run: list[_Wanted],
                           batch: Batch) -> None:
         """A run failed: read its records one at a time to name the damaged ones."""
         bad: list[tuple[int, str]] = []
         for item in run:
             try:
-                data = await segment.read(item.unit.position - base, item.unit.size)
+                data = await segment.read0(item.unit.position - base, item.unit.size)
             except TieredStoreError as exc:
                 bad.append((item.offset, str(exc)))
                 continue
