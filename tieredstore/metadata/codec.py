@@ -11,8 +11,7 @@ import hashlib
 import struct
 from collections.abc import Sequence
 
-import google_crc32c
-
+from tieredstore.checksum import crc32c
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import CorruptMetadata, RecordOrderError
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
@@ -21,10 +20,6 @@ FORMAT_VERSION = 1
 HEAD_MAGIC = b"TQH1"
 PAGE_MAGIC = b"TQP1"
 _FRAME = struct.Struct(">4sI")
-
-
-def crc32c(data: bytes) -> int:
-    return int(google_crc32c.value(data))
 
 
 def frame(magic: bytes, payload: bytes) -> bytes:
