@@ -285,7 +285,12 @@ async def test_prefixes_naming_impossible_directories_list_nothing(
 async def test_list_pages_and_delete_many_across_more_than_a_page(
     store: ObjectStore, backend: str
 ) -> None:
-    await _put_all(store, _LISTED + _NESTED + _NEIGHBOURS + _ELSEWHERE)
+    await _put_all(store, _LISTED + _NEIGHBOURS + _ELSEWHERE)
+    # One after the other: SeaweedFS's filer, creating the file "child" and the
+    # directory "child/" for "child/deeper" at the same moment, sometimes keeps
+    # only one of them (seen once in a CI run). AWS has no directories.
+    for key in _NESTED:
+        await store.put(key, b"x")
 
     pages = [page async for page in store.list_pages("list/k/")]
     assert len(pages) >= 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -187,6 +188,9 @@ async def test_second_writer_fences_the_first(open_store: Opener) -> None:
         await first.flush()
         await first.ctx.drain()
         raise AssertionError("the first writer was never fenced")
+    with contextlib.suppress(SegmentFenced, MetadataFenced):
+        await first.close()  # its flush fails again; its tasks still stop
+    assert first._ticker is not None and first._ticker.done()
     await second.close()
 
 
