@@ -67,6 +67,7 @@ class TieredStoreConfig:
     # fetcher
     readahead_chunk_num: int = _knob(2, 0, 64)
     readahead_chunk_max: int = _knob(8, 0, 256)
+    readahead_drop_behind: bool = _knob(True)
     read_concurrency: int = _knob(16, 1, 1024)
     memory_cache_bytes: int = _knob(256 * MiB, 0, 1024 * GiB)
     disk_cache_bytes: int = _knob(0, 0, 100 * 1024 * GiB)

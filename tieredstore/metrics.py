@@ -41,6 +41,8 @@ _FETCHER_COUNTERS = {
     "prefetch_waste": ("fetcher_prefetch_waste_units", "Prefetched units evicted or "
                        "forgotten before any read."),
     "prefetch_errors": ("fetcher_prefetch_errors", "Read-ahead loads that failed."),
+    "dropped_behind": ("fetcher_dropped_behind_units", "Units a sequential reader read "
+                       "through, dropped from memory at once."),
     "committed_units": ("fetcher_committed_units", "Units this process committed, kept "
                         "in memory for tailing readers."),
     "committed_bytes": ("fetcher_committed_bytes", "Bytes of committed units kept in memory."),

@@ -68,6 +68,52 @@ async def test_sequential_read_costs_one_get_per_unit(fast_store: ObjectStore,
     assert snap["bytes_from_memory"] + snap["bytes_from_store"] == len(data)
 
 
+async def test_a_sequential_reader_drops_what_it_has_read_through(
+    fast_store: ObjectStore, fetcher: Fetcher
+) -> None:
+    """Drop-behind: memory holds the read-ahead window, not the whole segment read."""
+    data = await write_segment(fast_store, 16)
+    segment = await reader(fast_store, fetcher)
+    before = gets(fast_store)
+    step = 16 * KiB
+    for position in range(0, len(data), step):
+        assert await segment.read0(position, step) == data[position : position + step]
+        assert len(fetcher.memory) <= fetcher.readahead_chunk_max + 1
+    await fetcher.wait_idle()
+    assert gets(fast_store) - before == 16, "dropping behind must not cost GETs"
+    assert fetcher.snapshot()["dropped_behind"] >= 14
+
+
+async def test_random_readers_and_tailers_keep_their_units(fast_store: ObjectStore,
+                                                           fetcher: Fetcher) -> None:
+    data = await write_segment(fast_store, 8)
+    segment = await reader(fast_store, fetcher)
+    await segment.read0(5 * CHUNK, CHUNK)  # a jump: no window, nothing dropped
+    await segment.read0(2 * CHUNK, CHUNK)
+    assert fetcher.snapshot()["dropped_behind"] == 0
+    before = gets(fast_store)
+    assert await segment.read0(5 * CHUNK, CHUNK) == data[5 * CHUNK : 6 * CHUNK]
+    assert gets(fast_store) == before
+    # Units this process committed stay in memory even when read sequentially.
+    tail = await ChunkedSegment.open(fast_store, seg_path(1 << 30), options=OPTIONS,
+                                     reader=fetcher)
+    await tail.commit0(0, data[: 4 * CHUNK])
+    for position in range(0, 4 * CHUNK, CHUNK):
+        await tail.read0(position, CHUNK)
+    assert all(unit_key(u) in fetcher._committed for u in tail.layout.units)
+    assert gets(fast_store) == before
+
+
+async def test_drop_behind_can_be_turned_off(fast_store: ObjectStore) -> None:
+    data = await write_segment(fast_store, 8)
+    async with Fetcher(fast_store, memory_bytes=64 * MiB, drop_behind=False) as keeper:
+        segment = await reader(fast_store, keeper)
+        for position in range(0, len(data), CHUNK):
+            await segment.read0(position, CHUNK)
+        await keeper.wait_idle()
+        assert len(keeper.memory) == 8 and keeper.snapshot()["dropped_behind"] == 0
+
+
 async def test_read_ahead_makes_the_next_reads_hits(fast_store: ObjectStore,
                                                     fetcher: Fetcher) -> None:
     data = await write_segment(fast_store, 8)

@@ -90,6 +90,7 @@ class Fetcher:
         readahead_chunk_max: int = 8,
         read_concurrency: int = 16,
         max_segments: int = 4096,
+        drop_behind: bool = True,
     ) -> None:
         if read_concurrency < 1:
             raise ConfigError("read_concurrency", f"must be >= 1, got {read_concurrency}")
@@ -105,6 +106,7 @@ class Fetcher:
         self.memory: MemoryLRU[UnitKey] = MemoryLRU(memory_bytes, on_evict=self._evicted)
         self.readahead_chunk_num = readahead_chunk_num
         self.readahead_chunk_max = readahead_chunk_max
+        self.drop_behind = drop_behind
         self._limit = asyncio.Semaphore(read_concurrency)
         # Read-ahead GETs hold at most half the permits, so a reader's own GETs
         # never queue behind a crowd of prefetches from other segments.
@@ -115,6 +117,7 @@ class Fetcher:
         self._owner: dict[UnitKey, SegmentPath] = {}  # memory-tier key -> its segment
         self._by_segment: dict[SegmentPath, set[UnitKey]] = {}  # segment -> its keys
         self._unread: set[UnitKey] = set()  # prefetched into memory, not read yet
+        self._committed: set[UnitKey] = set()  # written by this process: kept for tailers
         self._windows: OrderedDict[SegmentPath, ReadAheadWindow] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()  # loads: cancelled on close
         self._writes: set[asyncio.Task[Any]] = set()  # disk writes: awaited on close
@@ -138,6 +141,7 @@ class Fetcher:
             readahead_chunk_num=config.readahead_chunk_num,
             readahead_chunk_max=config.readahead_chunk_max,
             read_concurrency=config.read_concurrency,
+            drop_behind=config.readahead_drop_behind,
         )
 
     # --- SegmentReader ------------------------------------------------------------
@@ -190,7 +194,10 @@ class Fetcher:
             return
         self.metrics.committed_units += 1
         self.metrics.committed_bytes += len(data)
-        self._remember(path, unit_key(unit), data, prefetched=False)
+        key = unit_key(unit)
+        self._remember(path, key, data, prefetched=False)
+        if key in self._owner:
+            self._committed.add(key)
 
     def forget(self, path: SegmentPath) -> None:
         # docstring inherited
@@ -358,6 +365,7 @@ class Fetcher:
                 if not keys:
                     del self._by_segment[path]
         self._unread.discard(key)
+        self._committed.discard(key)
 
     def _evicted(self, key: UnitKey, data: bytes) -> None:
         if key in self._unread:
@@ -393,6 +401,8 @@ class Fetcher:
         units = self._window(path).advise(layout, position, length)
         if not units:
             return
+        if self.drop_behind:
+            self._drop_consumed(slices)
         need = sum(piece.unit.length for piece in slices)
         pending = self._prefetch_bytes
         for i, unit in enumerate(units):
@@ -410,6 +420,22 @@ class Fetcher:
                 return
             self._start(path, unit, prefetch=True)
             pending += unit.length
+
+    def _drop_consumed(self, slices: list[Slice]) -> None:
+        """Drop-behind: a sequential reader that read a unit through its end will
+        not read it again, so its memory goes back at once instead of waiting for
+        the LRU. Fresh pages for every new unit cost more than the GET itself at
+        catch-up speeds (BENCHMARKS.md). Units this process committed stay, for
+        tailing readers; so does everything a random reader touches."""
+        for piece in slices:
+            if piece.end != piece.unit.length:
+                continue
+            key = unit_key(piece.unit)
+            if key in self._committed or key not in self._owner:
+                continue
+            self.memory.pop(key)
+            self._unindex(key)
+            self.metrics.dropped_behind += 1
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -436,6 +462,7 @@ class Fetcher:
         self._owner.clear()
         self._by_segment.clear()
         self._unread.clear()
+        self._committed.clear()
         self._windows.clear()
         if self.disk is not None:
             await self.disk.close()

@@ -46,6 +46,7 @@ class FetcherMetrics:
     prefetch_skipped: int = 0  # window units left out to stay in the memory budget
     prefetch_waste: int = 0  # prefetched units evicted or forgotten unread
     prefetch_errors: int = 0
+    dropped_behind: int = 0  # units a sequential reader finished, dropped from memory
     committed_units: int = 0
     committed_bytes: int = 0
     bytes_from_memory: int = 0  # bytes returned to readers, by where their unit came from
