@@ -239,10 +239,9 @@ async def run(env: BenchEnv) -> list[Table]:
         f"{DEFAULTS.read_concurrency // 2}); aioboto3 on SeaweedFS, the store's get_object "
         "on local",
         "fetcher = Fetcher.from_config(defaults): memory 256 MiB, read-ahead 2..8 units, "
-        "no disk tier; the row with a small memory tier differs only in memory_bytes: the "
-        "default fetcher keeps every unit read in its memory tier, and each new 4 MiB unit "
-        "lands in memory this process touches for the first time (page faults), while a "
-        "tier that recycles its memory, like the raw reader, does not",
+        "drop-behind on (a unit read through its end leaves the memory tier, so its memory "
+        "is reused rather than fresh pages faulted in for each new unit), no disk tier; the "
+        "row with a small memory tier differs only in memory_bytes",
         "page faults: minor page faults of the whole benchmark process during the run "
         "(getrusage), a proxy for memory touched for the first time",
     ]
