@@ -1,111 +1,27 @@
-"""The versions of one queue's head in the object store.
-
-Version ``v`` is the object ``head-{v:020d}``, created with ``If-None-Match: *``.
-Creating ``head-{v+1}`` is the compare-and-swap: of two writers at ``v`` one
-gets the key, the other ``PreconditionFailed`` and is fenced.
-
-Older versions are deleted once a newer one stands (the newest two are kept,
-so that a reader that listed just before a write still finds its head). That
-deletion opens a hole in the CAS as such: a writer two or more versions
-behind finds its next key free again and its create succeeds. So every write
-is followed by one listing of the heads; a version above ours there means we
-were behind, and we are fenced before doing anything else. (The free key
-reappears only after a newer head was written and listed, so the listing
-that follows our write sees that newer head.)
-"""
+"""The versions of one queue's head in the object store (see
+:mod:`tieredstore.metadata.versions` for the compare-and-swap)."""
 
 from __future__ import annotations
 
-import logging
-
-from tieredstore.errors import ObjectNotFound, ObjectStoreError, PreconditionFailed
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import decode_head
 from tieredstore.metadata.errors import MetadataError, MetadataFenced
 from tieredstore.metadata.keys import QueuePath
+from tieredstore.metadata.versions import KEEP_VERSIONS, VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
 
-log = logging.getLogger(__name__)
-
-KEEP_VERSIONS = 2
-_LOAD_ATTEMPTS = 5
+__all__ = ["KEEP_VERSIONS", "HeadLog"]
 
 
-class HeadLog:
+class HeadLog(VersionedHeads[pb.QueueHead]):
     """Loads the newest head of a queue and writes the next one."""
 
     def __init__(self, store: ObjectStore, queue: QueuePath) -> None:
-        self.store = store
-        self.queue = queue
-
-    async def versions(self) -> list[int]:
-        """Every head version present, ascending. One LIST request."""
-        found: list[int] = []
-        async for page in self.store.list_pages(self.queue.heads_prefix):
-            for info in page:
-                version = self.queue.head_version(info.key)
-                if version is None:
-                    log.warning("ignoring %r: not a head key", info.key)
-                else:
-                    found.append(version)
-        return sorted(found)
-
-    async def load(self) -> tuple[int, pb.QueueHead] | None:
-        """The newest head and its version, or None when the queue has none.
-
-        A LIST and a GET. A head deleted between the two (two newer ones were
-        written meanwhile) sends us round again.
-        """
-        for _ in range(_LOAD_ATTEMPTS):
-            versions = await self.versions()
-            if not versions:
-                return None
-            version = versions[-1]
-            key = self.queue.head_key(version)
-            try:
-                data = await self.store.get(key)
-            except ObjectNotFound:
-                continue
-            return version, decode_head(data, key, version)
-        raise MetadataError(
-            f"the head kept changing while it was loaded ({_LOAD_ATTEMPTS} attempts)",
-            queue=self.queue.name,
+        super().__init__(
+            store,
+            queue,
+            decode=decode_head,
+            fenced=lambda message: MetadataFenced(message, queue=queue.name),
+            error=lambda message: MetadataError(message, queue=queue.name),
         )
-
-    async def create(self, version: int, data: bytes) -> None:
-        """Create head ``version``; ``MetadataFenced`` if another writer holds it.
-
-        A create that finds its key taken by identical bytes succeeded before
-        (a retried request whose first answer was lost): the bytes carry this
-        writer's random session id, so nobody else writes them.
-        """
-        key = self.queue.head_key(version)
-        try:
-            await self.store.put(key, data, if_none_match=True)
-            return
-        except PreconditionFailed:
-            pass
-        try:
-            existing: bytes | None = await self.store.get(key)
-        except ObjectNotFound:
-            existing = None
-        if existing != data:
-            raise MetadataFenced(
-                f"head version {version} was written by another writer", queue=self.queue.name
-            )
-
-    async def confirm(self, version: int) -> None:
-        """After creating ``version``: fenced if a newer head exists, else drop
-        the versions older than the newest two. One LIST, at most one DELETE."""
-        versions = await self.versions()
-        if versions and versions[-1] > version:
-            raise MetadataFenced(
-                f"head version {versions[-1]} is newer than ours ({version})",
-                queue=self.queue.name,
-            )
-        old = [self.queue.head_key(v) for v in versions if v <= version - KEEP_VERSIONS]
-        if old:
-            try:
-                await self.store.delete_many(old)
-            except ObjectStoreError as exc:  # harmless: the next write deletes them
-                log.warning("%s: could not delete old heads: %s", self.queue.name, exc)
+        self.queue = queue

@@ -1,0 +1,137 @@
+"""Versioned heads: a mutable head as a series of immutable ``head-{v}`` objects.
+
+Version ``v`` is the object ``head-{v:020d}``, created with ``If-None-Match: *``.
+Creating ``head-{v+1}`` is the compare-and-swap: of two writers at ``v`` one
+gets the key, the other ``PreconditionFailed`` and is fenced.
+
+Older versions are deleted once a newer one stands (the newest two are kept,
+so that a reader that listed just before a write still finds its head). That
+deletion opens a hole in the CAS as such: a writer two or more versions
+behind finds its next key free again and its create succeeds. So every write
+is followed by one listing of the heads; a version above ours there means we
+were behind, and we are fenced before doing anything else. (The free key
+reappears only after a newer head was written and listed, so the listing
+that follows our write sees that newer head.)
+
+Used by queue metadata (:mod:`tieredstore.metadata.heads`) and managed-ledger
+metadata (:mod:`tieredstore.ledger.managed.heads`), each with its own head
+message, keys and errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+from tieredstore.errors import ObjectNotFound, ObjectStoreError, PreconditionFailed
+from tieredstore.objectstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+KEEP_VERSIONS = 2
+LOAD_ATTEMPTS = 5
+
+H = TypeVar("H")
+
+
+class HeadKeys(Protocol):
+    """Where a series of heads lives."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def heads_prefix(self) -> str: ...
+
+    def head_key(self, version: int) -> str: ...
+
+    def head_version(self, key: str) -> int | None: ...
+
+
+class VersionedHeads(Generic[H]):
+    """Loads the newest head of a series and writes the next one.
+
+    ``decode(data, key, version)`` parses a head; ``fenced(message)`` and
+    ``error(message)`` build the caller's own exceptions.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        keys: HeadKeys,
+        *,
+        decode: Callable[[bytes, str, int], H],
+        fenced: Callable[[str], Exception],
+        error: Callable[[str], Exception],
+    ) -> None:
+        self.store = store
+        self.keys = keys
+        self._decode = decode
+        self._fenced = fenced
+        self._error = error
+
+    async def versions(self) -> list[int]:
+        """Every head version present, ascending. One LIST request."""
+        found: list[int] = []
+        async for page in self.store.list_pages(self.keys.heads_prefix):
+            for info in page:
+                version = self.keys.head_version(info.key)
+                if version is None:
+                    log.warning("ignoring %r: not a head key", info.key)
+                else:
+                    found.append(version)
+        return sorted(found)
+
+    async def load(self) -> tuple[int, H] | None:
+        """The newest head and its version, or None when there is none.
+
+        A LIST and a GET. A head deleted between the two (two newer ones were
+        written meanwhile) sends us round again.
+        """
+        for _ in range(LOAD_ATTEMPTS):
+            versions = await self.versions()
+            if not versions:
+                return None
+            version = versions[-1]
+            key = self.keys.head_key(version)
+            try:
+                data = await self.store.get(key)
+            except ObjectNotFound:
+                continue
+            return version, self._decode(data, key, version)
+        raise self._error(f"the head kept changing while it was loaded ({LOAD_ATTEMPTS} "
+                          "attempts)")
+
+    async def create(self, version: int, data: bytes) -> None:
+        """Create head ``version``; fenced if another writer holds it.
+
+        A create that finds its key taken by identical bytes succeeded before
+        (a retried request whose first answer was lost): the bytes carry this
+        writer's random session id, so nobody else writes them.
+        """
+        key = self.keys.head_key(version)
+        try:
+            await self.store.put(key, data, if_none_match=True)
+            return
+        except PreconditionFailed:
+            pass
+        try:
+            existing: bytes | None = await self.store.get(key)
+        except ObjectNotFound:
+            existing = None
+        if existing != data:
+            raise self._fenced(f"head version {version} was written by another writer")
+
+    async def confirm(self, version: int) -> None:
+        """After creating ``version``: fenced if a newer head exists, else drop
+        the versions older than the newest two. One LIST, at most one DELETE."""
+        versions = await self.versions()
+        if versions and versions[-1] > version:
+            raise self._fenced(f"head version {versions[-1]} is newer than ours ({version})")
+        old = [self.keys.head_key(v) for v in versions if v <= version - KEEP_VERSIONS]
+        if old:
+            try:
+                await self.store.delete_many(old)
+            except ObjectStoreError as exc:  # harmless: the next write deletes them
+                log.warning("%s: could not delete old heads: %s", self.keys.name, exc)
