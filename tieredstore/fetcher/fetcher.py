@@ -118,6 +118,8 @@ class Fetcher:
         self._by_segment: dict[SegmentPath, set[UnitKey]] = {}  # segment -> its keys
         self._unread: set[UnitKey] = set()  # prefetched into memory, not read yet
         self._committed: set[UnitKey] = set()  # written by this process: kept for tailers
+        # Per segment: units its sequential reader read last, with their ends.
+        self._behind: dict[SegmentPath, list[tuple[UnitKey, int]]] = {}
         self._windows: OrderedDict[SegmentPath, ReadAheadWindow] = OrderedDict()
         self._tasks: set[asyncio.Task[Any]] = set()  # loads: cancelled on close
         self._writes: set[asyncio.Task[Any]] = set()  # disk writes: awaited on close
@@ -214,6 +216,7 @@ class Fetcher:
                 if not load.demanded and load.task is not None:
                     load.task.cancel()
         self._windows.pop(path, None)
+        self._behind.pop(path, None)
         if self.disk is not None and not self._closed:
             try:
                 asyncio.get_running_loop()
@@ -385,7 +388,8 @@ class Fetcher:
             window = ReadAheadWindow(self.readahead_chunk_num, self.readahead_chunk_max)
             self._windows[path] = window
             if len(self._windows) > self._max_segments:
-                self._windows.popitem(last=False)
+                old, _ = self._windows.popitem(last=False)
+                self._behind.pop(old, None)
         else:
             self._windows.move_to_end(path)
         return window
@@ -402,7 +406,7 @@ class Fetcher:
         if not units:
             return
         if self.drop_behind:
-            self._drop_consumed(slices)
+            self._drop_behind(path, position, slices)
         need = sum(piece.unit.length for piece in slices)
         pending = self._prefetch_bytes
         for i, unit in enumerate(units):
@@ -421,21 +425,23 @@ class Fetcher:
             self._start(path, unit, prefetch=True)
             pending += unit.length
 
-    def _drop_consumed(self, slices: list[Slice]) -> None:
-        """Drop-behind: a sequential reader that read a unit through its end will
-        not read it again, so its memory goes back at once instead of waiting for
-        the LRU. Fresh pages for every new unit cost more than the GET itself at
-        catch-up speeds (BENCHMARKS.md). Units this process committed stay, for
-        tailing readers; so does everything a random reader touches."""
-        for piece in slices:
-            if piece.end != piece.unit.length:
-                continue
-            key = unit_key(piece.unit)
-            if key in self._committed or key not in self._owner:
-                continue
-            self.memory.pop(key)
-            self._unindex(key)
-            self.metrics.dropped_behind += 1
+    def _drop_behind(self, path: SegmentPath, position: int, slices: list[Slice]) -> None:
+        """Drop-behind: the units a sequential reader read before, and has now
+        moved past (they end at or before this read's start), leave the memory
+        tier at once instead of waiting for the LRU: fresh pages for every new
+        unit cost more than the GET itself at catch-up speeds (BENCHMARKS.md).
+        A sequential read never starts before the previous one, so it never
+        needs them again. Units this process committed stay, for tailing
+        readers; so does everything a random reader touches."""
+        behind = self._behind.pop(path, [])
+        for key, end in behind:
+            if end <= position and key in self._owner and key not in self._committed:
+                self.memory.pop(key)
+                self._unindex(key)
+                self.metrics.dropped_behind += 1
+        kept = {key: end for key, end in behind if end > position}
+        kept.update((unit_key(piece.unit), piece.unit.end) for piece in slices)
+        self._behind[path] = list(kept.items())
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -463,6 +469,7 @@ class Fetcher:
         self._by_segment.clear()
         self._unread.clear()
         self._committed.clear()
+        self._behind.clear()
         self._windows.clear()
         if self.disk is not None:
             await self.disk.close()
