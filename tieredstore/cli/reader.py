@@ -27,13 +27,10 @@ from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.queue import CLEAN_FROM
+from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
-    Message,
-    RecordError,
-    decode_record,
-    decode_unit,
 )
 
 from .common import CliError, metadata_root
@@ -43,7 +40,6 @@ PB_TYPES: dict[FileType, pb.FileType] = {
     FileType.CONSUME_QUEUE: pb.CONSUME_QUEUE,
 }
 OPEN_CONCURRENCY = 16
-MiB = 1024 * 1024
 
 
 def segment_path(config: TieredStoreConfig, topic: str, queue_id: int, file_type: FileType,
@@ -224,9 +220,9 @@ class FlatView:
         return await self.reader.read(view.path, view.layout, position - view.base, length)
 
 
-class QueueView:
+class QueueView(QueueReading):
     """One queue, read-only: offsets, ``get`` and ``offset_for_time`` as the store
-    answers them, over what is durable in the bucket."""
+    answers them (the same code), over what is durable in the bucket."""
 
     def __init__(self, topic: str, queue_id: int, meta: QueueMetadata, cl: FlatView,
                  cq: FlatView) -> None:
@@ -259,76 +255,23 @@ class QueueView:
     def clean_from(self) -> int:
         return int(self.meta.properties.get(CLEAN_FROM, "0"))
 
-    def _corrupt(self, message: str) -> QueueCorrupt:
-        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
+    @property
+    def tail_offset(self) -> int:
+        return self.cq.next_base // UNIT_SIZE
+
+    async def commit_log_segment_end(self, position: int) -> int:
+        return (await self.cl.locate(position)).end
+
+    async def read_commit_log(self, position: int, length: int) -> bytes:
+        return await self.cl.read(position, length)
 
     async def units(self, start: int, end: int) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
-        out: list[CqUnit] = []
-        offset, stop_at = start, min(end, self.max_offset)
-        while offset < stop_at:
-            view = await self.cq.locate(offset * UNIT_SIZE)
-            stop = min(stop_at, view.end // UNIT_SIZE)
-            if stop <= offset:
-                raise self._corrupt(f"consume queue segment {view.path} ends at {view.end}, "
-                                    f"before the unit of offset {offset}")
-            data = await self.cq.read(offset * UNIT_SIZE, (stop - offset) * UNIT_SIZE)
-            try:
-                out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(stop - offset))
-            except RecordError as exc:
-                raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
-            offset = stop
-        return out
+        return await self.stored_units(start, min(end, self.max_offset))
 
-    async def get(self, offset: int, max_count: int, max_bytes: int = 4 * MiB
-                  ) -> list[Message]:
-        """Up to ``max_count`` messages from ``offset`` (at least one if any)."""
-        if not self.min_offset <= offset <= self.max_offset:
-            raise OffsetOutOfRange(f"offset {offset} is outside [{self.min_offset}, "
-                                   f"{self.max_offset}]", topic=self.topic,
-                                   queue_id=self.queue_id)
-        units = await self.units(offset, offset + max(0, max_count))
-        messages: list[Message] = []
-        total = i = 0
-        while i < len(units) and (total < max_bytes or not messages):
-            view = await self.cl.locate(units[i].position)
-            j, run = i, units[i].size
-            while (j + 1 < len(units) and units[j + 1].position == units[j].end
-                   and units[j + 1].end <= view.end and total + run < max_bytes):
-                j += 1
-                run += units[j].size
-            data = memoryview(await self.cl.read(units[i].position, run))
-            at = 0
-            for k in range(i, j + 1):
-                messages.append(self.decode(data[at : at + units[k].size], offset + k))
-                at += units[k].size
-                total += units[k].size
-            i = j + 1
-        return messages
+    async def consume_queue_segment_end(self, position: int) -> int:
+        return (await self.cq.locate(position)).end
 
-    def decode(self, data: bytes | memoryview, offset: int) -> Message:
-        """A record's message, its CRC and offset checked."""
-        try:
-            message = decode_record(data, self.topic, self.queue_id)
-        except RecordError as exc:
-            raise self._corrupt(f"message at offset {offset}: {exc}") from None
-        if message.offset != offset:
-            raise self._corrupt(f"message at offset {offset} holds offset {message.offset}")
-        return message
+    async def read_consume_queue(self, position: int, length: int) -> bytes:
+        return await self.cq.read(position, length)
 
-    async def offset_for_time(self, timestamp_ms: int) -> int:
-        """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""
-        record = await self.meta.find_by_time(self.cq.pb_type, timestamp_ms)
-        if record is not None:
-            lo, hi = record.first_message_offset, record.last_message_offset + 1
-        else:
-            lo, hi = self.cq.next_base // UNIT_SIZE, self.max_offset
-        lo = max(lo, self.min_offset)
-        hi = min(hi, self.max_offset)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if (await self.units(mid, mid + 1))[0].store_timestamp < timestamp_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo

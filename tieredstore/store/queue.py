@@ -23,19 +23,16 @@ from tieredstore.store.context import (
     UNIT_ALIGN,
     MessageTooLarge,
     OffsetError,
-    OffsetOutOfRange,
-    QueueCorrupt,
     StoreContext,
 )
 from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
+from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
     CqUnit,
-    Message,
     RecordError,
     decode_record,
-    decode_unit,
     encode_record,
     encode_unit,
     record_size,
@@ -52,7 +49,7 @@ class Pending:
     unit: CqUnit
 
 
-class QueueLog:
+class QueueLog(QueueReading):
     """The flat files of one queue and the offsets over them."""
 
     def __init__(self, ctx: StoreContext, topic: str, queue_id: int, meta: QueueMetadata
@@ -66,9 +63,6 @@ class QueueLog:
         self.next_offset = 0
         self.lock = asyncio.Lock()
         self._pending: deque[Pending] = deque()
-
-    def _corrupt(self, message: str) -> QueueCorrupt:
-        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
 
     # --- opening and recovery -------------------------------------------------------
 
@@ -235,85 +229,32 @@ class QueueLog:
     # --- reading -------------------------------------------------------------------------
 
     async def units(self, start: int, end: int) -> list[CqUnit]:
-        """Consume-queue units of offsets ``[start, end)``."""
-        out: list[CqUnit] = []
-        cq_end = self.cq.end // UNIT_SIZE
-        offset = start
-        while offset < min(end, cq_end):
-            _, segment_end = await self.cq.locate(offset * UNIT_SIZE)
-            stop = min(end, cq_end, segment_end // UNIT_SIZE)
-            data = await self.cq.read(offset * UNIT_SIZE, (stop - offset) * UNIT_SIZE)
-            try:
-                out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(stop - offset))
-            except RecordError as exc:
-                raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
-            offset = stop
+        """Consume-queue units of offsets ``[start, end)``: stored ones, then those
+        still waiting in memory for their commit-log bytes to land."""
+        stored_end = min(end, self.cq.end // UNIT_SIZE)
+        out = await self.stored_units(start, stored_end)
+        offset = max(start, stored_end)
         if offset < end:
             first_pending = self._pending[0].offset if self._pending else self.next_offset
             out.extend(p.unit for p in list(self._pending)[offset - first_pending :
                                                           end - first_pending])
         return out
 
-    def check_range(self, offset: int) -> None:
-        if not self.min_offset <= offset <= self.max_offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} is outside [{self.min_offset}, {self.max_offset}]",
-                topic=self.topic, queue_id=self.queue_id)
+    async def consume_queue_segment_end(self, position: int) -> int:
+        return (await self.cq.locate(position))[1]
 
-    async def get(self, offset: int, max_count: int, max_bytes: int) -> list[Message]:
-        self.check_range(offset)
-        if max_count <= 0:
-            return []
-        units = await self.units(offset, min(self.max_offset, offset + max_count))
-        messages: list[Message] = []
-        total = 0
-        i = 0
-        while i < len(units) and (total < max_bytes or not messages):
-            _, segment_end = await self.cl.locate(units[i].position)
-            j, run = i, units[i].size
-            while (j + 1 < len(units) and units[j + 1].position == units[j].end
-                   and units[j + 1].end <= segment_end and total + run < max_bytes):
-                j += 1
-                run += units[j].size
-            data = await self.cl.read(units[i].position, run)
-            at = 0
-            for k in range(i, j + 1):
-                expected = offset + k
-                try:
-                    message = decode_record(memoryview(data)[at : at + units[k].size],
-                                            self.topic, self.queue_id)
-                except RecordError as exc:
-                    raise self._corrupt(f"message at offset {expected}: {exc}") from None
-                if message.offset != expected:
-                    raise self._corrupt(f"message at offset {expected} holds offset "
-                                        f"{message.offset}")
-                at += units[k].size
-                if messages and total + units[k].size > max_bytes:
-                    return messages
-                messages.append(message)
-                total += units[k].size
-            i = j + 1
-        return messages
+    async def read_consume_queue(self, position: int, length: int) -> bytes:
+        return await self.cq.read(position, length)
 
-    async def offset_for_time(self, timestamp_ms: int) -> int:
-        """The first offset whose store timestamp is at or after ``timestamp_ms``."""
-        record = await self.meta.find_by_time(self.cq.pb_type, timestamp_ms)
-        if record is not None:
-            lo, hi = record.first_message_offset, record.last_message_offset + 1
-        else:
-            lo, hi = self.cq.active_base // UNIT_SIZE, self.max_offset
-        lo = max(lo, self.min_offset)
+    @property
+    def tail_offset(self) -> int:
+        return self.cq.active_base // UNIT_SIZE
 
-        async def ts(offset: int) -> int:
-            return (await self.units(offset, offset + 1))[0].store_timestamp
+    async def commit_log_segment_end(self, position: int) -> int:
+        return (await self.cl.locate(position))[1]
 
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if await ts(mid) < timestamp_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+    async def read_commit_log(self, position: int, length: int) -> bytes:
+        return await self.cl.read(position, length)
 
     # --- retention -------------------------------------------------------------------------
 

@@ -1,0 +1,151 @@
+"""Reading a queue: ``get`` and ``offset_for_time`` over consume-queue units.
+
+One implementation for every reader of a queue: the store's own
+(:class:`tieredstore.store.queue.QueueLog`, which also sees what is still
+buffered) and the read-only views of the CLI, which see only what is durable
+in the bucket. Subclasses say where units and commit-log bytes come from.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from tieredstore.metadata import QueueMetadata
+from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.record import (
+    UNIT_SIZE,
+    CqUnit,
+    Message,
+    RecordError,
+    decode_record,
+    decode_unit,
+)
+
+
+class QueueReading(abc.ABC):
+    """``get`` and ``offset_for_time`` of one queue."""
+
+    topic: str
+    queue_id: int
+    meta: QueueMetadata
+
+    @property
+    @abc.abstractmethod
+    def min_offset(self) -> int:
+        """The first offset still stored."""
+
+    @property
+    @abc.abstractmethod
+    def max_offset(self) -> int:
+        """One past the last offset this reader sees."""
+
+    @property
+    @abc.abstractmethod
+    def tail_offset(self) -> int:
+        """The first offset of the consume queue's segment not yet recorded."""
+
+    @abc.abstractmethod
+    async def units(self, start: int, end: int) -> list[CqUnit]:
+        """Consume-queue units of offsets ``[start, end)``."""
+
+    @abc.abstractmethod
+    async def consume_queue_segment_end(self, position: int) -> int:
+        """Where the consume-queue segment holding ``position`` ends."""
+
+    @abc.abstractmethod
+    async def read_consume_queue(self, position: int, length: int) -> bytes:
+        """Consume-queue bytes, within one segment, every unit checked."""
+
+    async def stored_units(self, start: int, stop: int) -> list[CqUnit]:
+        """Units of offsets ``[start, stop)`` read from the consume queue: one
+        read per segment they span, every unit's CRC checked."""
+        out: list[CqUnit] = []
+        offset = start
+        while offset < stop:
+            segment_end = await self.consume_queue_segment_end(offset * UNIT_SIZE)
+            end = min(stop, segment_end // UNIT_SIZE)
+            if end <= offset:
+                raise self._corrupt(f"the consume-queue segment holding offset {offset} ends "
+                                    f"at byte {segment_end}, before its unit")
+            data = await self.read_consume_queue(offset * UNIT_SIZE, (end - offset) * UNIT_SIZE)
+            try:
+                out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(end - offset))
+            except RecordError as exc:
+                raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
+            offset = end
+        return out
+
+    @abc.abstractmethod
+    async def commit_log_segment_end(self, position: int) -> int:
+        """Where the commit-log segment holding ``position`` ends."""
+
+    @abc.abstractmethod
+    async def read_commit_log(self, position: int, length: int) -> bytes:
+        """Commit-log bytes, within one segment, every unit checked."""
+
+    def _corrupt(self, message: str) -> QueueCorrupt:
+        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
+
+    def check_range(self, offset: int) -> None:
+        if not self.min_offset <= offset <= self.max_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.min_offset}, {self.max_offset}]",
+                topic=self.topic, queue_id=self.queue_id)
+
+    def decode(self, data: bytes | memoryview, offset: int) -> Message:
+        """A record's message, its CRC and its offset checked."""
+        try:
+            message = decode_record(data, self.topic, self.queue_id)
+        except RecordError as exc:
+            raise self._corrupt(f"message at offset {offset}: {exc}") from None
+        if message.offset != offset:
+            raise self._corrupt(f"message at offset {offset} holds offset {message.offset}")
+        return message
+
+    async def get(self, offset: int, max_count: int, max_bytes: int = 4 * 1024 * 1024
+                  ) -> list[Message]:
+        """Up to ``max_count`` messages from ``offset``, at least one if there is
+        any, even past ``max_bytes``. Records next to each other in one
+        commit-log segment are read with one read."""
+        self.check_range(offset)
+        if max_count <= 0:
+            return []
+        units = await self.units(offset, min(self.max_offset, offset + max_count))
+        messages: list[Message] = []
+        total = i = 0
+        while i < len(units) and (total < max_bytes or not messages):
+            segment_end = await self.commit_log_segment_end(units[i].position)
+            j, run = i, units[i].size
+            while (j + 1 < len(units) and units[j + 1].position == units[j].end
+                   and units[j + 1].end <= segment_end and total + run < max_bytes):
+                j += 1
+                run += units[j].size
+            data = memoryview(await self.read_commit_log(units[i].position, run))
+            at = 0
+            for k in range(i, j + 1):
+                if messages and total + units[k].size > max_bytes:
+                    return messages
+                messages.append(self.decode(data[at : at + units[k].size], offset + k))
+                at += units[k].size
+                total += units[k].size
+            i = j + 1
+        return messages
+
+    async def offset_for_time(self, timestamp_ms: int) -> int:
+        """The first offset whose store timestamp is at or after ``timestamp_ms``
+        (``max_offset`` if none): the sealed segment from the metadata's time
+        index, then a binary search over its units."""
+        record = await self.meta.find_by_time(pb.CONSUME_QUEUE, timestamp_ms)
+        if record is not None:
+            lo, hi = record.first_message_offset, record.last_message_offset + 1
+        else:
+            lo, hi = self.tail_offset, self.max_offset
+        lo, hi = max(lo, self.min_offset), min(hi, self.max_offset)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (await self.units(mid, mid + 1))[0].store_timestamp < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
