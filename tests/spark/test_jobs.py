@@ -17,8 +17,8 @@ from tieredstore.segment import FileType
 from tieredstore.segment.reader import CRC_METADATA_KEY
 from tieredstore.spark import jobs
 from tieredstore.spark.compact import survey
-from tieredstore.spark.plan import segment_path
 from tieredstore.spark.selection import Selection
+from tieredstore.store.keys import segment_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

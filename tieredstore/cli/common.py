@@ -69,12 +69,6 @@ def open_existing_store(config: TieredStoreConfig) -> ObjectStore:
     return open_object_store(config)
 
 
-def metadata_root(config: TieredStoreConfig) -> str:
-    """Where the message store keeps its queues' metadata (as ``StoreContext`` does)."""
-    parts = (config.key_prefix, "meta-root", config.cluster, config.broker)
-    return "/".join(p for p in parts if p)
-
-
 def positive_int(text: str) -> int:
     """An argparse type: an int >= 1."""
     value = nonnegative_int(text)

@@ -26,16 +26,16 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.segment.reader import CRC_METADATA_KEY
+from tieredstore.store.keys import PB_TYPES, metadata_root
 
 from .common import (
     human_bytes,
-    metadata_root,
     nonnegative_int,
     open_existing_store,
     resolve_config,
     table,
 )
-from .reader import PB_TYPES, QueueView, SegmentView, list_segments, open_metadata
+from .reader import QueueView, SegmentView, list_segments, open_metadata
 
 TYPES = {t.value: t for t in PB_TYPES}
 QUEUE_CONCURRENCY = 8

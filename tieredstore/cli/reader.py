@@ -26,6 +26,7 @@ from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_segment_dir
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.keys import PB_TYPES, metadata_root, segment_path
 from tieredstore.store.queue import CLEAN_FROM
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
@@ -33,19 +34,9 @@ from tieredstore.store.record import (
     CqUnit,
 )
 
-from .common import CliError, metadata_root
+from .common import CliError
 
-PB_TYPES: dict[FileType, pb.FileType] = {
-    FileType.COMMIT_LOG: pb.COMMIT_LOG,
-    FileType.CONSUME_QUEUE: pb.CONSUME_QUEUE,
-}
 OPEN_CONCURRENCY = 16
-
-
-def segment_path(config: TieredStoreConfig, topic: str, queue_id: int, file_type: FileType,
-                 base: int = 0) -> SegmentPath:
-    return SegmentPath(config.cluster, config.broker, topic, queue_id, file_type, base,
-                       prefix=config.key_prefix)
 
 
 @dataclass

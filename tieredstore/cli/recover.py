@@ -27,12 +27,12 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.store import AsyncMessageStore
+from tieredstore.store.keys import metadata_root
 
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
     format_requests,
-    metadata_root,
     open_existing_store,
     resolve_config,
     table,

@@ -22,6 +22,7 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
+from tieredstore.store.keys import PB_TYPES, metadata_root
 from tieredstore.store.queue import CLEAN_FROM
 from tieredstore.store.record import (
     HEAD_SIZE,
@@ -40,14 +41,13 @@ from .common import (
     Progress,
     format_requests,
     human_bytes,
-    metadata_root,
     open_existing_store,
     progress,
     progress_enabled,
     resolve_config,
     table,
 )
-from .reader import PB_TYPES, SegmentView, list_segments, open_metadata
+from .reader import SegmentView, list_segments, open_metadata
 from .stream import BadBytes, ShortFile, UnitStream
 
 UNIT_BATCH = 4096  # consume-queue units read at a time

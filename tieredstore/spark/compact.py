@@ -43,8 +43,9 @@ from tieredstore.segment.path import (
     parse_segment_dir,
 )
 from tieredstore.spark.options import ConfigValues, config_of
-from tieredstore.spark.plan import find_queues, metadata_root, segment_path
+from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection
+from tieredstore.store.keys import metadata_root, segment_path
 
 FILE_TYPES: dict[FileType, SegmentFileType] = {
     COMMIT_LOG: SegmentFileType.COMMIT_LOG,

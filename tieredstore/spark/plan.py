@@ -32,26 +32,14 @@ from tieredstore.metadata import (
 )
 from tieredstore.metadata.keys import heads_root, parse_queue_head_key
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.segment import FileType, SegmentPath, validate_name
+from tieredstore.segment import validate_name
 from tieredstore.spark.selection import Selection
+from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import UNIT_SIZE
 
 OPEN_CONCURRENCY = 16
 ACTIVE = -1  # the size of a segment still being written: known once it is opened
 NO_END = 2**63 - 1
-
-
-def metadata_root(config: TieredStoreConfig) -> str:
-    """Where the store keeps queue metadata (as ``StoreContext.metadata_root``)."""
-    return "/".join(p for p in (config.key_prefix, "meta-root", config.cluster, config.broker)
-                    if p)
-
-
-def segment_path(config: TieredStoreConfig, topic: str, queue_id: int, file_type: FileType,
-                 base: int) -> SegmentPath:
-    """The segment's key path (as ``StoreContext.segment_path``)."""
-    return SegmentPath(config.cluster, config.broker, topic, queue_id, file_type, base,
-                       prefix=config.key_prefix)
 
 
 @dataclass(frozen=True, slots=True)

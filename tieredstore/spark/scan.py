@@ -30,9 +30,10 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore import ObjectStore, open_object_store
 from tieredstore.segment import ChunkedSegment, FileType
-from tieredstore.spark.plan import NO_END, SegmentSlice, segment_path
+from tieredstore.spark.plan import NO_END, SegmentSlice
 from tieredstore.spark.segments import FlatFileView, open_read_only
 from tieredstore.spark.selection import Selection
+from tieredstore.store.keys import segment_path
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,

@@ -20,7 +20,8 @@ from tieredstore.segment import (
     SegmentPath,
     SegmentReader,
 )
-from tieredstore.spark.plan import ACTIVE, segment_path
+from tieredstore.spark.plan import ACTIVE
+from tieredstore.store.keys import segment_path
 
 
 async def open_read_only(store: ObjectStore, config: TieredStoreConfig, path: SegmentPath,

@@ -15,6 +15,7 @@ from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import UploadBufferPool
+from tieredstore.store import keys
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +65,11 @@ class StoreContext:
 
     @property
     def metadata_root(self) -> str:
-        c = self.config
-        return "/".join(p for p in (c.key_prefix, "meta-root", c.cluster, c.broker) if p)
+        return keys.metadata_root(self.config)
 
     def segment_path(self, topic: str, queue_id: int, file_type: FileType, base: int
                      ) -> SegmentPath:
-        c = self.config
-        return SegmentPath(c.cluster, c.broker, topic, queue_id, file_type, base,
-                           prefix=c.key_prefix)
+        return keys.segment_path(self.config, topic, queue_id, file_type, base)
 
     def max_size(self, file_type: FileType) -> int:
         if file_type is FileType.CONSUME_QUEUE:

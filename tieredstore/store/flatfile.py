@@ -15,18 +15,11 @@ import time
 from dataclasses import dataclass
 
 from tieredstore.metadata import QueueMetadata, SegmentRecord
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt, StoreContext
+from tieredstore.store.keys import PB_TYPES
 
 log = logging.getLogger(__name__)
-
-PB_TYPES: dict[FileType, pb.FileType] = {
-    FileType.COMMIT_LOG: pb.COMMIT_LOG,
-    FileType.CONSUME_QUEUE: pb.CONSUME_QUEUE,
-    FileType.INDEX: pb.INDEX,
-}
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
