@@ -144,14 +144,14 @@ class ReadHandle(abc.ABC):
     def metadata(self) -> LedgerMetadata: ...
 
     @property
-    @abc.abstractmethod
     def last_add_confirmed(self) -> int:
         """The last entry id a reader may read (-1: none)."""
+        return self.metadata.last_entry_id
 
     @property
-    @abc.abstractmethod
     def length(self) -> int:
         """Sum of the payload sizes of entries ``0..last_add_confirmed``."""
+        return self.metadata.length
 
     @property
     def closed(self) -> bool:

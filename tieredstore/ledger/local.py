@@ -282,14 +282,6 @@ class LocalReadHandle(ReadHandle):
     def metadata(self) -> LedgerMetadata:
         return self._metadata
 
-    @property
-    def last_add_confirmed(self) -> int:
-        return self._metadata.last_entry_id
-
-    @property
-    def length(self) -> int:
-        return self._metadata.length
-
     def _check_open(self) -> int:
         if self._fd is None:
             raise LedgerClosed("the handle is closed", ledger_id=self._ledger_id)

@@ -110,14 +110,6 @@ class OffloadedReadHandle(ReadHandle):
     def metadata(self) -> LedgerMetadata:
         return self._metadata
 
-    @property
-    def last_add_confirmed(self) -> int:
-        return self._metadata.last_entry_id
-
-    @property
-    def length(self) -> int:
-        return self._metadata.length
-
     # --- reading ----------------------------------------------------------------------
 
     async def read(self, first: int, last: int) -> list[LedgerEntry]:
