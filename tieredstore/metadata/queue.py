@@ -47,7 +47,6 @@ from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,
-    MetadataFenced,
     MetadataNotFound,
     MetadataReadOnly,
     MetadataTooLarge,
@@ -107,8 +106,6 @@ class QueueMetadata(QueueReader):
         self._writer_id = writer_id
         self._session_id = uuid.uuid4().hex
         self._read_only = read_only
-        self._fenced: MetadataFenced | None = None
-        self._unsettled = False  # a head create's outcome is unknown
         self._write_lock = asyncio.Lock()
 
     # --- opening ----------------------------------------------------------------
@@ -179,7 +176,7 @@ class QueueMetadata(QueueReader):
 
     @property
     def fenced(self) -> bool:
-        return self._fenced is not None
+        return self._heads.fenced is not None
 
     # --- writing ------------------------------------------------------------------
 
@@ -330,30 +327,22 @@ class QueueMetadata(QueueReader):
 
     async def _begin_write(self) -> None:
         self._check_writable()
-        if self._unsettled:
+        if self._heads.unsettled:
             await self._settle()
 
     async def _settle(self) -> None:
         """A head create failed without an answer (an error, a cancellation): it
         may have landed. Our session id in the newest head says it did."""
-        loaded = await self._heads.load()
-        version, session = (loaded[0], loaded[1].session_id) if loaded else (0, "")
-        if loaded is not None and version == self._version + 1 and session == self._session_id:
-            self._head, self._version = loaded[1], version
+        adopted = await self._heads.settle(self._version, self._session_id,
+                                           lambda head: head.session_id)
+        if adopted is not None:
+            self._version, self._head = adopted
             self._forget_pagesets()  # its pages: list again when needed
-        elif version != self._version:
-            self._fenced = MetadataFenced(
-                f"head version {version} is newer than ours ({self._version})",
-                queue=self._queue.name,
-            )
-            raise self._fenced
-        self._unsettled = False
 
     def _check_writable(self) -> None:
         if self._read_only:
             raise MetadataReadOnly("opened read-only", queue=self._queue.name)
-        if self._fenced is not None:
-            raise MetadataFenced(f"fenced earlier: {self._fenced}", queue=self._queue.name)
+        self._heads.check_not_fenced()
 
     def _next_head(self) -> pb.QueueHead:
         head = pb.QueueHead()
@@ -369,21 +358,12 @@ class QueueMetadata(QueueReader):
         head.writer_id = self._writer_id
         head.session_id = self._session_id
         head.written_at_ms = time.time_ns() // 1_000_000
-        try:
-            await self._heads.create(version, encode_head(head))
-        except MetadataFenced as exc:
-            self._fenced = exc
-            raise
-        except BaseException:
-            self._unsettled = True
-            raise
-        self._head, self._version = head, version
-        self._pages_committed([(p.file_type, p.ref, p.records) for p in pages])
-        try:
-            await self._heads.confirm(version)
-        except MetadataFenced as exc:
-            self._fenced = exc
-            raise
+
+        def landed() -> None:
+            self._head, self._version = head, version
+            self._pages_committed([(p.file_type, p.ref, p.records) for p in pages])
+
+        await self._heads.publish(version, encode_head(head), landed)
 
     async def _write_pages(self, pages: Sequence[_NewPage]) -> None:
         limit = asyncio.Semaphore(_PAGE_WRITE_CONCURRENCY)

@@ -53,7 +53,9 @@ class VersionedHeads(Generic[H]):
     """Loads the newest head of a series and writes the next one.
 
     ``decode(data, key, version)`` parses a head; ``fenced(message)`` and
-    ``error(message)`` build the caller's own exceptions.
+    ``error(message)`` build the caller's own exceptions. A writer's state
+    lives here too: ``fenced`` (the error that fenced it, for good) and
+    ``unsettled`` (a create failed without an answer: it may have landed).
     """
 
     def __init__(
@@ -70,6 +72,41 @@ class VersionedHeads(Generic[H]):
         self._decode = decode
         self._fenced = fenced
         self._error = error
+        self.fenced: Exception | None = None
+        self.unsettled = False
+
+    def check_not_fenced(self) -> None:
+        if self.fenced is not None:
+            raise self._fenced(f"fenced earlier: {self.fenced}")
+
+    async def publish(self, version: int, data: bytes, landed: Callable[[], None]) -> None:
+        """Write head ``version``, call ``landed()`` once it stands, then confirm
+        it (see :meth:`confirm`). A fence is remembered in ``fenced``; any other
+        failure of the create leaves ``unsettled`` for :meth:`settle`."""
+        try:
+            await self.create(version, data)
+        except BaseException:
+            if self.fenced is None:
+                self.unsettled = True
+            raise
+        landed()
+        await self.confirm(version)
+
+    async def settle(self, version: int, session_id: str, session_of: Callable[[H], str]
+                     ) -> tuple[int, H] | None:
+        """After an unanswered create of ``version + 1``: the newest head if it is
+        ours (it landed: adopt it), None if nothing moved; fenced if another
+        writer's head stands there."""
+        loaded = await self.load()
+        newest, session = (loaded[0], session_of(loaded[1])) if loaded else (0, "")
+        adopted = None
+        if loaded is not None and newest == version + 1 and session == session_id:
+            adopted = loaded
+        elif newest != version:
+            self.fenced = self._fenced(f"head version {newest} is newer than ours ({version})")
+            raise self.fenced
+        self.unsettled = False
+        return adopted
 
     async def versions(self) -> list[int]:
         """Every head version present, ascending. One LIST request."""
@@ -121,14 +158,17 @@ class VersionedHeads(Generic[H]):
         except ObjectNotFound:
             existing = None
         if existing != data:
-            raise self._fenced(f"head version {version} was written by another writer")
+            self.fenced = self._fenced(f"head version {version} was written by another writer")
+            raise self.fenced
 
     async def confirm(self, version: int) -> None:
         """After creating ``version``: fenced if a newer head exists, else drop
         the versions older than the newest two. One LIST, at most one DELETE."""
         versions = await self.versions()
         if versions and versions[-1] > version:
-            raise self._fenced(f"head version {versions[-1]} is newer than ours ({version})")
+            self.fenced = self._fenced(f"head version {versions[-1]} is newer than ours "
+                                       f"({version})")
+            raise self.fenced
         old = [self.keys.head_key(v) for v in versions if v <= version - KEEP_VERSIONS]
         if old:
             try:

@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from tieredstore.errors import ObjectNotFound, PreconditionFailed
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import CorruptManagedLedger, ManagedLedgerFenced
+from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.managed.codec import (
     FORMAT_VERSION,
     build_page,
@@ -78,8 +78,6 @@ class ManagedLedgerMetadata:
         self._writer_id = writer_id
         self._session_id = uuid.uuid4().hex
         self._lock = asyncio.Lock()
-        self._fenced: ManagedLedgerFenced | None = None
-        self._unsettled = False
         self._pages: list[PageRef] | None = None  # every page key listed, by first ledger
         self._cache: OrderedDict[str, tuple[pb.LedgerInfo, ...]] = OrderedDict()
         self._cache_pages = max(1, cache_pages)
@@ -127,7 +125,7 @@ class ManagedLedgerMetadata:
 
     @property
     def fenced(self) -> bool:
-        return self._fenced is not None
+        return self._heads.fenced is not None
 
     # --- writing ------------------------------------------------------------------
 
@@ -149,27 +147,20 @@ class ManagedLedgerMetadata:
     async def settle(self) -> None:
         """Find out whether a failed head write landed (adopting it if it did)."""
         async with self._lock:
-            if self._unsettled:
+            if self._heads.unsettled:
                 await self._settle()
 
     async def _begin_write(self) -> None:
-        if self._fenced is not None:
-            raise ManagedLedgerFenced(f"fenced earlier: {self._fenced}", name=self.name)
-        if self._unsettled:
+        self._heads.check_not_fenced()
+        if self._heads.unsettled:
             await self._settle()
 
     async def _settle(self) -> None:
-        loaded = await self._heads.load()
-        version, session = (loaded[0], loaded[1].sessionId) if loaded else (0, "")
-        if loaded is not None and version == self._version + 1 and session == self._session_id:
-            self._head, self._version = loaded[1], version
+        adopted = await self._heads.settle(self._version, self._session_id,
+                                           lambda head: head.sessionId)
+        if adopted is not None:
+            self._version, self._head = adopted
             self._pages = None  # its pages: list again when needed
-        elif version != self._version:
-            self._fenced = ManagedLedgerFenced(
-                f"head version {version} is newer than ours ({self._version})", name=self.name
-            )
-            raise self._fenced
-        self._unsettled = False
 
     async def _commit(self, head: pb.ManagedLedgerHead) -> None:
         pages: list[tuple[PageRef, bytes, list[pb.LedgerInfo]]] = []
@@ -185,25 +176,16 @@ class ManagedLedgerMetadata:
         head.writerId = self._writer_id
         head.sessionId = self._session_id
         head.writtenAtMs = time.time_ns() // 1_000_000
-        try:
-            await self._heads.create(version, encode_head(head))
-        except ManagedLedgerFenced as exc:
-            self._fenced = exc
-            raise
-        except BaseException:
-            self._unsettled = True
-            raise
-        self.head_writes += 1
-        self._head, self._version = head, version
-        for ref, _, records in pages:
-            if self._pages is not None:
-                bisect.insort(self._pages, ref, key=_order)
-            self._remember(ref.key, records)
-        try:
-            await self._heads.confirm(version)
-        except ManagedLedgerFenced as exc:
-            self._fenced = exc
-            raise
+
+        def landed() -> None:
+            self.head_writes += 1
+            self._head, self._version = head, version
+            for ref, _, records in pages:
+                if self._pages is not None:
+                    bisect.insort(self._pages, ref, key=_order)
+                self._remember(ref.key, records)
+
+        await self._heads.publish(version, encode_head(head), landed)
 
     async def _write_page(self, ref: PageRef, data: bytes, records: list[pb.LedgerInfo]
                           ) -> None:
@@ -355,8 +337,7 @@ class ManagedLedgerMetadata:
         return len(dead)
 
     def check_writable(self) -> None:
-        if self._fenced is not None:
-            raise ManagedLedgerFenced(f"fenced earlier: {self._fenced}", name=self.name)
+        self._heads.check_not_fenced()
 
 
 def _order(ref: PageRef) -> tuple[int, str]:
