@@ -66,7 +66,8 @@ def test_reads_a_store_on_s3(spark: Any, moto: S3Server, tmp_path: Path) -> None
     assert_same(rows_of(df), built.rows())
 
 
-def test_filters_choose_segments_before_reading(spark: Any, merged_store: BuiltStore) -> None:
+def test_spark_filters_return_exactly_their_rows(spark: Any, merged_store: BuiltStore) -> None:
+    """``where`` is applied to the rows by Spark; the read plan never depends on it."""
     from pyspark.sql import functions as F
 
     df = spark.read.format("tieredstore").options(**merged_store.options).load()
@@ -75,36 +76,58 @@ def test_filters_choose_segments_before_reading(spark: Any, merged_store: BuiltS
     def at(ms: int) -> Any:
         return F.timestamp_millis(F.lit(ms))
 
-    per_queue = SEALED_PER_QUEUE + 1
-    cases: list[tuple[Any, int, Callable[[tuple[Any, ...]], bool]]] = [
-        # (filter, input partitions planned, which written rows it keeps)
-        (F.col("topic") == "orders", 3 * per_queue, lambda r: r[0] == "orders"),
-        ((F.col("topic") == "orders") & (F.col("queue_id") == 1), per_queue,
-         lambda r: r[:2] == ("orders", 1)),
-        ((F.col("topic") == "orders") & (F.col("queue_id") == 1) & (F.col("offset") >= 70)
-         & (F.col("offset") < 130), 2, lambda r: r[:2] == ("orders", 1) and 70 <= r[2] < 130),
-        (F.col("offset") >= 200, 4, lambda r: r[2] >= 200),  # the active tails only
-        (F.col("offset").isin(3, 9), 4, lambda r: r[2] in (3, 9)),
-        (ts < at(T0 + 50_000), 4, lambda r: r[3] < T0 + 50_000),
-        ((ts >= at(T0 + 130_000)) & (ts <= at(T0 + 140_000)), 4,
+    every = len(QUEUES) * (SEALED_PER_QUEUE + 1)
+    cases: list[tuple[Any, Callable[[tuple[Any, ...]], bool]]] = [
+        (F.col("topic") == "orders", lambda r: r[0] == "orders"),
+        ((F.col("topic") == "orders") & (F.col("queue_id") == 1)
+         & (F.col("offset") >= 70) & (F.col("offset") < 130),
+         lambda r: r[:2] == ("orders", 1) and 70 <= r[2] < 130),
+        (F.col("offset").isin(3, 9), lambda r: r[2] in (3, 9)),
+        ((ts >= at(T0 + 130_000)) & (ts <= at(T0 + 140_000)),
          lambda r: T0 + 130_000 <= r[3] <= T0 + 140_000),
-        (ts > at(T0 + 215_000), 4, lambda r: r[3] > T0 + 215_000),
-        (F.col("topic").startswith("aud"), per_queue, lambda r: r[0] == "audit"),
-        (F.col("topic") == "nothing", 0, lambda r: False),
-        (F.col("topic").isin("no/such", ".."), 0, lambda r: False),  # no queue has them
+        (F.col("topic").startswith("aud"), lambda r: r[0] == "audit"),
+        (F.col("topic") == "nothing", lambda r: False),
     ]
-    for condition, partitions, keeps in cases:
+    for condition, keeps in cases:
         filtered = df.where(condition)
-        planned = filtered.rdd.getNumPartitions()
-        # Spark plans one empty placeholder partition when the source gives none.
-        assert planned == max(partitions, 1), f"{condition}: {planned} partitions planned"
+        assert filtered.rdd.getNumPartitions() == every, condition
         assert_same(rows_of(filtered), [r for r in merged_store.rows() if keeps(r)])
+
+
+@pytest.mark.parametrize(("options", "partitions", "keeps"), [
+    # (selection options, input partitions planned, which written rows they keep)
+    ({"topic": "orders"}, 3 * (SEALED_PER_QUEUE + 1), lambda r: r[0] == "orders"),
+    ({"topic": "orders", "queue_id": "1"}, SEALED_PER_QUEUE + 1,
+     lambda r: r[:2] == ("orders", 1)),
+    ({"topic": "orders", "queue_id": "1", "offset_from": "70", "offset_to": "130"}, 2,
+     lambda r: r[:2] == ("orders", 1) and 70 <= r[2] < 130),
+    ({"offset_from": "200"}, 4, lambda r: r[2] >= 200),  # the active tails only
+    ({"time_to": str(T0 + 50_000)}, 4, lambda r: r[3] < T0 + 50_000),
+    ({"time_from": str(T0 + 130_000), "time_to": str(T0 + 140_001)}, 4,
+     lambda r: T0 + 130_000 <= r[3] <= T0 + 140_000),
+    ({"time_from": "2023-11-14T22:16:56"}, 4, lambda r: r[3] >= T0 + 216_000),
+    ({"topic": "nothing"}, 0, lambda r: False),
+    ({"topic": "no/such,.."}, 0, lambda r: False),  # no queue has them
+])
+def test_options_choose_segments_before_reading(
+        spark: Any, merged_store: BuiltStore, options: dict[str, str], partitions: int,
+        keeps: Callable[[tuple[Any, ...]], bool]) -> None:
+    df = spark.read.format("tieredstore").options(**merged_store.options, **options).load()
+    # Spark plans one empty placeholder partition when the source gives none.
+    assert df.rdd.getNumPartitions() == max(partitions, 1)
+    assert_same(rows_of(df), [r for r in merged_store.rows() if keeps(r)])
+
+
+def test_pushdown_cannot_be_switched_on(spark: Any, merged_store: BuiltStore) -> None:
+    with pytest.raises(Exception, match="pushdown"):
+        spark.read.format("tieredstore").options(**merged_store.options) \
+            .option("pushdown", "true").load().count()
 
 
 def test_options_select_exactly(spark: Any, merged_store: BuiltStore) -> None:
     df = (spark.read.format("tieredstore").options(**merged_store.options)
           .option("topic", "audit").option("offset_from", "64").option("offset_to", "150")
-          .option("pushdown", "false").load())
+          .load())
     assert df.rdd.getNumPartitions() == 2
     assert_same(rows_of(df), merged_store.rows(topic="audit", lo=64, hi=150))
 

@@ -1,4 +1,4 @@
-"""Selections from options and pushed filters: pure logic, compared with plain predicates."""
+"""Selections from reader options: pure logic, compared with plain predicates."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from tieredstore.errors import ConfigError
 from tieredstore.spark.selection import (
     Selection,
     Span,
-    apply_filters,
     selection_from_options,
     time_span,
     timestamp_micros,
@@ -62,37 +61,18 @@ def test_bad_options_name_their_key(options: dict[str, str], key: str) -> None:
         selection_from_options(options)
 
 
-def test_pushed_filters_narrow_and_unknown_ones_are_left_alone() -> None:
-    from pyspark.sql.datasource import (
-        EqualTo,
-        GreaterThan,
-        In,
-        LessThanOrEqual,
-        Not,
-        StringContains,
-        StringStartsWith,
-    )
-
-    when = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
-    filters = [EqualTo(("topic",), "orders"), In(("queue_id",), [1, 2]),
-               GreaterThan(("offset",), 5), LessThanOrEqual(("store_timestamp",), when),
-               Not(EqualTo(("offset",), 7)), StringContains(("topic",), "x"),
-               EqualTo(("body",), b"x"), StringStartsWith(("topic",), "ord")]
-    sel, used = apply_filters(Selection(), filters)
-    assert used == [filters[i] for i in (0, 1, 2, 3, 7)]
-    assert sel.topics == {"orders"} and sel.queue_ids == {1, 2} and sel.topic_prefix == "ord"
-    assert sel.offsets == Span(6, 2**63 - 1)
-    assert sel.times_ms == Span(hi=1_700_000_000_000)
+def test_contradicting_options_select_nothing() -> None:
+    for options in ({"offset_from": "9", "offset_to": "3"},
+                    {"time_from": "2000", "time_to": "2000"}):
+        sel = selection_from_options(options)
+        assert sel.empty and not sel.wants_queue("a", 0), options
 
 
-def test_contradicting_filters_select_nothing() -> None:
-    from pyspark.sql.datasource import EqualTo, GreaterThan, LessThan, StringStartsWith
-
-    for pair in ([EqualTo(("topic",), "a"), EqualTo(("topic",), "b")],
-                 [GreaterThan(("offset",), 9), LessThan(("offset",), 3)],
-                 [StringStartsWith(("topic",), "a"), StringStartsWith(("topic",), "b")]):
-        sel, _ = apply_filters(Selection(), pair)
-        assert sel.empty or not any(sel.wants_queue(t, 0) for t in ("a", "b", "ab")), pair
+def test_narrowing_intersects() -> None:
+    sel = Selection().narrowed(topics=frozenset({"a", "b"}), offsets=Span(0, 10))
+    sel = sel.narrowed(topics=frozenset({"b", "c"}), offsets=Span(5, 20))
+    assert sel.topics == {"b"} and sel.offsets == Span(5, 10)
+    assert sel.narrowed(queue_ids=frozenset({1})).narrowed(queue_ids=frozenset({2})).empty
 
 
 def test_segments_are_kept_when_they_may_hold_a_wanted_message() -> None:

@@ -1,6 +1,6 @@
 """Spark over a tiered store: a Python DataSource and maintenance jobs.
 
-Reading (PySpark >= 4.1)::
+Reading::
 
     from tieredstore.spark import get_session   # or register(spark) on your own session
     spark = get_session()                        # local[*] on loopback
@@ -18,14 +18,15 @@ The selection, exact: ``topic`` and ``queue_id`` (comma-separated lists),
 ``offset_from`` (inclusive) / ``offset_to`` (exclusive), ``time_from``
 (inclusive) / ``time_to`` (exclusive) as ISO 8601 (naive means UTC) or ms.
 The split: ``messages_per_partition`` (0: one partition per segment),
-``batch_rows``. ``pushdown=false`` reads without ``pushFilters``, for
-sessions where ``spark.sql.python.filterPushdown.enabled`` cannot be set.
+``batch_rows``.
 
-Filters on ``topic`` (=, IN, LIKE 'x%'), ``queue_id``, ``offset`` and
-``store_timestamp`` (=, IN, <, <=, >, >=) are pushed down and choose
-segments from metadata before any data is read; Spark still applies them to
-the rows. Time pruning assumes, as the store's own time lookup does, that
-store timestamps do not decrease along a queue.
+The selection options choose segments from metadata before any data is read.
+Spark filters (``df.where(...)``) are applied to the rows but never pushed
+into the reader: PySpark reuses one query's pushed-down read plan for the
+next query over the same DataFrame, which returned wrong rows (see
+:mod:`tieredstore.spark.datasource`). To prune, select with the options.
+Time selection assumes, as the store's own time lookup does, that store
+timestamps do not decrease along a queue.
 
 Jobs: ``python -m tieredstore.spark.jobs export|verify|compact`` (see
 :mod:`tieredstore.spark.jobs`).

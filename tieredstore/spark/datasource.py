@@ -1,13 +1,19 @@
 """``spark.read.format("tieredstore")``: a PySpark 4 Python DataSource over a store.
 
 One input partition per sealed consume-queue segment (optionally split, see
-``messages_per_partition``), plus one per queue for its active tail. Topic,
-queue, offset and store-time filters choose segments from metadata alone,
-before any data is read: as options (exact), and as Spark filters pushed down
-through ``pushFilters`` (PySpark >= 4.1, with
-``spark.sql.python.filterPushdown.enabled``; :func:`register` sets it). Every
-pushed filter is also handed back to Spark, which applies it again to the
-rows: pruning may only ever read too much, never return a wrong row.
+``messages_per_partition``), plus one per queue for its active tail. The
+reader options ``topic``, ``queue_id``, ``offset_from``/``offset_to`` and
+``time_from``/``time_to`` choose segments from metadata alone, before any data
+is read, and select rows exactly.
+
+Spark's own filters (``df.where(...)``) are not pushed down, on purpose: the
+reader does not override ``pushFilters``. PySpark (4.1 to 4.3 at least) keeps
+the read plan that one query's pushed filters produced on the relation's data
+source object and reuses it for the next query over the same relation that
+pushes no filter, so ``df.count()`` after ``df.where(...).count()`` counted
+only the filtered rows. A plan that depends on nothing but the reader options
+is the same for every query over the DataFrame, so no query can see another
+one's pruning. Spark applies ``where`` to the rows as for any source.
 
 Rows come out as Arrow record batches. The store's config is resolved on the
 driver and travels as plain values; each task opens its own store, fetcher
@@ -18,7 +24,7 @@ writes an object).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +42,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from tieredstore.errors import ConfigError
 from tieredstore.objectstore import open_object_store
 from tieredstore.spark.options import (
     FORMAT_NAME,
@@ -48,7 +55,7 @@ from tieredstore.spark.options import (
 )
 from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
 from tieredstore.spark.scan import run_async_iter, scan_slice
-from tieredstore.spark.selection import Selection, apply_filters, selection_from_options
+from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.store.record import Message
 
 SCHEMA = StructType([
@@ -145,14 +152,6 @@ class TieredStoreReader(DataSourceReader):
             yield to_record_batch(pending)
 
 
-class PushdownReader(TieredStoreReader):
-    """Also takes the topic, queue, offset and time filters Spark pushes down."""
-
-    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
-        self.selection, _ = apply_filters(self.selection, filters)
-        return filters  # partly pushed: Spark checks every row again
-
-
 class TieredStoreDataSource(DataSource):
     """Short name ``tieredstore``. Options: see :mod:`tieredstore.spark`."""
 
@@ -171,6 +170,9 @@ class TieredStoreDataSource(DataSource):
             "messages_per_partition": int_option(options, "messages_per_partition", 0),
             "batch_rows": int_option(options, "batch_rows", BATCH_ROWS, lo=1),
         }
-        if options.get("pushdown", "true").lower() in ("false", "0", "no", "off"):
-            return TieredStoreReader(config, selection, **kwargs)
-        return PushdownReader(config, selection, **kwargs)
+        if options.get("pushdown", "false").lower() not in ("false", "0", "no", "off"):
+            raise ConfigError("pushdown", "Spark filter pushdown is not supported: PySpark "
+                              "reuses one query's pushed plan for the next query over the "
+                              "same DataFrame; select with the options topic, queue_id, "
+                              "offset_from, offset_to, time_from, time_to instead")
+        return TieredStoreReader(config, selection, **kwargs)

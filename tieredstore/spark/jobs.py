@@ -35,7 +35,7 @@ from tieredstore.objectstore import open_object_store
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values
 from tieredstore.spark.plan import QueuePlan, plan_read, slices_of
-from tieredstore.spark.selection import Selection, timestamp_micros
+from tieredstore.spark.selection import Selection
 from tieredstore.spark.session import get_session
 from tieredstore.spark.verify import QueueReport, fold, verify_slice
 
@@ -67,31 +67,25 @@ class Filters:
             sel = sel.narrowed(queue_ids=frozenset(self.queue_ids))
         return sel
 
-    def apply(self, df: Any) -> Any:
-        """``df`` filtered with Spark expressions, which the reader's pushdown prunes by."""
-        from pyspark.sql import functions as F
-
+    def options(self) -> dict[str, str]:
+        """The reader's selection options for these filters (exact, and they prune
+        segments before any data is read)."""
+        out: dict[str, str] = {}
         if self.topics:
-            df = df.where(F.col("topic").isin(list(self.topics)))
+            out["topic"] = ",".join(self.topics)
         if self.queue_ids:
-            df = df.where(F.col("queue_id").isin(list(self.queue_ids)))
-        if self.offset_from is not None:
-            df = df.where(F.col("offset") >= self.offset_from)
-        if self.offset_to is not None:
-            df = df.where(F.col("offset") < self.offset_to)
-        if self.time_from is not None:
-            df = df.where(F.col("store_timestamp")
-                          >= F.timestamp_micros(F.lit(timestamp_micros(self.time_from))))
-        if self.time_to is not None:
-            df = df.where(F.col("store_timestamp")
-                          < F.timestamp_micros(F.lit(timestamp_micros(self.time_to))))
-        return df
+            out["queue_id"] = ",".join(str(q) for q in self.queue_ids)
+        for name in ("offset_from", "offset_to", "time_from", "time_to"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = str(value)
+        return out
 
 
 def read_messages(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
-    """The store's messages as a DataFrame, filtered."""
-    df = spark.read.format(FORMAT_NAME).options(**options).load()
-    return (filters or Filters()).apply(df)
+    """The store's selected messages as a DataFrame."""
+    selected = {**options, **(filters or Filters()).options()}
+    return spark.read.format(FORMAT_NAME).options(**selected).load()
 
 
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,

@@ -1,22 +1,17 @@
 """Which messages a read wants: topics, queues, offsets, store times. No IO.
 
-A :class:`Selection` is built from reader options and from the filters Spark
-pushes down, and answers two questions: does a queue or a segment (known from
-its metadata record alone) hold any wanted message, and is one message
-wanted. Offsets and times are closed ranges; times are milliseconds since the
-epoch, as the store keeps them.
-
-Pushed filters are turned into ranges that hold at least what the filter
-keeps (``offset IN (3, 9)`` becomes ``[3, 9]``), and Spark evaluates every
-pushed filter again after the scan, so a range that is too wide costs only
-reading, never a wrong row.
+A :class:`Selection` is built from reader options (or a job's filters) and
+answers two questions: does a queue or a segment (known from its metadata
+record alone) hold any wanted message, and is one message wanted. Offsets and
+times are closed ranges; times are milliseconds since the epoch, as the store
+keeps them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,9 +47,7 @@ class Selection:
     """What to read. ``topics``/``queue_ids`` None: every one."""
 
     topics: frozenset[str] | None = None
-    topic_prefix: str = ""
     queue_ids: frozenset[int] | None = None
-    queue_span: Span = Span()
     offsets: Span = Span()
     times_ms: Span = Span()
 
@@ -63,17 +56,13 @@ class Selection:
         return (
             (self.topics is not None and not self.topics)
             or (self.queue_ids is not None and not self.queue_ids)
-            or self.queue_span.empty or self.offsets.empty or self.times_ms.empty
+            or self.offsets.empty or self.times_ms.empty
         )
 
     def wants_queue(self, topic: str, queue_id: int) -> bool:
-        if self.empty or not topic.startswith(self.topic_prefix):
+        if self.empty or (self.topics is not None and topic not in self.topics):
             return False
-        if self.topics is not None and topic not in self.topics:
-            return False
-        if self.queue_ids is not None and queue_id not in self.queue_ids:
-            return False
-        return queue_id in self.queue_span
+        return self.queue_ids is None or queue_id in self.queue_ids
 
     def wants_segment(self, first: int, last: int, begin_ms: int, end_ms: int) -> bool:
         """Whether a segment of offsets ``[first, last]`` stored from ``begin_ms`` to
@@ -97,15 +86,9 @@ class Selection:
 
     def _narrow(self, name: str, given: Any) -> Selection:
         old = getattr(self, name)
-        if name in ("topics", "queue_ids"):
-            return dataclasses.replace(self, **{name: given if old is None else old & given})
-        if name != "topic_prefix":
-            return dataclasses.replace(self, **{name: old & given})
-        if given.startswith(old):
-            return dataclasses.replace(self, topic_prefix=given)
-        if old.startswith(given):
-            return self
-        return dataclasses.replace(self, topics=frozenset())  # two prefixes: nothing
+        if name in ("topics", "queue_ids") and old is None:
+            return dataclasses.replace(self, **{name: given})
+        return dataclasses.replace(self, **{name: old & given})
 
 
 # --- values -----------------------------------------------------------------------
@@ -203,73 +186,3 @@ def selection_from_options(options: Mapping[str, str]) -> Selection:
                 raise ConfigError(key, str(exc)) from None
             sel = sel.narrowed(times_ms=time_span(op, us))
     return sel
-
-
-# --- from pushed filters ------------------------------------------------------------
-
-_COMPARE = {"EqualTo": "=", "EqualNullSafe": "=", "GreaterThan": ">",
-            "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<="}
-
-
-def _column(f: Any) -> str | None:
-    attribute = getattr(f, "attribute", None)
-    if isinstance(attribute, tuple) and len(attribute) == 1 and isinstance(attribute[0], str):
-        return attribute[0].lower()
-    return None
-
-
-def apply_filter(sel: Selection, f: Any) -> Selection | None:
-    """``sel`` narrowed by one pushed filter, or None when it cannot use the filter.
-
-    Filters are matched by class name (``pyspark.sql.datasource``'s classes),
-    so that this module needs no pyspark.
-    """
-    kind = type(f).__name__
-    column = _column(f)
-    value = getattr(f, "value", None)
-    if column is None or kind not in (*_COMPARE, "In", "StringStartsWith"):
-        return None
-    if kind == "In":
-        values = [v for v in (value or ()) if v is not None]
-        return _apply_in(sel, column, values)
-    if kind == "StringStartsWith":
-        return sel.narrowed(topic_prefix=value) if column == "topic" else None
-    op = _COMPARE[kind]
-    if value is None:
-        return None
-    if column == "topic" and op == "=" and isinstance(value, str):
-        return sel.narrowed(topics=frozenset([value]))
-    if column in ("queue_id", "offset") and isinstance(value, int) \
-            and not isinstance(value, bool):
-        name = "queue_span" if column == "queue_id" else "offsets"
-        return sel.narrowed(**{name: int_span(op, value)})
-    if column == "store_timestamp" and isinstance(value, dt.datetime):
-        return sel.narrowed(times_ms=time_span(op, timestamp_micros(value)))
-    return None
-
-
-def _apply_in(sel: Selection, column: str, values: list[Any]) -> Selection | None:
-    if column == "topic" and all(isinstance(v, str) for v in values):
-        return sel.narrowed(topics=frozenset(values))
-    if column in ("queue_id", "offset") and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values):
-        if column == "queue_id":
-            return sel.narrowed(queue_ids=frozenset(values))
-        return sel.narrowed(offsets=Span(min(values), max(values)) if values else Span(1, 0))
-    if column == "store_timestamp" and all(isinstance(v, dt.datetime) for v in values):
-        if not values:
-            return sel.narrowed(times_ms=Span(1, 0))
-        us = [timestamp_micros(v) for v in values]
-        return sel.narrowed(times_ms=Span(_ceil_ms(min(us)), _floor_ms(max(us))))
-    return None
-
-
-def apply_filters(sel: Selection, filters: Iterable[Any]) -> tuple[Selection, list[Any]]:
-    """``sel`` narrowed by every filter it can use, and the filters it used."""
-    used: list[Any] = []
-    for f in filters:
-        narrowed = apply_filter(sel, f)
-        if narrowed is not None:
-            sel = narrowed
-            used.append(f)
-    return sel, used

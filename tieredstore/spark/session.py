@@ -17,7 +17,6 @@ from typing import Any
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_MASTER = "local[*]"
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 LOCAL_CONF = {
     "spark.driver.host": LOOPBACK,
@@ -40,11 +39,10 @@ def use_loopback() -> None:
 
 
 def register(spark: Any) -> None:
-    """Register the ``tieredstore`` format with ``spark`` and enable Python filter
-    pushdown, which the format's reader needs (``PUSHDOWN_CONF``)."""
+    """Register the ``tieredstore`` format with ``spark``. No session setting is
+    needed or changed: the reader takes its selection from options only."""
     from tieredstore.spark.datasource import TieredStoreDataSource
 
-    spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(TieredStoreDataSource)
 
 
@@ -68,7 +66,7 @@ def get_session(master: str | None = None, *, app_name: str = "tieredstore",
         builder = builder.master(master)
         if local:
             use_loopback()
-    settings = {**(LOCAL_CONF if local else {}), PUSHDOWN_CONF: "true", **(conf or {})}
+    settings = {**(LOCAL_CONF if local else {}), **(conf or {})}
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
