@@ -34,7 +34,7 @@ async def offloaded(tmp_path: Path) -> tuple[MemoryObjectStore, list[bytes], int
     data_len = source.length + 128 * 9 + 12 * len(entries)  # 9 blocks
     chunks = -(-data_len // CHUNK)
     print(f"\noffload of {data_len / MiB:.1f} MiB: {requests}")
-    assert requests["put"] == chunks + 2  # the chunks, the sealed marker, the index
+    assert requests["put"] == chunks + 3  # the chunks, the seal entry and marker, the index
     assert requests["upload_part_copy"] == chunks - 1  # every whole chunk copied server-side
     assert requests["upload_part"] == 1  # the short last chunk and the unit table
     assert requests["create_multipart"] == requests["complete_multipart"] == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
+
 import pytest
 
 from tests.segment.helpers import KiB, MiB, keys, open_segment, payload, seg_path
@@ -15,7 +17,7 @@ from tieredstore.errors import (
     SegmentFull,
     SegmentSealed,
 )
-from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions, SegmentState
 
 
@@ -104,26 +106,94 @@ async def test_empty_segment_seals_and_recovers(fast_store: ObjectStore) -> None
 
 
 async def test_retry_of_a_chunk_that_landed_succeeds(fast_store: ObjectStore) -> None:
-    """The first attempt landed but its answer was lost: same bytes, same CRC."""
+    """The first attempt landed but its answer was lost: this handle's own entry."""
     data = b"x" * 100
-    await fast_store.put(seg_path().chunk_key(0), data, if_none_match=True,
-                         metadata={"crc32c": format_crc(crc32c(data))})
     seg = ChunkedSegment(fast_store, seg_path())  # believes the segment is empty
+    await fast_store.put(seg_path().chunk_key(0), data, if_none_match=True,
+                         metadata={"crc32c": format_crc(crc32c(data)), "writer": seg.writer_id})
     await seg.commit0(0, data)
     assert seg.commit_position == 100 and not seg.fenced
 
 
-async def test_second_writer_is_fenced(fast_store: ObjectStore) -> None:
-    first = await open_segment(fast_store)
-    second = await open_segment(fast_store)
-    await first.commit0(0, b"first writer")
-    with pytest.raises(SegmentFenced, match="another writer owns it"):
-        await second.commit0(0, b"second writer")
-    assert second.fenced
+async def test_same_bytes_from_another_writer_fence(fast_store: ObjectStore) -> None:
+    """Identical bytes are not enough: the entry must carry this handle's writer id."""
+    data = b"x" * 100
+    await fast_store.put(seg_path().chunk_key(0), data, if_none_match=True,
+                         metadata={"crc32c": format_crc(crc32c(data)), "writer": "someone"})
+    seg = ChunkedSegment(fast_store, seg_path())
+    with pytest.raises(SegmentFenced, match="another writer"):
+        await seg.commit0(0, data)
+
+
+async def test_the_newest_open_takes_the_segment_over(fast_store: ObjectStore) -> None:
+    old = await open_segment(fast_store)
+    await old.commit0(0, b"old writer ")
+    new = await ChunkedSegment.open(fast_store, seg_path(), claim=True)
+    assert new.commit_position == 11
+    with pytest.raises(SegmentFenced, match="newer writer"):
+        await old.commit0(11, b"zombie")
     with pytest.raises(SegmentFenced):
-        await second.commit0(0, b"again")
-    assert await first.read0(0, 12) == b"first writer"
-    assert await (await open_segment(fast_store)).read0(0, 12) == b"first writer"
+        await old.seal()
+    await new.commit0(11, b"new writer")
+    reread = await open_segment(fast_store)
+    assert await reread.read0(0, 21) == b"old writer new writer"
+    assert reread.commit_position == 21
+
+
+class BeforeFirstFence(MemoryObjectStore):
+    """Runs ``hook`` once, just before the first fence entry is created: what the
+    old writer does between the new writer's listing and its fence."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook: Callable[[], Awaitable[None]] | None = None
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        if self.hook is not None and (metadata or {}).get("entry") == "fence":
+            hook, self.hook = self.hook, None
+            await hook()
+        return await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+
+async def test_a_takeover_fences_a_writer_whose_chunk_landed_first() -> None:
+    """The old writer's chunk lands between the new writer's listing and its fence:
+    the fence goes after it, and that chunk stays (it may have been acknowledged)."""
+    store = BeforeFirstFence()
+    old = await open_segment(store)
+    await old.commit0(0, b"one ")
+    store.hook = lambda: old.commit0(4, b"two ")
+    new = await ChunkedSegment.open(store, seg_path(), claim=True)  # listed 4 bytes
+    assert new.commit_position == 8
+    with pytest.raises(SegmentFenced):
+        await old.commit0(8, b"three")
+    await new.commit0(8, b"new")
+    assert await (await open_segment(store)).read0(0, 11) == b"one two new"
+
+
+async def test_a_seal_and_a_takeover_cannot_both_win() -> None:
+    store = BeforeFirstFence()
+    old = await open_segment(store)
+    await old.commit0(0, b"data")
+    store.hook = lambda: old.seal(merge=False)  # the seal takes the id the fence wanted
+    new = await ChunkedSegment.open(store, seg_path(), claim=True,
+                                    options=SegmentOptions(merge_on_seal=False))
+    assert new.sealed and not new.fenced
+    with pytest.raises(SegmentSealed):
+        await new.commit0(4, b"more")
+    again = await open_segment(store, merge_on_seal=False)
+    assert again.sealed and again.commit_position == 4
+
+
+async def test_a_seal_entry_without_its_marker_still_means_sealed(
+        fast_store: ObjectStore) -> None:
+    seg = await open_segment(fast_store, merge_on_seal=False)
+    await seg.commit0(0, b"data")
+    await seg.seal(merge=False)
+    await fast_store.delete(seg_path().sealed_key)  # a crash between the entry and the marker
+    again = await open_segment(fast_store)  # merges, as a writer's open does
+    assert again.merged and await again.read0(0, 4) == b"data"
+    assert await keys(fast_store, seg_path().base_dir) == ["segment"]
 
 
 async def test_recovery_lists_past_one_thousand_chunks(store: ObjectStore) -> None:

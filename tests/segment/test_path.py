@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tieredstore.errors import InvalidName
-from tieredstore.segment.path import FileType, SegmentPath, parse_chunk_name
+from tieredstore.segment.path import EntryId, FileType, SegmentPath, parse_chunk_name
 
 
 def test_keys_follow_the_documented_layout() -> None:
@@ -16,8 +16,24 @@ def test_keys_follow_the_documented_layout() -> None:
         f"ts/{h}/c1/b1/orders/3/commitlog/seg-00000000000000001024/chunk-00000000000000005120"
     )
     assert path.merged_key.endswith("/seg-00000000000000001024/segment")
-    assert parse_chunk_name("chunk-00000000000000005120") == 5120
-    assert parse_chunk_name("chunk-5120") is None
+    assert path.chunk_key(5120, 3).endswith("/chunk-00000000000000005120-000003")
+    assert parse_chunk_name("chunk-00000000000000005120") == EntryId(5120, 0)
+    assert parse_chunk_name("chunk-00000000000000005120-000003") == EntryId(5120, 3)
+    for bad in ("chunk-5120", "chunk-00000000000000005120-000000",
+                "chunk-00000000000000005120-3", "chunk-00000000000000005120-00000x"):
+        assert parse_chunk_name(bad) is None, bad
+
+
+def test_series_ids_follow_in_listing_order() -> None:
+    """Entry after entry, as writers create them, sorts in key order."""
+    path = SegmentPath("c", "b", "t", 0, FileType.COMMIT_LOG, 0)
+    entry, ids = EntryId(0), []
+    for size in (0, 0, 100, 0, 7, 0, 0, 0, 12):
+        ids.append(entry)
+        entry = entry.after(size)
+    keys = [path.entry_key(e) for e in ids]
+    assert sorted(keys) == keys and len(set(keys)) == len(keys)
+    assert ids[:4] == [EntryId(0, 0), EntryId(0, 1), EntryId(0, 2), EntryId(100, 0)]
 
 
 def test_zero_padding_makes_listing_order_numeric() -> None:

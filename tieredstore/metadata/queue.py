@@ -38,7 +38,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import PreconditionFailed
@@ -47,6 +47,7 @@ from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,
+    MetadataFenced,
     MetadataNotFound,
     MetadataReadOnly,
     MetadataTooLarge,
@@ -69,9 +70,19 @@ from tieredstore.objectstore.base import ObjectStore
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 64
+CLAIM_ATTEMPTS = 16
 MAX_PAGE_SIZE = 100_000
 MAX_PROPERTIES_BYTES = 64 * 1024
 _PAGE_WRITE_CONCURRENCY = 16
+
+
+PropertyUpdate = Callable[[Mapping[str, str]], Mapping[str, str | None]]
+
+
+def _updates(head: pb.QueueHead, given: Mapping[str, str | None] | PropertyUpdate
+             ) -> Mapping[str, str | None]:
+    """The property changes ``given`` stands for, against ``head``'s properties."""
+    return given(dict(head.properties)) if callable(given) else given
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +142,26 @@ class QueueMetadata(QueueReader):
         """
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
-        loaded = await HeadLog(store, queue).load()
-        if loaded is None:
-            version, head = 0, pb.QueueHead(format_version=FORMAT_VERSION, page_size=page_size)
-        else:
-            version, head = loaded
-        self = cls(store, queue, head, version, writer_id=writer_id, read_only=False,
-                   cache_pages=cache_pages)
-        await self._recover_unreferenced_page()
-        if claim:
-            await self.claim()
-        return self
+        for _ in range(CLAIM_ATTEMPTS):
+            loaded = await HeadLog(store, queue).load()
+            if loaded is None:
+                version = 0
+                head = pb.QueueHead(format_version=FORMAT_VERSION, page_size=page_size)
+            else:
+                version, head = loaded
+            self = cls(store, queue, head, version, writer_id=writer_id, read_only=False,
+                       cache_pages=cache_pages)
+            try:
+                await self._recover_unreferenced_page()
+                if claim:
+                    await self.claim()
+            except MetadataFenced:
+                # The writer we replace wrote a head since we loaded ours: the
+                # newest opener does not give up to it. Load again and retry.
+                continue
+            return self
+        raise MetadataFenced(f"could not claim the queue in {CLAIM_ATTEMPTS} attempts: "
+                             "its head keeps changing", queue=queue.name)
 
     @classmethod
     async def open_read_only(
@@ -181,7 +201,8 @@ class QueueMetadata(QueueReader):
     # --- writing ------------------------------------------------------------------
 
     async def append(
-        self, record: pb.SegmentRecord, *, properties: Mapping[str, str | None] | None = None
+        self, record: pb.SegmentRecord, *,
+        properties: Mapping[str, str | None] | PropertyUpdate | None = None,
     ) -> None:
         """Add the record of a newly sealed segment after the last one of its type.
 
@@ -196,7 +217,7 @@ class QueueMetadata(QueueReader):
         self,
         records: Iterable[pb.SegmentRecord],
         *,
-        properties: Mapping[str, str | None] | None = None,
+        properties: Mapping[str, str | None] | PropertyUpdate | None = None,
     ) -> int:
         """Append records in order with one head write (and the pages they fill).
 
@@ -213,7 +234,7 @@ class QueueMetadata(QueueReader):
             await self._begin_write()
             head = self._next_head()
             if properties:
-                self._apply_properties(head, properties)
+                self._apply_properties(head, _updates(head, properties))
             pages: list[_NewPage] = []
             applied = 0
             for record in batch:
@@ -233,13 +254,19 @@ class QueueMetadata(QueueReader):
             return applied
 
     async def set_properties(
-        self, values: Mapping[str, str | None] | None = None, /, **kv: str | None
+        self, values: Mapping[str, str | None] | PropertyUpdate | None = None, /,
+        **kv: str | None
     ) -> None:
-        """Set (or, given None, remove) properties, with one head write."""
-        updates = {**(values or {}), **kv}
+        """Set (or, given None, remove) properties, with one head write.
+
+        ``values`` may be a function of the current properties that returns the
+        changes: it runs under the write lock, so read-modify-write updates of
+        one property from concurrent tasks never lose each other's changes.
+        """
         async with self._write_lock:
             await self._begin_write()
             head = self._next_head()
+            updates = {**_updates(head, values or {}), **kv}
             self._apply_properties(head, updates)
             if dict(head.properties) == dict(self._head.properties):
                 return

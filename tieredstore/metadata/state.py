@@ -81,6 +81,14 @@ def page_out_tail(state: pb.FileState) -> list[pb.SegmentRecord]:
     return tail
 
 
+def _same_segment(a: pb.SegmentRecord, b: pb.SegmentRecord) -> bool:
+    """Whether two records describe the same sealed segment (when it was sealed aside)."""
+    a, b = copy_record(a), copy_record(b)
+    a.ClearField("sealed_at_ms")
+    b.ClearField("sealed_at_ms")
+    return a == b
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     """What :func:`apply_append` did: whether the record was new, and the page
@@ -93,15 +101,15 @@ class Appended:
 def apply_append(head: pb.QueueHead, record: pb.SegmentRecord) -> Appended:
     """Append ``record`` to ``head``; page out the tail first if it is full.
 
-    A record equal to the last one is taken for a retry of an append whose
-    outcome was unknown, and changes nothing. A page whose records are all
-    trimmed already is dropped instead of written.
+    A record equal to the last one but for ``sealed_at_ms`` is taken for a
+    retry of an append whose outcome was unknown, and changes nothing. A page
+    whose records are all trimmed already is dropped instead of written.
     """
     check_record(record)
     file_type = check_file_type(record.file_type)
     state = state_for_update(head, file_type)
     if state.HasField("last"):
-        if record == state.last:
+        if _same_segment(record, state.last):
             return Appended(applied=False)
         check_follows(state.last, record)
     page: list[pb.SegmentRecord] | None = None

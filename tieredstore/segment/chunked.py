@@ -1,21 +1,30 @@
 """ChunkedSegment: a FileSegment as immutable chunk objects, merged on seal.
 
 Each ``commit0`` writes its bytes as chunk objects of at most ``chunk_size``
-bytes at ``seg-{base}/chunk-{position}``, each with ``If-None-Match: *`` and
-its CRC32C in the object metadata. A retry that finds its chunk already there
-with the same size and CRC has succeeded (the first attempt landed, its answer
-was lost); anything else there means another writer owns the segment, which
-is then fenced: read-only, and every later commit raises ``SegmentFenced``.
+bytes, each the next entry of the segment's chunk series (docs/format.md):
+created with ``If-None-Match: *`` at the id after the last entry this handle
+knows, with its CRC32C and this handle's random writer id in the object
+metadata. A retry that finds its own entry there (same writer id, size and
+CRC) has succeeded (the first attempt landed, its answer was lost); anything
+else there means a newer writer took the segment over, and this handle is
+fenced: every later commit raises ``SegmentFenced``.
 
-``seal`` writes a ``sealed`` marker recording the final size, merges the
-chunks into one ``segment`` object (see :mod:`tieredstore.segment.merge`),
-then deletes the chunks and, last, the marker.
+A writer that opens the segment with ``claim`` takes it over: it creates a
+zero-byte ``fence`` entry at the id after the last entry, so the previous
+writer's next create lands on a taken id.
+
+``seal`` creates a zero-byte ``seal`` entry in the same series (so a seal and
+a takeover cannot both win), writes a ``sealed`` marker recording the final
+size, merges the chunks into one ``segment`` object (see
+:mod:`tieredstore.segment.merge`), then deletes the chunks and, last, the
+marker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass
 
 from tieredstore.checksum import crc32c, format_crc
@@ -24,6 +33,7 @@ from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
     ConfigError,
+    ObjectNotFound,
     PreconditionFailed,
     ReadOutOfRange,
     SegmentFenced,
@@ -31,14 +41,20 @@ from tieredstore.errors import (
     SegmentSealed,
     StoreClosed,
 )
-from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.base import ObjectStore, UploadInfo
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.merge import MergeStats, merge_chunks
-from tieredstore.segment.path import SegmentPath
+from tieredstore.segment.path import EntryId, SegmentPath
 from tieredstore.segment.reader import CRC_METADATA_KEY, DirectReader, SegmentReader
 from tieredstore.segment.recovery import (
+    ENTRY_METADATA_KEY,
+    FENCE_ENTRY,
+    SEAL_ENTRY,
+    WRITER_METADATA_KEY,
+    Recovered,
     SegmentState,
+    Series,
     decode_marker,
     encode_marker,
     recover_segment,
@@ -47,6 +63,7 @@ from tieredstore.segment.recovery import (
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
+CLAIM_ATTEMPTS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +106,7 @@ class ChunkedSegment(FileSegment):
         reader: SegmentReader | None = None,
         layout: SegmentLayout | None = None,
         state: SegmentState = SegmentState.OPEN,
+        series: Series | None = None,
     ) -> None:
         self.store = store
         self.path = path
@@ -96,6 +114,10 @@ class ChunkedSegment(FileSegment):
         self.reader: SegmentReader = reader or DirectReader(store)
         self._layout = layout or SegmentLayout()
         self._state = state
+        self.writer_id = uuid.uuid4().hex
+        self._next_entry = series.next_entry if series else EntryId(self._layout.size)
+        self._zero_keys: list[str] = list(series.zero_keys) if series else []
+        self._stray_uploads: list[UploadInfo] = []
         self._lock = asyncio.Lock()
         self._fenced: SegmentFenced | None = None
         self._destroyed = False
@@ -113,6 +135,7 @@ class ChunkedSegment(FileSegment):
         options: SegmentOptions | None = None,
         reader: SegmentReader | None = None,
         repair: bool = True,
+        claim: bool = False,
     ) -> ChunkedSegment:
         """Recover the segment from a listing of its prefix (empty if none).
 
@@ -121,22 +144,57 @@ class ChunkedSegment(FileSegment):
         merged segment, resumes a started merge (if ``merge_on_seal``).
         Readers open with ``repair=False``, which changes nothing in the
         bucket: a merge under way in the writer's process must not be aborted
-        by a reader that sees its upload.
+        by a reader that sees its upload. With ``claim`` (and ``repair``) an
+        open segment is taken over from any writer that still has it open
+        (see :meth:`claim`).
         """
-        recovered = await recover_segment(store, path)
-        segment = cls(store, path, options=options, reader=reader, layout=recovered.layout,
-                      state=recovered.state)
-        segment._leftovers = recovered.leftovers
+        segment = cls(store, path, options=options, reader=reader)
+        segment._adopt(await recover_segment(store, path))
         if not repair:
             return segment
-        for upload in recovered.uploads:
+        if claim:
+            await segment.claim()
+        for upload in segment._stray_uploads:
             await store.abort_multipart(upload.key, upload.upload_id)
-        if recovered.state is SegmentState.SEALED and segment._leftovers:
+        segment._stray_uploads = []
+        if segment._state is SegmentState.SEALED and segment._leftovers:
             await segment._delete_leftovers()
-        if recovered.state is SegmentState.SEALING and segment.options.merge_on_seal:
+        if segment._state is SegmentState.SEALING and segment.options.merge_on_seal:
             async with segment._lock:
                 await segment._merge()
         return segment
+
+    def _adopt(self, recovered: Recovered) -> None:
+        """Take the state a listing rebuilt."""
+        self._layout, self._state = recovered.layout, recovered.state
+        self._next_entry = recovered.series.next_entry
+        self._zero_keys = list(recovered.series.zero_keys)
+        self._leftovers = recovered.leftovers
+        self._stray_uploads = recovered.uploads
+
+    async def claim(self) -> None:
+        """Take the open segment over from whatever writer still has it open.
+
+        Creates a ``fence`` entry at the id after the last entry listed. If
+        that id was taken meanwhile (the previous writer's chunk or seal
+        landed first), list again and fence after the new end; a seal there
+        means the segment is sealed and nothing is fenced. Afterwards no
+        earlier writer can add an entry: its next create lands on a taken id.
+        """
+        async with self._lock:
+            for _ in range(CLAIM_ATTEMPTS):
+                self._check_writable_handle()
+                if self.sealed:
+                    return
+                entry = self._next_entry
+                if await self._create_entry(entry, b"", FENCE_ENTRY):
+                    self._zero_keys.append(self.path.entry_key(entry))
+                    self._next_entry = entry.after(0)
+                    return
+                self._adopt(await recover_segment(self.store, self.path))
+            raise CommitFailed(f"could not take the segment over in {CLAIM_ATTEMPTS} attempts: "
+                               "another writer keeps adding entries", segment=str(self.path),
+                               resume_position=self._layout.size)
 
     # --- state ------------------------------------------------------------------
 
@@ -160,11 +218,14 @@ class ChunkedSegment(FileSegment):
     def layout(self) -> SegmentLayout:
         return self._layout
 
-    def _check_writable(self) -> None:
+    def _check_writable_handle(self) -> None:
         if self._destroyed:
             raise StoreClosed(f"segment {self.path} was destroyed")
         if self._fenced is not None:
             raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
+
+    def _check_writable(self) -> None:
+        self._check_writable_handle()
         if self.sealed:
             raise SegmentSealed("segment is sealed", segment=str(self.path))
 
@@ -202,8 +263,13 @@ class ChunkedSegment(FileSegment):
         # tell apart from lost data. Parallelism comes from many segments.
         step = self.options.chunk_size
         for offset in range(0, len(view), step):
+            piece = view[offset : offset + step]
+            body = piece.obj if isinstance(piece.obj, bytes) and len(piece) == len(piece.obj) \
+                else bytes(piece)
+            assert isinstance(body, bytes)
+            entry = self._next_entry
             try:
-                unit, body = await self._put_chunk(position + offset, view[offset : offset + step])
+                crc = await self._put_entry(entry, body)
             except SegmentFenced:
                 raise
             except Exception as exc:
@@ -212,28 +278,40 @@ class ChunkedSegment(FileSegment):
                     segment=str(self.path),
                     resume_position=self._layout.size,
                 ) from exc
+            unit = ChunkRef(position + offset, len(body), self.path.entry_key(entry), 0, crc)
             self._layout.append(unit)
+            self._next_entry = entry.after(len(body))
             self.reader.committed(self.path, unit, body)
 
-    async def _put_chunk(self, position: int, piece: memoryview) -> tuple[ChunkRef, bytes]:
-        body = piece.obj if isinstance(piece.obj, bytes) and len(piece) == len(piece.obj) \
-            else bytes(piece)
-        assert isinstance(body, bytes)
-        crc = crc32c(body)
-        key = self.path.chunk_key(position)
+    async def _put_entry(self, entry: EntryId, body: bytes, kind: str | None = None) -> int:
+        """Create entry ``entry`` of the series (its CRC32C returned), or learn
+        that a newer writer took the segment over (fenced)."""
+        if await self._create_entry(entry, body, kind):
+            return crc32c(body)
+        key = self.path.entry_key(entry)
+        raise self._fence(f"entry {key!r} was created by another writer: a newer writer "
+                          "took the segment over")
+
+    async def _create_entry(self, entry: EntryId, body: bytes, kind: str | None) -> bool:
+        """Create an entry; False if another writer's entry holds its id. A retry
+        that finds this handle's own entry (its answer was lost) succeeded."""
+        crc = format_crc(crc32c(body))
+        key = self.path.entry_key(entry)
+        metadata = {CRC_METADATA_KEY: crc, WRITER_METADATA_KEY: self.writer_id}
+        if kind is not None:
+            metadata[ENTRY_METADATA_KEY] = kind
         try:
-            await self.store.put(key, body, if_none_match=True,
-                                 metadata={CRC_METADATA_KEY: format_crc(crc)})
+            await self.store.put(key, body, if_none_match=True, metadata=metadata)
+            return True
         except PreconditionFailed:
+            pass
+        try:
             info = await self.store.head(key)
-            theirs = info.metadata.get(CRC_METADATA_KEY)
-            if info.size != len(body) or theirs != format_crc(crc):
-                raise self._fence(
-                    f"chunk {key!r} exists with {info.size} bytes and CRC {theirs}, ours has "
-                    f"{len(body)} bytes and CRC {format_crc(crc)}: another writer owns it"
-                ) from None
-            # Our own earlier attempt landed; its answer was lost.
-        return ChunkRef(position, len(body), key, 0, crc), body
+        except ObjectNotFound:
+            # Taken, then gone: only a merge's cleanup deletes entries, after a seal.
+            return False
+        return (info.metadata.get(WRITER_METADATA_KEY) == self.writer_id
+                and info.size == len(body) and info.metadata.get(CRC_METADATA_KEY) == crc)
 
     # --- sealing ----------------------------------------------------------------
 
@@ -248,8 +326,13 @@ class ChunkedSegment(FileSegment):
             if self._fenced is not None:
                 raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
             if self._state is SegmentState.OPEN:
-                await self._write_marker()
+                entry = self._next_entry
+                await self._put_entry(entry, b"", SEAL_ENTRY)
+                self._zero_keys.append(self.path.entry_key(entry))
+                self._next_entry = entry.after(0)
                 self._state = SegmentState.SEALING
+            if self._state is SegmentState.SEALING:
+                await self._write_marker()  # again after a crash between entry and marker
             if self._state is SegmentState.SEALING and do_merge:
                 await self._merge()
             elif self._leftovers:
@@ -280,7 +363,8 @@ class ChunkedSegment(FileSegment):
         self._state = SegmentState.SEALED
         self.last_merge = stats
         self.reader.forget(self.path)
-        self._leftovers = [u.key for u in chunks.units] + [self.path.sealed_key]
+        self._leftovers = [u.key for u in chunks.units] + self._zero_keys \
+            + [self.path.sealed_key]
         await self._delete_leftovers()
 
     async def _delete_leftovers(self) -> None:

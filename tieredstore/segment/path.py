@@ -68,16 +68,42 @@ def validate_offset(field: str, value: int) -> int:
     return value
 
 
-def chunk_name(position: int) -> str:
+MAX_SLOT = 999_999
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EntryId:
+    """Where an entry of a segment's chunk series sits: a byte position and a
+    slot, so that zero-byte entries (fences, seals) at one position are
+    ordered too. See docs/format.md, *Chunk series*."""
+
+    position: int
+    slot: int = 0
+
+    def after(self, size: int) -> EntryId:
+        """The id of the entry that follows this one, if this one holds ``size`` bytes."""
+        return EntryId(self.position + size, 0) if size else EntryId(self.position,
+                                                                      self.slot + 1)
+
+
+def chunk_name(position: int, slot: int = 0) -> str:
+    if slot:
+        return f"{CHUNK_PREFIX}{position:020d}-{slot:06d}"
     return f"{CHUNK_PREFIX}{position:020d}"
 
 
-def parse_chunk_name(name: str) -> int | None:
-    """The position a chunk object name encodes, or None if it is not one."""
-    digits = name[len(CHUNK_PREFIX) :]
-    if name.startswith(CHUNK_PREFIX) and len(digits) == 20 and digits.isdigit():
-        return int(digits)
-    return None
+def parse_chunk_name(name: str) -> EntryId | None:
+    """The entry id a chunk object name encodes, or None if it is not one."""
+    if not name.startswith(CHUNK_PREFIX):
+        return None
+    digits, dash, slot = name[len(CHUNK_PREFIX) :].partition("-")
+    if len(digits) != 20 or not digits.isdigit():
+        return None
+    if not dash:
+        return EntryId(int(digits))
+    if len(slot) != 6 or not slot.isdigit() or int(slot) == 0:
+        return None
+    return EntryId(int(digits), int(slot))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -121,8 +147,13 @@ class SegmentPath:
         """The key prefix of this segment's objects, ending in ``/``."""
         return f"{self.file_prefix}seg-{self.base_offset:020d}/"
 
-    def chunk_key(self, position: int) -> str:
-        return self.base_dir + chunk_name(validate_offset("position", position))
+    def chunk_key(self, position: int, slot: int = 0) -> str:
+        if not 0 <= slot <= MAX_SLOT:
+            raise InvalidName("slot", str(slot), f"must be in [0, {MAX_SLOT}]")
+        return self.base_dir + chunk_name(validate_offset("position", position), slot)
+
+    def entry_key(self, entry: EntryId) -> str:
+        return self.chunk_key(entry.position, entry.slot)
 
     @property
     def merged_key(self) -> str:

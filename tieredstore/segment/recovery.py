@@ -8,7 +8,10 @@ what state the segment is in:
   leftovers of a cleanup that did not finish; they are deleted again.
 - a ``sealed`` marker and no ``segment``: a seal was under way. The chunks
   must cover exactly the size the marker records; the merge is resumed.
-- neither: an open segment. The chunks must be contiguous from position 0.
+- neither: the chunk series (data chunks and zero-byte fence and seal
+  entries, see docs/format.md) must run on from ``(0, 0)`` without a missing
+  entry. It ends in a ``seal`` entry (one HEAD tells) when a seal was under
+  way and its marker not yet written; otherwise the segment is open.
 
 A gap or an overlap between chunks, a chunk past a sealed size, a key that is
 none of these: each is a :class:`CorruptSegment` naming what is wrong, never
@@ -22,13 +25,23 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tieredstore.errors import CorruptSegment, InvalidRequest
+from tieredstore.errors import CorruptSegment, InvalidRequest, ObjectNotFound
 from tieredstore.objectstore.base import ByteRange, ObjectInfo, ObjectStore, UploadInfo
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
-from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, SegmentPath, parse_chunk_name
+from tieredstore.segment.path import (
+    MERGED_NAME,
+    SEALED_NAME,
+    EntryId,
+    SegmentPath,
+    parse_chunk_name,
+)
 from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer, decode_table
 
 TAIL_READ = 64 * 1024
+ENTRY_METADATA_KEY = "entry"
+WRITER_METADATA_KEY = "writer"
+FENCE_ENTRY = "fence"
+SEAL_ENTRY = "seal"
 
 
 class SegmentState(enum.Enum):
@@ -47,12 +60,29 @@ class Listing:
 
 
 @dataclass(slots=True)
+class Series:
+    """A segment's chunk series as listed: the data chunks' layout, the id the
+    next entry takes, and the zero-byte entries' keys (oldest first)."""
+
+    layout: SegmentLayout = field(default_factory=SegmentLayout)
+    next_entry: EntryId = field(default_factory=lambda: EntryId(0))
+    zero_keys: list[str] = field(default_factory=list)
+    ends_in_zero: bool = False
+
+    @property
+    def keys(self) -> list[str]:
+        """Every entry's key: data chunks and zero-byte entries."""
+        return [u.key for u in self.layout.units] + self.zero_keys
+
+
+@dataclass(slots=True)
 class Recovered:
     state: SegmentState
     layout: SegmentLayout
     sealed_size: int | None
     leftovers: list[str]
     uploads: list[UploadInfo]
+    series: Series = field(default_factory=Series)
 
 
 def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
@@ -76,29 +106,55 @@ def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
     return listing
 
 
-def chunk_layout(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> SegmentLayout:
-    """Chunks as a layout: contiguous from 0, or a CorruptSegment naming the hole."""
-    layout = SegmentLayout()
-    expected = 0
+def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> Series:
+    """The series of listed chunk entries (sorted by key): each must be the one
+    that follows its predecessor, or a CorruptSegment names the hole."""
+    series = Series()
     for obj in chunks:
-        position = parse_chunk_name(obj.key[len(path.base_dir) :])
-        assert position is not None
-        if position > expected:
+        entry = parse_chunk_name(obj.key[len(path.base_dir) :])
+        assert entry is not None
+        expected = series.next_entry
+        if entry.position > expected.position:
             raise CorruptSegment(
-                f"bytes [{expected}, {position}) are missing: no chunk covers them "
-                f"(next chunk {obj.key!r})",
+                f"bytes [{expected.position}, {entry.position}) are missing: no chunk covers "
+                f"them (next chunk {obj.key!r})",
                 segment=str(path),
             )
-        if position < expected:
+        if entry.position < expected.position:
             raise CorruptSegment(
-                f"chunk {obj.key!r} at {position} overlaps bytes up to {expected}",
+                f"chunk {obj.key!r} at {entry.position} overlaps bytes up to "
+                f"{expected.position}",
                 segment=str(path),
             )
-        if obj.size == 0:
-            raise CorruptSegment(f"chunk {obj.key!r} is empty", segment=str(path))
-        layout.append(ChunkRef(position, obj.size, obj.key))
-        expected = position + obj.size
-    return layout
+        if entry.slot != expected.slot:
+            raise CorruptSegment(
+                f"chunk {obj.key!r} is not the entry after {path.entry_key(expected)!r}: "
+                f"an entry at {expected.position} is missing or a chunk there is empty",
+                segment=str(path),
+            )
+        if obj.size:
+            series.layout.append(ChunkRef(entry.position, obj.size, obj.key))
+        else:
+            series.zero_keys.append(obj.key)
+        series.next_entry = entry.after(obj.size)
+        series.ends_in_zero = obj.size == 0
+    return series
+
+
+def chunk_layout(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> SegmentLayout:
+    """The data chunks of a listed series as a layout (see :func:`chunk_series`)."""
+    return chunk_series(path, chunks).layout
+
+
+async def ends_in_seal(store: ObjectStore, path: SegmentPath, series: Series) -> bool:
+    """Whether the series' last entry is a seal (one HEAD, only when it is zero bytes)."""
+    if not series.ends_in_zero:
+        return False
+    try:
+        info = await store.head(series.zero_keys[-1])
+    except ObjectNotFound:  # deleted by a merge's cleanup just now: the marker tells
+        return False
+    return info.metadata.get(ENTRY_METADATA_KEY) == SEAL_ENTRY
 
 
 def encode_marker(size: int) -> bytes:
@@ -154,9 +210,12 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
         units = await read_merged_units(store, path, listing.merged.size)
         return Recovered(SegmentState.SEALED, SegmentLayout(units), units[-1].end if units else 0,
                          chunk_keys + marker_keys, uploads)
-    layout = chunk_layout(path, listing.chunks)
+    series = chunk_series(path, listing.chunks)
+    layout = series.layout
     if listing.marker is None:
-        return Recovered(SegmentState.OPEN, layout, None, [], uploads)
+        if await ends_in_seal(store, path, series):
+            return Recovered(SegmentState.SEALING, layout, layout.size, [], uploads, series)
+        return Recovered(SegmentState.OPEN, layout, None, [], uploads, series)
     sealed_size = decode_marker(path, await store.get(listing.marker.key))
     if layout.size != sealed_size:
         raise CorruptSegment(
@@ -165,4 +224,4 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
                if layout.size < sealed_size else ""),
             segment=str(path),
         )
-    return Recovered(SegmentState.SEALING, layout, sealed_size, [], uploads)
+    return Recovered(SegmentState.SEALING, layout, sealed_size, [], uploads, series)

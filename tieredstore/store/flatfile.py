@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tieredstore.metadata import QueueMetadata, SegmentRecord
@@ -109,19 +110,23 @@ class FlatFile:
     # --- opening -----------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the active segment: the one after the last recorded.
+        """Open the active segment (the one after the last recorded) and take it
+        over from any writer that still has it open.
 
-        It may come back sealed: a crash after its seal and before its record.
-        The caller then records it (it knows the stats) and calls :meth:`roll`.
+        It may come back sealed: a crash (or the writer we replace) sealed it
+        before its record. The caller then records it (it knows the stats) and
+        calls :meth:`roll`.
         """
         base = self.meta.next_base_offset(self.pb_type)
         path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
+        # claim: a writer that still has it open (one we replace) is fenced.
         self.active = await ChunkedSegment.open(
-            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher
+            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
+            claim=True,
         )
-        for text in filter(None, self.meta.properties.get(self.merging_key, "").split(",")):
+        for base in self._merging(self.meta.properties):
             sealed = await self.ctx.open_sealed(
-                self.ctx.segment_path(self.topic, self.queue_id, self.file_type, int(text)))
+                self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base))
             self.ctx.spawn(self._merge(sealed), f"merge {sealed.path}")
 
     # --- writing ------------------------------------------------------------------
@@ -142,24 +147,31 @@ class FlatFile:
         if len(data) > self.max_size:
             raise QueueCorrupt(f"{len(data)}-byte entry exceeds the segment size {self.max_size}",
                                topic=self.topic, queue_id=self.queue_id)
-        if self.needs_roll(len(data), timestamp):
-            await self.roll()
+        if self._active.sealed or self.needs_roll(len(data), timestamp):
+            await self.roll()  # sealed: a roll that failed midway (a lost reply) goes on
         position = self.active_base + await self.ctx.pool.append(self._active, data)
         self.stats.add(offset, timestamp)
         return position
 
     async def flush(self) -> None:
+        if self._active.sealed:
+            await self.roll()  # a roll that failed midway: finish it
         await self.ctx.pool.flush(self._active)
 
     async def roll(self) -> None:
-        """Seal the active segment (durably, merge later), record it, open the next."""
+        """Seal the active segment (durably, merge later), record it, open the next.
+
+        Each step may be repeated: after a failure (a lost reply, an outage) the
+        next append or flush calls this again and it goes on where it stopped.
+        """
         segment = self._active
-        await self.ctx.pool.flush(segment)
-        leftover = await self.ctx.pool.detach(segment)
-        if leftover:
-            raise QueueCorrupt(f"{len(leftover)} bytes could not be committed before rolling",
-                               topic=self.topic, queue_id=self.queue_id)
-        await segment.seal(merge=False)
+        if not segment.sealed:
+            await self.ctx.pool.flush(segment)
+            leftover = await self.ctx.pool.detach(segment)
+            if leftover:
+                raise QueueCorrupt(f"{len(leftover)} bytes could not be committed before "
+                                   "rolling", topic=self.topic, queue_id=self.queue_id)
+            await segment.seal(merge=False)
         await self.record_sealed(segment, self.stats)
         await self._open_next(segment.path.base_offset + segment.commit_position)
 
@@ -171,11 +183,9 @@ class FlatFile:
         base = segment.path.base_offset
         record = stats.record(self.file_type, base, segment.commit_position)
         merge = self.ctx.segment_options.merge_on_seal and not segment.merged
-        merging = [p for p in self.meta.properties.get(self.merging_key, "").split(",") if p]
-        if merge and str(base) not in merging:
-            merging.append(str(base))
         # The record and the note that its merge is owed land in one head write.
-        await self.meta.append(record, properties={self.merging_key: ",".join(merging) or None})
+        await self.meta.append(record, properties=lambda current: self._merging_update(
+            current, add=base if merge else None))
         self.ctx.keep_sealed(segment)
         if merge:
             self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
@@ -193,11 +203,23 @@ class FlatFile:
 
     async def _merge(self, segment: ChunkedSegment) -> None:
         await self.ctx.merge(segment)
-        base = str(segment.path.base_offset)
-        merging = [p for p in self.meta.properties.get(self.merging_key, "").split(",") if p]
-        if base in merging:
-            merging.remove(base)
-            await self.meta.set_properties({self.merging_key: ",".join(merging) or None})
+        base = segment.path.base_offset
+        if base in self._merging(self.meta.properties):
+            # Read and changed under the metadata's write lock: concurrent merges
+            # finishing at once each remove their own entry.
+            await self.meta.set_properties(
+                lambda current: self._merging_update(current, remove=base))
+
+    def _merging(self, properties: Mapping[str, str]) -> list[int]:
+        """The base offsets of merges owed, from the ``merging.<type>`` property."""
+        return [int(p) for p in properties.get(self.merging_key, "").split(",") if p]
+
+    def _merging_update(self, properties: Mapping[str, str], *, add: int | None = None,
+                        remove: int | None = None) -> dict[str, str | None]:
+        merging = [b for b in self._merging(properties) if b != remove]
+        if add is not None and add not in merging:
+            merging.append(add)
+        return {self.merging_key: ",".join(map(str, merging)) or None}
 
     # --- reading -------------------------------------------------------------------
 

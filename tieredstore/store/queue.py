@@ -13,6 +13,7 @@ property remembers where clean records resume, so a later scan skips it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from tieredstore.store.record import (
     record_size,
     tags_hash,
 )
+
+log = logging.getLogger(__name__)
 
 assert UNIT_SIZE == UNIT_ALIGN
 CLEAN_FROM = "clean_from.commitlog"
@@ -177,7 +180,10 @@ class QueueLog(QueueReading):
             self._pending.append(Pending(self.next_offset,
                                          CqUnit(position, len(record), tags_hash(tags), ts)))
             self.next_offset += 1
-            await self._dispatch()
+            try:
+                await self._dispatch()
+            except Exception as exc:  # the message is appended; flush reports the failure
+                log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
             return self.next_offset - 1
 
     async def _dispatch(self) -> None:
