@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import decode_head
-from tieredstore.metadata.errors import MetadataError, MetadataFenced
+from tieredstore.metadata.errors import CorruptMetadata, MetadataError, MetadataFenced
 from tieredstore.metadata.keys import QueuePath
 from tieredstore.metadata.versions import KEEP_VERSIONS, VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
@@ -23,5 +23,6 @@ class HeadLog(VersionedHeads[pb.QueueHead]):
             decode=decode_head,
             fenced=lambda message: MetadataFenced(message, queue=queue.name),
             error=lambda message: MetadataError(message, queue=queue.name),
+            corrupt=CorruptMetadata,
         )
         self.queue = queue

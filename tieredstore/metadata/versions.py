@@ -52,7 +52,8 @@ class HeadKeys(Protocol):
 class VersionedHeads(Generic[H]):
     """Loads the newest head of a series and writes the next one.
 
-    ``decode(data, key, version)`` parses a head; ``fenced(message)`` and
+    ``decode(data, key, version)`` parses a head and raises ``corrupt`` for
+    bytes that are not a valid head; ``fenced(message)`` and
     ``error(message)`` build the caller's own exceptions. A writer's state
     lives here too: ``fenced`` (the error that fenced it, for good) and
     ``unsettled`` (a create failed without an answer: it may have landed).
@@ -66,10 +67,12 @@ class VersionedHeads(Generic[H]):
         decode: Callable[[bytes, str, int], H],
         fenced: Callable[[str], Exception],
         error: Callable[[str], Exception],
+        corrupt: type[Exception],
     ) -> None:
         self.store = store
         self.keys = keys
         self._decode = decode
+        self._corrupt = corrupt
         self._fenced = fenced
         self._error = error
         self.fenced: Exception | None = None
@@ -121,22 +124,34 @@ class VersionedHeads(Generic[H]):
         return sorted(found)
 
     async def load(self) -> tuple[int, H] | None:
-        """The newest head and its version, or None when there is none.
+        """The newest valid head, and the newest version present (what the next
+        write follows), or None when there is no head.
 
         A LIST and a GET. A head deleted between the two (two newer ones were
-        written meanwhile) sends us round again.
+        written meanwhile) sends us round again. A newest head that is damaged
+        (its CRC or contents fail) is skipped for the newest valid one before
+        it, said in the log; if none is valid, the caller's ``corrupt`` error.
         """
         for _ in range(LOAD_ATTEMPTS):
             versions = await self.versions()
             if not versions:
                 return None
-            version = versions[-1]
-            key = self.keys.head_key(version)
-            try:
-                data = await self.store.get(key)
-            except ObjectNotFound:
-                continue
-            return version, self._decode(data, key, version)
+            damaged: list[Exception] = []
+            for version in reversed(versions):
+                key = self.keys.head_key(version)
+                try:
+                    data = await self.store.get(key)
+                except ObjectNotFound:
+                    break  # deleted under us: list again
+                try:
+                    head = self._decode(data, key, version)
+                except self._corrupt as exc:
+                    log.warning("%s: skipping damaged head: %s", self.keys.name, exc)
+                    damaged.append(exc)
+                    continue
+                return versions[-1], head
+            else:
+                raise damaged[0]  # none is valid: the newest one's damage
         raise self._error(f"the head kept changing while it was loaded ({LOAD_ATTEMPTS} "
                           "attempts)")
 

@@ -5,7 +5,11 @@ our own head message."""
 from __future__ import annotations
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import ManagedLedgerError, ManagedLedgerFenced
+from tieredstore.ledger.errors import (
+    CorruptManagedLedger,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+)
 from tieredstore.ledger.managed.codec import decode_head
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.metadata.versions import KEEP_VERSIONS, VersionedHeads
@@ -24,5 +28,6 @@ class HeadLog(VersionedHeads[pb.ManagedLedgerHead]):
             decode=lambda data, key, version: decode_head(data, key, version, name=path.name),
             fenced=lambda message: ManagedLedgerFenced(message, name=path.name),
             error=lambda message: ManagedLedgerError(message, name=path.name),
+            corrupt=CorruptManagedLedger,
         )
         self.path = path
