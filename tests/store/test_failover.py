@@ -33,25 +33,34 @@ FENCED = (SegmentFenced, MetadataFenced)
 Match = Callable[[str, Mapping[str, str]], bool]
 
 
+class Crash(BaseException):
+    """The writer's process died here (nothing after it runs)."""
+
+
 class Steered(ObjectStore):
     """A shared memory bucket whose puts the test can pause or make lose replies.
 
     ``pause(match)`` holds the next matching put before it reaches the bucket
-    until ``release()``; ``lose_reply(match)`` lets the next matching put take
-    effect and then raises a timeout, as if the answer were lost.
+    until ``release()``; ``pause(match, after=True)`` lets it take effect and
+    holds its answer instead. ``lose_reply(match)`` lets the next matching put
+    take effect and then raises a timeout, as if the answer were lost;
+    ``crash(match)`` raises :class:`Crash` instead of making it (the process
+    dies there).
     """
 
     def __init__(self, inner: ObjectStore) -> None:
         super().__init__(chokepoint=inner.chokepoint)
         self.inner = inner
         self._pause: Match | None = None
+        self._pause_after = False
         self._lose: Match | None = None
+        self._crash: Match | None = None
         self.paused = asyncio.Event()
         self._go = asyncio.Event()
         self.lost: list[str] = []
 
-    def pause(self, match: Match) -> None:
-        self._pause, self._go = match, asyncio.Event()
+    def pause(self, match: Match, *, after: bool = False) -> None:
+        self._pause, self._pause_after, self._go = match, after, asyncio.Event()
         self.paused.clear()
 
     def release(self) -> None:
@@ -60,14 +69,25 @@ class Steered(ObjectStore):
     def lose_reply(self, match: Match) -> None:
         self._lose = match
 
+    def crash(self, match: Match | None) -> None:
+        self._crash = match
+
+    async def _hold(self) -> None:
+        self._pause = None
+        self.paused.set()
+        await self._go.wait()
+
     async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
                   metadata: Mapping[str, str] | None = None) -> ObjectInfo:
         meta = metadata or {}
-        if self._pause is not None and self._pause(key, meta):
-            self._pause = None
-            self.paused.set()
-            await self._go.wait()
+        if self._crash is not None and self._crash(key, meta):
+            raise Crash(f"the process died before put {key}")
+        held = self._pause is not None and self._pause(key, meta)
+        if held and not self._pause_after:
+            await self._hold()
         info = await self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata)
+        if held and self._pause_after:
+            await self._hold()
         if self._lose is not None and self._lose(key, meta):
             self._lose = None
             self.lost.append(key)
@@ -263,3 +283,107 @@ async def test_lost_replies_on_chunks_are_retried_as_the_writers_own() -> None:
     await store.close()
     assert len(bucket.lost) >= 3
     assert await read_all(bucket) == [body(i, 2000) for i in range(20)]
+
+
+def is_head(key: str, _: Mapping[str, str]) -> bool:
+    return "/head-" in key and "meta-root" in key
+
+
+async def test_a_merge_keeps_the_fences_a_replaced_writer_would_hit() -> None:
+    """B takes over, rolls both files and merges them; the merge's cleanup must not
+    free the fenced ids, or the idle old writer's appends would be acknowledged."""
+    bucket = Steered(MemoryObjectStore())
+    old = await open_store(bucket)
+    for i in range(3):
+        await old.append("t", 0, body(i, 1000))
+    await old.flush()
+    new = await open_store(bucket)
+    for i in range(3, 73):  # past a commit-log and a consume-queue roll
+        assert await new.append("t", 0, body(i, 1000)) == i
+    await new.flush()
+    await new.ctx.drain()  # the background merges, and their cleanup, are done
+    with pytest.raises(FENCED):
+        for i in range(3, 6):
+            await old.append("t", 0, b"OLD-" + body(i, 100))
+        await old.flush()
+    await close_quietly(old)
+    await new.close()
+    assert await read_all(bucket) == [body(i, 1000) for i in range(73)]
+
+
+async def test_a_writer_opening_its_next_segment_after_a_takeover_is_fenced() -> None:
+    """The old writer's roll recorded its sealed segment; before it opens the next
+    one, the new writer opens and fences that next segment. The old writer must
+    not adopt the fence: the newest open is never fenced."""
+    bucket = Steered(MemoryObjectStore())
+    old = await open_store(bucket, merge_on_seal=False)
+    await old.append("t", 0, body(0, 1000))
+    await old.flush()
+    bucket.pause(is_head, after=True)  # the roll's record lands, its answer waits
+    rolling = asyncio.ensure_future(_append_until_fenced(old, 1))
+    await asyncio.wait_for(bucket.paused.wait(), 10)
+    new = await open_store(bucket, merge_on_seal=False)
+    bucket.release()
+    with pytest.raises(FENCED):
+        await rolling
+    await close_quietly(old)
+    start = await new.max_offset("t", 0)
+    for i in range(start, start + 40):
+        assert await new.append("t", 0, body(i, 1000)) == i
+    await new.close()
+    assert len(await read_all(bucket)) == start + 40
+
+
+async def _append_until_fenced(store: AsyncMessageStore, offset: int) -> None:
+    while True:
+        await store.append("t", 0, body(offset, 1000))
+        offset += 1
+        if offset % 5 == 0:
+            await store.flush()
+
+
+async def test_a_lost_reply_to_a_seal_entry_does_not_fence_the_writer() -> None:
+    bucket = Steered(MemoryObjectStore())
+    store = await open_store(bucket)
+    bucket.lose_reply(lambda key, meta: "/commitlog/" in key and meta.get("entry") == "seal")
+    written: list[bytes] = []
+    while not bucket.lost:
+        with contextlib.suppress(RequestTimeout):
+            await store.append("t", 0, body(len(written), 3000))
+            written.append(body(len(written), 3000))
+    for _ in range(5):  # small ones that fit: the roll still goes on first
+        assert await store.append("t", 0, body(len(written), 100)) == len(written)
+        written.append(body(len(written), 100))
+    await store.flush()
+    await store.close()
+    assert await read_all(bucket) == written
+
+
+@pytest.mark.parametrize("seals", [1, 2])
+async def test_a_crash_between_a_commit_log_seal_and_its_record(seals: int) -> None:
+    """The process dies after sealing a commit-log segment, before the head write
+    that records it: every later open recovers the queue, nothing flushed lost."""
+    bucket = Steered(MemoryObjectStore())
+    store = await open_store(bucket)
+    sealed = 0
+
+    def after_the_seal(key: str, meta: Mapping[str, str]) -> bool:
+        nonlocal sealed
+        if "/commitlog/" in key and key.endswith("/sealed"):
+            sealed += 1
+        return sealed >= seals and is_head(key, meta)
+
+    bucket.crash(after_the_seal)
+    appended = 0  # the roll flushed the commit log: every one of them is durable
+    with contextlib.suppress(Crash):
+        while True:
+            await store.append("t", 0, body(appended, 1000))
+            appended += 1
+    bucket.crash(None)  # a new process
+    for _ in range(2):
+        again = await open_store(bucket)
+        assert again.corrupt == {}
+        assert await again.max_offset("t", 0) >= appended
+        await again.close()
+    got = await read_all(bucket)
+    assert got[:appended] == [body(i, 1000) for i in range(appended)]

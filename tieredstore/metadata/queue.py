@@ -118,6 +118,7 @@ class QueueMetadata(QueueReader):
         self._session_id = uuid.uuid4().hex
         self._read_only = read_only
         self._write_lock = asyncio.Lock()
+        self.created = False
 
     # --- opening ----------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class QueueMetadata(QueueReader):
         page_size: int = DEFAULT_PAGE_SIZE,
         cache_pages: int = DEFAULT_CACHE_PAGES,
         claim: bool = False,
+        start_over_damaged: bool = False,
     ) -> QueueMetadata:
         """Open a queue for writing, creating it (lazily, on the first write) if new.
 
@@ -138,19 +140,32 @@ class QueueMetadata(QueueReader):
         own. A page left by a crash between cutting a full tail and writing
         its head is adopted here (damaged bytes at its key are deleted). With
         ``claim`` a head is written at once, which fences every earlier
-        writer; otherwise the first write does that.
+        writer; otherwise the first write does that. With
+        ``start_over_damaged``, a queue whose heads are all damaged opens as
+        a new one whose first head follows the damaged ones (the caller
+        rebuilds its records). :attr:`created` tells whether no valid head
+        was found.
         """
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
         for _ in range(CLAIM_ATTEMPTS):
-            loaded = await HeadLog(store, queue).load()
+            heads = HeadLog(store, queue)
+            version = 0
+            try:
+                loaded = await heads.load()
+            except CorruptMetadata:
+                if not start_over_damaged:
+                    raise
+                loaded, version = None, (await heads.versions())[-1]
+                log.warning("%s: no valid head up to version %d: starting over",
+                            queue.name, version)
             if loaded is None:
-                version = 0
                 head = pb.QueueHead(format_version=FORMAT_VERSION, page_size=page_size)
             else:
                 version, head = loaded
             self = cls(store, queue, head, version, writer_id=writer_id, read_only=False,
                        cache_pages=cache_pages)
+            self.created = loaded is None
             try:
                 await self._recover_unreferenced_page()
                 if claim:

@@ -116,8 +116,12 @@ class ChunkedSegment(FileSegment):
         self._state = state
         self.writer_id = uuid.uuid4().hex
         self._next_entry = series.next_entry if series else EntryId(self._layout.size)
-        self._zero_keys: list[str] = list(series.zero_keys) if series else []
+        # The series' last entry if it is zero bytes (a fence or a seal), and the
+        # seal entry once known: a merge deletes the seal, never a fence.
+        self._tail_zero = series.zero_keys[-1] if series and series.ends_in_zero else None
+        self._seal_key: str | None = None
         self._stray_uploads: list[UploadInfo] = []
+        self._seal_in_doubt = False
         self._lock = asyncio.Lock()
         self._fenced: SegmentFenced | None = None
         self._destroyed = False
@@ -168,7 +172,9 @@ class ChunkedSegment(FileSegment):
         """Take the state a listing rebuilt."""
         self._layout, self._state = recovered.layout, recovered.state
         self._next_entry = recovered.series.next_entry
-        self._zero_keys = list(recovered.series.zero_keys)
+        series = recovered.series
+        self._tail_zero = series.zero_keys[-1] if series.ends_in_zero else None
+        self._seal_key = None
         self._leftovers = recovered.leftovers
         self._stray_uploads = recovered.uploads
 
@@ -188,7 +194,7 @@ class ChunkedSegment(FileSegment):
                     return
                 entry = self._next_entry
                 if await self._create_entry(entry, b"", FENCE_ENTRY):
-                    self._zero_keys.append(self.path.entry_key(entry))
+                    self._tail_zero = self.path.entry_key(entry)
                     self._next_entry = entry.after(0)
                     return
                 self._adopt(await recover_segment(self.store, self.path))
@@ -201,6 +207,11 @@ class ChunkedSegment(FileSegment):
     @property
     def commit_position(self) -> int:
         return self._layout.size
+
+    @property
+    def has_entries(self) -> bool:
+        """Whether the series holds any entry: data, a fence or a seal."""
+        return self._next_entry != EntryId(0)
 
     @property
     def sealed(self) -> bool:
@@ -228,6 +239,9 @@ class ChunkedSegment(FileSegment):
         self._check_writable_handle()
         if self.sealed:
             raise SegmentSealed("segment is sealed", segment=str(self.path))
+        if self._seal_in_doubt:
+            raise SegmentSealed("a seal failed without an answer; call seal() again",
+                                segment=str(self.path))
 
     def _fence(self, why: str) -> SegmentFenced:
         self._fenced = SegmentFenced(why, segment=str(self.path))
@@ -327,8 +341,12 @@ class ChunkedSegment(FileSegment):
                 raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
             if self._state is SegmentState.OPEN:
                 entry = self._next_entry
+                # Until the seal entry is known to stand, no commit may take its id:
+                # if its reply was lost, it stands, and a chunk there would be refused.
+                self._seal_in_doubt = True
                 await self._put_entry(entry, b"", SEAL_ENTRY)
-                self._zero_keys.append(self.path.entry_key(entry))
+                self._seal_in_doubt = False
+                self._tail_zero = self._seal_key = self.path.entry_key(entry)
                 self._next_entry = entry.after(0)
                 self._state = SegmentState.SEALING
             if self._state is SegmentState.SEALING:
@@ -363,9 +381,23 @@ class ChunkedSegment(FileSegment):
         self._state = SegmentState.SEALED
         self.last_merge = stats
         self.reader.forget(self.path)
-        self._leftovers = [u.key for u in chunks.units] + self._zero_keys \
+        # Fences stay until the segment is destroyed: a fence deleted here would
+        # free the id a replaced writer's next create targets. The seal entry
+        # only ever stands where its own writer would write next: it goes.
+        seal = self._seal_key or await self._find_seal()
+        self._leftovers = [u.key for u in chunks.units] + ([seal] if seal else []) \
             + [self.path.sealed_key]
         await self._delete_leftovers()
+
+    async def _find_seal(self) -> str | None:
+        """The seal entry's key, if the series ends in one (a HEAD of its last entry)."""
+        if self._tail_zero is None:
+            return None
+        try:
+            info = await self.store.head(self._tail_zero)
+        except ObjectNotFound:
+            return None
+        return self._tail_zero if info.metadata.get(ENTRY_METADATA_KEY) == SEAL_ENTRY else None
 
     async def _delete_leftovers(self) -> None:
         """Chunks first, the marker last: its absence means cleanup is done."""

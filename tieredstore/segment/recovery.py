@@ -38,6 +38,7 @@ from tieredstore.segment.path import (
 from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer, decode_table
 
 TAIL_READ = 64 * 1024
+LIST_ATTEMPTS = 3
 ENTRY_METADATA_KEY = "entry"
 WRITER_METADATA_KEY = "writer"
 FENCE_ENTRY = "fence"
@@ -146,14 +147,16 @@ def chunk_layout(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> SegmentLayo
     return chunk_series(path, chunks).layout
 
 
-async def ends_in_seal(store: ObjectStore, path: SegmentPath, series: Series) -> bool:
-    """Whether the series' last entry is a seal (one HEAD, only when it is zero bytes)."""
+async def ends_in_seal(store: ObjectStore, path: SegmentPath, series: Series) -> bool | None:
+    """Whether the series' last entry is a seal (one HEAD, only when it is zero
+    bytes); None if that entry is gone (the segment was destroyed meanwhile:
+    list again)."""
     if not series.ends_in_zero:
         return False
     try:
         info = await store.head(series.zero_keys[-1])
-    except ObjectNotFound:  # deleted by a merge's cleanup just now: the marker tells
-        return False
+    except ObjectNotFound:
+        return None
     return info.metadata.get(ENTRY_METADATA_KEY) == SEAL_ENTRY
 
 
@@ -199,8 +202,17 @@ async def read_merged_units(store: ObjectStore, path: SegmentPath, size: int) ->
 
 async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
     """List the segment's prefix and rebuild its state and layout."""
+    for _ in range(LIST_ATTEMPTS):
+        recovered = await _recover_once(store, path)
+        if recovered is not None:
+            return recovered
+    raise CorruptSegment(f"the segment kept changing while it was listed ({LIST_ATTEMPTS} "
+                         "attempts)", segment=str(path))
+
+
+async def _recover_once(store: ObjectStore, path: SegmentPath) -> Recovered | None:
     listing = classify(path, await store.list_all(path.base_dir))
-    chunk_keys = [c.key for c in listing.chunks]
+    chunk_keys = [c.key for c in listing.chunks if c.size]  # zero-byte entries stay
     marker_keys = [listing.marker.key] if listing.marker else []
     # Uploads exist only while a seal is under way: the marker goes last.
     uploads = (
@@ -213,7 +225,10 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
     series = chunk_series(path, listing.chunks)
     layout = series.layout
     if listing.marker is None:
-        if await ends_in_seal(store, path, series):
+        sealed = await ends_in_seal(store, path, series)
+        if sealed is None:
+            return None
+        if sealed:
             return Recovered(SegmentState.SEALING, layout, layout.size, [], uploads, series)
         return Recovered(SegmentState.OPEN, layout, None, [], uploads, series)
     sealed_size = decode_marker(path, await store.get(listing.marker.key))

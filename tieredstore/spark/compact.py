@@ -118,8 +118,8 @@ async def _survey_file(store: ObjectStore, config: TieredStoreConfig, meta: Queu
         for info in page:
             parts = info.key[len(prefix):].split("/")
             base = parse_segment_dir(parts[0]) if len(parts) == 2 else None
-            if base is not None:
-                names[base].append(parts[1])
+            if base is not None and (info.size or parse_chunk_name(parts[1]) is None):
+                names[base].append(parts[1])  # zero-byte fence and seal entries stay
     where = f"{topic}/{queue_id} {file_type.value}"
     for base, found in sorted(names.items()):
         chunks = sum(1 for n in found if parse_chunk_name(n) is not None)

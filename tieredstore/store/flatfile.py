@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tieredstore.errors import SegmentFenced
 from tieredstore.metadata import QueueMetadata, SegmentRecord
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt, StoreContext
@@ -74,6 +75,7 @@ class FlatFile:
         self.max_size = ctx.max_size(file_type)
         self.active: ChunkedSegment | None = None
         self.stats = SegmentStats()
+        self._rolling = False  # a roll began and has not finished
 
     # --- positions --------------------------------------------------------------
 
@@ -147,14 +149,14 @@ class FlatFile:
         if len(data) > self.max_size:
             raise QueueCorrupt(f"{len(data)}-byte entry exceeds the segment size {self.max_size}",
                                topic=self.topic, queue_id=self.queue_id)
-        if self._active.sealed or self.needs_roll(len(data), timestamp):
-            await self.roll()  # sealed: a roll that failed midway (a lost reply) goes on
+        if self._rolling or self.needs_roll(len(data), timestamp):
+            await self.roll()  # _rolling: a roll that failed midway (a lost reply) goes on
         position = self.active_base + await self.ctx.pool.append(self._active, data)
         self.stats.add(offset, timestamp)
         return position
 
     async def flush(self) -> None:
-        if self._active.sealed:
+        if self._rolling:
             await self.roll()  # a roll that failed midway: finish it
         await self.ctx.pool.flush(self._active)
 
@@ -165,6 +167,7 @@ class FlatFile:
         next append or flush calls this again and it goes on where it stopped.
         """
         segment = self._active
+        self._rolling = True
         if not segment.sealed:
             await self.ctx.pool.flush(segment)
             leftover = await self.ctx.pool.detach(segment)
@@ -195,11 +198,14 @@ class FlatFile:
         segment = await ChunkedSegment.open(
             self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher
         )
-        if segment.commit_position or segment.sealed:
-            raise QueueCorrupt(f"new segment {path} already holds data: another writer?",
-                               topic=self.topic, queue_id=self.queue_id)
+        if segment.has_entries or segment.sealed:
+            # Only a writer that took the queue over since our last head write
+            # can have written here (a fence, or its data): we are replaced.
+            raise SegmentFenced("the next segment already has entries: a newer writer "
+                                "took the queue over", segment=str(path))
         self.active = segment
         self.stats = SegmentStats()
+        self._rolling = False
 
     async def _merge(self, segment: ChunkedSegment) -> None:
         await self.ctx.merge(segment)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
-from tieredstore.errors import StoreClosed, TieredStoreError
+from tieredstore.errors import CommitFailed, StoreClosed, TieredStoreError, TransientError
 from tieredstore.fetcher import Fetcher
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore, open_object_store
@@ -29,6 +29,7 @@ from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store.context import StoreContext
 from tieredstore.store.queue import QueueLog
+from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,10 @@ class AsyncMessageStore:
                 try:
                     self._queues[(topic, queue_id)] = await QueueLog.open(self.ctx, topic,
                                                                           queue_id)
+                except (TransientError, CommitFailed) as exc:
+                    # Not corrupt: the store was unreachable. The next access opens it.
+                    log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
+                                exc)
                 except TieredStoreError as exc:
                     log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
                     self.corrupt[(topic, queue_id)] = exc
@@ -117,7 +122,9 @@ class AsyncMessageStore:
             return queue
         if key in self.corrupt:
             raise self.corrupt[key]
-        if not create:
+        if not create and not await has_segments(self.ctx, *key):
+            # No head listed at open and no segment: no such queue. (With segments
+            # but no head, opening it rebuilds its metadata from them.)
             from tieredstore.store.context import OffsetOutOfRange
 
             raise OffsetOutOfRange("no such queue", topic=topic, queue_id=queue_id)

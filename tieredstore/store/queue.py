@@ -28,6 +28,7 @@ from tieredstore.store.context import (
 )
 from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
 from tieredstore.store.reading import QueueReading
+from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -64,6 +65,7 @@ class QueueLog(QueueReading):
         self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
         self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
         self.next_offset = 0
+        self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
         self._pending: deque[Pending] = deque()
 
@@ -71,14 +73,37 @@ class QueueLog(QueueReading):
 
     @classmethod
     async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> QueueLog:
-        """Open (or create) a queue and recover it from the bucket."""
+        """Open (or create) a queue and recover it from the bucket.
+
+        A queue whose metadata holds no segment record (new, or its heads were
+        lost or all damaged) gets the records of the sealed segments the bucket
+        holds for it back first (:mod:`tieredstore.store.rebuild`), in one head
+        write; the log says so.
+        """
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
             writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=True,
+            start_over_damaged=True,
         )
         queue = cls(ctx, topic, queue_id, meta)
+        if not meta.file_types or not any(meta.last_record(t) for t in meta.file_types):
+            queue.rebuilt = await queue._rebuild()
         await queue._recover()
         return queue
+
+    async def _rebuild(self) -> Rebuilt | None:
+        rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
+        records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG)
+                   for r in rebuilt.records.get(ft, [])]
+        if not records and not rebuilt.notes:
+            return None
+        merging = {f"merging.{ft.value}": ",".join(map(str, bases))
+                   for ft, bases in rebuilt.merging.items() if bases}
+        await self.meta.append_many(records, properties=merging)
+        log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
+                    "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
+                    len(records), "".join(f"; {n}" for n in rebuilt.notes))
+        return rebuilt
 
     async def _recover(self) -> None:
         await self.cq.open()
@@ -135,7 +160,10 @@ class QueueLog(QueueReading):
                                     f"end of its segment at {segment_end}")
             self._dispatch_record(await self.cl.read(position, size), position)
             position += size
-        await self._flush_unlocked()
+        # Not _flush_unlocked: the commit log holds nothing buffered here, and its
+        # active segment may be sealed awaiting its record (stats come after).
+        await self._dispatch()
+        await self.cq.flush()
         if position < end:
             await self.meta.set_properties({CLEAN_FROM: str(end)})
 

@@ -1,0 +1,216 @@
+"""Rebuild a queue's metadata records from its segments: the bucket alone.
+
+Used when a queue has segments but no valid head (heads deleted, or every
+one damaged). Per file type, the segments are listed and opened read-only;
+the run of contiguous segments that ends at the newest one is the queue's
+(older, unconnected segments are reported, not adopted: garbage for GC).
+Every sealed segment of that run gets its record back:
+
+- consume queue: offsets from positions (unit ``n`` at byte ``32 n``),
+  timestamps from its first and last units;
+- commit log: the first offset and time from the record at the segment's
+  start (a segment always starts with a record); the last offset is one
+  before the next segment's first; the last time is that offset's unit in the
+  consume queue, or the next segment's first time (an upper bound, so that
+  retention keeps the segment rather than drops it early). The last sealed
+  segment before an empty active one is scanned from its last unit.
+
+Segments sealed but not merged are noted in ``merging.<type>`` so that the
+open resumes their merges. What cannot be known is said: ``clean_from`` is
+not rebuilt.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from tieredstore.metadata import SegmentRecord
+from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
+from tieredstore.segment.path import parse_segment_dir
+from tieredstore.store.context import StoreContext
+from tieredstore.store.flatfile import SegmentStats
+from tieredstore.store.keys import PB_TYPES
+from tieredstore.store.record import (
+    HEAD_SIZE,
+    UNIT_SIZE,
+    RecordError,
+    decode_record,
+    decode_unit,
+    record_size,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Rebuilt:
+    """What a rebuild found: records per file type, owed merges, and notes."""
+
+    records: dict[FileType, list[SegmentRecord]] = field(default_factory=dict)
+    merging: dict[FileType, list[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return any(self.records.values()) or bool(self.notes)
+
+
+async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
+                        file_type: FileType) -> list[int]:
+    """Base offsets of the segments a file has in the bucket (one paged LIST)."""
+    prefix = ctx.segment_path(topic, queue_id, file_type, 0).file_prefix
+    bases: set[int] = set()
+    async for page in ctx.store.list_pages(prefix):
+        for info in page:
+            base = parse_segment_dir(info.key[len(prefix):].partition("/")[0])
+            if base is not None:
+                bases.add(base)
+    return sorted(bases)
+
+
+async def has_segments(ctx: StoreContext, topic: str, queue_id: int) -> bool:
+    for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG):
+        if await segment_bases(ctx, topic, queue_id, file_type):
+            return True
+    return False
+
+
+class _File:
+    """One file's contiguous run of segments, opened read-only."""
+
+    def __init__(self, segments: list[ChunkedSegment]) -> None:
+        self.segments = segments
+
+    def containing(self, position: int) -> ChunkedSegment | None:
+        for seg in self.segments:
+            base = seg.path.base_offset
+            if base <= position < base + seg.commit_position:
+                return seg
+        return None
+
+
+async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
+                    out: Rebuilt) -> _File:
+    options = SegmentOptions(chunk_size=ctx.segment_options.chunk_size, merge_on_seal=False)
+    opened = [await ChunkedSegment.open(ctx.store, ctx.segment_path(topic, queue_id, file_type,
+                                                                    base),
+                                        options=options, reader=ctx.fetcher, repair=False)
+              for base in await segment_bases(ctx, topic, queue_id, file_type)]
+    run: list[ChunkedSegment] = []
+    for seg in reversed(opened):
+        if run and seg.path.base_offset + seg.commit_position != run[0].path.base_offset:
+            out.notes.append(f"{seg.path} does not reach the next segment: not adopted")
+            continue
+        if run and not seg.sealed:
+            out.notes.append(f"{seg.path} is not sealed but a later segment exists: not adopted")
+            break
+        run.insert(0, seg)
+    return _File(run)
+
+
+async def _unit(cq: _File, offset: int) -> tuple[int, int] | None:
+    """(commit-log position, store time) of ``offset``'s unit, if the CQ has it."""
+    seg = cq.containing(offset * UNIT_SIZE)
+    if seg is None:
+        return None
+    unit = decode_unit(await seg.read0(offset * UNIT_SIZE - seg.path.base_offset, UNIT_SIZE))
+    return unit.position, unit.store_timestamp
+
+
+async def _record_at(seg: ChunkedSegment, local: int) -> tuple[int, int, int] | None:
+    """(size, offset, store time) of the record at ``local``, or None if none is there."""
+    if seg.commit_position - local < HEAD_SIZE:
+        return None
+    try:
+        size = record_size(await seg.read0(local, HEAD_SIZE))
+        if local + size > seg.commit_position:
+            return None
+        message = decode_record(await seg.read0(local, size), "", 0)
+    except RecordError:
+        return None
+    return size, message.offset, message.store_timestamp
+
+
+async def _cq_records(cq: _File, out: Rebuilt) -> None:
+    for seg in cq.segments:
+        if not seg.sealed:
+            continue
+        base, size = seg.path.base_offset, seg.commit_position
+        first = decode_unit(await seg.read0(0, UNIT_SIZE))
+        last = decode_unit(await seg.read0(size - UNIT_SIZE, UNIT_SIZE))
+        stats = SegmentStats(base // UNIT_SIZE, (base + size) // UNIT_SIZE - 1,
+                             first.store_timestamp, max(first.store_timestamp,
+                                                        last.store_timestamp),
+                             size // UNIT_SIZE)
+        _add(out, FileType.CONSUME_QUEUE, seg, stats)
+
+
+async def _cl_records(cl: _File, cq: _File, cq_end: int, out: Rebuilt) -> None:
+    starts: list[tuple[int, int] | None] = []
+    for seg in cl.segments:
+        found = await _record_at(seg, 0)
+        starts.append(None if found is None else found[1:])
+    for i, seg in enumerate(cl.segments):
+        if not seg.sealed:
+            continue
+        start = starts[i]
+        if start is None:
+            out.notes.append(f"{seg.path}: no record at its start: not adopted")
+            return
+        following = starts[i + 1] if i + 1 < len(starts) else None
+        if following is not None:
+            last, end_ts = following[0] - 1, following[1]
+            unit = await _unit(cq, last)
+            if unit is not None:
+                end_ts = unit[1]
+        else:
+            last, end_ts = await _scan_to_end(seg, cq, cq_end, start)
+        stats = SegmentStats(start[0], last, start[1], max(start[1], end_ts),
+                             last - start[0] + 1)
+        _add(out, FileType.COMMIT_LOG, seg, stats)
+
+
+async def _scan_to_end(seg: ChunkedSegment, cq: _File, cq_end: int,
+                       start: tuple[int, int]) -> tuple[int, int]:
+    """The last record of ``seg`` (offset, time): from the last unit pointing into it
+    (found by bisecting the consume queue), scanning on to the segment's end."""
+    base, end = seg.path.base_offset, seg.path.base_offset + seg.commit_position
+    lo, hi = start[0], cq_end  # the last offset whose unit points into [base, end)
+    found: tuple[int, int] | None = None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        unit = await _unit(cq, mid)
+        if unit is None or unit[0] >= end:
+            hi = mid
+        else:
+            lo = mid + 1
+            if unit[0] >= base:
+                found = (mid, unit[0] - base)
+    offset, ts = start
+    local = 0
+    if found is not None:
+        offset, local = found
+    while (record := await _record_at(seg, local)) is not None:
+        size, offset, ts = record
+        local += size
+    return offset, ts
+
+
+def _add(out: Rebuilt, file_type: FileType, seg: ChunkedSegment, stats: SegmentStats) -> None:
+    record = stats.record(file_type, seg.path.base_offset, seg.commit_position)
+    record.file_type = PB_TYPES[file_type]
+    out.records.setdefault(file_type, []).append(record)
+    if not seg.merged:
+        out.merging.setdefault(file_type, []).append(seg.path.base_offset)
+
+
+async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt:
+    """The records of a queue's sealed segments, from the bucket alone."""
+    out = Rebuilt()
+    cq = await _open_run(ctx, topic, queue_id, FileType.CONSUME_QUEUE, out)
+    cl = await _open_run(ctx, topic, queue_id, FileType.COMMIT_LOG, out)
+    await _cq_records(cq, out)
+    cq_end = max((s.path.base_offset + s.commit_position for s in cq.segments), default=0)
+    await _cl_records(cl, cq, cq_end // UNIT_SIZE, out)
+    return out
