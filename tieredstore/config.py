@@ -82,6 +82,8 @@ class TieredStoreConfig:
     max_message_size: int = _knob(4 * MiB, 1, 1 * GiB)
     file_reserved_time: float = _knob(72 * 3600.0, 0.0, 100 * 365 * 24 * 3600.0)
     metadata_page_size: int = _knob(1000, 1, 1_000_000)
+    gc_interval: float = _knob(3600.0, 0.0, 30 * 24 * 3600.0)
+    gc_safety_age: float = _knob(3600.0, 0.0, 365 * 24 * 3600.0)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

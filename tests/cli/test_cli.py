@@ -328,3 +328,18 @@ def test_progress_bars_only_when_enabled() -> None:
         assert bar.bar is not None
         bar.update(3)
     assert bar.bar is None
+
+
+def test_gc_lists_with_dry_run_then_deletes(cli: Cli) -> None:
+    cli.ok("produce", "--topic", "orders", "--queue", "0", "--count", "50")
+    stale = cli.data / "tmp" / "left-by-a-kill"
+    stale.write_bytes(b"half written")
+    os.utime(stale, (1_600_000_000, 1_600_000_000))
+    out = cli.ok("gc", "--dry-run")
+    assert "temporary file" in out and "left-by-a-kill" in out
+    assert "dry run: 1 item(s) would be deleted" in out and stale.exists()
+    out = cli.ok("gc")
+    assert "deleted 1 item(s) (1 temporary file)" in out and not stale.exists()
+    assert "deleted 0 item(s)" in cli.ok("gc", "--safety-age", "0")
+    rows = consume_json(cli, "--topic", "orders", "--queue", "0")
+    assert len(rows) == 50

@@ -54,6 +54,7 @@ class ObjectInfo:
     size: int
     etag: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    modified: datetime | None = None  # from listings: when the object was written
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,17 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
         """Uploads begun under ``prefix`` and neither completed nor aborted."""
+
+    # --- the backend's own garbage --------------------------------------------
+
+    async def stale_temporary_files(self, older_than: datetime) -> list[str]:
+        """Files the backend keeps beside the objects (a local directory's
+        half-written temporaries left by a kill) last changed before
+        ``older_than``. None for object stores proper."""
+        return []
+
+    async def delete_temporary_files(self, names: Sequence[str]) -> None:  # noqa: B027
+        """Delete what :meth:`stale_temporary_files` named."""
 
     # --- lifecycle ----------------------------------------------------------
 

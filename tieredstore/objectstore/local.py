@@ -28,7 +28,7 @@ import os
 import shutil
 import struct
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -229,8 +229,9 @@ class LocalObjectStore(BlockingObjectStore):
                     f, size, trailer = self._open(key, "list")
                 except ObjectNotFound:
                     continue  # deleted while we walked
+                modified = datetime.fromtimestamp(os.fstat(f.fileno()).st_mtime, UTC)
                 f.close()
-                found.append(ObjectInfo(key, size, trailer["etag"]))
+                found.append(ObjectInfo(key, size, trailer["etag"], modified=modified))
         found.sort(key=lambda o: o.key)
         return found
 
@@ -352,6 +353,26 @@ class LocalObjectStore(BlockingObjectStore):
         except NoSuchUpload:
             return
         shutil.rmtree(directory, ignore_errors=True)
+
+    async def stale_temporary_files(self, older_than: datetime) -> list[str]:
+        # docstring inherited
+        def scan() -> list[str]:
+            limit = older_than.timestamp()
+            return sorted(p.name for p in self._tmp.iterdir()
+                          if p.is_file() and p.stat().st_mtime < limit)
+
+        return await self._execute(scan)
+
+    async def delete_temporary_files(self, names: Sequence[str]) -> None:
+        # docstring inherited
+        def delete() -> None:
+            for name in names:
+                if "/" in name or name in ("", ".", ".."):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    (self._tmp / name).unlink()
+
+        await self._execute(delete)
 
     def _list_uploads_now(self, prefix: str) -> list[UploadInfo]:
         found: list[UploadInfo] = []

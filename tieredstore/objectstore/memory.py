@@ -64,6 +64,7 @@ class _Object:
     data: bytes
     etag: str
     metadata: dict[str, str]
+    modified: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 @dataclass(slots=True)
@@ -132,7 +133,7 @@ class MemoryObjectStore(BlockingObjectStore):
             if not key.startswith(prefix):
                 break
             obj = self._objects[key]
-            out.append(ObjectInfo(key, len(obj.data), obj.etag))
+            out.append(ObjectInfo(key, len(obj.data), obj.etag, modified=obj.modified))
         return out
 
     def _delete_now(self, keys: list[str]) -> None:

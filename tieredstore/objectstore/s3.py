@@ -291,7 +291,8 @@ class S3ObjectStore(ObjectStore):
 
             resp = await self._call("list", prefix, request)
             page = [
-                ObjectInfo(o["Key"], int(o["Size"]), o.get("ETag", ""))
+                ObjectInfo(o["Key"], int(o["Size"]), o.get("ETag", ""),
+                           modified=o.get("LastModified"))
                 for o in resp.get("Contents", [])
             ]
             if page:

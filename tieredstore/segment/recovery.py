@@ -231,7 +231,11 @@ async def _recover_once(store: ObjectStore, path: SegmentPath) -> Recovered | No
         if sealed:
             return Recovered(SegmentState.SEALING, layout, layout.size, [], uploads, series)
         return Recovered(SegmentState.OPEN, layout, None, [], uploads, series)
-    sealed_size = decode_marker(path, await store.get(listing.marker.key))
+    try:
+        marker = await store.get(listing.marker.key)
+    except ObjectNotFound:
+        return None  # a merge's cleanup deleted it since the listing: list again
+    sealed_size = decode_marker(path, marker)
     if layout.size != sealed_size:
         raise CorruptSegment(
             f"sealed at {sealed_size} bytes but the chunks cover [0, {layout.size})"

@@ -12,6 +12,7 @@ from typing import Any
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import ObjectStore
+from tieredstore.store.gc import GcReport
 from tieredstore.store.message_store import AsyncMessageStore, MiB
 from tieredstore.store.record import Message
 from tieredstore.sync import LoopThread
@@ -79,6 +80,11 @@ class MessageStore:
 
     def delete_expired(self, now: float | None = None) -> int:
         return self._loop.run(self.core.delete_expired(now))
+
+    def collect_garbage(self, *, dry_run: bool = False,
+                        safety_age: float | None = None) -> GcReport:
+        return self._loop.run(self.core.collect_garbage(dry_run=dry_run,
+                                                        safety_age=safety_age))
 
     def snapshot(self) -> dict[str, Any]:
         return self.core.snapshot()

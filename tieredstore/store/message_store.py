@@ -28,6 +28,7 @@ from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store.context import StoreContext
+from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.queue import QueueLog
 from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
@@ -50,6 +51,7 @@ class AsyncMessageStore:
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
         self._ticker: asyncio.Task[None] | None = None
+        self._collector: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -77,6 +79,9 @@ class AsyncMessageStore:
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
         await self._recover()
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
+        if config.gc_interval > 0:
+            self._collector = asyncio.get_running_loop().create_task(
+                self._collect_periodically(config.gc_interval), name="gc")
         return self
 
     async def _recover(self) -> None:
@@ -106,6 +111,24 @@ class AsyncMessageStore:
             for queue in list(self._queues.values()):
                 with contextlib.suppress(TieredStoreError):
                     await queue.tick()
+
+    async def _collect_periodically(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.collect_garbage()
+            except TieredStoreError as exc:  # the next pass tries again
+                log.warning("garbage collection failed: %s", exc)
+
+    async def collect_garbage(self, *, dry_run: bool = False,
+                              safety_age: float | None = None) -> GcReport:
+        """One garbage-collection pass over this store's queues (see
+        :mod:`tieredstore.store.gc`): what no metadata references and is older
+        than ``safety_age`` (default ``gc_safety_age``) seconds."""
+        age = self.config.gc_safety_age if safety_age is None else safety_age
+        metas = [q.meta for q in list(self._queues.values())]
+        return await collect_garbage(self.ctx.store, self.config, metas, safety_age=age,
+                                     dry_run=dry_run)
 
     # --- queues -----------------------------------------------------------------------
 
@@ -215,10 +238,11 @@ class AsyncMessageStore:
             await self.flush()
         finally:
             self._closed = True
-            if self._ticker is not None:
-                self._ticker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._ticker
+            for task in (self._ticker, self._collector):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await self.ctx.drain()
             await self.ctx.pool.close()
             await self.ctx.fetcher.close()

@@ -1,0 +1,64 @@
+"""``tieredstore gc``: delete what no queue metadata references, or list it.
+
+One pass of the garbage collection the store also runs in the background
+(``gc_interval``): segments below a queue's first live record (a retention
+pass that crashed before its deletes), data chunks and sealed markers beside
+a merged object, multipart uploads begun before the safety age (a merge
+whose writer died), the local backend's temporary files. Anything younger
+than ``--safety-age`` seconds (default ``gc_safety_age``) is left alone.
+
+Read-only on metadata: it never claims a queue, so it is safe beside a live
+writer. ``--dry-run`` lists what a pass would delete and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
+from tieredstore.store.gc import GcReport, collect_garbage
+from tieredstore.store.keys import metadata_root
+
+from .common import EXIT_OK, open_existing_store, resolve_config, table
+
+
+async def gc(config: TieredStoreConfig, *, dry_run: bool, safety_age: float) -> GcReport:
+    store = open_existing_store(config)
+    try:
+        root = metadata_root(config)
+        metas = [await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
+                 for topic, queue_id in await list_queues(store, root)]
+        return await collect_garbage(store, config, metas, safety_age=safety_age,
+                                     dry_run=dry_run)
+    finally:
+        await store.close()
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("gc", parents=[common], help="delete what no metadata "
+                            "references (--dry-run: list it)", description=__doc__)
+    parser.add_argument("--dry-run", action="store_true", help="list, delete nothing")
+    parser.add_argument("--safety-age", type=float, default=None, metavar="SECONDS",
+                        help="leave anything younger alone (default: gc_safety_age)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    age = config.gc_safety_age if args.safety_age is None else args.safety_age
+    if age < 0:
+        raise SystemExit("tieredstore gc: --safety-age must be >= 0")
+    report = asyncio.run(gc(config, dry_run=args.dry_run, safety_age=age))
+    if report.found:
+        print(table([[g.kind, g.key, g.detail] for g in report.found],
+                    ["kind", "key", "detail"]))
+    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(report.by_kind().items()))
+    if args.dry_run:
+        print(f"dry run: {len(report.found)} item(s) would be deleted"
+              + (f" ({counts})" if counts else ""))
+    else:
+        print(f"deleted {report.deleted} item(s)" + (f" ({counts})" if counts else ""))
+    return EXIT_OK
