@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 
+from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import QueueMetadata
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
@@ -107,11 +108,16 @@ class QueueReading(abc.ABC):
                   ) -> list[Message]:
         """Up to ``max_count`` messages from ``offset``, at least one if there is
         any, even past ``max_bytes``. Records next to each other in one
-        commit-log segment are read with one read."""
+        commit-log segment are read with one read.
+
+        Damage stays where it is: the messages before a record (or unit) that
+        cannot be read are returned, and the next call, from that offset,
+        raises the error that names it. Never wrong bytes.
+        """
         self.check_range(offset)
         if max_count <= 0:
             return []
-        units = await self.units(offset, min(self.max_offset, offset + max_count))
+        units = await self._readable_units(offset, min(self.max_offset, offset + max_count))
         messages: list[Message] = []
         total = i = 0
         while i < len(units) and (total < max_bytes or not messages):
@@ -121,16 +127,52 @@ class QueueReading(abc.ABC):
                    and units[j + 1].end <= segment_end and total + run < max_bytes):
                 j += 1
                 run += units[j].size
-            data = memoryview(await self.read_commit_log(units[i].position, run))
+            try:
+                data = memoryview(await self.read_commit_log(units[i].position, run))
+            except TieredStoreError:
+                if i == j and not messages:
+                    raise
+                j = i  # one record at a time, up to the one that cannot be read
+                try:
+                    data = memoryview(await self.read_commit_log(units[i].position,
+                                                                 units[i].size))
+                except TieredStoreError:
+                    if not messages:
+                        raise
+                    return messages
             at = 0
             for k in range(i, j + 1):
                 if messages and total + units[k].size > max_bytes:
                     return messages
-                messages.append(self.decode(data[at : at + units[k].size], offset + k))
+                try:
+                    message = self.decode(data[at : at + units[k].size], offset + k)
+                except QueueCorrupt:
+                    if not messages:
+                        raise
+                    return messages
+                messages.append(message)
                 at += units[k].size
                 total += units[k].size
             i = j + 1
         return messages
+
+    async def _readable_units(self, start: int, end: int) -> list[CqUnit]:
+        """Units of ``[start, end)``; if some cannot be read, those before the first
+        bad one (the error itself if that is ``start``'s)."""
+        try:
+            return await self.units(start, end)
+        except TieredStoreError:
+            if end - start <= 1:
+                raise
+        out: list[CqUnit] = []
+        for at in range(start, end):
+            try:
+                out.extend(await self.units(at, at + 1))
+            except TieredStoreError:
+                if not out:
+                    raise
+                break
+        return out
 
     async def offset_for_time(self, timestamp_ms: int) -> int:
         """The first offset whose store timestamp is at or after ``timestamp_ms``
