@@ -17,7 +17,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import ChunkMissing, TieredStoreError
 from tieredstore.metadata import MetadataNotFound, QueueMetadata, QueuePath
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
@@ -208,7 +208,21 @@ class FlatView:
         if position + length > view.end:
             raise self._corrupt(f"{self.file_type.value} read [{position}, "
                                 f"{position + length}) crosses the segment end {view.end}")
-        return await self.reader.read(view.path, view.layout, position - view.base, length)
+        try:
+            return await self.reader.read(view.path, view.layout, position - view.base, length)
+        except ChunkMissing:
+            # A live writer's merge replaced the chunks since they were listed.
+            fresh = await self._relist(view)
+            return await self.reader.read(fresh.path, fresh.layout, position - fresh.base,
+                                          length)
+
+    async def _relist(self, view: SegmentView) -> SegmentView:
+        fresh = await open_segment(self.store, view.path)
+        if fresh.state is None or fresh.size < view.size:
+            raise self._corrupt(fresh.error or f"segment {view.path} shrank to {fresh.size} "
+                                "bytes while it was read")
+        view.state, view.layout = fresh.state, fresh.layout
+        return view
 
 
 class QueueView(QueueReading):
@@ -230,7 +244,10 @@ class QueueView(QueueReading):
         cl, cq = (FlatView(store, config, meta, topic=topic, queue_id=queue_id, file_type=t,
                            reader=reader)
                   for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE))
-        await asyncio.gather(cl.open(), cq.open())
+        # The consume queue first: every unit it holds then points into commit-log
+        # bytes stored before the commit log is listed (a live writer goes on).
+        await cq.open()
+        await cl.open()
         return cls(topic, queue_id, meta, cl, cq)
 
     @property

@@ -17,12 +17,12 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import ChunkMissing, TieredStoreError
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.layout import ChunkRef
-from tieredstore.segment.reader import fetch_unit
+from tieredstore.segment.reader import DirectReader, fetch_unit
 
-from .reader import SegmentView
+from .reader import SegmentView, open_segment
 
 PREFETCH = 4
 
@@ -69,6 +69,7 @@ class UnitStream:
         self._fetched = segments[0].base if segments else 0
         self._done = False
         self._last = 0  # the last read's position
+        self._fresh: dict[int, SegmentView] = {}  # segments listed again after a merge
 
     @staticmethod
     def _plan(segments: Sequence[SegmentView]) -> Iterator[_Piece]:
@@ -94,7 +95,20 @@ class UnitStream:
     async def _fetch(self, piece: _Piece) -> bytes:
         if piece.unit is None:
             raise BadBytes(piece.view.error)
-        data, _ = await fetch_unit(self.store, piece.view.path, piece.unit)
+        try:
+            data, _ = await fetch_unit(self.store, piece.view.path, piece.unit)
+        except ChunkMissing:
+            # A live writer's merge replaced the chunks since the listing: the same
+            # bytes, from the merged object.
+            fresh = self._fresh.get(piece.view.base)
+            if fresh is None:
+                fresh = self._fresh[piece.view.base] = await open_segment(self.store,
+                                                                          piece.view.path)
+            local = piece.start - piece.view.base
+            if fresh.state is None or fresh.size < local + (piece.end - piece.start):
+                raise
+            return await DirectReader(self.store).read(fresh.path, fresh.layout, local,
+                                                       piece.end - piece.start)
         return data
 
     async def _next(self) -> bool:

@@ -146,7 +146,11 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
     check = QueueCheck(topic, queue_id)
     meta = await open_metadata(store, config, topic, queue_id)
     plan = _Plan(check, {}, {}, {}, int(meta.properties.get(CLEAN_FROM, "0")))
-    for file_type, pb_type in PB_TYPES.items():
+    # The consume queue before the commit log: a writer dispatches a unit only
+    # after the commit-log bytes it points to are stored, so every unit this
+    # listing finds points into what the later commit-log listing holds.
+    for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX):
+        pb_type = PB_TYPES[file_type]
         views = await list_segments(store, config, topic, queue_id, file_type)
         by_base = {v.base: v for v in views}
         next_base = meta.next_base_offset(pb_type)

@@ -161,8 +161,12 @@ class ChunkedSegment(FileSegment):
         for upload in segment._stray_uploads:
             await store.abort_multipart(upload.key, upload.upload_id)
         segment._stray_uploads = []
-        if segment._state is SegmentState.SEALED and segment._leftovers:
-            await segment._delete_leftovers()
+        if segment._state is SegmentState.SEALED:
+            seal = await segment._find_seal()  # a seal entry a crashed cleanup left
+            if seal is not None:
+                segment._leftovers.insert(0, seal)
+            if segment._leftovers:
+                await segment._delete_leftovers()
         if segment._state is SegmentState.SEALING and segment.options.merge_on_seal:
             async with segment._lock:
                 await segment._merge()

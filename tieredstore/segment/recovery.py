@@ -202,8 +202,15 @@ async def read_merged_units(store: ObjectStore, path: SegmentPath, size: int) ->
 
 async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
     """List the segment's prefix and rebuild its state and layout."""
-    for _ in range(LIST_ATTEMPTS):
-        recovered = await _recover_once(store, path)
+    for attempt in range(LIST_ATTEMPTS):
+        try:
+            recovered = await _recover_once(store, path)
+        except CorruptSegment:
+            # A listing is no snapshot: one taken while a merge's cleanup deleted
+            # chunks can show a hole the bucket never had. A real one stays.
+            if attempt == LIST_ATTEMPTS - 1:
+                raise
+            continue
         if recovered is not None:
             return recovered
     raise CorruptSegment(f"the segment kept changing while it was listed ({LIST_ATTEMPTS} "
@@ -220,8 +227,13 @@ async def _recover_once(store: ObjectStore, path: SegmentPath) -> Recovered | No
     )
     if listing.merged is not None:
         units = await read_merged_units(store, path, listing.merged.size)
+        # Zero-byte entries stay (fences); the last may be a seal entry whose
+        # cleanup a crash interrupted: a repairing open looks (one HEAD).
+        zero = [c.key for c in listing.chunks if not c.size]
+        remains = Series(zero_keys=zero, ends_in_zero=bool(listing.chunks)
+                         and not listing.chunks[-1].size)
         return Recovered(SegmentState.SEALED, SegmentLayout(units), units[-1].end if units else 0,
-                         chunk_keys + marker_keys, uploads)
+                         chunk_keys + marker_keys, uploads, remains)
     series = chunk_series(path, listing.chunks)
     layout = series.layout
     if listing.marker is None:
