@@ -24,6 +24,7 @@ from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.store.keys import PB_TYPES, metadata_root
 from tieredstore.store.queue import CLEAN_FROM
+from tieredstore.store.rebuild import queues_with_segments
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -315,6 +316,14 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
                 failed.append(check)
                 return None
 
+    for (t, q), count in (await queues_with_segments(store, config)).items():
+        if (t, q) in found or (topic is not None and t != topic) or (
+                queue_id is not None and q != queue_id):
+            continue
+        check = QueueCheck(t, q)
+        check.error(f"{count} segment(s) in the bucket but no queue metadata references "
+                    "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
+        failed.append(check)
     plans = [p for p in await asyncio.gather(*(plan_one(t, q) for t, q in found)) if p]
     with progress(show_progress, total=sum(p.total_bytes for p in plans), desc="verify",
                   unit="B") as bar:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from tieredstore.config import TieredStoreConfig
 from tieredstore.metadata import SegmentRecord
+from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
 from tieredstore.segment.path import parse_segment_dir
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
-from tieredstore.store.keys import PB_TYPES
+from tieredstore.store.keys import PB_TYPES, parse_segment_key
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -67,6 +69,21 @@ async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
             if base is not None:
                 bases.add(base)
     return sorted(bases)
+
+
+async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
+                               ) -> dict[tuple[str, int], int]:
+    """Every queue of this cluster and broker that has segments in the bucket, with
+    how many (one paged LIST of the whole store prefix: for checks and repair)."""
+    segments: dict[tuple[str, int], set[tuple[FileType, int]]] = {}
+    prefix = f"{config.key_prefix}/" if config.key_prefix else ""
+    async for page in store.list_pages(prefix):
+        for info in page:
+            parsed = parse_segment_key(config, info.key)
+            if parsed is not None:
+                topic, queue_id, file_type, base = parsed
+                segments.setdefault((topic, queue_id), set()).add((file_type, base))
+    return {queue: len(found) for queue, found in sorted(segments.items())}
 
 
 async def has_segments(ctx: StoreContext, topic: str, queue_id: int) -> bool:
