@@ -407,3 +407,37 @@ async def test_two_writers_of_the_metadata_one_is_fenced(env: Env) -> None:
         await a.update(lambda head: None)
     info = await b.ledger(0)
     assert info is not None and info.entries == 1
+
+
+class HookBeforeHead(MemoryObjectStore):
+    """Runs ``hook`` once, before the first head create after it is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hook: Any = None
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> Any:
+        if self.hook is not None and "/head-" in key:
+            hook, self.hook = self.hook, None
+            await hook()
+        return await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+
+async def test_the_newest_open_wins_a_race_with_the_old_owners_head_write(
+        tmp_path: Path) -> None:
+    """The old owner writes a head between the new owner's load and its first
+    head write: the new owner loads again and takes over; it is never fenced."""
+    store = HookBeforeHead()
+    env = Env(store, LocalLedgerStore(tmp_path / "ledgers", fsync=False),
+              TrackingOffloader(store), Clock())
+    old = await env.open()
+    await fill(old, 2)
+    store.hook = lambda: old.offload_prefix(Position(1, 0))  # a head write of the old owner
+    new = await env.open()
+    assert store.hook is None, "the race did not happen"
+    assert offloaded(new) == [0]  # the old owner's write is in the head the new one took
+    with pytest.raises(ManagedLedgerFenced):
+        await old.add_entry(b"zombie")
+    position = await new.add_entry(b"new owner")
+    assert (await new.read_entry(position)).payload == b"new owner"

@@ -76,6 +76,9 @@ class Position:
     entry_id: int
 
 
+OPEN_ATTEMPTS = 8
+
+
 class ManagedLedger:
     """One managed ledger. Open with :meth:`open`; close with :meth:`close`."""
 
@@ -121,13 +124,22 @@ class ManagedLedger:
         """Open (or create) the managed ledger ``name``: recover a ledger left
         open (fencing its writer), then start a new current ledger."""
         config = config or ManagedLedgerConfig()
-        meta = await ManagedLedgerMetadata.open(
-            metadata_store, ManagedLedgerPath(root, name), writer_id=writer_id,
-            page_size=config.page_size,
-        )
-        self = cls(meta, ledgers, offloader, config, clock)
-        await self._start()
-        return self
+        for attempt in range(OPEN_ATTEMPTS):
+            meta = await ManagedLedgerMetadata.open(
+                metadata_store, ManagedLedgerPath(root, name), writer_id=writer_id,
+                page_size=config.page_size,
+            )
+            self = cls(meta, ledgers, offloader, config, clock)
+            try:
+                await self._start()
+            except ManagedLedgerFenced:
+                # The owner we replace wrote a head since we loaded ours: the newest
+                # open does not give up to it. Load again and take over again.
+                if attempt == OPEN_ATTEMPTS - 1:
+                    raise
+                continue
+            return self
+        raise AssertionError("unreachable")
 
     # --- state --------------------------------------------------------------------------
 
@@ -232,7 +244,8 @@ class ManagedLedger:
                 writer = self._check_writer()
             try:
                 ids = await writer.append_many(payloads)
-            except LedgerFenced as exc:
+            except (LedgerFenced, LedgerNotFound) as exc:
+                # Not found: a newer owner dropped it (an empty ledger it recovered).
                 self._failed = exc
                 raise ManagedLedgerFenced(f"its ledger was fenced: {exc}",
                                           name=self.name) from exc
