@@ -255,15 +255,20 @@ def test_recover_reports_a_corrupt_queue_and_exits_1(cli: Cli) -> None:
     active = max(s["base"] + s["size"] if s["sealed"] else s["base"] for s in segments)
     path = cli.segment_path("orders", 1, FileType.COMMIT_LOG, active)
 
-    async def plant() -> None:
-        await LocalObjectStore(cli.data, fsync=False).put(path.base_dir + "stray", b"?")
-
-    asyncio.run(plant())
+    store = LocalObjectStore(cli.data, fsync=False)
+    asyncio.run(store.put(path.base_dir + "stray", b"?"))
+    assert "0 corrupt" in cli.ok("recover")  # a foreign object alone: read around
+    code, _, err = cli("verify")
+    assert code == 1 and "foreign object" in err and "stray" in err
+    chunks = [o.key for o in asyncio.run(store.list_all(path.base_dir))
+              if "/chunk-" in o.key and o.size]
+    assert len(chunks) >= 2
+    asyncio.run(store.delete(chunks[0]))  # a hole in the active segment
     code, out, err = cli("recover")
     assert code == 1, out + err
     assert re.search(r"^orders\s+0 .* ok$", out, re.M), out
     assert re.search(r"^orders\s+1 .* CORRUPT$", out, re.M), out
-    assert "CORRUPT orders/1:" in out and "foreign object" in out and "stray" in out
+    assert "CORRUPT orders/1:" in out and "are missing" in out
     code, report, _ = cli("recover", "--format", "json")
     assert code == 1
     states = {q["queue"]: q["state"] for q in json.loads(report)["queues"]}

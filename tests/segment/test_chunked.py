@@ -225,11 +225,17 @@ async def test_an_overlap_is_reported(fast_store: ObjectStore) -> None:
 
 
 async def test_a_foreign_key_is_named_and_left_alone(fast_store: ObjectStore) -> None:
+    """Someone else's object in a segment's prefix is read around, never deleted."""
     seg = await open_segment(fast_store)
     await seg.commit0(0, b"abc")
     await fast_store.put(seg.path.base_dir + "notes.txt", b"hello")
-    with pytest.raises(CorruptSegment, match=r"notes\.txt"):
-        await ChunkedSegment.open(fast_store, seg.path)
+    again = await ChunkedSegment.open(fast_store, seg.path)
+    assert again.foreign == [seg.path.base_dir + "notes.txt"]
+    assert await again.read0(0, 3) == b"abc"
+    await again.commit0(3, b"def")
+    await again.seal()
+    merged = await ChunkedSegment.open(fast_store, seg.path)
+    assert merged.merged and await merged.read0(0, 6) == b"abcdef"
     assert await fast_store.get(seg.path.base_dir + "notes.txt") == b"hello"
 
 

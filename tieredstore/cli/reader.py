@@ -49,6 +49,7 @@ class SegmentView:
     error: str = ""
     record: pb.SegmentRecord | None = None  # its record in the queue metadata, if any
     objects: list[ObjectInfo] = field(default_factory=list)  # filled by list_segments
+    foreign: list[str] = field(default_factory=list)  # keys tieredstore did not write
 
     @property
     def base(self) -> int:
@@ -79,7 +80,7 @@ async def open_segment(store: ObjectStore, path: SegmentPath) -> SegmentView:
         recovered = await recover_segment(store, path)
     except TieredStoreError as exc:
         return SegmentView(path, None, SegmentLayout(), error=str(exc))
-    return SegmentView(path, recovered.state, recovered.layout)
+    return SegmentView(path, recovered.state, recovered.layout, foreign=recovered.foreign)
 
 
 async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,

@@ -176,6 +176,9 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
                             f"{max(expected, view.base)}) are {what} before segment {view.path}")
             if view.state is None:
                 check.error(f"{file_type.value} segment {view.path} is corrupt: {view.error}")
+            for key in view.foreign:
+                check.error(f"foreign object {key!r} in segment {view.path}: not written by "
+                            "tieredstore; ignored (move it away)")
             expected = view.end
         plan.live[file_type] = live
         plan.firsts[file_type] = first

@@ -122,6 +122,7 @@ class ChunkedSegment(FileSegment):
         self._seal_key: str | None = None
         self._stray_uploads: list[UploadInfo] = []
         self._seal_in_doubt = False
+        self.foreign: list[str] = []  # objects in its prefix tieredstore did not write
         self._lock = asyncio.Lock()
         self._fenced: SegmentFenced | None = None
         self._destroyed = False
@@ -181,6 +182,7 @@ class ChunkedSegment(FileSegment):
         self._seal_key = None
         self._leftovers = recovered.leftovers
         self._stray_uploads = recovered.uploads
+        self.foreign = recovered.foreign
 
     async def claim(self) -> None:
         """Take the open segment over from whatever writer still has it open.

@@ -13,15 +13,17 @@ what state the segment is in:
   entry. It ends in a ``seal`` entry (one HEAD tells) when a seal was under
   way and its marker not yet written; otherwise the segment is open.
 
-A gap or an overlap between chunks, a chunk past a sealed size, a key that is
-none of these: each is a :class:`CorruptSegment` naming what is wrong, never
-a silently shorter segment.
+A gap or an overlap between chunks, a chunk past a sealed size: each is a
+:class:`CorruptSegment` naming what is wrong, never a silently shorter
+segment. A key that is none of these (someone else's object) is set aside,
+logged and reported in ``foreign``, never read and never deleted.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +38,8 @@ from tieredstore.segment.path import (
     parse_chunk_name,
 )
 from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer, decode_table
+
+log = logging.getLogger(__name__)
 
 TAIL_READ = 64 * 1024
 LIST_ATTEMPTS = 3
@@ -58,6 +62,7 @@ class Listing:
     chunks: list[ObjectInfo] = field(default_factory=list)
     merged: ObjectInfo | None = None
     marker: ObjectInfo | None = None
+    foreign: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -84,10 +89,11 @@ class Recovered:
     leftovers: list[str]
     uploads: list[UploadInfo]
     series: Series = field(default_factory=Series)
+    foreign: list[str] = field(default_factory=list)  # keys tieredstore did not write
 
 
 def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
-    """Sort a listing of ``path.base_dir``; a foreign key is an error naming it."""
+    """Sort a listing of ``path.base_dir``; foreign keys are set aside."""
     listing = Listing()
     for obj in objects:
         name = obj.key[len(path.base_dir) :]
@@ -98,11 +104,9 @@ def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
         elif parse_chunk_name(name) is not None:
             listing.chunks.append(obj)
         else:
-            raise CorruptSegment(
-                f"foreign object {obj.key!r} in the segment's prefix; "
-                "move it away, tieredstore does not delete what it did not write",
-                segment=str(path),
-            )
+            # Not ours: read around it (only what it displaces could be missing,
+            # and the series says so), never delete it. verify reports it.
+            listing.foreign.append(obj.key)
     listing.chunks.sort(key=lambda o: o.key)
     return listing
 
@@ -219,6 +223,16 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
 
 async def _recover_once(store: ObjectStore, path: SegmentPath) -> Recovered | None:
     listing = classify(path, await store.list_all(path.base_dir))
+    recovered = await _from_listing(store, path, listing)
+    if recovered is not None and listing.foreign:
+        log.warning("%s: ignoring object(s) tieredstore did not write: %s", path,
+                    ", ".join(listing.foreign))
+        recovered.foreign = listing.foreign
+    return recovered
+
+
+async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing
+                        ) -> Recovered | None:
     chunk_keys = [c.key for c in listing.chunks if c.size]  # zero-byte entries stay
     marker_keys = [listing.marker.key] if listing.marker else []
     # Uploads exist only while a seal is under way: the marker goes last.
