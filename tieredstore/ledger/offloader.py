@@ -52,6 +52,7 @@ from tieredstore.ledger.offloaded import DEFAULT_SCAN_BYTES, OffloadedReadHandle
 from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.reads import stored_matches
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
 from tieredstore.segment.merge import FORMAT_METADATA
 from tieredstore.segment.reader import SegmentReader
@@ -286,7 +287,8 @@ class SegmentLedgerOffloader(LedgerOffloader):
         except PreconditionFailed:
             # Our own earlier request landed (its answer was lost), or another
             # writer of this attempt got there first: the bytes tell which.
-            if await self.store.get(location.index_key) != data:
+            if not await stored_matches(self.store, location.index_key,
+                                        lambda stored: stored == data):
                 raise OffloadFenced(f"a different index {location.index_name} exists",
                                     ledger_id=location.ledger_id) from None
 

@@ -24,13 +24,20 @@ import logging
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
-from tieredstore.errors import ObjectNotFound, ObjectStoreError, PreconditionFailed
+from tieredstore.errors import (
+    ObjectNotFound,
+    ObjectStoreError,
+    PreconditionFailed,
+    ServerError,
+)
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.reads import stored_matches
 
 log = logging.getLogger(__name__)
 
 KEEP_VERSIONS = 2
 LOAD_ATTEMPTS = 5
+READ_ATTEMPTS = 6
 
 H = TypeVar("H")
 
@@ -138,13 +145,10 @@ class VersionedHeads(Generic[H]):
                 return None
             damaged: list[Exception] = []
             for version in reversed(versions):
-                key = self.keys.head_key(version)
                 try:
-                    data = await self.store.get(key)
+                    head = await self._read(version)
                 except ObjectNotFound:
                     break  # deleted under us: list again
-                try:
-                    head = self._decode(data, key, version)
                 except self._corrupt as exc:
                     log.warning("%s: skipping damaged head: %s", self.keys.name, exc)
                     damaged.append(exc)
@@ -154,6 +158,25 @@ class VersionedHeads(Generic[H]):
                 raise damaged[0]  # none is valid: the newest one's damage
         raise self._error(f"the head kept changing while it was loaded ({LOAD_ATTEMPTS} "
                           "attempts)")
+
+    async def _read(self, version: int) -> H:
+        """Head ``version``. A read that fails its check is read again: damage in
+        the bucket returns the same bytes twice, a read damaged on the way (bits
+        flipped, bytes cut short) does not. Only the former is the caller's
+        ``corrupt`` error (it falls back to an older head); reads that keep
+        coming back damaged and different are a transient failure."""
+        key = self.keys.head_key(version)
+        previous: bytes | None = None
+        for _ in range(READ_ATTEMPTS):
+            data = await self.store.get(key)
+            try:
+                return self._decode(data, key, version)
+            except self._corrupt:
+                if data == previous:
+                    raise
+                previous = data
+        raise ServerError(f"{key}: {READ_ATTEMPTS} reads came back damaged, each differently",
+                          op="get", key=key)
 
     async def create(self, version: int, data: bytes) -> None:
         """Create head ``version``; fenced if another writer holds it.
@@ -168,13 +191,10 @@ class VersionedHeads(Generic[H]):
             return
         except PreconditionFailed:
             pass
-        try:
-            existing: bytes | None = await self.store.get(key)
-        except ObjectNotFound:
-            existing = None
-        if existing != data:
-            self.fenced = self._fenced(f"head version {version} was written by another writer")
-            raise self.fenced
+        if await stored_matches(self.store, key, lambda existing: existing == data):
+            return
+        self.fenced = self._fenced(f"head version {version} was written by another writer")
+        raise self.fenced
 
     async def confirm(self, version: int) -> None:
         """After creating ``version``: fenced if a newer head exists, else drop

@@ -42,6 +42,7 @@ from tieredstore.errors import (
     StoreClosed,
 )
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
+from tieredstore.objectstore.reads import stored_matches
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.merge import MergeStats, merge_chunks
@@ -55,7 +56,6 @@ from tieredstore.segment.recovery import (
     Recovered,
     SegmentState,
     Series,
-    decode_marker,
     encode_marker,
     recover_segment,
 )
@@ -367,11 +367,11 @@ class ChunkedSegment(FileSegment):
         try:
             await self.store.put(self.path.sealed_key, encode_marker(size), if_none_match=True)
         except PreconditionFailed:
-            theirs = decode_marker(self.path, await self.store.get(self.path.sealed_key))
-            if theirs != size:
+            if not await stored_matches(self.store, self.path.sealed_key,
+                                        lambda data: data == encode_marker(size)):
                 raise self._fence(
-                    f"sealed marker says {theirs} bytes, we hold {size}: another writer"
-                ) from None
+                    f"a sealed marker that does not say {size} bytes is there: another "
+                    "writer") from None
 
     async def _merge(self) -> None:
         # We own the segment: an upload a crashed or fenced merger left is garbage.

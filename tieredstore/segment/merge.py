@@ -124,6 +124,9 @@ async def merge_chunks(
         except (PreconditionFailed, NoSuchUpload):
             # Either our own earlier attempt landed (a retry after a lost answer)
             # or another writer merged this segment: the object must match ours.
+            # Ours is not needed then: abort it (unknown if it completed).
+            with contextlib.suppress(Exception):
+                await store.abort_multipart(key, upload_id)
             await check_existing_merge(store, path, units)
     except BaseException:
         with contextlib.suppress(Exception):

@@ -9,6 +9,7 @@ the same :class:`SegmentReader` protocol with caches and read-ahead.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -39,12 +40,31 @@ class SegmentReader(Protocol):
         ...
 
 
+log = logging.getLogger(__name__)
+
+READ_ATTEMPTS = 3
+
+
 async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> tuple[bytes, int]:
     """GET one whole unit and check it. Returns its bytes and CRC32C.
 
     A unit without a known CRC must be a whole chunk object; its CRC comes
-    from the object metadata returned with the same GET.
+    from the object metadata returned with the same GET. A unit that fails
+    its check is read again (bits flipped or bytes cut short on the way are
+    not damage in the bucket): only a failure that repeats raises.
     """
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return await _fetch_unit_once(store, path, unit)
+        except IntegrityError as exc:
+            if attempt == READ_ATTEMPTS - 1:
+                raise
+            log.warning("%s: read again after a failed check: %s", path, exc)
+    raise AssertionError("unreachable")
+
+
+async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
+                           ) -> tuple[bytes, int]:
     segment = str(path)
     try:
         got = await store.get_object(unit.key, ByteRange(unit.object_offset, unit.length))

@@ -126,7 +126,10 @@ class FlatFile:
             self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
             claim=True,
         )
-        for base in self._merging(self.meta.properties):
+        first = self.meta.first(self.pb_type).base_offset
+        owed = self._merging(self.meta.properties)
+        await self.forget_merges({b for b in owed if b < first})  # trimmed since
+        for base in (b for b in owed if b >= first):
             sealed = await self.ctx.open_sealed(
                 self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base))
             self.ctx.spawn(self._merge(sealed), f"merge {sealed.path}")
@@ -215,6 +218,12 @@ class FlatFile:
             # finishing at once each remove their own entry.
             await self.meta.set_properties(
                 lambda current: self._merging_update(current, remove=base))
+
+    async def forget_merges(self, bases: set[int]) -> None:
+        """Drop owed merges of segments retention deleted (one head write, if any)."""
+        if bases & set(self._merging(self.meta.properties)):
+            await self.meta.set_properties(lambda current: {self.merging_key: ",".join(
+                str(b) for b in self._merging(current) if b not in bases) or None})
 
     def _merging(self, properties: Mapping[str, str]) -> list[int]:
         """The base offsets of merges owed, from the ``merging.<type>`` property."""

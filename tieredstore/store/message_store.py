@@ -20,7 +20,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
-from tieredstore.errors import CommitFailed, StoreClosed, TieredStoreError, TransientError
+from tieredstore.errors import (
+    CommitFailed,
+    IntegrityError,
+    StoreClosed,
+    TieredStoreError,
+    TransientError,
+)
 from tieredstore.fetcher import Fetcher
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore, open_object_store
@@ -93,7 +99,7 @@ class AsyncMessageStore:
                 try:
                     self._queues[(topic, queue_id)] = await QueueLog.open(self.ctx, topic,
                                                                           queue_id)
-                except (TransientError, CommitFailed) as exc:
+                except (TransientError, CommitFailed, IntegrityError) as exc:
                     # Not corrupt: the store was unreachable. The next access opens it.
                     log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
                                 exc)

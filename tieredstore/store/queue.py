@@ -316,6 +316,9 @@ class QueueLog(QueueReading):
                 last = expired[-1]
                 # Move the first pointer before deleting: a crash leaves garbage, not holes.
                 await self.meta.trim(flat.pb_type, last.base_offset + last.size)
+                # A merge still owed for an expired segment is owed no more (one under
+                # way fails on the missing chunks; what it leaves GC collects).
+                await flat.forget_merges({r.base_offset for r in expired})
                 for record in expired:
                     path = self.ctx.segment_path(self.topic, self.queue_id, flat.file_type,
                                                  record.base_offset)

@@ -216,12 +216,16 @@ class ManagedLedger:
         try:
             dropped = await self.meta.update(mutate)
         except BaseException as exc:
-            with contextlib.suppress(Exception):
+            try:
                 await self.meta.settle()
+                settled = True
+            except Exception:  # unknown whether the head landed: keep the ledger
+                settled = False
             if state.open_ledger_id(self.meta.head) != writer.ledger_id:
                 with contextlib.suppress(Exception):
                     await writer.close()
-                    await self.ledgers.delete_ledger(writer.ledger_id)
+                    if settled:  # known not to be named by any head
+                        await self.ledgers.delete_ledger(writer.ledger_id)
                 if self._writer is not None:
                     self._failed = exc
                 raise
