@@ -47,3 +47,37 @@ def test_verify_reports_a_queue_whose_heads_are_gone(tmp_path: Path,
     assert main(["produce", "--topic", "orders", "--queue", "1", "--count", "5", *common]) == 0
     assert "offsets 100..104" in capsys.readouterr().out
     assert main(["verify", "-q", *common]) == 0
+
+
+def test_repair_rebuilds_queues_whose_heads_are_gone_or_damaged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL)
+    common = ["--config", str(config), "--data-dir", str(tmp_path / "data")]
+    for queue in ("0", "1", "2"):
+        assert main(["produce", "--topic", "orders", "--queue", queue, "--count", "100",
+                     "-q", *common]) == 0
+
+    async def damage() -> None:
+        store = LocalObjectStore(tmp_path / "data", fsync=False)
+        heads = [o.key for o in await store.list_all("") if "/head-" in o.key]
+        await store.delete_many([k for k in heads if "/orders/1/" in k])
+        for key in (k for k in heads if "/orders/2/" in k):
+            data = bytearray(await store.get(key))
+            data[-1] ^= 0xFF
+            await store.put(key, bytes(data))
+        await store.close()
+
+    asyncio.run(damage())
+    capsys.readouterr()
+    assert main(["repair", *common]) == 0
+    out = capsys.readouterr().out
+    assert "rebuilt 2 of 2 queue(s)" in out
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("orders")}
+    assert set(rows) == {"1", "2"}
+    assert "no head" in rows["1"] and "every head damaged" in rows["2"]
+    assert all(" 100 " in row and row.endswith("rebuilt") for row in rows.values())
+    assert main(["verify", "-q", *common]) == 0
+    capsys.readouterr()
+    assert main(["repair", *common]) == 0
+    assert "nothing to repair" in capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""The ``tieredstore`` command: demo, produce, consume, inspect, recover, verify, gc, bench.
+"""The ``tieredstore`` command: demo, produce, consume, inspect, recover, repair, verify,
+gc, bench.
 
 Every command takes ``--config`` (default ``conf/tieredstore.toml`` if it
 exists; ``TIEREDSTORE_<KEY>`` environment variables override the file) and
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 from tieredstore.errors import TieredStoreError
 
-from . import bench, consume, demo, gc, inspector, produce, recover, verify
+from . import bench, consume, demo, gc, inspector, produce, recover, repair, verify
 from .common import EXIT_USAGE, add_common_options
 
 __all__ = ["build_parser", "main"]
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, produce, consume, inspector, recover, verify, gc, bench):
+    for module in (demo, produce, consume, inspector, recover, repair, verify, gc, bench):
         module.add_parser(sub, common)
     return parser
 

@@ -1,0 +1,105 @@
+"""``tieredstore repair``: rebuild the metadata of queues that lost it, and report.
+
+A queue whose heads are missing, or all damaged, but whose segments are in
+the bucket is rebuilt from them (the records of its sealed segments, its owed
+merges; see :mod:`tieredstore.store.rebuild`), as its next open would do.
+This command finds every such queue by listing the store's prefix and opens
+each one. Opening claims a queue: it takes it over from a writer that still
+has it open, so run it with the broker stopped. Queues whose metadata is
+fine are left alone. Exit status 1 if a queue could not be rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from dataclasses import dataclass
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
+from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
+from tieredstore.store import AsyncMessageStore
+from tieredstore.store.keys import metadata_root
+from tieredstore.store.rebuild import queues_with_segments
+
+from .common import EXIT_FAILED, EXIT_OK, open_existing_store, resolve_config, table
+
+
+@dataclass
+class Repaired:
+    topic: str
+    queue: int
+    why: str  # "no head" | "every head damaged"
+    records: int = 0
+    max_offset: int | None = None
+    error: str = ""
+
+
+async def _needing_repair(config: TieredStoreConfig) -> list[Repaired]:
+    store = open_existing_store(config)
+    try:
+        root = metadata_root(config)
+        with_heads = set(await list_queues(store, root))
+        found: list[Repaired] = []
+        for topic, queue_id in await queues_with_segments(store, config):
+            if (topic, queue_id) not in with_heads:
+                found.append(Repaired(topic, queue_id, "no head"))
+                continue
+            try:
+                await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
+            except TieredStoreError:
+                found.append(Repaired(topic, queue_id, "every head damaged"))
+        return found
+    finally:
+        await store.close()
+
+
+async def _records(config: TieredStoreConfig, topic: str, queue_id: int) -> int:
+    store = open_existing_store(config)
+    try:
+        meta = await QueueMetadata.open_read_only(
+            store, QueuePath(metadata_root(config), topic, queue_id))
+        return sum([len([r async for r in meta.records(t)]) for t in meta.file_types])
+    finally:
+        await store.close()
+
+
+async def repair(config: TieredStoreConfig) -> list[Repaired]:
+    found = await _needing_repair(config)
+    if not found:
+        return found
+    store = await AsyncMessageStore.open(config)
+    try:
+        for item in found:
+            try:  # the open (lazy, on first access) rebuilds it
+                item.max_offset = await store.max_offset(item.topic, item.queue)
+            except TieredStoreError as exc:
+                item.error = str(exc)
+    finally:
+        await store.close()
+    for item in found:
+        if not item.error:
+            item.records = await _records(config, item.topic, item.queue)
+    return found
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("repair", parents=[common], help="rebuild the metadata of queues "
+                            "that lost it from their segments (takes the queues over)",
+                            description=__doc__)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    found = asyncio.run(repair(resolve_config(args)))
+    if not found:
+        print("every queue with segments has valid metadata: nothing to repair")
+        return EXIT_OK
+    print(table([[r.topic, r.queue, r.why, r.records,
+                  "-" if r.max_offset is None else r.max_offset,
+                  f"FAILED: {r.error}" if r.error else "rebuilt"] for r in found],
+                ["topic", "queue", "found", "records", "max offset", "result"]))
+    failed = [r for r in found if r.error]
+    print(f"rebuilt {len(found) - len(failed)} of {len(found)} queue(s)")
+    return EXIT_FAILED if failed else EXIT_OK
