@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -18,16 +18,9 @@ import pytest
 from tests.store.conftest import KiB, small_config
 from tieredstore.errors import RequestTimeout, SegmentFenced
 from tieredstore.metadata import MetadataFenced
-from tieredstore.objectstore import (
-    ByteRange,
-    MemoryObjectStore,
-    ObjectData,
-    ObjectInfo,
-    ObjectStore,
-    PartInfo,
-    UploadInfo,
-)
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.store import AsyncMessageStore
+from tieredstore.testing import ForwardingObjectStore
 
 FENCED = (SegmentFenced, MetadataFenced)
 Match = Callable[[str, Mapping[str, str]], bool]
@@ -37,7 +30,7 @@ class Crash(BaseException):
     """The writer's process died here (nothing after it runs)."""
 
 
-class Steered(ObjectStore):
+class Steered(ForwardingObjectStore):
     """A shared memory bucket whose puts the test can pause or make lose replies.
 
     ``pause(match)`` holds the next matching put before it reaches the bucket
@@ -49,8 +42,7 @@ class Steered(ObjectStore):
     """
 
     def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(chokepoint=inner.chokepoint)
-        self.inner = inner
+        super().__init__(inner)
         self._pause: Match | None = None
         self._pause_after = False
         self._lose: Match | None = None
@@ -85,7 +77,7 @@ class Steered(ObjectStore):
         held = self._pause is not None and self._pause(key, meta)
         if held and not self._pause_after:
             await self._hold()
-        info = await self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata)
+        info = await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
         if held and self._pause_after:
             await self._hold()
         if self._lose is not None and self._lose(key, meta):
@@ -93,45 +85,6 @@ class Steered(ObjectStore):
             self.lost.append(key)
             raise RequestTimeout(f"reply to put {key} lost", op="put")
         return info
-
-    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
-        return await self.inner.get_object(key, byte_range)
-
-    async def head(self, key: str) -> ObjectInfo:
-        return await self.inner.head(key)
-
-    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
-        return self.inner.list_pages(prefix)
-
-    async def delete_many(self, keys: Sequence[str]) -> None:
-        await self.inner.delete_many(keys)
-
-    async def create_multipart(self, key: str, *, metadata: Mapping[str, str] | None = None
-                               ) -> str:
-        return await self.inner.create_multipart(key, metadata=metadata)
-
-    async def upload_part(self, key: str, upload_id: str, part_number: int,
-                          data: bytes | memoryview) -> PartInfo:
-        return await self.inner.upload_part(key, upload_id, part_number, data)
-
-    async def upload_part_copy(self, key: str, upload_id: str, part_number: int,
-                               source_key: str, source_range: ByteRange) -> PartInfo:
-        return await self.inner.upload_part_copy(key, upload_id, part_number, source_key,
-                                                 source_range)
-
-    async def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
-                                 if_none_match: bool = False) -> ObjectInfo:
-        return await self.inner.complete_multipart(key, upload_id, parts,
-                                                   if_none_match=if_none_match)
-
-    async def abort_multipart(self, key: str, upload_id: str) -> None:
-        await self.inner.abort_multipart(key, upload_id)
-
-    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
-        return await self.inner.list_multipart_uploads(prefix)
-
-    async def close(self) -> None:
-        return None  # the bucket outlives each message store
 
 
 def body(offset: int, size: int = 300) -> bytes:

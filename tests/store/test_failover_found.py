@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -27,9 +27,9 @@ from tieredstore.objectstore import (
     ObjectInfo,
     ObjectStore,
     PartInfo,
-    UploadInfo,
 )
 from tieredstore.store import AsyncMessageStore
+from tieredstore.testing import ForwardingObjectStore
 
 FENCED = (SegmentFenced, MetadataFenced)
 Match = Callable[[str, Mapping[str, str]], bool]
@@ -52,12 +52,11 @@ class Hold:
         self.go.set()
 
 
-class Gated(ObjectStore):
+class Gated(ForwardingObjectStore):
     """One writer's view of a shared bucket, whose requests the test can hold."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(chokepoint=inner.chokepoint)
-        self.inner = inner
+        super().__init__(inner)
         self.holds: list[Hold] = []
 
     def hold(self, op: str, match: Match) -> Hold:
@@ -82,52 +81,24 @@ class Gated(ObjectStore):
     async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
                   metadata: Mapping[str, str] | None = None) -> ObjectInfo:
         await self._gate("put", [key], metadata)
-        info = await self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata)
+        info = await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
         await self._gate("put", [key], metadata, after=True)
         return info
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         await self._gate("get_object", [key], None)
-        return await self.inner.get_object(key, byte_range)
-
-    async def head(self, key: str) -> ObjectInfo:
-        return await self.inner.head(key)
-
-    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
-        return self.inner.list_pages(prefix)
+        return await super().get_object(key, byte_range)
 
     async def delete_many(self, keys: Sequence[str]) -> None:
         await self._gate("delete_many", keys, None)
-        await self.inner.delete_many(keys)
+        await super().delete_many(keys)
         await self._gate("delete_many", keys, None, after=True)
-
-    async def create_multipart(self, key: str, *, metadata: Mapping[str, str] | None = None
-                               ) -> str:
-        return await self.inner.create_multipart(key, metadata=metadata)
-
-    async def upload_part(self, key: str, upload_id: str, part_number: int,
-                          data: bytes | memoryview) -> PartInfo:
-        return await self.inner.upload_part(key, upload_id, part_number, data)
-
-    async def upload_part_copy(self, key: str, upload_id: str, part_number: int,
-                               source_key: str, source_range: ByteRange) -> PartInfo:
-        return await self.inner.upload_part_copy(key, upload_id, part_number, source_key,
-                                                 source_range)
 
     async def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
                                  if_none_match: bool = False) -> ObjectInfo:
         await self._gate("complete_multipart", [key], None)
-        return await self.inner.complete_multipart(key, upload_id, parts,
-                                                   if_none_match=if_none_match)
-
-    async def abort_multipart(self, key: str, upload_id: str) -> None:
-        await self.inner.abort_multipart(key, upload_id)
-
-    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
-        return await self.inner.list_multipart_uploads(prefix)
-
-    async def close(self) -> None:
-        return None  # the bucket outlives each message store
+        return await super().complete_multipart(key, upload_id, parts,
+                                                if_none_match=if_none_match)
 
 
 def body(n: int, size: int = 1000) -> bytes:

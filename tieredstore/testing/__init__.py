@@ -1,4 +1,5 @@
-"""Test tooling shipped with the library: a fault-injecting ObjectStore for chaos tests."""
+"""Test tooling shipped with the library: a fault-injecting ObjectStore for chaos tests,
+and a forwarding one to build test wrappers on."""
 
 from tieredstore.testing.faults import (
     BEFORE_KINDS,
@@ -9,6 +10,7 @@ from tieredstore.testing.faults import (
     FaultyObjectStore,
     InjectedFault,
 )
+from tieredstore.testing.forwarding import ForwardingObjectStore
 
 __all__ = [
     "BEFORE_KINDS",
@@ -17,5 +19,6 @@ __all__ = [
     "FaultKind",
     "FaultSchedule",
     "FaultyObjectStore",
+    "ForwardingObjectStore",
     "InjectedFault",
 ]
