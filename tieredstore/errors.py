@@ -45,6 +45,14 @@ class AccessDenied(ObjectStoreError, PermissionError):
     """Credentials were refused or lack the permission."""
 
 
+class NoSuchBucket(ObjectNotFound):
+    """The bucket does not exist (``bucket`` names it)."""
+
+    def __init__(self, message: str, *, op: str = "", key: str = "", bucket: str = "") -> None:
+        super().__init__(message, op=op, key=key)
+        self.bucket = bucket
+
+
 class TransientError(ObjectStoreError):
     """A failure worth retrying: throttling, 5xx, timeouts, dropped connections."""
 
@@ -70,6 +78,7 @@ class ConfigError(TieredStoreError, ValueError):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(f"config {key!r}: {message}")
         self.key = key
+        self.detail = message
 
 
 class InvalidName(TieredStoreError, ValueError):
@@ -79,6 +88,25 @@ class InvalidName(TieredStoreError, ValueError):
         super().__init__(f"invalid {field} {value!r}: {reason}")
         self.field = field
         self.value = value
+
+
+# --- arguments of the API ----------------------------------------------------
+
+
+class ArgumentError(TieredStoreError):
+    """Base of the errors about an argument a caller gave: ``argument`` names it."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+
+class InvalidArgument(ArgumentError, ValueError):
+    """An argument has the right type but a value the API does not take."""
+
+
+class InvalidArgumentType(ArgumentError, TypeError):
+    """An argument is of a type the API does not take."""
 
 
 # --- segments ---------------------------------------------------------------

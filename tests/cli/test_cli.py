@@ -32,6 +32,9 @@ consume_queue_max_size = "1KiB"
 group_commit_interval = 0.01
 [backend]
 local_fsync = false
+[store]
+# Tests produce at fixed times such as --timestamp 1000 (1970).
+timestamp_before_max = inf
 """
 
 

@@ -78,6 +78,8 @@ def store_config(path: Path, **overrides: Any) -> TieredStoreConfig:
         "chunk_size": 4 * KiB, "commit_log_max_size": 32 * KiB,
         "consume_queue_max_size": UNITS_PER_SEGMENT * 32, "max_message_size": 8 * KiB,
         "pool_bytes": 256 * KiB, "metadata_page_size": 2, "group_commit_interval": 0.05,
+        # Messages are stored at T0 (2023) and later: historical timestamps.
+        "timestamp_before_max": float("inf"), "s3_create_bucket": True,
     }
     settings.update(overrides)
     return load_config(env={}, **settings)

@@ -17,12 +17,18 @@ KiB = 1024
 
 
 def small_config(**overrides: Any) -> TieredStoreConfig:
+    """Small segments; historical timestamps accepted (tests append at fixed times
+    such as ``1_700_000_000_000``); an S3 bucket is created when missing."""
     base: dict[str, Any] = {
         "backend": "memory", "chunk_size": 4 * KiB, "commit_log_max_size": 32 * KiB,
         "consume_queue_max_size": 32 * 64, "pool_bytes": 256 * KiB,
         "max_message_size": 16 * KiB, "group_commit_interval": 0.02,
-        "metadata_page_size": 4,
+        "metadata_page_size": 4, "timestamp_before_max": float("inf"),
+        "s3_create_bucket": True,
     }
+    if "max_message_size" not in overrides and "commit_log_max_size" in overrides:
+        base["max_message_size"] = min(base["max_message_size"],
+                                       overrides["commit_log_max_size"])
     base.update(overrides)
     return load_config(env={}, **base)
 

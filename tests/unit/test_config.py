@@ -39,7 +39,7 @@ def test_precedence_file_then_env_then_code(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "key", "text"),
     [
-        ({"chunk_size": 10}, "chunk_size", "must be in [1024"),
+        ({"chunk_size": 10}, "chunk_size", "must be in [1 KiB, 5 GiB], got 10 B"),
         ({"backend": "ftp"}, "backend", "one of local, s3, memory"),
         ({"readahead_chunk_num": 9, "readahead_chunk_max": 8}, "readahead_chunk_num",
          "must not exceed readahead_chunk_max"),

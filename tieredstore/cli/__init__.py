@@ -5,8 +5,8 @@ Every command takes ``--config`` (default ``conf/tieredstore.toml`` if it
 exists; ``TIEREDSTORE_<KEY>`` environment variables override the file) and
 ``--data-dir`` (the local backend's directory). Exit codes: 0 success, 1 the
 command found something wrong (``demo``, ``verify``, ``recover``), 2 bad
-arguments or an error that stopped the command (printed as
-``tieredstore: <message>``).
+arguments or an error that stopped the command, printed as one line
+``tieredstore: <message>`` (``--debug`` prints the traceback too).
 """
 
 from __future__ import annotations
@@ -15,22 +15,24 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from tieredstore.errors import TieredStoreError
 
 from . import bench, consume, demo, gc, inspector, produce, recover, repair, verify
-from .common import EXIT_USAGE, add_common_options
+from .common import EXIT_USAGE, Parser, add_common_options, describe_error
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tieredstore", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="tieredstore", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_options(parser)
-    parser.set_defaults(config=None, data_dir=None, quiet=False)
-    common = argparse.ArgumentParser(add_help=False)
+    parser.set_defaults(config=None, data_dir=None, quiet=False, debug=False,
+                        create_bucket=False)
+    common = Parser(add_help=False)
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (demo, produce, consume, inspector, recover, repair, verify, gc, bench):
@@ -58,11 +60,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra and not getattr(args, "passthrough", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
+    debug = bool(getattr(args, "debug", False))
+    if debug:
+        logging.getLogger("tieredstore").setLevel(logging.DEBUG)
+        for handler in logging.getLogger().handlers:
+            handler.setLevel(logging.DEBUG)
     try:
         code: int = args.run(args)
-    except TieredStoreError as exc:
-        print(f"tieredstore: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         print("tieredstore: interrupted", file=sys.stderr)
         return 130
@@ -70,6 +74,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:  # every failure: one line, exit 2 (1 is "found something")
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug or isinstance(exc, TieredStoreError) else \
+            " (--debug shows the traceback)"
+        print(f"tieredstore: {describe_error(exc)}{hint}", file=sys.stderr)
+        return EXIT_USAGE
     return code
 
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import TieredStoreError
@@ -22,8 +22,33 @@ EXIT_FAILED = 1  # the command ran and found something wrong (a mismatch, a corr
 EXIT_USAGE = 2  # bad arguments, or an error that stopped the command
 
 
+MAX_TIMESTAMP = 2**63 - 1
+
+
 class CliError(TieredStoreError):
     """The command cannot run as asked (a missing directory, an unreadable file)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (and exit 2, as argparse's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line saying what went wrong: the library's message as it is, others with
+    what kind of failure they are."""
+    if isinstance(exc, TieredStoreError):
+        text = str(exc)
+    elif isinstance(exc, MemoryError):
+        text = "out of memory" + (f": {exc}" if str(exc) else "")
+    elif isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename!r}" if exc.filename is not None else ""
+        text = f"{exc.strerror}{where} ({type(exc).__name__}, errno {exc.errno})"
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return " ".join(text.split())
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, data_dir_default: str | None = None
@@ -43,6 +68,11 @@ def add_common_options(parser: argparse.ArgumentParser, *, data_dir_default: str
                              "selects backend = local)")
     parser.add_argument("-q", "--quiet", action="store_true", default=suppress,
                         help="no progress bars")
+    parser.add_argument("--debug", action="store_true", default=suppress,
+                        help="on an error, print the traceback too; log at DEBUG")
+    parser.add_argument("--create-bucket", action="store_true", default=suppress,
+                        help="create the S3 bucket if it does not exist (s3_create_bucket); "
+                             "without it a missing bucket is an error")
 
 
 def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreConfig:
@@ -53,6 +83,8 @@ def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreCon
     data_dir = getattr(args, "data_dir", None)
     if data_dir is not None:
         overrides = {"backend": "local", "local_path": str(data_dir), **overrides}
+    if getattr(args, "create_bucket", False):
+        overrides = {"s3_create_bucket": True, **overrides}
     return load_config(path, **overrides)
 
 
@@ -85,6 +117,14 @@ def nonnegative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def timestamp_ms(text: str) -> int:
+    """An argparse type: milliseconds since the epoch, in [0, 2^63)."""
+    value = nonnegative_int(text)
+    if value > MAX_TIMESTAMP:
+        raise argparse.ArgumentTypeError(f"must be at most 2^63 - 1 milliseconds, got {value}")
     return value
 
 

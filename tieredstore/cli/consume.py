@@ -31,6 +31,7 @@ from .common import (
     progress,
     progress_enabled,
     resolve_config,
+    timestamp_ms,
 )
 from .reader import QueueView
 
@@ -41,7 +42,7 @@ PROGRESS_FROM = 1000  # a bar only when reading at least this many messages
 def parse_time(text: str) -> int:
     """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
     if text.isdigit():
-        return int(text)
+        return timestamp_ms(text)
     try:
         when = datetime.datetime.fromisoformat(text)
     except ValueError:
@@ -49,11 +50,18 @@ def parse_time(text: str) -> int:
             f"not milliseconds or an ISO 8601 time: {text!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
-    return int(when.timestamp() * 1000)
+    ms = int(when.timestamp() * 1000)
+    if ms < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is before 1970-01-01T00:00:00Z")
+    return ms
 
 
 def iso(ms: int) -> str:
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    """The time ``ms`` as ISO 8601 UTC; the number itself past the calendar's range."""
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return str(ms)
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

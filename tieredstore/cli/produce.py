@@ -26,6 +26,7 @@ from .common import (
     progress,
     progress_enabled,
     resolve_config,
+    timestamp_ms,
 )
 
 FILLER = b"abcdefghijklmnopqrstuvwxyz0123456789"
@@ -57,6 +58,10 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
                   ) -> tuple[int, int, int, int]:
     """Append every body; returns (count, bytes, first offset, last offset)."""
     config = resolve_config(args)
+    if args.count is not None and args.size > config.max_message_size:
+        # Checked before a body is built: --size 99999999999 is an error, not a MemoryError.
+        raise CliError(f"--size {args.size} is larger than max_message_size = "
+                       f"{human_bytes(config.max_message_size)}")
     properties = dict(args.property or ())
     count = size = 0
     first = last = -1
@@ -97,9 +102,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parser.add_argument("--tag", help="the tags of every message")
     parser.add_argument("--property", action="append", type=parse_property,
                         metavar="NAME=VALUE", help="a property of every message (repeatable)")
-    parser.add_argument("--timestamp", type=nonnegative_int, metavar="MS",
+    parser.add_argument("--timestamp", type=timestamp_ms, metavar="MS",
                         help="store timestamp of every message, ms since the epoch "
-                             "(default: now)")
+                             "(default: now; within timestamp_before_max and "
+                             "timestamp_after_max of now)")
     parser.set_defaults(run=run)
 
 

@@ -319,10 +319,13 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
                 failed.append(check)
                 return None
 
-    for (t, q), count in (await queues_with_segments(store, config)).items():
-        if (t, q) in found or (topic is not None and t != topic) or (
-                queue_id is not None and q != queue_id):
-            continue
+    orphans = {key: count for key, count in (await queues_with_segments(store, config)).items()
+               if key not in found and (topic is None or key[0] == topic)
+               and (queue_id is None or key[1] == queue_id)}
+    if orphans:  # a queue created since the first listing has its head by now
+        orphans = {key: count for key, count in orphans.items()
+                   if key not in set(await list_queues(store, metadata_root(config)))}
+    for (t, q), count in orphans.items():
         check = QueueCheck(t, q)
         check.error(f"{count} segment(s) in the bucket but no queue metadata references "
                     "them: the next open of the queue, or `tieredstore repair`, rebuilds it")

@@ -40,3 +40,15 @@ def open_object_store(config: TieredStoreConfig) -> ObjectStore:
         max_pool_connections=config.s3_max_pool_connections,
     )
     return S3ObjectStore(settings, chokepoint=chokepoint)
+
+
+async def prepare_bucket(store: ObjectStore, config: TieredStoreConfig) -> None:
+    """Before a writer uses an S3 bucket: create it if ``s3_create_bucket`` asks,
+    else make sure it exists (a misspelled bucket is an error naming it, never a
+    new bucket)."""
+    if not isinstance(store, S3ObjectStore):
+        return
+    if config.s3_create_bucket:
+        await store.create_bucket()
+    else:
+        await store.check_bucket()

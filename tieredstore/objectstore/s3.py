@@ -22,6 +22,7 @@ from botocore.config import Config
 from tieredstore.errors import (
     AccessDenied,
     InvalidRequest,
+    NoSuchBucket,
     NoSuchUpload,
     ObjectNotFound,
     ObjectStoreError,
@@ -59,12 +60,15 @@ _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
            "AllAccessDisabled", "ExpiredToken", "InvalidToken"}
 
 
-def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: str) -> Exception:
+def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: str,
+                           bucket: str = "") -> Exception:
     """Map an S3 error response to our hierarchy by its code and status."""
     error = exc.response.get("Error", {})
     code = str(error.get("Code", ""))
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
     message = f"{op} {key!r}: {code} {error.get('Message', '')}".strip()
+    if code == "NoSuchBucket" and bucket:
+        message = f"{op} {key!r}: NoSuchBucket: bucket {bucket!r} does not exist"
     if code == "NoSuchUpload":
         return NoSuchUpload(message, op=op, key=key)
     if code in _NOT_FOUND or status == 404:
@@ -86,10 +90,10 @@ def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: s
     return ObjectStoreError(message, op=op, key=key)
 
 
-def translate_error(exc: Exception, op: str, key: str) -> Exception:
+def translate_error(exc: Exception, op: str, key: str, bucket: str = "") -> Exception:
     """Map any exception from botocore/aiohttp into our hierarchy."""
     if isinstance(exc, botocore.exceptions.ClientError):
-        return translate_client_error(exc, op, key)
+        return translate_client_error(exc, op, key, bucket)
     timeouts = botocore.exceptions.ConnectTimeoutError | botocore.exceptions.ReadTimeoutError
     if isinstance(exc, timeouts):
         return RequestTimeout(f"{op} {key!r}: {exc}", op=op, key=key)
@@ -124,6 +128,21 @@ class S3Settings:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     max_pool_connections: int = 64
+
+    def __repr__(self) -> str:
+        """Every field; the secret key and session token redacted."""
+        shown = []
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name in _SECRET_FIELDS and value:
+                value = "<redacted>"
+            shown.append(f"{name}={value!r}")
+        return f"S3Settings({', '.join(shown)})"
+
+    __str__ = __repr__
+
+
+_SECRET_FIELDS = frozenset({"secret_access_key", "session_token"})
 
 
 class S3ObjectStore(ObjectStore):
@@ -203,7 +222,7 @@ class S3ObjectStore(ObjectStore):
             except ObjectStoreError:
                 raise
             except Exception as exc:
-                raise translate_error(exc, op, key) from exc
+                raise translate_error(exc, op, key, self.bucket) from exc
 
         return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
 
@@ -212,6 +231,11 @@ class S3ObjectStore(ObjectStore):
         stack, self._stack, self._client = self._stack, None, None
         if stack is not None and self._pid == os.getpid():
             await stack.aclose()
+
+    def __repr__(self) -> str:
+        s = self.settings
+        where = f" at {s.endpoint_url}" if s.endpoint_url else ""
+        return f"<S3ObjectStore bucket={self.bucket!r}{where}>"
 
     async def create_bucket(self) -> None:
         """Create the bucket if it does not exist (tests, demos, first runs)."""
@@ -223,6 +247,33 @@ class S3ObjectStore(ObjectStore):
                 await client.create_bucket(Bucket=self.bucket)
 
         await self._call("create_bucket", "", request)
+
+    async def check_bucket(self) -> None:
+        """Raise :class:`NoSuchBucket`, naming it, if the bucket does not exist.
+
+        Credentials that may not ``HeadBucket`` (a policy granting object
+        operations only) are not an error here: the requests that follow tell.
+        """
+
+        async def request(client: Any) -> None:
+            try:
+                await client.head_bucket(Bucket=self.bucket)
+            except botocore.exceptions.ClientError as exc:
+                error = exc.response.get("Error", {})
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+                if str(error.get("Code", "")) in ("NoSuchBucket", "404", "NotFound") or \
+                        status == 404:
+                    where = f" at {self.settings.endpoint_url}" \
+                        if self.settings.endpoint_url else ""
+                    raise NoSuchBucket(
+                        f"bucket {self.bucket!r} does not exist{where}; create it, or "
+                        "set s3_create_bucket = true (the CLI: --create-bucket)",
+                        op="head_bucket", bucket=self.bucket) from None
+                if str(error.get("Code", "")) in _DENIED or status == 403:
+                    return
+                raise
+
+        await self._call("head_bucket", "", request)
 
     # --- objects --------------------------------------------------------------
 

@@ -63,6 +63,11 @@ class StoreContext:
     _merge_limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
     max_open_sealed: int = 256
 
+    def __repr__(self) -> str:
+        """Where and who, never the configuration's secrets (its own repr redacts them)."""
+        return (f"StoreContext(store={self.store!r}, metadata_root={self.metadata_root!r}, "
+                f"writer_id={self.writer_id!r}, config={self.config!r})")
+
     @property
     def metadata_root(self) -> str:
         return keys.metadata_root(self.config)

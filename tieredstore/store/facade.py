@@ -45,6 +45,9 @@ class MessageStore:
             raise
         return cls(core, loop)
 
+    def __repr__(self) -> str:
+        return f"<MessageStore {self.core.ctx!r}>"
+
     @property
     def corrupt(self) -> dict[tuple[str, int], Exception]:
         return dict(self.core.corrupt)

@@ -30,9 +30,11 @@ from tieredstore.errors import (
 from tieredstore.fetcher import Fetcher
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.objectstore.factory import prepare_bucket
 from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import UploadBufferPool
+from tieredstore.store import arguments
 from tieredstore.store.context import StoreContext
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.queue import QueueLog
@@ -68,11 +70,19 @@ class AsyncMessageStore:
         topic_reserved_time: Mapping[str, float] | None = None,
         writer_id: str | None = None,
     ) -> AsyncMessageStore:
-        """Open the store on ``config``'s backend (or the given ObjectStore) and recover."""
+        """Open the store on ``config``'s backend (or the given ObjectStore) and recover.
+
+        An S3 bucket that does not exist is an error naming it (:class:`NoSuchBucket`)
+        unless ``s3_create_bucket`` asks to create it."""
+        arguments.check_open(config, store, topic_reserved_time, writer_id)
         config = config or load_config()
         backend = store or open_object_store(config)
-        if store is None and hasattr(backend, "create_bucket") and config.backend == "s3":
-            await backend.create_bucket()
+        if store is None:
+            try:
+                await prepare_bucket(backend, config)
+            except BaseException:
+                await backend.close()
+                raise
         ctx = StoreContext(
             config=config,
             store=backend,
@@ -182,7 +192,13 @@ class AsyncMessageStore:
         timestamp: int | None = None,
         offset: int | None = None,
     ) -> int:
-        """Append one message; returns its offset. Durable after :meth:`flush`."""
+        """Append one message; returns its offset. Durable after :meth:`flush`.
+
+        Every argument is checked first (see :mod:`tieredstore.store.arguments`):
+        a bad one raises and nothing is written."""
+        arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
+                               properties=properties, timestamp=timestamp, offset=offset,
+                               config=self.config, topic_reserved_time=self.topic_reserved_time)
         queue = await self._queue(topic, queue_id, create=True)
         return await queue.append(bytes(body), keys=tuple(keys), tags=tags,
                                   properties=properties, timestamp=timestamp, offset=offset)
@@ -197,28 +213,35 @@ class AsyncMessageStore:
                   max_bytes: int = 4 * MiB) -> list[Message]:
         """Up to ``max_count`` messages from ``offset`` (at least one if any, even
         past ``max_bytes``). ``offset == max_offset`` gives an empty list."""
+        arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
         queue = await self._queue(topic, queue_id, create=False)
         return await queue.get(offset, max_count, max_bytes)
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""
+        arguments.check_offset_for_time(topic, queue_id, timestamp_ms)
         return await (await self._queue(topic, queue_id, create=False)).offset_for_time(
             timestamp_ms)
 
     async def min_offset(self, topic: str, queue_id: int) -> int:
+        arguments.check_queue(topic, queue_id)
         return (await self._queue(topic, queue_id, create=False)).min_offset
 
     async def max_offset(self, topic: str, queue_id: int) -> int:
         """The offset the next append gets."""
+        arguments.check_queue(topic, queue_id)
         return (await self._queue(topic, queue_id, create=False)).max_offset
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
         """Offsets below this are durable in the object store."""
+        arguments.check_queue(topic, queue_id)
         return (await self._queue(topic, queue_id, create=False)).commit_offset
 
     async def delete_expired(self, now: float | None = None) -> int:
         """Delete segments whose newest message is older than the reserved time
-        (``file_reserved_time``, or the topic's override). Returns segments deleted."""
+        (``file_reserved_time``, or the topic's override). Returns segments deleted.
+        ``now`` is seconds since the epoch (default: the clock)."""
+        arguments.check_now(now)
         now_s = time.time() if now is None else now
         deleted = 0
         for (topic, _), queue in list(self._queues.items()):

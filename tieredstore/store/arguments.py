@@ -1,0 +1,346 @@
+"""The message store's arguments, checked once at the API's edge.
+
+Every public method of :class:`~tieredstore.store.AsyncMessageStore` (and so
+of the sync facade) calls one of the ``check_*`` functions here first, before
+anything is read or written. A bad argument raises
+:class:`~tieredstore.errors.InvalidArgumentType` (a ``TypeError``) or
+:class:`~tieredstore.errors.InvalidArgument` (a ``ValueError``), both
+:class:`~tieredstore.errors.TieredStoreError`; a message over
+``max_message_size`` raises :class:`MessageTooLarge`. The message names the
+argument, shows the value and says what is allowed.
+
+What is allowed:
+
+* ``body``: bytes-like (``bytes``, ``bytearray``, ``memoryview``);
+* ``keys``: a sequence (list, tuple) of ``str``, never a bare ``str``;
+* ``tags``: ``None`` or a ``str``;
+* ``properties``: ``None`` or a mapping of ``str`` to ``str``;
+* text: valid Unicode (no lone surrogates), names under 64 KiB in UTF-8;
+* offsets, counts, timestamps: ``int`` (not ``bool``) in range;
+* ``timestamp``: milliseconds since the epoch, within the store's window:
+  no further in the future than ``timestamp_after_max`` and no further in
+  the past than ``timestamp_before_max`` (0: the topic's retention time,
+  which would delete it at once). A timestamp in seconds (or micro-, nano-
+  seconds) is refused with a message that says so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
+from tieredstore.errors import InvalidArgument, InvalidArgumentType
+from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
+from tieredstore.store.context import MessageTooLarge
+from tieredstore.store.record import MIN_RECORD_SIZE, NO_TAGS
+
+MAX_TIMESTAMP = 2**63 - 1  # a record stores an i64
+MAX_TEXT = NO_TAGS - 1  # bytes of a tag, key or property name in UTF-8 (u16 length)
+MAX_COUNT = NO_TAGS - 1  # keys or properties of one message (u16 count)
+MAX_VALUE = 2**32 - 1  # bytes of a property value (u32 length)
+# ``delete_expired(now)`` takes seconds; a value past this (year 5138) is milliseconds.
+MAX_NOW_SECONDS = 1e11
+
+BYTES_LIKE = "bytes-like (bytes, bytearray or memoryview)"
+
+
+# --- showing values ---------------------------------------------------------------------
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value for an error message: its repr, cut short when long."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails must not hide the real error
+        text = f"<{type(value).__name__}>"
+    if len(text) > limit:
+        size = f"{len(value)} items, " if isinstance(value, Sequence | Mapping) else ""
+        text = f"{text[:limit]}... ({size}{len(text)} characters of repr)"
+    return text
+
+
+def type_name(value: Any) -> str:
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__qualname__}"
+
+
+def iso(ms: int) -> str:
+    """``2024-05-01T12:00:00.000Z``, or the raw number when no calendar date fits."""
+    try:
+        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def about(ms: float) -> str:
+    """A duration in milliseconds, roughly: ``54 years``, ``3 days``, ``5 h``, ``12 s``."""
+    s = ms / 1000
+    for name, unit in (("years", 365 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= 2 * unit:
+            return f"{s / unit:.0f} {name}"
+    return f"{s:.0f} s" if s >= 1 else f"{ms:.0f} ms"
+
+
+# --- plain values ---------------------------------------------------------------------------
+
+
+def check_int(name: str, value: Any, lo: int, hi: int, *, what: str = "") -> int:
+    """An ``int`` (not a ``bool``) in ``[lo, hi]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        hint = ""
+        if isinstance(value, float) and value.is_integer():
+            hint = f"; use int({value!r})"
+        raise InvalidArgumentType(name, f"must be an int{what}, got {type_name(value)} "
+                                        f"{show(value)}{hint}")
+    if not lo <= value <= hi:
+        raise InvalidArgument(name, f"must be in [{lo}, {hi}]{what}, got {show(value)}")
+    return value
+
+
+def check_text(name: str, value: Any, *, limit: int = MAX_TEXT) -> int:
+    """A ``str`` of valid Unicode, at most ``limit`` bytes in UTF-8; its UTF-8 size."""
+    if not isinstance(value, str):
+        raise InvalidArgumentType(name, f"must be a str, got {type_name(value)} {show(value)}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(name, f"{show(value)} is not valid Unicode text: "
+                                    f"{value[exc.start]!r} at index {exc.start} is a lone "
+                                    "surrogate, which has no UTF-8 form") from None
+    if size > limit:
+        raise InvalidArgument(name, f"is {size} bytes in UTF-8, at most {limit} allowed")
+    return size
+
+
+def check_body(body: Any) -> int:
+    """A bytes-like body; its size in bytes."""
+    if isinstance(body, bytes | bytearray):
+        return len(body)
+    if isinstance(body, memoryview):
+        try:
+            return body.nbytes
+        except ValueError:
+            raise InvalidArgument("body", "is a released memoryview") from None
+    hints = {
+        str: "; encode text first, e.g. body.encode()",
+        int: f"; bytes({body!r}) would be {body!r} zero bytes, the number as text is "
+             f"str({body!r}).encode()" if isinstance(body, int) else "",
+        list: "; a list is not bytes: for byte values use bytes(the_list)",
+        tuple: "; a tuple is not bytes: for byte values use bytes(the_tuple)",
+    }
+    hint = hints.get(type(body), "") if not isinstance(body, bool) else ""
+    raise InvalidArgumentType("body", f"must be {BYTES_LIKE}, got {type_name(body)} "
+                                      f"{show(body)}{hint}")
+
+
+def check_keys(keys: Any) -> int:
+    """A sequence of ``str``; the bytes the keys take in a record."""
+    if isinstance(keys, str | bytes | bytearray | memoryview):
+        raise InvalidArgumentType("keys", f"must be a sequence of str (a list or tuple), not "
+                                          f"a bare {type_name(keys)}: got {show(keys)}; for "
+                                          f"one key write keys=[{show(keys)}]")
+    if isinstance(keys, Mapping) or not isinstance(keys, Sequence):
+        hint = "; use () for no keys" if keys is None else ""
+        raise InvalidArgumentType("keys", f"must be a sequence of str (a list or tuple), got "
+                                          f"{type_name(keys)} {show(keys)}{hint}")
+    if len(keys) > MAX_COUNT:
+        raise InvalidArgument("keys", f"{len(keys)} keys, at most {MAX_COUNT} allowed")
+    return sum(2 + check_text(f"keys[{i}]", key) for i, key in enumerate(keys))
+
+
+def check_tags(tags: Any) -> int:
+    """``None`` or a ``str``; the bytes the tags take in a record (beyond their length)."""
+    if tags is None:
+        return 0
+    if not isinstance(tags, str):
+        raise InvalidArgumentType("tags", f"must be a str or None, got {type_name(tags)} "
+                                          f"{show(tags)}")
+    return check_text("tags", tags)
+
+
+def check_properties(properties: Any) -> int:
+    """``None`` or a mapping of ``str`` to ``str``; the bytes they take in a record."""
+    if properties is None:
+        return 0
+    if not isinstance(properties, Mapping):
+        raise InvalidArgumentType("properties", f"must be a mapping of str to str (a dict) or "
+                                                f"None, got {type_name(properties)} "
+                                                f"{show(properties)}")
+    if len(properties) > MAX_COUNT:
+        raise InvalidArgument("properties", f"{len(properties)} properties, at most "
+                                            f"{MAX_COUNT} allowed")
+    size = 0
+    for name, value in properties.items():
+        if not isinstance(name, str):
+            raise InvalidArgumentType("properties", f"names must be str, got "
+                                                    f"{type_name(name)} {show(name)}")
+        size += 2 + check_text(f"properties name {show(name, 30)}", name)
+        label = f"properties[{show(name, 30)}]"
+        if not isinstance(value, str):
+            raise InvalidArgumentType(label, f"must be a str, got {type_name(value)} "
+                                             f"{show(value)}")
+        size += 4 + check_text(label, value, limit=MAX_VALUE)
+    return size
+
+
+# --- timestamps -------------------------------------------------------------------------------
+
+
+def now_ms() -> int:
+    """The store's clock, milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+def check_timestamp(timestamp: Any, *, config: TieredStoreConfig, retention: float,
+                    retention_source: str, now: int | None = None) -> None:
+    """A store timestamp: an int of milliseconds within the store's window.
+
+    ``retention`` (seconds) is the topic's retention, the window's past edge
+    when ``timestamp_before_max`` is 0; ``retention_source`` says where it is set.
+    """
+    check_int("timestamp", timestamp, 0, MAX_TIMESTAMP, what=" of milliseconds since the epoch")
+    before = config.timestamp_before_max or retention
+    after = config.timestamp_after_max
+    if math.isinf(before) and math.isinf(after):
+        return
+    clock = now_ms() if now is None else now
+    lo = -math.inf if math.isinf(before) else clock - before * 1000
+    hi = math.inf if math.isinf(after) else clock + after * 1000
+
+    def inside(ms: float) -> bool:
+        return lo <= ms <= hi
+
+    if inside(timestamp):
+        return
+    window = (f"allowed: {iso(int(lo)) if lo > 0 else 'any time'} to "
+              f"{iso(int(hi)) if math.isfinite(hi) else 'any time'} by the store's clock")
+    if timestamp < lo:
+        if inside(timestamp * 1000):
+            raise InvalidArgument("timestamp", f"{timestamp} looks like seconds since the epoch "
+                                               f"({iso(timestamp * 1000)}); timestamps are "
+                                               f"milliseconds: {timestamp * 1000}")
+        source = ("timestamp_before_max allows" if config.timestamp_before_max
+                  else f"the retention time ({retention_source}) allows: retention would "
+                       "delete it at once")
+        raise InvalidArgument(
+            "timestamp", f"{timestamp} ({iso(timestamp)}) is {about(clock - timestamp)} "
+                         f"before the store's clock, more than the {human_seconds(before)} "
+                         f"{source}; {window}. To store older timestamps set "
+                         "timestamp_before_max (inf: no limit)")
+    for factor, unit in ((1000, "microseconds"), (1_000_000, "nanoseconds")):
+        if inside(timestamp // factor):
+            raise InvalidArgument("timestamp", f"{timestamp} looks like {unit} since the "
+                                               f"epoch; timestamps are milliseconds: "
+                                               f"{timestamp // factor}")
+    raise InvalidArgument(
+        "timestamp", f"{timestamp} ({iso(timestamp)}) is {about(timestamp - clock)} "
+                     f"ahead of the store's clock, more than timestamp_after_max = "
+                     f"{human_seconds(after)} allows; {window}")
+
+
+# --- the API's methods ---------------------------------------------------------------------------
+
+
+def check_queue(topic: Any, queue_id: Any) -> None:
+    validate_name("topic", topic)
+    validate_offset("queue_id", queue_id)
+
+
+def retention_of(config: TieredStoreConfig, topic_reserved_time: Mapping[str, float],
+                 topic: str) -> tuple[float, str]:
+    """The topic's retention in seconds and where it is set."""
+    if topic in topic_reserved_time:
+        return float(topic_reserved_time[topic]), f"topic_reserved_time[{topic!r}]"
+    return config.file_reserved_time, "file_reserved_time"
+
+
+def check_append(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
+                 properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
+                 topic_reserved_time: Mapping[str, float], now: int | None = None) -> None:
+    """Every argument of ``append``, and the size of the record it would write."""
+    check_queue(topic, queue_id)
+    sizes = {"body": check_body(body), "keys": check_keys(keys), "tags": check_tags(tags),
+             "properties": check_properties(properties)}
+    if offset is not None:
+        check_int("offset", offset, 0, MAX_OFFSET)
+    if timestamp is not None:
+        retention, source = retention_of(config, topic_reserved_time, topic)
+        check_timestamp(timestamp, config=config, retention=retention,
+                        retention_source=source, now=now)
+    total = MIN_RECORD_SIZE + sum(sizes.values())
+    limit = config.max_message_size
+    if total > limit:
+        part, size = max(sizes.items(), key=lambda kv: kv[1])
+        parts = ", ".join(f"{name} {human_size(n)}" for name, n in sizes.items())
+        verb = "is" if part in ("body", "tags") else "are"
+        raise MessageTooLarge(
+            f"message too large: its {part} {verb} {human_size(size)}; the whole record is "
+            f"{total} bytes, the limit is {limit} bytes (max_message_size = "
+            f"{human_size(limit)}): {parts}, framing {MIN_RECORD_SIZE} B",
+            topic=topic, queue_id=queue_id)
+
+
+def check_get(topic: Any, queue_id: Any, offset: Any, max_count: Any, max_bytes: Any) -> None:
+    check_queue(topic, queue_id)
+    check_int("offset", offset, 0, MAX_OFFSET)
+    check_int("max_count", max_count, 1, MAX_OFFSET)
+    check_int("max_bytes", max_bytes, 1, 2**63 - 1)
+
+
+def check_offset_for_time(topic: Any, queue_id: Any, timestamp_ms: Any) -> None:
+    check_queue(topic, queue_id)
+    check_int("timestamp_ms", timestamp_ms, 0, MAX_TIMESTAMP,
+              what=" of milliseconds since the epoch")
+
+
+def check_now(now: Any) -> None:
+    """``delete_expired``'s clock: seconds since the epoch, or None."""
+    if now is None:
+        return
+    if isinstance(now, bool) or not isinstance(now, int | float):
+        raise InvalidArgumentType("now", f"must be a number of seconds since the epoch or "
+                                          f"None, got {type_name(now)} {show(now)}")
+    if not math.isfinite(now) or now < 0:
+        raise InvalidArgument("now", f"must be a finite number of seconds since the epoch, "
+                                     f"at least 0, got {now!r}")
+    if now > MAX_NOW_SECONDS:
+        raise InvalidArgument("now", f"{now!r} looks like milliseconds; now is seconds since "
+                                     f"the epoch: {now / 1000!r}")
+
+
+def check_open(config: Any, store: Any, topic_reserved_time: Any, writer_id: Any) -> None:
+    """``open``'s arguments (the configuration validated itself when built)."""
+    from tieredstore.objectstore import ObjectStore
+
+    if config is not None and not isinstance(config, TieredStoreConfig):
+        hint = "; build one with load_config(**settings)" if isinstance(config, Mapping) else ""
+        raise InvalidArgumentType("config", f"must be a TieredStoreConfig or None, got "
+                                            f"{type_name(config)}{hint}")
+    if store is not None and not isinstance(store, ObjectStore):
+        raise InvalidArgumentType("store", f"must be an ObjectStore or None, got "
+                                           f"{type_name(store)}")
+    if topic_reserved_time is not None:
+        if not isinstance(topic_reserved_time, Mapping):
+            raise InvalidArgumentType("topic_reserved_time", f"must be a mapping of topic to "
+                                                             f"seconds, got "
+                                                             f"{type_name(topic_reserved_time)}")
+        for topic, seconds in topic_reserved_time.items():
+            validate_name("topic", topic)
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or \
+                    not 0 <= seconds < math.inf:
+                raise InvalidArgument(f"topic_reserved_time[{topic!r}]",
+                                      f"must be a finite number of seconds, at least 0, got "
+                                      f"{show(seconds)}")
+    if config is not None:
+        check_paths(config, backend=store is None)
+    if writer_id is not None:
+        check_text("writer_id", writer_id)
+        if not writer_id.strip():
+            raise InvalidArgument("writer_id", "must not be empty")
+
