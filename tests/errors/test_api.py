@@ -292,3 +292,18 @@ def test_bytes_like_bodies_and_sequences_of_keys_round_trip() -> None:
 
 
 CASES_WITHOUT_ERROR = {"A51": test_a_timestamp_in_seconds_never_reaches_retention}
+
+
+async def test_a_refused_first_append_creates_no_queue() -> None:
+    from tests.store.conftest import small_config
+    from tieredstore.objectstore import MemoryObjectStore
+    from tieredstore.store import AsyncMessageStore
+
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(small_config(), store=backend)
+    with pytest.raises(OffsetError, match="offset 5 would be a gap"):
+        await store.append("fresh", 0, b"x", offset=5)
+    assert store.queues() == []
+    assert await backend.list_all("") == []  # nothing written
+    assert await store.append("fresh", 0, b"x", offset=0) == 0
+    await store.close()

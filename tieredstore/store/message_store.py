@@ -35,7 +35,7 @@ from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import arguments
-from tieredstore.store.context import StoreContext
+from tieredstore.store.context import OffsetError, StoreContext
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.queue import QueueLog
 from tieredstore.store.rebuild import has_segments
@@ -199,6 +199,12 @@ class AsyncMessageStore:
         arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
                                properties=properties, timestamp=timestamp, offset=offset,
                                config=self.config, topic_reserved_time=self.topic_reserved_time)
+        if (offset is not None and offset != 0 and (topic, queue_id) not in self._queues
+                and (topic, queue_id) not in self.corrupt
+                and not await has_segments(self.ctx, topic, queue_id)):
+            # Refused before the queue is created: a refused append stores nothing.
+            raise OffsetError(f"offset {offset} would be a gap: the queue is new, its next "
+                              "offset is 0", topic=topic, queue_id=queue_id)
         queue = await self._queue(topic, queue_id, create=True)
         return await queue.append(bytes(body), keys=tuple(keys), tags=tags,
                                   properties=properties, timestamp=timestamp, offset=offset)
