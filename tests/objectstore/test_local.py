@@ -45,3 +45,23 @@ async def test_local_takes_a_component_of_exactly_a_file_name(tmp_path: Path) ->
     await store.put(key, b"fits")
     assert await store.get(key) == b"fits"
     assert await _keys(store, "a/") == [key]
+
+
+async def test_a_full_disk_is_an_object_store_error_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from tieredstore.errors import ObjectStoreError
+
+    store = LocalObjectStore(tmp_path, fsync=False)
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "tmp" / "x"))
+
+    monkeypatch.setattr(store, "_write_tmp", full)
+    with pytest.raises(ObjectStoreError, match="No space left on device") as caught:
+        await store.put("a/b", b"data")
+    assert not isinstance(caught.value, OSError) and caught.value.key == "a/b"
+    monkeypatch.undo()
+    assert await store.list_all("") == []  # nothing stored
+    await store.close()

@@ -104,7 +104,16 @@ class LocalObjectStore(BlockingObjectStore):
             d.mkdir(parents=True, exist_ok=True)
 
     async def _execute(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.to_thread(fn, *args)
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except ObjectStoreError:
+            raise
+        except OSError as exc:  # a full disk, a read-only mount, lost permissions
+            what = exc.strerror or type(exc).__name__
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise ObjectStoreError(f"the local store at {self.root} failed: {what}{where}",
+                                   key=str(args[0]) if args and isinstance(args[0], str)
+                                   else "") from exc
 
     def _validate_key(self, key: str) -> None:
         _encode_key(key)
