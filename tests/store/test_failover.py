@@ -98,18 +98,24 @@ async def open_store(bucket: Steered, **overrides: Any) -> AsyncMessageStore:
 async def read_all(bucket: Steered, topic: str = "t", queue: int = 0) -> list[bytes]:
     reader = await open_store(bucket)
     try:
-        out: list[bytes] = []
-        offset = await reader.min_offset(topic, queue)
-        end = await reader.max_offset(topic, queue)
-        while offset < end:
-            got = await reader.get(topic, queue, offset, max_count=64)
-            assert got, f"nothing read at offset {offset} of {end}"
-            assert [m.offset for m in got] == list(range(offset, offset + len(got)))
-            out.extend(m.body for m in got)
-            offset += len(got)
-        return out
+        return await read_bodies(reader, topic, queue)
     finally:
         await reader.close()
+
+
+async def read_bodies(reader: AsyncMessageStore, topic: str = "t", queue: int = 0
+                      ) -> list[bytes]:
+    """Every message body of a queue, front to back; offsets must run on."""
+    out: list[bytes] = []
+    offset = await reader.min_offset(topic, queue)
+    end = await reader.max_offset(topic, queue)
+    while offset < end:
+        got = await reader.get(topic, queue, offset, max_count=64)
+        assert got, f"nothing read at offset {offset} of {end}"
+        assert [m.offset for m in got] == list(range(offset, offset + len(got)))
+        out.extend(m.body for m in got)
+        offset += len(got)
+    return out
 
 
 async def close_quietly(store: AsyncMessageStore) -> None:

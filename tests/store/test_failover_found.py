@@ -11,13 +11,13 @@ the marker it listed is gone); at c2e1db7 all three tests fail.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
 
 from tests.store.conftest import KiB, small_config
+from tests.store.test_failover import close_quietly, read_bodies
 from tieredstore.errors import SegmentFenced
 from tieredstore.metadata import MetadataFenced
 from tieredstore.objectstore import (
@@ -113,21 +113,9 @@ async def read_all(bucket: ObjectStore) -> list[bytes]:
     reader = await open_store(Gated(bucket))
     try:
         assert reader.corrupt == {}
-        out: list[bytes] = []
-        offset, end = await reader.min_offset("t", 0), await reader.max_offset("t", 0)
-        while offset < end:
-            got = await reader.get("t", 0, offset, max_count=64)
-            assert [m.offset for m in got] == list(range(offset, offset + len(got)))
-            out.extend(m.body for m in got)
-            offset += len(got)
-        return out
+        return await read_bodies(reader)
     finally:
         await reader.close()
-
-
-async def close_quietly(store: AsyncMessageStore) -> None:
-    with contextlib.suppress(*FENCED):
-        await store.close()
 
 
 @pytest.mark.parametrize("old_writer", ["fenced", "crashed"])
