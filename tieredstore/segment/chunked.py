@@ -55,7 +55,6 @@ from tieredstore.segment.recovery import (
     WRITER_METADATA_KEY,
     Recovered,
     SegmentState,
-    Series,
     encode_marker,
     recover_segment,
 )
@@ -106,7 +105,6 @@ class ChunkedSegment(FileSegment):
         reader: SegmentReader | None = None,
         layout: SegmentLayout | None = None,
         state: SegmentState = SegmentState.OPEN,
-        series: Series | None = None,
     ) -> None:
         self.store = store
         self.path = path
@@ -115,10 +113,10 @@ class ChunkedSegment(FileSegment):
         self._layout = layout or SegmentLayout()
         self._state = state
         self.writer_id = uuid.uuid4().hex
-        self._next_entry = series.next_entry if series else EntryId(self._layout.size)
+        self._next_entry = EntryId(self._layout.size)  # a listing's _adopt sets it
         # The series' last entry if it is zero bytes (a fence or a seal), and the
         # seal entry once known: a merge deletes the seal, never a fence.
-        self._tail_zero = series.zero_keys[-1] if series and series.ends_in_zero else None
+        self._tail_zero: str | None = None
         self._seal_key: str | None = None
         self._stray_uploads: list[UploadInfo] = []
         self._seal_in_doubt = False

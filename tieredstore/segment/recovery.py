@@ -75,11 +75,6 @@ class Series:
     zero_keys: list[str] = field(default_factory=list)
     ends_in_zero: bool = False
 
-    @property
-    def keys(self) -> list[str]:
-        """Every entry's key: data chunks and zero-byte entries."""
-        return [u.key for u in self.layout.units] + self.zero_keys
-
 
 @dataclass(slots=True)
 class Recovered:
