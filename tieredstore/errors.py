@@ -113,11 +113,14 @@ class InvalidArgumentType(ArgumentError, TypeError):
 
 
 class SegmentError(TieredStoreError):
-    """Base for errors about one segment; ``segment`` names it."""
+    """Base for errors about one segment; ``segment`` names it. ``span``, when
+    known, is the segment's byte range ``[start, end)`` that cannot be read."""
 
-    def __init__(self, message: str, *, segment: str = "") -> None:
+    def __init__(self, message: str, *, segment: str = "",
+                 span: tuple[int, int] | None = None) -> None:
         super().__init__(f"{segment}: {message}" if segment else message)
         self.segment = segment
+        self.span = span
 
 
 class CommitPositionError(SegmentError, ValueError):

@@ -266,16 +266,16 @@ def test_recover_reports_a_corrupt_queue_and_exits_1(cli: Cli) -> None:
     chunks = [o.key for o in asyncio.run(store.list_all(path.base_dir))
               if "/chunk-" in o.key and o.size]
     assert len(chunks) >= 2
-    asyncio.run(store.delete(chunks[0]))  # a hole in the active segment
+    asyncio.run(store.delete(chunks[0]))  # a hole in the active segment: read around
     code, out, err = cli("recover")
     assert code == 1, out + err
     assert re.search(r"^orders\s+0 .* ok$", out, re.M), out
-    assert re.search(r"^orders\s+1 .* CORRUPT$", out, re.M), out
-    assert "CORRUPT orders/1:" in out and "are missing" in out
+    assert re.search(r"^orders\s+1 .* DAMAGED$", out, re.M), out
+    assert "DAMAGED orders/1:" in out and "are missing" in out
     code, report, _ = cli("recover", "--format", "json")
     assert code == 1
     states = {q["queue"]: q["state"] for q in json.loads(report)["queues"]}
-    assert states == {0: "ok", 1: "corrupt"}
+    assert states == {0: "ok", 1: "damaged"}
 
 
 # --- errors, bench, progress ---------------------------------------------------------------

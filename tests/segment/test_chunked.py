@@ -206,14 +206,27 @@ async def test_recovery_lists_past_one_thousand_chunks(store: ObjectStore) -> No
     assert await reopened.read0(16 * 990, 100) == data[16 * 990 : 16 * 990 + 100]
 
 
-async def test_a_gap_is_reported_with_the_missing_range(fast_store: ObjectStore) -> None:
+async def test_a_gap_is_a_hole_only_its_range_fails(fast_store: ObjectStore) -> None:
+    """A chunk gone from the bucket between two that are there: the segment opens,
+    reading the hole names its range, the rest reads, writing goes on, and a
+    merge refuses (the segment stays readable as chunks)."""
     seg = await open_segment(fast_store, chunk_size=10)
-    await seg.commit0(0, b"a" * 35)
+    await seg.commit0(0, b"a" * 10 + b"b" * 10 + b"c" * 15)
     await fast_store.delete(seg.path.chunk_key(10))
-    with pytest.raises(CorruptSegment, match=r"bytes \[10, 20\) are missing"):
-        await ChunkedSegment.open(fast_store, seg.path)
-    # Nothing was deleted by the failed open.
-    assert len(await fast_store.list_all(seg.path.base_dir)) == 3
+    again = await ChunkedSegment.open(fast_store, seg.path, claim=True)
+    assert again.commit_position == 35
+    assert [(u.position, u.end) for u in again.layout.holes] == [(10, 20)]
+    with pytest.raises(CorruptSegment, match=r"bytes \[10, 20\) are missing") as caught:
+        await again.read0(5, 10)
+    assert caught.value.span == (10, 20)
+    assert await again.read0(0, 10) == b"a" * 10
+    assert await again.read0(20, 15) == b"c" * 15
+    await again.commit0(35, b"d" * 5)
+    with pytest.raises(CorruptSegment, match="cannot merge"):
+        await again.seal()
+    reopened = await ChunkedSegment.open(fast_store, seg.path, repair=False)
+    assert await reopened.read0(20, 20) == b"c" * 15 + b"d" * 5
+    assert [(u.position, u.end) for u in reopened.layout.holes] == [(10, 20)]
 
 
 async def test_an_overlap_is_reported(fast_store: ObjectStore) -> None:

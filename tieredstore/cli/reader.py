@@ -278,8 +278,9 @@ class QueueView(QueueReading):
         """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
         return await self.stored_units(start, min(end, self.max_offset))
 
-    async def consume_queue_segment_end(self, position: int) -> int:
-        return (await self.cq.locate(position)).end
+    async def consume_queue_segment(self, position: int) -> tuple[int, int]:
+        view = await self.cq.locate(position)
+        return view.base, view.end
 
     async def read_consume_queue(self, position: int, length: int) -> bytes:
         return await self.cq.read(position, length)

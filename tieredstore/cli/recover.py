@@ -9,8 +9,9 @@ Reported per queue: offsets after recovery; ``durable before``, the max
 offset a read-only look saw before opening (re-dispatched messages are the
 difference); merges the metadata listed as unfinished before, and sealed
 segments still unmerged after closing (read from the object names). A queue
-whose data is inconsistent is reported as corrupt, with why; the exit code
-is then 1.
+whose data is inconsistent is reported as corrupt, with why; one that reads
+around bytes missing from the bucket as damaged, with what is missing; the
+exit code is then 1.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from .reader import QueueView, segment_states
 class QueueRecovery:
     topic: str
     queue: int
-    state: str = "ok"  # ok | corrupt
+    state: str = "ok"  # ok | damaged (read around what is missing) | corrupt
     reason: str = ""
     min_offset: int | None = None
     max_offset: int | None = None
@@ -93,6 +94,9 @@ async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[
                 result.state = "corrupt"
                 result.reason = str(store.corrupt[(topic, queue_id)])
             else:
+                damage = store.damaged.get((topic, queue_id))
+                if damage:
+                    result.state, result.reason = "damaged", "; ".join(damage)
                 result.min_offset = await store.min_offset(topic, queue_id)
                 result.max_offset = await store.max_offset(topic, queue_id)
                 result.commit_offset = await store.commit_offset(topic, queue_id)
@@ -125,13 +129,14 @@ def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
     results, requests = asyncio.run(recover(config))
     corrupt = [r for r in results if r.state == "corrupt"]
+    failed = [r for r in results if r.state != "ok"]
     if args.format == "json":
         print(json.dumps({"queues": [asdict(r) for r in results],
                           "requests": requests.get("requests", {})}, indent=1))
-        return EXIT_FAILED if corrupt else EXIT_OK
+        return EXIT_FAILED if failed else EXIT_OK
     print(table([[r.topic, r.queue, _dash(r.min_offset), _dash(r.max_offset),
                   _dash(r.commit_offset), _dash(r.durable_before), r.merges_pending_before,
-                  r.unmerged_after, "CORRUPT" if r.state == "corrupt" else r.state]
+                  r.unmerged_after, r.state.upper() if r.state != "ok" else r.state]
                  for r in results],
                 ["topic", "queue", "min", "max", "commit", "durable before",
                  "merging before", "unmerged after", "state"]) if results else "no queues")
@@ -145,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if unmerged:
         print("  (unmerged segments read fine from their chunks; the store did not finish "
               "their merge)")
-    for r in corrupt:
-        print(f"CORRUPT {r.topic}/{r.queue}: {r.reason}")
+    for r in failed:
+        print(f"{r.state.upper()} {r.topic}/{r.queue}: {r.reason}")
     print(f"requests: {format_requests(requests)}")
-    return EXIT_FAILED if corrupt else EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK

@@ -122,7 +122,10 @@ class UnitStream:
             data = await task
         except (TieredStoreError, BadBytes) as exc:
             self.bad.append(BadRange(piece.start, piece.end, str(exc)))
-            self._buf.clear()  # its bytes are missing: the window restarts after it
+            if piece.unit is not None and piece.start == self._fetched:
+                self._buf += bytes(piece.end - piece.start)  # zeros, never returned
+            else:  # a whole segment: the window restarts after it
+                self._buf.clear()
             self._fetched = piece.end
             self.on_bytes(piece.end - piece.start)
             return True
@@ -142,6 +145,14 @@ class UnitStream:
 
     async def read(self, position: int, length: int) -> bytes:
         """Bytes ``[position, position + length)``; positions must not go backwards."""
+        data, bad = await self.read_around(position, length)
+        if bad:
+            raise BadBytes(bad[0].reason)
+        return data
+
+    async def read_around(self, position: int, length: int) -> tuple[bytes, list[BadRange]]:
+        """Bytes ``[position, position + length)`` and the bad ranges among them
+        (their bytes are zeros); positions must not go backwards."""
         if position < self._last:
             raise ValueError(f"read at {position} goes back before {self._last}")
         self._last = position
@@ -151,14 +162,15 @@ class UnitStream:
             if not await self._next():
                 raise ShortFile(f"the stored bytes end at {self._fetched}")
             self._drop_before(position)
-        for bad in self.bad:
-            if bad.start < end and position < bad.end:
-                bad.reported = True
-                raise BadBytes(bad.reason)
+        bad = [b for b in self.bad if b.start < end and position < b.end]
+        for b in bad:
+            b.reported = True
         if position < self._start:
+            if bad:
+                raise BadBytes(bad[0].reason)
             raise ShortFile(f"bytes [{position}, {self._start}) are not stored")
         at = position - self._start
-        return bytes(self._buf[at : at + length])
+        return bytes(self._buf[at : at + length]), bad
 
     async def finish(self) -> list[BadRange]:
         """Fetch (and check) every unit not yet read; the bad ranges no read reported."""

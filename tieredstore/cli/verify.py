@@ -200,27 +200,22 @@ async def _read_queue(store: ObjectStore, plan: _Plan, bar: Progress) -> None:
         if cq_end % UNIT_SIZE:
             check.error(f"the consume queue ends at byte {cq_end}, inside a unit")
         position: int | None = None  # where the next record may start
+        tail_known = True  # whether position is where the last unit's record ends
         offset = cq_first // UNIT_SIZE
         while offset < check.max_offset:
             count = min(UNIT_BATCH, check.max_offset - offset)
-            try:
-                data = await cq.read(offset * UNIT_SIZE, count * UNIT_SIZE)
-            except (BadBytes, ShortFile) as exc:
-                check.error(f"offsets {offset}..{offset + count - 1}: consume-queue units "
-                            f"unreadable: {exc}")
-                offset += count
-                continue
-            for i in range(count):
-                try:
-                    unit = decode_unit(data, i * UNIT_SIZE)
-                except RecordError as exc:
-                    check.error(f"offset {offset + i}: consume-queue unit: {exc}")
+            units = await _read_units(cq, check, offset, count)
+            for i, unit in enumerate(units):
+                tail_known = unit is not None
+                if unit is None:
+                    position = None  # the next unit's record starts who knows where
                     continue
                 position = await _check_unit(cl, check, offset + i, unit, position=position,
                                              cl_first=cl_first)
             offset += count
-        start = cl_first if position is None else position
-        await _check_tail(cl, plan, max(start, plan.clean_from), cl_end)
+        if tail_known:
+            start = cl_first if position is None else position
+            await _check_tail(cl, plan, max(start, plan.clean_from), cl_end)
         for stream, what in ((cq, "consumequeue"), (cl, "commitlog")):
             for bad in await stream.finish():
                 check.error(f"{what} bytes [{bad.start}, {bad.end}) (no message read "
@@ -230,6 +225,36 @@ async def _read_queue(store: ObjectStore, plan: _Plan, bar: Progress) -> None:
     finally:
         await cq.close()
         await cl.close()
+
+
+async def _read_units(cq: UnitStream, check: QueueCheck, offset: int, count: int
+                      ) -> list[CqUnit | None]:
+    """The units of ``count`` offsets from ``offset``; None for one that cannot be
+    read. A damaged range is reported once: the store rebuilds its units from
+    the commit log, but the bucket is damaged."""
+    try:
+        data, bad = await cq.read_around(offset * UNIT_SIZE, count * UNIT_SIZE)
+    except (BadBytes, ShortFile) as exc:
+        check.error(f"offsets {offset}..{offset + count - 1}: consume-queue units "
+                    f"unreadable: {exc}")
+        return [None] * count
+    out: list[CqUnit | None] = []
+    for i in range(count):
+        at = (offset + i) * UNIT_SIZE
+        if any(b.start < at + UNIT_SIZE and at < b.end for b in bad):
+            out.append(None)
+            continue
+        try:
+            out.append(decode_unit(data, i * UNIT_SIZE))
+        except RecordError as exc:
+            check.error(f"offset {offset + i}: consume-queue unit: {exc}")
+            out.append(None)
+    for b in bad:
+        first, last = max(offset, b.start // UNIT_SIZE), \
+            min(offset + count, -(-b.end // UNIT_SIZE)) - 1
+        check.error(f"offsets {first}..{last}: consume-queue units unreadable (the store "
+                    f"rebuilds them from the commit log): {b.reason}")
+    return out
 
 
 async def _check_unit(cl: UnitStream, check: QueueCheck, offset: int, unit: CqUnit, *,

@@ -333,6 +333,22 @@ class ChunkedSegment(FileSegment):
 
     # --- sealing ----------------------------------------------------------------
 
+    async def skip_lost(self, position: int) -> None:
+        """Move the commit position on to ``position`` over bytes the bucket lost
+        (the last chunks of the series are gone, but what points into them is
+        not): they become a hole, and the next chunk is created at
+        ``position``, so nothing else is ever stored where they were."""
+        async with self._lock:
+            self._check_writable()
+            start = self._layout.size
+            if position <= start:
+                return
+            self._layout.append(ChunkRef(start, position - start,
+                                         self.path.entry_key(EntryId(position)), missing=True))
+            self._next_entry = EntryId(position)
+            log.error("%s: bytes [%d, %d) are missing from the bucket; writing goes on after "
+                      "them", self.path, start, position)
+
     async def seal(self, *, merge: bool | None = None) -> None:
         """Take no more commits; then merge, unless ``merge`` (default: the
         ``merge_on_seal`` option) is False. Sealing is durable once this returns

@@ -21,6 +21,10 @@ class ChunkRef:
 
     ``crc32c`` is None only for a chunk found by listing whose CRC has not yet
     been read (it arrives with the chunk's GET, in the object metadata).
+
+    A *hole* (``missing``) stands for bytes no listed chunk holds, between two
+    entries that are there: reading it raises, the rest of the segment reads.
+    Its ``key`` is the entry after it.
     """
 
     position: int
@@ -28,6 +32,7 @@ class ChunkRef:
     key: str
     object_offset: int = 0
     crc32c: int | None = None
+    missing: bool = False
 
     @property
     def end(self) -> int:
@@ -106,17 +111,28 @@ class SegmentLayout:
         return out
 
     def following(self, position: int, count: int) -> list[ChunkRef]:
-        """Up to ``count`` units after the one holding ``position`` (for read-ahead)."""
+        """Up to ``count`` units after the one holding ``position`` (for read-ahead),
+        up to the first hole."""
         if count <= 0 or not 0 <= position < self.size:
             return []
         i = self.index_of(position) + 1
-        return self._units[i : i + count]
+        out: list[ChunkRef] = []
+        for unit in self._units[i : i + count]:
+            if unit.missing:
+                break
+            out.append(unit)
+        return out
+
+    @property
+    def holes(self) -> list[ChunkRef]:
+        """The units no listed chunk holds (see :class:`ChunkRef`)."""
+        return [u for u in self._units if u.missing]
 
     def with_crc(self, index: int, crc: int) -> None:
         """Record a CRC learnt from a GET or HEAD of a listed chunk."""
         unit = self._units[index]
         self._units[index] = ChunkRef(unit.position, unit.length, unit.key, unit.object_offset,
-                                      crc)
+                                      crc, unit.missing)
 
 
 def coalesce_units(

@@ -83,6 +83,11 @@ async def merge_chunks(
 
     ``metadata`` is added to the merged object's user metadata."""
     segment = str(path)
+    if layout.holes:
+        hole = layout.holes[0]
+        raise CorruptSegment(f"cannot merge: bytes [{hole.position}, {hole.end}) are missing "
+                             "from the bucket (the segment stays readable as chunks)",
+                             segment=segment, span=(hole.position, hole.end))
     heads = await learn_crcs(store, layout)
     chunks = list(layout.units)
     plan = plan_merge([c.length for c in chunks], reserve_parts=1)

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tieredstore.checksum import crc32c, parse_crc
-from tieredstore.errors import ChunkMissing, IntegrityError, InvalidRequest, ObjectNotFound
+from tieredstore.errors import (
+    ChunkMissing,
+    CorruptSegment,
+    IntegrityError,
+    InvalidRequest,
+    ObjectNotFound,
+)
 from tieredstore.objectstore.base import ByteRange, ObjectStore
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
@@ -51,8 +57,13 @@ async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> t
     A unit without a known CRC must be a whole chunk object; its CRC comes
     from the object metadata returned with the same GET. A unit that fails
     its check is read again (bits flipped or bytes cut short on the way are
-    not damage in the bucket): only a failure that repeats raises.
+    not damage in the bucket): only a failure that repeats raises. A hole
+    raises :class:`CorruptSegment` at once. Both name the unit's range.
     """
+    if unit.missing:
+        raise CorruptSegment(f"bytes [{unit.position}, {unit.end}) are missing: no chunk "
+                             f"covers them (next entry {unit.key!r})", segment=str(path),
+                             span=(unit.position, unit.end))
     for attempt in range(READ_ATTEMPTS):
         try:
             return await _fetch_unit_once(store, path, unit)
@@ -66,47 +77,49 @@ async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> t
 async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
                            ) -> tuple[bytes, int]:
     segment = str(path)
+    span = (unit.position, unit.end)
     try:
         got = await store.get_object(unit.key, ByteRange(unit.object_offset, unit.length))
     except ObjectNotFound:
         raise ChunkMissing(
             f"object {unit.key!r} holding [{unit.position}, {unit.end}) is missing",
-            segment=segment,
+            segment=segment, span=span,
         ) from None
     except InvalidRequest as exc:
         raise IntegrityError(
             f"object {unit.key!r} is shorter than its unit [{unit.position}, {unit.end}): {exc}",
-            segment=segment,
+            segment=segment, span=span,
         ) from None
     data = got.data
     if len(data) != unit.length:
         raise IntegrityError(
             f"object {unit.key!r} returned {len(data)} bytes for unit "
             f"[{unit.position}, {unit.end}) of {unit.length}",
-            segment=segment,
+            segment=segment, span=span,
         )
     expected = unit.crc32c
     if expected is None:
         if got.info.size != unit.length or not unit.whole_object:
             raise IntegrityError(
                 f"chunk {unit.key!r} is {got.info.size} bytes, its unit {unit.length}",
-                segment=segment,
+                segment=segment, span=span,
             )
         text = got.info.metadata.get(CRC_METADATA_KEY)
         if text is None:
-            raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata", segment=segment)
+            raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata",
+                                 segment=segment, span=span)
         try:
             expected = parse_crc(text)
         except ValueError:
             raise IntegrityError(
-                f"chunk {unit.key!r} has bad crc32c metadata {text!r}", segment=segment
+                f"chunk {unit.key!r} has bad crc32c metadata {text!r}", segment=segment, span=span
             ) from None
     actual = crc32c(data)
     if actual != expected:
         raise IntegrityError(
             f"bytes [{unit.position}, {unit.end}) from {unit.key!r} have CRC32C "
             f"{actual:08x}, expected {expected:08x}",
-            segment=segment,
+            segment=segment, span=span,
         )
     return data, actual
 

@@ -106,27 +106,36 @@ def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
     return listing
 
 
-def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> Series:
+def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo], *, holes: bool = False
+                 ) -> Series:
     """The series of listed chunk entries (sorted by key): each must be the one
-    that follows its predecessor, or a CorruptSegment names the hole."""
+    that follows its predecessor, or a CorruptSegment names the hole.
+
+    With ``holes`` a gap between two listed entries (a chunk deleted, or
+    emptied, in the bucket) becomes a hole unit of the layout instead, and a
+    missing zero-byte entry is stepped over: the rest of the segment reads.
+    """
     series = Series()
     for obj in chunks:
         entry = parse_chunk_name(obj.key[len(path.base_dir) :])
         assert entry is not None
         expected = series.next_entry
         if entry.position > expected.position:
-            raise CorruptSegment(
-                f"bytes [{expected.position}, {entry.position}) are missing: no chunk covers "
-                f"them (next chunk {obj.key!r})",
-                segment=str(path),
-            )
-        if entry.position < expected.position:
+            if not holes:
+                raise CorruptSegment(
+                    f"bytes [{expected.position}, {entry.position}) are missing: no chunk "
+                    f"covers them (next chunk {obj.key!r})",
+                    segment=str(path), span=(expected.position, entry.position),
+                )
+            series.layout.append(ChunkRef(expected.position, entry.position - expected.position,
+                                          obj.key, missing=True))
+        elif entry.position < expected.position:
             raise CorruptSegment(
                 f"chunk {obj.key!r} at {entry.position} overlaps bytes up to "
                 f"{expected.position}",
                 segment=str(path),
             )
-        if entry.slot != expected.slot:
+        elif entry.slot != expected.slot and not (holes and entry.slot > expected.slot):
             raise CorruptSegment(
                 f"chunk {obj.key!r} is not the entry after {path.entry_key(expected)!r}: "
                 f"an entry at {expected.position} is missing or a chunk there is empty",
@@ -139,11 +148,6 @@ def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> Series:
         series.next_entry = entry.after(obj.size)
         series.ends_in_zero = obj.size == 0
     return series
-
-
-def chunk_layout(path: SegmentPath, chunks: Sequence[ObjectInfo]) -> SegmentLayout:
-    """The data chunks of a listed series as a layout (see :func:`chunk_series`)."""
-    return chunk_series(path, chunks).layout
 
 
 async def ends_in_seal(store: ObjectStore, path: SegmentPath, series: Series) -> bool | None:
@@ -200,25 +204,35 @@ async def read_merged_units(store: ObjectStore, path: SegmentPath, size: int) ->
 
 
 async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
-    """List the segment's prefix and rebuild its state and layout."""
-    for attempt in range(LIST_ATTEMPTS):
+    """List the segment's prefix and rebuild its state and layout.
+
+    A hole that is still there after :data:`LIST_ATTEMPTS` listings is damage
+    in the bucket: the segment opens with the hole in its layout (reading it
+    raises, naming the range; the rest reads) and the log says so.
+    """
+    for attempt in range(LIST_ATTEMPTS + 1):
+        holes = attempt == LIST_ATTEMPTS
         try:
-            recovered = await _recover_once(store, path)
+            recovered = await _recover_once(store, path, holes=holes)
         except CorruptSegment:
             # A listing is no snapshot: one taken while a merge's cleanup deleted
             # chunks can show a hole the bucket never had. A real one stays.
-            if attempt == LIST_ATTEMPTS - 1:
+            if holes:
                 raise
             continue
         if recovered is not None:
+            if recovered.layout.holes:
+                log.error("%s: bytes missing from the bucket, read around: %s", path, ", ".join(
+                    f"[{u.position}, {u.end})" for u in recovered.layout.holes))
             return recovered
     raise CorruptSegment(f"the segment kept changing while it was listed ({LIST_ATTEMPTS} "
                          "attempts)", segment=str(path))
 
 
-async def _recover_once(store: ObjectStore, path: SegmentPath) -> Recovered | None:
+async def _recover_once(store: ObjectStore, path: SegmentPath, *, holes: bool
+                        ) -> Recovered | None:
     listing = classify(path, await store.list_all(path.base_dir))
-    recovered = await _from_listing(store, path, listing)
+    recovered = await _from_listing(store, path, listing, holes=holes)
     if recovered is not None and listing.foreign:
         log.warning("%s: ignoring object(s) tieredstore did not write: %s", path,
                     ", ".join(listing.foreign))
@@ -226,8 +240,8 @@ async def _recover_once(store: ObjectStore, path: SegmentPath) -> Recovered | No
     return recovered
 
 
-async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing
-                        ) -> Recovered | None:
+async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing, *,
+                        holes: bool) -> Recovered | None:
     chunk_keys = [c.key for c in listing.chunks if c.size]  # zero-byte entries stay
     marker_keys = [listing.marker.key] if listing.marker else []
     # Uploads exist only while a seal is under way: the marker goes last.
@@ -243,7 +257,7 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing
                          and not listing.chunks[-1].size)
         return Recovered(SegmentState.SEALED, SegmentLayout(units), units[-1].end if units else 0,
                          chunk_keys + marker_keys, uploads, remains)
-    series = chunk_series(path, listing.chunks)
+    series = chunk_series(path, listing.chunks, holes=holes)
     layout = series.layout
     if listing.marker is None:
         sealed = await ends_in_seal(store, path, series)

@@ -163,6 +163,11 @@ class FlatFile:
             await self.roll()  # a roll that failed midway: finish it
         await self.ctx.pool.flush(self._active)
 
+    async def skip_lost(self, position: int) -> None:
+        """Continue at ``position``: the bytes from the end up to it are lost from
+        the bucket (see :meth:`ChunkedSegment.skip_lost`)."""
+        await self._active.skip_lost(position - self.active_base)
+
     async def roll(self) -> None:
         """Seal the active segment (durably, merge later), record it, open the next.
 

@@ -100,6 +100,12 @@ class AsyncMessageStore:
                 self._collect_periodically(config.gc_interval), name="gc")
         return self
 
+    @property
+    def damaged(self) -> dict[tuple[str, int], list[str]]:
+        """Open queues that read around bytes missing from the bucket in their
+        open segments, and what is missing (docs/format.md, Damage in the bucket)."""
+        return {key: queue.damage for key, queue in self._queues.items() if queue.damage}
+
     async def _recover(self) -> None:
         found = await list_queues(self.ctx.store, self.ctx.metadata_root)
         limit = asyncio.Semaphore(OPEN_CONCURRENCY)

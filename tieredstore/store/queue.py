@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tieredstore.errors import CorruptSegment, IntegrityError
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.segment import FileType
 from tieredstore.store.context import (
@@ -30,14 +31,12 @@ from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
-    HEAD_SIZE,
     UNIT_SIZE,
     CqUnit,
     RecordError,
     decode_record,
     encode_record,
     encode_unit,
-    record_size,
     tags_hash,
 )
 
@@ -68,6 +67,13 @@ class QueueLog(QueueReading):
         self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
         self._pending: deque[Pending] = deque()
+
+    @property
+    def damage(self) -> list[str]:
+        """What the open segments miss from the bucket (holes read around)."""
+        return [f"{flat.file_type.value} segment {flat._active.path}: bytes "
+                f"[{u.position}, {u.end}) are missing from the bucket"
+                for flat in (self.cl, self.cq) for u in flat._active.layout.holes]
 
     # --- opening and recovery -------------------------------------------------------
 
@@ -107,6 +113,9 @@ class QueueLog(QueueReading):
 
     async def _recover(self) -> None:
         await self.cq.open()
+        # Fenced in this order; the commit log open before any unit is read, as a
+        # damaged consume-queue range is rebuilt from the commit log.
+        await self.cl.open()
         if self.cq._active.sealed:  # sealed, not yet recorded: its units say what it holds
             stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
                                                  self.cq.end // UNIT_SIZE)
@@ -115,7 +124,6 @@ class QueueLog(QueueReading):
         self.next_offset = self.cq.end // UNIT_SIZE
         self.cq.stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
                                                      self.next_offset)
-        await self.cl.open()
         await self._redispatch()
         cl_first = self.meta.next_message_offset(self.cl.pb_type)
         self.cl.stats = await self._stats_from_units(cl_first, self.next_offset)
@@ -143,22 +151,30 @@ class QueueLog(QueueReading):
             position = max(position, self.cl.first)
         end = self.cl.end
         if position > end:
-            raise self._corrupt(f"the consume queue points to commit-log byte {position}, "
-                                f"past the commit log's end {end}")
+            if self.cl._active.sealed or position < self.cl.active_base:
+                raise self._corrupt(f"the consume queue points to commit-log byte {position}, "
+                                    f"past the commit log's end {end}")
+            # The last commit-log chunks are gone from the bucket: their messages
+            # cannot be read, and nothing new may be written where they were.
+            await self.cl.skip_lost(position)
+            end = self.cl.end
         while position < end:
-            _, segment_end = await self.cl.locate(position)
-            size = 0
-            if segment_end - position >= HEAD_SIZE:
-                try:
-                    size = record_size(await self.cl.read(position, HEAD_SIZE))
-                except RecordError as exc:
-                    raise self._corrupt(f"commit log byte {position}: {exc}") from None
-            if not size or position + size > segment_end:
+            try:
+                size, segment_end = await self.record_extent(position)
+                if size:
+                    self._dispatch_record(await self.cl.read(position, size), position)
+            except (IntegrityError, CorruptSegment) as exc:
+                # Damage in the bucket: what follows was never in the consume queue
+                # (never acknowledged by a flush); it becomes dead space.
+                log.error("%s/%d: commit log unreadable from byte %d, %d bytes after it "
+                          "become dead space: %s", self.topic, self.queue_id, position,
+                          end - position, exc)
+                break
+            if not size:
                 if segment_end == end:
                     break  # a record cut short by a crash at the very end: dead space
                 raise self._corrupt(f"record at commit-log byte {position} runs past the "
                                     f"end of its segment at {segment_end}")
-            self._dispatch_record(await self.cl.read(position, size), position)
             position += size
         # Not _flush_unlocked: the commit log holds nothing buffered here, and its
         # active segment may be sealed awaiting its record (stats come after).
@@ -274,8 +290,9 @@ class QueueLog(QueueReading):
                                                           end - first_pending])
         return out
 
-    async def consume_queue_segment_end(self, position: int) -> int:
-        return (await self.cq.locate(position))[1]
+    async def consume_queue_segment(self, position: int) -> tuple[int, int]:
+        segment, end = await self.cq.locate(position)
+        return segment.path.base_offset, end
 
     async def read_consume_queue(self, position: int, length: int) -> bytes:
         return await self.cq.read(position, length)

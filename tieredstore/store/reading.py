@@ -9,19 +9,27 @@ in the bucket. Subclasses say where units and commit-log bytes come from.
 from __future__ import annotations
 
 import abc
+import logging
 
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.record import (
+    HEAD_SIZE,
     UNIT_SIZE,
     CqUnit,
     Message,
     RecordError,
     decode_record,
     decode_unit,
+    record_size,
+    tags_hash,
 )
+
+log = logging.getLogger(__name__)
+
+REBUILT_UNITS_KEPT = 1 << 20  # units rebuilt from the commit log, kept per queue
 
 
 class QueueReading(abc.ABC):
@@ -51,8 +59,8 @@ class QueueReading(abc.ABC):
         """Consume-queue units of offsets ``[start, end)``."""
 
     @abc.abstractmethod
-    async def consume_queue_segment_end(self, position: int) -> int:
-        """Where the consume-queue segment holding ``position`` ends."""
+    async def consume_queue_segment(self, position: int) -> tuple[int, int]:
+        """Where the consume-queue segment holding ``position`` starts and ends."""
 
     @abc.abstractmethod
     async def read_consume_queue(self, position: int, length: int) -> bytes:
@@ -60,22 +68,99 @@ class QueueReading(abc.ABC):
 
     async def stored_units(self, start: int, stop: int) -> list[CqUnit]:
         """Units of offsets ``[start, stop)`` read from the consume queue: one
-        read per segment they span, every unit's CRC checked."""
+        read per segment they span, every unit's CRC checked. Units a damaged
+        or missing consume-queue range held are rebuilt from the commit log
+        (:meth:`_rebuilt_units`)."""
         out: list[CqUnit] = []
         offset = start
         while offset < stop:
-            segment_end = await self.consume_queue_segment_end(offset * UNIT_SIZE)
+            base, segment_end = await self.consume_queue_segment(offset * UNIT_SIZE)
             end = min(stop, segment_end // UNIT_SIZE)
             if end <= offset:
                 raise self._corrupt(f"the consume-queue segment holding offset {offset} ends "
                                     f"at byte {segment_end}, before its unit")
-            data = await self.read_consume_queue(offset * UNIT_SIZE, (end - offset) * UNIT_SIZE)
+            try:
+                data = await self.read_consume_queue(offset * UNIT_SIZE,
+                                                     (end - offset) * UNIT_SIZE)
+            except (IntegrityError, CorruptSegment) as exc:
+                if exc.span is None:
+                    raise
+                out.extend(await self._around_damage(offset, end, base, exc))
+                offset = end
+                continue
             try:
                 out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(end - offset))
             except RecordError as exc:
                 raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
             offset = end
         return out
+
+    async def _around_damage(self, start: int, stop: int, base: int,
+                             exc: IntegrityError | CorruptSegment) -> list[CqUnit]:
+        """Units of ``[start, stop)``, one consume-queue segment's, where the
+        segment's bytes ``exc.span`` cannot be read: the units around them
+        read, theirs rebuilt from the commit log."""
+        assert exc.span is not None
+        span_start = (base + exc.span[0]) // UNIT_SIZE
+        span_stop = -(-(base + exc.span[1]) // UNIT_SIZE)
+        bad_start, bad_stop = max(start, span_start), min(stop, span_stop)
+        if bad_start >= bad_stop:
+            raise exc
+        # The whole damaged span at once: its first unit starts where the unit
+        # before the span ends, so it is rebuilt from there in one pass.
+        rebuilt = await self._rebuilt_units(span_start, max(bad_stop, span_start), exc)
+        return [*await self.stored_units(start, bad_start),
+                *rebuilt[bad_start - span_start:],
+                *await self.stored_units(bad_stop, stop)]
+
+    async def _rebuilt_units(self, start: int, stop: int, exc: TieredStoreError
+                             ) -> list[CqUnit]:
+        """Units of ``[start, stop)`` rebuilt from the commit log: its records read
+        one after the other from where the unit before ``start`` ends, each
+        checked (CRC, topic, queue, offset). Kept, so one damaged range is
+        scanned once. If the records cannot be read either, ``exc`` is raised."""
+        kept: dict[int, CqUnit] = self.__dict__.setdefault("_rebuilt", {})
+        if all(o in kept for o in range(start, stop)):
+            return [kept[o] for o in range(start, stop)]
+        log.warning("%s/%d: consume-queue units of offsets [%d, %d) rebuilt from the commit "
+                    "log: %s", self.topic, self.queue_id, start, stop, exc)
+        if len(kept) > REBUILT_UNITS_KEPT:
+            kept.clear()
+        out: list[CqUnit] = []
+        position: int | None = None
+        try:
+            for offset in range(start, stop):
+                unit = kept.get(offset)
+                if unit is None:
+                    if position is None:
+                        position = 0 if offset == 0 else \
+                            (await self.stored_units(offset - 1, offset))[0].end
+                    size, _ = await self.record_extent(position)
+                    if not size:
+                        raise self._corrupt(f"no record at commit-log byte {position}")
+                    data = await self.read_commit_log(position, size)
+                    message = self.decode(data, offset)
+                    unit = CqUnit(position, size, tags_hash(message.tags),
+                                  message.store_timestamp)
+                    kept[offset] = unit
+                out.append(unit)
+                position = unit.end
+        except TieredStoreError:
+            raise exc from None
+        return out
+
+    async def record_extent(self, position: int) -> tuple[int, int]:
+        """The size of the commit-log record at ``position`` (0 if no whole record
+        fits before its segment's end) and where that segment ends. A header
+        that is no record's raises."""
+        segment_end = await self.commit_log_segment_end(position)
+        if segment_end - position < HEAD_SIZE:
+            return 0, segment_end
+        try:
+            size = record_size(await self.read_commit_log(position, HEAD_SIZE))
+        except RecordError as exc:
+            raise self._corrupt(f"commit log byte {position}: {exc}") from None
+        return (size if position + size <= segment_end else 0), segment_end
 
     @abc.abstractmethod
     async def commit_log_segment_end(self, position: int) -> int:
