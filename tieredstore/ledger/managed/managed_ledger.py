@@ -12,7 +12,9 @@ ledger before ``position``, one at a time, through a
 :class:`~tieredstore.ledger.offloader.LedgerOffloader`. For each, the
 attempt's uuid is recorded in the metadata *before* the attempt starts; a
 previous attempt that did not complete is deleted through its uuid first;
-the offload is recorded complete only once its objects are all written. One
+the offload is recorded complete only once its objects are all written (see
+:mod:`.attempt`; what a replaced or dead owner leaves unreferenced,
+:func:`~tieredstore.ledger.managed.sweep.sweep_offloads` deletes). One
 offload runs at a time per managed ledger: a second request meanwhile gets
 :class:`~tieredstore.ledger.errors.OffloadInProgress`. ``maybe_offload`` applies
 the size and age triggers (after each rollover too, with ``auto_offload``).
@@ -515,5 +517,6 @@ class ManagedLedger:
         self._closed = True
         await self._handles.close()
         if self._writer is not None:
-            with contextlib.suppress(LedgerFenced):
+            # Fenced, or dropped (empty) by a newer owner: nothing left to close.
+            with contextlib.suppress(LedgerFenced, LedgerNotFound):
                 await self._writer.close()

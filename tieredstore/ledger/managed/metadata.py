@@ -36,7 +36,7 @@ from typing import TypeVar
 
 from tieredstore.errors import ObjectNotFound, PreconditionFailed
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import CorruptManagedLedger
+from tieredstore.ledger.errors import CorruptManagedLedger, ManagedLedgerFenced
 from tieredstore.ledger.managed.codec import (
     FORMAT_VERSION,
     build_page,
@@ -338,6 +338,19 @@ class ManagedLedgerMetadata:
 
     def check_writable(self) -> None:
         self._heads.check_not_fenced()
+
+    async def check_current(self) -> None:
+        """Fenced (for good) if a head newer than ours exists: another owner
+        took the managed ledger over. One LIST (after settling a write of ours
+        whose answer was lost, if one was)."""
+        async with self._lock:
+            await self._begin_write()
+            versions = await self._heads.versions()
+            if versions and versions[-1] > self._version:
+                self._heads.fenced = ManagedLedgerFenced(
+                    f"head version {versions[-1]} is newer than ours ({self._version})",
+                    name=self.name)
+                raise self._heads.fenced
 
 
 def _order(ref: PageRef) -> tuple[int, str]:

@@ -1,0 +1,202 @@
+"""Sweep: offload attempts that no managed ledger references.
+
+An offload attempt ``(ledger_id, uuid)`` is referenced while a managed
+ledger's newest metadata (head and pages) records that uuid for that ledger,
+complete or not. Owners delete what they stop referencing (a failed attempt
+through its recorded uuid, a trimmed ledger's offload), but an owner that was
+replaced, or that died, cannot: a zombie may go on writing an attempt whose
+uuid the new owner already replaced, and a process that died mid-merge
+leaves its chunks and its multipart upload. A sweep finds, in one offload
+namespace:
+
+- **unreferenced attempts** (every object and upload of the attempt older
+  than the safety age), deleted whole, as ``delete_offloaded`` does: index,
+  then segment, then anything else under the attempt;
+- in a referenced attempt whose merged ``segment`` object stands, **chunk
+  entries and the sealed marker** beside it, and **multipart uploads**, older
+  than the safety age: what another writer of the same names (the same uuid)
+  left after the owner's merge.
+
+Why it never deletes an attempt a live owner may still complete: it lists
+the objects first and reads the metadata after. An owner records an
+attempt's uuid in its head before it writes any object under it, so every
+attempt listed was recorded before the metadata is read; the record stays
+until the owner itself replaces it (having deleted the attempt, or given
+it up after a failure) or trims the ledger (having deleted the offload). So
+an attempt not referenced then was given up, or belongs to a replaced
+owner, whose head writes are refused from then on: it can never be recorded
+complete, and nobody reads it. A managed ledger whose newest head cannot be
+read (damaged: the loader falls back to an older one) could reference any
+attempt: the sweep then deletes nothing. The safety age is a second margin,
+as in the queues' garbage collection: a zombie still writing is left to
+fail first, and nothing written in the last ``safety_age`` seconds goes.
+
+The namespace must belong to the managed ledgers under ``root`` in
+``metadata_store`` alone: attempts that other metadata records (another
+root, another host's metadata store) would look unreferenced.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+import uuid as uuid_mod
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from tieredstore.ledger.errors import CorruptManagedLedger
+from tieredstore.ledger.location import OffloadLocation, parse_offload_key
+from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.heads import HeadLog
+from tieredstore.ledger.managed.keys import ManagedLedgerPath
+from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.offloader import SegmentLedgerOffloader
+from tieredstore.objectstore.base import ObjectInfo, ObjectStore, UploadInfo
+from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_chunk_name
+
+log = logging.getLogger(__name__)
+
+UNREFERENCED = "unreferenced attempt"
+BESIDE_MERGED = "leftover beside a merged object"
+UPLOAD = "multipart upload"
+
+Attempt = tuple[int, uuid_mod.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadGarbage:
+    """What a sweep deletes: its kind, the attempt, and the keys (an upload
+    as ``key#upload-id``)."""
+
+    kind: str
+    ledger_id: int
+    uuid: uuid_mod.UUID
+    keys: tuple[str, ...]
+
+
+@dataclass
+class _Listed:
+    location: OffloadLocation
+    objects: list[ObjectInfo] = field(default_factory=list)
+    uploads: list[UploadInfo] = field(default_factory=list)
+
+
+async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Attempt]:
+    """Every ``(ledger_id, uuid)`` the newest metadata of a managed ledger
+    under ``root`` records. Raises :class:`CorruptManagedLedger` if a newest
+    head cannot be read."""
+    base = f"{root}/ml/" if root else "ml/"
+    names = sorted({info.key[len(base):].split("/", 1)[0]
+                    for info in await metadata_store.list_all(base)})
+    out: set[Attempt] = set()
+    for encoded in names:
+        path = ManagedLedgerPath(root, urllib.parse.unquote(encoded))
+        if path.encoded_name != encoded:
+            raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's "
+                                       "metadata: refusing to sweep")
+        loaded = await HeadLog(metadata_store, path).load()
+        if loaded is None:
+            continue  # no head: it references nothing
+        version, head = loaded
+        if head.version != version:
+            raise CorruptManagedLedger(f"its newest head, version {version}, is damaged: "
+                                       "refusing to sweep", name=path.name)
+        meta = ManagedLedgerMetadata(metadata_store, path, head, version, writer_id="")
+        async for info in meta.ledgers():
+            uuid = offload_uuid(info)
+            if uuid is not None:
+                out.add((info.ledgerId, uuid))
+    return out
+
+
+async def _list_attempts(offloader: SegmentLedgerOffloader) -> dict[Attempt, _Listed]:
+    space = offloader.options.namespace
+    store = offloader.store
+    prefix = f"{space.prefix}/" if space.prefix else ""
+    attempts: dict[Attempt, _Listed] = {}
+
+    def attempt_of(key: str) -> _Listed | None:
+        name = parse_offload_key(key)
+        if name is None:
+            return None
+        location = space.locate(name.ledger_id, name.uuid)
+        if not key.startswith(location.attempt_prefix):
+            return None  # another namespace's, or not an offload key at all
+        return attempts.setdefault((name.ledger_id, name.uuid), _Listed(location))
+
+    for info in await store.list_all(prefix):
+        listed = attempt_of(info.key)
+        if listed is not None:
+            listed.objects.append(info)
+    for upload in await store.list_multipart_uploads(prefix):
+        listed = attempt_of(upload.key)
+        if listed is not None:
+            listed.uploads.append(upload)
+    return attempts
+
+
+async def find_offload_garbage(
+    offloader: SegmentLedgerOffloader, metadata_store: ObjectStore, *,
+    root: str = "managed-ledgers", safety_age: float, now: datetime | None = None,
+) -> list[OffloadGarbage]:
+    """Everything a sweep would delete, without deleting it."""
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
+
+    def old(when: datetime | None) -> bool:
+        return when is not None and when < cutoff
+
+    listed = await _list_attempts(offloader)  # first the objects...
+    referenced = await referenced_offloads(metadata_store, root)  # ...then the metadata
+    found: list[OffloadGarbage] = []
+    for attempt, got in sorted(listed.items()):
+        ledger_id, uuid = attempt
+        uploads = [u for u in got.uploads if old(u.initiated)]
+        upload_keys = tuple(f"{u.key}#{u.upload_id}" for u in uploads)
+        if attempt not in referenced:
+            if uploads == got.uploads and all(old(o.modified) for o in got.objects):
+                keys = tuple(o.key for o in got.objects) + upload_keys
+                found.append(OffloadGarbage(UNREFERENCED, ledger_id, uuid, keys))
+            continue
+        base = got.location.path.base_dir
+        names = {o.key[len(base):]: o for o in got.objects if o.key.startswith(base)}
+        if MERGED_NAME not in names:
+            continue  # not merged yet: its owner may be writing it
+        stale = tuple(o.key for name, o in sorted(names.items())
+                      if (name == SEALED_NAME or parse_chunk_name(name) is not None)
+                      and old(o.modified))
+        if stale:
+            found.append(OffloadGarbage(BESIDE_MERGED, ledger_id, uuid, stale))
+        if upload_keys:
+            found.append(OffloadGarbage(UPLOAD, ledger_id, uuid, upload_keys))
+    return found
+
+
+async def sweep_offloads(
+    offloader: SegmentLedgerOffloader, metadata_store: ObjectStore, *,
+    root: str = "managed-ledgers", safety_age: float, now: datetime | None = None,
+    dry_run: bool = False,
+) -> list[OffloadGarbage]:
+    """Find (see :func:`find_offload_garbage`) and, unless ``dry_run``,
+    delete what no managed ledger references in ``offloader``'s namespace."""
+    found = await find_offload_garbage(offloader, metadata_store, root=root,
+                                       safety_age=safety_age, now=now)
+    if dry_run:
+        return found
+    store = offloader.store
+    by_kind: dict[str, int] = defaultdict(int)
+    for item in found:
+        if item.kind == UNREFERENCED:
+            await offloader.delete_offloaded(item.ledger_id, item.uuid)
+        elif item.kind == BESIDE_MERGED:
+            markers = [k for k in item.keys if k.endswith("/" + SEALED_NAME)]
+            await store.delete_many([k for k in item.keys if k not in markers])
+            await store.delete_many(markers)  # the marker last, as a merge's cleanup
+        else:
+            for key in item.keys:
+                object_key, _, upload_id = key.rpartition("#")
+                await store.abort_multipart(object_key, upload_id)
+        by_kind[item.kind] += 1
+    if found:
+        log.info("offload sweep deleted %s", dict(by_kind))
+    return found
