@@ -10,8 +10,10 @@ import pytest
 from tests.store.conftest import small_config
 from tieredstore.cli import main
 from tieredstore.errors import TieredStoreError
+from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectStore
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, NoSuchQueue, QueueCorrupt
+from tieredstore.store.keys import metadata_root
 
 COUNT = 400
 
@@ -187,3 +189,40 @@ def test_verify_names_a_damaged_consume_queue_range_once(
     assert code == 1
     assert "messages 384, errors 1" in out, out
     assert "offsets 384..399: consume-queue units unreadable" in out, out
+
+
+async def test_a_corrupt_queue_takes_no_append_but_what_is_intact_reads() -> None:
+    backend = MemoryObjectStore()
+    await build(backend)
+    # Damage only the store's bookkeeping: clean records would resume past the end.
+    meta = await QueueMetadata.open(backend, QueuePath(metadata_root(small_config()), "t", 0),
+                                    writer_id="test")
+    await meta.set_properties({"clean_from.commitlog": str(10**9)})
+    store = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+    assert set(store.corrupt) == {("t", 0)}
+    with pytest.raises(QueueCorrupt, match="past the commit log's end"):
+        await store.append("t", 0, b"more")
+    assert (await store.min_offset("t", 0), await store.max_offset("t", 0)) == (0, COUNT)
+    got, errors = await read_around(store)
+    assert errors == [] and got == {i: body(i) for i in range(COUNT)}
+    await store.close()
+
+
+async def test_a_read_only_store_reads_without_writing() -> None:
+    backend = MemoryObjectStore()
+    await build(backend)
+    before = sorted((o.key, o.size) for o in await backend.list_all(""))
+    async with await AsyncMessageStore.open_read_only(small_config(), store=backend) as reader:
+        assert await reader.queues() == [("t", 0)]
+        assert (await reader.min_offset("t", 0), await reader.max_offset("t", 0)) == (0, COUNT)
+        messages = await reader.get("t", 0, 10, max_count=5)
+        assert [m.body for m in messages] == [body(i) for i in range(10, 15)]
+        with pytest.raises(NoSuchQueue):
+            await reader.get("nope", 0, 0)
+        assert sorted((o.key, o.size) for o in await backend.list_all("")) == before
+        # A writer appends meanwhile: a read past what was seen lists again.
+        writer = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+        await writer.append("t", 0, b"later")
+        await writer.flush()
+        assert [m.body for m in await reader.get("t", 0, COUNT)] == [b"later"]
+        await writer.close()

@@ -2,7 +2,7 @@
 
 Read-only: the queue's metadata is read without claiming it and segments are
 found by listing, so a broker writing the store is not disturbed. It sees
-what is durable in the bucket (see :mod:`tieredstore.cli.reader`). Every
+what is durable in the bucket (see :mod:`tieredstore.store.view`). Every
 record is checked (CRC32C, offset) as ``get`` checks it.
 
 ``--format text`` prints ``offset, store time, body`` a line (tabs between,
@@ -21,8 +21,7 @@ import json
 import sys
 
 from tieredstore.errors import TieredStoreError
-from tieredstore.fetcher import Fetcher
-from tieredstore.store import Message, OffsetOutOfRange
+from tieredstore.store import Message, OffsetOutOfRange, ReadOnlyMessageStore
 
 from .common import (
     CliError,
@@ -33,7 +32,6 @@ from .common import (
     resolve_config,
     timestamp_ms,
 )
-from .reader import QueueView
 
 BATCH = 256
 PROGRESS_FROM = 1000  # a bar only when reading at least this many messages
@@ -88,11 +86,10 @@ def as_text(message: Message) -> str:
 async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
     """Print the messages asked for; returns (count, first offset, end offset)."""
     config = resolve_config(args, disk_cache_bytes=0)  # a reader leaves no cache behind
-    store = open_existing_store(config)
-    fetcher = Fetcher.from_config(store, config)
+    store = await ReadOnlyMessageStore.open(config, store=open_existing_store(config))
     render = as_json if args.format == "json" else as_text
     try:
-        queue = await QueueView.open(store, config, args.topic, args.queue, fetcher)
+        queue = await store.queue(args.topic, args.queue)
         if args.from_time is not None:
             start = await queue.offset_for_time(args.from_time)
         else:
@@ -116,8 +113,9 @@ async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
                 bar.update(len(batch))
         return offset - start, start, offset
     finally:
-        await fetcher.close()
+        backend = store.store
         await store.close()
+        await backend.close()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],

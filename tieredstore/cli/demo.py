@@ -23,6 +23,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore, open_object_store
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import AsyncMessageStore, Message
+from tieredstore.store.view import list_segments
 
 from .common import (
     EXIT_FAILED,
@@ -35,7 +36,6 @@ from .common import (
     resolve_config,
     table,
 )
-from .reader import list_segments
 from .verify import VerifyReport, verify_store
 
 KiB = 1024

@@ -9,7 +9,7 @@
 
 Nothing is written and no queue is claimed: the metadata is read with
 ``QueueMetadata.open_read_only`` and segments are found by listing. Numbers
-are what is durable in the bucket (see :mod:`tieredstore.cli.reader`).
+are what is durable in the bucket (see :mod:`tieredstore.store.view`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.segment.reader import CRC_METADATA_KEY
+from tieredstore.store import properties
 from tieredstore.store.keys import PB_TYPES, metadata_root
+from tieredstore.store.view import QueueView, SegmentView, list_segments, open_metadata
 
 from .common import (
     human_bytes,
@@ -35,7 +37,6 @@ from .common import (
     resolve_config,
     table,
 )
-from .reader import QueueView, SegmentView, list_segments, open_metadata
 
 TYPES = {t.value: t for t in PB_TYPES}
 QUEUE_CONCURRENCY = 8
@@ -76,8 +77,7 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
             active = sum(1 for t in flat.tail if t.size)
             row[f"{flat.file_type.value}_segments"] = sealed + active
             row[f"{flat.file_type.value}_bytes"] = flat.end - flat.first
-        merging = [v for k, v in view.meta.properties.items() if k.startswith("merging.") and v]
-        row["merges_pending"] = sum(len(v.split(",")) for v in merging)
+        row["merges_pending"] = properties.merges_owed(view.meta.properties)
         row["writer"] = view.meta.writer_id
         row["head_version"] = view.meta.version
         return row

@@ -27,8 +27,9 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, properties
 from tieredstore.store.keys import metadata_root
+from tieredstore.store.view import QueueView, segment_states
 
 from .common import (
     EXIT_FAILED,
@@ -38,7 +39,6 @@ from .common import (
     resolve_config,
     table,
 )
-from .reader import QueueView, segment_states
 
 
 @dataclass
@@ -62,9 +62,7 @@ async def _before(store: ObjectStore, config: TieredStoreConfig, topic: str, que
         view = await QueueView.open(store, config, topic, queue_id, DirectReader(store))
     except TieredStoreError:
         return None, 0
-    merging = sum(len(v.split(",")) for k, v in view.meta.properties.items()
-                  if k.startswith("merging.") and v)
-    return view.max_offset, merging
+    return view.max_offset, properties.merges_owed(view.meta.properties)
 
 
 async def _unmerged(store: ObjectStore, config: TieredStoreConfig, topic: str,

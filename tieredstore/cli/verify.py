@@ -22,8 +22,8 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
+from tieredstore.store import properties
 from tieredstore.store.keys import PB_TYPES, metadata_root
-from tieredstore.store.queue import CLEAN_FROM
 from tieredstore.store.rebuild import queues_with_segments
 from tieredstore.store.record import (
     HEAD_SIZE,
@@ -35,6 +35,7 @@ from tieredstore.store.record import (
     record_size,
     tags_hash,
 )
+from tieredstore.store.view import SegmentView, list_segments, open_metadata
 
 from .common import (
     EXIT_FAILED,
@@ -48,7 +49,6 @@ from .common import (
     resolve_config,
     table,
 )
-from .reader import SegmentView, list_segments, open_metadata
 from .stream import BadBytes, ShortFile, UnitStream
 
 UNIT_BATCH = 4096  # consume-queue units read at a time
@@ -146,7 +146,7 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
     """Read the metadata and list the segments; report what does not fit together."""
     check = QueueCheck(topic, queue_id)
     meta = await open_metadata(store, config, topic, queue_id)
-    plan = _Plan(check, {}, {}, {}, int(meta.properties.get(CLEAN_FROM, "0")))
+    plan = _Plan(check, {}, {}, {}, properties.clean_from(meta.properties))
     # The consume queue before the commit log: a writer dispatches a unit only
     # after the commit-log bytes it points to are stored, so every unit this
     # listing finds points into what the later commit-log listing holds.

@@ -1,8 +1,9 @@
 """The message store a host embeds: per-queue commit log and consume queue on
 tiered segments, metadata in the bucket, recovery after restart."""
 
-from tieredstore.store.context import (
+from tieredstore.store.errors import (
     MessageTooLarge,
+    NoSuchQueue,
     OffsetError,
     OffsetOutOfRange,
     QueueCorrupt,
@@ -10,6 +11,7 @@ from tieredstore.store.context import (
 )
 from tieredstore.store.facade import MessageStore
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.record import Message
 
 __all__ = [
@@ -17,8 +19,10 @@ __all__ = [
     "Message",
     "MessageStore",
     "MessageTooLarge",
+    "NoSuchQueue",
     "OffsetError",
     "OffsetOutOfRange",
     "QueueCorrupt",
+    "ReadOnlyMessageStore",
     "StoreError",
 ]

@@ -35,7 +35,7 @@ from typing import Any
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
 from tieredstore.errors import InvalidArgument, InvalidArgumentType
 from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
-from tieredstore.store.context import MessageTooLarge
+from tieredstore.store.errors import MessageTooLarge
 from tieredstore.store.record import MIN_RECORD_SIZE, NO_TAGS
 
 MAX_TIMESTAMP = 2**63 - 1  # a record stores an i64

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
@@ -20,32 +19,6 @@ from tieredstore.store import keys
 log = logging.getLogger(__name__)
 
 UNIT_ALIGN = 32  # consume-queue unit size: CQ segments hold whole units
-
-
-class StoreError(TieredStoreError):
-    """Base of the message store's own errors; ``topic``/``queue_id`` say where."""
-
-    def __init__(self, message: str, *, topic: str = "", queue_id: int = -1) -> None:
-        where = f"{topic}/{queue_id}: " if topic else ""
-        super().__init__(where + message)
-        self.topic = topic
-        self.queue_id = queue_id
-
-
-class OffsetError(StoreError, ValueError):
-    """An offset the host gave is not the next one (a gap or a rewind)."""
-
-
-class OffsetOutOfRange(StoreError, ValueError):
-    """A read asked for an offset outside ``[min_offset, max_offset]``."""
-
-
-class MessageTooLarge(StoreError, ValueError):
-    """A message is larger than ``max_message_size``."""
-
-
-class QueueCorrupt(StoreError):
-    """Recovery found this queue's data inconsistent; it is kept read-only."""
 
 
 @dataclass

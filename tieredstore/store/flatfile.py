@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tieredstore.errors import SegmentFenced
 from tieredstore.metadata import QueueMetadata, SegmentRecord
 from tieredstore.segment import ChunkedSegment, FileType
-from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt, StoreContext
+from tieredstore.store import properties
+from tieredstore.store.context import StoreContext
+from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.keys import PB_TYPES
 
 log = logging.getLogger(__name__)
@@ -105,10 +106,6 @@ class FlatFile:
         recorded = self.meta.first(self.pb_type).base_offset
         return min(recorded, self.active_base)
 
-    @property
-    def merging_key(self) -> str:
-        return f"merging.{self.file_type.value}"
-
     # --- opening -----------------------------------------------------------------
 
     async def open(self) -> None:
@@ -127,7 +124,7 @@ class FlatFile:
             claim=True,
         )
         first = self.meta.first(self.pb_type).base_offset
-        owed = self._merging(self.meta.properties)
+        owed = properties.merging(self.meta.properties, self.file_type)
         await self.forget_merges({b for b in owed if b < first})  # trimmed since
         for base in (b for b in owed if b >= first):
             sealed = await self.ctx.open_sealed(
@@ -195,8 +192,8 @@ class FlatFile:
         record = stats.record(self.file_type, base, segment.commit_position)
         merge = self.ctx.segment_options.merge_on_seal and not segment.merged
         # The record and the note that its merge is owed land in one head write.
-        await self.meta.append(record, properties=lambda current: self._merging_update(
-            current, add=base if merge else None))
+        await self.meta.append(record, properties=lambda current: properties.merging_update(
+            current, self.file_type, add=base if merge else None))
         self.ctx.keep_sealed(segment)
         if merge:
             self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
@@ -218,28 +215,18 @@ class FlatFile:
     async def _merge(self, segment: ChunkedSegment) -> None:
         await self.ctx.merge(segment)
         base = segment.path.base_offset
-        if base in self._merging(self.meta.properties):
+        if base in properties.merging(self.meta.properties, self.file_type):
             # Read and changed under the metadata's write lock: concurrent merges
             # finishing at once each remove their own entry.
             await self.meta.set_properties(
-                lambda current: self._merging_update(current, remove=base))
+                lambda current: properties.merging_update(current, self.file_type,
+                                                          remove=[base]))
 
     async def forget_merges(self, bases: set[int]) -> None:
         """Drop owed merges of segments retention deleted (one head write, if any)."""
-        if bases & set(self._merging(self.meta.properties)):
-            await self.meta.set_properties(lambda current: {self.merging_key: ",".join(
-                str(b) for b in self._merging(current) if b not in bases) or None})
-
-    def _merging(self, properties: Mapping[str, str]) -> list[int]:
-        """The base offsets of merges owed, from the ``merging.<type>`` property."""
-        return [int(p) for p in properties.get(self.merging_key, "").split(",") if p]
-
-    def _merging_update(self, properties: Mapping[str, str], *, add: int | None = None,
-                        remove: int | None = None) -> dict[str, str | None]:
-        merging = [b for b in self._merging(properties) if b != remove]
-        if add is not None and add not in merging:
-            merging.append(add)
-        return {self.merging_key: ",".join(map(str, merging)) or None}
+        if bases & set(properties.merging(self.meta.properties, self.file_type)):
+            await self.meta.set_properties(lambda current: properties.merging_update(
+                current, self.file_type, remove=bases))
 
     # --- reading -------------------------------------------------------------------
 

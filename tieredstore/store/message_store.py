@@ -5,7 +5,8 @@ from the bucket's metadata heads, claims each (fencing any earlier writer),
 rebuilds offsets and commit positions, resumes interrupted seals and merges,
 and re-dispatches commit-log records the consume queue had not caught up
 with. A queue whose data is inconsistent is reported in ``corrupt`` and
-refuses reads and writes with that error; the others work.
+refuses appends with that error; what is intact in it still reads (through a
+read-only view of the bucket), and the other queues work.
 """
 
 from __future__ import annotations
@@ -35,11 +36,15 @@ from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import arguments
-from tieredstore.store.context import OffsetError, StoreContext
+from tieredstore.store.context import StoreContext
+from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.queue import QueueLog
+from tieredstore.store.read_only import ReadOnlyMessageStore
+from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
+from tieredstore.store.view import QueueView
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,7 @@ class AsyncMessageStore:
         self._queues: dict[tuple[str, int], QueueLog] = {}
         self._opening: dict[tuple[str, int], asyncio.Task[QueueLog]] = {}
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
+        self._corrupt_views: dict[tuple[str, int], QueueView] = {}
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
         self._ticker: asyncio.Task[None] | None = None
@@ -105,6 +111,13 @@ class AsyncMessageStore:
         """Open queues that read around bytes missing from the bucket in their
         open segments, and what is missing (docs/format.md, Damage in the bucket)."""
         return {key: queue.damage for key, queue in self._queues.items() if queue.damage}
+
+    @staticmethod
+    async def open_read_only(config: TieredStoreConfig | None = None, *,
+                             store: ObjectStore | None = None) -> ReadOnlyMessageStore:
+        """The same queues, for reading only: never writes, never fences a writer
+        (see :mod:`tieredstore.store.read_only`)."""
+        return await ReadOnlyMessageStore.open(config, store=store)
 
     async def _recover(self) -> None:
         found = await list_queues(self.ctx.store, self.ctx.metadata_root)
@@ -170,9 +183,7 @@ class AsyncMessageStore:
         if not create and not await has_segments(self.ctx, *key):
             # No head listed at open and no segment: no such queue. (With segments
             # but no head, opening it rebuilds its metadata from them.)
-            from tieredstore.store.context import OffsetOutOfRange
-
-            raise OffsetOutOfRange("no such queue", topic=topic, queue_id=queue_id)
+            raise NoSuchQueue(topic, queue_id)
         task = self._opening.get(key)
         if task is None:
             task = asyncio.get_running_loop().create_task(QueueLog.open(self.ctx, *key))
@@ -221,28 +232,43 @@ class AsyncMessageStore:
             raise StoreClosed("the message store is closed")
         await asyncio.gather(*(q.flush() for q in list(self._queues.values())))
 
+    async def _reading(self, topic: str, queue_id: int) -> QueueReading:
+        """The queue to read from. A corrupt queue takes no append, but what is
+        intact in it still reads: through a read-only view of the bucket."""
+        key = (topic, queue_id)
+        if key not in self.corrupt:
+            return await self._queue(topic, queue_id, create=False)
+        view = self._corrupt_views.get(key)
+        if view is None:
+            try:
+                view = await QueueView.open(self.ctx.store, self.config, topic, queue_id,
+                                            self.ctx.fetcher)
+            except TieredStoreError:
+                raise self.corrupt[key] from None
+            self._corrupt_views[key] = view
+        return view
+
     async def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                   max_bytes: int = 4 * MiB) -> list[Message]:
         """Up to ``max_count`` messages from ``offset`` (at least one if any, even
         past ``max_bytes``). ``offset == max_offset`` gives an empty list."""
         arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
-        queue = await self._queue(topic, queue_id, create=False)
-        return await queue.get(offset, max_count, max_bytes)
+        return await (await self._reading(topic, queue_id)).get(offset, max_count, max_bytes)
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""
         arguments.check_offset_for_time(topic, queue_id, timestamp_ms)
-        return await (await self._queue(topic, queue_id, create=False)).offset_for_time(
-            timestamp_ms)
+        return await (await self._reading(topic, queue_id)).offset_for_time(timestamp_ms)
 
     async def min_offset(self, topic: str, queue_id: int) -> int:
         arguments.check_queue(topic, queue_id)
-        return (await self._queue(topic, queue_id, create=False)).min_offset
+        return (await self._reading(topic, queue_id)).min_offset
 
     async def max_offset(self, topic: str, queue_id: int) -> int:
-        """The offset the next append gets."""
+        """The offset the next append gets (of a corrupt queue: one past the last
+        durable one)."""
         arguments.check_queue(topic, queue_id)
-        return (await self._queue(topic, queue_id, create=False)).max_offset
+        return (await self._reading(topic, queue_id)).max_offset
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
         """Offsets below this are durable in the object store."""

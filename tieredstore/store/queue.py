@@ -21,12 +21,9 @@ from dataclasses import dataclass
 from tieredstore.errors import CorruptSegment, IntegrityError
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.segment import FileType
-from tieredstore.store.context import (
-    UNIT_ALIGN,
-    MessageTooLarge,
-    OffsetError,
-    StoreContext,
-)
+from tieredstore.store import properties
+from tieredstore.store.context import UNIT_ALIGN, StoreContext
+from tieredstore.store.errors import MessageTooLarge, OffsetError
 from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
@@ -43,7 +40,6 @@ from tieredstore.store.record import (
 log = logging.getLogger(__name__)
 
 assert UNIT_SIZE == UNIT_ALIGN
-CLEAN_FROM = "clean_from.commitlog"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +99,9 @@ class QueueLog(QueueReading):
                    for r in rebuilt.records.get(ft, [])]
         if not records and not rebuilt.notes:
             return None
-        merging = {f"merging.{ft.value}": ",".join(map(str, bases))
-                   for ft, bases in rebuilt.merging.items() if bases}
+        merging: dict[str, str | None] = {}
+        for file_type, bases in rebuilt.merging.items():
+            merging.update(properties.merging_set(file_type, bases))
         await self.meta.append_many(records, properties=merging)
         log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
@@ -143,21 +140,23 @@ class QueueLog(QueueReading):
 
     async def _redispatch(self) -> None:
         """Append the CQ units of CL records committed after the last unit."""
-        position = int(self.meta.properties.get(CLEAN_FROM, "0"))
         if self.next_offset > self.min_offset:
-            last = (await self.units(self.next_offset - 1, self.next_offset))[0]
-            position = max(position, last.end)
+            units_end = (await self.units(self.next_offset - 1, self.next_offset))[0].end
         else:
-            position = max(position, self.cl.first)
+            units_end = self.cl.first
         end = self.cl.end
-        if position > end:
-            if self.cl._active.sealed or position < self.cl.active_base:
-                raise self._corrupt(f"the consume queue points to commit-log byte {position}, "
-                                    f"past the commit log's end {end}")
+        if units_end > end:
+            if self.cl._active.sealed or units_end < self.cl.active_base:
+                raise self._corrupt(f"the consume queue points to commit-log byte "
+                                    f"{units_end}, past the commit log's end {end}")
             # The last commit-log chunks are gone from the bucket: their messages
             # cannot be read, and nothing new may be written where they were.
-            await self.cl.skip_lost(position)
+            await self.cl.skip_lost(units_end)
             end = self.cl.end
+        position = max(units_end, properties.clean_from(self.meta.properties))
+        if position > end:
+            raise self._corrupt(f"clean records resume at commit-log byte {position}, past "
+                                f"the commit log's end {end}")
         while position < end:
             try:
                 size, segment_end = await self.record_extent(position)
@@ -181,7 +180,7 @@ class QueueLog(QueueReading):
         await self._dispatch()
         await self.cq.flush()
         if position < end:
-            await self.meta.set_properties({CLEAN_FROM: str(end)})
+            await self.meta.set_properties(properties.clean_from_update(end))
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
         try:

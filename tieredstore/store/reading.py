@@ -14,7 +14,7 @@ import logging
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,

@@ -25,16 +25,14 @@ from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentSta
 from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_segment_dir
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
-from tieredstore.store.context import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store import properties
+from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.keys import PB_TYPES, metadata_root, segment_path
-from tieredstore.store.queue import CLEAN_FROM
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
 )
-
-from .common import CliError
 
 OPEN_CONCURRENCY = 16
 
@@ -127,7 +125,7 @@ async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: st
         return await QueueMetadata.open_read_only(
             store, QueuePath(metadata_root(config), topic, queue_id))
     except MetadataNotFound:
-        raise CliError(f"no queue {topic}/{queue_id} in this store") from None
+        raise NoSuchQueue(topic, queue_id) from None
 
 
 class FlatView:
@@ -262,7 +260,7 @@ class QueueView(QueueReading):
 
     @property
     def clean_from(self) -> int:
-        return int(self.meta.properties.get(CLEAN_FROM, "0"))
+        return properties.clean_from(self.meta.properties)
 
     @property
     def tail_offset(self) -> int:

@@ -1,0 +1,39 @@
+"""The message store's errors; ``topic``/``queue_id`` say which queue."""
+
+from __future__ import annotations
+
+from tieredstore.errors import TieredStoreError
+
+
+class StoreError(TieredStoreError):
+    """Base of the message store's own errors; ``topic``/``queue_id`` say where."""
+
+    def __init__(self, message: str, *, topic: str = "", queue_id: int | None = None
+                 ) -> None:
+        where = f"{topic}/{queue_id}: " if topic else ""
+        super().__init__(where + message)
+        self.topic = topic
+        self.queue_id = queue_id
+
+
+class OffsetError(StoreError, ValueError):
+    """An offset the host gave is not the next one (a gap or a rewind)."""
+
+
+class OffsetOutOfRange(StoreError, ValueError):
+    """A read asked for an offset outside ``[min_offset, max_offset]``."""
+
+
+class MessageTooLarge(StoreError, ValueError):
+    """A message is larger than ``max_message_size``."""
+
+
+class QueueCorrupt(StoreError):
+    """Recovery found this queue's data inconsistent; it is kept read-only."""
+
+
+class NoSuchQueue(OffsetOutOfRange, LookupError):
+    """The store holds no queue of that name."""
+
+    def __init__(self, topic: str, queue_id: int) -> None:
+        super().__init__("no such queue", topic=topic, queue_id=queue_id)

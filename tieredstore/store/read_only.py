@@ -1,0 +1,102 @@
+"""A store opened for reading only: never writes, never fences a writer.
+
+``ReadOnlyMessageStore`` answers ``get``, the offsets and ``offset_for_time``
+with the writer's own code (:class:`~tieredstore.store.reading.QueueReading`)
+over a :class:`~tieredstore.store.view.QueueView` of each queue: what is
+durable in the bucket. Inspecting, verifying, tailing or exporting a store a
+broker is writing goes through it. A read at or past the end a queue's view
+saw lists the queue again, so a reader follows a live writer.
+"""
+
+from __future__ import annotations
+
+from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.errors import StoreClosed
+from tieredstore.fetcher import Fetcher
+from tieredstore.metadata import list_queues
+from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.store import arguments
+from tieredstore.store.keys import metadata_root
+from tieredstore.store.record import Message
+from tieredstore.store.view import QueueView
+
+MiB = 1024 * 1024
+
+
+class ReadOnlyMessageStore:
+    """Queues read from the bucket alone. Use :meth:`open`."""
+
+    def __init__(self, config: TieredStoreConfig, store: ObjectStore, fetcher: Fetcher, *,
+                 owns_store: bool) -> None:
+        self.config = config
+        self.store = store
+        self.fetcher = fetcher
+        self._owns_store = owns_store
+        self._views: dict[tuple[str, int], QueueView] = {}
+        self._closed = False
+
+    @classmethod
+    async def open(cls, config: TieredStoreConfig | None = None, *,
+                   store: ObjectStore | None = None) -> ReadOnlyMessageStore:
+        """Open ``config``'s backend (or the given ObjectStore) for reading. Nothing
+        is listed or read until a queue is asked for; nothing is ever written."""
+        config = config or load_config()
+        backend = store or open_object_store(config)
+        return cls(config, backend, Fetcher.from_config(backend, config),
+                   owns_store=store is None)
+
+    async def queues(self) -> list[tuple[str, int]]:
+        """Every queue whose metadata the bucket holds."""
+        self._check_open()
+        return await list_queues(self.store, metadata_root(self.config))
+
+    async def queue(self, topic: str, queue_id: int, *, fresh: bool = False) -> QueueView:
+        """The view of one queue (:class:`NoSuchQueue` if there is none); ``fresh``
+        lists it again to see what a writer added since."""
+        self._check_open()
+        arguments.check_queue(topic, queue_id)
+        key = (topic, queue_id)
+        view = self._views.get(key)
+        if view is None or fresh:
+            view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher)
+            self._views[key] = view
+        return view
+
+    async def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                  max_bytes: int = 4 * MiB) -> list[Message]:
+        """As :meth:`AsyncMessageStore.get`, over what is durable in the bucket."""
+        arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
+        view = await self.queue(topic, queue_id)
+        if offset >= view.max_offset:  # at or past what it saw: has a writer added?
+            view = await self.queue(topic, queue_id, fresh=True)
+        return await view.get(offset, max_count, max_bytes)
+
+    async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        arguments.check_offset_for_time(topic, queue_id, timestamp_ms)
+        return await (await self.queue(topic, queue_id)).offset_for_time(timestamp_ms)
+
+    async def min_offset(self, topic: str, queue_id: int) -> int:
+        return (await self.queue(topic, queue_id)).min_offset
+
+    async def max_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last offset durable in the bucket (listed afresh)."""
+        return (await self.queue(topic, queue_id, fresh=True)).max_offset
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the read-only store is closed")
+
+    async def close(self) -> None:
+        """Release the fetcher and, if this opened it, the backend. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.fetcher.close()
+        if self._owns_store:
+            await self.store.close()
+
+    async def __aenter__(self) -> ReadOnlyMessageStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
