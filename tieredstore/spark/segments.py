@@ -3,7 +3,9 @@
 Segments are opened with ``ChunkedSegment.open(..., repair=False)``, which
 only lists and reads: a reader beside a live writer must not abort the
 writer's merge in flight or delete what it is about to replace. If that
-merge lands while we read, ``read0`` lists the segment again and follows it.
+merge lands while we read, ``read0`` lists the segment again and follows it,
+whether the segment was sealed or still being written when it was listed
+(:class:`ReadOnlySegment`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import bisect
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import CorruptSegment
+from tieredstore.errors import ChunkMissing, CorruptSegment
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import (
     ChunkedSegment,
@@ -19,16 +21,39 @@ from tieredstore.segment import (
     SegmentOptions,
     SegmentPath,
     SegmentReader,
+    recover_segment,
 )
 from tieredstore.spark.plan import ACTIVE
 from tieredstore.store.keys import segment_path
 
 
+class ReadOnlySegment(ChunkedSegment):
+    """A segment a reader listed, that a live writer may seal and merge meanwhile.
+
+    ``ChunkedSegment.read0`` lists again when a chunk is missing only if the
+    segment was sealed when it was listed. Listed while still being written,
+    it may since have been sealed and merged, its chunks deleted: list it
+    again here too and read what the new listing shows (the merged object; if
+    that listing caught the chunks just before their deletion, ``read0``, now
+    on a sealed segment, lists once more). A chunk still missing is damage.
+    """
+
+    async def read0(self, position: int, length: int) -> bytes:
+        # docstring inherited
+        try:
+            return await super().read0(position, length)
+        except ChunkMissing:
+            if self.sealed:
+                raise  # listed sealed: read0 has listed it again already
+        self._adopt(await recover_segment(self.store, self.path))
+        return await super().read0(position, length)
+
+
 async def open_read_only(store: ObjectStore, config: TieredStoreConfig, path: SegmentPath,
                          reader: SegmentReader) -> ChunkedSegment:
     """A segment for reading only; nothing in the bucket changes."""
-    return await ChunkedSegment.open(store, path, reader=reader, repair=False,
-                                     options=SegmentOptions(chunk_size=config.chunk_size))
+    return await ReadOnlySegment.open(store, path, reader=reader, repair=False,
+                                      options=SegmentOptions(chunk_size=config.chunk_size))
 
 
 class FlatFileView:
