@@ -19,6 +19,7 @@ test: $(STAMP) lint typecheck unit
 
 lint: $(STAMP)
 	$(BIN)/ruff check tieredstore tests bench
+	$(BIN)/lint-imports --no-cache --no-logo
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -25,7 +25,8 @@ from tests.servers import ACCESS_KEY, SECRET_KEY
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import LocalObjectStore, ObjectStore, S3ObjectStore, S3Settings
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
-from tieredstore.segment.pool import PoolOptions, UploadBufferPool
+from tieredstore.segment.pool import UploadBufferPool
+from tieredstore.store import pool_options
 
 
 class PeakSampler:
@@ -101,7 +102,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
     defaults = TieredStoreConfig()
     config = defaults.replace(chunk_size=args.chunk_size, pool_bytes=args.pool_bytes,
                               max_message_size=min(defaults.max_message_size, args.pool_bytes))
-    pool = UploadBufferPool(PoolOptions.from_config(config))
+    pool = UploadBufferPool(pool_options(config))
     # Warm the code paths the appends use (imports, first PUT, client buffers) on a
     # queue of its own, so that one-off allocations do not count as growth.
     warm = await ChunkedSegment.open(

@@ -10,6 +10,7 @@ from tieredstore.checksum import crc32c
 from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore import ObjectStore, S3ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
+from tieredstore.store import open_fetcher
 
 
 def bench_path(topic: str, queue: int = 0) -> SegmentPath:
@@ -39,7 +40,7 @@ def default_fetcher(store: ObjectStore, memory_bytes: int | None = None) -> Fetc
     """A fetcher as the shipped configuration builds it (no disk tier by default)."""
     config = DEFAULTS if memory_bytes is None else DEFAULTS.replace(
         memory_cache_bytes=memory_bytes)
-    return Fetcher.from_config(store, config)
+    return open_fetcher(store, config)
 
 
 async def open_cold(store: ObjectStore, path: SegmentPath, chunk_size: int, *,

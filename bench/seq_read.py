@@ -238,7 +238,7 @@ async def run(env: BenchEnv) -> list[Table]:
         f"{DEFAULTS.readahead_chunk_max}, read-ahead GETs <= read_concurrency/2="
         f"{DEFAULTS.read_concurrency // 2}); aioboto3 on SeaweedFS, the store's get_object "
         "on local",
-        "fetcher = Fetcher.from_config(defaults): memory 256 MiB, read-ahead 2..8 units, "
+        "fetcher = open_fetcher(defaults): memory 256 MiB, read-ahead 2..8 units, "
         "drop-behind on (a unit read through its end leaves the memory tier, so its memory "
         "is reused rather than fresh pages faulted in for each new unit), no disk tier; the "
         "row with a small memory tier differs only in memory_bytes",

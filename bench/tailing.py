@@ -25,8 +25,9 @@ from bench.common import DEFAULTS, BenchEnv, Table, WireCounter, human, ms, perc
 from bench.segments import bench_path, default_fetcher, wire_counter
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions
-from tieredstore.segment.pool import PoolOptions, UploadBufferPool
+from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.segment.reader import DirectReader, SegmentReader
+from tieredstore.store import pool_options
 
 
 class ReadCounter:
@@ -91,7 +92,7 @@ async def _pool_row(env: BenchEnv, table: Table, backend: str) -> None:
     n, size = env.sizes.tail_commits, env.sizes.tail_commit_size
     store = await env.store(backend, "tailpool")
     fetcher = default_fetcher(store)
-    pool = UploadBufferPool(PoolOptions.from_config(DEFAULTS.replace(
+    pool = UploadBufferPool(pool_options(DEFAULTS.replace(
         chunk_size=env.sizes.chunk_size)))
     try:
         segment = await ChunkedSegment.open(

@@ -45,6 +45,7 @@ from tests.servers import ACCESS_KEY, SECRET_KEY
 from tieredstore.objectstore import ObjectStore, S3ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
+from tieredstore.store import compose
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 YIELD_EVERY = 16  # messages a producer appends before letting the others run
@@ -54,7 +55,7 @@ def pool_options(chunk_size: int, budget: int | None = None) -> PoolOptions:
     config = DEFAULTS.replace(chunk_size=chunk_size)
     if budget is not None:
         config = config.replace(pool_bytes=budget)
-    return PoolOptions.from_config(config)
+    return compose.pool_options(config)
 
 
 async def append_all(pool: UploadBufferPool, segments: list[ChunkedSegment], per_queue: int,

@@ -10,6 +10,12 @@ step.
 Names (``cluster``, ``broker``, ``key_prefix``) and paths are checked when
 the configuration is built, before anything is written. The S3 secret never
 shows: not in ``repr``/``str`` of the configuration, nor in any error.
+
+Each setting has one default. Keys a layer's own options type also holds
+take that type's default (``RetryPolicy``, ``ObjectStoreOptions``,
+``S3Settings``, ``SegmentOptions``, ``PoolOptions``, ``FetcherOptions``, the
+metadata page size): the layers never read this module, and
+:mod:`tieredstore.store.compose` maps these keys onto their options.
 """
 
 from __future__ import annotations
@@ -27,6 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from tieredstore.errors import ConfigError, InvalidName
+from tieredstore.fetcher.fetcher import FetcherOptions
+from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from tieredstore.objectstore.chokepoint import RetryPolicy
+from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
+from tieredstore.objectstore.s3 import S3Settings
+from tieredstore.segment.chunked import SegmentOptions
+from tieredstore.segment.path import validate_name
+from tieredstore.segment.pool.options import PoolOptions
 
 log = logging.getLogger(__name__)
 
@@ -63,61 +77,69 @@ def _seconds(default: float, lo: float, hi: float) -> Any:
 
 YEAR = 365 * 24 * 3600.0
 
+# The layers' own defaults, which the keys below take.
+_RETRY = RetryPolicy()
+_STORE = ObjectStoreOptions()
+_S3: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(S3Settings)}
+_SEGMENT = SegmentOptions()
+_FETCHER = FetcherOptions()
+_POOL = PoolOptions()
+
 
 @dataclass(frozen=True, slots=True)
 class TieredStoreConfig:
     """Every knob of the library. See ``conf/tieredstore.toml`` for meanings."""
 
     # where the data lives
-    backend: str = _knob("local", choices=("local", "s3", "memory"))
-    local_path: str = _knob("./tieredstore-data")
-    local_fsync: bool = _knob(True)
+    backend: str = _knob(_STORE.backend, choices=BACKENDS)
+    local_path: str = _knob(_STORE.local_path)
+    local_fsync: bool = _knob(_STORE.local_fsync)
     s3_bucket: str = _knob("")
-    s3_create_bucket: bool = _knob(False)
+    s3_create_bucket: bool = _knob(_STORE.create_bucket)
     s3_endpoint_url: str = _knob("")
     s3_region: str = _knob("")
-    s3_addressing_style: str = _knob("auto", choices=("auto", "path", "virtual"))
+    s3_addressing_style: str = _knob(_S3["addressing_style"], choices=("auto", "path", "virtual"))
     s3_access_key_id: str = _knob("")
     s3_secret_access_key: str = _knob("")
-    s3_max_pool_connections: int = _knob(64, 1, 1024)
+    s3_max_pool_connections: int = _knob(_S3["max_pool_connections"], 1, 1024)
     key_prefix: str = _knob("tieredstore")
     cluster: str = _knob("default-cluster")
     broker: str = _knob("broker-0")
 
     # requests
-    request_timeout: float = _seconds(30.0, 0.001, 3600)
-    connect_timeout: float = _seconds(5.0, 0.001, 600)
-    retry_max_attempts: int = _knob(6, 1, 100)
-    retry_base_delay: float = _seconds(0.05, 0.0, 60)
-    retry_max_delay: float = _seconds(2.0, 0.0, 600)
+    request_timeout: float = _seconds(_RETRY.timeout, 0.001, 3600)
+    connect_timeout: float = _seconds(_S3["connect_timeout"], 0.001, 600)
+    retry_max_attempts: int = _knob(_RETRY.max_attempts, 1, 100)
+    retry_base_delay: float = _seconds(_RETRY.base_delay, 0.0, 60)
+    retry_max_delay: float = _seconds(_RETRY.max_delay, 0.0, 600)
 
     # segments
-    chunk_size: int = _size(4 * MiB, 1 * KiB, 5 * GiB)
-    merge_on_seal: bool = _knob(True)
+    chunk_size: int = _size(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB)
+    merge_on_seal: bool = _knob(_SEGMENT.merge_on_seal)
     commit_log_max_size: int = _size(1 * GiB, 1 * KiB, 5 * 10_000 * GiB)
     consume_queue_max_size: int = _size(64 * MiB, 1 * KiB, 5 * 10_000 * GiB)
     rolling_interval: float = _seconds(24 * 3600.0, 0.0, YEAR)
 
     # fetcher
-    readahead_chunk_num: int = _knob(2, 0, 64)
-    readahead_chunk_max: int = _knob(8, 0, 256)
-    readahead_drop_behind: bool = _knob(True)
-    read_concurrency: int = _knob(16, 1, 1024)
-    memory_cache_bytes: int = _size(256 * MiB, 0, 1024 * GiB)
+    readahead_chunk_num: int = _knob(_FETCHER.readahead_chunk_num, 0, 64)
+    readahead_chunk_max: int = _knob(_FETCHER.readahead_chunk_max, 0, 256)
+    readahead_drop_behind: bool = _knob(_FETCHER.drop_behind)
+    read_concurrency: int = _knob(_FETCHER.read_concurrency, 1, 1024)
+    memory_cache_bytes: int = _size(_FETCHER.memory_bytes, 0, 1024 * GiB)
     disk_cache_bytes: int = _size(0, 0, 100 * 1024 * GiB)
     disk_cache_path: str = _knob("")
 
     # upload buffer pool
-    pool_bytes: int = _size(64 * MiB, 1 * KiB, 1024 * GiB)
-    group_commit_interval: float = _seconds(0.2, 0.0, 3600)
-    upload_concurrency: int = _knob(16, 1, 1024)
+    pool_bytes: int = _size(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)
+    group_commit_interval: float = _seconds(_POOL.group_commit_interval, 0.0, 3600)
+    upload_concurrency: int = _knob(_POOL.upload_concurrency, 1, 1024)
 
     # message store
     max_message_size: int = _size(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)
     file_reserved_time: float = _seconds(72 * 3600.0, 0.0, 100 * YEAR)
     timestamp_before_max: float = _seconds(0.0, 0.0, INF)
     timestamp_after_max: float = _seconds(3600.0, 0.0, INF)
-    metadata_page_size: int = _knob(1000, 1, 1_000_000)
+    metadata_page_size: int = _knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     gc_interval: float = _seconds(3600.0, 0.0, 30 * 24 * 3600.0)
     gc_safety_age: float = _seconds(3600.0, 0.0, YEAR)
 
@@ -259,8 +281,6 @@ _REGION = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?$")
 
 def _check_names(config: TieredStoreConfig) -> None:
     """Names that become parts of object keys, and S3 settings botocore would refuse."""
-    from tieredstore.segment.path import validate_name  # segment imports this module
-
     for key in ("cluster", "broker"):
         try:
             validate_name(key, getattr(config, key))

@@ -29,8 +29,8 @@ from tieredstore.config import load_config
 from tieredstore.errors import ConfigError, NoSuchBucket, TieredStoreError
 from tieredstore.metrics import register_metrics
 from tieredstore.objectstore import S3ObjectStore, S3Settings
-from tieredstore.objectstore.factory import open_object_store
 from tieredstore.store import MessageStore
+from tieredstore.store.compose import open_object_store
 
 pytestmark = pytest.mark.s3
 

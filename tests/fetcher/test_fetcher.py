@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import IntegrityError, StoreClosed
+from tieredstore.errors import ConfigError, IntegrityError, StoreClosed
 from tieredstore.fetcher import DiskTier, Fetcher, unit_key
+from tieredstore.fetcher.fetcher import FetcherOptions
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
 
@@ -442,18 +442,25 @@ async def test_reader_waiting_when_the_fetcher_closes_gets_store_closed() -> Non
 # --- construction ------------------------------------------------------------------------------
 
 
-async def test_from_config_uses_the_fetcher_knobs(tmp_path: Path) -> None:
+async def test_options_size_the_fetcher_and_keywords_change_them() -> None:
     store = MemoryObjectStore()
-    config = TieredStoreConfig(memory_cache_bytes=3 * MiB, readahead_chunk_num=1,
-                               readahead_chunk_max=4, read_concurrency=2,
-                               disk_cache_bytes=8 * MiB, disk_cache_path=str(tmp_path / "d"))
-    async with Fetcher.from_config(store, config) as fetcher:
-        assert fetcher.memory.budget == 3 * MiB
+    options = FetcherOptions(memory_bytes=3 * MiB, readahead_chunk_num=1, readahead_chunk_max=4,
+                             read_concurrency=2)
+    async with Fetcher(store, options) as fetcher:
+        assert fetcher.options == options and fetcher.memory.budget == 3 * MiB
         assert (fetcher.readahead_chunk_num, fetcher.readahead_chunk_max) == (1, 4)
-        assert fetcher.disk is not None and fetcher.disk.size_limit == 8 * MiB
-    async with Fetcher.from_config(store, TieredStoreConfig()) as fetcher:
         assert fetcher.disk is None
-    config = TieredStoreConfig(disk_cache_bytes=MiB, local_path=str(tmp_path / "data"))
-    async with Fetcher.from_config(store, config) as fetcher:
-        assert fetcher.disk is not None
-    assert (tmp_path / "data" / "cache").is_dir()
+    async with Fetcher(store, options, drop_behind=False) as fetcher:
+        assert fetcher.options.drop_behind is False and fetcher.options.memory_bytes == 3 * MiB
+    async with Fetcher(store) as fetcher:
+        assert fetcher.options == FetcherOptions()
+
+
+def test_fetcher_options_check_their_fields_and_name_the_config_key() -> None:
+    for bad, key in (({"read_concurrency": 0}, "read_concurrency"),
+                     ({"readahead_chunk_num": 9, "readahead_chunk_max": 8}, "readahead_chunk_num"),
+                     ({"readahead_chunk_num": -1}, "readahead_chunk_num"),
+                     ({"memory_bytes": -1}, "memory_cache_bytes")):
+        with pytest.raises(ConfigError) as info:
+            FetcherOptions(**bad)
+        assert info.value.key == key

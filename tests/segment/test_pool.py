@@ -11,20 +11,28 @@ from typing import Any
 import pytest
 
 from tieredstore.checksum import crc32c, format_crc
-from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
     ConfigError,
     ReadOutOfRange,
+    RequestTimeout,
     SegmentFenced,
     SegmentFull,
     SegmentSealed,
     ServerError,
     StoreClosed,
+    Throttled,
     TransientError,
 )
-from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.objectstore import (
+    Chokepoint,
+    MemoryObjectStore,
+    ObjectInfo,
+    ObjectStore,
+    RetryPolicy,
+)
+from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment import ChunkedSegment, FileSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import (
     AppendStatus,
@@ -33,7 +41,7 @@ from tieredstore.segment.pool import (
     PoolOptions,
     UploadBufferPool,
 )
-from tieredstore.segment.reader import CRC_METADATA_KEY
+from tieredstore.testing import FaultKind, FaultSchedule, FaultyObjectStore
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -44,10 +52,10 @@ CHUNK = 64 * KiB
 
 
 def make_pool(**changes: Any) -> UploadBufferPool:
-    """A pool for tests: no group commit unless asked, fast retries, seeded jitter."""
+    """A pool for tests: no group commit unless asked."""
     values: dict[str, Any] = dict(
         budget_bytes=4 * MiB, chunk_size=CHUNK, group_commit_interval=60.0,
-        upload_concurrency=8, retry_base_delay=0.001, retry_max_delay=0.005, seed=7,
+        upload_concurrency=8,
     )
     values.update(changes)
     return UploadBufferPool(PoolOptions(**values))
@@ -86,13 +94,19 @@ async def check_exactly_once(store: ObjectStore, segment: ChunkedSegment, expect
     assert await segment.read0(0, len(expected)) == expected
 
 
+def no_backoff(attempts: int) -> Chokepoint:
+    return Chokepoint(RetryPolicy(max_attempts=attempts, base_delay=0.0, max_delay=0.0), seed=0)
+
+
 class FlakyStore(MemoryObjectStore):
-    """PUTs fail: the first ``fail_first``, then at ``rate``; at ``lose_rate`` a PUT
-    lands but its answer is lost (raises anyway). Bypasses the store's own retries."""
+    """PUT attempts fail: the first ``fail_first``, then at ``rate``; at ``lose_rate`` an
+    attempt lands but its answer is lost (raises anyway). The failures happen under
+    the store's chokepoint, which retries each PUT up to ``attempts`` times, as a
+    real backend's would be."""
 
     def __init__(self, *, fail_first: int = 0, rate: float = 0.0, lose_rate: float = 0.0,
-                 seed: int = 0) -> None:
-        super().__init__()
+                 seed: int = 0, attempts: int = 6) -> None:
+        super().__init__(chokepoint=no_backoff(attempts))
         self.fail_first = fail_first
         self.rate = rate
         self.lose_rate = lose_rate
@@ -100,8 +114,8 @@ class FlakyStore(MemoryObjectStore):
         self.failed = 0
         self.lost = 0
 
-    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
-                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+    def _put_now(self, key: str, data: bytes | memoryview, if_none_match: bool,
+                 metadata: dict[str, str]) -> ObjectInfo:
         if self.fail_first > 0:
             self.fail_first -= 1
             self.failed += 1
@@ -110,7 +124,7 @@ class FlakyStore(MemoryObjectStore):
         if roll < self.rate:
             self.failed += 1
             raise ServerError("injected 500", op="put", key=key)
-        info = await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+        info = super()._put_now(key, data, if_none_match, metadata)
         if roll < self.rate + self.lose_rate:
             self.lost += 1
             raise TransientError("injected: connection dropped after the PUT", op="put", key=key)
@@ -539,7 +553,7 @@ async def test_room_is_made_by_flushing_the_largest_buffer_first() -> None:
 # --- failures -----------------------------------------------------------------
 
 
-async def test_failed_puts_are_retried_and_land_exactly_once_in_order() -> None:
+async def test_failed_puts_are_retried_by_the_chokepoint_alone_and_land_exactly_once() -> None:
     store = FlakyStore(fail_first=5)
     segments = await open_segments(store, 3)
     pool = make_pool()
@@ -552,19 +566,18 @@ async def test_failed_puts_are_retried_and_land_exactly_once_in_order() -> None:
         expected[i] += data
     await pool.flush()
     assert store.failed == 5
+    assert store.metrics.retries["put"] == 5  # the chokepoint's
     stats = pool.snapshot()
-    assert stats["retries"] == 5
-    assert stats["commit_errors"] == {"ServerError": 5}
+    assert stats["retries"] == 0 and stats["commit_errors"] == {}  # none on top
     for segment, want in zip(segments, expected, strict=True):
         await check_exactly_once(store, segment, bytes(want))
     await pool.close()
 
 
 async def test_random_failures_and_lost_answers_still_land_exactly_once() -> None:
-    store = FlakyStore(rate=0.3, lose_rate=0.1, seed=42)
+    store = FlakyStore(rate=0.3, lose_rate=0.1, seed=42, attempts=60)
     segments = await open_segments(store, 20)
-    pool = make_pool(budget_bytes=512 * KiB, retry_max_attempts=60,
-                     group_commit_interval=0.005)
+    pool = make_pool(budget_bytes=512 * KiB, group_commit_interval=0.005)
     rng = random.Random(8)
     expected = [bytearray() for _ in segments]
 
@@ -585,14 +598,21 @@ async def test_random_failures_and_lost_answers_still_land_exactly_once() -> Non
     await pool.close()
 
 
-async def test_a_partly_landed_commit_drops_its_prefix_and_retries_the_rest() -> None:
+async def test_a_partly_landed_commit_drops_its_prefix_and_the_next_flush_sends_the_rest(
+) -> None:
     segment = ScriptedSegment(["half", "lost"])
     pool = make_pool()
     data = random.Random(9).randbytes(1000)
     await pool.append(segment, data)
-    await pool.flush(segment)
+    with pytest.raises(CommitRetriesExhausted) as info:  # half landed
+        await pool.flush(segment)
+    assert isinstance(info.value.__cause__, CommitFailed)
+    assert pool.buffered_range(segment) == (500, 1000) and pool.bytes_in_use == 500
+    with pytest.raises(CommitRetriesExhausted) as info:  # the rest landed, answer lost
+        await pool.flush(segment)
+    assert isinstance(info.value.__cause__, TransientError) and info.value.attempts == 2
+    await pool.flush(segment)  # the same bytes again: the segment is past them
     assert bytes(segment.data) == data
-    # half landed; the rest landed with its answer lost; the retry finds it there
     assert segment.commits == [(0, 1000), (500, 500), (500, 500)]
     assert pool.bytes_in_use == 0
     await pool.close()
@@ -643,19 +663,79 @@ async def test_a_fenced_segment_surfaces_on_flush_and_others_keep_working() -> N
     await pool.close()
 
 
-async def test_exhausted_retries_surface_and_the_bytes_stay_buffered() -> None:
-    store = FlakyStore(fail_first=10**9)
+async def test_a_commit_failing_after_the_chokepoints_retries_surfaces_and_stays_buffered(
+) -> None:
+    store = FlakyStore(fail_first=10**9, attempts=3)
     [segment] = await open_segments(store, 1)
-    pool = make_pool(retry_max_attempts=3)
+    pool = make_pool()
     await pool.append(segment, b"q" * 300)
     with pytest.raises(CommitRetriesExhausted) as info:
         await pool.flush(segment)
     assert isinstance(info.value.__cause__, CommitFailed)
-    assert info.value.attempts == 3 and info.value.buffered == 300
+    assert info.value.attempts == 1 and info.value.buffered == 300
+    assert store.failed == 3  # the chokepoint's attempts, and no more
     assert pool.read_buffered(segment, 0, 300) == b"q" * 300
-    store.fail_first = 0  # the store heals; the next flush retries
+    with pytest.raises(CommitRetriesExhausted) as info:  # each flush: one more commit
+        await pool.flush(segment)
+    assert info.value.attempts == 2 and store.failed == 6
+    store.fail_first = 0  # the store heals; the next flush commits the bytes
     await pool.flush(segment)
     await check_exactly_once(store, segment, b"q" * 300)
+    assert pool.snapshot()["retries"] == 2
+    await pool.close()
+
+
+async def test_one_throttled_chunk_costs_at_most_the_chokepoints_attempts() -> None:
+    """Under throttling that never lets up, a flush reports failure after
+    ``retry_max_attempts`` PUTs of the chunk (the chokepoint's), not that many
+    squared (the pool used to retry on top with the same keys: 6 x 6 = 36)."""
+    inner = MemoryObjectStore(chokepoint=no_backoff(1))
+    attempts = RetryPolicy().max_attempts  # the default of retry_max_attempts
+    store = FaultyObjectStore(
+        inner, FaultSchedule(seed=3, rate=1.0, kinds=frozenset({FaultKind.SLOW_DOWN}),
+                             ops=frozenset({"put"})),
+        chokepoint=no_backoff(attempts))
+    [segment] = await open_segments(store, 1)
+    pool = make_pool()
+    await pool.append(segment, b"t" * 1000)
+    with pytest.raises(CommitRetriesExhausted) as info:
+        await pool.flush(segment)
+    assert isinstance(info.value.__cause__, CommitFailed)
+    assert isinstance(info.value.__cause__.__cause__, Throttled)
+    puts = store.injected[("put", FaultKind.SLOW_DOWN)]
+    assert puts == attempts == 6
+    assert inner.metrics.total_requests("put") == 0  # nothing reached the bucket
+    store.enabled = False  # the throttling stops: the next flush lands the bytes
+    await pool.flush(segment)
+    await check_exactly_once(store, segment, b"t" * 1000)
+    await pool.close()
+
+
+async def test_a_failed_commit_is_sent_again_with_the_same_bytes() -> None:
+    """Its answer lost on the last attempt, a chunk may have landed: the next flush
+    sends the very same bytes (and finds them there), not a fuller chunk, even
+    with more bytes appended meanwhile; a different chunk at its key would look
+    like another writer's and fence the segment."""
+    inner = MemoryObjectStore(chokepoint=no_backoff(1))
+    store = FaultyObjectStore(
+        inner, FaultSchedule(seed=5, rate=1.0, kinds=frozenset({FaultKind.REPLY_LOST}),
+                             ops=frozenset({"put"}), max_faults=1),
+        chokepoint=no_backoff(1))
+    [segment] = await open_segments(store, 1)
+    pool = make_pool()
+    first = random.Random(1).randbytes(1000)
+    await pool.append(segment, first)
+    with pytest.raises(CommitRetriesExhausted) as info:
+        await pool.flush(segment)
+    assert isinstance(info.value.__cause__, CommitFailed)
+    assert isinstance(info.value.__cause__.__cause__, RequestTimeout)
+    assert len(await chunk_objects(store, segment)) == 1  # it landed all the same
+    more = random.Random(2).randbytes(2000)
+    await pool.append(segment, more)
+    await pool.flush(segment)
+    assert not segment.fenced
+    assert [o.size for o in await chunk_objects(store, segment)] == [1000, 2000]
+    await check_exactly_once(store, segment, first + more)
     await pool.close()
 
 
@@ -730,20 +810,14 @@ async def test_close_fails_appends_waiting_for_room() -> None:
     assert segment.commit_position == KiB
 
 
-# --- configuration ------------------------------------------------------------
+# --- options ------------------------------------------------------------------
 
 
-def test_from_config_takes_the_pool_knobs() -> None:
-    config = TieredStoreConfig(pool_bytes=8 * MiB, chunk_size=1 * MiB, group_commit_interval=0.5,
-                               upload_concurrency=3, retry_max_attempts=4,
-                               max_message_size=1 * MiB)
-    options = UploadBufferPool.from_config(config).options
-    assert (options.budget_bytes, options.chunk_size, options.group_commit_interval,
-            options.upload_concurrency, options.retry_max_attempts) == (8 * MiB, 1 * MiB, 0.5,
-                                                                        3, 4)
-
-
-def test_from_config_refuses_a_budget_below_the_largest_message() -> None:
-    config = TieredStoreConfig(pool_bytes=1 * MiB, max_message_size=4 * MiB)
-    with pytest.raises(ConfigError, match="pool_bytes"):
-        UploadBufferPool.from_config(config)
+def test_pool_options_check_their_fields_and_name_the_config_key() -> None:
+    for bad, key in (({"budget_bytes": 0}, "pool_bytes"), ({"chunk_size": 0}, "chunk_size"),
+                     ({"group_commit_interval": -1.0}, "group_commit_interval"),
+                     ({"upload_concurrency": 0}, "upload_concurrency"),
+                     ({"high_water": 0.4}, "high_water")):
+        with pytest.raises(ConfigError) as info:
+            PoolOptions(**bad)
+        assert info.value.key == key

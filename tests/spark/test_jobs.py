@@ -13,8 +13,8 @@ from tests.spark.conftest import PER_QUEUE, QUEUES, UNITS_PER_SEGMENT, BuiltStor
 from tests.spark.test_read import assert_same, rows_of
 from tieredstore.checksum import crc32c, format_crc
 from tieredstore.objectstore import LocalObjectStore
+from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment import FileType
-from tieredstore.segment.reader import CRC_METADATA_KEY
 from tieredstore.spark import jobs
 from tieredstore.spark.compact import survey
 from tieredstore.spark.selection import Selection

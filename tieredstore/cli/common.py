@@ -13,7 +13,8 @@ from typing import Any, NoReturn
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import TieredStoreError
-from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.objectstore import ObjectStore
+from tieredstore.store import open_object_store
 
 DEFAULT_CONFIG = "conf/tieredstore.toml"
 

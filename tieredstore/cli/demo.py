@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.objectstore import MemoryObjectStore, ObjectStore, open_object_store
+from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import FileType, SegmentState
-from tieredstore.store import AsyncMessageStore, Message
+from tieredstore.store import AsyncMessageStore, Message, open_object_store
 from tieredstore.store.view import list_segments
 
 from .common import (

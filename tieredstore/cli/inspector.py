@@ -24,8 +24,8 @@ from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment import DirectReader, FileType, SegmentState
-from tieredstore.segment.reader import CRC_METADATA_KEY
 from tieredstore.store import properties
 from tieredstore.store.keys import PB_TYPES, metadata_root
 from tieredstore.store.view import QueueView, SegmentView, list_segments, open_metadata

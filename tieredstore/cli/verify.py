@@ -23,17 +23,21 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import properties
+from tieredstore.store.checks import (
+    ScanStop,
+    record_chain,
+    record_problem,
+    scan_records,
+    unit_order_problem,
+)
 from tieredstore.store.keys import PB_TYPES, metadata_root
 from tieredstore.store.rebuild import queues_with_segments
 from tieredstore.store.record import (
-    HEAD_SIZE,
     UNIT_SIZE,
     CqUnit,
     RecordError,
     decode_record,
     decode_unit,
-    record_size,
-    tags_hash,
 )
 from tieredstore.store.view import SegmentView, list_segments, open_metadata
 
@@ -156,7 +160,10 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
         by_base = {v.base: v for v in views}
         next_base = meta.next_base_offset(pb_type)
         first = min(meta.first(pb_type).base_offset, next_base)
-        async for record in meta.records(pb_type):
+        records = [r async for r in meta.records(pb_type)]
+        for problem in record_chain(records, consume_queue=file_type is FileType.CONSUME_QUEUE):
+            check.error(f"offset {problem.offset}: {problem.text}")
+        for record in records:
             view = by_base.get(record.base_offset)
             where = f"{file_type.value} segment at {record.base_offset}"
             if view is None:
@@ -262,11 +269,13 @@ async def _check_unit(cl: UnitStream, check: QueueCheck, offset: int, unit: CqUn
     """Check the record one unit points to; returns where the next record may start
     (``position`` None: no record checked yet, the commit log may hold trimmed
     offsets' records before this one)."""
-    if unit.position < (cl_first if position is None else position):
-        where = "before the first live byte" if position is None else \
-            f"inside the previous record, which ends at {position}"
+    if position is None and unit.position < cl_first:
         check.error(f"offset {offset}: its unit points to commit-log byte {unit.position}, "
-                    f"{where}")
+                    "before the first live byte")
+        return position
+    order = unit_order_problem(unit, position)
+    if order is not None:
+        check.error(f"offset {offset}: {order}")
         return position
     if position is not None:
         check.dead_bytes += unit.position - position
@@ -280,13 +289,9 @@ async def _check_unit(cl: UnitStream, check: QueueCheck, offset: int, unit: CqUn
     except RecordError as exc:
         check.error(f"offset {offset}: record at commit-log byte {unit.position}: {exc}")
         return unit.end
-    differs = [f"{what} {theirs} (its unit says {ours})" for what, theirs, ours in (
-        ("offset", message.offset, offset),
-        ("store timestamp", message.store_timestamp, unit.store_timestamp),
-        ("tags hash", tags_hash(message.tags), unit.tags_hash)) if theirs != ours]
-    if differs:
-        check.error(f"offset {offset}: record at commit-log byte {unit.position} holds "
-                    + ", ".join(differs))
+    problem = record_problem(message, offset, unit)
+    if problem is not None:
+        check.error(f"offset {offset}: {problem}")
     else:
         check.messages += 1
     return unit.end
@@ -297,31 +302,28 @@ async def _check_tail(cl: UnitStream, plan: _Plan, position: int, end: int) -> N
     check = plan.check
     offset = check.max_offset
     segment_ends = [v.end for v in plan.live[FileType.COMMIT_LOG]]
-    while position < end:
-        segment_end = next((e for e in segment_ends if e > position), end)
-        try:
-            size = record_size(await cl.read(position, HEAD_SIZE)) \
-                if segment_end - position >= HEAD_SIZE else 0
-            if not size or position + size > segment_end:
-                if segment_end == end:  # cut short by a crash at the very end: dead space
-                    check.dead_bytes += end - position
-                    return
-                check.error(f"commit-log record at byte {position} runs past the end of its "
-                            f"segment at {segment_end}")
+
+    async def segment_end(at: int) -> int:
+        return next((e for e in segment_ends if e > at), end)
+
+    try:
+        async for found in scan_records(cl.read, segment_end, position, end):
+            if isinstance(found, ScanStop):
+                if found.dead:  # cut short by a crash at the very end: dead space
+                    check.dead_bytes += end - found.position
+                else:
+                    check.error(found.problem)
                 return
-            message = decode_record(await cl.read(position, size), check.topic,
-                                    check.queue_id)
-        except (BadBytes, ShortFile, RecordError) as exc:
-            check.error(f"offset {offset} (not yet dispatched): commit-log byte "
-                        f"{position}: {exc}")
-            return
-        if message.offset != offset:
-            check.error(f"commit-log byte {position} holds offset {message.offset}, "
-                        f"expected {offset}")
-            return
-        check.undispatched += 1
-        offset += 1
-        position += size
+            message = decode_record(found.data, check.topic, check.queue_id)
+            if message.offset != offset:
+                check.error(f"commit-log byte {found.position} holds offset "
+                            f"{message.offset}, expected {offset}")
+                return
+            check.undispatched += 1
+            offset += 1
+            position = found.end
+    except (BadBytes, ShortFile, RecordError) as exc:
+        check.error(f"offset {offset} (not yet dispatched): commit-log byte {position}: {exc}")
 
 
 async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,

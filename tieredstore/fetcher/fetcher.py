@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError, StoreClosed
 from tieredstore.fetcher.disk import DiskTier, Lookup
 from tieredstore.fetcher.lru import MemoryLRU
@@ -55,6 +53,39 @@ def disk_key(key: UnitKey) -> str:
     return f"{key[0]}@{key[1]}+{key[2]}"
 
 
+@dataclass(frozen=True, slots=True)
+class FetcherOptions:
+    """How much a :class:`Fetcher` caches, reads ahead and reads at once.
+
+    ``memory_bytes`` bounds the memory tier; ``readahead_chunk_num`` and
+    ``readahead_chunk_max`` are the read-ahead window's base and cap in units;
+    ``drop_behind`` drops a unit from memory once a sequential reader has
+    read through it; ``read_concurrency`` bounds GETs in flight; read-ahead
+    state is kept for the ``max_segments`` most recently read segments.
+    """
+
+    memory_bytes: int = 256 * MiB
+    readahead_chunk_num: int = 2
+    readahead_chunk_max: int = 8
+    drop_behind: bool = True
+    read_concurrency: int = 16
+    max_segments: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.memory_bytes < 0:
+            raise ConfigError("memory_cache_bytes", f"must be >= 0, got {self.memory_bytes}")
+        if self.read_concurrency < 1:
+            raise ConfigError("read_concurrency", f"must be >= 1, got {self.read_concurrency}")
+        if not 0 <= self.readahead_chunk_num <= self.readahead_chunk_max:
+            raise ConfigError(
+                "readahead_chunk_num",
+                f"must be in [0, readahead_chunk_max={self.readahead_chunk_max}], "
+                f"got {self.readahead_chunk_num}",
+            )
+        if self.max_segments < 1:
+            raise ConfigError("max_segments", f"must be >= 1, got {self.max_segments}")
+
+
 @dataclass(slots=True, eq=False)
 class _Load:
     """One unit on its way in: from disk or the store, shared by its readers."""
@@ -70,11 +101,9 @@ class _Load:
 class Fetcher:
     """Memory tier, disk tier, in-flight coalescing and read-ahead over a store.
 
-    ``memory_bytes`` bounds the memory tier; ``disk`` is the optional disk
-    tier (the fetcher closes it); ``readahead_chunk_num`` and
-    ``readahead_chunk_max`` are the read-ahead window's base and cap in units;
-    ``read_concurrency`` bounds GETs in flight; read-ahead state is kept for
-    the ``max_segments`` most recently read segments.
+    ``options`` (:class:`FetcherOptions`) size it; keyword ``overrides`` change
+    some of their fields (``Fetcher(store, memory_bytes=64 * MiB)``). ``disk`` is
+    the optional disk tier (the fetcher closes it).
 
     Use as an async context manager, or call :meth:`close`: background loads
     are cancelled, pending disk writes finish, the disk tier is closed.
@@ -83,35 +112,28 @@ class Fetcher:
     def __init__(
         self,
         store: ObjectStore,
+        options: FetcherOptions | None = None,
         *,
-        memory_bytes: int = 256 * MiB,
         disk: DiskTier | None = None,
-        readahead_chunk_num: int = 2,
-        readahead_chunk_max: int = 8,
-        read_concurrency: int = 16,
-        max_segments: int = 4096,
-        drop_behind: bool = True,
+        **overrides: Any,
     ) -> None:
-        if read_concurrency < 1:
-            raise ConfigError("read_concurrency", f"must be >= 1, got {read_concurrency}")
-        if not 0 <= readahead_chunk_num <= readahead_chunk_max:
-            raise ConfigError(
-                "readahead_chunk_num",
-                f"must be in [0, readahead_chunk_max={readahead_chunk_max}], "
-                f"got {readahead_chunk_num}",
-            )
+        options = options or FetcherOptions()
+        if overrides:
+            options = replace(options, **overrides)
+        self.options = options
         self.store = store
         self.disk = disk
         self.metrics = FetcherMetrics()
-        self.memory: MemoryLRU[UnitKey] = MemoryLRU(memory_bytes, on_evict=self._evicted)
-        self.readahead_chunk_num = readahead_chunk_num
-        self.readahead_chunk_max = readahead_chunk_max
-        self.drop_behind = drop_behind
-        self._limit = asyncio.Semaphore(read_concurrency)
+        self.memory: MemoryLRU[UnitKey] = MemoryLRU(options.memory_bytes,
+                                                    on_evict=self._evicted)
+        self.readahead_chunk_num = options.readahead_chunk_num
+        self.readahead_chunk_max = options.readahead_chunk_max
+        self.drop_behind = options.drop_behind
+        self._limit = asyncio.Semaphore(options.read_concurrency)
         # Read-ahead GETs hold at most half the permits, so a reader's own GETs
         # never queue behind a crowd of prefetches from other segments.
-        self._prefetch_limit = asyncio.Semaphore(max(1, read_concurrency // 2))
-        self._max_segments = max_segments
+        self._prefetch_limit = asyncio.Semaphore(max(1, options.read_concurrency // 2))
+        self._max_segments = options.max_segments
         self._inflight: dict[UnitKey, _Load] = {}
         self._prefetch_bytes = 0  # bytes of prefetch loads in flight
         self._owner: dict[UnitKey, SegmentPath] = {}  # memory-tier key -> its segment
@@ -124,27 +146,6 @@ class Fetcher:
         self._tasks: set[asyncio.Task[Any]] = set()  # loads: cancelled on close
         self._writes: set[asyncio.Task[Any]] = set()  # disk writes: awaited on close
         self._closed = False
-
-    @classmethod
-    def from_config(cls, store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
-        """A fetcher with the ``[fetcher]`` knobs of ``config``.
-
-        The disk tier is on when ``disk_cache_bytes`` > 0, in ``disk_cache_path``
-        or, when that is empty, in ``<local_path>/cache``.
-        """
-        disk = None
-        if config.disk_cache_bytes > 0:
-            path = config.disk_cache_path or os.path.join(config.local_path, "cache")
-            disk = DiskTier(path, config.disk_cache_bytes)
-        return cls(
-            store,
-            memory_bytes=config.memory_cache_bytes,
-            disk=disk,
-            readahead_chunk_num=config.readahead_chunk_num,
-            readahead_chunk_max=config.readahead_chunk_max,
-            read_concurrency=config.read_concurrency,
-            drop_behind=config.readahead_drop_behind,
-        )
 
     # --- SegmentReader ------------------------------------------------------------
 

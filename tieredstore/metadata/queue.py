@@ -41,7 +41,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tieredstore.errors import PreconditionFailed
+from tieredstore.errors import ConfigError, PreconditionFailed
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
 from tieredstore.metadata.errors import (
@@ -69,9 +69,12 @@ from tieredstore.objectstore.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
+# Records per page of a new queue: the one default (the configuration's
+# metadata_page_size takes it). Small enough that a full tail keeps a head, written
+# at every roll, a few KiB; an existing queue keeps the page size it was made with.
 DEFAULT_PAGE_SIZE = 64
-CLAIM_ATTEMPTS = 16
 MAX_PAGE_SIZE = 100_000
+CLAIM_ATTEMPTS = 16
 MAX_PROPERTIES_BYTES = 64 * 1024
 _PAGE_WRITE_CONCURRENCY = 16
 
@@ -147,7 +150,8 @@ class QueueMetadata(QueueReader):
         was found.
         """
         if not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
+            raise ConfigError("metadata_page_size",
+                              f"must be in [1, {MAX_PAGE_SIZE}], got {page_size}")
         for _ in range(CLAIM_ATTEMPTS):
             heads = HeadLog(store, queue)
             version = 0

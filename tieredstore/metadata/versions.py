@@ -31,7 +31,7 @@ from tieredstore.errors import (
     ServerError,
 )
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.reads import stored_matches
+from tieredstore.objectstore.reads import crc_metadata, stored_matches
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ class VersionedHeads(Generic[H]):
         """
         key = self.keys.head_key(version)
         try:
-            await self.store.put(key, data, if_none_match=True)
+            await self.store.put(key, data, if_none_match=True, metadata=crc_metadata(data))
             return
         except PreconditionFailed:
             pass

@@ -14,7 +14,6 @@ from tieredstore.objectstore.base import (
     UploadInfo,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
-from tieredstore.objectstore.factory import open_object_store
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
@@ -38,5 +37,4 @@ __all__ = [
     "S3ObjectStore",
     "S3Settings",
     "UploadInfo",
-    "open_object_store",
 ]

@@ -1,54 +1,69 @@
-"""Build the configured ObjectStore."""
+"""Build an ObjectStore from its own options: which backend, where, how hard to try.
+
+The object-store layer knows nothing of the library configuration:
+:mod:`tieredstore.store.compose` maps ``TieredStoreConfig`` keys onto
+:class:`ObjectStoreOptions` (and :class:`RetryPolicy`, :class:`S3Settings`).
+"""
 
 from __future__ import annotations
 
-from tieredstore.config import TieredStoreConfig
+from dataclasses import dataclass, field
+
+from tieredstore.errors import ConfigError
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
 
-
-def chokepoint_for(config: TieredStoreConfig) -> Chokepoint:
-    return Chokepoint(
-        RetryPolicy(
-            max_attempts=config.retry_max_attempts,
-            base_delay=config.retry_base_delay,
-            max_delay=config.retry_max_delay,
-            timeout=config.request_timeout,
-        )
-    )
+BACKENDS = ("local", "s3", "memory")
 
 
-def open_object_store(config: TieredStoreConfig) -> ObjectStore:
-    """The backend ``config.backend`` names, with the configured retry policy."""
-    chokepoint = chokepoint_for(config)
-    if config.backend == "memory":
+@dataclass(frozen=True, slots=True)
+class ObjectStoreOptions:
+    """Which backend, where, and the retry policy of its chokepoint.
+
+    ``local_path`` and ``local_fsync`` apply to the local backend, ``s3`` (its
+    settings, bucket included) and ``create_bucket`` to S3.
+    """
+
+    backend: str = "local"
+    local_path: str = "./tieredstore-data"
+    local_fsync: bool = True
+    s3: S3Settings | None = None
+    create_bucket: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError("backend", f"must be one of {', '.join(BACKENDS)}; "
+                                         f"got {self.backend!r}")
+        if self.backend == "s3" and (self.s3 is None or not self.s3.bucket):
+            raise ConfigError("s3_bucket", "is required when backend = 's3'")
+        if self.backend == "local" and not self.local_path:
+            raise ConfigError("local_path", "must not be empty (use '.' for the working "
+                                            "directory)")
+
+
+def open_backend(options: ObjectStoreOptions) -> ObjectStore:
+    """The backend ``options.backend`` names, with a chokepoint of ``options.retry``."""
+    chokepoint = Chokepoint(options.retry)
+    if options.backend == "memory":
         return MemoryObjectStore(chokepoint=chokepoint)
-    if config.backend == "local":
-        return LocalObjectStore(config.local_path, fsync=config.local_fsync, chokepoint=chokepoint)
-    settings = S3Settings(
-        bucket=config.s3_bucket,
-        endpoint_url=config.s3_endpoint_url or None,
-        region=config.s3_region or None,
-        addressing_style=config.s3_addressing_style,
-        access_key_id=config.s3_access_key_id or None,
-        secret_access_key=config.s3_secret_access_key or None,
-        connect_timeout=config.connect_timeout,
-        read_timeout=config.request_timeout,
-        max_pool_connections=config.s3_max_pool_connections,
-    )
-    return S3ObjectStore(settings, chokepoint=chokepoint)
+    if options.backend == "local":
+        return LocalObjectStore(options.local_path, fsync=options.local_fsync,
+                                chokepoint=chokepoint)
+    assert options.s3 is not None  # __post_init__
+    return S3ObjectStore(options.s3, chokepoint=chokepoint)
 
 
-async def prepare_bucket(store: ObjectStore, config: TieredStoreConfig) -> None:
-    """Before a writer uses an S3 bucket: create it if ``s3_create_bucket`` asks,
-    else make sure it exists (a misspelled bucket is an error naming it, never a
-    new bucket)."""
+async def prepare_bucket(store: ObjectStore, *, create: bool) -> None:
+    """Before a writer uses an S3 bucket: create it if ``create`` asks, else make
+    sure it exists (a misspelled bucket is an error naming it, never a new
+    bucket). Other backends need nothing."""
     if not isinstance(store, S3ObjectStore):
         return
-    if config.s3_create_bucket:
+    if create:
         await store.create_bucket()
     else:
         await store.check_bucket()

@@ -7,16 +7,39 @@ wrong answer would fence a live writer. So a read that does not match is
 read again: the object is ours if a read matches, and another's only when two
 reads return the same other bytes (damage on the way does not repeat itself).
 Reads that keep coming back different are a transient failure.
+
+Objects written for such checks carry the CRC32C of their bytes in their
+metadata (:func:`crc_metadata`): a read whose bytes fail it was damaged on the
+way and proves nothing, however often that happens.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tieredstore.checksum import crc32c, format_crc, parse_crc
 from tieredstore.errors import ObjectNotFound, ServerError
 from tieredstore.objectstore.base import ObjectStore
 
 MATCH_ATTEMPTS = 6
+CRC_METADATA_KEY = "crc32c"
+
+
+def crc_metadata(data: bytes) -> dict[str, str]:
+    """The metadata that lets a reader tell damaged reads of ``data`` apart."""
+    return {CRC_METADATA_KEY: format_crc(crc32c(data))}
+
+
+def read_intact(data: bytes, metadata: dict[str, str]) -> bool:
+    """Whether ``data`` passes the CRC32C its object's metadata records (True when
+    it records none)."""
+    text = metadata.get(CRC_METADATA_KEY)
+    if text is None:
+        return True
+    try:
+        return crc32c(data) == parse_crc(text)
+    except ValueError:
+        return True  # not ours to judge: compare the bytes
 
 
 async def stored_matches(store: ObjectStore, key: str, matches: Callable[[bytes], bool], *,
@@ -26,11 +49,14 @@ async def stored_matches(store: ObjectStore, key: str, matches: Callable[[bytes]
     previous: bytes | None = None
     for _ in range(attempts):
         try:
-            data = await store.get(key)
+            got = await store.get_object(key)
         except ObjectNotFound:
             return False
+        data = got.data
         if matches(data):
             return True
+        if not read_intact(data, dict(got.info.metadata)):
+            continue  # damaged on the way: not evidence of another writer
         if data == previous:
             return False
         previous = data

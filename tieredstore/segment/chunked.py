@@ -42,12 +42,12 @@ from tieredstore.errors import (
     StoreClosed,
 )
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
-from tieredstore.objectstore.reads import stored_matches
+from tieredstore.objectstore.reads import CRC_METADATA_KEY, crc_metadata, stored_matches
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.merge import MergeStats, merge_chunks
 from tieredstore.segment.path import EntryId, SegmentPath
-from tieredstore.segment.reader import CRC_METADATA_KEY, DirectReader, SegmentReader
+from tieredstore.segment.reader import DirectReader, SegmentReader
 from tieredstore.segment.recovery import (
     ENTRY_METADATA_KEY,
     FENCE_ENTRY,
@@ -379,7 +379,9 @@ class ChunkedSegment(FileSegment):
     async def _write_marker(self) -> None:
         size = self._layout.size
         try:
-            await self.store.put(self.path.sealed_key, encode_marker(size), if_none_match=True)
+            marker = encode_marker(size)
+            await self.store.put(self.path.sealed_key, marker, if_none_match=True,
+                                 metadata=crc_metadata(marker))
         except PreconditionFailed:
             if not await stored_matches(self.store, self.path.sealed_key,
                                         lambda data: data == encode_marker(size)):

@@ -25,10 +25,11 @@ from tieredstore.errors import (
     SegmentFenced,
 )
 from tieredstore.objectstore.base import MAX_PARTS, ByteRange, ObjectStore, PartInfo
+from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, coalesce_units
 from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.planner import PartKind, PlannedPart, check_plan, plan_merge
-from tieredstore.segment.reader import CRC_METADATA_KEY, SegmentReader
+from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import read_merged_units
 from tieredstore.segment.trailer import encode_trailer
 

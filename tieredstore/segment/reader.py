@@ -22,10 +22,9 @@ from tieredstore.errors import (
     ObjectNotFound,
 )
 from tieredstore.objectstore.base import ByteRange, ObjectStore
+from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
-
-CRC_METADATA_KEY = "crc32c"
 
 
 class SegmentReader(Protocol):

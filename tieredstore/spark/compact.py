@@ -33,7 +33,7 @@ from tieredstore.metadata import (
     QueueMetadata,
     QueuePath,
 )
-from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions
 from tieredstore.segment import FileType as SegmentFileType
 from tieredstore.segment.path import (
@@ -45,6 +45,7 @@ from tieredstore.segment.path import (
 from tieredstore.spark.options import ConfigValues, config_of
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection
+from tieredstore.store import open_object_store
 from tieredstore.store.keys import metadata_root, segment_path
 
 FILE_TYPES: dict[FileType, SegmentFileType] = {

@@ -43,7 +43,6 @@ from pyspark.sql.types import (
 )
 
 from tieredstore.errors import ConfigError
-from tieredstore.objectstore import open_object_store
 from tieredstore.spark.options import (
     FORMAT_NAME,
     ConfigValues,
@@ -56,6 +55,7 @@ from tieredstore.spark.options import (
 from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
 from tieredstore.spark.scan import run_async_iter, scan_slice
 from tieredstore.spark.selection import Selection, selection_from_options
+from tieredstore.store import open_object_store
 from tieredstore.store.record import Message
 
 SCHEMA = StructType([

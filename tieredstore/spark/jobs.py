@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tieredstore.objectstore import open_object_store
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values
 from tieredstore.spark.plan import QueuePlan, plan_read, slices_of
 from tieredstore.spark.selection import Selection
 from tieredstore.spark.session import get_session
 from tieredstore.spark.verify import QueueReport, fold, verify_slice
+from tieredstore.store import open_object_store
 
 VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
                  "next_offset long, ok boolean, problems array<string>")

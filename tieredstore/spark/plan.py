@@ -34,6 +34,7 @@ from tieredstore.metadata.keys import heads_root, parse_queue_head_key
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import validate_name
 from tieredstore.spark.selection import Selection
+from tieredstore.store.checks import record_chain
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import UNIT_SIZE
 
@@ -159,12 +160,13 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
         found = await meta.find_by_time(CONSUME_QUEUE, times.lo)
         start = max(start, found.base_offset if found is not None else cq_active)
     ranges: list[tuple[int, int, int, int]] = []  # cq base, cq size, first, last
-    chain = _Chain(plan)
+    checked: list[SegmentRecord] = []
+    complete = False
     if start < cq_active:
         async for record in meta.records(CONSUME_QUEUE, from_base_offset=start):
             if record.first_message_offset > offsets.hi or record.begin_timestamp_ms > times.hi:
                 break
-            chain.check(record)
+            checked.append(record)
             if selection.wants_segment(record.first_message_offset,
                                        record.last_message_offset,
                                        record.begin_timestamp_ms, record.end_timestamp_ms):
@@ -172,7 +174,11 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
                                max(record.first_message_offset, offsets.lo),
                                min(record.last_message_offset, offsets.hi)))
         else:
-            chain.end()
+            complete = True
+    plan.problems.extend(
+        f"{topic}/{queue_id} offset {p.offset}: {p.text}"
+        for p in record_chain(checked, consume_queue=True,
+                              tail_offset=plan.tail_offset if complete else None))
     tail_wanted = plan.tail_offset <= offsets.hi and (
         last_sealed is None or last_sealed.end_timestamp_ms <= times.hi)
     if tail_wanted:
@@ -212,37 +218,3 @@ async def _commit_log_segments(meta: QueueMetadata, first: int, last: int
     if last >= active_first:
         out.append((meta.next_base_offset(COMMIT_LOG), ACTIVE, active_first, NO_END))
     return out
-
-
-class _Chain:
-    """Checks sealed CQ records one after another: each starts where the last
-    ended and holds one unit per offset. Problems name the queue and offset."""
-
-    def __init__(self, plan: QueuePlan) -> None:
-        self.plan = plan
-        self.expected: int | None = None
-
-    def _problem(self, offset: int, text: str) -> None:
-        self.plan.problems.append(f"{self.plan.topic}/{self.plan.queue_id} offset {offset}: "
-                                  + text)
-
-    def check(self, r: SegmentRecord) -> None:
-        first, last = r.first_message_offset, r.last_message_offset
-        count = last - first + 1
-        if r.base_offset != first * UNIT_SIZE:
-            self._problem(first, f"consume-queue segment @{r.base_offset} does not start at "
-                          "this offset's unit")
-        if r.size != count * UNIT_SIZE or r.message_count != count:
-            self._problem(first, f"consume-queue segment @{r.base_offset} holds {r.size} "
-                          f"bytes and {r.message_count} messages for offsets {first}..{last}")
-        if self.expected is not None and first != self.expected:
-            kind = "gap" if first > self.expected else "overlap"
-            self._problem(self.expected, f"{kind} in the consume queue's metadata: the next "
-                          f"segment starts at offset {first}")
-        self.expected = last + 1
-
-    def end(self) -> None:
-        """Every record was checked: the last must end where the active segment starts."""
-        if self.expected is not None and self.expected != self.plan.tail_offset:
-            self._problem(self.expected, "the last sealed consume-queue segment ends here, "
-                          f"the active one starts at offset {self.plan.tail_offset}")

@@ -20,6 +20,7 @@ forked Python worker never reuses a parent's client.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -28,11 +29,13 @@ from typing import TypeVar
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
-from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.spark.plan import NO_END, SegmentSlice
 from tieredstore.spark.segments import FlatFileView, open_read_only
 from tieredstore.spark.selection import Selection
+from tieredstore.store.checks import record_problem, unit_order_problem
+from tieredstore.store.compose import fetcher_options, open_object_store
 from tieredstore.store.keys import segment_path
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -82,9 +85,7 @@ def fetcher_for(store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
     """A fetcher sized for one task's sequential read: read-ahead, no disk tier."""
     window = (config.readahead_chunk_max + 4) * config.chunk_size
     memory = max(0, min(config.memory_cache_bytes, max(32 * MiB, window)))
-    return Fetcher(store, memory_bytes=memory, readahead_chunk_num=config.readahead_chunk_num,
-                   readahead_chunk_max=config.readahead_chunk_max,
-                   read_concurrency=config.read_concurrency)
+    return Fetcher(store, dataclasses.replace(fetcher_options(config), memory_bytes=memory))
 
 
 @asynccontextmanager
@@ -160,25 +161,38 @@ class SliceScanner:
 
     async def _units(self, cq: ChunkedSegment, start: int, stop: int, batch: Batch
                      ) -> list[_Wanted]:
-        local = (start - self.part.base_offset) * UNIT_SIZE
+        if start >= stop:
+            return []
+        base = self.part.base_offset
+        local = (start - base) * UNIT_SIZE
         try:
             data = await cq.read0(local, (stop - start) * UNIT_SIZE)
         except TieredStoreError as exc:
+            # Only the units of the damaged range are lost: read around it.
+            span = getattr(exc, "span", None)
+            bad_start, bad_stop = start, stop
+            if span is not None:
+                bad_start = max(start, base + span[0] // UNIT_SIZE)
+                bad_stop = min(stop, base - (-span[1] // UNIT_SIZE))
+            if bad_start >= bad_stop:
+                bad_start, bad_stop = start, stop
+            before = await self._units(cq, start, bad_start, batch) if bad_start > start \
+                else []
             await self._report(batch, self._error(
-                start, f"consume queue unreadable: {exc}", stop - 1))
-            return []
+                bad_start, f"consume queue unreadable: {exc}", bad_stop - 1))
+            after = await self._units(cq, bad_stop, stop, batch) if bad_stop < stop else []
+            return before + after
         out: list[_Wanted] = []
-        previous_end = -1
+        previous_end: int | None = None
         for i in range(stop - start):
             try:
                 unit = decode_unit(data, i * UNIT_SIZE)
             except RecordError as exc:
                 await self._report(batch, self._error(start + i, f"consume-queue unit: {exc}"))
                 continue
-            if unit.position < previous_end:
-                await self._report(batch, self._error(
-                    start + i, f"its unit points to commit-log byte {unit.position}, inside "
-                    f"the previous record (which ends at {previous_end})"))
+            order = unit_order_problem(unit, previous_end)
+            if order is not None:
+                await self._report(batch, self._error(start + i, order))
                 continue
             previous_end = unit.end
             out.append(_Wanted(start + i, unit))
@@ -258,14 +272,9 @@ class SliceScanner:
                 await self._report(batch, self._error(
                     item.offset, f"record at commit-log byte {item.unit.position}: {exc}"))
             else:
-                if message.offset != item.offset:
-                    await self._report(batch, self._error(
-                        item.offset, f"record at commit-log byte {item.unit.position} holds "
-                        f"offset {message.offset}"))
-                elif message.store_timestamp != item.unit.store_timestamp:
-                    await self._report(batch, self._error(
-                        item.offset, f"record stored at {message.store_timestamp} ms, its unit "
-                        f"says {item.unit.store_timestamp} ms"))
+                problem = record_problem(message, item.offset, item.unit)
+                if problem is not None:
+                    await self._report(batch, self._error(item.offset, problem))
                 else:
                     batch.messages.append(message)
             at += size

@@ -1,6 +1,7 @@
 """The message store a host embeds: per-queue commit log and consume queue on
 tiered segments, metadata in the bucket, recovery after restart."""
 
+from tieredstore.store.compose import open_fetcher, open_object_store, pool_options
 from tieredstore.store.errors import (
     MessageTooLarge,
     NoSuchQueue,
@@ -25,4 +26,7 @@ __all__ = [
     "QueueCorrupt",
     "ReadOnlyMessageStore",
     "StoreError",
+    "open_fetcher",
+    "open_object_store",
+    "pool_options",
 ]

@@ -28,14 +28,11 @@ from tieredstore.errors import (
     TieredStoreError,
     TransientError,
 )
-from tieredstore.fetcher import Fetcher
 from tieredstore.metadata import list_queues
-from tieredstore.objectstore import ObjectStore, open_object_store
-from tieredstore.objectstore.factory import prepare_bucket
-from tieredstore.segment import SegmentOptions, validate_name
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import validate_name
 from tieredstore.segment.path import validate_offset
-from tieredstore.segment.pool import UploadBufferPool
-from tieredstore.store import arguments
+from tieredstore.store import arguments, compose
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.gc import GcReport, collect_garbage
@@ -82,21 +79,20 @@ class AsyncMessageStore:
         unless ``s3_create_bucket`` asks to create it."""
         arguments.check_open(config, store, topic_reserved_time, writer_id)
         config = config or load_config()
-        backend = store or open_object_store(config)
+        backend = store or compose.open_object_store(config)
         if store is None:
             try:
-                await prepare_bucket(backend, config)
+                await compose.prepare_bucket(backend, config)
             except BaseException:
                 await backend.close()
                 raise
         ctx = StoreContext(
             config=config,
             store=backend,
-            fetcher=Fetcher.from_config(backend, config),
-            pool=UploadBufferPool.from_config(config),
+            fetcher=compose.open_fetcher(backend, config),
+            pool=compose.open_pool(config),
             writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
-            segment_options=SegmentOptions(chunk_size=config.chunk_size,
-                                           merge_on_seal=config.merge_on_seal),
+            segment_options=compose.segment_options(config),
         )
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
         await self._recover()

@@ -22,6 +22,7 @@ from tieredstore.errors import CorruptSegment, IntegrityError
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.segment import FileType
 from tieredstore.store import properties
+from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import MessageTooLarge, OffsetError
 from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
@@ -157,24 +158,21 @@ class QueueLog(QueueReading):
         if position > end:
             raise self._corrupt(f"clean records resume at commit-log byte {position}, past "
                                 f"the commit log's end {end}")
-        while position < end:
-            try:
-                size, segment_end = await self.record_extent(position)
-                if size:
-                    self._dispatch_record(await self.cl.read(position, size), position)
-            except (IntegrityError, CorruptSegment) as exc:
-                # Damage in the bucket: what follows was never in the consume queue
-                # (never acknowledged by a flush); it becomes dead space.
-                log.error("%s/%d: commit log unreadable from byte %d, %d bytes after it "
-                          "become dead space: %s", self.topic, self.queue_id, position,
-                          end - position, exc)
-                break
-            if not size:
-                if segment_end == end:
+        try:
+            async for found in scan_records(self.cl.read, self.commit_log_segment_end,
+                                            position, end):
+                if isinstance(found, ScanStop):
+                    if not found.dead:
+                        raise self._corrupt(found.problem)
                     break  # a record cut short by a crash at the very end: dead space
-                raise self._corrupt(f"record at commit-log byte {position} runs past the "
-                                    f"end of its segment at {segment_end}")
-            position += size
+                self._dispatch_record(found.data, found.position)
+                position = found.end
+        except (IntegrityError, CorruptSegment) as exc:
+            # Damage in the bucket: what follows was never in the consume queue
+            # (never acknowledged by a flush); it becomes dead space.
+            log.error("%s/%d: commit log unreadable from byte %d, %d bytes after it "
+                      "become dead space: %s", self.topic, self.queue_id, position,
+                      end - position, exc)
         # Not _flush_unlocked: the commit log holds nothing buffered here, and its
         # active segment may be sealed awaiting its record (stats come after).
         await self._dispatch()

@@ -14,8 +14,9 @@ from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
 from tieredstore.metadata import list_queues
-from tieredstore.objectstore import ObjectStore, open_object_store
+from tieredstore.objectstore import ObjectStore
 from tieredstore.store import arguments
+from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import Message
 from tieredstore.store.view import QueueView
@@ -42,7 +43,7 @@ class ReadOnlyMessageStore:
         is listed or read until a queue is asked for; nothing is ever written."""
         config = config or load_config()
         backend = store or open_object_store(config)
-        return cls(config, backend, Fetcher.from_config(backend, config),
+        return cls(config, backend, open_fetcher(backend, config),
                    owns_store=store is None)
 
     async def queues(self) -> list[tuple[str, int]]:

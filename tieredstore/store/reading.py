@@ -14,16 +14,15 @@ import logging
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata
 from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.store.checks import ScanStop, record_problem, scan_records
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.record import (
-    HEAD_SIZE,
     UNIT_SIZE,
     CqUnit,
     Message,
     RecordError,
     decode_record,
     decode_unit,
-    record_size,
     tags_hash,
 )
 
@@ -127,40 +126,32 @@ class QueueReading(abc.ABC):
         if len(kept) > REBUILT_UNITS_KEPT:
             kept.clear()
         out: list[CqUnit] = []
-        position: int | None = None
         try:
-            for offset in range(start, stop):
+            position = 0 if start == 0 or start in kept else \
+                (await self.stored_units(start - 1, start))[0].end
+            offset = start
+            while offset < stop:
                 unit = kept.get(offset)
                 if unit is None:
-                    if position is None:
-                        position = 0 if offset == 0 else \
-                            (await self.stored_units(offset - 1, offset))[0].end
-                    size, _ = await self.record_extent(position)
-                    if not size:
-                        raise self._corrupt(f"no record at commit-log byte {position}")
-                    data = await self.read_commit_log(position, size)
-                    message = self.decode(data, offset)
-                    unit = CqUnit(position, size, tags_hash(message.tags),
-                                  message.store_timestamp)
+                    unit = await self._unit_of_record_at(position, offset)
                     kept[offset] = unit
                 out.append(unit)
                 position = unit.end
+                offset += 1
         except TieredStoreError:
             raise exc from None
         return out
 
-    async def record_extent(self, position: int) -> tuple[int, int]:
-        """The size of the commit-log record at ``position`` (0 if no whole record
-        fits before its segment's end) and where that segment ends. A header
-        that is no record's raises."""
-        segment_end = await self.commit_log_segment_end(position)
-        if segment_end - position < HEAD_SIZE:
-            return 0, segment_end
-        try:
-            size = record_size(await self.read_commit_log(position, HEAD_SIZE))
-        except RecordError as exc:
-            raise self._corrupt(f"commit log byte {position}: {exc}") from None
-        return (size if position + size <= segment_end else 0), segment_end
+    async def _unit_of_record_at(self, position: int, offset: int) -> CqUnit:
+        """The unit of offset ``offset``'s record, which starts at ``position``."""
+        async for found in scan_records(self.read_commit_log, self.commit_log_segment_end,
+                                        position, position + 1):
+            if isinstance(found, ScanStop):
+                raise self._corrupt(found.problem or f"no record at commit-log byte {position}")
+            message = self.decode(found.data, offset)
+            return CqUnit(position, len(found.data), tags_hash(message.tags),
+                          message.store_timestamp)
+        raise self._corrupt(f"no record at commit-log byte {position}")
 
     @abc.abstractmethod
     async def commit_log_segment_end(self, position: int) -> int:
@@ -179,14 +170,19 @@ class QueueReading(abc.ABC):
                 f"offset {offset} is outside [{self.min_offset}, {self.max_offset}]",
                 topic=self.topic, queue_id=self.queue_id)
 
-    def decode(self, data: bytes | memoryview, offset: int) -> Message:
-        """A record's message, its CRC and its offset checked."""
+    def decode(self, data: bytes | memoryview, offset: int, unit: CqUnit | None = None
+               ) -> Message:
+        """A record's message, its CRC checked, and checked against the unit that
+        points to it (:func:`~tieredstore.store.checks.record_problem`), or, with
+        no unit, its offset."""
         try:
             message = decode_record(data, self.topic, self.queue_id)
         except RecordError as exc:
             raise self._corrupt(f"message at offset {offset}: {exc}") from None
-        if message.offset != offset:
-            raise self._corrupt(f"message at offset {offset} holds offset {message.offset}")
+        problem = record_problem(message, offset, unit) if unit is not None else \
+            None if message.offset == offset else f"holds offset {message.offset}"
+        if problem is not None:
+            raise self._corrupt(f"message at offset {offset}: {problem}")
         return message
 
     async def get(self, offset: int, max_count: int, max_bytes: int = 4 * 1024 * 1024
@@ -230,7 +226,8 @@ class QueueReading(abc.ABC):
                 if messages and total + units[k].size > max_bytes:
                     return messages
                 try:
-                    message = self.decode(data[at : at + units[k].size], offset + k)
+                    message = self.decode(data[at : at + units[k].size], offset + k,
+                                          units[k])
                 except QueueCorrupt:
                     if not messages:
                         raise

@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError, SegmentError, TieredStoreError
+from tieredstore.segment.chunked import SegmentOptions
 
 MiB = 1024 * 1024
 
@@ -21,18 +21,18 @@ class PoolOptions:
     ``ChunkedSegment`` does). Above ``high_water`` x budget of bytes not yet
     due for commit, the pool makes room by committing the largest buffers
     until at most ``low_water`` x budget are left.
+
+    No retry settings: the object store's chokepoint retries each request; a
+    commit that fails after that is reported, and its bytes are committed
+    again at the next flush or group commit (see :mod:`tieredstore.segment.pool.pool`).
     """
 
     budget_bytes: int = 64 * MiB
-    chunk_size: int = 4 * MiB
+    chunk_size: int = SegmentOptions().chunk_size
     group_commit_interval: float = 0.2
     upload_concurrency: int = 16
-    retry_max_attempts: int = 6
-    retry_base_delay: float = 0.05
-    retry_max_delay: float = 2.0
     high_water: float = 0.75
     low_water: float = 0.5
-    seed: int | None = None  # of the backoff jitter, for tests
 
     def __post_init__(self) -> None:
         if self.budget_bytes < 1:
@@ -45,39 +45,9 @@ class PoolOptions:
         if self.upload_concurrency < 1:
             raise ConfigError("upload_concurrency",
                               f"must be >= 1, got {self.upload_concurrency}")
-        if self.retry_max_attempts < 1:
-            raise ConfigError("retry_max_attempts",
-                              f"must be >= 1, got {self.retry_max_attempts}")
-        if not 0 <= self.retry_base_delay <= self.retry_max_delay:
-            raise ConfigError("retry_base_delay",
-                              f"must be in [0, retry_max_delay={self.retry_max_delay}], "
-                              f"got {self.retry_base_delay}")
         if not 0 <= self.low_water <= self.high_water <= 1:
             raise ConfigError("high_water", "need 0 <= low_water <= high_water <= 1, got "
                               f"{self.low_water} and {self.high_water}")
-
-    @classmethod
-    def from_config(cls, config: TieredStoreConfig) -> PoolOptions:
-        """The pool's knobs from the library configuration.
-
-        Refuses a budget smaller than the largest message, which could never
-        be admitted.
-        """
-        if config.max_message_size > config.pool_bytes:
-            raise ConfigError(
-                "pool_bytes",
-                f"must be at least max_message_size={config.max_message_size}, "
-                f"got {config.pool_bytes}",
-            )
-        return cls(
-            budget_bytes=config.pool_bytes,
-            chunk_size=config.chunk_size,
-            group_commit_interval=config.group_commit_interval,
-            upload_concurrency=config.upload_concurrency,
-            retry_max_attempts=config.retry_max_attempts,
-            retry_base_delay=config.retry_base_delay,
-            retry_max_delay=config.retry_max_delay,
-        )
 
 
 class AppendStatus(enum.Enum):
@@ -102,11 +72,12 @@ class AppendTooLarge(TieredStoreError, ValueError):
 
 
 class CommitRetriesExhausted(SegmentError):
-    """Commits of a segment kept failing; its bytes stay buffered.
+    """A commit of a segment failed after the object store's own retries; its
+    bytes stay buffered.
 
-    The cause is the last failure. Raised once: to the flushes waiting on the
-    segment, or else to its next append or flush. After that its bytes are
-    due again one group-commit interval later, and retries start over.
+    The cause is the failure. Raised once: to the flushes waiting on the
+    segment, or else to its next append or flush. After that the same bytes
+    are due again at the next flush, or one group-commit interval later.
     """
 
     def __init__(self, message: str, *, segment: str, attempts: int, buffered: int) -> None:

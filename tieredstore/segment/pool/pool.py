@@ -25,17 +25,24 @@ A commit is at most one chunk (one PUT for a ``ChunkedSegment``, so
 behind them up to a chunk (fuller objects, fewer PUTs), joined once. Commits
 run concurrently across segments, one at a time per segment (a worker task
 per segment while it has due bytes). Bytes leave the budget when their commit
-lands. A failed commit stays buffered and is retried, with capped full-jitter
-exponential backoff and with the very same bytes (a lost answer may mean the
-first attempt landed, and a different chunk at its key would look like
-another writer's). ``CommitFailed`` drops the prefix that landed, and so does
-a ``CommitPositionError`` that resumes ahead, inside the buffer. ``SegmentFenced``,
-``SegmentSealed``, ``SegmentFull``, and a commit position the buffer cannot
-explain stop the segment for good: its bytes stay buffered (readable, and
-handed back by ``detach``) and every later append or flush of it raises the
-error. Exhausted retries raise ``CommitRetriesExhausted`` once, to waiting
-flushes or else to the next append or flush; one group-commit interval later
-the bytes are due again.
+lands.
+
+The pool does not retry a failed commit on its own: the object store's
+chokepoint already retried each request (``retry_*`` keys), so retrying here
+too would multiply the attempts (a throttled chunk cost up to
+``retry_max_attempts`` squared PUTs). A failed commit raises
+``CommitRetriesExhausted`` once, to waiting flushes or else to the next append
+or flush, and its bytes stay buffered: the next flush, or one group-commit
+interval later, commits them again, the very same bytes (a lost answer may
+mean the first attempt landed, and a different chunk at its key would look
+like another writer's). What the pool does resolve itself is where the
+segment stands after such a commit: ``CommitFailed`` drops the prefix that
+landed, and a ``CommitPositionError`` that resumes ahead, inside the buffer
+(our earlier commit landed, its answer lost), drops what landed and goes on.
+``SegmentFenced``, ``SegmentSealed``, ``SegmentFull``, and a commit position
+the buffer cannot explain stop the segment for good: its bytes stay buffered
+(readable, and handed back by ``detach``) and every later append or flush of
+it raises the error.
 
 When the budget is full, ``append`` waits (first come, first served) and
 ``try_append`` returns ``BUFFER_FULL`` and appends nothing. An append larger
@@ -48,15 +55,12 @@ One event loop: call the pool from the loop it first ran on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
-import random
 import time
 from types import TracebackType
 from typing import Any
 
-from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import (
     BufferFull,
     CommitFailed,
@@ -90,14 +94,14 @@ FATAL_ERRORS = (SegmentFenced, SegmentSealed, SegmentFull, StoreClosed)
 class _Outcome(enum.Enum):
     LANDED = "landed"  # all of it
     PARTIAL = "partial"  # a prefix landed, the rest failed
-    RETRY = "retry"  # nothing landed
+    FAILED = "failed"  # nothing landed
     FATAL = "fatal"
 
 
 class _Entry:
     """A segment's buffer and the pool's state for it."""
 
-    __slots__ = ("buffer", "chunk_size", "detaching", "error", "fatal", "kick", "label",
+    __slots__ = ("buffer", "chunk_size", "detaching", "error", "failures", "fatal", "label",
                  "retry_length", "sched_end", "segment", "waiters", "worker")
 
     def __init__(self, segment: FileSegment, chunk_size: int) -> None:
@@ -111,11 +115,11 @@ class _Entry:
         self.fatal = False
         self.waiters: list[tuple[int, asyncio.Future[None]]] = []  # flushes: (target, future)
         self.detaching = False
-        self.kick: asyncio.Future[None] | None = None  # cuts a retry backoff short
         # Length of a commit that failed: its retry must be the same bytes, for a
         # first attempt may have landed (answer lost), and a chunk object at the
         # same position with other bytes would look like another writer's.
         self.retry_length: int | None = None
+        self.failures = 0  # failed commits in a row, since bytes last landed
 
     @property
     def not_due(self) -> int:
@@ -147,14 +151,8 @@ class UploadBufferPool:
         self._slots = asyncio.Semaphore(self.options.upload_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._inflight = 0
-        self._rng = random.Random(self.options.seed)
         self._closing = False
         self._closed = False
-
-    @classmethod
-    def from_config(cls, config: TieredStoreConfig) -> UploadBufferPool:
-        """A pool with the budget, chunk size, interval, concurrency and retries of ``config``."""
-        return cls(PoolOptions.from_config(config))
 
     # --- appending ------------------------------------------------------------
 
@@ -290,8 +288,6 @@ class UploadBufferPool:
         if entry is None:
             return b""
         entry.detaching = True
-        if entry.kick is not None and not entry.kick.done():
-            entry.kick.set_result(None)
         while entry.worker is not None:
             await asyncio.wait({entry.worker})
         if self._entries.get(id(segment)) is not entry:
@@ -459,8 +455,11 @@ class UploadBufferPool:
     # --- committing -------------------------------------------------------------
 
     async def _drain(self, entry: _Entry) -> None:
-        """Commit the entry's due bytes, one commit at a time, retrying failures."""
-        attempt = 0
+        """Commit the entry's due bytes, one commit at a time, until done or one fails.
+
+        A failure is not retried here (the chokepoint retried its requests): it
+        is reported, and the bytes wait for the next flush or group commit.
+        """
         try:
             while entry.runnable:
                 async with self._slots:
@@ -468,22 +467,19 @@ class UploadBufferPool:
                         break
                     outcome, error = await self._commit_once(entry)
                 if outcome is _Outcome.LANDED:
-                    attempt = 0
                     continue
                 if outcome is _Outcome.FATAL:
                     break
-                attempt = 1 if outcome is _Outcome.PARTIAL else attempt + 1
-                if attempt >= self.options.retry_max_attempts:
-                    exhausted = CommitRetriesExhausted(
-                        f"{attempt} commit attempts at {entry.buffer.start} failed, the last "
-                        f"with {error!r}; {entry.buffer.size} bytes stay buffered",
-                        segment=entry.label, attempts=attempt, buffered=entry.buffer.size,
-                    )
-                    exhausted.__cause__ = error
-                    self._set_error(entry, exhausted, fatal=False)
-                    break
-                self.metrics.retries += 1
-                await self._backoff(entry, attempt)
+                entry.failures = 1 if outcome is _Outcome.PARTIAL else entry.failures + 1
+                failed = CommitRetriesExhausted(
+                    f"a commit at {entry.buffer.start} failed after the object store's "
+                    f"retries ({entry.failures} in a row), with {error!r}; "
+                    f"{entry.buffer.size} bytes stay buffered for the next flush",
+                    segment=entry.label, attempts=entry.failures, buffered=entry.buffer.size,
+                )
+                failed.__cause__ = error
+                self._set_error(entry, failed, fatal=False)
+                break
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug of ours: stop the segment, keep its bytes
@@ -493,21 +489,10 @@ class UploadBufferPool:
         finally:
             entry.worker = None
 
-    async def _backoff(self, entry: _Entry, attempt: int) -> None:
-        opts = self.options
-        cap = min(opts.retry_max_delay, opts.retry_base_delay * 2 ** (attempt - 1))
-        delay = self._rng.uniform(0, cap)
-        if delay > 0:
-            entry.kick = asyncio.get_running_loop().create_future()
-            try:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await entry.kick
-            finally:
-                entry.kick = None
-
     async def _commit_once(self, entry: _Entry) -> tuple[_Outcome, BaseException | None]:
         buf = entry.buffer
+        if entry.retry_length is not None:
+            self.metrics.retries += 1  # the bytes of a failed commit, sent again
         length = entry.retry_length or min(buf.size, entry.chunk_size)
         entry.retry_length = None
         # Bytes behind the due ones ride along up to a chunk: fuller objects, fewer PUTs.
@@ -527,7 +512,7 @@ class UploadBufferPool:
                 self._landed(entry, landed)
             if landed < length:
                 entry.retry_length = length - landed
-            return (_Outcome.PARTIAL if landed else _Outcome.RETRY), exc
+            return (_Outcome.PARTIAL if landed else _Outcome.FAILED), exc
         except CommitPositionError as exc:
             if position < exc.resume_position <= buf.end:
                 # Our bytes up to there are in the segment already (an answer was lost).
@@ -540,7 +525,7 @@ class UploadBufferPool:
         except Exception as exc:
             self.metrics.commit_errors[type(exc).__name__] += 1
             entry.retry_length = length
-            return _Outcome.RETRY, exc
+            return _Outcome.FAILED, exc
         finally:
             self._inflight -= 1
         self.metrics.commit(time.perf_counter() - started, length)
@@ -558,6 +543,7 @@ class UploadBufferPool:
         return _Outcome.FATAL, exc
 
     def _landed(self, entry: _Entry, n: int) -> None:
+        entry.failures = 0
         buf = entry.buffer
         self._schedule(entry, buf.start + n, None)
         buf.drop(n)

@@ -1,0 +1,128 @@
+"""The composition module: configuration keys onto each layer's own options, one
+default per setting, and the compatibility entry points that mirror it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tieredstore.config import KiB, MiB, TieredStoreConfig
+from tieredstore.errors import ConfigError
+from tieredstore.fetcher.fetcher import FetcherOptions
+from tieredstore.metadata import DEFAULT_PAGE_SIZE
+from tieredstore.objectstore import (
+    LocalObjectStore,
+    MemoryObjectStore,
+    RetryPolicy,
+    S3ObjectStore,
+)
+from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
+from tieredstore.segment import SegmentOptions
+from tieredstore.segment.pool import PoolOptions
+from tieredstore.store import compose
+
+S3 = {"backend": "s3", "s3_bucket": "bkt", "s3_endpoint_url": "http://localhost:1",
+      "s3_region": "eu-west-1", "s3_addressing_style": "path", "s3_access_key_id": "id",
+      "s3_secret_access_key": "s3cr3t-value", "s3_max_pool_connections": 7, "connect_timeout": 1.5,
+      "request_timeout": 9.0, "s3_create_bucket": True}
+
+
+# --- one default per setting ---------------------------------------------------------
+
+
+def test_the_configurations_defaults_are_the_layers_own() -> None:
+    config = TieredStoreConfig()
+    assert compose.retry_policy(config) == RetryPolicy()
+    assert compose.object_store_options(config) == ObjectStoreOptions()
+    assert compose.fetcher_options(config) == FetcherOptions()
+    assert compose.pool_options(config) == PoolOptions()
+    assert compose.segment_options(config) == SegmentOptions()
+    assert config.metadata_page_size == DEFAULT_PAGE_SIZE == 64
+    assert compose.disk_tier(config) is None
+
+
+# --- object store -------------------------------------------------------------------
+
+
+def test_object_store_options_take_the_backend_and_retry_keys(tmp_path: Path) -> None:
+    config = TieredStoreConfig(backend="local", local_path=str(tmp_path), local_fsync=False,
+                               retry_max_attempts=3, retry_base_delay=0.01,
+                               retry_max_delay=0.5, request_timeout=7.0)
+    options = compose.object_store_options(config)
+    assert options.retry == RetryPolicy(max_attempts=3, base_delay=0.01, max_delay=0.5,
+                                        timeout=7.0)
+    assert (options.backend, options.local_path, options.local_fsync, options.s3) == (
+        "local", str(tmp_path), False, None)
+    store = compose.open_object_store(config)
+    assert isinstance(store, LocalObjectStore) and store.fsync is False
+    assert store.chokepoint.policy == options.retry
+    assert isinstance(compose.open_object_store(config.replace(backend="memory")),
+                      MemoryObjectStore)
+
+
+def test_s3_settings_take_the_s3_keys() -> None:
+    config = TieredStoreConfig(**S3)
+    options = compose.object_store_options(config)
+    assert options.create_bucket is True and options.s3 is not None
+    s3 = options.s3
+    assert (s3.bucket, s3.endpoint_url, s3.region, s3.addressing_style, s3.access_key_id,
+            s3.secret_access_key, s3.connect_timeout, s3.read_timeout,
+            s3.max_pool_connections) == ("bkt", "http://localhost:1", "eu-west-1", "path", "id",
+                                         "s3cr3t-value", 1.5, 9.0, 7)
+    store = open_backend(options)
+    assert isinstance(store, S3ObjectStore) and store.settings == s3
+    assert "s3cr3t-value" not in repr(options)
+
+
+def test_object_store_options_check_their_fields_and_name_the_config_key() -> None:
+    for bad, key in (({"backend": "ftp"}, "backend"), ({"backend": "s3"}, "s3_bucket"),
+                     ({"local_path": ""}, "local_path")):
+        with pytest.raises(ConfigError) as info:
+            ObjectStoreOptions(**bad)  # type: ignore[arg-type]
+        assert info.value.key == key
+
+
+# --- fetcher, pool, segments ---------------------------------------------------------------
+
+
+async def test_the_fetcher_takes_the_fetcher_keys_and_the_disk_tier(tmp_path: Path) -> None:
+    store = MemoryObjectStore()
+    config = TieredStoreConfig(memory_cache_bytes=3 * MiB, readahead_chunk_num=1,
+                               readahead_chunk_max=4, read_concurrency=2,
+                               readahead_drop_behind=False,
+                               disk_cache_bytes=8 * MiB, disk_cache_path=str(tmp_path / "d"))
+    async with compose.open_fetcher(store, config) as fetcher:
+        assert fetcher.options == FetcherOptions(memory_bytes=3 * MiB, readahead_chunk_num=1,
+                                                 readahead_chunk_max=4, read_concurrency=2,
+                                                 drop_behind=False)
+        assert fetcher.memory.budget == 3 * MiB
+        assert fetcher.disk is not None and fetcher.disk.size_limit == 8 * MiB
+    async with compose.open_fetcher(store, TieredStoreConfig()) as fetcher:
+        assert fetcher.disk is None
+    config = TieredStoreConfig(disk_cache_bytes=MiB, local_path=str(tmp_path / "data"))
+    async with compose.open_fetcher(store, config) as fetcher:
+        assert fetcher.disk is not None
+    assert (tmp_path / "data" / "cache").is_dir()
+
+
+def test_pool_options_take_the_pool_keys() -> None:
+    config = TieredStoreConfig(pool_bytes=8 * MiB, chunk_size=1 * MiB, group_commit_interval=0.5,
+                               upload_concurrency=3, retry_max_attempts=4,
+                               max_message_size=1 * MiB)
+    assert compose.pool_options(config) == PoolOptions(
+        budget_bytes=8 * MiB, chunk_size=1 * MiB, group_commit_interval=0.5,
+        upload_concurrency=3)
+    assert compose.open_pool(config).options == compose.pool_options(config)
+
+
+def test_pool_options_refuse_a_budget_below_the_largest_message() -> None:
+    config = TieredStoreConfig(pool_bytes=1 * MiB, max_message_size=4 * MiB)
+    with pytest.raises(ConfigError, match="pool_bytes"):
+        compose.pool_options(config)
+
+
+def test_segment_options_take_the_chunk_size_and_merge_on_seal() -> None:
+    config = TieredStoreConfig(chunk_size=64 * KiB, merge_on_seal=False)
+    assert compose.segment_options(config) == SegmentOptions(chunk_size=64 * KiB,
+                                                             merge_on_seal=False)
