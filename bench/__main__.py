@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
-from bench import random_read, seq_read, tailing, write
+from bench import consume, random_read, seq_read, tailing, write
 from bench import segment_cost as segment_cost_bench
 from bench.common import BACKENDS, FULL, QUICK, SEAWEEDFS, TINY, BenchEnv, Sizes, Table, new_workdir
 from tests.servers import S3Server, seaweedfs_server
@@ -30,6 +30,7 @@ Benchmark = Callable[[BenchEnv], Awaitable[list[Table]]]
 
 BENCHMARKS: dict[str, Benchmark] = {
     "seq_read": seq_read.run,
+    "consume": consume.run,
     "tailing": tailing.run,
     "random_read": random_read.run,
     "write": write.run,

@@ -27,6 +27,16 @@ class FileSegment(abc.ABC):
         return self.commit_position
 
     @property
+    def commit_size(self) -> int | None:
+        """The most bytes one ``commit0`` should carry, or None for no preference.
+
+        A writer that buffers appends (the upload buffer pool) cuts its
+        commits to this size, so that each commit makes whole objects; with
+        None it uses its own default.
+        """
+        return None
+
+    @property
     @abc.abstractmethod
     def sealed(self) -> bool:
         """Whether the segment takes no more commits."""

@@ -213,6 +213,11 @@ class ChunkedSegment(FileSegment):
         return self._layout.size
 
     @property
+    def commit_size(self) -> int:
+        """A commit of ``chunk_size`` bytes is one chunk object, one PUT."""
+        return self.options.chunk_size
+
+    @property
     def has_entries(self) -> bool:
         """Whether the series holds any entry: data, a fence or a seal."""
         return self._next_entry != EntryId(0)

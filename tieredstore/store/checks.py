@@ -34,6 +34,10 @@ from tieredstore.store.record import (
 def record_problem(message: Message, offset: int, unit: CqUnit) -> str | None:
     """What is wrong with a decoded record that ``unit``, offset ``offset``'s,
     points to (None: nothing)."""
+    if (message.offset == offset and message.store_timestamp == unit.store_timestamp
+            and (unit.tags_hash == 0 if message.tags is None
+                 else tags_hash(message.tags) == unit.tags_hash)):
+        return None
     differs = [f"{what} {theirs} (its unit says {ours})" for what, theirs, ours in (
         ("offset", message.offset, offset),
         ("store timestamp", message.store_timestamp, unit.store_timestamp),

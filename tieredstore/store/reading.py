@@ -23,6 +23,7 @@ from tieredstore.store.record import (
     RecordError,
     decode_record,
     decode_unit,
+    decode_units,
     tags_hash,
 )
 
@@ -88,9 +89,15 @@ class QueueReading(abc.ABC):
                 offset = end
                 continue
             try:
-                out.extend(decode_unit(data, i * UNIT_SIZE) for i in range(end - offset))
-            except RecordError as exc:
-                raise self._corrupt(f"consume queue near offset {offset}: {exc}") from None
+                out.extend(decode_units(data))
+            except RecordError:
+                for i in range(end - offset):  # which one: name its offset
+                    try:
+                        decode_unit(data, i * UNIT_SIZE)
+                    except RecordError as exc:
+                        raise self._corrupt(f"consume-queue unit of offset {offset + i}: "
+                                            f"{exc}") from None
+                raise
             offset = end
         return out
 
@@ -201,42 +208,71 @@ class QueueReading(abc.ABC):
         units = await self._readable_units(offset, min(self.max_offset, offset + max_count))
         messages: list[Message] = []
         total = i = 0
-        while i < len(units) and (total < max_bytes or not messages):
-            segment_end = await self.commit_log_segment_end(units[i].position)
-            j, run = i, units[i].size
-            while (j + 1 < len(units) and units[j + 1].position == units[j].end
-                   and units[j + 1].end <= segment_end and total + run < max_bytes):
+        count = len(units)
+        while i < count and (total < max_bytes or not messages):
+            first = units[i]
+            segment_end = await self.commit_log_segment_end(first.position)
+            j, run, end = i, first.size, first.end
+            while j + 1 < count and total + run < max_bytes:
+                after = units[j + 1]
+                if after.position != end or after.end > segment_end:
+                    break
                 j += 1
-                run += units[j].size
+                run += after.size
+                end = after.end
             try:
-                data = memoryview(await self.read_commit_log(units[i].position, run))
+                data = memoryview(await self.read_commit_log(first.position, run))
             except TieredStoreError:
                 if i == j and not messages:
                     raise
                 j = i  # one record at a time, up to the one that cannot be read
                 try:
-                    data = memoryview(await self.read_commit_log(units[i].position,
-                                                                 units[i].size))
+                    data = memoryview(await self.read_commit_log(first.position, first.size))
                 except TieredStoreError:
                     if not messages:
                         raise
                     return messages
-            at = 0
-            for k in range(i, j + 1):
-                if messages and total + units[k].size > max_bytes:
-                    return messages
-                try:
-                    message = self.decode(data[at : at + units[k].size], offset + k,
-                                          units[k])
-                except QueueCorrupt:
-                    if not messages:
-                        raise
-                    return messages
-                messages.append(message)
-                at += units[k].size
-                total += units[k].size
+            total, complete = self._decode_run(data, units, start=i, stop=j + 1,
+                                               offset=offset, messages=messages,
+                                               total=total, max_bytes=max_bytes)
+            if not complete:
+                return messages
             i = j + 1
         return messages
+
+    def _decode_run(self, data: memoryview, units: list[CqUnit], *, start: int, stop: int,
+                    offset: int, messages: list[Message], total: int, max_bytes: int
+                    ) -> tuple[int, bool]:
+        """Decode the records of ``units[start:stop]``, read as one run, into
+        ``messages``. Returns the bytes returned so far, and False once the caller
+        must stop (``max_bytes`` reached, or a record that cannot be read after good
+        ones: it is left for the next call, which raises naming it)."""
+        topic, queue_id = self.topic, self.queue_id
+        at = 0
+        for k in range(start, stop):
+            unit = units[k]
+            size = unit.size
+            if messages and total + size > max_bytes:
+                return total, False
+            try:
+                message = decode_record(data[at : at + size], topic, queue_id)
+            except RecordError as exc:
+                problem: str | None = str(exc)
+            else:
+                problem = None
+                if (message.offset != offset + k
+                        or message.store_timestamp != unit.store_timestamp
+                        or (message.tags is None) != (unit.tags_hash == 0)
+                        or message.tags is not None):
+                    problem = record_problem(message, offset + k, unit)
+            if problem is not None:
+                if not messages:
+                    raise self._corrupt(f"message at offset {offset + k}: {problem}")
+                return total, False
+            messages.append(message)
+            at += size
+            total += size
+        return total, True
 
     async def _readable_units(self, start: int, end: int) -> list[CqUnit]:
         """Units of ``[start, end)``; if some cannot be read, those before the first

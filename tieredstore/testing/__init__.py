@@ -1,5 +1,15 @@
-"""Test tooling shipped with the library: a fault-injecting ObjectStore for chaos tests,
-and a forwarding one to build test wrappers on."""
+"""Test tooling shipped with the library.
+
+* Conformance suites a third-party backend runs against its own code
+  (zarr's ``StoreTests`` style): :class:`ObjectStoreTests` for an
+  :class:`~tieredstore.objectstore.ObjectStore`, :class:`SegmentReaderTests`
+  for a :class:`~tieredstore.segment.SegmentReader`. Subclass one, define its
+  ``make_store`` / ``make_reader``, and pytest (with pytest-asyncio) runs every
+  case against it; see :mod:`tieredstore.testing.objectstore` and
+  :mod:`tieredstore.testing.reader`.
+* A fault-injecting ObjectStore for chaos tests, and a forwarding one to build
+  test wrappers on.
+"""
 
 from tieredstore.testing.faults import (
     BEFORE_KINDS,
@@ -11,6 +21,8 @@ from tieredstore.testing.faults import (
     InjectedFault,
 )
 from tieredstore.testing.forwarding import ForwardingObjectStore
+from tieredstore.testing.objectstore import ObjectStoreTests
+from tieredstore.testing.reader import SegmentReaderTests
 
 __all__ = [
     "BEFORE_KINDS",
@@ -21,4 +33,6 @@ __all__ = [
     "FaultyObjectStore",
     "ForwardingObjectStore",
     "InjectedFault",
+    "ObjectStoreTests",
+    "SegmentReaderTests",
 ]

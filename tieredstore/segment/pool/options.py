@@ -17,14 +17,15 @@ class PoolOptions:
 
     ``budget_bytes`` bounds every byte appended and not yet committed, across
     all segments (bytes being uploaded count until their commit lands).
-    ``chunk_size`` is used for segments that do not say their own (a
-    ``ChunkedSegment`` does). Above ``high_water`` x budget of bytes not yet
+    ``chunk_size`` cuts the commits of segments whose ``commit_size`` is None
+    (a ``ChunkedSegment`` says its own chunk size). Above ``high_water`` x budget of bytes not yet
     due for commit, the pool makes room by committing the largest buffers
     until at most ``low_water`` x budget are left.
 
     No retry settings: the object store's chokepoint retries each request; a
     commit that fails after that is reported, and its bytes are committed
-    again at the next flush or group commit (see :mod:`tieredstore.segment.pool.pool`).
+    again at the next flush or group commit (see
+    :mod:`tieredstore.segment.pool.committer`).
     """
 
     budget_bytes: int = 64 * MiB

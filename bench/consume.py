@@ -1,0 +1,272 @@
+"""Consuming a queue through ``get``: a catch-up read, and the decode cost per message.
+
+1. **Catch-up consume.** One queue holds ``size`` bytes of 16 KiB messages
+   (written through ``AsyncMessageStore``, segments sealed and merged as the
+   writer does). A fresh store (a read-only one: nothing cached, as a new
+   process) reads it all back with ``get(max_count=256)``: consume-queue units
+   and commit-log records, every CRC checked, every record decoded. Baselines
+   from the same run, over the same commit-log objects (the bytes that carry
+   the messages; the consume queue is extra work ``get`` does on top):
+   ranged GETs of the same 4 MiB units with 8 in flight (aioboto3 on
+   SeaweedFS, the store's ``get_object`` on local), each CRC32C-checked, and
+   s3fs's readahead file (SeaweedFS).
+2. **Decode per message.** The same read of 1 KiB messages on the local
+   backend, against plain Python that frames each record of the same bytes,
+   checks its CRC32C and slices its body: what decoding cannot do without.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bench.common import (
+    DEFAULTS,
+    LOCAL,
+    SEAWEEDFS,
+    BenchEnv,
+    KiB,
+    MiB,
+    Table,
+    human,
+    mb_per_s,
+    median,
+)
+from bench.seq_read import RAW_CONCURRENCY, read_raw_s3, read_s3fs
+from tieredstore.checksum import crc32c
+from tieredstore.objectstore import ByteRange, ObjectInfo, ObjectStore
+from tieredstore.store import AsyncMessageStore
+from tieredstore.testing.forwarding import ForwardingObjectStore
+
+TOPIC = "consume"
+BATCH = 256
+# Bytes of messages in the queue, by benchmark size: (catch-up 16 KiB, decode 1 KiB).
+VOLUMES = {"full": (128 * MiB, 64 * MiB), "quick": (32 * MiB, 16 * MiB),
+           "tiny": (2 * MiB, 1 * MiB)}
+_HEAD = struct.Struct(">III")
+
+
+class _KeepOpen(ForwardingObjectStore):
+    """The benchmark's store, which each message store it lends it to may not close."""
+
+    async def close(self) -> None:
+        return None
+
+
+async def fill(store: ObjectStore, volume: int, message: int) -> int:
+    """Append ``volume`` bytes of ``message``-byte messages to one queue; close."""
+    config = DEFAULTS.replace(gc_interval=0)
+    writer = await AsyncMessageStore.open(config, store=_KeepOpen(store))
+    body = os.urandom(message)
+    count = volume // message
+    for i in range(count):
+        await writer.append(TOPIC, 0, i.to_bytes(8, "big") + body[8:])
+    await writer.close()
+    return count
+
+
+async def commit_log_units(store: ObjectStore) -> list[tuple[ObjectInfo, int, int]]:
+    """The commit log's data objects in order, as (object, offset, length) units of at
+    most one chunk: what a reader of the bytes alone would GET."""
+    infos = [i for i in await store.list_all("") if f"/{TOPIC}/0/commitlog/" in i.key
+             and i.size and (i.key.endswith("/segment") or "/chunk-" in i.key)]
+    units: list[tuple[ObjectInfo, int, int]] = []
+    step = DEFAULTS.chunk_size
+    for info in sorted(infos, key=lambda i: i.key):
+        size = info.size
+        if info.key.endswith("/segment"):  # its unit table and footer follow the data
+            size = info.size - await _trailer_size(store, info)
+        units.extend((info, at, min(step, size - at)) for at in range(0, size, step))
+    return units
+
+
+async def _trailer_size(store: ObjectStore, info: ObjectInfo) -> int:
+    from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer
+
+    tail = await store.get(info.key, ByteRange(info.size - FOOTER_SIZE, FOOTER_SIZE))
+    footer = decode_footer(tail, segment=info.key)
+    return info.size - footer.data_size
+
+
+async def consume(store: ObjectStore) -> tuple[float, int, int]:
+    """Read the queue through a fresh read-only store: seconds, messages, bytes."""
+    reader = await AsyncMessageStore.open_read_only(DEFAULTS, store=store)
+    try:
+        end = await reader.max_offset(TOPIC, 0)
+        offset = count = nbytes = 0
+        started = time.perf_counter()
+        while offset < end:
+            got = await reader.get(TOPIC, 0, offset, max_count=BATCH)
+            count += len(got)
+            nbytes += sum(len(m.body) for m in got)
+            offset = got[-1].offset + 1
+        return time.perf_counter() - started, count, nbytes
+    finally:
+        await reader.close()
+
+
+async def raw_gets(get: Callable[[str, int, int], Awaitable[bytes]],
+                   units: list[tuple[ObjectInfo, int, int]]) -> float:
+    """GET every unit with RAW_CONCURRENCY in flight, in order, CRC-checking each."""
+    started = time.perf_counter()
+    pending: collections.deque[asyncio.Task[bytes]] = collections.deque()
+    todo = iter(units)
+    loop = asyncio.get_running_loop()
+
+    def start_next() -> None:
+        unit = next(todo, None)
+        if unit is not None:
+            pending.append(loop.create_task(get(unit[0].key, unit[1], unit[2])))
+
+    for _ in range(RAW_CONCURRENCY):
+        start_next()
+    while pending:
+        data = await pending.popleft()
+        start_next()
+        crc32c(data)
+    return time.perf_counter() - started
+
+
+def decode_plain(datas: list[bytes]) -> int:
+    """Frame every record of the commit-log bytes, check its CRC32C, slice its body."""
+    count = 0
+    for data in datas:
+        view = memoryview(data)
+        at, end = 0, len(data)
+        while at + 12 <= end:
+            total, _magic, crc = _HEAD.unpack_from(view, at)
+            if not total or at + total > end:
+                break
+            record = view[at + 12 : at + total]
+            if crc32c(record) != crc:
+                raise ValueError(f"record at {at} fails its CRC32C")
+            (n,) = struct.unpack_from(">I", record, len(record) - 4 - _body_length(record))
+            bytes(record[len(record) - n :])
+            count += 1
+            at += total
+    return count
+
+
+def _body_length(record: memoryview) -> int:
+    # The body is the record's last field: its u32 length precedes it. Without the
+    # fields before it, the plain reader trusts the writer's fixed layout: the
+    # body's length is the record's size minus the fixed part minus empty fields.
+    return len(record) - 20 - 2 - 2 - 2 - 4
+
+
+async def run(env: BenchEnv) -> list[Table]:
+    catch_up, per_message = VOLUMES[env.sizes.name]
+    tables = [Table(
+        f"Catch-up consume through get: {human(catch_up)} of 16 KiB messages, "
+        f"get(max_count={BATCH}), fresh read-only store",
+        ["backend", "reader", "MB/s", "messages/s", "vs raw", "notes"],
+        goal="at least 0.9x raw parallel ranged GETs of the same objects, faster than s3fs",
+    )]
+    for backend in env.backends:
+        store = await env.store(backend, "consume")
+        try:
+            await _catch_up(env, tables[0], backend, store, catch_up)
+        finally:
+            await store.close()
+    if LOCAL in env.backends:
+        tables.append(await _decode_table(env, per_message))
+    return tables
+
+
+async def _catch_up(env: BenchEnv, table: Table, backend: str, store: ObjectStore,
+                    volume: int) -> None:
+    await fill(store, volume, 16 * KiB)
+    units = await commit_log_units(store)
+    size = sum(u[2] for u in units)
+
+    async def local_get(key: str, offset: int, length: int) -> bytes:
+        return await store.get(key, ByteRange(offset, length))
+
+    runs: dict[str, list[float]] = collections.defaultdict(list)
+    messages = 0
+    for _ in range(max(1, env.sizes.seq_repeats)):
+        seconds, messages, _ = await consume(store)
+        runs["tieredstore get"].append(seconds)
+        if backend == SEAWEEDFS:
+            runs["raw ranged GETs (aioboto3)"].append(await _raw_s3(env, store, units))
+            runs["s3fs readahead"].append(await asyncio.to_thread(_s3fs, env, store, units))
+        else:
+            runs["raw ranged GETs (get_object)"].append(await raw_gets(local_get, units))
+    raw = next(median(v) for k, v in runs.items() if k.startswith("raw"))
+    for name, seconds in runs.items():
+        s = median(seconds)
+        table.add(backend, name, f"{mb_per_s(size, s):.0f}",
+                  f"{messages / s:,.0f}" if name == "tieredstore get" else "-",
+                  f"{raw / s:.2f}x", f"{len(units)} units of the commit log, {human(size)}")
+    get_s = median(runs["tieredstore get"])
+    if backend == SEAWEEDFS:
+        table.verdict(raw / get_s >= 0.9 and get_s < median(runs["s3fs readahead"]),
+                      f"{backend}: get at {raw / get_s:.2f}x raw, s3fs at "
+                      f"{raw / median(runs['s3fs readahead']):.2f}x raw")
+    table.notes.append("MB/s counts the commit-log bytes (records); get also reads and checks "
+                       "the consume queue, which the baselines do not")
+
+
+async def _raw_s3(env: BenchEnv, store: ObjectStore, units: list[tuple[ObjectInfo, int, int]]
+                  ) -> float:
+    seconds = 0.0
+    for key, pieces in _by_key(units).items():
+        run = await read_raw_s3(env, store, key, pieces, DEFAULTS.chunk_size)  # type: ignore[arg-type]
+        seconds += run.seconds
+    return seconds
+
+
+def _s3fs(env: BenchEnv, store: Any, units: list[tuple[ObjectInfo, int, int]]) -> float:
+    seconds = 0.0
+    for key, pieces in _by_key(units).items():
+        size = sum(p[1] for p in pieces)
+        seconds += read_s3fs(env, store.bucket, key, size=size, request=1 * MiB,
+                             block=DEFAULTS.chunk_size).seconds
+    return seconds
+
+
+def _by_key(units: list[tuple[ObjectInfo, int, int]]) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for info, offset, length in units:
+        out.setdefault(info.key, []).append((offset, length))
+    return out
+
+
+async def _decode_table(env: BenchEnv, volume: int) -> Table:
+    table = Table(
+        f"get of 1 KiB messages, local backend: {human(volume)}, get(max_count={BATCH})",
+        ["reader", "messages/s", "vs plain Python"],
+        goal="at least 0.5x plain Python that frames, CRC-checks and slices the same records",
+    )
+    store = await env.store(LOCAL, "decode")
+    try:
+        await fill(store, volume, 1 * KiB)
+        units = await commit_log_units(store)
+        # One buffer: records cross chunk boundaries (never segment ones, and the
+        # segments of the commit log follow one another).
+        datas = [b"".join([await store.get(i.key, ByteRange(o, n)) for i, o, n in units])]
+        get_runs, plain_runs = [], []
+        count = 0
+        for _ in range(max(1, env.sizes.seq_repeats)):
+            seconds, count, _ = await consume(store)
+            get_runs.append(count / seconds)
+            started = time.perf_counter()
+            plain = decode_plain(datas)
+            plain_runs.append(plain / (time.perf_counter() - started))
+            assert plain == count, (plain, count)
+        get_rate, plain_rate = median(get_runs), median(plain_runs)
+        table.add("tieredstore get (units, records, all checks)", f"{get_rate:,.0f}",
+                  f"{get_rate / plain_rate:.2f}x")
+        table.add("plain Python over the same bytes in memory", f"{plain_rate:,.0f}", "1.00x")
+        table.verdict(get_rate / plain_rate >= 0.5, f"get at {get_rate / plain_rate:.2f}x")
+        table.notes.append("plain Python: the commit-log bytes already in memory, one struct "
+                           "unpack, one CRC32C and one body copy per record; get reads them "
+                           "from the store and checks consume-queue units too")
+    finally:
+        await store.close()
+    return table

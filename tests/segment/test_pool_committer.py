@@ -1,0 +1,152 @@
+"""The pool's split: FileSegment.commit_size cuts commits, and a SegmentCommitter
+keeps one segment's state while the pool's shared tallies stay consistent."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tieredstore.errors import TransientError
+from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.segment import ChunkedSegment, FileSegment, FileType, SegmentOptions, SegmentPath
+from tieredstore.segment.pool import CommitRetriesExhausted, PoolOptions, UploadBufferPool
+from tieredstore.segment.pool.budget import Budget
+from tieredstore.segment.pool.committer import SegmentCommitter
+from tieredstore.segment.pool.metrics import PoolMetrics
+from tieredstore.segment.pool.shared import PoolShared
+
+KiB = 1024
+
+
+def seg_path(i: int) -> SegmentPath:
+    return SegmentPath("c", "b", f"t{i}", 0, FileType.COMMIT_LOG, 0)
+
+
+class MemorySegment(FileSegment):
+    """Commits land in memory; ``fail`` commits fail first (nothing lands)."""
+
+    def __init__(self, *, commit_size: int | None = None, fail: int = 0) -> None:
+        self.path = seg_path(1)
+        self.data = bytearray()
+        self.commits: list[tuple[int, int]] = []
+        self.fail = fail
+        self._commit_size = commit_size
+
+    @property
+    def commit_position(self) -> int:
+        return len(self.data)
+
+    @property
+    def commit_size(self) -> int | None:
+        return self._commit_size
+
+    @property
+    def sealed(self) -> bool:
+        return False
+
+    async def commit0(self, position: int, data: bytes | memoryview) -> None:
+        self.commits.append((position, len(data)))
+        if self.fail:
+            self.fail -= 1
+            raise TransientError("injected")
+        assert position == len(self.data)
+        self.data += bytes(data)
+
+    async def read0(self, position: int, length: int) -> bytes:
+        return bytes(self.data[position : position + length])
+
+    async def seal(self, *, merge: bool | None = None) -> None:
+        pass
+
+    async def destroy(self) -> None:
+        pass
+
+
+async def until(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.001)
+
+
+def make_pool(**changes: Any) -> UploadBufferPool:
+    values: dict[str, Any] = dict(budget_bytes=1024 * KiB, chunk_size=8 * KiB,
+                                  group_commit_interval=60.0)
+    values.update(changes)
+    return UploadBufferPool(PoolOptions(**values))
+
+
+def test_commit_size_of_a_segment() -> None:
+    assert MemorySegment().commit_size is None
+
+
+async def test_chunked_segment_commits_are_cut_to_its_chunk_size() -> None:
+    store = MemoryObjectStore()
+    segment = await ChunkedSegment.open(store, seg_path(0),
+                                        options=SegmentOptions(chunk_size=3 * KiB))
+    assert segment.commit_size == 3 * KiB
+    async with make_pool(chunk_size=64 * KiB) as pool:
+        await pool.append(segment, b"x" * (7 * KiB))
+        await pool.flush(segment)
+    sizes = [o.size for o in await store.list_all(segment.path.base_dir) if "/chunk-" in o.key]
+    assert sizes == [3 * KiB, 3 * KiB, 1 * KiB]
+
+
+@pytest.mark.parametrize(("commit_size", "cut"), [(None, 8 * KiB), (2 * KiB, 2 * KiB)])
+async def test_commits_are_cut_to_the_segment_commit_size(commit_size: int | None,
+                                                          cut: int) -> None:
+    segment = MemorySegment(commit_size=commit_size)
+    async with make_pool() as pool:
+        await pool.append(segment, b"y" * (cut + 1))  # one whole commit is due at once
+        await until(lambda: pool.buffered_range(segment)[0] >= cut)
+        assert segment.commits == [(0, cut)]
+        assert pool.metrics.scheduled_by["chunk"] == 1
+        await pool.flush(segment)
+        assert segment.commits == [(0, cut), (cut, 1)]
+
+
+async def test_committer_resends_the_same_bytes_and_keeps_the_tallies() -> None:
+    metrics = PoolMetrics(1024 * KiB)
+
+    def no_room(need: int) -> None:
+        pass
+
+    budget = Budget(1024 * KiB, metrics, no_room)
+    shared = PoolShared(budget, metrics, group_commit_interval=60.0, upload_concurrency=2)
+    segment = MemorySegment(commit_size=4 * KiB, fail=1)
+    committer = SegmentCommitter(segment, 4 * KiB, shared)
+
+    budget.reserve(3 * KiB)
+    budget.placed(3 * KiB)
+    assert committer.place(b"a" * (3 * KiB)) == 0
+    assert (shared.not_due, shared.errored, committer.not_due) == (3 * KiB, 0, 3 * KiB)
+    assert len(shared.timer) == 1
+
+    with pytest.raises(CommitRetriesExhausted) as caught:
+        await committer.flush()
+    assert caught.value.buffered == 3 * KiB
+    # Raised once, to the flush: the bytes are not due, back under the interval timer.
+    assert committer.error is None
+    assert (shared.not_due, shared.errored) == (3 * KiB, 0)
+    assert len(shared.timer) == 1
+
+    budget.reserve(1 * KiB)
+    budget.placed(1 * KiB)
+    committer.place(b"b" * KiB)  # a whole commit of 4 KiB is due now
+    await committer.flush()
+    # The failed commit's 3 KiB went again unchanged, then the rest.
+    assert segment.commits == [(0, 3 * KiB), (0, 3 * KiB), (3 * KiB, 1 * KiB)]
+    assert segment.data == b"a" * (3 * KiB) + b"b" * KiB
+    assert metrics.retries == 1
+    assert (shared.not_due, shared.errored, shared.inflight, budget.in_use) == (0, 0, 0, 0)
+    assert len(shared.timer) == 0
+
+    await committer.stop()
+    assert committer.take_back() == b""
+    await asyncio.sleep(0)  # the worker's done callback
+    assert not shared.tasks

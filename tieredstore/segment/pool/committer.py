@@ -1,0 +1,329 @@
+"""SegmentCommitter: one segment's buffered bytes, and the worker that commits them.
+
+The pool puts appended bytes here and says how far they are *due*
+(:meth:`SegmentCommitter.schedule`); the committer commits due bytes with
+``FileSegment.commit0``, one commit at a time, in a worker task that runs
+while it has due bytes (commits of different segments run concurrently, up to
+the pool's upload slots). A commit is at most ``commit_size`` bytes (the
+segment's ``FileSegment.commit_size``, else the pool's ``chunk_size``; one
+PUT for a ``ChunkedSegment``): the due bytes, and bytes behind them up to
+that size (fuller objects, fewer PUTs), joined once. Bytes leave the budget
+when their commit lands; flushes waiting for them are woken then.
+
+A failed commit is not retried here: the object store's chokepoint already
+retried each request (``retry_*`` keys), so retrying here too would multiply
+the attempts (a throttled chunk cost up to ``retry_max_attempts`` squared
+PUTs). It raises ``CommitRetriesExhausted`` once, to waiting flushes or else
+to the next append or flush, and its bytes stay buffered: the next flush, or
+one group-commit interval later, commits them again, the very same bytes (a
+lost answer may mean the first attempt landed, and a different chunk at its
+key would look like another writer's). What the committer does resolve
+itself is where the segment stands after such a commit: ``CommitFailed``
+drops the prefix that landed, and a ``CommitPositionError`` that resumes
+ahead, inside the buffer (our earlier commit landed, its answer lost), drops
+what landed and goes on. ``SegmentFenced``, ``SegmentSealed``,
+``SegmentFull``, and a commit position the buffer cannot explain stop the
+segment for good: its bytes stay buffered (readable, and handed back by
+:meth:`SegmentCommitter.take_back`) and every later append or flush of it
+raises the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+
+from tieredstore.errors import (
+    CommitFailed,
+    CommitPositionError,
+    SegmentFenced,
+    SegmentFull,
+    SegmentSealed,
+    StoreClosed,
+)
+from tieredstore.segment.base import FileSegment
+from tieredstore.segment.pool.buffer import SegmentBuffer
+from tieredstore.segment.pool.options import CommitRetriesExhausted
+from tieredstore.segment.pool.shared import PoolShared
+
+log = logging.getLogger(__name__)
+
+# Errors after which the segment takes no more commits from us.
+FATAL_ERRORS = (SegmentFenced, SegmentSealed, SegmentFull, StoreClosed)
+
+
+class Outcome(enum.Enum):
+    """What one commit did."""
+
+    LANDED = "landed"  # all of it
+    PARTIAL = "partial"  # a prefix landed, the rest failed
+    FAILED = "failed"  # nothing landed
+    FATAL = "fatal"
+
+
+class SegmentCommitter:
+    """The bytes of one segment not yet committed, and their commit state.
+
+    Bytes before ``due_end`` are due for commit; ``error`` stops commits
+    (``fatal``: for good, else until it has been raised once).
+    """
+
+    __slots__ = ("_shared", "buffer", "commit_size", "detaching", "due_end", "error", "failures",
+                 "fatal", "label", "retry_length", "segment", "waiters", "worker")
+
+    def __init__(self, segment: FileSegment, commit_size: int, shared: PoolShared) -> None:
+        self.segment = segment
+        self.label = str(segment.path)
+        self.buffer = SegmentBuffer(segment.commit_position)
+        self.commit_size = commit_size
+        self.due_end = self.buffer.start  # bytes before this are due for commit
+        self.worker: asyncio.Task[None] | None = None
+        self.error: BaseException | None = None
+        self.fatal = False
+        self.waiters: list[tuple[int, asyncio.Future[None]]] = []  # flushes: (target, future)
+        self.detaching = False
+        # Length of a commit that failed: its retry must be the same bytes, for a
+        # first attempt may have landed (answer lost), and a chunk object at the
+        # same position with other bytes would look like another writer's.
+        self.retry_length: int | None = None
+        self.failures = 0  # failed commits in a row, since bytes last landed
+        self._shared = shared
+
+    @property
+    def not_due(self) -> int:
+        """Buffered bytes not yet due for commit."""
+        return self.buffer.end - self.due_end
+
+    @property
+    def runnable(self) -> bool:
+        """Whether a worker has due bytes to commit."""
+        return self.error is None and not self.detaching and self.due_end > self.buffer.start
+
+    # --- what the pool calls ------------------------------------------------------
+
+    def surface(self) -> None:
+        """Raise the error that stopped commits; a retryable one only once."""
+        error = self.error
+        if error is None:
+            return
+        if not self.fatal:
+            self._clear_error()
+        raise error
+
+    def place(self, body: bytes) -> int:
+        """Buffer ``body`` (admitted by the budget already); return its position.
+
+        Whole ``commit_size`` runs become due at once, and everything does
+        with no group-commit interval.
+        """
+        shared = self._shared
+        n = len(body)
+        interval = shared.group_commit_interval
+        if self.not_due == 0 and interval > 0:
+            shared.timer.add(self)
+        position = self.buffer.push(body)
+        shared.not_due += n
+        shared.metrics.appends += 1
+        shared.metrics.bytes_appended += n
+        size = self.commit_size
+        if self.not_due >= size:
+            self.schedule(self.due_end + self.not_due // size * size, "chunk")
+        if interval <= 0:
+            self.schedule(self.buffer.end, "interval")
+        return position
+
+    def schedule(self, to: int, trigger: str | None) -> None:
+        """Make the bytes before ``to`` due (counted under ``trigger``), and see
+        that a worker commits them."""
+        shared = self._shared
+        to = min(to, self.buffer.end)
+        if to <= self.due_end:
+            return
+        if self.error is None:
+            shared.not_due -= to - self.due_end
+        self.due_end = to
+        if to == self.buffer.end:
+            shared.timer.discard(self)
+        if trigger is not None:
+            shared.metrics.scheduled_by[trigger] += 1
+        if self.worker is None and self.runnable:
+            self.worker = shared.spawn(self._drain(), name=f"commit {self.label}")
+
+    def interval_passed(self) -> None:
+        """The group-commit interval of the oldest byte not yet due has passed."""
+        self.schedule(self.buffer.end, "interval")
+
+    async def flush(self) -> None:
+        """Return when every byte buffered now is committed; raise what stops that."""
+        self.surface()
+        target = self.buffer.end
+        if self.buffer.start >= target:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append((target, fut))
+        self.schedule(target, "flush")
+        await fut
+
+    async def stop(self) -> None:
+        """Start no more commits; wait for the one in flight."""
+        self.detaching = True
+        while self.worker is not None:
+            await asyncio.wait({self.worker})
+
+    def take_back(self) -> bytes:
+        """After :meth:`stop`: hand back the bytes never committed, release them
+        from the budget, and fail the flushes still waiting."""
+        shared = self._shared
+        shared.timer.discard(self)
+        size = self.buffer.size
+        if self.error is None:
+            shared.not_due -= self.not_due
+        else:
+            shared.errored -= size
+        leftover = self.buffer.take_all()
+        self._fail_flushes(StoreClosed(
+            f"segment {self.label} was detached with {size} bytes not committed"))
+        if leftover:
+            log.warning("detached %s with %d bytes not committed", self.label, size)
+        shared.budget.release(size)
+        return leftover
+
+    # --- the worker ---------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Commit the due bytes, one commit at a time, until done or one fails.
+
+        A failure is not retried here (the chokepoint retried its requests): it
+        is reported, and the bytes wait for the next flush or group commit.
+        """
+        try:
+            while self.runnable:
+                async with self._shared.slots:
+                    if not self.runnable:
+                        break
+                    outcome, error = await self._commit_once()
+                if outcome is Outcome.LANDED:
+                    continue
+                if outcome is Outcome.FATAL:
+                    break
+                self.failures = 1 if outcome is Outcome.PARTIAL else self.failures + 1
+                failed = CommitRetriesExhausted(
+                    f"a commit at {self.buffer.start} failed after the object store's "
+                    f"retries ({self.failures} in a row), with {error!r}; "
+                    f"{self.buffer.size} bytes stay buffered for the next flush",
+                    segment=self.label, attempts=self.failures, buffered=self.buffer.size,
+                )
+                failed.__cause__ = error
+                self._set_error(failed, fatal=False)
+                break
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug of ours: stop the segment, keep its bytes
+            log.exception("commit worker of %s failed", self.label)
+            if self.error is None:
+                self._set_error(exc, fatal=True)
+        finally:
+            self.worker = None
+
+    async def _commit_once(self) -> tuple[Outcome, BaseException | None]:
+        shared, metrics, buf = self._shared, self._shared.metrics, self.buffer
+        if self.retry_length is not None:
+            metrics.retries += 1  # the bytes of a failed commit, sent again
+        length = self.retry_length or min(buf.size, self.commit_size)
+        self.retry_length = None
+        # Bytes behind the due ones ride along up to a commit: fuller objects, fewer PUTs.
+        self.schedule(buf.start + length, None)
+        body = buf.head(length)
+        position = buf.start
+        shared.inflight += 1
+        started = time.perf_counter()
+        try:
+            await self.segment.commit0(position, body)
+        except CommitFailed as exc:
+            metrics.commit_errors[type(exc.__cause__ or exc).__name__] += 1
+            landed = exc.resume_position - position
+            if not 0 <= landed <= length:
+                return self._inconsistent(exc, position)
+            if landed:
+                self._landed(landed)
+            if landed < length:
+                self.retry_length = length - landed
+            return (Outcome.PARTIAL if landed else Outcome.FAILED), exc
+        except CommitPositionError as exc:
+            if position < exc.resume_position <= buf.end:
+                # Our bytes up to there are in the segment already (an answer was lost).
+                self._landed(exc.resume_position - position)
+                return Outcome.LANDED, None
+            return self._inconsistent(exc, position)
+        except FATAL_ERRORS as exc:
+            self._set_error(exc, fatal=True)
+            return Outcome.FATAL, exc
+        except Exception as exc:
+            metrics.commit_errors[type(exc).__name__] += 1
+            self.retry_length = length
+            return Outcome.FAILED, exc
+        finally:
+            shared.inflight -= 1
+        metrics.commit(time.perf_counter() - started, length)
+        self._landed(length)
+        return Outcome.LANDED, None
+
+    def _inconsistent(
+        self, exc: CommitFailed | CommitPositionError, position: int
+    ) -> tuple[Outcome, BaseException]:
+        exc.add_note(
+            f"the pool holds [{position}, {self.buffer.end}) of {self.label} and the "
+            f"segment resumes at {exc.resume_position}: the two disagree, commits stop"
+        )
+        self._set_error(exc, fatal=True)
+        return Outcome.FATAL, exc
+
+    def _landed(self, n: int) -> None:
+        self.failures = 0
+        buf = self.buffer
+        self.schedule(buf.start + n, None)
+        buf.drop(n)
+        for target, fut in self.waiters:
+            if target <= buf.start and not fut.done():
+                fut.set_result(None)
+        self.waiters = [w for w in self.waiters if not w[1].done()]
+        self._shared.budget.release(n)
+
+    # --- errors -------------------------------------------------------------------
+
+    def _set_error(self, error: BaseException, *, fatal: bool) -> None:
+        if self.error is not None:
+            return
+        shared = self._shared
+        log.warning("commits of %s stopped (%s): %s", self.label,
+                    "for good" if fatal else "until retried", error)
+        shared.metrics.segment_errors[type(error).__name__] += 1
+        self.error = error
+        self.fatal = fatal
+        shared.not_due -= self.not_due
+        shared.errored += self.buffer.size
+        shared.timer.discard(self)
+        if self._fail_flushes(error) and not fatal:
+            self._clear_error()  # surfaced: the bytes are due again at the next trigger
+        shared.fail_stuck_waiters()
+
+    def _clear_error(self) -> None:
+        shared = self._shared
+        self.error = None
+        shared.errored -= self.buffer.size
+        self.due_end = self.buffer.start
+        shared.not_due += self.buffer.size
+        if self.buffer.size:  # due again one group-commit interval from now
+            shared.timer.add(self)
+
+    def _fail_flushes(self, error: BaseException) -> bool:
+        """Raise ``error`` in the flushes waiting; whether there were any."""
+        delivered = False
+        for _, fut in self.waiters:
+            if not fut.done():
+                fut.set_exception(error)
+                delivered = True
+        self.waiters = []
+        return delivered

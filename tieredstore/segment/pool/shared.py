@@ -1,0 +1,70 @@
+"""PoolShared: what the committers of one pool share, and the pool's tallies of them.
+
+The pool decides *when* bytes are due (budget, group commit, room); each
+:class:`~tieredstore.segment.pool.committer.SegmentCommitter` decides *how*
+its segment's due bytes are committed. Between the two sit the few things
+every committer touches: the byte budget they release into, the one
+group-commit timer, the upload slots that bound commits in flight across
+segments, the set of worker tasks, the metrics, and three running counts the
+pool's room-making reads on every append (kept up to date by the committers,
+not summed over them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from tieredstore.errors import BufferFull
+from tieredstore.segment.pool.budget import Budget
+from tieredstore.segment.pool.metrics import PoolMetrics
+from tieredstore.segment.pool.timer import GroupCommitTimer
+
+if TYPE_CHECKING:
+    from tieredstore.segment.pool.committer import SegmentCommitter
+
+
+def _interval_passed(committer: SegmentCommitter) -> None:
+    committer.interval_passed()
+
+
+class PoolShared:
+    """Budget, timer, slots, tasks, metrics and tallies of one pool."""
+
+    __slots__ = ("budget", "errored", "group_commit_interval", "inflight", "metrics", "not_due",
+                 "slots", "tasks", "timer")
+
+    def __init__(self, budget: Budget, metrics: PoolMetrics, *, group_commit_interval: float,
+                 upload_concurrency: int) -> None:
+        self.budget = budget
+        self.metrics = metrics
+        self.group_commit_interval = group_commit_interval
+        self.not_due = 0  # bytes of healthy buffers not yet due for commit
+        self.errored = 0  # bytes of buffers stopped by an error
+        self.inflight = 0  # commits running now
+        # Committers with bytes not yet due, from their oldest such byte on.
+        self.timer: GroupCommitTimer[SegmentCommitter] = GroupCommitTimer(
+            group_commit_interval, _interval_passed)
+        self.slots = asyncio.Semaphore(upload_concurrency)  # commits in flight, all segments
+        self.tasks: set[asyncio.Task[None]] = set()  # the commit workers
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run a commit worker; it stays in :attr:`tasks` until it ends."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def stuck(self, n: int) -> BufferFull:
+        """The error for ``n`` bytes that cannot fit beside the stopped segments' bytes."""
+        return BufferFull(
+            f"{self.errored} of {self.budget.limit} pool bytes belong to segments whose commits "
+            f"stopped, {n} more cannot fit until they are flushed or detached"
+        )
+
+    def fail_stuck_waiters(self) -> None:
+        """Raise :meth:`stuck` in each waiting append that can no longer fit."""
+        limit = self.budget.limit
+        self.budget.fail_waiters(
+            lambda need: self.stuck(need) if self.errored + need > limit else None)
