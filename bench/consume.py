@@ -22,7 +22,7 @@ import collections
 import os
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from bench.common import (
@@ -37,7 +37,7 @@ from bench.common import (
     mb_per_s,
     median,
 )
-from bench.seq_read import RAW_CONCURRENCY, read_raw_s3, read_s3fs
+from bench.seq_read import RAW_CONCURRENCY, read_pipelined, read_raw_s3, read_s3fs
 from tieredstore.checksum import crc32c
 from tieredstore.objectstore import ByteRange, ObjectInfo, ObjectStore
 from tieredstore.store import AsyncMessageStore
@@ -110,25 +110,12 @@ async def consume(store: ObjectStore) -> tuple[float, int, int]:
         await reader.close()
 
 
-async def raw_gets(get: Callable[[str, int, int], Awaitable[bytes]],
+async def raw_gets(get: Callable[[str, int, int], Coroutine[Any, Any, bytes]],
                    units: list[tuple[ObjectInfo, int, int]]) -> float:
     """GET every unit with RAW_CONCURRENCY in flight, in order, CRC-checking each."""
     started = time.perf_counter()
-    pending: collections.deque[asyncio.Task[bytes]] = collections.deque()
-    todo = iter(units)
-    loop = asyncio.get_running_loop()
-
-    def start_next() -> None:
-        unit = next(todo, None)
-        if unit is not None:
-            pending.append(loop.create_task(get(unit[0].key, unit[1], unit[2])))
-
-    for _ in range(RAW_CONCURRENCY):
-        start_next()
-    while pending:
-        data = await pending.popleft()
-        start_next()
-        crc32c(data)
+    await read_pipelined(get, [(i.key, o, n) for i, o, n in units], DEFAULTS.chunk_size,
+                         RAW_CONCURRENCY)
     return time.perf_counter() - started
 
 
@@ -240,7 +227,7 @@ def _by_key(units: list[tuple[ObjectInfo, int, int]]) -> dict[str, list[tuple[in
 async def _decode_table(env: BenchEnv, volume: int) -> Table:
     table = Table(
         f"get of 1 KiB messages, local backend: {human(volume)}, get(max_count={BATCH})",
-        ["reader", "messages/s", "vs plain Python"],
+        ["backend", "reader", "messages/s", "vs plain Python"],
         goal="at least 0.5x plain Python that frames, CRC-checks and slices the same records",
     )
     store = await env.store(LOCAL, "decode")
@@ -260,9 +247,10 @@ async def _decode_table(env: BenchEnv, volume: int) -> Table:
             plain_runs.append(plain / (time.perf_counter() - started))
             assert plain == count, (plain, count)
         get_rate, plain_rate = median(get_runs), median(plain_runs)
-        table.add("tieredstore get (units, records, all checks)", f"{get_rate:,.0f}",
+        table.add(LOCAL, "tieredstore get (units, records, all checks)", f"{get_rate:,.0f}",
                   f"{get_rate / plain_rate:.2f}x")
-        table.add("plain Python over the same bytes in memory", f"{plain_rate:,.0f}", "1.00x")
+        table.add(LOCAL, "plain Python over the same bytes in memory", f"{plain_rate:,.0f}",
+                  "1.00x")
         table.verdict(get_rate / plain_rate >= 0.5, f"get at {get_rate / plain_rate:.2f}x")
         table.notes.append("plain Python: the commit-log bytes already in memory, one struct "
                            "unpack, one CRC32C and one body copy per record; get reads them "

@@ -35,7 +35,7 @@ import collections
 import functools
 import resource
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,10 +105,11 @@ async def read_with_fetcher(store: ObjectStore, path: SegmentPath, chunk_size: i
     return Run(seconds, counts, crc, snapshot)
 
 
-async def read_pipelined(get: Callable[[int, int], Coroutine[Any, Any, bytes]],
-                         units: list[tuple[int, int]], request: int, concurrency: int) -> int:
-    """GET ``units`` with ``concurrency`` in flight, in order; hand out ``request``-sized
-    pieces of each. Returns the CRC32C of the bytes."""
+async def read_pipelined(get: Callable[..., Coroutine[Any, Any, bytes]],
+                         units: Sequence[tuple[Any, ...]], request: int, concurrency: int
+                         ) -> int:
+    """GET ``units`` (``get(*unit)``) with ``concurrency`` in flight, in order; hand out
+    ``request``-sized pieces of each. Returns the CRC32C of the bytes."""
     pending: collections.deque[asyncio.Task[bytes]] = collections.deque()
     todo = iter(units)
     loop = asyncio.get_running_loop()

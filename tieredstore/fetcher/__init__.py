@@ -1,14 +1,27 @@
 """The read path: memory and disk tiers, in-flight coalescing, read-ahead.
 
 :class:`Fetcher` implements :class:`tieredstore.segment.SegmentReader`; give it
-to a segment (``ChunkedSegment.open(..., reader=fetcher)``). The cache
-policies (:class:`MemoryLRU`, :class:`ReadAheadWindow`) are pure and do no IO.
+to a segment (``ChunkedSegment.open(..., reader=fetcher)``). It orchestrates
+parts that each do one thing:
+
+- ``memory``: :class:`MemoryTier`, the units in memory and every index about
+  them (segment, unread prefetches, committed units, drop-behind), over a
+  :class:`MemoryLRU`; pure, no IO.
+- ``disk``: :class:`DiskTier`, checked units kept across restarts.
+- ``loads``: :class:`LoadRegistry`, loads in flight (one per unit), GET
+  limits, background tasks.
+- ``readahead``: :class:`ReadAheadWindow` per segment
+  (:class:`ReadAheadWindows`); pure.
+- ``stats``: :class:`FetcherMetrics`.
 """
 
 from tieredstore.fetcher.disk import CorruptEntry, DiskTier, Lookup, decode_entry, encode_entry
 from tieredstore.fetcher.fetcher import Fetcher, UnitKey, unit_key
+from tieredstore.fetcher.loads import LoadRegistry
 from tieredstore.fetcher.lru import MemoryLRU
-from tieredstore.fetcher.readahead import ReadAheadWindow
+from tieredstore.fetcher.memory import MemoryTier
+from tieredstore.fetcher.options import FetcherOptions
+from tieredstore.fetcher.readahead import ReadAheadWindow, ReadAheadWindows
 from tieredstore.fetcher.stats import READ_SECONDS_BUCKETS, FetcherMetrics, Source
 
 __all__ = [
@@ -17,9 +30,13 @@ __all__ = [
     "DiskTier",
     "Fetcher",
     "FetcherMetrics",
+    "FetcherOptions",
+    "LoadRegistry",
     "Lookup",
     "MemoryLRU",
+    "MemoryTier",
     "ReadAheadWindow",
+    "ReadAheadWindows",
     "Source",
     "UnitKey",
     "decode_entry",

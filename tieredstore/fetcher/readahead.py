@@ -22,11 +22,20 @@ next ``readahead_chunk_num`` chunks):
 
 The units named are always taken from the layout, which holds committed
 units only, so read-ahead never reaches data not yet committed.
+
+:class:`ReadAheadWindows` keeps one window per segment, for the most
+recently read segments only.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
+
+P = TypeVar("P", bound=Hashable)
 
 
 class ReadAheadWindow:
@@ -77,3 +86,48 @@ class ReadAheadWindow:
         self.last_start, self.last_end = position, end
         self._last_unit = last_unit
         return layout.following(end - 1, self.window)
+
+
+class ReadAheadWindows(Generic[P]):
+    """A :class:`ReadAheadWindow` per segment ``P``, for the ``max_segments`` most
+    recently read; ``on_evict`` is called with each segment whose window is
+    dropped to make room (so state kept beside the window can go too)."""
+
+    __slots__ = ("_on_evict", "_windows", "base", "cap", "max_segments")
+
+    def __init__(self, base: int, cap: int, max_segments: int, *,
+                 on_evict: Callable[[P], None] | None = None) -> None:
+        if max_segments < 1:
+            raise ValueError(f"max_segments must be >= 1, got {max_segments}")
+        self.base = base
+        self.cap = cap
+        self.max_segments = max_segments
+        self._windows: OrderedDict[P, ReadAheadWindow] = OrderedDict()
+        self._on_evict = on_evict
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._windows
+
+    def advise(self, path: P, layout: SegmentLayout, position: int, length: int
+               ) -> list[ChunkRef]:
+        """:meth:`ReadAheadWindow.advise` on ``path``'s window (opened if new)."""
+        window = self._windows.get(path)
+        if window is None:
+            window = ReadAheadWindow(self.base, self.cap)
+            self._windows[path] = window
+            if len(self._windows) > self.max_segments:
+                old, _ = self._windows.popitem(last=False)
+                if self._on_evict is not None:
+                    self._on_evict(old)
+        else:
+            self._windows.move_to_end(path)
+        return window.advise(layout, position, length)
+
+    def forget(self, path: P) -> None:
+        self._windows.pop(path, None)
+
+    def clear(self) -> None:
+        self._windows.clear()
