@@ -1,0 +1,185 @@
+"""What the model tests found, each as a minimal deterministic reproduction.
+
+Marked ``xfail(strict=True)``: they fail today; when one passes, the marker
+goes and the test stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from tests.model.test_store_model import T0, config
+from tieredstore.errors import SegmentFenced
+from tieredstore.fetcher import DiskTier, Fetcher
+from tieredstore.metadata import MetadataFenced
+from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
+from tieredstore.store import AsyncMessageStore
+from tieredstore.testing import ForwardingObjectStore
+
+FENCED = (SegmentFenced, MetadataFenced)
+
+
+@pytest.mark.xfail(strict=True, raises=FENCED, reason=(
+    "fencing is per queue: a replaced writer that appends to a queue it never "
+    "held (created by its successor) opens and claims it, and fences the "
+    "successor on that queue"))
+async def test_a_replaced_writer_cannot_take_a_queue_back() -> None:
+    bucket = MemoryObjectStore()
+    old = await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
+                                       writer_id="old")
+    await old.append("ta", 0, b"a", timestamp=T0)
+    await old.flush()
+    new = await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
+                                       writer_id="new")
+    assert await new.append("tb", 0, b"new-0", timestamp=T0) == 0  # a queue the old never held
+    await new.flush()
+    try:
+        # The old writer was replaced: this should be refused as fenced...
+        with contextlib.suppress(*FENCED):
+            await old.append("tb", 0, b"old-1", timestamp=T0)
+            await old.flush()
+        # ...and must not take the queue from the writer that replaced it.
+        assert await new.append("tb", 0, b"new-1", timestamp=T0) >= 1
+        await new.flush()
+    finally:
+        for store in (old, new):
+            with contextlib.suppress(*FENCED):
+                await store.close()
+        await bucket.close()
+
+
+
+# --- retention under a replaced writer ------------------------------------------------
+#
+# The replaced writer's active commit-log segment is sealed and recorded by its
+# successor (a roll), then expired by retention: destroy_segment deletes every
+# object of it, the successor's fence entry too. The replaced writer still holds
+# the segment open, and its next create at the fenced entry id finds it free.
+
+
+async def _expire_under_a_replaced_writer() -> tuple[MemoryObjectStore, AsyncMessageStore,
+                                                     AsyncMessageStore]:
+    bucket = MemoryObjectStore()
+    old = await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
+                                       writer_id="old")
+    await old.append("ta", 0, b"a", timestamp=T0)
+    await old.flush()
+    new = await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
+                                       writer_id="new")
+    assert await new.append("ta", 0, b"b", timestamp=T0 + 5000) == 1  # rolls: seals seg 0
+    await new.flush()
+    assert await new.delete_expired(now=(T0 + 5000) / 1000) == 2  # its CL and CQ segments
+    assert await new.min_offset("ta", 0) == 1
+    return bucket, old, new
+
+
+async def _close_quietly(*stores: AsyncMessageStore) -> None:
+    for store in stores:
+        with contextlib.suppress(*FENCED):
+            await store.close()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "retention deleted the fence of the replaced writer's active segment: its next "
+    "chunk lands, its flush returns, and the message it acknowledged is in no queue"))
+async def test_a_replaced_writer_is_fenced_after_retention() -> None:
+    bucket, old, new = await _expire_under_a_replaced_writer()
+    try:
+        try:
+            await old.append("ta", 0, b"c", timestamp=T0 + 1000)  # no roll: same segment
+            await old.flush()
+        except FENCED:
+            return
+        raise AssertionError("the replaced writer's flush returned")
+    finally:
+        await _close_quietly(old, new)
+        await bucket.close()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the replaced writer's roll writes a seal entry and a sealed marker into the "
+    "prefix of the segment retention destroyed (its head write is then fenced); "
+    "with no live record left, the next open rebuilds from the bucket, finds a "
+    "segment with a hole at [0, 43) and declares the queue corrupt"))
+async def test_a_replaced_writers_roll_after_retention_leaves_the_queue_readable() -> None:
+    bucket, old, new = await _expire_under_a_replaced_writer()
+    with pytest.raises(FENCED):
+        await old.append("ta", 0, b"c", timestamp=T0 + 6000)  # rolls its segment 0
+        await old.flush()
+    await _close_quietly(old, new)
+    again = await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
+                                         writer_id="again")
+    try:
+        assert again.corrupt == {}
+        assert [m.body for m in await again.get("ta", 0, 1)] == [b"b"]
+    finally:
+        await again.close()
+        await bucket.close()
+
+# --- the fetcher's disk tier and forget() -----------------------------------------------
+
+PATH = SegmentPath("c", "b", "t", 0, FileType.COMMIT_LOG, 0)
+OPTIONS = SegmentOptions(chunk_size=64)
+
+
+class SlowDisk(DiskTier):
+    """A disk tier whose writes take a moment (as real disks' do), so that the
+    write of a unit just loaded is still under way when its segment is forgotten."""
+
+    async def put(self, key: str, data: bytes, crc: int, *, tag: str,
+                  still_wanted: Callable[[], bool] = lambda: True) -> bool:
+        await asyncio.sleep(0.05)
+        return await super().put(key, data, crc, tag=tag, still_wanted=still_wanted)
+
+
+@pytest.fixture
+async def slow_disk_fetcher(tmp_path: Path) -> AsyncIterator[tuple[MemoryObjectStore, Fetcher]]:
+    bucket = MemoryObjectStore()
+    fetcher = Fetcher(bucket, memory_bytes=1024, disk=SlowDisk(tmp_path / "cache", 1 << 20))
+    yield bucket, fetcher
+    await fetcher.close()
+    await bucket.close()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "Fetcher.forget() marks only loads still in flight as unwanted: the disk write "
+    "of a load that already finished goes on, lands after forget's disk eviction, "
+    "and leaves the forgotten segment's unit in the disk tier"))
+async def test_forget_leaves_nothing_of_the_segment_on_disk(
+    slow_disk_fetcher: tuple[MemoryObjectStore, Fetcher],
+) -> None:
+    bucket, fetcher = slow_disk_fetcher
+    writer = await ChunkedSegment.open(bucket, PATH, options=OPTIONS)
+    await writer.commit0(0, b"A" * 64)
+    assert await fetcher.read(PATH, writer.layout, 0, 64) == b"A" * 64
+    await writer.destroy()
+    fetcher.forget(PATH)  # the segment is gone: drop what is held for it
+    await fetcher.wait_idle()
+    assert fetcher.disk is not None
+    assert await fetcher.disk.evict(PATH.base_dir) == 0, "forget left entries on disk"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "same race as above: the destroyed segment's unit lands on disk after forget(), "
+    "and a reader whose layout comes from a listing (chunk CRC unknown, so the disk "
+    "entry cannot be checked) gets it for a new segment written at the same keys"))
+async def test_a_segment_written_again_never_reads_the_old_bytes(
+    slow_disk_fetcher: tuple[MemoryObjectStore, Fetcher],
+) -> None:
+    bucket, fetcher = slow_disk_fetcher
+    writer = await ChunkedSegment.open(bucket, PATH, options=OPTIONS, reader=fetcher)
+    await writer.commit0(0, b"A" * 64)
+    fetcher.forget(PATH)  # out of memory: the next read loads the unit
+    assert await writer.read0(0, 64) == b"A" * 64
+    await writer.destroy()  # tells the fetcher
+    await fetcher.wait_idle()
+    writer = await ChunkedSegment.open(bucket, PATH, options=OPTIONS)
+    await writer.commit0(0, b"B" * 64)
+    reader = await ChunkedSegment.open(bucket, PATH, repair=False, reader=fetcher)
+    assert await reader.read0(0, 64) == b"B" * 64
