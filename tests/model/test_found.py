@@ -25,10 +25,10 @@ from tieredstore.testing import ForwardingObjectStore
 FENCED = (SegmentFenced, MetadataFenced)
 
 
-@pytest.mark.xfail(strict=True, raises=FENCED, reason=(
-    "fencing is per queue: a replaced writer that appends to a queue it never "
-    "held (created by its successor) opens and claims it, and fences the "
-    "successor on that queue"))
+# Was: fencing was per queue; a replaced writer that appended to a queue it never
+# held (created by its successor) opened and claimed it, and fenced the successor
+# there. Now every store open registers among the broker's writers, and a store
+# that is no longer the newest opens no queue it does not hold.
 async def test_a_replaced_writer_cannot_take_a_queue_back() -> None:
     bucket = MemoryObjectStore()
     old = await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
@@ -58,9 +58,10 @@ async def test_a_replaced_writer_cannot_take_a_queue_back() -> None:
 # --- retention under a replaced writer ------------------------------------------------
 #
 # The replaced writer's active commit-log segment is sealed and recorded by its
-# successor (a roll), then expired by retention: destroy_segment deletes every
-# object of it, the successor's fence entry too. The replaced writer still holds
-# the segment open, and its next create at the fenced entry id finds it free.
+# successor (a roll), then expired by retention. The replaced writer still holds
+# the segment open. Was: destroy_segment deleted every object of it, the
+# successor's fence entry too, so the replaced writer's next create at the
+# fenced entry id found it free. Retention now keeps the zero-byte entries.
 
 
 async def _expire_under_a_replaced_writer() -> tuple[MemoryObjectStore, AsyncMessageStore,
@@ -85,9 +86,6 @@ async def _close_quietly(*stores: AsyncMessageStore) -> None:
             await store.close()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "retention deleted the fence of the replaced writer's active segment: its next "
-    "chunk lands, its flush returns, and the message it acknowledged is in no queue"))
 async def test_a_replaced_writer_is_fenced_after_retention() -> None:
     bucket, old, new = await _expire_under_a_replaced_writer()
     try:
@@ -102,11 +100,6 @@ async def test_a_replaced_writer_is_fenced_after_retention() -> None:
         await bucket.close()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the replaced writer's roll writes a seal entry and a sealed marker into the "
-    "prefix of the segment retention destroyed (its head write is then fenced); "
-    "with no live record left, the next open rebuilds from the bucket, finds a "
-    "segment with a hole at [0, 43) and declares the queue corrupt"))
 async def test_a_replaced_writers_roll_after_retention_leaves_the_queue_readable() -> None:
     bucket, old, new = await _expire_under_a_replaced_writer()
     with pytest.raises(FENCED):
@@ -147,10 +140,6 @@ async def slow_disk_fetcher(tmp_path: Path) -> AsyncIterator[tuple[MemoryObjectS
     await bucket.close()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "Fetcher.forget() marks only loads still in flight as unwanted: the disk write "
-    "of a load that already finished goes on, lands after forget's disk eviction, "
-    "and leaves the forgotten segment's unit in the disk tier"))
 async def test_forget_leaves_nothing_of_the_segment_on_disk(
     slow_disk_fetcher: tuple[MemoryObjectStore, Fetcher],
 ) -> None:
@@ -165,10 +154,6 @@ async def test_forget_leaves_nothing_of_the_segment_on_disk(
     assert await fetcher.disk.evict(PATH.base_dir) == 0, "forget left entries on disk"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "same race as above: the destroyed segment's unit lands on disk after forget(), "
-    "and a reader whose layout comes from a listing (chunk CRC unknown, so the disk "
-    "entry cannot be checked) gets it for a new segment written at the same keys"))
 async def test_a_segment_written_again_never_reads_the_old_bytes(
     slow_disk_fetcher: tuple[MemoryObjectStore, Fetcher],
 ) -> None:

@@ -8,6 +8,8 @@ parts that each do one thing:
   them (segment, unread prefetches, committed units, drop-behind), over a
   :class:`MemoryLRU`; pure, no IO.
 - ``disk``: :class:`DiskTier`, checked units kept across restarts.
+- ``generations``: :class:`DiskGenerations`, which disk work of a segment
+  predates its last ``forget`` (so none of it is served after); pure.
 - ``loads``: :class:`LoadRegistry`, loads in flight (one per unit), GET
   limits, background tasks.
 - ``readahead``: :class:`ReadAheadWindow` per segment
@@ -17,6 +19,7 @@ parts that each do one thing:
 
 from tieredstore.fetcher.disk import CorruptEntry, DiskTier, Lookup, decode_entry, encode_entry
 from tieredstore.fetcher.fetcher import Fetcher, UnitKey, unit_key
+from tieredstore.fetcher.generations import DiskGenerations
 from tieredstore.fetcher.loads import LoadRegistry
 from tieredstore.fetcher.lru import MemoryLRU
 from tieredstore.fetcher.memory import MemoryTier
@@ -27,6 +30,7 @@ from tieredstore.fetcher.stats import READ_SECONDS_BUCKETS, FetcherMetrics, Sour
 __all__ = [
     "READ_SECONDS_BUCKETS",
     "CorruptEntry",
+    "DiskGenerations",
     "DiskTier",
     "Fetcher",
     "FetcherMetrics",

@@ -156,6 +156,10 @@ class DiskTier:
         """
         return await self._run(self._put_now, key, data, crc, tag, still_wanted)
 
+    async def delete(self, key: str) -> bool:
+        """Drop the entry under ``key``; whether there was one."""
+        return bool(await self._run(self._cache.delete, key, True))
+
     async def evict(self, tag: str) -> int:
         """Drop every entry of one segment; how many were dropped."""
         return await self._run(self.evict_now, tag)

@@ -36,6 +36,7 @@ from typing import Any
 
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher.disk import DiskTier, Lookup
+from tieredstore.fetcher.generations import DiskGenerations
 from tieredstore.fetcher.keys import UnitKey, disk_key, unit_key
 from tieredstore.fetcher.loads import Load, Loaded, LoadRegistry
 from tieredstore.fetcher.memory import MemoryTier
@@ -84,6 +85,8 @@ class Fetcher:
         self.drop_behind = options.drop_behind
         self.loads = LoadRegistry(self._load, concurrency=options.read_concurrency,
                                   metrics=self.metrics)
+        # Which disk work predates a forget() of its segment (see _load, forget).
+        self.generations: DiskGenerations[SegmentPath] = DiskGenerations()
         # A segment whose read-ahead state goes loses its drop-behind state too.
         self.windows: ReadAheadWindows[SegmentPath] = ReadAheadWindows(
             options.readahead_chunk_num, options.readahead_chunk_max, options.max_segments,
@@ -144,6 +147,9 @@ class Fetcher:
 
     def forget(self, path: SegmentPath) -> None:
         # docstring inherited
+        # Disk: the writes of ``path`` under way go stale (each deletes what it
+        # stored), and until they and the eviction are done no load reads the
+        # disk for ``path``: nothing stored before this call is served after it.
         self.metrics.prefetch_waste += self.memory.forget(path)
         self.loads.forget(path)
         self.windows.forget(path)
@@ -151,15 +157,21 @@ class Fetcher:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:  # called outside the event loop: drop them now
+                self.generations.forget(path, evicting=False)
                 self.disk.evict_now(path.base_dir)
             else:
+                self.generations.forget(path, evicting=True)
                 self.loads.spawn(self._evict_disk(path))
 
     # --- loading: the disk tier, then the store ---------------------------------------
 
     async def _load(self, load: Load) -> Loaded:
         """Run by the registry, once per load: disk first, then one GET."""
-        if self.disk is not None:
+        # An unsettled segment's disk entries may predate its last forget():
+        # not read (a miss), the unit comes from the store.
+        if self.disk is not None and not self.generations.settled(load.path):
+            self.metrics.disk_misses += 1
+        elif self.disk is not None:
             found, data, crc = await self._disk_get(load)
             if found is Lookup.HIT:
                 self.metrics.disk_hits += 1
@@ -176,7 +188,10 @@ class Fetcher:
         self.metrics.store_bytes += len(data)
         self._loaded(load, data)
         if self.disk is not None and load.keep and not self.loads.closed:
-            self.loads.spawn(self._write_disk(load, data, crc))
+            # Taken now, not when the write task first runs: a forget in between
+            # must find it.
+            generation = self.generations.begin_write(load.path)
+            self.loads.spawn(self._write_disk(load, data, crc, generation))
         return data, Source.STORE
 
     def _loaded(self, load: Load, data: bytes) -> None:
@@ -196,16 +211,25 @@ class Fetcher:
                         disk_key(load.key), exc)
             return Lookup.MISS, b"", 0
 
-    async def _write_disk(self, load: Load, data: bytes, crc: int) -> None:
+    async def _write_disk(self, load: Load, data: bytes, crc: int, generation: int) -> None:
+        """Store a loaded unit; if its segment was forgotten meanwhile, delete it
+        again before this write counts as done (:class:`DiskGenerations`)."""
         assert self.disk is not None
+        path, key = load.path, disk_key(load.key)
+        generations = self.generations
         try:
-            if await self.disk.put(disk_key(load.key), data, crc, tag=load.path.base_dir,
-                                   still_wanted=lambda: load.keep):
+            stored = await self.disk.put(
+                key, data, crc, tag=path.base_dir,
+                still_wanted=lambda: load.keep and generations.current(path) == generation)
+            if stored:
                 self.metrics.disk_writes += 1
+                if generations.stale(path, generation):
+                    await self.disk.delete(key)
         except Exception as exc:
             self.metrics.disk_write_errors += 1
-            log.warning("%s: disk cache write of %s failed: %s", load.path,
-                        disk_key(load.key), exc)
+            log.warning("%s: disk cache write of %s failed: %s", path, key, exc)
+        finally:
+            generations.end_write(path, generation)
 
     async def _evict_disk(self, path: SegmentPath) -> None:
         assert self.disk is not None
@@ -213,6 +237,8 @@ class Fetcher:
             await self.disk.evict(path.base_dir)
         except Exception as exc:
             log.warning("%s: dropping disk cache entries failed: %s", path, exc)
+        finally:
+            self.generations.end_eviction(path)
 
     # --- read-ahead ---------------------------------------------------------------------
 

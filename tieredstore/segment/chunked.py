@@ -46,7 +46,7 @@ from tieredstore.objectstore.reads import CRC_METADATA_KEY, crc_metadata, stored
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.merge import MergeStats, merge_chunks
-from tieredstore.segment.path import EntryId, SegmentPath
+from tieredstore.segment.path import EntryId, SegmentPath, parse_chunk_name
 from tieredstore.segment.reader import DirectReader, SegmentReader
 from tieredstore.segment.recovery import (
     ENTRY_METADATA_KEY,
@@ -474,15 +474,22 @@ class ChunkedSegment(FileSegment):
             self.reader.forget(self.path)
 
 
-async def destroy_segment(store: ObjectStore, path: SegmentPath) -> None:
+async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
+                          keep_fences: bool = False) -> None:
     """Delete every object of a segment, without opening it (even a corrupt one).
 
     The order keeps a crash midway recoverable: a merged object goes last,
     and a sealed marker goes before chunks, which go from the end backwards.
+    With ``keep_fences`` the zero-byte entries (fences, seals) stay: a writer
+    replaced while it held the segment open may still try its next entry, and
+    must find it taken (retention keeps them; GC removes them after its
+    safety age, see docs/format.md).
     """
     for upload in await store.list_multipart_uploads(path.base_dir):
         await store.abort_multipart(upload.key, upload.upload_id)
-    keys = [o.key for o in await store.list_all(path.base_dir)]
+    keys = [o.key for o in await store.list_all(path.base_dir)
+            if not (keep_fences and o.size == 0
+                    and parse_chunk_name(o.key[len(path.base_dir):]) is not None)]
     merged = [k for k in keys if k == path.merged_key]
     marker = [k for k in keys if k == path.sealed_key]
     rest = sorted((k for k in keys if k not in (path.merged_key, path.sealed_key)), reverse=True)

@@ -42,6 +42,7 @@ from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
 from tieredstore.store.view import QueueView
+from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class AsyncMessageStore:
         self._opening: dict[tuple[str, int], asyncio.Task[QueueLog]] = {}
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._corrupt_views: dict[tuple[str, int], QueueView] = {}
+        self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id)
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
         self._ticker: asyncio.Task[None] | None = None
@@ -95,6 +97,7 @@ class AsyncMessageStore:
             segment_options=compose.segment_options(config),
         )
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
+        await self.writers.register()  # before any claim: see store/writers.py
         await self._recover()
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
         if config.gc_interval > 0:
@@ -182,13 +185,21 @@ class AsyncMessageStore:
             raise NoSuchQueue(topic, queue_id)
         task = self._opening.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(QueueLog.open(self.ctx, *key))
+            task = asyncio.get_running_loop().create_task(self._claim(*key))
             self._opening[key] = task
         try:
             queue = await asyncio.shield(task)
         finally:
             self._opening.pop(key, None)
         self._queues[key] = queue
+        return queue
+
+    async def _claim(self, topic: str, queue_id: int) -> QueueLog:
+        """Open and claim a queue this store does not hold yet, if it is still the
+        newest store of the broker (before and after: see store/writers.py)."""
+        await self.writers.check()
+        queue = await QueueLog.open(self.ctx, topic, queue_id)
+        await self.writers.check()  # replaced meanwhile: give the queue up unwritten
         return queue
 
     # --- the API ---------------------------------------------------------------------------

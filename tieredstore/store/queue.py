@@ -338,6 +338,8 @@ class QueueLog(QueueReading):
                                                  record.base_offset)
                     self.ctx.forget_sealed(path)
                     self.ctx.fetcher.forget(path)
-                    await destroy_segment(self.ctx.store, path)
+                    # Its fences stay: a writer this one replaced may still hold the
+                    # segment open, and its next entry must find its id taken.
+                    await destroy_segment(self.ctx.store, path, keep_fences=True)
                     deleted += 1
         return deleted

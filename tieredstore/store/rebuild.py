@@ -65,6 +65,8 @@ async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
     bases: set[int] = set()
     async for page in ctx.store.list_pages(prefix):
         for info in page:
+            if not info.size:  # fences and seals alone: a segment retention deleted
+                continue
             base = parse_segment_dir(info.key[len(prefix):].partition("/")[0])
             if base is not None:
                 bases.add(base)
@@ -79,6 +81,8 @@ async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
     prefix = f"{config.key_prefix}/" if config.key_prefix else ""
     async for page in store.list_pages(prefix):
         for info in page:
+            if not info.size:  # fences and seals alone: a segment retention deleted
+                continue
             parsed = parse_segment_key(config, info.key)
             if parsed is not None:
                 topic, queue_id, file_type, base = parsed
