@@ -89,10 +89,26 @@ class QueueLog(QueueReading):
             start_over_damaged=True,
         )
         queue = cls(ctx, topic, queue_id, meta)
-        if not meta.file_types or not any(meta.last_record(t) for t in meta.file_types):
-            queue.rebuilt = await queue._rebuild()
-        await queue._recover()
+        try:
+            if not meta.file_types or not any(meta.last_record(t) for t in meta.file_types):
+                queue.rebuilt = await queue._rebuild()
+            await queue._recover()
+        except BaseException:
+            await queue._abandon()
+            raise
         return queue
+
+    async def _abandon(self) -> None:
+        """A failed open lets go of its segments: bytes it buffered (units it
+        re-dispatched) must not go on committing behind the next open, which
+        dispatches them again."""
+        for flat in (self.cq, self.cl):
+            if flat.active is not None:
+                try:
+                    await self.ctx.pool.detach(flat.active)
+                except Exception as exc:  # the open's own failure is what is raised
+                    log.debug("%s/%d: letting go of %s: %s", self.topic, self.queue_id,
+                              flat.active.path, exc)
 
     async def _rebuild(self) -> Rebuilt | None:
         rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
