@@ -41,12 +41,10 @@ from tieredstore.objectstore.s3 import S3Settings
 from tieredstore.segment.chunked import SegmentOptions
 from tieredstore.segment.path import validate_name
 from tieredstore.segment.pool.options import PoolOptions
+from tieredstore.sizes import GiB, KiB, MiB
 
 log = logging.getLogger(__name__)
 
-KiB = 1024
-MiB = 1024 * KiB
-GiB = 1024 * MiB
 
 ENV_PREFIX = "TIEREDSTORE_"
 # Environment variables with the prefix that are not keys and never were.

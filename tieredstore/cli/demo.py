@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import FileType, SegmentState
+from tieredstore.sizes import KiB
 from tieredstore.store import AsyncMessageStore, Message, open_object_store
 from tieredstore.store.view import list_segments
 
@@ -38,7 +39,6 @@ from .common import (
 )
 from .verify import VerifyReport, verify_store
 
-KiB = 1024
 QUEUES: dict[str, int] = {"demo-orders": 3, "demo-clicks": 2, "demo-audit": 1}
 TAGS = ("created", "paid", "shipped", None)
 # Small segments, so that a few MiB roll, seal and merge many times.

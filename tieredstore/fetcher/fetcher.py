@@ -40,13 +40,14 @@ from tieredstore.fetcher.generations import DiskGenerations
 from tieredstore.fetcher.keys import UnitKey, disk_key, unit_key
 from tieredstore.fetcher.loads import Load, Loaded, LoadRegistry
 from tieredstore.fetcher.memory import MemoryTier
-from tieredstore.fetcher.options import FetcherOptions, MiB
+from tieredstore.fetcher.options import FetcherOptions
 from tieredstore.fetcher.readahead import ReadAheadWindows
 from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.reader import assemble, fetch_unit
+from tieredstore.sizes import MiB
 
 __all__ = ["Fetcher", "FetcherOptions", "MiB", "UnitKey", "disk_key", "unit_key"]
 

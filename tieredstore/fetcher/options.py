@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tieredstore.errors import ConfigError
-
-MiB = 1024 * 1024
+from tieredstore.sizes import MiB
 
 
 @dataclass(frozen=True, slots=True)

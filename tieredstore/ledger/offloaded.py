@@ -34,8 +34,8 @@ from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions
 from tieredstore.segment.layout import SegmentLayout
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import SegmentState, read_merged_units
+from tieredstore.sizes import MiB
 
-MiB = 1024 * 1024
 DEFAULT_SCAN_BYTES = 1 * MiB
 
 

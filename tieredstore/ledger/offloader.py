@@ -56,10 +56,10 @@ from tieredstore.objectstore.reads import stored_matches
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
 from tieredstore.segment.merge import FORMAT_METADATA
 from tieredstore.segment.reader import SegmentReader
+from tieredstore.sizes import MiB
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
 DRIVER_NAME = "tieredstore"
 
 

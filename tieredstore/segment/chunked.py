@@ -58,10 +58,10 @@ from tieredstore.segment.recovery import (
     encode_marker,
     recover_segment,
 )
+from tieredstore.sizes import MiB
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
 CLAIM_ATTEMPTS = 32
 
 

@@ -31,6 +31,7 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType
+from tieredstore.sizes import MiB
 from tieredstore.spark.plan import NO_END, SegmentSlice
 from tieredstore.spark.segments import FlatFileView, open_read_only
 from tieredstore.spark.selection import Selection
@@ -47,7 +48,6 @@ from tieredstore.store.record import (
 )
 
 T = TypeVar("T")
-MiB = 1024 * 1024
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
 RUN_BYTES = 8 * MiB  # commit-log bytes per read
 

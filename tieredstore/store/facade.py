@@ -12,8 +12,9 @@ from typing import Any
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import ObjectStore
+from tieredstore.sizes import MiB
 from tieredstore.store.gc import GcReport
-from tieredstore.store.message_store import AsyncMessageStore, MiB
+from tieredstore.store.message_store import AsyncMessageStore
 from tieredstore.store.record import Message
 from tieredstore.sync import LoopThread
 

@@ -32,6 +32,7 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import validate_name
 from tieredstore.segment.path import validate_offset
+from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
@@ -46,7 +47,6 @@ from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)
 
-MiB = 1024 * 1024
 OPEN_CONCURRENCY = 16
 
 

@@ -15,13 +15,12 @@ from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
+from tieredstore.sizes import MiB
 from tieredstore.store import arguments
 from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import Message
 from tieredstore.store.view import QueueView
-
-MiB = 1024 * 1024
 
 
 class ReadOnlyMessageStore:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from tieredstore.errors import ConfigError, SegmentError, TieredStoreError
 from tieredstore.segment.chunked import SegmentOptions
-
-MiB = 1024 * 1024
+from tieredstore.sizes import MiB
 
 
 @dataclass(frozen=True, slots=True)
