@@ -131,8 +131,11 @@ async def read_pipelined(get: Callable[..., Coroutine[Any, Any, bytes]],
     return crc
 
 
-async def read_raw_s3(env: BenchEnv, store: S3ObjectStore, key: str,
-                      units: list[tuple[int, int]], request: int) -> Run:
+async def read_raw_s3(env: BenchEnv, store: S3ObjectStore, key: str | None,
+                      units: Sequence[tuple[Any, ...]], request: int) -> Run:
+    """Ranged GETs of ``units`` with RAW_CONCURRENCY in flight on a bare aioboto3
+    client: ``(offset, length)`` of ``key``, or ``(key, offset, length)`` when
+    ``key`` is None (units of several objects, one window over all of them)."""
     session = aioboto3.Session(aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
                                region_name="us-east-1")
     config = Config(s3={"addressing_style": "path"},
@@ -141,19 +144,20 @@ async def read_raw_s3(env: BenchEnv, store: S3ObjectStore, key: str,
                     response_checksum_validation="when_required")
     assert env.s3 is not None
     async with session.client("s3", endpoint_url=env.s3.endpoint_url, config=config) as client:
-        await client.head_object(Bucket=store.bucket, Key=key)  # connect before timing
+        keyed = [(key, *u) for u in units] if key is not None else list(units)
+        await client.head_object(Bucket=store.bucket, Key=keyed[0][0])  # connect first
         wire = WireCounter()
         wire.attach(client)
 
-        async def get(offset: int, length: int) -> bytes:
-            resp = await client.get_object(Bucket=store.bucket, Key=key,
+        async def get(name: str, offset: int, length: int) -> bytes:
+            resp = await client.get_object(Bucket=store.bucket, Key=name,
                                            Range=f"bytes={offset}-{offset + length - 1}")
             async with resp["Body"] as body:
                 data: bytes = await body.read()
             return data
 
         started = time.perf_counter()
-        crc = await read_pipelined(get, units, request, RAW_CONCURRENCY)
+        crc = await read_pipelined(get, keyed, request, RAW_CONCURRENCY)
         seconds = time.perf_counter() - started
         return Run(seconds, {"get": wire.counts["GetObject"]}, crc)
 
