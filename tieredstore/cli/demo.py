@@ -23,8 +23,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.sizes import KiB
-from tieredstore.store import AsyncMessageStore, Message, open_object_store
-from tieredstore.store.view import list_segments
+from tieredstore.store import AsyncMessageStore, Message, list_segments, open_object_store
 
 from .common import (
     EXIT_FAILED,

@@ -18,8 +18,7 @@ import asyncio
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
-from tieredstore.store.gc import GcReport, collect_garbage
-from tieredstore.store.keys import metadata_root
+from tieredstore.store import GcReport, collect_garbage, metadata_root
 
 from .common import EXIT_OK, open_existing_store, resolve_config, table
 

@@ -26,9 +26,15 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment import DirectReader, FileType, SegmentState
-from tieredstore.store import properties
-from tieredstore.store.keys import PB_TYPES, metadata_root
-from tieredstore.store.view import QueueView, SegmentView, list_segments, open_metadata
+from tieredstore.store import (
+    PB_TYPES,
+    QueueView,
+    SegmentView,
+    list_segments,
+    merges_owed,
+    metadata_root,
+    open_metadata,
+)
 
 from .common import (
     human_bytes,
@@ -77,7 +83,7 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
             active = sum(1 for t in flat.tail if t.size)
             row[f"{flat.file_type.value}_segments"] = sealed + active
             row[f"{flat.file_type.value}_bytes"] = flat.end - flat.first
-        row["merges_pending"] = properties.merges_owed(view.meta.properties)
+        row["merges_pending"] = merges_owed(view.meta.properties)
         row["writer"] = view.meta.writer_id
         row["head_version"] = view.meta.version
         return row

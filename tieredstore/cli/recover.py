@@ -27,9 +27,13 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
-from tieredstore.store import AsyncMessageStore, properties
-from tieredstore.store.keys import metadata_root
-from tieredstore.store.view import QueueView, segment_states
+from tieredstore.store import (
+    AsyncMessageStore,
+    QueueView,
+    merges_owed,
+    metadata_root,
+    segment_states,
+)
 
 from .common import (
     EXIT_FAILED,
@@ -62,7 +66,7 @@ async def _before(store: ObjectStore, config: TieredStoreConfig, topic: str, que
         view = await QueueView.open(store, config, topic, queue_id, DirectReader(store))
     except TieredStoreError:
         return None, 0
-    return view.max_offset, properties.merges_owed(view.meta.properties)
+    return view.max_offset, merges_owed(view.meta.properties)
 
 
 async def _unmerged(store: ObjectStore, config: TieredStoreConfig, topic: str,

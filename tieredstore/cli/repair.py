@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
-from tieredstore.store import AsyncMessageStore
-from tieredstore.store.keys import metadata_root
-from tieredstore.store.rebuild import queues_with_segments
+from tieredstore.store import AsyncMessageStore, metadata_root, queues_with_segments
 
 from .common import EXIT_FAILED, EXIT_OK, open_existing_store, resolve_config, table
 

@@ -21,7 +21,7 @@ from tieredstore.errors import ChunkMissing, TieredStoreError
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.layout import ChunkRef
 from tieredstore.segment.reader import DirectReader, fetch_unit
-from tieredstore.store.view import SegmentView, open_segment
+from tieredstore.store import SegmentView, open_segment
 
 PREFETCH = 4
 

@@ -22,24 +22,25 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
-from tieredstore.store import properties
-from tieredstore.store.checks import (
+from tieredstore.store import (
+    PB_TYPES,
+    UNIT_SIZE,
+    CqUnit,
+    RecordError,
     ScanStop,
+    SegmentView,
+    clean_from,
+    decode_record,
+    decode_unit,
+    list_segments,
+    metadata_root,
+    open_metadata,
+    queues_with_segments,
     record_chain,
     record_problem,
     scan_records,
     unit_order_problem,
 )
-from tieredstore.store.keys import PB_TYPES, metadata_root
-from tieredstore.store.rebuild import queues_with_segments
-from tieredstore.store.record import (
-    UNIT_SIZE,
-    CqUnit,
-    RecordError,
-    decode_record,
-    decode_unit,
-)
-from tieredstore.store.view import SegmentView, list_segments, open_metadata
 
 from .common import (
     EXIT_FAILED,
@@ -150,7 +151,7 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
     """Read the metadata and list the segments; report what does not fit together."""
     check = QueueCheck(topic, queue_id)
     meta = await open_metadata(store, config, topic, queue_id)
-    plan = _Plan(check, {}, {}, {}, properties.clean_from(meta.properties))
+    plan = _Plan(check, {}, {}, {}, clean_from(meta.properties))
     # The consume queue before the commit log: a writer dispatches a unit only
     # after the commit-log bytes it points to are stored, so every unit this
     # listing finds points into what the later commit-log listing holds.

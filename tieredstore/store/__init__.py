@@ -1,6 +1,20 @@
 """The message store a host embeds: per-queue commit log and consume queue on
-tiered segments, metadata in the bucket, recovery after restart."""
+tiered segments, metadata in the bucket, recovery after restart.
 
+Besides the store itself, what the command line and tools build on: the
+read-only queue and segment views, the checks every verifier shares, the
+record and unit codecs, the head properties, garbage collection and the
+listing of the queues that have segments. Nothing outside this package needs
+its submodules.
+"""
+
+from tieredstore.store.checks import (
+    ScanStop,
+    record_chain,
+    record_problem,
+    scan_records,
+    unit_order_problem,
+)
 from tieredstore.store.compose import open_fetcher, open_object_store, pool_options
 from tieredstore.store.errors import (
     MessageTooLarge,
@@ -11,12 +25,35 @@ from tieredstore.store.errors import (
     StoreError,
 )
 from tieredstore.store.facade import MessageStore
+from tieredstore.store.gc import GcReport, collect_garbage
+from tieredstore.store.keys import PB_TYPES, metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.read_only import ReadOnlyMessageStore
-from tieredstore.store.record import Message
+from tieredstore.store.rebuild import queues_with_segments
+from tieredstore.store.record import (
+    UNIT_SIZE,
+    CqUnit,
+    Message,
+    RecordError,
+    decode_record,
+    decode_unit,
+)
+from tieredstore.store.view import (
+    QueueView,
+    SegmentView,
+    list_segments,
+    open_metadata,
+    open_segment,
+    segment_states,
+)
 
 __all__ = [
+    "PB_TYPES",
+    "UNIT_SIZE",
     "AsyncMessageStore",
+    "CqUnit",
+    "GcReport",
     "Message",
     "MessageStore",
     "MessageTooLarge",
@@ -24,9 +61,28 @@ __all__ = [
     "OffsetError",
     "OffsetOutOfRange",
     "QueueCorrupt",
+    "QueueView",
     "ReadOnlyMessageStore",
+    "RecordError",
+    "ScanStop",
+    "SegmentView",
     "StoreError",
+    "clean_from",
+    "collect_garbage",
+    "decode_record",
+    "decode_unit",
+    "list_segments",
+    "merges_owed",
+    "metadata_root",
     "open_fetcher",
+    "open_metadata",
     "open_object_store",
+    "open_segment",
     "pool_options",
+    "queues_with_segments",
+    "record_chain",
+    "record_problem",
+    "scan_records",
+    "segment_states",
+    "unit_order_problem",
 ]
