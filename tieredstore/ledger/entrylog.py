@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tieredstore.checksum import crc32c
+from tieredstore.errors import TieredStoreError
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.handle import LedgerMetadata
 
@@ -35,7 +36,7 @@ META_MAGIC: Final = b"TLM1"
 _META = struct.Struct(">4sI")
 
 
-class RecordError(ValueError):
+class EntryLogError(TieredStoreError, ValueError):
     """Bytes are not a valid record; the caller turns this into a ledger error."""
 
 
@@ -56,7 +57,7 @@ def encode_record(ledger_id: int, entry_id: int, lac: int, payload: BytesLike) -
     """The record as buffers to write in order (the payload is not copied)."""
     n = memoryview(payload).nbytes
     if n > MAX_ENTRY_SIZE:
-        raise RecordError(f"entry {entry_id}: {n} bytes, more than {MAX_ENTRY_SIZE}")
+        raise EntryLogError(f"entry {entry_id}: {n} bytes, more than {MAX_ENTRY_SIZE}")
     head = _HEADER.pack(ledger_id, entry_id, lac, n)
     digest = crc32c(payload, crc32c(head))
     return [head + _DIGEST.pack(digest), payload]
@@ -66,35 +67,35 @@ def decode_header(data: BytesLike) -> RecordHeader:
     """The first 36 bytes of a record."""
     view = memoryview(data).cast("B")
     if len(view) < RECORD_HEADER_SIZE:
-        raise RecordError(f"record header needs {RECORD_HEADER_SIZE} bytes, got {len(view)}")
+        raise EntryLogError(f"record header needs {RECORD_HEADER_SIZE} bytes, got {len(view)}")
     ledger_id, entry_id, lac, length = _HEADER.unpack_from(view, 0)
     (digest,) = _DIGEST.unpack_from(view, _HEADER.size)
     if length < 0 or length > MAX_ENTRY_SIZE:
-        raise RecordError(f"record of entry {entry_id} has length {length}")
+        raise EntryLogError(f"record of entry {entry_id} has length {length}")
     return RecordHeader(ledger_id, entry_id, lac, length, digest)
 
 
 def check_record(data: BytesLike, ledger_id: int, entry_id: int) -> memoryview:
     """Check a whole record (header and payload) and return its payload.
 
-    Raises :class:`RecordError` naming what differs: the ledger or entry id in
+    Raises :class:`EntryLogError` naming what differs: the ledger or entry id in
     the header, the length, or the digest.
     """
     view = memoryview(data).cast("B")
     header = decode_header(view)
     if (header.ledger_id, header.entry_id) != (ledger_id, entry_id):
-        raise RecordError(
+        raise EntryLogError(
             f"record holds ledger {header.ledger_id} entry {header.entry_id}, "
             f"expected ledger {ledger_id} entry {entry_id}"
         )
     if len(view) != header.record_size:
-        raise RecordError(
+        raise EntryLogError(
             f"entry {entry_id}: record is {len(view)} bytes, its header says "
             f"{header.record_size}"
         )
     actual = crc32c(view[RECORD_HEADER_SIZE:], crc32c(view[: _HEADER.size]))
     if actual != header.digest:
-        raise RecordError(
+        raise EntryLogError(
             f"entry {entry_id}: CRC32C digest {actual:08x} does not match the stored "
             f"{header.digest:08x}"
         )
@@ -108,11 +109,11 @@ def encode_metadata(metadata: LedgerMetadata) -> bytes:
 
 def decode_metadata(data: bytes) -> LedgerMetadata:
     if len(data) < _META.size:
-        raise RecordError(f"metadata file is {len(data)} bytes, too short")
+        raise EntryLogError(f"metadata file is {len(data)} bytes, too short")
     magic, digest = _META.unpack_from(data)
     if magic != META_MAGIC:
-        raise RecordError(f"metadata file has magic {magic!r}, expected {META_MAGIC!r}")
+        raise EntryLogError(f"metadata file has magic {magic!r}, expected {META_MAGIC!r}")
     payload = data[_META.size :]
     if crc32c(payload) != digest:
-        raise RecordError("metadata file fails its CRC32C")
+        raise EntryLogError("metadata file fails its CRC32C")
     return LedgerMetadata.from_bytes(payload)

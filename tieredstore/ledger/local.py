@@ -37,7 +37,7 @@ from pathlib import Path
 
 from tieredstore.ledger.entrylog import (
     RECORD_HEADER_SIZE,
-    RecordError,
+    EntryLogError,
     check_record,
     decode_metadata,
     encode_metadata,
@@ -171,7 +171,7 @@ class LocalLedgerStore:
             raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
         try:
             return decode_metadata(data)
-        except (RecordError, ValueError) as exc:
+        except (EntryLogError, ValueError) as exc:
             raise CorruptLedger(f"metadata file: {exc}", ledger_id=ledger_id) from None
 
     def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:
@@ -299,7 +299,7 @@ class LocalReadHandle(ReadHandle):
             a, b = self._offsets[entry_id] - start, self._offsets[entry_id + 1] - start
             try:
                 payload = check_record(view[a:b], self._ledger_id, entry_id)
-            except RecordError as exc:
+            except EntryLogError as exc:
                 raise DigestMismatch(str(exc), ledger_id=self._ledger_id) from None
             out.append(LedgerEntry(entry_id, bytes(payload)))
         return out
@@ -348,7 +348,7 @@ class LocalLedgerWriter(LocalReadHandle):
             for i, payload in enumerate(payloads):
                 try:
                     record = encode_record(self._ledger_id, first + i, first - 1, payload)
-                except RecordError as exc:
+                except EntryLogError as exc:
                     raise ValueError(f"ledger {self._ledger_id}: {exc}") from None
                 buffers += record
                 sizes.append(memoryview(payload).nbytes)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tieredstore.ledger.entrylog import (
     RECORD_HEADER_SIZE,
-    RecordError,
+    EntryLogError,
     check_record,
     decode_header,
 )
@@ -117,7 +117,7 @@ def _check_at(fd: int, ledger_id: int, entry_id: int, pos: int, *, size: int, ve
         return "partial record header", size
     try:
         header = decode_header(os.pread(fd, RECORD_HEADER_SIZE, pos))
-    except RecordError as exc:
+    except EntryLogError as exc:
         return str(exc), -1
     if (header.ledger_id, header.entry_id) != (ledger_id, entry_id):
         return f"record names ledger {header.ledger_id} entry {header.entry_id}", -1
@@ -126,7 +126,7 @@ def _check_at(fd: int, ledger_id: int, entry_id: int, pos: int, *, size: int, ve
     if verify:
         try:
             check_record(os.pread(fd, header.record_size, pos), ledger_id, entry_id)
-        except RecordError as exc:
+        except EntryLogError as exc:
             return str(exc), pos + header.record_size
     return None
 
