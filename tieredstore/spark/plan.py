@@ -39,7 +39,6 @@ from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import UNIT_SIZE
 
 OPEN_CONCURRENCY = 16
-ACTIVE = -1  # the size of a segment still being written: known once it is opened
 NO_END = 2**63 - 1
 
 
@@ -47,24 +46,25 @@ NO_END = 2**63 - 1
 class SegmentSlice:
     """Offsets ``[first_offset, last_offset]`` of one CQ segment of one queue.
 
-    ``cq_size`` is the sealed segment's size, or ``ACTIVE`` for the queue's
+    ``cq_size`` is the sealed segment's size, or None for the queue's
     active tail (then ``last_offset`` may be ``NO_END``). ``cl_segments`` are
     the ``(base, size)`` of the CL segments its units may point into, in
-    order; the last may be ``(base, ACTIVE)``. Plain ints and strings: it is
+    order; the last may be ``(base, None)`` (the active segment, its size known
+    once it is opened). Plain ints, strings and None: it is
     pickled to executors.
     """
 
     topic: str
     queue_id: int
     cq_base: int
-    cq_size: int
+    cq_size: int | None
     first_offset: int
     last_offset: int
-    cl_segments: tuple[tuple[int, int], ...]
+    cl_segments: tuple[tuple[int, int | None], ...]
 
     @property
     def sealed(self) -> bool:
-        return self.cq_size != ACTIVE
+        return self.cq_size is not None
 
     @property
     def base_offset(self) -> int:
@@ -159,7 +159,7 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
     if times.lo > 0:
         found = await meta.find_by_time(CONSUME_QUEUE, times.lo)
         start = max(start, found.base_offset if found is not None else cq_active)
-    ranges: list[tuple[int, int, int, int]] = []  # cq base, cq size, first, last
+    ranges: list[tuple[int, int | None, int, int]] = []  # cq base, cq size, first, last
     checked: list[SegmentRecord] = []
     complete = False
     if start < cq_active:
@@ -182,14 +182,14 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
     tail_wanted = plan.tail_offset <= offsets.hi and (
         last_sealed is None or last_sealed.end_timestamp_ms <= times.hi)
     if tail_wanted:
-        ranges.append((cq_active, ACTIVE, max(plan.tail_offset, offsets.lo), offsets.hi))
+        ranges.append((cq_active, None, max(plan.tail_offset, offsets.lo), offsets.hi))
     if not ranges:
         return plan
 
     cl = await _commit_log_segments(meta, ranges[0][2], ranges[-1][3])
     for base, size, first, last in ranges:
         needed = tuple((b, s) for b, s, f, la in cl if f <= last and la >= first)
-        step = messages_per_slice if size != ACTIVE and messages_per_slice > 0 else 0
+        step = messages_per_slice if size is not None and messages_per_slice > 0 else 0
         lo = first
         while lo <= last:
             hi = last if not step else min(last, lo + step - 1)
@@ -201,10 +201,10 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
 
 
 async def _commit_log_segments(meta: QueueMetadata, first: int, last: int
-                               ) -> list[tuple[int, int, int, int]]:
+                               ) -> list[tuple[int, int | None, int, int]]:
     """``(base, size, first offset, last offset)`` of the CL segments holding offsets
-    ``[first, last]``, then the active CL segment as ``(base, ACTIVE, ...)``."""
-    out: list[tuple[int, int, int, int]] = []
+    ``[first, last]``, then the active CL segment as ``(base, None, ...)``."""
+    out: list[tuple[int, int | None, int, int]] = []
     active_first = meta.next_message_offset(COMMIT_LOG)
     if first < active_first:
         found = await meta.find_by_message_offset(COMMIT_LOG, first)
@@ -216,5 +216,5 @@ async def _commit_log_segments(meta: QueueMetadata, first: int, last: int
                 out.append((record.base_offset, record.size, record.first_message_offset,
                             record.last_message_offset))
     if last >= active_first:
-        out.append((meta.next_base_offset(COMMIT_LOG), ACTIVE, active_first, NO_END))
+        out.append((meta.next_base_offset(COMMIT_LOG), None, active_first, NO_END))
     return out

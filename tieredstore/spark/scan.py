@@ -137,7 +137,7 @@ class SliceScanner:
             raise self._error(part.first_offset, f"consume-queue segment {path}: {exc}") \
                 from exc
         size = cq.commit_position
-        if part.sealed and size != part.cq_size:
+        if part.cq_size is not None and size != part.cq_size:
             batch = Batch()
             await self._report(batch, self._error(
                 part.first_offset, f"consume-queue segment {path} holds {size} bytes, its "

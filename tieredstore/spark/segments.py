@@ -23,7 +23,6 @@ from tieredstore.segment import (
     SegmentReader,
     recover_segment,
 )
-from tieredstore.spark.plan import ACTIVE
 from tieredstore.store.keys import segment_path
 
 
@@ -60,13 +59,13 @@ class FlatFileView:
     """One queue's flat file (commit log) over the segments a plan named.
 
     Segments are opened when first needed. The last may be the active one
-    (size ``ACTIVE``); if it was sealed after the plan was made, the segments
+    (size None); if it was sealed after the plan was made, the segments
     after it are found where flat files put them: at its end.
     """
 
     def __init__(self, store: ObjectStore, config: TieredStoreConfig, reader: SegmentReader,
                  *, topic: str, queue_id: int, file_type: FileType,
-                 segments: tuple[tuple[int, int], ...]) -> None:
+                 segments: tuple[tuple[int, int | None], ...]) -> None:
         self.store = store
         self.config = config
         self.reader = reader
@@ -84,7 +83,7 @@ class FlatFileView:
             path = segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
             segment = await open_read_only(self.store, self.config, path, self.reader)
             size = self._sizes[index]
-            if size not in (ACTIVE, segment.commit_position):
+            if size is not None and size != segment.commit_position:
                 raise CorruptSegment(f"holds {segment.commit_position} bytes, its metadata "
                                      f"record says {size}", segment=str(path))
             self._open[base] = segment
@@ -98,11 +97,11 @@ class FlatFileView:
             base = self._bases[i]
             if position < base + segment.commit_position:
                 return segment, base
-            if self._sizes[i] != ACTIVE or not segment.sealed or i + 1 < len(self._bases):
+            if self._sizes[i] is not None or not segment.sealed or i + 1 < len(self._bases):
                 return None
             # The active segment was sealed after planning: the next starts at its end.
             self._sizes[i] = segment.commit_position
             self._bases.append(base + segment.commit_position)
-            self._sizes.append(ACTIVE)
+            self._sizes.append(None)
             i += 1
         return None
