@@ -31,8 +31,6 @@ from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
-    RecordError,
-    decode_record,
     encode_record,
     encode_unit,
     tags_hash,
@@ -197,14 +195,7 @@ class QueueLog(QueueReading):
             await self.meta.set_properties(properties.clean_from_update(end))
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
-        try:
-            message = decode_record(data, self.topic, self.queue_id)
-        except RecordError as exc:
-            raise self._corrupt(f"commit log byte {position}: {exc}") from None
-        if message.offset != self.next_offset:
-            raise self._corrupt(f"commit log byte {position} holds offset {message.offset}, "
-                                f"expected {self.next_offset}")
-        unit = CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp)
+        unit = self.unit_of_record(data, position, self.next_offset)
         self._pending.append(Pending(self.next_offset, unit))
         self.next_offset += 1
 

@@ -155,9 +155,7 @@ class QueueReading(abc.ABC):
                                         position, position + 1):
             if isinstance(found, ScanStop):
                 raise self._corrupt(found.problem or f"no record at commit-log byte {position}")
-            message = self.decode(found.data, offset)
-            return CqUnit(position, len(found.data), tags_hash(message.tags),
-                          message.store_timestamp)
+            return self.unit_of_record(found.data, position, offset)
         raise self._corrupt(f"no record at commit-log byte {position}")
 
     @abc.abstractmethod
@@ -177,20 +175,18 @@ class QueueReading(abc.ABC):
                 f"offset {offset} is outside [{self.min_offset}, {self.max_offset}]",
                 topic=self.topic, queue_id=self.queue_id)
 
-    def decode(self, data: bytes | memoryview, offset: int, unit: CqUnit | None = None
-               ) -> Message:
-        """A record's message, its CRC checked, and checked against the unit that
-        points to it (:func:`~tieredstore.store.checks.record_problem`), or, with
-        no unit, its offset."""
+    def unit_of_record(self, data: bytes | memoryview, position: int, offset: int
+                       ) -> CqUnit:
+        """The consume-queue unit of the record ``data`` at commit-log byte
+        ``position``, which must hold offset ``offset`` (its CRC checked)."""
         try:
             message = decode_record(data, self.topic, self.queue_id)
         except RecordError as exc:
-            raise self._corrupt(f"message at offset {offset}: {exc}") from None
-        problem = record_problem(message, offset, unit) if unit is not None else \
-            None if message.offset == offset else f"holds offset {message.offset}"
-        if problem is not None:
-            raise self._corrupt(f"message at offset {offset}: {problem}")
-        return message
+            raise self._corrupt(f"commit log byte {position}: {exc}") from None
+        if message.offset != offset:
+            raise self._corrupt(f"commit log byte {position} holds offset {message.offset}, "
+                                f"expected {offset}")
+        return CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp)
 
     async def get(self, offset: int, max_count: int, max_bytes: int = 4 * 1024 * 1024
                   ) -> list[Message]:
@@ -259,12 +255,7 @@ class QueueReading(abc.ABC):
             except RecordError as exc:
                 problem: str | None = str(exc)
             else:
-                problem = None
-                if (message.offset != offset + k
-                        or message.store_timestamp != unit.store_timestamp
-                        or (message.tags is None) != (unit.tags_hash == 0)
-                        or message.tags is not None):
-                    problem = record_problem(message, offset + k, unit)
+                problem = record_problem(message, offset + k, unit)
             if problem is not None:
                 if not messages:
                     raise self._corrupt(f"message at offset {offset + k}: {problem}")
