@@ -30,14 +30,12 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import ChunkedSegment, FileType
+from tieredstore.segment import FileType
 from tieredstore.sizes import MiB
 from tieredstore.spark.plan import NO_END, SegmentSlice
-from tieredstore.spark.segments import FlatFileView, open_read_only
 from tieredstore.spark.selection import Selection
 from tieredstore.store.checks import record_problem, unit_order_problem
 from tieredstore.store.compose import fetcher_options, open_object_store
-from tieredstore.store.keys import segment_path
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -46,6 +44,7 @@ from tieredstore.store.record import (
     decode_record,
     decode_unit,
 )
+from tieredstore.store.view import FlatView, PlannedSegments, SegmentView
 
 T = TypeVar("T")
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
@@ -114,10 +113,16 @@ class SliceScanner:
         self.part = part
         self.selection = selection or Selection()
         self.strict = strict
-        self.commit_log = FlatFileView(store, config, fetcher, topic=part.topic,
-                                       queue_id=part.queue_id, file_type=FileType.COMMIT_LOG,
-                                       segments=part.cl_segments)
+        self.commit_log = self._flat(FileType.COMMIT_LOG, part.cl_segments)
+        self.consume_queue = self._flat(FileType.CONSUME_QUEUE, ((part.cq_base, part.cq_size),))
         self.last_read = -1  # the last offset whose unit was read (wanted or not)
+
+    def _flat(self, file_type: FileType, segments: tuple[tuple[int, int | None], ...]
+              ) -> FlatView:
+        """The store's read-only view of a flat file, over the segments planned."""
+        return FlatView(self.store, self.config, PlannedSegments(segments),
+                        topic=self.part.topic, queue_id=self.part.queue_id,
+                        file_type=file_type, reader=self.fetcher)
 
     def _error(self, offset: int, message: str, last: int | None = None) -> ScanError:
         return ScanError(self.part.topic, self.part.queue_id, offset, message, last)
@@ -129,29 +134,21 @@ class SliceScanner:
 
     async def batches(self) -> AsyncIterator[Batch]:
         part = self.part
-        path = segment_path(self.config, part.topic, part.queue_id, FileType.CONSUME_QUEUE,
-                            part.cq_base)
         try:
-            cq = await open_read_only(self.store, self.config, path, self.fetcher)
+            cq = await self.consume_queue.locate(part.cq_base)
         except TieredStoreError as exc:
-            raise self._error(part.first_offset, f"consume-queue segment {path}: {exc}") \
-                from exc
-        size = cq.commit_position
-        if part.cq_size is not None and size != part.cq_size:
-            batch = Batch()
-            await self._report(batch, self._error(
-                part.first_offset, f"consume-queue segment {path} holds {size} bytes, its "
-                f"metadata record says {part.cq_size}"))
-            yield batch
-            size = min(size, part.cq_size)
-        units_end = part.base_offset + size // UNIT_SIZE
+            raise self._error(part.first_offset, f"consume queue: {exc}") from exc
+        if cq.state is None:
+            raise self._error(part.first_offset, f"consume-queue segment {cq.path}: "
+                              f"{cq.error}")
+        units_end = cq.end // UNIT_SIZE
         end = min(part.last_offset + 1 if part.last_offset != NO_END else units_end,
                   units_end)
         offset = max(part.first_offset, part.base_offset)
         while offset < end:
             stop = min(end, offset + UNITS_PER_BLOCK)
             batch = Batch()
-            units = await self._units(cq, offset, stop, batch)
+            units = await self._units(offset, stop, batch)
             batch.units = stop - offset
             wanted = [w for w in units if self.selection.wants(w.offset, w.unit.store_timestamp)]
             await self._records(wanted, batch)
@@ -159,14 +156,12 @@ class SliceScanner:
             yield batch
             offset = stop
 
-    async def _units(self, cq: ChunkedSegment, start: int, stop: int, batch: Batch
-                     ) -> list[_Wanted]:
+    async def _units(self, start: int, stop: int, batch: Batch) -> list[_Wanted]:
         if start >= stop:
             return []
         base = self.part.base_offset
-        local = (start - base) * UNIT_SIZE
         try:
-            data = await cq.read0(local, (stop - start) * UNIT_SIZE)
+            data = await self.consume_queue.read(start * UNIT_SIZE, (stop - start) * UNIT_SIZE)
         except TieredStoreError as exc:
             # Only the units of the damaged range are lost: read around it.
             span = getattr(exc, "span", None)
@@ -176,11 +171,10 @@ class SliceScanner:
                 bad_stop = min(stop, base - (-span[1] // UNIT_SIZE))
             if bad_start >= bad_stop:
                 bad_start, bad_stop = start, stop
-            before = await self._units(cq, start, bad_start, batch) if bad_start > start \
-                else []
+            before = await self._units(start, bad_start, batch) if bad_start > start else []
             await self._report(batch, self._error(
                 bad_start, f"consume queue unreadable: {exc}", bad_stop - 1))
-            after = await self._units(cq, bad_stop, stop, batch) if bad_stop < stop else []
+            after = await self._units(bad_stop, stop, batch) if bad_stop < stop else []
             return before + after
         out: list[_Wanted] = []
         previous_end: int | None = None
@@ -206,8 +200,7 @@ class SliceScanner:
             if located is None:
                 i += 1
                 continue
-            segment, base = located
-            seg_end = base + segment.commit_position
+            seg_end = located.end
             j, size = i, first.unit.size
             while (j + 1 < len(wanted) and wanted[j + 1].unit.position == wanted[j].unit.end
                    and wanted[j + 1].unit.end <= seg_end and size < RUN_BYTES):
@@ -217,36 +210,30 @@ class SliceScanner:
             if first.unit.position + size > seg_end:
                 await self._report(batch, self._error(
                     first.offset, f"its record [{first.unit.position}, {first.unit.end}) runs "
-                    f"past the end of commit-log segment {segment.path} at {seg_end}"))
+                    f"past the end of commit-log segment {located.path} at {seg_end}"))
                 i += 1
                 continue
             try:
-                data = await segment.read0(first.unit.position - base, size)
+                data = await self.commit_log.read(first.unit.position, size)
             except TieredStoreError:
-                await self._one_by_one(segment, base, run, batch)
+                await self._one_by_one(run, batch)
             else:
                 await self._decode(memoryview(data), run, batch)
             i = j + 1
 
-    async def _locate(self, item: _Wanted, batch: Batch) -> tuple[ChunkedSegment, int] | None:
+    async def _locate(self, item: _Wanted, batch: Batch) -> SegmentView | None:
         try:
-            located = await self.commit_log.locate(item.unit.position)
+            return await self.commit_log.locate(item.unit.position)
         except TieredStoreError as exc:
             await self._report(batch, self._error(item.offset, f"commit log: {exc}"))
             return None
-        if located is None:
-            await self._report(batch, self._error(
-                item.offset, f"its unit points to commit-log byte {item.unit.position}, "
-                "which no commit-log segment holds"))
-        return located
 
-    async def _one_by_one(self, segment: ChunkedSegment, base: int, run: list[_Wanted],
-                          batch: Batch) -> None:
+    async def _one_by_one(self, run: list[_Wanted], batch: Batch) -> None:
         """A run failed: read its records one at a time to name the damaged ones."""
         bad: list[tuple[int, str]] = []
         for item in run:
             try:
-                data = await segment.read0(item.unit.position - base, item.unit.size)
+                data = await self.commit_log.read(item.unit.position, item.unit.size)
             except TieredStoreError as exc:
                 bad.append((item.offset, str(exc)))
                 continue

@@ -14,11 +14,14 @@ consume queue (the next open re-dispatches them), are not in ``max_offset``.
 from __future__ import annotations
 
 import asyncio
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, TieredStoreError
-from tieredstore.metadata import MetadataNotFound, QueueMetadata, QueuePath
+from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePath
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
@@ -128,19 +131,73 @@ async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: st
         raise NoSuchQueue(topic, queue_id) from None
 
 
+class SegmentRecords(Protocol):
+    """Where a flat file's sealed segments are recorded: the queue metadata
+    (:class:`QueueMetadata` is one), or the segments a read plan took from it."""
+
+    def next_base_offset(self, file_type: pb.FileType) -> int:
+        """Where the first segment not recorded begins."""
+        ...
+
+    def first(self, file_type: pb.FileType) -> First:
+        """The first live record (its base offset)."""
+        ...
+
+    async def find_by_base_offset(self, file_type: pb.FileType, position: int
+                                  ) -> pb.SegmentRecord | None:
+        """The record of the segment holding ``position``, if one does."""
+        ...
+
+
+class PlannedSegments:
+    """The segments of one flat file a plan took from the metadata, as
+    ``(base, size)`` in order; the last is ``(base, None)`` when it was the
+    active segment (its end is found by listing)."""
+
+    def __init__(self, segments: Sequence[tuple[int, int | None]]) -> None:
+        self._sealed = [(base, size) for base, size in segments if size is not None]
+        self._bases = [base for base, _ in self._sealed]
+        active = [base for base, size in segments if size is None]
+        if active:
+            self._next = active[0]
+        elif self._sealed:
+            self._next = self._sealed[-1][0] + self._sealed[-1][1]
+        else:
+            self._next = 0
+
+    def next_base_offset(self, file_type: pb.FileType) -> int:
+        return self._next
+
+    def first(self, file_type: pb.FileType) -> First:
+        return First(self._bases[0] if self._bases else self._next, 0)
+
+    async def find_by_base_offset(self, file_type: pb.FileType, position: int
+                                  ) -> pb.SegmentRecord | None:
+        i = bisect.bisect_right(self._bases, position) - 1
+        if i < 0 or position >= self._bases[i] + self._sealed[i][1]:
+            return None
+        base, size = self._sealed[i]
+        return pb.SegmentRecord(file_type=file_type, base_offset=base, size=size)
+
+
+RELISTS = 2  # a merge in flight: the chunks, then possibly the chunks again
+
+
 class FlatView:
     """One queue's flat file of one type, read-only.
 
-    Sealed segments are found through the metadata records; the segments from
-    ``next_base_offset`` on (the active one, and one sealed but not yet
-    recorded if a writer stopped between the two) by listing.
+    Sealed segments are found through their records (the queue metadata, or a
+    read plan); the segments from ``next_base_offset`` on (the active one, and
+    one sealed but not yet recorded if a writer stopped between the two) by
+    listing, when first needed.
     """
 
-    def __init__(self, store: ObjectStore, config: TieredStoreConfig, meta: QueueMetadata, *,
-                 topic: str, queue_id: int, file_type: FileType, reader: SegmentReader) -> None:
+    def __init__(self, store: ObjectStore, config: TieredStoreConfig, records: SegmentRecords,
+                 *, topic: str, queue_id: int, file_type: FileType,
+                 reader: SegmentReader) -> None:
         self.store = store
         self.config = config
-        self.meta = meta
+        self.records = records
         self.topic = topic
         self.queue_id = queue_id
         self.file_type = file_type
@@ -148,10 +205,12 @@ class FlatView:
         self.reader = reader
         self.tail: list[SegmentView] = []
         self._sealed: dict[int, SegmentView] = {}
-        self.next_base = 0
+        self.next_base = records.next_base_offset(self.pb_type)
 
     async def open(self) -> None:
-        self.next_base = self.meta.next_base_offset(self.pb_type)
+        """List the segments from ``next_base`` on (once)."""
+        if self.tail:
+            return
         base = self.next_base
         while True:
             view = await open_segment(self.store, self._path(base))
@@ -167,7 +226,7 @@ class FlatView:
     @property
     def first(self) -> int:
         """The first live position (earlier segments were trimmed)."""
-        return min(self.meta.first(self.pb_type).base_offset, self.next_base)
+        return min(self.records.first(self.pb_type).base_offset, self.next_base)
 
     @property
     def end(self) -> int:
@@ -179,11 +238,13 @@ class FlatView:
 
     async def locate(self, position: int) -> SegmentView:
         """The segment holding ``position``."""
+        if position >= self.next_base:
+            await self.open()
         for view in self.tail:
             if view.base <= position < view.end or (view is self.tail[-1]
                                                      and position >= view.base):
                 return view
-        record = await self.meta.find_by_base_offset(self.pb_type, position)
+        record = await self.records.find_by_base_offset(self.pb_type, position)
         if record is None:
             raise OffsetOutOfRange(f"{self.file_type.value} position {position} is not "
                                    f"stored (first live position {self.first})",
@@ -207,21 +268,24 @@ class FlatView:
         if position + length > view.end:
             raise self._corrupt(f"{self.file_type.value} read [{position}, "
                                 f"{position + length}) crosses the segment end {view.end}")
-        try:
-            return await self.reader.read(view.path, view.layout, position - view.base, length)
-        except ChunkMissing:
-            # A live writer's merge replaced the chunks since they were listed.
-            fresh = await self._relist(view)
-            return await self.reader.read(fresh.path, fresh.layout, position - fresh.base,
-                                          length)
+        for relists in range(RELISTS + 1):
+            try:
+                return await self.reader.read(view.path, view.layout, position - view.base,
+                                              length)
+            except ChunkMissing:
+                # A live writer's merge replaced the chunks since they were listed
+                # (listed again while the merge deleted them: once more).
+                if relists == RELISTS:
+                    raise
+                await self._relist(view)
+        raise AssertionError("unreachable")
 
-    async def _relist(self, view: SegmentView) -> SegmentView:
+    async def _relist(self, view: SegmentView) -> None:
         fresh = await open_segment(self.store, view.path)
         if fresh.state is None or fresh.size < view.size:
             raise self._corrupt(fresh.error or f"segment {view.path} shrank to {fresh.size} "
                                 "bytes while it was read")
         view.state, view.layout = fresh.state, fresh.layout
-        return view
 
 
 class QueueView(QueueReading):
