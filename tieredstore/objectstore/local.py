@@ -42,8 +42,8 @@ from tieredstore.errors import (
     PreconditionFailed,
 )
 from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
-from tieredstore.objectstore.blocking import (
-    BlockingObjectStore,
+from tieredstore.objectstore.blocking_backed import (
+    BlockingBackedObjectStore,
     check_copy_range,
     check_range_start,
 )
@@ -82,7 +82,7 @@ def _decode_path(rel: str) -> str:
     return "/".join(unquote(p) for p in rel[: -len(_OBJ_SUFFIX)].split(os.sep))
 
 
-class LocalObjectStore(BlockingObjectStore):
+class LocalObjectStore(BlockingBackedObjectStore):
     """Objects as files under a root directory (created if missing)."""
 
     name = "local"

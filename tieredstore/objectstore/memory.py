@@ -20,7 +20,11 @@ from tieredstore.objectstore.base import (
     UploadInfo,
     check_parts_for_complete,
 )
-from tieredstore.objectstore.blocking import BlockingObjectStore, check_copy_range, slice_range
+from tieredstore.objectstore.blocking_backed import (
+    BlockingBackedObjectStore,
+    check_copy_range,
+    slice_range,
+)
 from tieredstore.objectstore.chokepoint import Chokepoint
 
 T = TypeVar("T")
@@ -75,7 +79,7 @@ class _Upload:
     parts: dict[int, tuple[bytes, str]] = field(default_factory=dict)
 
 
-class MemoryObjectStore(BlockingObjectStore):
+class MemoryObjectStore(BlockingBackedObjectStore):
     """Objects in a dict, for one event loop. Every call yields to the loop once."""
 
     name = "memory"

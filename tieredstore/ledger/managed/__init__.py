@@ -1,10 +1,11 @@
 """Managed ledgers: a log of ledgers with PIP-17 offload and seed-001 metadata."""
 
 from tieredstore.ledger.managed.config import ManagedLedgerConfig, ReadPriority
-from tieredstore.ledger.managed.keys import ManagedLedgerPath, PageRef
-from tieredstore.ledger.managed.managed_ledger import ManagedLedger, Position
+from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
+from tieredstore.ledger.managed.managed_ledger import ManagedLedger
 from tieredstore.ledger.managed.metadata import DEFAULT_PAGE_SIZE, ManagedLedgerMetadata
-from tieredstore.ledger.managed.sources import Source
+from tieredstore.ledger.managed.position import Position
+from tieredstore.ledger.managed.sources import LedgerCopy
 from tieredstore.ledger.managed.sweep import (
     OffloadGarbage,
     find_offload_garbage,
@@ -14,15 +15,15 @@ from tieredstore.ledger.managed.sweep import (
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "LedgerCopy",
+    "LedgerPageRef",
     "ManagedLedger",
     "ManagedLedgerConfig",
     "ManagedLedgerMetadata",
     "ManagedLedgerPath",
     "OffloadGarbage",
-    "PageRef",
     "Position",
     "ReadPriority",
-    "Source",
     "find_offload_garbage",
     "referenced_offloads",
     "sweep_offloads",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger
-from tieredstore.ledger.managed.keys import ManagedLedgerPath, PageRef
+from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.metadata.codec import frame, page_hash, unframe
 from tieredstore.metadata.errors import CorruptMetadata
 
@@ -83,12 +83,12 @@ def encode_page(ledgers: Sequence[pb.LedgerInfo]) -> bytes:
 
 
 def build_page(path: ManagedLedgerPath, ledgers: Sequence[pb.LedgerInfo], prev_hash: int
-               ) -> tuple[PageRef, bytes]:
+               ) -> tuple[LedgerPageRef, bytes]:
     data = encode_page(ledgers)
     return path.page_ref(ledgers, page_hash(data), prev_hash), data
 
 
-def decode_page(data: bytes, ref: PageRef, *, name: str = "") -> list[pb.LedgerInfo]:
+def decode_page(data: bytes, ref: LedgerPageRef, *, name: str = "") -> list[pb.LedgerInfo]:
     """The ledgers of a page read from ``ref.key``, checked against the key."""
     page = pb.ManagedLedgerPage()
     try:

@@ -15,10 +15,10 @@ from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.metadata.versions import KEEP_VERSIONS, VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
 
-__all__ = ["KEEP_VERSIONS", "HeadLog"]
+__all__ = ["KEEP_VERSIONS", "ManagedLedgerHeadLog"]
 
 
-class HeadLog(VersionedHeads[pb.ManagedLedgerHead]):
+class ManagedLedgerHeadLog(VersionedHeads[pb.ManagedLedgerHead]):
     """Loads the newest head of a managed ledger and writes the next one."""
 
     def __init__(self, store: ObjectStore, path: ManagedLedgerPath) -> None:

@@ -35,7 +35,7 @@ _MAX_NUMBER = 10**20 - 1
 
 
 @dataclass(frozen=True, slots=True)
-class PageRef:
+class LedgerPageRef:
     """What a page key says. The page holds ledgers ``first_ledger..last_ledger``."""
 
     key: str
@@ -92,7 +92,7 @@ class ManagedLedgerPath:
         return self.base + "pages/"
 
     def page_ref(self, ledgers: Sequence[pb.LedgerInfo], page_hash: int, prev_hash: int
-                 ) -> PageRef:
+                 ) -> LedgerPageRef:
         """The key of the page holding ``ledgers`` (non-empty, ascending ids)."""
         if not ledgers:
             raise ValueError("a page holds at least one ledger")
@@ -108,9 +108,9 @@ class ManagedLedgerPath:
             f"{self.pages_prefix}page-{first:020d}-{last:020d}-{len(ledgers):010d}"
             f"-{size:020d}-{max_ts:020d}-{page_hash:016x}-{prev_hash:016x}"
         )
-        return PageRef(key, first, last, len(ledgers), size, max_ts, page_hash, prev_hash)
+        return LedgerPageRef(key, first, last, len(ledgers), size, max_ts, page_hash, prev_hash)
 
-    def parse_page_key(self, key: str) -> PageRef | None:
+    def parse_page_key(self, key: str) -> LedgerPageRef | None:
         if not key.startswith(self.pages_prefix):
             return None
         match = _PAGE.fullmatch(key[len(self.pages_prefix) :])
@@ -118,4 +118,4 @@ class ManagedLedgerPath:
             return None
         first, last, count, size, max_ts = (int(g) for g in match.groups()[:5])
         page_hash, prev_hash = (int(g, 16) for g in match.groups()[5:])
-        return PageRef(key, first, last, count, size, max_ts, page_hash, prev_hash)
+        return LedgerPageRef(key, first, last, count, size, max_ts, page_hash, prev_hash)

@@ -43,8 +43,8 @@ from tieredstore.ledger.managed.codec import (
     decode_page,
     encode_head,
 )
-from tieredstore.ledger.managed.heads import HeadLog
-from tieredstore.ledger.managed.keys import ManagedLedgerPath, PageRef
+from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
+from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.ledger.managed.state import copy_info, cut_pages, find
 from tieredstore.ledger.managed.state import trim as trim_head
 from tieredstore.objectstore.base import ObjectStore
@@ -72,13 +72,13 @@ class ManagedLedgerMetadata:
     ) -> None:
         self.store = store
         self.path = path
-        self._heads = HeadLog(store, path)
+        self._heads = ManagedLedgerHeadLog(store, path)
         self._head = head
         self._version = version
         self._writer_id = writer_id
         self._session_id = uuid.uuid4().hex
         self._lock = asyncio.Lock()
-        self._pages: list[PageRef] | None = None  # every page key listed, by first ledger
+        self._pages: list[LedgerPageRef] | None = None  # every page key listed, by first ledger
         self._cache: OrderedDict[str, tuple[pb.LedgerInfo, ...]] = OrderedDict()
         self._cache_pages = max(1, cache_pages)
         self.head_writes = 0
@@ -98,7 +98,7 @@ class ManagedLedgerMetadata:
         first update). ``page_size`` applies to a new one only."""
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
-        loaded = await HeadLog(store, path).load()
+        loaded = await ManagedLedgerHeadLog(store, path).load()
         if loaded is None:
             version, head = 0, pb.ManagedLedgerHead(
                 formatVersion=FORMAT_VERSION, pageSize=page_size, firstLedgerId=0,
@@ -163,7 +163,7 @@ class ManagedLedgerMetadata:
             self._pages = None  # its pages: list again when needed
 
     async def _commit(self, head: pb.ManagedLedgerHead) -> None:
-        pages: list[tuple[PageRef, bytes, list[pb.LedgerInfo]]] = []
+        pages: list[tuple[LedgerPageRef, bytes, list[pb.LedgerInfo]]] = []
         for records in cut_pages(head):
             ref, data = build_page(self.path, records, head.lastPageHash)
             head.lastPageHash = ref.page_hash
@@ -187,7 +187,7 @@ class ManagedLedgerMetadata:
 
         await self._heads.publish(version, encode_head(head), landed)
 
-    async def _write_page(self, ref: PageRef, data: bytes, records: list[pb.LedgerInfo]
+    async def _write_page(self, ref: LedgerPageRef, data: bytes, records: list[pb.LedgerInfo]
                           ) -> None:
         """Create the page. Its key names a digest of its bytes: bytes found
         there are ours (a retry, or a write whose head never landed and is
@@ -247,14 +247,14 @@ class ManagedLedgerMetadata:
                 return
             yield copy_info(info)
 
-    async def page_view(self) -> list[PageRef]:
+    async def page_view(self) -> list[LedgerPageRef]:
         """The live pages the head references, oldest first."""
         head = self._head
         refs = await self._list_pages()
-        by_hash: dict[int, list[PageRef]] = {}
+        by_hash: dict[int, list[LedgerPageRef]] = {}
         for ref in refs:
             by_hash.setdefault(ref.page_hash, []).append(ref)
-        chain: list[PageRef] = []
+        chain: list[LedgerPageRef] = []
         wanted = head.lastPageHash
         while wanted:
             candidates = [r for r in by_hash.get(wanted, ())
@@ -276,7 +276,7 @@ class ManagedLedgerMetadata:
             )
         return chain
 
-    async def read_page(self, ref: PageRef) -> tuple[pb.LedgerInfo, ...]:
+    async def read_page(self, ref: LedgerPageRef) -> tuple[pb.LedgerInfo, ...]:
         cached = self._cache.get(ref.key)
         if cached is not None:
             self._cache.move_to_end(ref.key)
@@ -295,7 +295,7 @@ class ManagedLedgerMetadata:
         while len(self._cache) > self._cache_pages:
             self._cache.popitem(last=False)
 
-    async def _list_pages(self) -> list[PageRef]:
+    async def _list_pages(self) -> list[LedgerPageRef]:
         if self._pages is None:
             refs = []
             for info in await self.store.list_all(self.path.pages_prefix):
@@ -353,6 +353,6 @@ class ManagedLedgerMetadata:
                 raise self._heads.fenced
 
 
-def _order(ref: PageRef) -> tuple[int, str]:
+def _order(ref: LedgerPageRef) -> tuple[int, str]:
     return ref.first_ledger, ref.key
 

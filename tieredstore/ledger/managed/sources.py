@@ -22,7 +22,9 @@ from tieredstore.ledger.managed.state import is_offloaded
 log = logging.getLogger(__name__)
 
 
-class Source(enum.Enum):
+class LedgerCopy(enum.Enum):
+    """A copy of a sealed ledger that a read can go to."""
+
     LOCAL = "local"
     OFFLOADED = "offloaded"
 
@@ -31,16 +33,16 @@ def local_copy_exists(info: pb.LedgerInfo) -> bool:
     return not (is_offloaded(info) and info.offloadContext.bookkeeperDeleted)
 
 
-def choose_sources(info: pb.LedgerInfo, priority: ReadPriority) -> list[Source]:
+def choose_sources(info: pb.LedgerInfo, priority: ReadPriority) -> list[LedgerCopy]:
     """The copies to try, in order (the second is the fallback)."""
     sources = []
     if is_offloaded(info):
-        sources.append(Source.OFFLOADED)
+        sources.append(LedgerCopy.OFFLOADED)
     if local_copy_exists(info):
         if priority is ReadPriority.BOOKKEEPER_FIRST:
-            sources.insert(0, Source.LOCAL)
+            sources.insert(0, LedgerCopy.LOCAL)
         else:
-            sources.append(Source.LOCAL)
+            sources.append(LedgerCopy.LOCAL)
     return sources
 
 
@@ -50,15 +52,15 @@ class HandleCache:
 
     def __init__(self, capacity: int = 16) -> None:
         self.capacity = max(1, capacity)
-        self._handles: OrderedDict[tuple[Source, int], ReadHandle] = OrderedDict()
+        self._handles: OrderedDict[tuple[LedgerCopy, int], ReadHandle] = OrderedDict()
 
-    def get(self, source: Source, ledger_id: int) -> ReadHandle | None:
+    def get(self, source: LedgerCopy, ledger_id: int) -> ReadHandle | None:
         handle = self._handles.get((source, ledger_id))
         if handle is not None:
             self._handles.move_to_end((source, ledger_id))
         return handle
 
-    async def put(self, source: Source, ledger_id: int, handle: ReadHandle) -> None:
+    async def put(self, source: LedgerCopy, ledger_id: int, handle: ReadHandle) -> None:
         old = self._handles.pop((source, ledger_id), None)
         self._handles[(source, ledger_id)] = handle
         if old is not None and old is not handle:
@@ -67,7 +69,7 @@ class HandleCache:
             _, evicted = self._handles.popitem(last=False)
             await _close(evicted)
 
-    async def drop(self, ledger_id: int, source: Source | None = None) -> None:
+    async def drop(self, ledger_id: int, source: LedgerCopy | None = None) -> None:
         for key in [k for k in self._handles if k[1] == ledger_id
                     and (source is None or k[0] is source)]:
             await _close(self._handles.pop(key))

@@ -48,7 +48,7 @@ from datetime import UTC, datetime, timedelta
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.location import OffloadLocation, parse_offload_key
 from tieredstore.ledger.managed.codec import offload_uuid
-from tieredstore.ledger.managed.heads import HeadLog
+from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.offloader import SegmentLedgerOffloader
@@ -95,7 +95,7 @@ async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Att
         if path.encoded_name != encoded:
             raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's "
                                        "metadata: refusing to sweep")
-        loaded = await HeadLog(metadata_store, path).load()
+        loaded = await ManagedLedgerHeadLog(metadata_store, path).load()
         if loaded is None:
             continue  # no head: it references nothing
         version, head = loaded

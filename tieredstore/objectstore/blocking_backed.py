@@ -1,8 +1,8 @@
-"""Template base for backends built from blocking primitives (memory, local).
+"""The async ObjectStore over blocking primitives: the base of the memory and local backends.
 
 The async interface, the chokepoint routing and the S3 rule checks live here
-once; a backend fills in the ``_*_now`` methods and says how to run them
-(inline for memory, in a worker thread for files).
+once; a backend fills in the blocking ``_*_now`` methods and says how to run
+them (inline for memory, in a worker thread for files).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def check_part(key: str, number: int, size: int, op: str) -> None:
         raise InvalidRequest(f"EntityTooLarge: part {number} has {size} bytes", op=op, key=key)
 
 
-class BlockingObjectStore(ObjectStore):
-    """An ObjectStore whose operations are blocking ``_*_now`` methods."""
+class BlockingBackedObjectStore(ObjectStore):
+    """An async ObjectStore whose operations run blocking ``_*_now`` methods."""
 
     @abc.abstractmethod
     async def _execute(self, fn: Callable[..., T], *args: Any) -> T:
@@ -208,5 +208,5 @@ class BlockingObjectStore(ObjectStore):
         return await self._op("list_multipart_uploads", self._list_uploads_now, prefix)
 
 
-__all__ = ["MAX_LIST_PAGE", "BlockingObjectStore", "check_copy_range", "check_range_start",
-           "slice_range"]
+__all__ = ["MAX_LIST_PAGE", "BlockingBackedObjectStore", "check_copy_range",
+           "check_range_start", "slice_range"]

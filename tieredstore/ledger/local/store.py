@@ -1,0 +1,162 @@
+"""LocalLedgerStore: ledgers as files in one directory.
+
+Each ledger is two files: ``{id:020d}.log``, its entry records back to back
+(see :mod:`tieredstore.ledger.entrylog`: BookKeeper's entry header and a
+CRC32C digest per entry), and ``{id:020d}.meta``, its BookKeeper ledger
+metadata. The metadata file's existence is the ledger's: it is created last
+(``link(2)``, so never half-written, and never over an existing one) and
+deleted first. It is replaced by ``rename(2)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from tieredstore.ledger.entrylog import EntryLogError, decode_metadata, encode_metadata
+from tieredstore.ledger.errors import CorruptLedger, LedgerExists, LedgerNotFound
+from tieredstore.ledger.handle import DigestType, LedgerMetadata, LedgerState
+from tieredstore.ledger.local.reader import LocalReadHandle
+from tieredstore.ledger.local.writer import LocalLedgerWriter
+from tieredstore.ledger.logfile import check_id, fsync_dir, write_file
+
+_META_NAME = re.compile(r"([0-9]{20})\.meta")
+
+
+class LocalLedgerStore:
+    """Ledgers as files under ``root``. ``fsync=False`` for tests only."""
+
+    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.root = Path(root)
+        self.fsync = fsync
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # --- paths ------------------------------------------------------------------
+
+    def log_path(self, ledger_id: int) -> Path:
+        return self.root / f"{check_id(ledger_id):020d}.log"
+
+    def meta_path(self, ledger_id: int) -> Path:
+        return self.root / f"{check_id(ledger_id):020d}.meta"
+
+    # --- ledgers ----------------------------------------------------------------
+
+    async def create_ledger(
+        self,
+        *,
+        ensemble_size: int = 1,
+        write_quorum_size: int = 1,
+        ack_quorum_size: int = 1,
+        custom_metadata: Iterable[tuple[str, bytes]] = (),
+        ledger_id: int | None = None,
+    ) -> LocalLedgerWriter:
+        """Create a ledger (the next free id unless ``ledger_id`` is given) and
+        return its writer. The quorum sizes are recorded as given; a local
+        store keeps one copy."""
+        metadata = LedgerMetadata(
+            ensemble_size=ensemble_size,
+            write_quorum_size=write_quorum_size,
+            ack_quorum_size=ack_quorum_size,
+            digest_type=DigestType.CRC32C,
+            state=LedgerState.OPEN,
+            ctime_ms=time.time_ns() // 1_000_000,
+            ensembles=((0, tuple(f"local-{i}" for i in range(ensemble_size))),),
+            custom_metadata=tuple(custom_metadata),
+        )
+        new_id = await asyncio.to_thread(self._create, ledger_id, metadata)
+        return await asyncio.to_thread(LocalLedgerWriter._for_new, self, new_id)
+
+    def _create(self, ledger_id: int | None, metadata: LedgerMetadata) -> int:
+        candidate = ledger_id if ledger_id is not None else self._next_id()
+        data = encode_metadata(metadata)
+        while True:
+            tmp = self.root / f".{candidate:020d}.meta.{os.getpid()}.{time.monotonic_ns()}"
+            write_file(tmp, data, self.fsync)
+            try:
+                if self.meta_path(candidate).exists():
+                    raise FileExistsError
+                # The log first: a log without metadata is no ledger (and is
+                # truncated by the next create of that id).
+                with open(self.log_path(candidate), "wb") as fh:
+                    if self.fsync:
+                        os.fsync(fh.fileno())
+                os.link(tmp, self.meta_path(candidate))
+                if self.fsync:
+                    fsync_dir(self.root)
+                return candidate
+            except FileExistsError:
+                if ledger_id is not None:
+                    raise LedgerExists("exists already", ledger_id=ledger_id) from None
+                candidate += 1
+            finally:
+                tmp.unlink(missing_ok=True)
+
+    def _next_id(self) -> int:
+        ids = self._list_ids()
+        return ids[-1] + 1 if ids else 0
+
+    def _list_ids(self) -> list[int]:
+        found = []
+        for name in os.listdir(self.root):
+            match = _META_NAME.fullmatch(name)
+            if match:
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    async def ledger_ids(self) -> list[int]:
+        """Every ledger in the store, ascending."""
+        return await asyncio.to_thread(self._list_ids)
+
+    async def exists(self, ledger_id: int) -> bool:
+        return await asyncio.to_thread(self.meta_path(ledger_id).exists)
+
+    async def metadata(self, ledger_id: int) -> LedgerMetadata:
+        return await asyncio.to_thread(self._read_meta, ledger_id)
+
+    def _read_meta(self, ledger_id: int) -> LedgerMetadata:
+        try:
+            data = self.meta_path(ledger_id).read_bytes()
+        except FileNotFoundError:
+            raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
+        try:
+            return decode_metadata(data)
+        except (EntryLogError, ValueError) as exc:
+            raise CorruptLedger(f"metadata file: {exc}", ledger_id=ledger_id) from None
+
+    def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:
+        path = self.meta_path(ledger_id)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+        write_file(tmp, encode_metadata(metadata), self.fsync)
+        os.replace(tmp, path)
+        if self.fsync:
+            fsync_dir(self.root)
+
+    async def open_ledger(self, ledger_id: int, *, recovery: bool = False) -> LocalReadHandle:
+        """Open a ledger for reading.
+
+        Without ``recovery`` an open ledger is read as far as its log holds
+        whole entries, and its writer goes on. With ``recovery`` the ledger is
+        fenced and closed first (see :mod:`.recovery`): its writer is refused
+        from now on.
+        """
+        return await asyncio.to_thread(LocalReadHandle._open, self, ledger_id, recovery)
+
+    async def delete_ledger(self, ledger_id: int) -> bool:
+        """Delete a ledger; False if there was none. Its metadata goes first."""
+        return await asyncio.to_thread(self._delete, ledger_id)
+
+    def _delete(self, ledger_id: int) -> bool:
+        try:
+            self.meta_path(ledger_id).unlink()
+        except FileNotFoundError:
+            existed = False
+        else:
+            existed = True
+        self.log_path(ledger_id).unlink(missing_ok=True)
+        if self.fsync:
+            fsync_dir(self.root)
+        return existed

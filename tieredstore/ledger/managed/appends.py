@@ -1,0 +1,137 @@
+"""Appending to a managed ledger: its current ledger, and the rollover to the next.
+
+Entries are appended to the current ledger of a
+:class:`~tieredstore.ledger.local.LocalLedgerStore` and addressed by
+:class:`~tieredstore.ledger.managed.position.Position` ``(ledger_id,
+entry_id)``. A ledger is rolled over when it reaches its size or entry
+limit: the next ledger is created, then recorded current in the head (one
+head write, which also records the old one closed); with ``auto_offload``
+the offload triggers are checked after each rollover.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+
+from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.ledger.errors import LedgerFenced, LedgerNotFound, ManagedLedgerFenced
+from tieredstore.ledger.format import BytesLike
+from tieredstore.ledger.local import LocalLedgerWriter
+from tieredstore.ledger.managed import state
+from tieredstore.ledger.managed.offloads import Offloading
+from tieredstore.ledger.managed.position import Position
+
+
+class Appending(Offloading):
+    """Appends and rollovers (a rollover may start an offload, hence the base)."""
+
+    async def _start(self) -> None:
+        open_id = state.open_ledger_id(self.meta.head)
+        entries = size = 0
+        if open_id is not None:
+            handle = await self.ledgers.open_ledger(open_id, recovery=True)
+            entries, size = handle.last_add_confirmed + 1, handle.length
+            await handle.close()
+        writer = await self._new_ledger()
+        now = self.now_ms()
+
+        def mutate(head: pb.ManagedLedgerHead) -> pb.LedgerInfo | None:
+            dropped = None
+            if open_id is not None:
+                dropped = state.close_open_ledger(head, entries=entries, size=size,
+                                                  timestamp_ms=now)
+            state.add_ledger(head, writer.ledger_id)
+            return dropped
+
+        await self._commit_rollover(writer, mutate)
+
+    async def _new_ledger(self) -> LocalLedgerWriter:
+        c = self.config
+        return await self.ledgers.create_ledger(
+            ensemble_size=c.ensemble_size, write_quorum_size=c.write_quorum_size,
+            ack_quorum_size=c.ack_quorum_size,
+            custom_metadata=[("managed-ledger", self.name.encode())],
+        )
+
+    async def _commit_rollover(
+        self, writer: LocalLedgerWriter,
+        mutate: Callable[[pb.ManagedLedgerHead], pb.LedgerInfo | None],
+    ) -> None:
+        """Record ``writer``'s ledger as current; if that cannot be known to
+        have landed, delete the ledger again and fail."""
+        try:
+            dropped = await self.meta.update(mutate)
+        except BaseException as exc:
+            try:
+                await self.meta.settle()
+                settled = True
+            except Exception:  # unknown whether the head landed: keep the ledger
+                settled = False
+            if state.open_ledger_id(self.meta.head) != writer.ledger_id:
+                with contextlib.suppress(Exception):
+                    await writer.close()
+                    if settled:  # known not to be named by any head
+                        await self.ledgers.delete_ledger(writer.ledger_id)
+                if self._writer is not None:
+                    self._failed = exc
+                raise
+            dropped = None  # it landed; an empty ledger it dropped stays on disk
+        self._writer = writer
+        if dropped is not None:
+            await self.ledgers.delete_ledger(dropped.ledgerId)
+
+    async def add_entry(self, payload: BytesLike) -> Position:
+        """Append one entry; its position once it is durable."""
+        return (await self.add_entries([payload]))[0]
+
+    async def add_entries(self, payloads: Sequence[BytesLike]) -> list[Position]:
+        """Append entries to the current ledger with one write, rolling over
+        first if the ledger is full."""
+        async with self._write_lock:
+            writer = self._check_writer()
+            if self._is_full(writer):
+                await self._rollover_locked()
+                writer = self._check_writer()
+            try:
+                ids = await writer.append_many(payloads)
+            except (LedgerFenced, LedgerNotFound) as exc:
+                # Not found: a newer owner dropped it (an empty ledger it recovered).
+                self._failed = exc
+                raise ManagedLedgerFenced(f"its ledger was fenced: {exc}",
+                                          name=self.name) from exc
+            return [Position(writer.ledger_id, i) for i in ids]
+
+    def _is_full(self, writer: LocalLedgerWriter) -> bool:
+        limit = self.config.max_ledger_bytes
+        return writer.last_add_confirmed + 1 >= self.config.max_entries_per_ledger or (
+            limit is not None and writer.length >= limit
+        )
+
+    async def rollover(self) -> None:
+        """Close the current ledger and start a new one (one head write)."""
+        async with self._write_lock:
+            self._check_writer()
+            await self._rollover_locked()
+
+    async def _rollover_locked(self) -> None:
+        old = self._check_writer()
+        new = await self._new_ledger()
+        try:
+            await old.close()
+        except LedgerFenced as exc:
+            with contextlib.suppress(Exception):
+                await new.close()
+                await self.ledgers.delete_ledger(new.ledger_id)
+            self._failed = exc
+            raise ManagedLedgerFenced(f"its ledger was fenced: {exc}", name=self.name) from exc
+        entries, size, now = old.last_add_confirmed + 1, old.length, self.now_ms()
+
+        def mutate(head: pb.ManagedLedgerHead) -> pb.LedgerInfo | None:
+            dropped = state.close_open_ledger(head, entries=entries, size=size, timestamp_ms=now)
+            state.add_ledger(head, new.ledger_id)
+            return dropped
+
+        await self._commit_rollover(new, mutate)
+        if self.config.auto_offload and self.config.offload_triggers and self.offloader:
+            self._spawn(self.maybe_offload())

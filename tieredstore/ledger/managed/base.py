@@ -1,0 +1,122 @@
+"""The state a managed ledger's parts share, and the checks on it.
+
+:class:`~tieredstore.ledger.managed.managed_ledger.ManagedLedger` is put
+together from parts, one idea a module, each a class over this base:
+appending and rollover (:mod:`.appends`), reading (:mod:`.reads`),
+offloading (:mod:`.offloads`) and deleting (:mod:`.deletions`). The state
+they share is set up here once, with the checks every operation starts with
+and the background tasks they spawn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.ledger.errors import (
+    LedgerFenced,
+    ManagedLedgerClosed,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    NoOffloader,
+)
+from tieredstore.ledger.local import LocalLedgerStore, LocalLedgerWriter
+from tieredstore.ledger.managed.config import ManagedLedgerConfig
+from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.managed.sources import HandleCache, LedgerCopy
+from tieredstore.ledger.offloader import LedgerOffloader
+
+log = logging.getLogger(__name__)
+
+
+class ManagedLedgerBase:
+    """The state of one managed ledger, shared by its parts."""
+
+    def __init__(
+        self,
+        meta: ManagedLedgerMetadata,
+        ledgers: LocalLedgerStore,
+        offloader: LedgerOffloader | None,
+        config: ManagedLedgerConfig,
+        clock: Callable[[], float],
+    ) -> None:
+        self.meta = meta
+        self.ledgers = ledgers
+        self.offloader = offloader
+        self.config = config
+        self.clock = clock
+        self._writer: LocalLedgerWriter | None = None
+        self._write_lock = asyncio.Lock()  # appends and rollovers
+        self._data_lock = asyncio.Lock()  # offloads, local deletions, trims
+        self._offloading = False
+        self._trigger_pending = False
+        self._handles = HandleCache()
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._failed: BaseException | None = None
+        self._closed = False
+        self.offloads_completed = 0
+        self.offloads_failed = 0
+        self.reads_by_source: dict[LedgerCopy, int] = {LedgerCopy.LOCAL: 0,
+                                                       LedgerCopy.OFFLOADED: 0}
+
+    # --- state --------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def current_ledger_id(self) -> int:
+        return self._check_writer().ledger_id
+
+    @property
+    def first_ledger_id(self) -> int:
+        return self.meta.head.firstLedgerId
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ManagedLedgerClosed("closed", name=self.name)
+        if self._failed is not None:
+            if isinstance(self._failed, LedgerFenced | ManagedLedgerFenced):
+                raise ManagedLedgerFenced(f"fenced earlier: {self._failed}", name=self.name)
+            raise ManagedLedgerError(f"failed earlier, reopen it: {self._failed}",
+                                     name=self.name)
+        self.meta.check_writable()
+
+    def _check_writer(self) -> LocalLedgerWriter:
+        self._check_open()
+        assert self._writer is not None
+        return self._writer
+
+    def _require_offloader(self) -> LedgerOffloader:
+        if self.offloader is None:
+            raise NoOffloader(f"managed ledger {self.name!r} has no offloader")
+        return self.offloader
+
+    async def ledger_infos(self) -> list[pb.LedgerInfo]:
+        """Every live ledger's record, oldest first (reads every page)."""
+        return [info async for info in self.meta.ledgers()]
+
+    # --- background work ----------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                log.warning("%s: background offload failed: %s", self.name, exc)
+
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait_idle(self) -> None:
+        """Wait for background offloads (tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
