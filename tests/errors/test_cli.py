@@ -137,11 +137,11 @@ CASES = cases_by_id(
          r"the traceback\)$"),
     Case("L05", lambda cli: cli("consume", "--topic", "t", "--queue", "0", "--config",
                                 str(cli.tmp), common=False), SystemExit,
-         r"^tieredstore: config '--config': '.*' is a directory, not a TOML file$"),
+         r"^tieredstore: --config: '.*' is a directory, not a TOML file$"),
     Case("L06", lambda cli: (cli.tmp / "b.toml").write_bytes(b"\xff\xfe") and
          cli("consume", "--topic", "t", "--queue", "0", "--config", str(cli.tmp / "b.toml"),
              common=False), SystemExit,
-         r"^tieredstore: config '--config': '.*b.toml' is not a TOML file: not UTF-8 text"),
+         r"^tieredstore: --config: '.*b.toml' is not a TOML file: not UTF-8 text"),
     Case("L07", consume(TIEREDSTORE_POOL_BYTES="infKiB"), SystemExit,
          r"^tieredstore: config 'pool_bytes': cannot read 'infKiB' as int: .*"
          r"\(from TIEREDSTORE_POOL_BYTES\)$"),

@@ -49,14 +49,14 @@ def a_file(tmp: Path) -> str:
 CASES = cases_by_id(
     # --- the file --------------------------------------------------------------------------------
     Case("C01", from_file(b"\x89PNG\r\n\x1a\n\x00"), ConfigError,
-         r"config '--config': '.*conf.toml' is not a TOML file: not UTF-8 text \(byte 0x89 at "
+         r"config 'file': '.*conf.toml' is not a TOML file: not UTF-8 text \(byte 0x89 at "
          r"offset 0\)"),
     Case("C02", lambda tmp: load_config(tmp, env={}), ConfigError,
-         r"config '--config': '.*' is a directory, not a TOML file"),
+         r"config 'file': '.*' is a directory, not a TOML file"),
     Case("C03", lambda tmp: load_config(tmp / "nope.toml", env={}), ConfigError,
-         r"config '--config': file '.*nope.toml' does not exist"),
+         r"config 'file': '.*nope.toml' does not exist"),
     Case("C34", from_file("chunk_size = = 1\n"), ConfigError,
-         r"config '--config': '.*conf.toml' is not valid TOML: Invalid value \(at line 1"),
+         r"config 'file': '.*conf.toml' is not valid TOML: Invalid value \(at line 1"),
     Case("C08", from_file('[s3]\nchunk_size = "1MiB"\n[segments]\nchunk_size = "2MiB"\n'),
          ConfigError, r"config 'chunk_size': is set twice in .*conf.toml: in \[s3\] and in "
                       r"\[segments\]"),
@@ -73,7 +73,7 @@ CASES = cases_by_id(
     Case("C44", from_file(f"s3_secret_access_key = {SECRET_NUMBER}\n"), ConfigError,
          r"config 's3_secret_access_key': must be str, got int \(value not shown\)"),
     Case("C31", lambda tmp: load_config(5, env={}), ConfigError,  # type: ignore[arg-type]
-         r"config '--config': must be a path \(str or PathLike\), got int"),
+         r"config 'file': must be a path \(str or PathLike\), got int"),
     # --- the environment -------------------------------------------------------------------------
     Case("C04", from_env(pool_bytes="infKiB"), ConfigError,
          r"config 'pool_bytes': cannot read 'infKiB' as int: must be a whole number of bytes, "

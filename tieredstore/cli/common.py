@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from tieredstore.config import TieredStoreConfig, load_config
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import ConfigError, TieredStoreError
 from tieredstore.objectstore import ObjectStore
 from tieredstore.store import open_object_store
 
@@ -86,7 +86,12 @@ def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreCon
         overrides = {"backend": "local", "local_path": str(data_dir), **overrides}
     if getattr(args, "create_bucket", False):
         overrides = {"s3_create_bucket": True, **overrides}
-    return load_config(path, **overrides)
+    try:
+        return load_config(path, **overrides)
+    except ConfigError as exc:
+        if exc.key != "file" or getattr(args, "config", None) is None:
+            raise
+        raise CliError(f"--config: {exc.detail}") from None
 
 
 def open_existing_store(config: TieredStoreConfig) -> ObjectStore:

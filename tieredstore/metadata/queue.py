@@ -34,28 +34,22 @@ leaves exactly that page at the key the next open computes: it is adopted
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
-from tieredstore.errors import ConfigError, PreconditionFailed
+from tieredstore.errors import ConfigError
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
+from tieredstore.metadata.codec import FORMAT_VERSION, build_page
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,
     MetadataFenced,
     MetadataNotFound,
-    MetadataReadOnly,
-    MetadataTooLarge,
-    PageMissing,
 )
 from tieredstore.metadata.heads import HeadLog
-from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
-from tieredstore.metadata.reader import DEFAULT_CACHE_PAGES, QueueReader
+from tieredstore.metadata.keys import QueuePath, check_file_type
+from tieredstore.metadata.properties import PropertyUpdate, apply_properties, property_updates
+from tieredstore.metadata.reader import DEFAULT_CACHE_PAGES
 from tieredstore.metadata.state import (
     First,
     apply_append,
@@ -63,8 +57,8 @@ from tieredstore.metadata.state import (
     first_after_all,
     first_of,
     has_live,
-    page_out_tail,
 )
+from tieredstore.metadata.writing import NewPage, QueueWriter
 from tieredstore.objectstore.base import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -75,53 +69,14 @@ log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 100_000
 CLAIM_ATTEMPTS = 16
-MAX_PROPERTIES_BYTES = 64 * 1024
-_PAGE_WRITE_CONCURRENCY = 16
 
 
-PropertyUpdate = Callable[[Mapping[str, str]], Mapping[str, str | None]]
-
-
-def _updates(head: pb.QueueHead, given: Mapping[str, str | None] | PropertyUpdate
-             ) -> Mapping[str, str | None]:
-    """The property changes ``given`` stands for, against ``head``'s properties."""
-    return given(dict(head.properties)) if callable(given) else given
-
-
-@dataclass(frozen=True, slots=True)
-class _NewPage:
-    """A page that the next head will reference. ``data`` None: already written."""
-
-    file_type: pb.FileType
-    ref: PageRef
-    records: list[pb.SegmentRecord]
-    data: bytes | None
-
-
-class QueueMetadata(QueueReader):
+class QueueMetadata(QueueWriter):
     """The metadata of one queue. Open with :meth:`open` or :meth:`open_read_only`.
 
     Methods are safe to call concurrently from one event loop: writes are
     serialized, reads see the last committed head.
     """
-
-    def __init__(
-        self,
-        store: ObjectStore,
-        queue: QueuePath,
-        head: pb.QueueHead,
-        version: int,
-        *,
-        writer_id: str,
-        read_only: bool,
-        cache_pages: int,
-    ) -> None:
-        super().__init__(store, queue, head, version, cache_pages=cache_pages)
-        self._writer_id = writer_id
-        self._session_id = uuid.uuid4().hex
-        self._read_only = read_only
-        self._write_lock = asyncio.Lock()
-        self.created = False
 
     # --- opening ----------------------------------------------------------------
 
@@ -253,8 +208,8 @@ class QueueMetadata(QueueReader):
             await self._begin_write()
             head = self._next_head()
             if properties:
-                self._apply_properties(head, _updates(head, properties))
-            pages: list[_NewPage] = []
+                apply_properties(head, property_updates(head, properties), self._queue.name)
+            pages: list[NewPage] = []
             applied = 0
             for record in batch:
                 outcome = apply_append(head, record)
@@ -267,7 +222,7 @@ class QueueMetadata(QueueReader):
                         self._queue, file_type, outcome.page, state.last_page_hash
                     )
                     state.last_page_hash = ref.page_hash
-                    pages.append(_NewPage(file_type, ref, outcome.page, data))
+                    pages.append(NewPage(file_type, ref, outcome.page, data))
             if applied:
                 await self._commit(head, pages)
             return applied
@@ -285,28 +240,11 @@ class QueueMetadata(QueueReader):
         async with self._write_lock:
             await self._begin_write()
             head = self._next_head()
-            updates = {**_updates(head, values or {}), **kv}
-            self._apply_properties(head, updates)
+            updates = {**property_updates(head, values or {}), **kv}
+            apply_properties(head, updates, self._queue.name)
             if dict(head.properties) == dict(self._head.properties):
                 return
             await self._commit(head)
-
-    def _apply_properties(self, head: pb.QueueHead, updates: Mapping[str, str | None]) -> None:
-        """Set (None removes) properties on a head being built; check types and size."""
-        for key, value in updates.items():
-            if not isinstance(key, str) or not (value is None or isinstance(value, str)):
-                raise TypeError(f"property {key!r}: keys and values are str (None removes)")
-            if value is None:
-                if key in head.properties:
-                    del head.properties[key]
-            else:
-                head.properties[key] = value
-        size = sum(len(k.encode()) + len(v.encode()) for k, v in head.properties.items())
-        if size > MAX_PROPERTIES_BYTES:
-            raise MetadataTooLarge(
-                f"properties would take {size} bytes, more than {MAX_PROPERTIES_BYTES}",
-                queue=self._queue.name,
-            )
 
     async def claim(self) -> None:
         """Write a head now (same content, this writer's id), fencing earlier writers."""
@@ -370,126 +308,3 @@ class QueueMetadata(QueueReader):
                         pageset.discard(stray)
                         deleted += len(stray)
             return deleted
-
-    async def _begin_write(self) -> None:
-        self._check_writable()
-        if self._heads.unsettled:
-            await self._settle()
-
-    async def _settle(self) -> None:
-        """A head create failed without an answer (an error, a cancellation): it
-        may have landed. Our session id in the newest head says it did."""
-        adopted = await self._heads.settle(self._version, self._session_id,
-                                           lambda head: head.session_id)
-        if adopted is not None:
-            self._version, self._head = adopted
-            self._forget_pagesets()  # its pages: list again when needed
-
-    def _check_writable(self) -> None:
-        if self._read_only:
-            raise MetadataReadOnly("opened read-only", queue=self._queue.name)
-        self._heads.check_not_fenced()
-
-    def _next_head(self) -> pb.QueueHead:
-        head = pb.QueueHead()
-        head.CopyFrom(self._head)
-        return head
-
-    async def _commit(self, head: pb.QueueHead, pages: Sequence[_NewPage] = ()) -> None:
-        """Write ``pages``, then ``head`` as the next version; then stand on it."""
-        await self._write_pages([p for p in pages if p.data is not None])
-        version = self._version + 1
-        head.format_version = FORMAT_VERSION
-        head.version = version
-        head.writer_id = self._writer_id
-        head.session_id = self._session_id
-        head.written_at_ms = time.time_ns() // 1_000_000
-
-        def landed() -> None:
-            self._head, self._version = head, version
-            self._pages_committed([(p.file_type, p.ref, p.records) for p in pages])
-
-        await self._heads.publish(version, encode_head(head), landed)
-
-    async def _write_pages(self, pages: Sequence[_NewPage]) -> None:
-        limit = asyncio.Semaphore(_PAGE_WRITE_CONCURRENCY)
-
-        async def one(page: _NewPage) -> None:
-            async with limit:
-                await self._write_page(page)
-
-        tasks = [asyncio.ensure_future(one(page)) for page in pages]
-        try:
-            await asyncio.gather(*tasks)  # raises the first failure as it is
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _write_page(self, page: _NewPage) -> None:
-        """Create the page. Its key names a digest of its bytes, so a page found
-        at the key must hold exactly these bytes: if it does, it was written
-        before (a retried request, or a writer at the same head); if it is
-        damaged, writing the right bytes in its place repairs it."""
-        assert page.data is not None
-        for attempt in range(2):
-            try:
-                await self._store.put(page.ref.key, page.data, if_none_match=True)
-                return
-            except PreconditionFailed:
-                pass
-            try:
-                if await self._read_page(page.file_type, page.ref) == page.records:
-                    return
-            except CorruptMetadata:  # damaged, or gone meanwhile
-                pass
-            if attempt == 0:
-                log.warning("%s: replacing damaged page %s", self._queue.name, page.ref.key)
-                await self._store.delete(page.ref.key)
-                self._cache.discard([page.ref.key])
-        raise CorruptMetadata(f"page {page.ref.key} could not be written", queue=self._queue.name)
-
-    async def _recover_unreferenced_page(self) -> None:
-        """Adopt the page a crash may have left between cutting a full tail and
-        writing its head. It can only be at the key that tail's page would
-        have; damaged bytes there are deleted."""
-        head: pb.QueueHead | None = None
-        adopted: list[_NewPage] = []
-        for state in self._head.files:
-            if len(state.tail) < self._head.page_size:
-                continue
-            file_type = check_file_type(state.file_type)
-            tail = list(state.tail)
-            ref, _ = build_page(self._queue, file_type, tail, state.last_page_hash)
-            try:
-                found: list[pb.SegmentRecord] | None = await self._read_page(file_type, ref)
-            except PageMissing:
-                continue
-            except CorruptMetadata:
-                found = None
-            if found != tail:
-                log.warning("%s: deleting damaged unreferenced page %s", self._queue.name, ref.key)
-                await self._store.delete(ref.key)
-                continue
-            head = head or self._next_head()
-            new_state = find_state(head, file_type)
-            assert new_state is not None
-            page_out_tail(new_state)
-            new_state.pages_written += 1
-            new_state.last_page_hash = ref.page_hash
-            adopted.append(_NewPage(file_type, ref, tail, None))
-        if head is not None:
-            log.info("%s: adopting %d page(s) a crash left", self._queue.name, len(adopted))
-            await self._commit(head, adopted)
-
-    async def _delete_dead_pages(self, file_type: pb.FileType) -> int:
-        state = find_state(self._head, file_type)
-        if state is None or not state.paged_through:
-            return 0
-        pageset = await self._pageset(file_type)
-        keys = [r.key for r in pageset.dead(state.first_base_offset)]
-        if keys:
-            await self._store.delete_many(keys)
-            pageset.discard(keys)
-            self._cache.discard(keys)
-        return len(keys)

@@ -16,9 +16,12 @@ from tieredstore.objectstore.base import (
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
-from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
+from tieredstore.objectstore.reads import CRC_METADATA_KEY
+from tieredstore.objectstore.s3 import S3ObjectStore
+from tieredstore.objectstore.s3_settings import S3Settings
 
 __all__ = [
+    "CRC_METADATA_KEY",
     "MAX_DELETE_BATCH",
     "MAX_LIST_PAGE",
     "MAX_PARTS",

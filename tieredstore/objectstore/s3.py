@@ -3,7 +3,9 @@
 One aiobotocore client per store, opened on first use on the running loop and
 kept for the store's life (clients are bound to the loop that opened them).
 After ``fork`` the client is rebuilt rather than inherited. botocore's own
-retries are off: the chokepoint retries, by error type.
+retries are off: the chokepoint retries, by error type. How settings become a
+client is in :mod:`tieredstore.objectstore.s3_settings`; how S3's errors map
+onto the library's, in :mod:`tieredstore.objectstore.s3_errors`.
 """
 
 from __future__ import annotations
@@ -12,24 +14,16 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import aioboto3
 import botocore.exceptions
-from botocore.config import Config
 
 from tieredstore.errors import (
-    AccessDenied,
-    InvalidRequest,
     NoSuchBucket,
     NoSuchUpload,
     ObjectNotFound,
     ObjectStoreError,
-    PreconditionFailed,
-    RequestTimeout,
     ServerError,
-    Throttled,
     TransientError,
 )
 from tieredstore.objectstore.base import (
@@ -44,105 +38,12 @@ from tieredstore.objectstore.base import (
     check_part_number,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
+from tieredstore.objectstore.s3_errors import DENIED_CODES, translate_error
+from tieredstore.objectstore.s3_settings import S3Settings, s3_client
+
+__all__ = ["S3ObjectStore", "S3Settings"]
 
 T = TypeVar("T")
-
-_NOT_FOUND = {"NoSuchKey", "NotFound", "404", "NoSuchBucket"}
-_PRECONDITION = {"PreconditionFailed", "412"}
-_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-              "TooManyRequests", "503", "429", "RequestThrottled"}
-_SERVER = {"InternalError", "ServiceUnavailable", "500", "502", "504", "BadGateway",
-           "GatewayTimeout", "ConditionalRequestConflict", "OperationAborted"}
-_TIMEOUT = {"RequestTimeout", "RequestTimeoutException"}
-# A feature the server lacks (501): permanent, though a 5xx.
-_NOT_IMPLEMENTED = {"NotImplemented", "501"}
-_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
-           "AllAccessDisabled", "ExpiredToken", "InvalidToken"}
-
-
-def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: str,
-                           bucket: str = "") -> Exception:
-    """Map an S3 error response to our hierarchy by its code and status."""
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", ""))
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    message = f"{op} {key!r}: {code} {error.get('Message', '')}".strip()
-    if code == "NoSuchBucket" and bucket:
-        message = f"{op} {key!r}: NoSuchBucket: bucket {bucket!r} does not exist"
-    if code == "NoSuchUpload":
-        return NoSuchUpload(message, op=op, key=key)
-    if code in _NOT_FOUND or status == 404:
-        return ObjectNotFound(message, op=op, key=key)
-    if code in _PRECONDITION or status == 412:
-        return PreconditionFailed(message, op=op, key=key)
-    if code in _THROTTLED or status in (429, 503):
-        return Throttled(message, op=op, key=key)
-    if code in _TIMEOUT or status == 408:
-        return RequestTimeout(message, op=op, key=key)
-    if code in _NOT_IMPLEMENTED or status == 501:
-        return InvalidRequest(message, op=op, key=key)
-    if code in _SERVER or status >= 500:
-        return ServerError(message, op=op, key=key)
-    if code in _DENIED or status == 403:
-        return AccessDenied(message, op=op, key=key)
-    if 400 <= status < 500:
-        return InvalidRequest(message, op=op, key=key)
-    return ObjectStoreError(message, op=op, key=key)
-
-
-def translate_error(exc: Exception, op: str, key: str, bucket: str = "") -> Exception:
-    """Map any exception from botocore/aiohttp into our hierarchy."""
-    if isinstance(exc, botocore.exceptions.ClientError):
-        return translate_client_error(exc, op, key, bucket)
-    timeouts = botocore.exceptions.ConnectTimeoutError | botocore.exceptions.ReadTimeoutError
-    if isinstance(exc, timeouts):
-        return RequestTimeout(f"{op} {key!r}: {exc}", op=op, key=key)
-    if isinstance(
-        exc,
-        botocore.exceptions.EndpointConnectionError
-        | botocore.exceptions.ConnectionClosedError
-        | botocore.exceptions.ResponseStreamingError
-        | botocore.exceptions.IncompleteReadError
-        | ConnectionError
-        | OSError,
-    ):
-        return TransientError(f"{op} {key!r}: {type(exc).__name__}: {exc}", op=op, key=key)
-    if type(exc).__module__.startswith("aiohttp"):
-        return TransientError(f"{op} {key!r}: {type(exc).__name__}: {exc}", op=op, key=key)
-    return ObjectStoreError(f"{op} {key!r}: {type(exc).__name__}: {exc}", op=op, key=key)
-
-
-@dataclass(frozen=True, slots=True)
-class S3Settings:
-    """Where and how to reach the bucket. Credentials come from boto3's chain
-    unless given."""
-
-    bucket: str
-    endpoint_url: str | None = None
-    region: str | None = None
-    addressing_style: str = "auto"  # "auto", "path" or "virtual"
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-    session_token: str | None = None
-    profile: str | None = None
-    connect_timeout: float = 5.0
-    read_timeout: float = 30.0
-    max_pool_connections: int = 64
-
-    def __repr__(self) -> str:
-        """Every field; the secret key and session token redacted."""
-        shown = []
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if name in _SECRET_FIELDS and value:
-                value = "<redacted>"
-            shown.append(f"{name}={value!r}")
-        return f"S3Settings({', '.join(shown)})"
-
-    __str__ = __repr__
-
-
-_SECRET_FIELDS = frozenset({"secret_access_key", "session_token"})
 
 
 class S3ObjectStore(ObjectStore):
@@ -179,30 +80,8 @@ class S3ObjectStore(ObjectStore):
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._client is None:
-                s = self.settings
-                session = aioboto3.Session(
-                    aws_access_key_id=s.access_key_id,
-                    aws_secret_access_key=s.secret_access_key,
-                    aws_session_token=s.session_token,
-                    profile_name=s.profile,
-                    region_name=s.region,
-                )
-                s3_options: Any = {"addressing_style": s.addressing_style}
-                config = Config(
-                    s3=s3_options,
-                    connect_timeout=s.connect_timeout,
-                    read_timeout=s.read_timeout,
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    max_pool_connections=s.max_pool_connections,
-                    # We keep our own CRC32C; the SDK's default checksums cost CPU
-                    # and some S3-compatible servers reject them.
-                    request_checksum_calculation="when_required",
-                    response_checksum_validation="when_required",
-                )
                 stack = contextlib.AsyncExitStack()
-                self._client = await stack.enter_async_context(
-                    session.client("s3", endpoint_url=s.endpoint_url, config=config)
-                )
+                self._client = await stack.enter_async_context(s3_client(self.settings))
                 self._stack = stack
                 self._loop = loop
         return self._client
@@ -269,7 +148,7 @@ class S3ObjectStore(ObjectStore):
                         f"bucket {self.bucket!r} does not exist{where}; create it, or "
                         "set s3_create_bucket = true (the CLI: --create-bucket)",
                         op="head_bucket", bucket=self.bucket) from None
-                if str(error.get("Code", "")) in _DENIED or status == 403:
+                if str(error.get("Code", "")) in DENIED_CODES or status == 403:
                     return
                 raise
 

@@ -1,12 +1,14 @@
 """Segments: keys, layouts, chunked segments with merge on seal, recovery."""
 
 from tieredstore.segment.base import FileSegment
-from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
+from tieredstore.segment.chunked import ChunkedSegment
+from tieredstore.segment.cleanup import destroy_segment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.merge import MergeStats
+from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import FileType, SegmentPath, validate_name
 from tieredstore.segment.planner import PartKind, PlannedPart, plan_merge
-from tieredstore.segment.reader import DirectReader, SegmentReader
+from tieredstore.segment.reader import DirectReader, SegmentReader, fetch_unit
 from tieredstore.segment.recovery import SegmentState, recover_segment
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "SegmentReader",
     "SegmentState",
     "destroy_segment",
+    "fetch_unit",
     "plan_merge",
     "recover_segment",
     "validate_name",

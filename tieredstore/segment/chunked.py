@@ -7,7 +7,8 @@ knows, with its CRC32C and this handle's random writer id in the object
 metadata. A retry that finds its own entry there (same writer id, size and
 CRC) has succeeded (the first attempt landed, its answer was lost); anything
 else there means a newer writer took the segment over, and this handle is
-fenced: every later commit raises ``SegmentFenced``.
+fenced: every later commit raises ``SegmentFenced``
+(:mod:`tieredstore.segment.conditional` tells the two apart).
 
 A writer that opens the segment with ``claim`` takes it over: it creates a
 zero-byte ``fence`` entry at the id after the last entry, so the previous
@@ -17,7 +18,7 @@ writer's next create lands on a taken id.
 a takeover cannot both win), writes a ``sealed`` marker recording the final
 size, merges the chunks into one ``segment`` object (see
 :mod:`tieredstore.segment.merge`), then deletes the chunks and, last, the
-marker.
+marker (see :mod:`tieredstore.segment.cleanup`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
 
-from tieredstore.checksum import crc32c, format_crc
+from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     ChunkMissing,
     CommitFailed,
     CommitPositionError,
-    ConfigError,
-    ObjectNotFound,
-    PreconditionFailed,
     ReadOutOfRange,
     SegmentFenced,
     SegmentFull,
@@ -42,55 +39,28 @@ from tieredstore.errors import (
     StoreClosed,
 )
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
-from tieredstore.objectstore.reads import CRC_METADATA_KEY, crc_metadata, stored_matches
 from tieredstore.segment.base import FileSegment
+from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
+from tieredstore.segment.conditional import create_entry, create_marker
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.merge import MergeStats, merge_chunks
-from tieredstore.segment.path import EntryId, SegmentPath, parse_chunk_name
+from tieredstore.segment.options import SegmentOptions
+from tieredstore.segment.path import EntryId, SegmentPath
 from tieredstore.segment.reader import DirectReader, SegmentReader
 from tieredstore.segment.recovery import (
-    ENTRY_METADATA_KEY,
     FENCE_ENTRY,
     SEAL_ENTRY,
-    WRITER_METADATA_KEY,
     Recovered,
     SegmentState,
-    encode_marker,
     recover_segment,
 )
-from tieredstore.sizes import MiB
+
+# SegmentOptions and destroy_segment are imported from here too.
+__all__ = ["ChunkedSegment", "SegmentOptions", "destroy_segment"]
 
 log = logging.getLogger(__name__)
 
 CLAIM_ATTEMPTS = 32
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentOptions:
-    """How a segment writes and compacts. ``unit_target`` defaults to ``chunk_size``.
-
-    ``merged_metadata`` is user metadata added to the merged object's own
-    (``tieredstore-format``), as ``(key, value)`` pairs.
-    """
-
-    chunk_size: int = 4 * MiB
-    max_size: int | None = None
-    merge_on_seal: bool = True
-    unit_target: int | None = None
-    merge_concurrency: int = 4
-    merged_metadata: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.chunk_size < 1:
-            raise ConfigError("chunk_size", f"must be >= 1, got {self.chunk_size}")
-        if self.max_size is not None and self.max_size < 1:
-            raise ConfigError("max_size", f"must be >= 1, got {self.max_size}")
-        if self.merge_concurrency < 1:
-            raise ConfigError("merge_concurrency", f"must be >= 1, got {self.merge_concurrency}")
-
-    @property
-    def units(self) -> int:
-        return self.unit_target or self.chunk_size
 
 
 class ChunkedSegment(FileSegment):
@@ -161,7 +131,8 @@ class ChunkedSegment(FileSegment):
             await store.abort_multipart(upload.key, upload.upload_id)
         segment._stray_uploads = []
         if segment._state is SegmentState.SEALED:
-            seal = await segment._find_seal()  # a seal entry a crashed cleanup left
+            # A seal entry a crashed cleanup left.
+            seal = await find_seal(store, segment._tail_zero)
             if seal is not None:
                 segment._leftovers.insert(0, seal)
             if segment._leftovers:
@@ -197,7 +168,8 @@ class ChunkedSegment(FileSegment):
                 if self.sealed:
                     return
                 entry = self._next_entry
-                if await self._create_entry(entry, b"", FENCE_ENTRY):
+                if await create_entry(self.store, self.path.entry_key(entry), b"",
+                                      self.writer_id, FENCE_ENTRY):
                     self._tail_zero = self.path.entry_key(entry)
                     self._next_entry = entry.after(0)
                     return
@@ -309,32 +281,11 @@ class ChunkedSegment(FileSegment):
     async def _put_entry(self, entry: EntryId, body: bytes, kind: str | None = None) -> int:
         """Create entry ``entry`` of the series (its CRC32C returned), or learn
         that a newer writer took the segment over (fenced)."""
-        if await self._create_entry(entry, body, kind):
-            return crc32c(body)
         key = self.path.entry_key(entry)
+        if await create_entry(self.store, key, body, self.writer_id, kind):
+            return crc32c(body)
         raise self._fence(f"entry {key!r} was created by another writer: a newer writer "
                           "took the segment over")
-
-    async def _create_entry(self, entry: EntryId, body: bytes, kind: str | None) -> bool:
-        """Create an entry; False if another writer's entry holds its id. A retry
-        that finds this handle's own entry (its answer was lost) succeeded."""
-        crc = format_crc(crc32c(body))
-        key = self.path.entry_key(entry)
-        metadata = {CRC_METADATA_KEY: crc, WRITER_METADATA_KEY: self.writer_id}
-        if kind is not None:
-            metadata[ENTRY_METADATA_KEY] = kind
-        try:
-            await self.store.put(key, body, if_none_match=True, metadata=metadata)
-            return True
-        except PreconditionFailed:
-            pass
-        try:
-            info = await self.store.head(key)
-        except ObjectNotFound:
-            # Taken, then gone: only a merge's cleanup deletes entries, after a seal.
-            return False
-        return (info.metadata.get(WRITER_METADATA_KEY) == self.writer_id
-                and info.size == len(body) and info.metadata.get(CRC_METADATA_KEY) == crc)
 
     # --- sealing ----------------------------------------------------------------
 
@@ -383,16 +334,9 @@ class ChunkedSegment(FileSegment):
 
     async def _write_marker(self) -> None:
         size = self._layout.size
-        try:
-            marker = encode_marker(size)
-            await self.store.put(self.path.sealed_key, marker, if_none_match=True,
-                                 metadata=crc_metadata(marker))
-        except PreconditionFailed:
-            if not await stored_matches(self.store, self.path.sealed_key,
-                                        lambda data: data == encode_marker(size)):
-                raise self._fence(
-                    f"a sealed marker that does not say {size} bytes is there: another "
-                    "writer") from None
+        if not await create_marker(self.store, self.path, size):
+            raise self._fence(
+                f"a sealed marker that does not say {size} bytes is there: another writer")
 
     async def _merge(self) -> None:
         # We own the segment: an upload a crashed or fenced merger left is garbage.
@@ -411,27 +355,13 @@ class ChunkedSegment(FileSegment):
         # Fences stay until the segment is destroyed: a fence deleted here would
         # free the id a replaced writer's next create targets. The seal entry
         # only ever stands where its own writer would write next: it goes.
-        seal = self._seal_key or await self._find_seal()
+        seal = self._seal_key or await find_seal(self.store, self._tail_zero)
         self._leftovers = [u.key for u in chunks.units] + ([seal] if seal else []) \
             + [self.path.sealed_key]
         await self._delete_leftovers()
 
-    async def _find_seal(self) -> str | None:
-        """The seal entry's key, if the series ends in one (a HEAD of its last entry)."""
-        if self._tail_zero is None:
-            return None
-        try:
-            info = await self.store.head(self._tail_zero)
-        except ObjectNotFound:
-            return None
-        return self._tail_zero if info.metadata.get(ENTRY_METADATA_KEY) == SEAL_ENTRY else None
-
     async def _delete_leftovers(self) -> None:
-        """Chunks first, the marker last: its absence means cleanup is done."""
-        marker = [k for k in self._leftovers if k == self.path.sealed_key]
-        chunks = [k for k in self._leftovers if k != self.path.sealed_key]
-        await self.store.delete_many(chunks)
-        await self.store.delete_many(marker)
+        await delete_leftovers(self.store, self.path, self._leftovers)
         self._leftovers = []
 
     # --- reading and deleting ---------------------------------------------------
@@ -472,30 +402,3 @@ class ChunkedSegment(FileSegment):
             await destroy_segment(self.store, self.path)
             self._destroyed = True
             self.reader.forget(self.path)
-
-
-async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
-                          keep_fences: bool = False) -> None:
-    """Delete every object of a segment, without opening it (even a corrupt one).
-
-    The order keeps a crash midway recoverable: a merged object goes last,
-    and a sealed marker goes before chunks, which go from the end backwards.
-    With ``keep_fences`` the zero-byte entries (fences, seals) stay: a writer
-    replaced while it held the segment open may still try its next entry, and
-    must find it taken (retention keeps them; GC removes them after its
-    safety age, see docs/format.md).
-    """
-    for upload in await store.list_multipart_uploads(path.base_dir):
-        await store.abort_multipart(upload.key, upload.upload_id)
-    keys = [o.key for o in await store.list_all(path.base_dir)
-            if not (keep_fences and o.size == 0
-                    and parse_chunk_name(o.key[len(path.base_dir):]) is not None)]
-    merged = [k for k in keys if k == path.merged_key]
-    marker = [k for k in keys if k == path.sealed_key]
-    rest = sorted((k for k in keys if k not in (path.merged_key, path.sealed_key)), reverse=True)
-    if merged:
-        await store.delete_many(rest + marker)
-        await store.delete_many(merged)
-    else:
-        await store.delete_many(marker)
-        await store.delete_many(rest)

@@ -1,0 +1,58 @@
+"""Configuration: one frozen dataclass, loaded from TOML, environment and code.
+
+Precedence, lowest first: defaults here, ``conf/tieredstore.toml`` (or the
+file given), ``TIEREDSTORE_<KEY>`` environment variables, keyword overrides
+in code. Every key is validated; a bad value raises :class:`ConfigError`
+naming the key (and where it was set) and what it allows, ranges in human
+units. ``conf/tieredstore.toml`` documents every key; a test keeps the two in
+step.
+
+Names (``cluster``, ``broker``, ``key_prefix``) and paths are checked when
+the configuration is built, before anything is written. The S3 secret never
+shows: not in ``repr``/``str`` of the configuration, nor in any error.
+
+Each setting has one default. Keys a layer's own options type also holds
+take that type's default (``RetryPolicy``, ``ObjectStoreOptions``,
+``S3Settings``, ``SegmentOptions``, ``PoolOptions``, ``FetcherOptions``, the
+metadata page size): the layers never read this package, and
+:mod:`tieredstore.store.compose` maps these keys onto their options.
+
+The package: :mod:`~tieredstore.config.model` (the keys and the checks
+across them), :mod:`~tieredstore.config.loading` (file, environment,
+overrides), :mod:`~tieredstore.config.knobs` (one key's declaration and
+check), :mod:`~tieredstore.config.coerce` (text into a key's type),
+:mod:`~tieredstore.config.units` (human units), :mod:`~tieredstore.config.names`
+and :mod:`~tieredstore.config.paths` (names and directories).
+"""
+
+from tieredstore.config.knobs import REDACTED, SECRET_KEYS
+from tieredstore.config.loading import ENV_NOT_KEYS, ENV_PREFIX, load_config
+from tieredstore.config.model import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    INF,
+    MIN_MESSAGE_SIZE,
+    YEAR,
+    TieredStoreConfig,
+)
+from tieredstore.config.paths import check_paths
+from tieredstore.config.units import human_seconds, human_size
+from tieredstore.sizes import GiB, KiB, MiB
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "ENV_NOT_KEYS",
+    "ENV_PREFIX",
+    "INF",
+    "MIN_MESSAGE_SIZE",
+    "REDACTED",
+    "SECRET_KEYS",
+    "YEAR",
+    "GiB",
+    "KiB",
+    "MiB",
+    "TieredStoreConfig",
+    "check_paths",
+    "human_seconds",
+    "human_size",
+    "load_config",
+]

@@ -1,0 +1,148 @@
+"""Loading a configuration: defaults < TOML file < ``TIEREDSTORE_*`` environment
+< keyword overrides, each value checked and its origin named in any error."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tieredstore.config.coerce import coerce, near_miss
+from tieredstore.config.model import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    FIELDS,
+    MIN_MESSAGE_SIZE,
+    TieredStoreConfig,
+)
+from tieredstore.config.paths import check_paths
+from tieredstore.config.units import human_size
+from tieredstore.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "TIEREDSTORE_"
+# Environment variables with the prefix that are not keys and never were.
+ENV_NOT_KEYS = ("config",)
+# What a ConfigError about the configuration file itself (not one of its keys) names.
+FILE = "file"
+
+
+def _flatten(table: Mapping[str, Any], file: Path, where: str = "") -> dict[str, tuple[Any, str]]:
+    """Keys may sit at the top or in TOML tables ([s3], [fetcher]...), each once.
+
+    Returns each key's value and the table it was found in.
+    """
+    flat: dict[str, tuple[Any, str]] = {}
+    for key, value in table.items():
+        here = f"[{where}]" if where else "the top level"
+        if isinstance(value, Mapping):
+            inner = _flatten(value, file, f"{where}.{key}" if where else key)
+            for name, (item, place) in inner.items():
+                if name in flat:
+                    raise ConfigError(name, f"is set twice in {file}: in {flat[name][1]} and "
+                                            f"in {place}")
+                flat[name] = (item, place)
+        else:
+            if key in flat:
+                raise ConfigError(key, f"is set twice in {file}: in {flat[key][1]} and in "
+                                       f"{here}")
+            flat[key] = (value, here)
+    return flat
+
+
+def _read_file(path: str | os.PathLike[str]) -> dict[str, tuple[Any, str]]:
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigError(FILE, f"must be a path (str or PathLike), got "
+                                f"{type(path).__name__}")
+    file = Path(path)
+    try:
+        with open(file, "rb") as fh:
+            table = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(FILE, f"{str(file)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(FILE, f"{str(file)!r} is a directory, not a TOML file") \
+            from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(FILE, f"{str(file)!r} is not a TOML file: not UTF-8 text "
+                                f"(byte {exc.object[exc.start]:#04x} at offset "
+                                f"{exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(FILE, f"{str(file)!r} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(FILE, f"cannot read {str(file)!r}: "
+                                f"{exc.strerror or exc}") from None
+    return _flatten(table, file)
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> TieredStoreConfig:
+    """Defaults < TOML file < ``TIEREDSTORE_*`` environment < ``overrides``.
+
+    Environment variables with the prefix that name no key are ignored (a
+    host may have its own ``TIEREDSTORE_HOME``), unless they look like a
+    misspelled key. ``max_message_size``, when not set, is at most the
+    commit-log segment size and the pool budget. A problem with the file
+    itself (not a path, missing, unreadable, not TOML) raises a
+    :class:`ConfigError` whose key is ``"file"``.
+    """
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    if path is not None:
+        where = str(path) if isinstance(path, str | os.PathLike) else ""
+        for key, (value, place) in _read_file(path).items():
+            try:
+                values[key] = coerce(FIELDS, key, value)
+            except ConfigError as exc:
+                raise ConfigError(exc.key, f"{exc.detail} (in {where}, {place})") from None
+            origin[key] = f"in {where}, {place}"
+    environ = os.environ if env is None else env
+    if not isinstance(environ, Mapping):
+        raise ConfigError("env", f"must be a mapping of names to values, got "
+                                 f"{type(environ).__name__}")
+    for name, value in environ.items():
+        if not (isinstance(name, str) and name.startswith(ENV_PREFIX)):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        if key in ENV_NOT_KEYS:
+            continue
+        if key not in FIELDS:
+            near = near_miss(FIELDS, key)
+            if near is None:
+                log.debug("ignoring %s: no such configuration key", name)
+                continue
+            raise ConfigError(key, f"{name} names no key; did you mean {near!r} "
+                                   f"({ENV_PREFIX}{near.upper()})?")
+        try:
+            values[key] = coerce(FIELDS, key, value)
+        except ConfigError as exc:
+            raise ConfigError(key, f"{exc.detail} (from {name})") from None
+        origin[key] = f"from {name}"
+    for key, value in overrides.items():
+        values[key] = coerce(FIELDS, key, value)
+        origin[key] = "given in code"
+    if "max_message_size" not in values:
+        default = DEFAULT_MAX_MESSAGE_SIZE
+        limits = [values.get(k) for k in ("commit_log_max_size", "pool_bytes")]
+        fits = [v for v in limits if isinstance(v, int) and not isinstance(v, bool)]
+        if fits and min(fits) < default:
+            values["max_message_size"] = max(min(fits), MIN_MESSAGE_SIZE)
+    try:
+        config = TieredStoreConfig(**values)
+    except ConfigError as exc:
+        if exc.key in origin:
+            raise ConfigError(exc.key, f"{exc.detail} ({origin[exc.key]})") from None
+        raise
+    if config.max_message_size > config.pool_bytes:
+        raise ConfigError("pool_bytes", f"must be at least max_message_size = "
+                                        f"{human_size(config.max_message_size)}, got "
+                                        f"{human_size(config.pool_bytes)}")
+    check_paths(config)
+    return config

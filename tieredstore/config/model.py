@@ -1,0 +1,143 @@
+"""TieredStoreConfig: every key of the library, its default, range and unit,
+and the checks across keys. One frozen dataclass; built by
+:func:`~tieredstore.config.load_config` or directly (validated either way)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tieredstore.config.coerce import coerce
+from tieredstore.config.knobs import check_value, knob, repr_value, seconds_knob, size_knob
+from tieredstore.config.names import check_names
+from tieredstore.config.units import human
+from tieredstore.errors import ConfigError
+from tieredstore.fetcher.fetcher import FetcherOptions
+from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from tieredstore.objectstore.chokepoint import RetryPolicy
+from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
+from tieredstore.objectstore.s3_settings import S3Settings
+from tieredstore.segment.options import SegmentOptions
+from tieredstore.segment.pool.options import PoolOptions
+from tieredstore.sizes import GiB, KiB, MiB
+
+# Smallest max_message_size: a record's framing alone is 42 bytes.
+MIN_MESSAGE_SIZE = 64
+DEFAULT_MAX_MESSAGE_SIZE = 4 * MiB
+INF = math.inf
+YEAR = 365 * 24 * 3600.0
+
+# The layers' own defaults, which the keys below take.
+_RETRY = RetryPolicy()
+_STORE = ObjectStoreOptions()
+_S3: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(S3Settings)}
+_SEGMENT = SegmentOptions()
+_FETCHER = FetcherOptions()
+_POOL = PoolOptions()
+
+
+@dataclass(frozen=True, slots=True)
+class TieredStoreConfig:
+    """Every knob of the library. See ``conf/tieredstore.toml`` for meanings."""
+
+    # where the data lives
+    backend: str = knob(_STORE.backend, choices=BACKENDS)
+    local_path: str = knob(_STORE.local_path)
+    local_fsync: bool = knob(_STORE.local_fsync)
+    s3_bucket: str = knob("")
+    s3_create_bucket: bool = knob(_STORE.create_bucket)
+    s3_endpoint_url: str = knob("")
+    s3_region: str = knob("")
+    s3_addressing_style: str = knob(_S3["addressing_style"], choices=("auto", "path", "virtual"))
+    s3_access_key_id: str = knob("")
+    s3_secret_access_key: str = knob("")
+    s3_max_pool_connections: int = knob(_S3["max_pool_connections"], 1, 1024)
+    key_prefix: str = knob("tieredstore")
+    cluster: str = knob("default-cluster")
+    broker: str = knob("broker-0")
+
+    # requests
+    request_timeout: float = seconds_knob(_RETRY.timeout, 0.001, 3600)
+    connect_timeout: float = seconds_knob(_S3["connect_timeout"], 0.001, 600)
+    retry_max_attempts: int = knob(_RETRY.max_attempts, 1, 100)
+    retry_base_delay: float = seconds_knob(_RETRY.base_delay, 0.0, 60)
+    retry_max_delay: float = seconds_knob(_RETRY.max_delay, 0.0, 600)
+
+    # segments
+    chunk_size: int = size_knob(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB)
+    merge_on_seal: bool = knob(_SEGMENT.merge_on_seal)
+    commit_log_max_size: int = size_knob(1 * GiB, 1 * KiB, 5 * 10_000 * GiB)
+    consume_queue_max_size: int = size_knob(64 * MiB, 1 * KiB, 5 * 10_000 * GiB)
+    rolling_interval: float = seconds_knob(24 * 3600.0, 0.0, YEAR)
+
+    # fetcher
+    readahead_chunk_num: int = knob(_FETCHER.readahead_chunk_num, 0, 64)
+    readahead_chunk_max: int = knob(_FETCHER.readahead_chunk_max, 0, 256)
+    readahead_drop_behind: bool = knob(_FETCHER.drop_behind)
+    read_concurrency: int = knob(_FETCHER.read_concurrency, 1, 1024)
+    memory_cache_bytes: int = size_knob(_FETCHER.memory_bytes, 0, 1024 * GiB)
+    disk_cache_bytes: int = size_knob(0, 0, 100 * 1024 * GiB)
+    disk_cache_path: str = knob("")
+
+    # upload buffer pool
+    pool_bytes: int = size_knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)
+    group_commit_interval: float = seconds_knob(_POOL.group_commit_interval, 0.0, 3600)
+    upload_concurrency: int = knob(_POOL.upload_concurrency, 1, 1024)
+
+    # message store
+    max_message_size: int = size_knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)
+    file_reserved_time: float = seconds_knob(72 * 3600.0, 0.0, 100 * YEAR)
+    timestamp_before_max: float = seconds_knob(0.0, 0.0, INF)
+    timestamp_after_max: float = seconds_knob(3600.0, 0.0, INF)
+    metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    gc_interval: float = seconds_knob(3600.0, 0.0, 30 * 24 * 3600.0)
+    gc_safety_age: float = seconds_knob(3600.0, 0.0, YEAR)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            check_value(f, getattr(self, f.name))
+        if self.retry_base_delay > self.retry_max_delay:
+            raise ConfigError(
+                "retry_base_delay",
+                f"must not exceed retry_max_delay = {human(self.retry_max_delay, 's')}, "
+                f"got {human(self.retry_base_delay, 's')}",
+            )
+        if self.readahead_chunk_num > self.readahead_chunk_max:
+            raise ConfigError(
+                "readahead_chunk_num",
+                f"must not exceed readahead_chunk_max={self.readahead_chunk_max}, "
+                f"got {self.readahead_chunk_num}",
+            )
+        if self.chunk_size % KiB:
+            # Consume-queue units are 32 bytes; chunk boundaries must not cut one,
+            # or a crash between two chunks of a commit would leave half a unit.
+            raise ConfigError("chunk_size", "must be a multiple of 1 KiB, got "
+                                            f"{human(self.chunk_size, 'bytes')}")
+        if self.max_message_size > self.commit_log_max_size:
+            # A record never spans two commit-log segments.
+            raise ConfigError(
+                "max_message_size",
+                f"{human(self.max_message_size, 'bytes')} cannot fit a commit-log segment "
+                f"(commit_log_max_size = {human(self.commit_log_max_size, 'bytes')}); "
+                "it must not exceed commit_log_max_size")
+        if self.backend == "s3" and not self.s3_bucket:
+            raise ConfigError("s3_bucket", "is required when backend = 's3'")
+        check_names(self)
+
+    def replace(self, **changes: Any) -> TieredStoreConfig:
+        """A copy with some keys changed (validated like any other)."""
+        return dataclasses.replace(self, **{k: coerce(FIELDS, k, v)
+                                          for k, v in changes.items()})
+
+    def __repr__(self) -> str:
+        """Every key; the S3 secret redacted (``<redacted>`` when set)."""
+        shown = ", ".join(f"{f.name}={repr_value(f.name, getattr(self, f.name))}"
+                          for f in dataclasses.fields(self))
+        return f"TieredStoreConfig({shown})"
+
+    __str__ = __repr__
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(TieredStoreConfig)}

@@ -1,0 +1,36 @@
+"""SegmentOptions: how a segment writes and compacts (checked when built)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tieredstore.errors import ConfigError
+from tieredstore.sizes import MiB
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentOptions:
+    """How a segment writes and compacts. ``unit_target`` defaults to ``chunk_size``.
+
+    ``merged_metadata`` is user metadata added to the merged object's own
+    (``tieredstore-format``), as ``(key, value)`` pairs.
+    """
+
+    chunk_size: int = 4 * MiB
+    max_size: int | None = None
+    merge_on_seal: bool = True
+    unit_target: int | None = None
+    merge_concurrency: int = 4
+    merged_metadata: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ConfigError("chunk_size", f"must be >= 1, got {self.chunk_size}")
+        if self.max_size is not None and self.max_size < 1:
+            raise ConfigError("max_size", f"must be >= 1, got {self.max_size}")
+        if self.merge_concurrency < 1:
+            raise ConfigError("merge_concurrency", f"must be >= 1, got {self.merge_concurrency}")
+
+    @property
+    def units(self) -> int:
+        return self.unit_target or self.chunk_size
