@@ -717,9 +717,7 @@ class ChaosRun:
         works in threads: whatever ran beside them would interleave at random, and
         a seed would no longer replay the same faults."""
         await self.w.ctx.drain()
-        pool_tasks = self.w.ctx.pool._tasks  # the commit workers (no public handle)
-        while pool_tasks:
-            await asyncio.wait(set(pool_tasks))
+        await self.w.ctx.pool.wait_idle()
 
     async def open_ledger(self) -> ManagedLedger | None:
         assert self.tmp is not None

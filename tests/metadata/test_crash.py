@@ -8,7 +8,6 @@ and running the rest then ends where a run without a crash ends.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -17,13 +16,12 @@ from tests.metadata.helpers import Crash, CrashingStore, record
 from tieredstore.metadata import (
     COMMIT_LOG,
     MetadataFenced,
-    PageRef,
     QueueMetadata,
     QueuePath,
     SegmentRecord,
 )
 from tieredstore.metadata.codec import build_page, record_end
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import ByteRange, ObjectData, ObjectStore
 
 QUEUE = QueuePath("root", "t", 0)
 PAGE_SIZE = 3
@@ -86,17 +84,28 @@ async def state(store: ObjectStore) -> tuple[list[SegmentRecord], dict[str, str]
     return [r async for r in md.records(COMMIT_LOG)], dict(md.properties)
 
 
-async def check_pages_are_referenced(store: ObjectStore) -> None:
+class GetRecordingStore(CrashingStore):
+    """A crashing store that also remembers the key of every GET."""
+
+    def __init__(self, crash_at: int | None = None, *, after: bool = False) -> None:
+        super().__init__(crash_at, after=after)
+        self.got: list[str] = []
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        self.got.append(key)
+        return await super().get_object(key, byte_range)
+
+
+async def check_pages_are_referenced(store: GetRecordingStore) -> None:
+    """Every page left in the bucket is one the head references: a fresh reader
+    that reads every record GETs each of them, and nothing else is listed."""
     md = await QueueMetadata.open_read_only(store, QUEUE)
-    listed = await store.list_all(QUEUE.pages_prefix(COMMIT_LOG))
-    chain = {r.key async for r in _chain(md)}
-    assert {o.key for o in listed} == chain
-
-
-async def _chain(md: QueueMetadata) -> AsyncIterator[PageRef]:
-    state_ = md._head.files[0]
-    for ref in (await md._view(state_)).refs:
-        yield ref
+    store.got.clear()
+    assert [r async for r in md.records(COMMIT_LOG)]
+    prefix = QUEUE.pages_prefix(COMMIT_LOG)
+    read = {key for key in store.got if key.startswith(prefix)}
+    listed = {o.key for o in await store.list_all(prefix)}
+    assert listed == read, f"pages the head does not reference: {sorted(listed - read)}"
 
 
 async def total_puts() -> int:
@@ -114,7 +123,7 @@ async def test_crash_at_every_put_recovers(after: bool) -> None:
         final.apply(op)
     n_puts = await total_puts()
     for crash_at in range(1, n_puts + 1):
-        store = CrashingStore(crash_at, after=after)
+        store = GetRecordingStore(crash_at, after=after)
         md = await QueueMetadata.open(store, QUEUE, writer_id="w", page_size=PAGE_SIZE)
         acked = Model()
         done = 0
@@ -148,7 +157,7 @@ async def test_page_written_head_not_the_next_open_adopts_the_page() -> None:
     assert len(await store.list_all(QUEUE.pages_prefix(COMMIT_LOG))) == 1
     reopened = await QueueMetadata.open(store, QUEUE, writer_id="w2")
     assert reopened.version == md.version + 1  # a head that references the page
-    head = reopened._head.files[0]
+    head = reopened.head.files[0]
     assert len(head.tail) == 0 and head.paged_through == 200 and head.pages_written == 1
     await reopened.append(record(2))
     assert await state(store) == ([record(0), record(1), record(2)], {})

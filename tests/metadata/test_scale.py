@@ -41,7 +41,7 @@ async def test_100k_segments_roll_in_kib_and_open_reads_one_page() -> None:
 
     # Roll with the tail one short of full (the largest head), then the roll
     # that cuts a page: each writes a few KiB, whatever the history.
-    tail = len(md._head.files[0].tail)
+    tail = len(md.head.files[0].tail)
     for i in range(N, N + DEFAULT_PAGE_SIZE - tail - 1):
         await md.append(record(i))
     rolls = []

@@ -795,6 +795,23 @@ async def test_close_waits_for_commits_in_flight() -> None:
     await pool.close()  # idempotent
 
 
+async def test_wait_idle_waits_for_due_commits_and_leaves_the_tail_buffered() -> None:
+    store = GatedStore()
+    [segment] = await open_segments(store, 1)
+    pool = make_pool()
+    await pool.append(segment, b"k" * CHUNK + b"l" * 10)  # a full chunk is due, the tail not
+    await until(lambda: len(store.waiting) == 1)
+    idle = asyncio.create_task(pool.wait_idle())
+    await asyncio.sleep(0.02)
+    assert not idle.done(), "wait_idle returned with a commit in flight"
+    store.gate.set()
+    await asyncio.wait_for(idle, 2.0)
+    assert segment.commit_position == CHUNK
+    assert pool.snapshot()["commits_in_flight"] == 0
+    assert pool.buffered_range(segment) == (CHUNK, CHUNK + 10)
+    await pool.close()
+
+
 async def test_close_fails_appends_waiting_for_room() -> None:
     store = GatedStore()
     [segment] = await open_segments(store, 1)

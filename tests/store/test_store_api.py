@@ -8,20 +8,31 @@ import contextlib
 import pytest
 
 from tests.store.conftest import Opener, small_config
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import InvalidName, SegmentFenced
-from tieredstore.metadata import MetadataFenced
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.metadata import MetadataFenced, SegmentRecord
+from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.segment import FileType
 from tieredstore.store import (
+    PB_TYPES,
     AsyncMessageStore,
     MessageStore,
     MessageTooLarge,
     OffsetError,
     OffsetOutOfRange,
+    open_metadata,
 )
 
 
 def body(i: int) -> bytes:
     return f"message-{i:05d}-".encode() * (1 + i % 7)
+
+
+async def sealed_records(backend: ObjectStore, config: TieredStoreConfig, topic: str,
+                         queue_id: int, file_type: FileType) -> list[SegmentRecord]:
+    """The sealed segments the queue's metadata in the bucket records."""
+    meta = await open_metadata(backend, config, topic, queue_id)
+    return [r async for r in meta.records(PB_TYPES[file_type])]
 
 
 async def test_append_get_round_trip_with_keys_tags_properties(open_store: Opener) -> None:
@@ -52,16 +63,16 @@ async def test_reads_see_unflushed_appends_and_flush_makes_them_durable(
     await ms.close()
 
 
-async def test_rolling_seals_segments_and_reads_span_them(open_store: Opener) -> None:
+async def test_rolling_seals_segments_and_reads_span_them(open_store: Opener,
+                                                          backend: ObjectStore) -> None:
     ms = await open_store()
     for i in range(1000):  # ~100 KiB of records: several 32 KiB commit-log segments
         await ms.append("t", 0, body(i))
     await ms.flush()
     await ms.ctx.drain()  # background merges
-    queue = ms._queues[("t", 0)]
-    sealed = [r async for r in queue.meta.records(queue.cl.pb_type)]
+    sealed = await sealed_records(backend, ms.config, "t", 0, FileType.COMMIT_LOG)
     assert len(sealed) >= 2, "commit log did not roll"
-    assert sum(1 for _ in [r async for r in queue.meta.records(queue.cq.pb_type)]) >= 2
+    assert len(await sealed_records(backend, ms.config, "t", 0, FileType.CONSUME_QUEUE)) >= 2
     got = []
     offset = 0
     while offset < 1000:
@@ -138,13 +149,12 @@ async def test_offset_for_time_binary_searches_segments(open_store: Opener) -> N
     await ms.close()
 
 
-async def test_rolling_by_time(open_store: Opener) -> None:
+async def test_rolling_by_time(open_store: Opener, backend: ObjectStore) -> None:
     ms = await open_store(rolling_interval=1.0)
     for i in range(6):
         await ms.append("t", 0, b"x", timestamp=1_000_000 + i * 600)  # 0.6 s apart
     await ms.flush()
-    queue = ms._queues[("t", 0)]
-    records = [r async for r in queue.meta.records(queue.cl.pb_type)]
+    records = await sealed_records(backend, ms.config, "t", 0, FileType.COMMIT_LOG)
     assert [(r.first_message_offset, r.last_message_offset) for r in records] == [
         (0, 1), (2, 3)]
     await ms.close()

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
@@ -288,11 +287,6 @@ class Fetcher:
     @property
     def closed(self) -> bool:
         return self.loads.closed
-
-    @property
-    def _committed(self) -> AbstractSet[UnitKey]:
-        """Units this process committed, still in memory (tests)."""
-        return self.memory.committed
 
     async def wait_idle(self) -> None:
         """Wait until no load and no disk write is under way (tests, benchmarks)."""

@@ -78,6 +78,15 @@ class QueueReader:
         return self._version
 
     @property
+    def head(self) -> pb.QueueHead:
+        """A copy of the head this instance stands on, for inspection: each file
+        type's tail, pages written, ``paged_through`` and ``first`` pointer.
+        Changing the copy changes nothing; it does not follow later writes."""
+        head = pb.QueueHead()
+        head.CopyFrom(self._head)
+        return head
+
+    @property
     def page_size(self) -> int:
         return self._head.page_size
 

@@ -213,6 +213,14 @@ class UploadBufferPool:
         del self._committers[id(segment)]
         return committer.take_back()
 
+    async def wait_idle(self) -> None:
+        """Return when no commit is under way: the commits due so far have landed
+        or failed. Unlike :meth:`flush` it makes nothing due and raises nothing;
+        bytes not yet due stay buffered (for a caller that needs the pool quiet,
+        such as a deterministic test or a benchmark between phases)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     async def close(self) -> None:
         """Flush everything, wait for commits in flight, stop the timer.
 
@@ -228,8 +236,7 @@ class UploadBufferPool:
         try:
             await self.flush()
         finally:
-            while self._tasks:
-                await asyncio.wait(set(self._tasks))
+            await self.wait_idle()
             self._closed = True
 
     async def __aenter__(self) -> UploadBufferPool:
