@@ -1,16 +1,21 @@
-"""The sync facade's engine: one event loop in one daemon thread.
+"""The one bridge from sync code to the async library.
 
 Hosts that are not async call through :class:`LoopThread.run`, which submits a
 coroutine to the loop thread and waits for it (fsspec's ``sync()`` pattern).
 The loop lives as long as the facade object, so aiobotocore clients opened on
 it stay valid; there is never an ``asyncio.run`` per call.
+
+One-shot work (a CLI command, a Spark job's planning on the driver) goes
+through :func:`run`, and a stream of results (a Spark task's rows) through
+:func:`iterate`. Both work where ``asyncio.run`` does not: in a thread that
+already runs a loop, such as a notebook's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from tieredstore.errors import StoreClosed
@@ -57,3 +62,49 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
         self.loop.close()
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from sync code and return its result.
+
+    ``asyncio.run`` when this thread runs no loop; otherwise (a notebook) on a
+    loop thread of its own, so the caller's loop is neither reused nor blocked
+    from within.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    loop = LoopThread("tieredstore-run")
+    try:
+        return loop.run(coro)
+    finally:
+        loop.close()
+
+
+def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+    """The items of the async iterator ``make()`` returns, for sync code.
+
+    The iterator runs on a loop thread of its own, created here and closed
+    (after the iterator's ``aclose``) when the caller stops iterating.
+    """
+    loop = LoopThread("tieredstore-iterate")
+    try:
+        source = make()
+
+        async def step() -> T:
+            return await source.__anext__()
+
+        try:
+            while True:
+                try:
+                    item = loop.run(step())
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                loop.run(aclose())
+    finally:
+        loop.close()

@@ -14,12 +14,12 @@ line with every field; ``body`` is text when the bytes are UTF-8, else base64
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import datetime
 import json
 import sys
 
+from tieredstore import sync
 from tieredstore.errors import TieredStoreError
 from tieredstore.store import Message, OffsetOutOfRange, ReadOnlyMessageStore
 
@@ -140,7 +140,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 def run(args: argparse.Namespace) -> int:
     try:
-        count, start, end = asyncio.run(consume(args))
+        count, start, end = sync.run(consume(args))
     except TieredStoreError:
         sys.stdout.flush()  # what was printed before the error stays printed
         raise

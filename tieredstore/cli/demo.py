@@ -12,13 +12,13 @@ differs.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import FileType, SegmentState
@@ -293,6 +293,6 @@ def run(args: argparse.Namespace) -> int:
             prefix = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{random.randrange(16**6):06x}"
             config = config.replace(key_prefix="/".join(p for p in (config.key_prefix, prefix)
                                                         if p))
-    ok = asyncio.run(run_demo(config, messages=args.messages, seed=args.seed,
+    ok = sync.run(run_demo(config, messages=args.messages, seed=args.seed,
                               show_progress=progress_enabled(args)))
     return EXIT_OK if ok else EXIT_FAILED

@@ -14,8 +14,8 @@ writer. ``--dry-run`` lists what a pass would delete and deletes nothing.
 from __future__ import annotations
 
 import argparse
-import asyncio
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
 from tieredstore.store import GcReport, collect_garbage, metadata_root
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     age = config.gc_safety_age if args.safety_age is None else args.safety_age
     if age < 0:
         raise SystemExit("tieredstore gc: --safety-age must be >= 0")
-    report = asyncio.run(gc(config, dry_run=args.dry_run, safety_age=age))
+    report = sync.run(gc(config, dry_run=args.dry_run, safety_age=age))
     if report.found:
         print(table([[g.kind, g.key, g.detail] for g in report.found],
                     ["kind", "key", "detail"]))

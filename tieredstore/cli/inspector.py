@@ -20,11 +20,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tieredstore import sync
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
 from tieredstore.metadata import list_queues
-from tieredstore.objectstore import ObjectStore
-from tieredstore.objectstore.reads import CRC_METADATA_KEY
+from tieredstore.objectstore import CRC_METADATA_KEY, ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.store import (
     PB_TYPES,
@@ -238,7 +238,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = asyncio.run(inspect(args))
+    rows = sync.run(inspect(args))
     if args.format == "json":
         print(json.dumps(rows, indent=1))
     elif rows:

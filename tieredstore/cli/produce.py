@@ -9,13 +9,13 @@ writer of the same broker.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import BinaryIO
 
+from tieredstore import sync
 from tieredstore.store import AsyncMessageStore
 
 from .common import (
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CliError(f"cannot read {args.file!r}: {exc.strerror}") from None
             bodies = lines(stream)
         started = time.perf_counter()
-        count, size, first, last = asyncio.run(produce(args, bodies, total))
+        count, size, first, last = sync.run(produce(args, bodies, total))
     took = time.perf_counter() - started
     where = f"{args.topic}/{args.queue}"
     if count:

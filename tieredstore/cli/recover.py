@@ -17,11 +17,11 @@ exit code is then 1.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
@@ -129,7 +129,7 @@ def _dash(value: object) -> object:
 
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
-    results, requests = asyncio.run(recover(config))
+    results, requests = sync.run(recover(config))
     corrupt = [r for r in results if r.state == "corrupt"]
     failed = [r for r in results if r.state != "ok"]
     if args.format == "json":

@@ -12,9 +12,9 @@ fine are left alone. Exit status 1 if a queue could not be rebuilt.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from dataclasses import dataclass
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
@@ -90,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def run(args: argparse.Namespace) -> int:
-    found = asyncio.run(repair(resolve_config(args)))
+    found = sync.run(repair(resolve_config(args)))
     if not found:
         print("every queue with segments has valid metadata: nothing to repair")
         return EXIT_OK

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from tieredstore.errors import ChunkMissing, TieredStoreError
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment.layout import ChunkRef
-from tieredstore.segment.reader import DirectReader, fetch_unit
+from tieredstore.segment import ChunkRef, DirectReader, fetch_unit
 from tieredstore.store import SegmentView, open_segment
 
 PREFETCH = 4

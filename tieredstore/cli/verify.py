@@ -17,6 +17,7 @@ import asyncio
 import sys
 from dataclasses import dataclass, field
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import list_queues
@@ -428,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await store.close()
 
-    report = asyncio.run(main())
+    report = sync.run(main())
     print_report(report, max_errors=args.max_errors)
     print(f"requests: {format_requests(report.requests)}")
     return EXIT_FAILED if report.error_count else EXIT_OK

@@ -18,10 +18,10 @@ succeeds, but the writer's cached chunk layout of that segment goes stale.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import (
@@ -159,7 +159,7 @@ def compact_segment(config: ConfigValues, target: CompactTarget) -> CompactResul
             await store.close()
 
     try:
-        return asyncio.run(run())
+        return sync.run(run())
     except (TieredStoreError, OSError) as exc:
         return _result(target, merged=False, error=f"{type(exc).__name__}: {exc}")
 

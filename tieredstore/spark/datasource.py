@@ -23,7 +23,6 @@ writes an object).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from tieredstore import sync
 from tieredstore.errors import ConfigError
 from tieredstore.spark.options import (
     FORMAT_NAME,
@@ -53,7 +53,7 @@ from tieredstore.spark.options import (
     lower_options,
 )
 from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
-from tieredstore.spark.scan import run_async_iter, scan_slice
+from tieredstore.spark.scan import scan_slice
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.store import open_object_store
 from tieredstore.store.record import Message
@@ -130,7 +130,7 @@ class TieredStoreReader(DataSourceReader):
             finally:
                 await store.close()
 
-        return [SlicePartition(s) for s in asyncio.run(plan())]
+        return [SlicePartition(s) for s in sync.run(plan())]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SlicePartition):
@@ -141,7 +141,7 @@ class TieredStoreReader(DataSourceReader):
         config, selection = config_of(self.config), self.selection
         pending: list[Message] = []
         size = 0
-        for batch in run_async_iter(lambda: scan_slice(config, part, selection)):
+        for batch in sync.iterate(lambda: scan_slice(config, part, selection)):
             for message in batch.messages:
                 pending.append(message)
                 size += len(message.body)

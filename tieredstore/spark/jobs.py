@@ -23,7 +23,6 @@ backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import functools
 import sys
@@ -31,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tieredstore import sync
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values
 from tieredstore.spark.plan import QueuePlan, plan_read, slices_of
@@ -108,7 +108,7 @@ def _plan(options: dict[str, str], selection: Selection) -> list[QueuePlan]:
         finally:
             await store.close()
 
-    return asyncio.run(run())
+    return sync.run(run())
 
 
 def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
@@ -148,7 +148,7 @@ def compact(spark: Any, options: dict[str, str], filters: Filters | None = None,
         finally:
             await store.close()
 
-    targets, skipped = asyncio.run(find())
+    targets, skipped = sync.run(find())
     if dry_run:
         results = [CompactResult(t.topic, t.queue_id, t.file_type, t.base_offset, t.state,
                                  t.chunks, False, 0, 0, 0, "dry run") for t in targets]

@@ -13,18 +13,16 @@ reported and the scan goes on with the next records, so that one report
 names every damaged offset.
 
 Each executor task builds its own ObjectStore and event loop
-(:func:`run_async_iter`): nothing live is carried from the driver, and a
+(:func:`tieredstore.sync.iterate`): nothing live is carried from the driver, and a
 forked Python worker never reuses a parent's client.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
@@ -46,7 +44,6 @@ from tieredstore.store.record import (
 )
 from tieredstore.store.view import FlatView, PlannedSegments, SegmentView
 
-T = TypeVar("T")
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
 RUN_BYTES = 8 * MiB  # commit-log bytes per read
 
@@ -273,25 +270,3 @@ async def scan_slice(config: TieredStoreConfig, part: SegmentSlice, selection: S
     async with opened(config) as (store, fetcher):
         async for batch in SliceScanner(store, fetcher, config, part, selection).batches():
             yield batch
-
-
-def run_async_iter(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
-    """Drive an async iterator from sync code on one event loop of its own."""
-    with asyncio.Runner() as runner:
-        agen = make()
-
-        async def step() -> T:
-            return await agen.__anext__()
-
-        try:
-            while True:
-                try:
-                    item = runner.run(step())
-                except StopAsyncIteration:
-                    return
-                yield item
-        finally:
-            aclose = getattr(agen, "aclose", None)
-            if aclose is not None:
-                runner.run(aclose())
-

@@ -9,11 +9,11 @@ row per queue.
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from tieredstore import sync
 from tieredstore.errors import TieredStoreError
 from tieredstore.spark.options import ConfigValues, config_of
 from tieredstore.spark.plan import NO_END, QueuePlan, SegmentSlice
@@ -65,7 +65,7 @@ def verify_slice(config: ConfigValues, part: SegmentSlice) -> SliceReport:
                 problems.extend(str(e) for e in batch.errors)
 
     try:
-        asyncio.run(scan())
+        sync.run(scan())
     except (TieredStoreError, OSError) as exc:
         problems.append(f"{part}: {type(exc).__name__}: {exc}")
     if part.sealed and units != part.last_offset - part.first_offset + 1:
