@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tieredstore.errors import InvalidName
-from tieredstore.segment.path import EntryId, FileType, SegmentPath, parse_chunk_name
+from tieredstore.filetype import FileType
+from tieredstore.segment.path import EntryId, SegmentPath, parse_chunk_name
 
 
 def test_keys_follow_the_documented_layout() -> None:

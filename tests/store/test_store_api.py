@@ -14,7 +14,6 @@ from tieredstore.metadata import MetadataFenced, SegmentRecord
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import FileType
 from tieredstore.store import (
-    PB_TYPES,
     AsyncMessageStore,
     MessageStore,
     MessageTooLarge,
@@ -32,7 +31,7 @@ async def sealed_records(backend: ObjectStore, config: TieredStoreConfig, topic:
                          queue_id: int, file_type: FileType) -> list[SegmentRecord]:
     """The sealed segments the queue's metadata in the bucket records."""
     meta = await open_metadata(backend, config, topic, queue_id)
-    return [r async for r in meta.records(PB_TYPES[file_type])]
+    return [r async for r in meta.records(file_type)]
 
 
 async def test_append_get_round_trip_with_keys_tags_properties(open_store: Opener) -> None:

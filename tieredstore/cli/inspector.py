@@ -27,7 +27,6 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.store import (
-    PB_TYPES,
     QueueView,
     SegmentView,
     list_segments,
@@ -44,7 +43,6 @@ from .common import (
     table,
 )
 
-TYPES = {t.value: t for t in PB_TYPES}
 QUEUE_CONCURRENCY = 8
 
 Row = dict[str, Any]
@@ -78,11 +76,11 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
                     "messages": view.max_offset - view.min_offset}
         for flat in (view.cl, view.cq):
             sealed = 0
-            async for _ in view.meta.records(flat.pb_type):
+            async for _ in view.meta.records(flat.file_type):
                 sealed += 1
             active = sum(1 for t in flat.tail if t.size)
-            row[f"{flat.file_type.value}_segments"] = sealed + active
-            row[f"{flat.file_type.value}_bytes"] = flat.end - flat.first
+            row[f"{flat.file_type.label}_segments"] = sealed + active
+            row[f"{flat.file_type.label}_bytes"] = flat.end - flat.first
         row["merges_pending"] = merges_owed(view.meta.properties)
         row["writer"] = view.meta.writer_id
         row["head_version"] = view.meta.version
@@ -113,13 +111,12 @@ async def segment_views(store: ObjectStore, config: TieredStoreConfig,
         meta = await open_metadata(store, config, topic, queue_id)
         out = []
         for file_type in types:
-            pb_type = PB_TYPES[file_type]
             views = await list_segments(store, config, topic, queue_id, file_type)
             by_base = {v.base: v for v in views}
-            async for record in meta.records(pb_type):
+            async for record in meta.records(file_type):
                 if record.base_offset in by_base:
                     by_base[record.base_offset].record = record
-            first = min(meta.first(pb_type).base_offset, meta.next_base_offset(pb_type))
+            first = min(meta.first(file_type).base_offset, meta.next_base_offset(file_type))
             out.append((topic, queue_id, file_type, first, views))
         return out
 
@@ -130,7 +127,7 @@ def segment_row(topic: str, queue_id: int, file_type: FileType, first: int,
                 view: SegmentView) -> Row:
     record = view.record
     return {
-        "topic": topic, "queue": queue_id, "type": file_type.value, "base": view.base,
+        "topic": topic, "queue": queue_id, "type": file_type.label, "base": view.base,
         "size": view.size, "state": view.state_name,
         "sealed": view.state is not None and view.state is not SegmentState.OPEN,
         "merged": view.state is SegmentState.SEALED,
@@ -150,7 +147,7 @@ async def chunk_rows(store: ObjectStore, topic: str, queue_id: int, file_type: F
         if crc is None:  # a listed chunk: its CRC is in the object's metadata
             text = (await store.head(unit.key)).metadata.get(CRC_METADATA_KEY)
             crc = parse_crc(text) if text else None
-        rows.append({"topic": topic, "queue": queue_id, "type": file_type.value,
+        rows.append({"topic": topic, "queue": queue_id, "type": file_type.label,
                      "base": view.base, "position": unit.position, "length": unit.length,
                      "object": unit.key[len(view.path.file_prefix):],
                      "object_offset": unit.object_offset,
@@ -202,7 +199,7 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
         if args.what in ("topics", "queues"):
             rows = await queue_rows(store, config, queues)
             return topic_rows(rows) if args.what == "topics" else rows
-        types = [TYPES[args.type]] if args.type else list(PB_TYPES)
+        types = [FileType.from_label(args.type)] if args.type else list(FileType)
         rows = []
         for topic, queue_id, file_type, first, views in await segment_views(
                 store, config, queues, types):
@@ -229,7 +226,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parser.add_argument("--topic", help="only this topic")
     parser.add_argument("--queue", type=nonnegative_int, metavar="ID",
                         help="only this queue id")
-    parser.add_argument("--type", choices=sorted(TYPES),
+    parser.add_argument("--type", choices=sorted(t.label for t in FileType),
                         help="segments/chunks: only this flat file type")
     parser.add_argument("--segment", type=nonnegative_int, metavar="BASE",
                         help="segments/chunks: only the segment at this base offset")

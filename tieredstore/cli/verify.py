@@ -24,7 +24,6 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import (
-    PB_TYPES,
     UNIT_SIZE,
     CqUnit,
     RecordError,
@@ -157,17 +156,16 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
     # after the commit-log bytes it points to are stored, so every unit this
     # listing finds points into what the later commit-log listing holds.
     for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX):
-        pb_type = PB_TYPES[file_type]
         views = await list_segments(store, config, topic, queue_id, file_type)
         by_base = {v.base: v for v in views}
-        next_base = meta.next_base_offset(pb_type)
-        first = min(meta.first(pb_type).base_offset, next_base)
-        records = [r async for r in meta.records(pb_type)]
+        next_base = meta.next_base_offset(file_type)
+        first = min(meta.first(file_type).base_offset, next_base)
+        records = [r async for r in meta.records(file_type)]
         for problem in record_chain(records, consume_queue=file_type is FileType.CONSUME_QUEUE):
             check.error(f"offset {problem.offset}: {problem.text}")
         for record in records:
             view = by_base.get(record.base_offset)
-            where = f"{file_type.value} segment at {record.base_offset}"
+            where = f"{file_type.label} segment at {record.base_offset}"
             if view is None:
                 check.error(f"{where} is recorded in the metadata but has no objects")
                 continue
@@ -181,10 +179,10 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
         for view in live:
             if view.base != expected:
                 what = "missing" if view.base > expected else "overlapping"
-                check.error(f"{file_type.value} bytes [{min(expected, view.base)}, "
+                check.error(f"{file_type.label} bytes [{min(expected, view.base)}, "
                             f"{max(expected, view.base)}) are {what} before segment {view.path}")
             if view.state is None:
-                check.error(f"{file_type.value} segment {view.path} is corrupt: {view.error}")
+                check.error(f"{file_type.label} segment {view.path} is corrupt: {view.error}")
             for key in view.foreign:
                 check.error(f"foreign object {key!r} in segment {view.path}: not written by "
                             "tieredstore; ignored (move it away)")
@@ -192,7 +190,7 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
         plan.live[file_type] = live
         plan.firsts[file_type] = first
         plan.ends[file_type] = expected
-        check.segments[file_type.value] = len(live)
+        check.segments[file_type.label] = len(live)
     check.min_offset = plan.firsts[FileType.CONSUME_QUEUE] // UNIT_SIZE
     check.max_offset = plan.ends[FileType.CONSUME_QUEUE] // UNIT_SIZE
     return plan

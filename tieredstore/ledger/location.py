@@ -21,6 +21,7 @@ from __future__ import annotations
 import uuid as uuid_mod
 from dataclasses import dataclass
 
+from tieredstore.filetype import FileType
 from tieredstore.ledger.errors import OffloadError
 from tieredstore.ledger.format import (
     ObjectName,
@@ -28,7 +29,7 @@ from tieredstore.ledger.format import (
     index_object_name,
     parse_object_name,
 )
-from tieredstore.segment.path import FileType, SegmentPath, validate_name, validate_prefix
+from tieredstore.segment.path import SegmentPath, validate_name, validate_prefix
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ See :mod:`tieredstore.metadata.queue` for the design (seed 001) and
 the schemas; ``make proto`` regenerates ``metadata_pb2``.
 """
 
+from tieredstore.filetype import FileType
 from tieredstore.metadata.catalog import list_queues
 from tieredstore.metadata.errors import (
     CorruptMetadata,
@@ -16,18 +17,14 @@ from tieredstore.metadata.errors import (
     PageMissing,
     RecordOrderError,
 )
-from tieredstore.metadata.keys import FILE_TYPES, PageRef, QueuePath
-from tieredstore.metadata.metadata_pb2 import (
-    COMMIT_LOG,
-    CONSUME_QUEUE,
-    INDEX,
-    FileType,
-    MetadataPage,
-    QueueHead,
-    SegmentRecord,
-)
+from tieredstore.metadata.keys import FILE_TYPES, PageRef, QueuePath, pb_type
+from tieredstore.metadata.metadata_pb2 import MetadataPage, QueueHead, SegmentRecord
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, QueueMetadata
 from tieredstore.metadata.state import First
+
+COMMIT_LOG = FileType.COMMIT_LOG
+CONSUME_QUEUE = FileType.CONSUME_QUEUE
+INDEX = FileType.INDEX
 
 __all__ = [
     "COMMIT_LOG",
@@ -52,4 +49,5 @@ __all__ = [
     "RecordOrderError",
     "SegmentRecord",
     "list_queues",
+    "pb_type",
 ]

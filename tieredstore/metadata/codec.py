@@ -12,9 +12,10 @@ import struct
 from collections.abc import Sequence
 
 from tieredstore.checksum import crc32c
+from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import CorruptMetadata, RecordOrderError
-from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
+from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type, pb_type
 
 FORMAT_VERSION = 1
 HEAD_MAGIC = b"TQH1"
@@ -78,8 +79,9 @@ def decode_head(data: bytes, key: str, version: int) -> pb.QueueHead:
 # --- pages ------------------------------------------------------------------
 
 
-def encode_page(file_type: pb.FileType, records: Sequence[pb.SegmentRecord]) -> bytes:
-    page = pb.MetadataPage(format_version=FORMAT_VERSION, file_type=file_type, records=records)
+def encode_page(file_type: FileType, records: Sequence[pb.SegmentRecord]) -> bytes:
+    page = pb.MetadataPage(format_version=FORMAT_VERSION, file_type=pb_type(file_type),
+                           records=records)
     return frame(PAGE_MAGIC, page.SerializeToString(deterministic=True))
 
 
@@ -91,7 +93,7 @@ def page_hash(data: bytes) -> int:
 
 def build_page(
     queue: QueuePath,
-    file_type: pb.FileType,
+    file_type: FileType,
     records: Sequence[pb.SegmentRecord],
     prev_hash: int,
 ) -> tuple[PageRef, bytes]:
@@ -100,7 +102,7 @@ def build_page(
     return queue.page_ref(file_type, records, page_hash(data), prev_hash), data
 
 
-def decode_page(data: bytes, file_type: pb.FileType, ref: PageRef) -> list[pb.SegmentRecord]:
+def decode_page(data: bytes, file_type: FileType, ref: PageRef) -> list[pb.SegmentRecord]:
     """The records of a page read from ``ref.key``, checked against the key."""
     page = pb.MetadataPage()
     try:
@@ -113,7 +115,7 @@ def decode_page(data: bytes, file_type: pb.FileType, ref: PageRef) -> list[pb.Se
     if page_hash(data) != ref.page_hash:
         raise CorruptMetadata(f"{ref.key}: bytes do not match the hash in the key")
     records = list(page.records)
-    if page.file_type != file_type:
+    if page.file_type != pb_type(file_type):
         raise CorruptMetadata(f"{ref.key}: holds file type {page.file_type}")
     if (
         not records

@@ -26,12 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from tieredstore.errors import InvalidName
+from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.metadata_pb2 import FileType
 
-FILE_TYPES: tuple[FileType, ...] = (pb.COMMIT_LOG, pb.CONSUME_QUEUE, pb.INDEX)
+FILE_TYPES: tuple[FileType, ...] = tuple(FileType)
 
 _HEAD = re.compile(r"head-([0-9]{20})")
 _PAGE = re.compile(
@@ -45,15 +46,21 @@ _MAX_PAGE_RECORDS = 10**10 - 1
 
 def check_file_type(file_type: int) -> FileType:
     """The file type, or ``ValueError`` for one the format does not know."""
-    for known in FILE_TYPES:
-        if file_type == known:
-            return known
-    raise ValueError(f"unknown file type {file_type!r}; expected one of {list(FILE_TYPES)}")
+    try:
+        return FileType(file_type)
+    except ValueError:
+        raise ValueError(f"unknown file type {file_type!r}; expected one of "
+                         f"{[int(t) for t in FILE_TYPES]}") from None
+
+
+def pb_type(file_type: FileType) -> pb.FileType:
+    """``file_type`` typed as the protobuf field holds it (the same number)."""
+    return cast("pb.FileType", int(check_file_type(file_type)))
 
 
 def file_type_dir(file_type: FileType) -> str:
     """The path part of a file type: ``commit_log``, ``consume_queue``, ``index``."""
-    return pb.FileType.Name(check_file_type(file_type)).lower()
+    return check_file_type(file_type).name.lower()
 
 
 def _join(*parts: str) -> str:

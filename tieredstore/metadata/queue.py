@@ -38,6 +38,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from tieredstore.errors import ConfigError
+from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import FORMAT_VERSION, build_page
 from tieredstore.metadata.errors import (
@@ -252,7 +253,7 @@ class QueueMetadata(QueueWriter):
             await self._begin_write()
             await self._commit(self._next_head())
 
-    async def trim(self, file_type: pb.FileType, before_base_offset: int) -> First:
+    async def trim(self, file_type: FileType, before_base_offset: int) -> First:
         """Drop the records that end at or before ``before_base_offset``.
 
         Moves ``first`` to the first record that ends after it (whole segments

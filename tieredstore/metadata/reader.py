@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from tieredstore.errors import ObjectNotFound
+from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import decode_page, record_end
 from tieredstore.metadata.errors import PageMissing
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CACHE_PAGES = 16
 
 # A page this process wrote and a head of its own now references.
-CommittedPage = tuple[pb.FileType, PageRef, Sequence[pb.SegmentRecord]]
+CommittedPage = tuple[FileType, PageRef, Sequence[pb.SegmentRecord]]
 
 
 class QueueReader:
@@ -100,7 +101,7 @@ class QueueReader:
         return types.MappingProxyType(dict(self._head.properties))
 
     @property
-    def file_types(self) -> list[pb.FileType]:
+    def file_types(self) -> list[FileType]:
         """The file types that ever had a record."""
         return [check_file_type(s.file_type) for s in self._head.files if s.HasField("last")]
 
@@ -108,24 +109,24 @@ class QueueReader:
     def page_cache(self) -> PageCache:
         return self._cache
 
-    def first(self, file_type: pb.FileType) -> First:
+    def first(self, file_type: FileType) -> First:
         """The first live record's base and message offset (see :class:`First`)."""
         return first_of(find_state(self._head, check_file_type(file_type)))
 
-    def last_record(self, file_type: pb.FileType) -> pb.SegmentRecord | None:
+    def last_record(self, file_type: FileType) -> pb.SegmentRecord | None:
         """The last live record, from the head alone."""
         state = find_state(self._head, check_file_type(file_type))
         if state is None or not has_live(state):
             return None
         return copy_record(state.last)
 
-    def next_base_offset(self, file_type: pb.FileType) -> int:
+    def next_base_offset(self, file_type: FileType) -> int:
         """Where the next record may begin: the end of the last one appended,
         live or trimmed (0 before the first)."""
         state = find_state(self._head, check_file_type(file_type))
         return record_end(state.last) if state is not None and state.HasField("last") else 0
 
-    def next_message_offset(self, file_type: pb.FileType) -> int:
+    def next_message_offset(self, file_type: FileType) -> int:
         """The queue offset after the last record appended (0 before the first)."""
         state = find_state(self._head, check_file_type(file_type))
         if state is None or not state.HasField("last"):
@@ -135,7 +136,7 @@ class QueueReader:
     # --- reading ------------------------------------------------------------------
 
     async def find_by_base_offset(
-        self, file_type: pb.FileType, position: int
+        self, file_type: FileType, position: int
     ) -> pb.SegmentRecord | None:
         """The live record whose segment holds byte ``position`` of the flat file."""
         head = self._head
@@ -159,7 +160,7 @@ class QueueReader:
         return copy_record(record)
 
     async def find_by_message_offset(
-        self, file_type: pb.FileType, offset: int
+        self, file_type: FileType, offset: int
     ) -> pb.SegmentRecord | None:
         """The live record holding queue offset ``offset`` (None in a gap)."""
         head = self._head
@@ -183,7 +184,7 @@ class QueueReader:
         return copy_record(record)
 
     async def find_by_time(
-        self, file_type: pb.FileType, timestamp_ms: int
+        self, file_type: FileType, timestamp_ms: int
     ) -> pb.SegmentRecord | None:
         """The first live record whose end timestamp is at or after ``timestamp_ms``.
 
@@ -210,7 +211,7 @@ class QueueReader:
         return None
 
     async def records(
-        self, file_type: pb.FileType, *, from_base_offset: int = 0
+        self, file_type: FileType, *, from_base_offset: int = 0
     ) -> AsyncIterator[pb.SegmentRecord]:
         """Live records in order, from the one holding ``from_base_offset`` on
         (or the next). Pages are read one at a time, as the iteration gets there."""
@@ -230,7 +231,7 @@ class QueueReader:
                 yield copy_record(record)
 
     async def _first_ending_after(
-        self, file_type: pb.FileType, head: pb.QueueHead, position: int
+        self, file_type: FileType, head: pb.QueueHead, position: int
     ) -> First | None:
         """The first live record that ends after ``position``, as a pointer."""
         state = find_state(head, file_type)
@@ -254,7 +255,7 @@ class QueueReader:
         pageset = await self._pageset(check_file_type(state.file_type))
         return pageset.view(state.first_base_offset, state.paged_through, state.last_page_hash)
 
-    async def _pageset(self, file_type: pb.FileType) -> PageSet:
+    async def _pageset(self, file_type: FileType) -> PageSet:
         """Every page key of the file type: listed once, then kept up to date."""
         pageset = self._pagesets.get(file_type)
         if pageset is not None:
@@ -288,7 +289,7 @@ class QueueReader:
         self._cache.put(ref.key, records)
         return tuple(records)
 
-    async def _read_page(self, file_type: pb.FileType, ref: PageRef) -> list[pb.SegmentRecord]:
+    async def _read_page(self, file_type: FileType, ref: PageRef) -> list[pb.SegmentRecord]:
         try:
             data = await self._store.get(ref.key)
         except ObjectNotFound:

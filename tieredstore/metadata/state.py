@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import check_follows, check_record, record_end
 from tieredstore.metadata.keys import check_file_type
@@ -30,7 +31,7 @@ def find_state(head: pb.QueueHead, file_type: int) -> pb.FileState | None:
     return None
 
 
-def state_for_update(head: pb.QueueHead, file_type: pb.FileType) -> pb.FileState:
+def state_for_update(head: pb.QueueHead, file_type: FileType) -> pb.FileState:
     """The file type's state in ``head``, added if it has none yet."""
     state = find_state(head, file_type)
     if state is None:

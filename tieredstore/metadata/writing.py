@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import PreconditionFailed
+from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
 from tieredstore.metadata.errors import CorruptMetadata, MetadataReadOnly, PageMissing
@@ -38,7 +39,7 @@ _PAGE_WRITE_CONCURRENCY = 16
 class NewPage:
     """A page that the next head will reference. ``data`` None: already written."""
 
-    file_type: pb.FileType
+    file_type: FileType
     ref: PageRef
     records: list[pb.SegmentRecord]
     data: bytes | None
@@ -177,7 +178,7 @@ class QueueWriter(QueueReader):
             log.info("%s: adopting %d page(s) a crash left", self._queue.name, len(adopted))
             await self._commit(head, adopted)
 
-    async def _delete_dead_pages(self, file_type: pb.FileType) -> int:
+    async def _delete_dead_pages(self, file_type: FileType) -> int:
         state = find_state(self._head, file_type)
         if state is None or not state.paged_through:
             return 0

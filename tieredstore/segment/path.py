@@ -9,12 +9,12 @@ that listing order is numeric order.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import unicodedata
 from dataclasses import dataclass
 
 from tieredstore.errors import InvalidName
+from tieredstore.filetype import FileType
 
 MAX_NAME_BYTES = 200
 MAX_OFFSET = 10**20 - 1
@@ -22,14 +22,6 @@ MAX_OFFSET = 10**20 - 1
 CHUNK_PREFIX = "chunk-"
 MERGED_NAME = "segment"
 SEALED_NAME = "sealed"
-
-
-class FileType(enum.Enum):
-    """The kinds of flat file a queue keeps (RocketMQ's names)."""
-
-    COMMIT_LOG = "commitlog"
-    CONSUME_QUEUE = "consumequeue"
-    INDEX = "index"
 
 
 def validate_name(field: str, value: str) -> str:
@@ -132,7 +124,7 @@ class SegmentPath:
     def queue_path(self) -> str:
         """``cluster/broker/topic/queue/type``: the file this segment belongs to."""
         return (
-            f"{self.cluster}/{self.broker}/{self.topic}/{self.queue_id}/{self.file_type.value}"
+            f"{self.cluster}/{self.broker}/{self.topic}/{self.queue_id}/{self.file_type.label}"
         )
 
     @property

@@ -24,18 +24,9 @@ from dataclasses import dataclass
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.metadata import (
-    COMMIT_LOG,
-    CONSUME_QUEUE,
-    INDEX,
-    FileType,
-    MetadataNotFound,
-    QueueMetadata,
-    QueuePath,
-)
+from tieredstore.metadata import MetadataNotFound, QueueMetadata, QueuePath
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import ChunkedSegment, SegmentOptions
-from tieredstore.segment import FileType as SegmentFileType
+from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
 from tieredstore.segment.path import (
     MERGED_NAME,
     SEALED_NAME,
@@ -47,12 +38,6 @@ from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection
 from tieredstore.store import open_object_store
 from tieredstore.store.keys import metadata_root, segment_path
-
-FILE_TYPES: dict[FileType, SegmentFileType] = {
-    COMMIT_LOG: SegmentFileType.COMMIT_LOG,
-    CONSUME_QUEUE: SegmentFileType.CONSUME_QUEUE,
-    INDEX: SegmentFileType.INDEX,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +87,16 @@ async def survey(store: ObjectStore, config: TieredStoreConfig, selection: Selec
             meta = await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
         except MetadataNotFound:
             continue
-        for pb_type in meta.file_types:
-            await _survey_file(store, config, meta, pb_type, out)
+        for file_type in meta.file_types:
+            await _survey_file(store, config, meta, file_type, out)
     return out
 
 
 async def _survey_file(store: ObjectStore, config: TieredStoreConfig, meta: QueueMetadata,
-                       pb_type: FileType, out: Survey) -> None:
+                       file_type: FileType, out: Survey) -> None:
     topic, queue_id = meta.queue.topic, meta.queue.queue_id
-    file_type = FILE_TYPES[pb_type]
-    live = {r.base_offset async for r in meta.records(pb_type)}
-    active = meta.next_base_offset(pb_type)
+    live = {r.base_offset async for r in meta.records(file_type)}
+    active = meta.next_base_offset(file_type)
     prefix = segment_path(config, topic, queue_id, file_type, 0).file_prefix
     names: defaultdict[int, list[str]] = defaultdict(list)
     async for page in store.list_pages(prefix):
@@ -121,7 +105,7 @@ async def _survey_file(store: ObjectStore, config: TieredStoreConfig, meta: Queu
             base = parse_segment_dir(parts[0]) if len(parts) == 2 else None
             if base is not None and (info.size or parse_chunk_name(parts[1]) is None):
                 names[base].append(parts[1])  # zero-byte fence and seal entries stay
-    where = f"{topic}/{queue_id} {file_type.value}"
+    where = f"{topic}/{queue_id} {file_type.label}"
     for base, found in sorted(names.items()):
         chunks = sum(1 for n in found if parse_chunk_name(n) is not None)
         marker, merged = SEALED_NAME in found, MERGED_NAME in found
@@ -134,7 +118,7 @@ async def _survey_file(store: ObjectStore, config: TieredStoreConfig, meta: Queu
             out.skipped.append(f"{where} @{base}: recorded as sealed but has no seal "
                                "marker: left for the writer")
         else:
-            out.targets.append(CompactTarget(topic, queue_id, file_type.value, base, chunks,
+            out.targets.append(CompactTarget(topic, queue_id, file_type.label, base, chunks,
                                              "leftovers" if merged else "sealing"))
 
 
@@ -146,7 +130,7 @@ def compact_segment(config: ConfigValues, target: CompactTarget) -> CompactResul
         store = open_object_store(settings)
         try:
             path = segment_path(settings, target.topic, target.queue_id,
-                                SegmentFileType(target.file_type), target.base_offset)
+                                FileType.from_label(target.file_type), target.base_offset)
             segment = await ChunkedSegment.open(
                 store, path, options=SegmentOptions(chunk_size=settings.chunk_size))
             stats = segment.last_merge

@@ -26,7 +26,7 @@ from tieredstore.store.errors import (
 )
 from tieredstore.store.facade import MessageStore
 from tieredstore.store.gc import GcReport, collect_garbage
-from tieredstore.store.keys import PB_TYPES, metadata_root
+from tieredstore.store.keys import metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
 from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -49,7 +49,6 @@ from tieredstore.store.view import (
 )
 
 __all__ = [
-    "PB_TYPES",
     "UNIT_SIZE",
     "AsyncMessageStore",
     "CqUnit",

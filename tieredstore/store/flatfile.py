@@ -15,12 +15,11 @@ import time
 from dataclasses import dataclass
 
 from tieredstore.errors import SegmentFenced
-from tieredstore.metadata import QueueMetadata, SegmentRecord
+from tieredstore.metadata import QueueMetadata, SegmentRecord, pb_type
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.store import properties
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
-from tieredstore.store.keys import PB_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class SegmentStats:
 
     def record(self, file_type: FileType, base: int, size: int) -> SegmentRecord:
         return SegmentRecord(
-            file_type=PB_TYPES[file_type],
+            file_type=pb_type(file_type),
             base_offset=base,
             size=size,
             first_message_offset=self.first_offset,
@@ -71,7 +70,6 @@ class FlatFile:
         self.topic = topic
         self.queue_id = queue_id
         self.file_type = file_type
-        self.pb_type = PB_TYPES[file_type]
         self.meta = meta
         self.max_size = ctx.max_size(file_type)
         self.active: ChunkedSegment | None = None
@@ -103,7 +101,7 @@ class FlatFile:
     @property
     def first(self) -> int:
         """The first live position (earlier segments were deleted)."""
-        recorded = self.meta.first(self.pb_type).base_offset
+        recorded = self.meta.first(self.file_type).base_offset
         return min(recorded, self.active_base)
 
     # --- opening -----------------------------------------------------------------
@@ -116,14 +114,14 @@ class FlatFile:
         before its record. The caller then records it (it knows the stats) and
         calls :meth:`roll`.
         """
-        base = self.meta.next_base_offset(self.pb_type)
+        base = self.meta.next_base_offset(self.file_type)
         path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
         # claim: a writer that still has it open (one we replace) is fenced.
         self.active = await ChunkedSegment.open(
             self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
             claim=True,
         )
-        first = self.meta.first(self.pb_type).base_offset
+        first = self.meta.first(self.file_type).base_offset
         owed = properties.merging(self.meta.properties, self.file_type)
         await self.forget_merges({b for b in owed if b < first})  # trimmed since
         for base in (b for b in owed if b >= first):
@@ -235,10 +233,10 @@ class FlatFile:
         active = self._active
         if position >= self.active_base:
             return active, self.end
-        record = await self.meta.find_by_base_offset(self.pb_type, position)
+        record = await self.meta.find_by_base_offset(self.file_type, position)
         if record is None:
             raise OffsetOutOfRange(
-                f"{self.file_type.value} position {position} is no longer stored "
+                f"{self.file_type.label} position {position} is no longer stored "
                 f"(first live position {self.first})",
                 topic=self.topic, queue_id=self.queue_id)
         path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type,
@@ -256,7 +254,7 @@ class FlatFile:
         segment, end = await self.locate(position)
         if position + length > end:
             raise OffsetOutOfRange(
-                f"{self.file_type.value} read [{position}, {position + length}) crosses the "
+                f"{self.file_type.label} read [{position}, {position + length}) crosses the "
                 f"segment end {end}", topic=self.topic, queue_id=self.queue_id)
         local = position - segment.path.base_offset
         if segment is self.active:

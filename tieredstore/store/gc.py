@@ -40,7 +40,7 @@ from tieredstore.segment.path import (
     parse_chunk_name,
     parse_segment_dir,
 )
-from tieredstore.store.keys import PB_TYPES, segment_path
+from tieredstore.store.keys import segment_path
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
     for meta in queues:
         topic, queue_id = meta.queue.topic, meta.queue.queue_id
         for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG):
-            first = meta.first(PB_TYPES[file_type]).base_offset
+            first = meta.first(file_type).base_offset
             path = segment_path(config, topic, queue_id, file_type)
             prefix = path.file_prefix
             found += _segments(path, first, await store.list_all(prefix), cutoff)

@@ -4,15 +4,8 @@
 from __future__ import annotations
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.segment import FileType, SegmentPath
 from tieredstore.segment.path import parse_segment_dir
-
-PB_TYPES: dict[FileType, pb.FileType] = {
-    FileType.COMMIT_LOG: pb.COMMIT_LOG,
-    FileType.CONSUME_QUEUE: pb.CONSUME_QUEUE,
-    FileType.INDEX: pb.INDEX,
-}
 
 
 def metadata_root(config: TieredStoreConfig) -> str:
@@ -40,7 +33,7 @@ def parse_segment_key(config: TieredStoreConfig, key: str
         return None
     _, _, _, topic, queue, file_type, directory, _ = parts
     base = parse_segment_dir(directory)
-    types = {t.value: t for t in FileType}
+    types = {t.label: t for t in FileType}
     if base is None or not queue.isdigit() or file_type not in types:
         return None
     path = segment_path(config, topic, int(queue), types[file_type], base)

@@ -31,7 +31,7 @@ def clean_from_update(position: int) -> Update:
 
 
 def merging_key(file_type: FileType) -> str:
-    return f"{MERGING_PREFIX}{file_type.value}"
+    return f"{MERGING_PREFIX}{file_type.label}"
 
 
 def merging(properties: Properties, file_type: FileType) -> list[int]:

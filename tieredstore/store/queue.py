@@ -66,7 +66,7 @@ class QueueLog(QueueReading):
     @property
     def damage(self) -> list[str]:
         """What the open segments miss from the bucket (holes read around)."""
-        return [f"{flat.file_type.value} segment {flat._active.path}: bytes "
+        return [f"{flat.file_type.label} segment {flat._active.path}: bytes "
                 f"[{u.position}, {u.end}) are missing from the bucket"
                 for flat in (self.cl, self.cq) for u in flat._active.layout.holes]
 
@@ -137,7 +137,7 @@ class QueueLog(QueueReading):
         self.cq.stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
                                                      self.next_offset)
         await self._redispatch()
-        cl_first = self.meta.next_message_offset(self.cl.pb_type)
+        cl_first = self.meta.next_message_offset(self.cl.file_type)
         self.cl.stats = await self._stats_from_units(cl_first, self.next_offset)
         if self.cl._active.sealed:
             await self.cl.record_sealed(self.cl._active, self.cl.stats)
@@ -326,7 +326,7 @@ class QueueLog(QueueReading):
                     limit = (await self.units(self.min_offset, self.min_offset + 1))[0].position \
                         if self.min_offset < self.max_offset else self.cl.end
                 expired = []
-                async for record in self.meta.records(flat.pb_type):
+                async for record in self.meta.records(flat.file_type):
                     end = record.base_offset + record.size
                     if record.end_timestamp_ms >= cutoff_ms or (limit is not None and
                                                                  end > limit):
@@ -336,7 +336,7 @@ class QueueLog(QueueReading):
                     continue
                 last = expired[-1]
                 # Move the first pointer before deleting: a crash leaves garbage, not holes.
-                await self.meta.trim(flat.pb_type, last.base_offset + last.size)
+                await self.meta.trim(flat.file_type, last.base_offset + last.size)
                 # A merge still owed for an expired segment is owed no more (one under
                 # way fails on the missing chunks; what it leaves GC collects).
                 await flat.forget_merges({r.base_offset for r in expired})

@@ -12,8 +12,7 @@ import abc
 import logging
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
-from tieredstore.metadata import QueueMetadata
-from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.metadata import FileType, QueueMetadata
 from tieredstore.store.checks import ScanStop, record_problem, scan_records
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.record import (
@@ -287,7 +286,7 @@ class QueueReading(abc.ABC):
         """The first offset whose store timestamp is at or after ``timestamp_ms``
         (``max_offset`` if none): the sealed segment from the metadata's time
         index, then a binary search over its units."""
-        record = await self.meta.find_by_time(pb.CONSUME_QUEUE, timestamp_ms)
+        record = await self.meta.find_by_time(FileType.CONSUME_QUEUE, timestamp_ms)
         if record is not None:
             lo, hi = record.first_message_offset, record.last_message_offset + 1
         else:

@@ -32,7 +32,7 @@ from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
 from tieredstore.segment.path import parse_segment_dir
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
-from tieredstore.store.keys import PB_TYPES, parse_segment_key
+from tieredstore.store.keys import parse_segment_key
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -220,7 +220,6 @@ async def _scan_to_end(seg: ChunkedSegment, cq: _File, cq_end: int,
 
 def _add(out: Rebuilt, file_type: FileType, seg: ChunkedSegment, stats: SegmentStats) -> None:
     record = stats.record(file_type, seg.path.base_offset, seg.commit_position)
-    record.file_type = PB_TYPES[file_type]
     out.records.setdefault(file_type, []).append(record)
     if not seg.merged:
         out.merging.setdefault(file_type, []).append(seg.path.base_offset)

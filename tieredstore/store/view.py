@@ -21,7 +21,7 @@ from typing import Protocol
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, TieredStoreError
-from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePath
+from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePath, pb_type
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
@@ -30,7 +30,7 @@ from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store import properties
 from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
-from tieredstore.store.keys import PB_TYPES, metadata_root, segment_path
+from tieredstore.store.keys import metadata_root, segment_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -135,15 +135,15 @@ class SegmentRecords(Protocol):
     """Where a flat file's sealed segments are recorded: the queue metadata
     (:class:`QueueMetadata` is one), or the segments a read plan took from it."""
 
-    def next_base_offset(self, file_type: pb.FileType) -> int:
+    def next_base_offset(self, file_type: FileType) -> int:
         """Where the first segment not recorded begins."""
         ...
 
-    def first(self, file_type: pb.FileType) -> First:
+    def first(self, file_type: FileType) -> First:
         """The first live record (its base offset)."""
         ...
 
-    async def find_by_base_offset(self, file_type: pb.FileType, position: int
+    async def find_by_base_offset(self, file_type: FileType, position: int
                                   ) -> pb.SegmentRecord | None:
         """The record of the segment holding ``position``, if one does."""
         ...
@@ -165,19 +165,19 @@ class PlannedSegments:
         else:
             self._next = 0
 
-    def next_base_offset(self, file_type: pb.FileType) -> int:
+    def next_base_offset(self, file_type: FileType) -> int:
         return self._next
 
-    def first(self, file_type: pb.FileType) -> First:
+    def first(self, file_type: FileType) -> First:
         return First(self._bases[0] if self._bases else self._next, 0)
 
-    async def find_by_base_offset(self, file_type: pb.FileType, position: int
+    async def find_by_base_offset(self, file_type: FileType, position: int
                                   ) -> pb.SegmentRecord | None:
         i = bisect.bisect_right(self._bases, position) - 1
         if i < 0 or position >= self._bases[i] + self._sealed[i][1]:
             return None
         base, size = self._sealed[i]
-        return pb.SegmentRecord(file_type=file_type, base_offset=base, size=size)
+        return pb.SegmentRecord(file_type=pb_type(file_type), base_offset=base, size=size)
 
 
 RELISTS = 2  # a merge in flight: the chunks, then possibly the chunks again
@@ -201,11 +201,10 @@ class FlatView:
         self.topic = topic
         self.queue_id = queue_id
         self.file_type = file_type
-        self.pb_type = PB_TYPES[file_type]
         self.reader = reader
         self.tail: list[SegmentView] = []
         self._sealed: dict[int, SegmentView] = {}
-        self.next_base = records.next_base_offset(self.pb_type)
+        self.next_base = records.next_base_offset(self.file_type)
 
     async def open(self) -> None:
         """List the segments from ``next_base`` on (once)."""
@@ -226,7 +225,7 @@ class FlatView:
     @property
     def first(self) -> int:
         """The first live position (earlier segments were trimmed)."""
-        return min(self.records.first(self.pb_type).base_offset, self.next_base)
+        return min(self.records.first(self.file_type).base_offset, self.next_base)
 
     @property
     def end(self) -> int:
@@ -244,9 +243,9 @@ class FlatView:
             if view.base <= position < view.end or (view is self.tail[-1]
                                                      and position >= view.base):
                 return view
-        record = await self.records.find_by_base_offset(self.pb_type, position)
+        record = await self.records.find_by_base_offset(self.file_type, position)
         if record is None:
-            raise OffsetOutOfRange(f"{self.file_type.value} position {position} is not "
+            raise OffsetOutOfRange(f"{self.file_type.label} position {position} is not "
                                    f"stored (first live position {self.first})",
                                    topic=self.topic, queue_id=self.queue_id)
         sealed = self._sealed.get(record.base_offset)
@@ -266,7 +265,7 @@ class FlatView:
         if view.state is None:
             raise self._corrupt(view.error)
         if position + length > view.end:
-            raise self._corrupt(f"{self.file_type.value} read [{position}, "
+            raise self._corrupt(f"{self.file_type.label} read [{position}, "
                                 f"{position + length}) crosses the segment end {view.end}")
         for relists in range(RELISTS + 1):
             try:

@@ -10,11 +10,12 @@ from typing import Any
 
 from tieredstore.checksum import crc32c, format_crc
 from tieredstore.errors import SegmentError
+from tieredstore.filetype import FileType
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
-from tieredstore.segment.path import FileType, SegmentPath
+from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.reader import SegmentReader
 
 # Unit sizes of the small segments most tests read: single bytes beside larger
