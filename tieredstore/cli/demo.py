@@ -36,7 +36,8 @@ from .common import (
     resolve_config,
     table,
 )
-from .verify import VerifyReport, verify_store
+from .verify import verify_store
+from .verify_report import VerifyReport
 
 QUEUES: dict[str, int] = {"demo-orders": 3, "demo-clicks": 2, "demo-audit": 1}
 TAGS = ("created", "paid", "shipped", None)

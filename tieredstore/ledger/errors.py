@@ -12,10 +12,10 @@ from tieredstore.errors import TieredStoreError
 
 
 class LedgerError(TieredStoreError):
-    """Base for errors about one ledger; ``ledger_id`` names it (-1: none)."""
+    """Base for errors about one ledger; ``ledger_id`` names it (None: none)."""
 
-    def __init__(self, message: str, *, ledger_id: int = -1) -> None:
-        super().__init__(f"ledger {ledger_id}: {message}" if ledger_id >= 0 else message)
+    def __init__(self, message: str, *, ledger_id: int | None = None) -> None:
+        super().__init__(message if ledger_id is None else f"ledger {ledger_id}: {message}")
         self.ledger_id = ledger_id
 
 

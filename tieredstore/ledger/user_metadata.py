@@ -41,7 +41,7 @@ def build_user_metadata(
     own: Mapping[str, str],
     *,
     reserved: int = 0,
-    ledger_id: int = -1,
+    ledger_id: int | None = None,
 ) -> dict[str, str]:
     """``extra`` (keys lowercased) plus our ``own`` keys and the format version.
 

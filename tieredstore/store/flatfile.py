@@ -29,10 +29,11 @@ def now_ms() -> int:
 
 @dataclass
 class SegmentStats:
-    """Messages in the active segment, for its record when it is sealed."""
+    """Messages in the active segment, for its record when it is sealed (the
+    offsets mean nothing while ``count`` is 0)."""
 
-    first_offset: int = -1
-    last_offset: int = -1
+    first_offset: int = 0
+    last_offset: int = 0
     begin_ts: int = 0
     end_ts: int = 0
     count: int = 0

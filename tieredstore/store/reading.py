@@ -9,6 +9,7 @@ in the bucket. Subclasses say where units and commit-log bytes come from.
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
@@ -37,6 +38,11 @@ class QueueReading(abc.ABC):
     topic: str
     queue_id: int
     meta: QueueMetadata
+
+    @functools.cached_property
+    def _rebuilt(self) -> dict[int, CqUnit]:
+        """Consume-queue units rebuilt from the commit log, by offset."""
+        return {}
 
     @property
     @abc.abstractmethod
@@ -124,7 +130,7 @@ class QueueReading(abc.ABC):
         one after the other from where the unit before ``start`` ends, each
         checked (CRC, topic, queue, offset). Kept, so one damaged range is
         scanned once. If the records cannot be read either, ``exc`` is raised."""
-        kept: dict[int, CqUnit] = self.__dict__.setdefault("_rebuilt", {})
+        kept = self._rebuilt
         if all(o in kept for o in range(start, stop)):
             return [kept[o] for o in range(start, stop)]
         log.warning("%s/%d: consume-queue units of offsets [%d, %d) rebuilt from the commit "
