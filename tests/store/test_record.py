@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from tieredstore.checksum import crc32c
 from tieredstore.store.record import (
     CqUnit,
+    Message,
     RecordError,
+    decode_plain_run,
     decode_record,
     decode_unit,
     encode_record,
@@ -77,3 +79,58 @@ def test_unit_corruption_is_caught() -> None:
     data[5] ^= 1
     with pytest.raises(RecordError, match="CRC32C"):
         decode_unit(bytes(data))
+
+
+def _run(records: list[bytes], units: list[CqUnit], *, max_bytes: int = 1 << 30
+         ) -> tuple[int, int, int, list[Message]]:
+    out: list[Message] = []
+    k, used, total = decode_plain_run(memoryview(b"".join(records)), units, 0, len(units),
+                                      first_offset=10, topic="t", queue_id=3,
+                                      out=out,
+                                      total=0, max_bytes=max_bytes)
+    return k, used, total, out
+
+
+def _units(records: list[bytes], *, ts: int = 5, tags: int = 0) -> list[CqUnit]:
+    units, at = [], 0
+    for data in records:
+        units.append(CqUnit(at, len(data), tags, ts))
+        at += len(data)
+    return units
+
+
+def test_the_plain_run_decodes_what_decode_record_does() -> None:
+    records = [encode_record(10 + i, 5, bytes([i]) * (i * 7)) for i in range(6)]
+    k, used, total, out = _run(records, _units(records))
+    assert (k, used, total) == (6, sum(map(len, records)), sum(map(len, records)))
+    assert out == [decode_record(r, "t", 3) for r in records]
+
+
+@pytest.mark.parametrize("change", ["tags", "keys", "properties", "offset", "timestamp",
+                                    "crc", "size"])
+def test_the_plain_run_stops_before_a_record_it_does_not_vouch_for(change: str) -> None:
+    records = [encode_record(10 + i, 5, b"x" * 40) for i in range(4)]
+    if change == "tags":
+        records[2] = encode_record(12, 5, b"x" * 40, tags="a")
+    elif change == "keys":
+        records[2] = encode_record(12, 5, b"x" * 40, keys=["k"])
+    elif change == "properties":
+        records[2] = encode_record(12, 5, b"x" * 40, properties={"p": "v"})
+    elif change == "offset":
+        records[2] = encode_record(99, 5, b"x" * 40)
+    elif change == "timestamp":
+        records[2] = encode_record(12, 6, b"x" * 40)
+    elif change == "crc":
+        records[2] = records[2][:-1] + bytes([records[2][-1] ^ 1])
+    units = _units(records)
+    if change == "size":
+        units[2] = units[2]._replace(size=units[2].size - 1)
+    k, used, _, out = _run(records, units)
+    assert k == 2 and used == len(records[0]) + len(records[1]) and len(out) == 2
+
+
+def test_the_plain_run_stops_at_max_bytes_once_it_holds_a_message() -> None:
+    records = [encode_record(10 + i, 5, b"x" * 100) for i in range(4)]
+    size = len(records[0])
+    assert _run(records, _units(records), max_bytes=size + 1)[0] == 1
+    assert _run(records, _units(records), max_bytes=1)[0] == 1  # the first one always

@@ -21,6 +21,7 @@ from tieredstore.store.record import (
     CqUnit,
     Message,
     RecordError,
+    decode_plain_run,
     decode_record,
     decode_unit,
     decode_units,
@@ -250,7 +251,16 @@ class QueueReading(abc.ABC):
         ones: it is left for the next call, which raises naming it)."""
         topic, queue_id = self.topic, self.queue_id
         at = 0
-        for k in range(start, stop):
+        k = start
+        while k < stop:
+            k, used, total = decode_plain_run(
+                data[at:], units, k, stop, first_offset=offset, topic=topic,
+                queue_id=queue_id, out=messages, total=total, max_bytes=max_bytes)
+            at += used
+            if k == stop:
+                break
+            # Not a plain record that agrees with its unit: decode it in full,
+            # which names what is wrong if anything is.
             unit = units[k]
             size = unit.size
             if messages and total + size > max_bytes:
@@ -268,6 +278,7 @@ class QueueReading(abc.ABC):
             messages.append(message)
             at += size
             total += size
+            k += 1
         return total, True
 
     async def _readable_units(self, start: int, end: int) -> list[CqUnit]:
