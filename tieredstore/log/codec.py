@@ -1,0 +1,155 @@
+"""A log object's bytes: a header, the pieces, an index of them and a footer.
+
+One log object holds the bytes a group commit took from every queue. Layout
+(integers big-endian; see docs/format.md, "Log objects")::
+
+    "TSLG" | version u16 = 1 | reserved u16
+    pieces, back to back
+    index:  piece_count x (topic_len u16 | topic | queue u32 | file_type u8 |
+                           segment_base u64 | position u64 | length u32 |
+                           object_offset u64 | crc32c u32)
+    footer: "TSLF" | version u16 = 1 | reserved u16 | index_offset u64 |
+            index_length u32 | piece_count u32 | index crc32c u32 |
+            footer crc32c u32 (of the 28 bytes before it)
+
+The footer is fixed-size, so a reader finds the index with one ranged GET of
+the object's tail (:data:`TAIL_READ` bytes) and a second only when the index
+is longer than that.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tieredstore.checksum import crc32c
+from tieredstore.filetype import FileType
+from tieredstore.log.errors import LogCorrupt
+from tieredstore.sizes import KiB
+
+MAGIC = b"TSLG"
+FOOTER_MAGIC = b"TSLF"
+VERSION = 1
+_HEADER = struct.Struct(">4sHH")
+_TOPIC_LEN = struct.Struct(">H")
+_ENTRY = struct.Struct(">IBQQIQI")  # queue, file type, segment base, position, length,
+#                                     object offset, crc32c
+_FOOTER_HEAD = struct.Struct(">4sHHQIII")
+_FOOTER = struct.Struct(">28sI")
+HEADER_SIZE = _HEADER.size  # 8
+FOOTER_SIZE = _FOOTER.size  # 32
+TAIL_READ = 64 * KiB
+MAX_TOPIC_BYTES = 0xFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Bytes ``[position, position + length)`` of one segment, at ``object_offset``
+    in a log object, with their CRC32C."""
+
+    topic: str
+    queue_id: int
+    file_type: FileType
+    segment_base: int
+    position: int
+    length: int
+    object_offset: int = 0
+    crc32c: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.position + self.length
+
+    @property
+    def segment(self) -> tuple[str, int, FileType, int]:
+        """Which segment the piece belongs to."""
+        return self.topic, self.queue_id, self.file_type, self.segment_base
+
+
+@dataclass(frozen=True, slots=True)
+class Footer:
+    index_offset: int
+    index_length: int
+    piece_count: int
+    index_crc: int
+
+
+def encode_log_object(pieces: Sequence[tuple[Piece, bytes | memoryview]]
+                      ) -> tuple[bytes, list[Piece]]:
+    """The object holding each ``(piece, data)`` (``piece``'s offset and CRC are
+    filled in here), and the pieces as stored."""
+    parts: list[bytes | memoryview] = [_HEADER.pack(MAGIC, VERSION, 0)]
+    offset = HEADER_SIZE
+    stored: list[Piece] = []
+    for piece, data in pieces:
+        if len(data) != piece.length:
+            raise ValueError(f"piece {piece} is given {len(data)} bytes")
+        placed = Piece(piece.topic, piece.queue_id, FileType(piece.file_type),
+                       piece.segment_base, piece.position, piece.length, offset, crc32c(data))
+        stored.append(placed)
+        parts.append(data)
+        offset += len(data)
+    index = encode_index(stored)
+    head = _FOOTER_HEAD.pack(FOOTER_MAGIC, VERSION, 0, offset, len(index), len(stored),
+                             crc32c(index))
+    parts += [index, _FOOTER.pack(head, crc32c(head))]
+    return b"".join(parts), stored
+
+
+def encode_index(pieces: Sequence[Piece]) -> bytes:
+    out: list[bytes] = []
+    for p in pieces:
+        topic = p.topic.encode()
+        if len(topic) > MAX_TOPIC_BYTES:
+            raise ValueError(f"topic of {len(topic)} bytes does not fit a log index")
+        out += [_TOPIC_LEN.pack(len(topic)), topic,
+                _ENTRY.pack(p.queue_id, int(p.file_type), p.segment_base, p.position,
+                            p.length, p.object_offset, p.crc32c)]
+    return b"".join(out)
+
+
+def decode_footer(tail: bytes | memoryview, *, key: str, size: int) -> Footer:
+    """The footer from the last bytes of an object of ``size`` bytes, checked."""
+    if size < HEADER_SIZE + FOOTER_SIZE or len(tail) < FOOTER_SIZE:
+        raise LogCorrupt(key, f"{size} bytes is too short for a log object")
+    head, footer_crc = _FOOTER.unpack_from(tail, len(tail) - FOOTER_SIZE)
+    magic, version, _, index_offset, index_length, count, index_crc = \
+        _FOOTER_HEAD.unpack(head)
+    if magic != FOOTER_MAGIC:
+        raise LogCorrupt(key, f"footer magic {magic!r}, not {FOOTER_MAGIC!r}")
+    if crc32c(head) != footer_crc:
+        raise LogCorrupt(key, "footer fails its CRC32C")
+    if version != VERSION:
+        raise LogCorrupt(key, f"format version {version} is unknown")
+    if index_offset < HEADER_SIZE or index_offset + index_length + FOOTER_SIZE != size:
+        raise LogCorrupt(key, f"index [{index_offset}, +{index_length}) does not end at the "
+                              f"footer of a {size}-byte object")
+    return Footer(index_offset, index_length, count, index_crc)
+
+
+def decode_index(index: bytes | memoryview, footer: Footer, *, key: str) -> list[Piece]:
+    """The pieces an index lists, checked: its CRC, each piece inside the data."""
+    if len(index) != footer.index_length or crc32c(index) != footer.index_crc:
+        raise LogCorrupt(key, "index fails its CRC32C")
+    view = memoryview(index)
+    pieces: list[Piece] = []
+    at = 0
+    try:
+        for _ in range(footer.piece_count):
+            (n,) = _TOPIC_LEN.unpack_from(view, at)
+            topic = str(view[at + 2 : at + 2 + n], "utf-8")
+            at += 2 + n
+            queue, file_type, base, position, length, offset, crc = _ENTRY.unpack_from(view, at)
+            at += _ENTRY.size
+            pieces.append(Piece(topic, queue, FileType(file_type), base, position, length,
+                                offset, crc))
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise LogCorrupt(key, f"index is malformed: {exc}") from None
+    if at != len(view):
+        raise LogCorrupt(key, f"index holds {len(view) - at} bytes past its last piece")
+    for piece in pieces:
+        if piece.object_offset < HEADER_SIZE or \
+                piece.object_offset + piece.length > footer.index_offset:
+            raise LogCorrupt(key, f"piece {piece} lies outside the object's data")
+    return pieces

@@ -1,0 +1,52 @@
+"""Where a broker's log objects live: ``{prefix}/{h}/{cluster}/{broker}/log/log-{seq:020d}``.
+
+``h`` is four hex digits of SHA-256 of ``cluster/broker/log``; sequence numbers
+are zero-padded to 20 digits, so listing order is sequence order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from tieredstore.segment import validate_name
+from tieredstore.segment.path import MAX_OFFSET, validate_prefix
+
+LOG_NAME = "log-"
+
+
+@dataclass(frozen=True, slots=True)
+class LogPath:
+    """The log of one broker of one cluster."""
+
+    cluster: str
+    broker: str
+    prefix: str = "tieredstore"
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.prefix)
+        validate_name("cluster", self.cluster)
+        validate_name("broker", self.broker)
+
+    @property
+    def directory(self) -> str:
+        """The key prefix of every log object of the broker, ending in ``/``."""
+        name = f"{self.cluster}/{self.broker}/log"
+        digest = hashlib.sha256(name.encode()).hexdigest()[:4]
+        head = f"{self.prefix}/" if self.prefix else ""
+        return f"{head}{digest}/{name}/"
+
+    def key(self, seq: int) -> str:
+        if not 0 <= seq <= MAX_OFFSET:
+            raise ValueError(f"log sequence {seq} is outside [0, {MAX_OFFSET}]")
+        return f"{self.directory}{LOG_NAME}{seq:020d}"
+
+    def parse(self, key: str) -> int | None:
+        """The sequence number of a log object's key, or None for any other key."""
+        if not key.startswith(self.directory):
+            return None
+        name = key[len(self.directory):]
+        digits = name[len(LOG_NAME):]
+        if name.startswith(LOG_NAME) and len(digits) == 20 and digits.isdigit():
+            return int(digits)
+        return None

@@ -1,0 +1,99 @@
+"""The broker's log series: entries ``log-{n}``, created in order, fenced by a newer store.
+
+The rules of a segment's chunk series, for the whole broker (docs/format.md,
+"Log objects"): every entry is created with ``If-None-Match: *`` at the id
+after the newest its writer knows, never skipping, never overwritten. A store
+that opens for writing :meth:`LogSeries.claim`\\ s the log with a zero-byte
+fence at the id after the newest entry, so a replaced store's next create
+targets a taken id and fails: :class:`LogFenced`. A create refused because
+its own earlier attempt landed (a lost reply) is recognised by its writer id,
+size and CRC, and succeeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tieredstore.errors import TransientError
+from tieredstore.log.errors import LogFenced
+from tieredstore.log.keys import LogPath
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment.conditional import create_entry
+
+LOG_ENTRY = "log"
+FENCE_ENTRY = "fence"
+CLAIM_ATTEMPTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One entry of the series as a listing shows it. Only fences are empty."""
+
+    seq: int
+    key: str
+    size: int
+
+    @property
+    def fence(self) -> bool:
+        return self.size == 0
+
+
+class LogSeries:
+    """One store's handle on its broker's log."""
+
+    def __init__(self, store: ObjectStore, path: LogPath, writer_id: str) -> None:
+        self.store = store
+        self.path = path
+        self.writer_id = writer_id
+        self._next: int | None = None
+        self._fenced = False
+
+    @property
+    def next_seq(self) -> int | None:
+        """The id this store creates next (None before :meth:`claim`)."""
+        return self._next
+
+    @property
+    def fenced(self) -> bool:
+        return self._fenced
+
+    async def entries(self) -> list[LogEntry]:
+        """Every entry of the log, in sequence order (all pages of the listing)."""
+        found: list[LogEntry] = []
+        for info in await self.store.list_all(self.path.directory):
+            seq = self.path.parse(info.key)
+            if seq is not None:
+                found.append(LogEntry(seq, info.key, info.size))
+        return sorted(found, key=lambda e: e.seq)
+
+    async def claim(self) -> list[LogEntry]:
+        """Take the log over: fence it at the id after its newest entry. Returns
+        the entries before the fence, which no older store can add to."""
+        for _ in range(CLAIM_ATTEMPTS):
+            found = await self.entries()
+            seq = found[-1].seq + 1 if found else 0
+            if await create_entry(self.store, self.path.key(seq), b"", self.writer_id,
+                                  FENCE_ENTRY):
+                self._next = seq + 1
+                self._fenced = False
+                return found
+        raise TransientError(f"could not fence the log at {self.path.directory} in "
+                             f"{CLAIM_ATTEMPTS} attempts: another store keeps taking the id")
+
+    async def append(self, data: bytes) -> LogEntry:
+        """Create the next entry holding ``data``; :class:`LogFenced` once a newer
+        store claimed the log (then for good)."""
+        if self._next is None:
+            raise RuntimeError("LogSeries.append before claim")
+        if self._fenced:
+            raise LogFenced(f"the log at {self.path.directory} was taken over by a newer store")
+        if not data:
+            raise ValueError("a log entry holds bytes (only fences are empty)")
+        seq = self._next
+        key = self.path.key(seq)
+        if not await create_entry(self.store, key, data, self.writer_id, LOG_ENTRY):
+            self._fenced = True
+            raise LogFenced(f"log entry {key} is another store's: a newer store took the "
+                            "log over")
+        self._next = seq + 1
+        return LogEntry(seq, key, len(data))
