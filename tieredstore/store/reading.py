@@ -214,14 +214,14 @@ class QueueReading(abc.ABC):
         while i < count and (total < max_bytes or not messages):
             first = units[i]
             segment_end = await self.commit_log_segment_end(first.position)
-            j, run, end = i, first.size, first.end
+            j, run, end = i, first.size, first.position + first.size
             while j + 1 < count and total + run < max_bytes:
-                after = units[j + 1]
-                if after.position != end or after.end > segment_end:
+                position, size, _, _ = units[j + 1]
+                if position != end or position + size > segment_end:
                     break
                 j += 1
-                run += after.size
-                end = after.end
+                run += size
+                end = position + size
             try:
                 data = memoryview(await self.read_commit_log(first.position, run))
             except TieredStoreError:

@@ -41,6 +41,7 @@ MIN_RECORD_SIZE = _HEAD.size + _FIXED.size + 2 + 2 + 2 + 4
 
 _PREFIX = struct.Struct(">IIIQqIH")  # head, fixed fields, the tags' length: one unpack
 _BARE = struct.Struct(">HHI")  # after "no tags": key count, property count, body length
+_PLAIN = struct.Struct(">IIIQqIHHHI")  # a record without tags, keys or properties: all fields
 _UNIT = struct.Struct(">QIqq")
 _UNIT_CRC = struct.Struct(">I")
 _UNIT_ALL = struct.Struct(">QIqqI")
@@ -64,6 +65,9 @@ class Message(NamedTuple):
     keys: tuple[str, ...] = ()
     tags: str | None = None
     properties: Mapping[str, str] = MappingProxyType({})
+
+
+_NO_PROPERTIES: Mapping[str, str] = Message._field_defaults["properties"]
 
 
 def tags_hash(tags: str | None) -> int:
@@ -193,24 +197,25 @@ def decode_plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop
     Returns the index it stopped at, the bytes of ``view`` it used and the new
     total. One unpack, one CRC32C and one body copy per record.
     """
-    unpack, bare = _PREFIX.unpack_from, _BARE.unpack_from
-    fields, head = _PREFIX.size, _HEAD.size
-    body_at = fields + _BARE.size
+    unpack = _PLAIN.unpack_from
+    head, body_at = _HEAD.size, _PLAIN.size
+    new, no_properties = tuple.__new__, _NO_PROPERTIES
     append = out.append
     at = 0
     for k in range(start, stop):
         _, size, tags, store_ts = units[k]
-        if size < MIN_RECORD_SIZE or tags or (out and total + size > max_bytes):
+        if size < body_at or tags or (out and total + size > max_bytes):
             return k, at, total
-        length, magic, crc, offset, ts, _flags, tag_len = unpack(view, at)
-        if (length != size or magic != MAGIC or tag_len != NO_TAGS
-                or offset != first_offset + k or ts != store_ts):
-            return k, at, total
-        keys_n, props_n, body_n = bare(view, at + fields)
+        length, magic, crc, offset, ts, _flags, tag_len, keys_n, props_n, body_n = \
+            unpack(view, at)
         end = at + size
-        if keys_n or props_n or body_at + body_n != size or crc32c(view[at + head : end]) != crc:
+        if (length != size or magic != MAGIC or tag_len != NO_TAGS or keys_n or props_n
+                or body_at + body_n != size or offset != first_offset + k or ts != store_ts
+                or crc32c(view[at + head : end]) != crc):
             return k, at, total
-        append(Message(topic, queue_id, offset, view[at + body_at : end].tobytes(), ts))
+        # Message(...) without its Python-level __new__: one tuple built in C.
+        append(new(Message, (topic, queue_id, offset, view[at + body_at : end].tobytes(), ts,
+                             (), None, no_properties)))
         at = end
         total += size
     return stop, at, total
@@ -252,12 +257,12 @@ def decode_units(data: bytes | memoryview) -> list[CqUnit]:
         raise RecordError(f"consume-queue bytes are {len(data)}, not whole units")
     view = memoryview(data)
     out: list[CqUnit] = []
-    append = out.append
+    append, new = out.append, tuple.__new__
     at = 0
     for position, size, tag_hash, ts, crc in _UNIT_ALL.iter_unpack(view):
         if crc32c(view[at : at + _UNIT_BODY]) != crc:
             raise RecordError(f"consume-queue unit {at // UNIT_SIZE} of the read fails its "
                               "CRC32C")
-        append(CqUnit(position, size, tag_hash, ts))
+        append(new(CqUnit, (position, size, tag_hash, ts)))  # CqUnit(...), built in C
         at += UNIT_SIZE
     return out
