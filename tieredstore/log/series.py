@@ -39,7 +39,9 @@ class LogEntry:
 
 
 class LogSeries:
-    """One store's handle on its broker's log."""
+    """One store's handle on its broker's log. ``writer_id`` must be new at every
+    open (random): it is how a create tells its own lost reply from another
+    store's entry."""
 
     def __init__(self, store: ObjectStore, path: LogPath, writer_id: str) -> None:
         self.store = store
