@@ -28,10 +28,10 @@ def test_the_shipped_file_documents_every_key_with_its_default() -> None:
 
 def test_precedence_file_then_env_then_code(tmp_path: Path) -> None:
     conf = tmp_path / "c.toml"
-    conf.write_text('chunk_size = "8MiB"\nreadahead_chunk_num = 3\n')
+    conf.write_text('chunk_size = "16MiB"\nreadahead_chunk_num = 3\n')
     env = {"TIEREDSTORE_READAHEAD_CHUNK_NUM": "5", "TIEREDSTORE_POOL_BYTES": "1m"}
     config = load_config(conf, env=env, pool_bytes=2 * 1024 * 1024)
-    assert config.chunk_size == 8 * 1024 * 1024
+    assert config.chunk_size == 16 * 1024 * 1024
     assert config.readahead_chunk_num == 5
     assert config.pool_bytes == 2 * 1024 * 1024
 

@@ -16,7 +16,7 @@ class SegmentOptions:
     (``tieredstore-format``), as ``(key, value)`` pairs.
     """
 
-    chunk_size: int = 4 * MiB
+    chunk_size: int = 8 * MiB
     max_size: int | None = None
     merge_on_seal: bool = True
     unit_target: int | None = None
