@@ -58,7 +58,7 @@ def config() -> TieredStoreConfig:
     return small_config(
         chunk_size=1 * KiB, commit_log_max_size=8 * KiB, consume_queue_max_size=1 * KiB,
         rolling_interval=4.0, group_commit_interval=3600.0, gc_interval=0.0,
-        memory_cache_bytes=8 * KiB, file_reserved_time=0.0,
+        memory_cache_bytes=8 * KiB, file_reserved_time=0.0, retention_interval=0.0,
     )
 
 

@@ -89,6 +89,7 @@ class TieredStoreConfig:
     # message store
     max_message_size: int = size_knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)
     file_reserved_time: float = seconds_knob(72 * 3600.0, 0.0, 100 * YEAR)
+    retention_interval: float = seconds_knob(600.0, 0.0, 30 * 24 * 3600.0)
     timestamp_before_max: float = seconds_knob(0.0, 0.0, INF)
     timestamp_after_max: float = seconds_knob(3600.0, 0.0, INF)
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)

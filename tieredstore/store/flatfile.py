@@ -76,6 +76,9 @@ class FlatFile:
         self.active: ChunkedSegment | None = None
         self.stats = SegmentStats()
         self._rolling = False  # a roll began and has not finished
+        # Wall clock (ms) of the active segment's first message, for rolling by time
+        # on a timer: the store's clock, not the messages' timestamps.
+        self.started_ms: int | None = None
 
     # --- positions --------------------------------------------------------------
 
@@ -143,6 +146,13 @@ class FlatFile:
         return interval > 0 and self.stats.count > 0 and (
             timestamp - self.stats.begin_ts >= interval * 1000)
 
+    def old_enough_to_roll(self, now: int) -> bool:
+        """Whether the active segment's first message came ``rolling_interval`` or
+        more before ``now`` (ms, the store's clock): the timer's test."""
+        interval = self.ctx.config.rolling_interval
+        return (interval > 0 and self.started_ms is not None and self.stats.count > 0
+                and now - self.started_ms >= interval * 1000)
+
     async def append(self, data: bytes, offset: int, timestamp: int) -> int:
         """Append one record or unit (never split across segments); its position."""
         if len(data) > self.max_size:
@@ -151,6 +161,8 @@ class FlatFile:
         if self._rolling or self.needs_roll(len(data), timestamp):
             await self.roll()  # _rolling: a roll that failed midway (a lost reply) goes on
         position = self.active_base + await self.ctx.pool.append(self._active, data)
+        if self.stats.count == 0:
+            self.started_ms = now_ms()
         self.stats.add(offset, timestamp)
         return position
 
@@ -209,6 +221,7 @@ class FlatFile:
                                 "took the queue over", segment=str(path))
         self.active = segment
         self.stats = SegmentStats()
+        self.started_ms = None
         self._rolling = False
 
     async def _merge(self, segment: ChunkedSegment) -> None:

@@ -36,6 +36,7 @@ from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
+from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.queue import QueueLog
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -46,6 +47,8 @@ from tieredstore.store.view import QueueView
 from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)
+
+ROLL_CHECK_MAX = 60.0  # seconds between checks for segments old enough to roll, at most
 
 OPEN_CONCURRENCY = 16
 
@@ -65,6 +68,8 @@ class AsyncMessageStore:
         self._closed = False
         self._ticker: asyncio.Task[None] | None = None
         self._collector: asyncio.Task[None] | None = None
+        self._roller: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -100,9 +105,16 @@ class AsyncMessageStore:
         await self.writers.register()  # before any claim: see store/writers.py
         await self._recover()
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
+        loop = asyncio.get_running_loop()
         if config.gc_interval > 0:
-            self._collector = asyncio.get_running_loop().create_task(
+            self._collector = loop.create_task(
                 self._collect_periodically(config.gc_interval), name="gc")
+        if config.rolling_interval > 0:
+            every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
+            self._roller = loop.create_task(self._roll_periodically(every), name="roll")
+        if config.retention_interval > 0:
+            self._retention = loop.create_task(
+                self._expire_periodically(config.retention_interval), name="retention")
         return self
 
     @property
@@ -145,6 +157,25 @@ class AsyncMessageStore:
             for queue in list(self._queues.values()):
                 with contextlib.suppress(TieredStoreError):
                     await queue.tick()
+
+    async def _roll_periodically(self, every: float) -> None:
+        """Roll the queues whose active segments are ``rolling_interval`` old."""
+        while True:
+            await asyncio.sleep(every)
+            now = now_ms()
+            for (topic, queue_id), queue in list(self._queues.items()):
+                try:
+                    await queue.roll_if_old(now)
+                except TieredStoreError as exc:  # the next check tries again
+                    log.warning("%s/%d: rolling by time failed: %s", topic, queue_id, exc)
+
+    async def _expire_periodically(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.delete_expired()
+            except TieredStoreError as exc:  # the next pass tries again
+                log.warning("retention failed: %s", exc)
 
     async def _collect_periodically(self, interval: float) -> None:
         while True:
@@ -312,7 +343,7 @@ class AsyncMessageStore:
             await self.flush()
         finally:
             self._closed = True
-            for task in (self._ticker, self._collector):
+            for task in (self._ticker, self._collector, self._roller, self._retention):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

@@ -142,6 +142,9 @@ class QueueLog(QueueReading):
         if self.cl._active.sealed:
             await self.cl.record_sealed(self.cl._active, self.cl.stats)
             await self.cl._open_next(self.cl.end)
+        now = now_ms()
+        for flat in (self.cl, self.cq):  # messages from before this open: their own time
+            flat.started_ms = min(now, flat.stats.begin_ts) if flat.stats.count else None
 
     async def _stats_from_units(self, first: int, end: int) -> SegmentStats:
         """Stats of offsets ``[first, end)``; timestamps from the live units among them
@@ -251,6 +254,21 @@ class QueueLog(QueueReading):
         """Every append before this call is durable (CL and CQ)."""
         async with self.lock:
             await self._flush_unlocked()
+
+    async def roll_if_old(self, now: int) -> bool:
+        """Roll the commit log and consume queue whose active segment's first
+        message is ``rolling_interval`` old or more, though no append came to
+        roll them (a queue gone quiet): its segments are then sealed, merged and
+        can expire. Everything appended is flushed first, so the consume queue
+        rolls with every unit of the commit log's records. Whether it rolled."""
+        if not (self.cl.old_enough_to_roll(now) or self.cq.old_enough_to_roll(now)):
+            return False
+        async with self.lock:
+            await self._flush_unlocked()
+            due = [flat for flat in (self.cl, self.cq) if flat.old_enough_to_roll(now)]
+            for flat in due:
+                await flat.roll()
+            return bool(due)
 
     async def tick(self) -> None:
         """Dispatch what the group commit made durable since the last append."""
