@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
-from bench import chunk_size, consume, random_read, seq_read, tailing, write
+from bench import append, chunk_size, consume, random_read, seq_read, tailing, write
 from bench import segment_cost as segment_cost_bench
 from bench.common import BACKENDS, FULL, QUICK, SEAWEEDFS, TINY, BenchEnv, Sizes, Table, new_workdir
 from tests.servers import S3Server, seaweedfs_server
@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "tailing": tailing.run,
     "random_read": random_read.run,
     "write": write.run,
+    "append": append.run,
     "segment_cost": segment_cost_bench.run_tables,
     "chunk_size": chunk_size.run,
 }

@@ -134,3 +134,13 @@ def test_the_plain_run_stops_at_max_bytes_once_it_holds_a_message() -> None:
     size = len(records[0])
     assert _run(records, _units(records), max_bytes=size + 1)[0] == 1
     assert _run(records, _units(records), max_bytes=1)[0] == 1  # the first one always
+
+
+@given(st.integers(0, 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.binary(max_size=200))
+@settings(max_examples=50)
+def test_a_plain_record_has_the_documented_bytes(offset: int, ts: int, body: bytes) -> None:
+    fields = (struct.pack(">QqI", offset, ts, 0) + struct.pack(">HHH", 0xFFFF, 0, 0)
+              + struct.pack(">I", len(body)) + body)
+    expected = struct.pack(">III", 12 + len(fields), 0x54534D31, crc32c(fields)) + fields
+    assert encode_record(offset, ts, body) == expected
+    assert encode_record(offset, ts, memoryview(body), properties={}) == expected

@@ -28,6 +28,7 @@ from tieredstore.store.facade import MessageStore
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.rebuild import queues_with_segments
@@ -49,6 +50,7 @@ from tieredstore.store.view import (
 )
 
 __all__ = [
+    "Outgoing",
     "UNIT_SIZE",
     "AsyncMessageStore",
     "CqUnit",

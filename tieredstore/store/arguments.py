@@ -27,15 +27,17 @@ What is allowed:
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
-from tieredstore.errors import InvalidArgument, InvalidArgumentType
+from tieredstore.errors import ArgumentError, InvalidArgument, InvalidArgumentType
 from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
 from tieredstore.store.errors import MessageTooLarge
+from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import MIN_RECORD_SIZE, NO_TAGS
 
 MAX_TIMESTAMP = 2**63 - 1  # a record stores an i64
@@ -248,8 +250,17 @@ def check_timestamp(timestamp: Any, *, config: TieredStoreConfig, retention: flo
 
 
 def check_queue(topic: Any, queue_id: Any) -> None:
-    validate_name("topic", topic)
+    if type(topic) is str:
+        _valid_topic(topic)
+    else:
+        validate_name("topic", topic)  # raises, naming the type
     validate_offset("queue_id", queue_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_topic(topic: str) -> str:
+    """A topic name checked once (a refused one raises, and is not kept)."""
+    return validate_name("topic", topic)
 
 
 def retention_of(config: TieredStoreConfig, topic_reserved_time: Mapping[str, float],
@@ -265,6 +276,54 @@ def check_append(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
                  topic_reserved_time: Mapping[str, float], now: int | None = None) -> None:
     """Every argument of ``append``, and the size of the record it would write."""
     check_queue(topic, queue_id)
+    check_message(topic, queue_id, body, keys=keys, tags=tags, properties=properties,
+                  timestamp=timestamp, offset=offset, config=config,
+                  topic_reserved_time=topic_reserved_time, now=now)
+
+
+def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStoreConfig,
+                topic_reserved_time: Mapping[str, float]) -> list[Outgoing]:
+    """Every message of ``append_batch`` (bytes, or :class:`Outgoing`), as Outgoing
+    with bytes bodies; a bad one raises naming its index, before anything is written."""
+    check_queue(topic, queue_id)
+    if isinstance(messages, (str, bytes, bytearray, memoryview)) or \
+            not isinstance(messages, Sequence):
+        raise InvalidArgumentType("messages", f"must be a sequence (a list or tuple) of "
+                                  f"bytes or Outgoing, got {type_name(messages)}")
+    out: list[Outgoing] = []
+    room = config.max_message_size - MIN_RECORD_SIZE
+    for i, m in enumerate(messages):
+        if type(m) is bytes and len(m) <= room:  # the common message: a body alone
+            out.append(Outgoing(m))
+            continue
+        if isinstance(m, Outgoing):
+            message = m
+        elif isinstance(m, (bytes, bytearray, memoryview)):
+            message = Outgoing(bytes(m))
+        else:
+            raise InvalidArgumentType(f"messages[{i}]", f"must be bytes or Outgoing, got "
+                                      f"{type_name(m)} {show(m)}")
+        try:
+            check_message(topic, queue_id, message.body, keys=message.keys, tags=message.tags,
+                          properties=message.properties, timestamp=message.timestamp,
+                          offset=None, config=config, topic_reserved_time=topic_reserved_time)
+        except (ArgumentError, MessageTooLarge) as exc:
+            exc.add_note(f"in messages[{i}] of the batch; nothing of it was appended")
+            raise
+        if not isinstance(message.body, bytes) or not isinstance(message.keys, tuple):
+            message = message._replace(body=bytes(message.body), keys=tuple(message.keys))
+        out.append(message)
+    return out
+
+
+def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
+                  properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
+                  topic_reserved_time: Mapping[str, float], now: int | None = None) -> None:
+    """One message's fields (its queue checked already) and its record's size."""
+    if (type(body) is bytes and not keys and type(keys) in (tuple, list) and tags is None
+            and properties is None and timestamp is None and offset is None
+            and len(body) <= config.max_message_size - MIN_RECORD_SIZE):
+        return  # the common message: a body alone, small enough
     sizes = {"body": check_body(body), "keys": check_keys(keys), "tags": check_tags(tags),
              "properties": check_properties(properties)}
     if offset is not None:

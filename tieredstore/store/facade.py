@@ -15,6 +15,7 @@ from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
 from tieredstore.store.gc import GcReport
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import Message
 from tieredstore.sync import LoopThread
 
@@ -62,6 +63,12 @@ class MessageStore:
         return self._loop.run(self.core.append(
             topic, queue_id, body, keys=keys, tags=tags, properties=properties,
             timestamp=timestamp, offset=offset))
+
+    def append_batch(self, topic: str, queue_id: int,
+                     messages: Sequence[bytes | Outgoing]) -> range:
+        """One hop to the store's loop for the whole batch (see
+        :meth:`AsyncMessageStore.append_batch`)."""
+        return self._loop.run(self.core.append_batch(topic, queue_id, messages))
 
     def flush(self) -> None:
         self._loop.run(self.core.flush())

@@ -10,8 +10,11 @@ lists merges not yet finished, so that the next open resumes them.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import SegmentFenced
@@ -22,6 +25,8 @@ from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 
 log = logging.getLogger(__name__)
+
+Entry = tuple[bytes, int, int]  # a record or unit, its offset and its store timestamp
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -39,12 +44,17 @@ class SegmentStats:
     count: int = 0
 
     def add(self, offset: int, timestamp: int) -> None:
+        self.add_run(offset, offset, timestamp, timestamp, 1)
+
+    def add_run(self, first: int, last: int, first_ts: int, max_ts: int, count: int) -> None:
+        """``count`` messages, offsets ``first..last``, the first stamped
+        ``first_ts``, the latest ``max_ts``."""
         if self.count == 0:
-            self.first_offset = offset
-            self.begin_ts = timestamp
-        self.last_offset = offset
-        self.end_ts = max(self.end_ts, timestamp)
-        self.count += 1
+            self.first_offset = first
+            self.begin_ts = first_ts
+        self.last_offset = last
+        self.end_ts = max(self.end_ts, max_ts)
+        self.count += count
 
     def record(self, file_type: FileType, base: int, size: int) -> SegmentRecord:
         return SegmentRecord(
@@ -155,16 +165,58 @@ class FlatFile:
 
     async def append(self, data: bytes, offset: int, timestamp: int) -> int:
         """Append one record or unit (never split across segments); its position."""
-        if len(data) > self.max_size:
-            raise QueueCorrupt(f"{len(data)}-byte entry exceeds the segment size {self.max_size}",
-                               topic=self.topic, queue_id=self.queue_id)
+        self._check_fits(len(data))
         if self._rolling or self.needs_roll(len(data), timestamp):
             await self.roll()  # _rolling: a roll that failed midway (a lost reply) goes on
         position = self.active_base + await self.ctx.pool.append(self._active, data)
+        self._added(offset, timestamp)
+        return position
+
+    async def append_many(self, entries: Sequence[Entry], positions: list[int]) -> None:
+        """Append records or units in order, each within one segment, with one pool
+        append per run that fits the active segment and the pool's chunk size.
+
+        Each one's position is added to ``positions`` once it is buffered: if a
+        roll or an append fails midway, those before it stay appended.
+        """
+        limit = self.ctx.config.chunk_size
+        interval = self.ctx.config.rolling_interval * 1000
+        sizes = [len(e[0]) for e in entries]
+        stamps = [e[2] for e in entries]
+        ends = list(itertools.accumulate(sizes))  # ends[k]: bytes of entries[:k + 1]
+        i, n = 0, len(entries)
+        while i < n:
+            _, _, timestamp = entries[i]
+            self._check_fits(sizes[i])
+            if self._rolling or self.needs_roll(sizes[i], timestamp):
+                await self.roll()
+            room = self.max_size - (self.end - self.active_base)
+            before = ends[i] - sizes[i]
+            # The longest run from i within the chunk size and the segment's room.
+            j = max(i + 1, bisect.bisect_right(ends, before + min(limit, room), i, n))
+            begin = self.stats.begin_ts if self.stats.count else timestamp
+            if interval > 0 and max(stamps[i:j]) - begin >= interval:
+                # Not past rolling_interval from the segment's first message.
+                j = next(k for k in range(i + 1, j + 1)
+                         if k == j or stamps[k] - begin >= interval)
+            run = entries[i:j]
+            joined = run[0][0] if j == i + 1 else b"".join([e[0] for e in run])
+            position = self.active_base + await self.ctx.pool.append(self._active, joined)
+            if self.stats.count == 0:
+                self.started_ms = now_ms()
+            self.stats.add_run(run[0][1], run[-1][1], stamps[i], max(stamps[i:j]), j - i)
+            positions.extend(itertools.accumulate(sizes[i : j - 1], initial=position))
+            i = j
+
+    def _check_fits(self, size: int) -> None:
+        if size > self.max_size:
+            raise QueueCorrupt(f"{size}-byte entry exceeds the segment size {self.max_size}",
+                               topic=self.topic, queue_id=self.queue_id)
+
+    def _added(self, offset: int, timestamp: int) -> None:
         if self.stats.count == 0:
             self.started_ms = now_ms()
         self.stats.add(offset, timestamp)
-        return position
 
     async def flush(self) -> None:
         if self._rolling:

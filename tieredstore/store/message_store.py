@@ -38,6 +38,7 @@ from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport, collect_garbage
+from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import QueueLog
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
@@ -204,6 +205,10 @@ class AsyncMessageStore:
     async def _queue(self, topic: str, queue_id: int, *, create: bool) -> QueueLog:
         if self._closed:
             raise StoreClosed("the message store is closed")
+        if type(topic) is str and type(queue_id) is int:  # held queues: names checked
+            queue = self._queues.get((topic, queue_id))
+            if queue is not None:
+                return queue
         key = (validate_name("topic", topic), validate_offset("queue_id", queue_id))
         queue = self._queues.get(key)
         if queue is not None:
@@ -263,6 +268,25 @@ class AsyncMessageStore:
         queue = await self._queue(topic, queue_id, create=True)
         return await queue.append(bytes(body), keys=tuple(keys), tags=tags,
                                   properties=properties, timestamp=timestamp, offset=offset)
+
+    async def append_batch(self, topic: str, queue_id: int,
+                           messages: Sequence[bytes | Outgoing]) -> range:
+        """Append ``messages`` (bodies, or :class:`Outgoing` with keys, tags,
+        properties and a timestamp) to one queue, in order; returns their offsets.
+        Durable after :meth:`flush`.
+
+        Much cheaper per message than :meth:`append`: the arguments, the queue
+        and its lock are taken once, and records go to the upload buffer in runs.
+        Every message is checked first: a bad one raises naming its index and
+        nothing of the batch is written. A failure once writing began (a roll
+        that cannot land) leaves the messages before it appended."""
+        batch = arguments.check_batch(topic, queue_id, messages, config=self.config,
+                                      topic_reserved_time=self.topic_reserved_time)
+        queue = await self._queue(topic, queue_id, create=True)
+        if not batch:
+            return range(queue.next_offset, queue.next_offset)
+        first = await queue.append_batch(batch, now_ms())
+        return range(first, first + len(batch))
 
     async def flush(self) -> None:
         """Returns when every append before it is durable in the object store."""

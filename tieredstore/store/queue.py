@@ -13,6 +13,7 @@ property remembers where clean records resume, so a later scan skips it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,8 @@ from tieredstore.store import properties
 from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import MessageTooLarge, OffsetError
-from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
+from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
+from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
@@ -237,13 +239,54 @@ class QueueLog(QueueReading):
                 log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
             return self.next_offset - 1
 
+    async def append_batch(self, messages: Sequence[Outgoing], timestamp: int) -> int:
+        """Append ``messages`` in order with one lock, one encode each and one pool
+        append per run of records; the first one's offset (the rest follow).
+        ``timestamp`` stands in for messages that carry none. If a roll or the
+        pool fails midway, the messages before the failure stay appended."""
+        async with self.lock:
+            first = self.next_offset
+            entries: list[Entry] = []
+            for k, m in enumerate(messages):
+                ts = timestamp if m.timestamp is None else int(m.timestamp)
+                entries.append((encode_record(first + k, ts, m.body, keys=m.keys, tags=m.tags,
+                                              properties=m.properties), first + k, ts))
+            positions: list[int] = []
+            try:
+                await self.cl.append_many(entries, positions)
+            finally:
+                pending = self._pending
+                for (record, offset, ts), position, m in zip(entries, positions, messages,
+                                                             strict=False):
+                    tags = 0 if m.tags is None else tags_hash(m.tags)
+                    pending.append(Pending(offset, CqUnit(position, len(record), tags, ts)))
+                self.next_offset += len(positions)
+            try:
+                await self._dispatch()
+            except Exception as exc:  # the messages are appended; flush reports the failure
+                log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
+            return first
+
     async def _dispatch(self) -> None:
-        """Move units whose CL bytes are committed into the CQ."""
+        """Move units whose CL bytes are committed into the CQ (one pool append per
+        run of units)."""
         committed = self.cl.committed_end
-        while self._pending and self._pending[0].unit.end <= committed:
-            item = self._pending[0]
-            await self.cq.append(encode_unit(item.unit), item.offset, item.unit.store_timestamp)
-            self._pending.popleft()
+        pending = self._pending
+        ready = 0
+        for item in pending:
+            if item.unit.end > committed:
+                break
+            ready += 1
+        if not ready:
+            return
+        entries = [(encode_unit(item.unit), item.offset, item.unit.store_timestamp)
+                   for item in itertools.islice(pending, ready)]
+        positions: list[int] = []
+        try:
+            await self.cq.append_many(entries, positions)
+        finally:
+            for _ in positions:
+                pending.popleft()
 
     async def _flush_unlocked(self) -> None:
         await self.cl.flush()

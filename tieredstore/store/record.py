@@ -42,6 +42,7 @@ MIN_RECORD_SIZE = _HEAD.size + _FIXED.size + 2 + 2 + 2 + 4
 _PREFIX = struct.Struct(">IIIQqIH")  # head, fixed fields, the tags' length: one unpack
 _BARE = struct.Struct(">HHI")  # after "no tags": key count, property count, body length
 _PLAIN = struct.Struct(">IIIQqIHHHI")  # a record without tags, keys or properties: all fields
+_PLAIN_FIELDS = struct.Struct(">QqIHHHI")  # the same, after the head
 _UNIT = struct.Struct(">QIqq")
 _UNIT_CRC = struct.Struct(">I")
 _UNIT_ALL = struct.Struct(">QIqqI")
@@ -95,6 +96,13 @@ def encode_record(
     properties: Mapping[str, str] | None = None,
 ) -> bytes:
     """One commit-log record. Joins its pieces once."""
+    if not keys and tags is None and not properties:
+        # The common record: a body and nothing else (the fields of _PLAIN).
+        fields = _PLAIN_FIELDS.pack(queue_offset, store_timestamp, 0, NO_TAGS, 0, 0,
+                                    len(body))
+        total = _HEAD.size + len(fields) + len(body)
+        return b"".join((_HEAD.pack(total, MAGIC, crc32c(body, crc32c(fields))), fields,
+                         body))
     props = properties or {}
     if len(keys) >= NO_TAGS or len(props) >= NO_TAGS:
         raise RecordError(f"too many keys ({len(keys)}) or properties ({len(props)})")

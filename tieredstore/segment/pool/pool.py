@@ -59,6 +59,8 @@ from tieredstore.segment.pool.shared import PoolShared
 
 log = logging.getLogger(__name__)
 
+YIELD_BYTES = 1024 * 1024  # append yields to the event loop once per this many bytes
+
 
 def _as_bytes(data: bytes | bytearray | memoryview) -> bytes:
     # A caller may reuse a bytearray after append returns: keep our own copy.
@@ -81,6 +83,7 @@ class UploadBufferPool:
         self._tasks = self._shared.tasks  # the commit workers
         self._closing = False
         self._closed = False
+        self._unyielded = 0  # bytes appended since append last yielded to the loop
 
     # --- appending ------------------------------------------------------------
 
@@ -108,7 +111,14 @@ class UploadBufferPool:
                 raise
         else:
             self._budget.reserve(n)
-        return self._place(committer, body)
+        position = self._place(committer, body)
+        self._unyielded += n
+        if self._unyielded >= YIELD_BYTES:
+            # A producer that never waits would starve the commit workers on this
+            # loop until its next flush: let them start (and finish) their PUTs.
+            self._unyielded = 0
+            await asyncio.sleep(0)
+        return position
 
     def try_append(
         self, segment: FileSegment, data: bytes | bytearray | memoryview
