@@ -147,7 +147,7 @@ class FlatFile:
 
     def needs_roll(self, size: int, timestamp: int) -> bool:
         """Whether ``size`` more bytes should go to a new segment."""
-        used = self.end - self.active_base
+        used = self.ctx.pool.append_position(self._active)
         if used == 0:
             return False
         if used + size > self.max_size:

@@ -17,7 +17,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tieredstore.errors import CorruptSegment, IntegrityError
 from tieredstore.metadata import QueueMetadata, QueuePath
@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 assert UNIT_SIZE == UNIT_ALIGN
 
 
-@dataclass(frozen=True, slots=True)
-class Pending:
+class Pending(NamedTuple):
+    """A message whose unit waits for its commit-log bytes to be committed."""
+
     offset: int
     unit: CqUnit
 
@@ -233,10 +234,11 @@ class QueueLog(QueueReading):
             self._pending.append(Pending(self.next_offset,
                                          CqUnit(position, len(record), tags_hash(tags), ts)))
             self.next_offset += 1
-            try:
-                await self._dispatch()
-            except Exception as exc:  # the message is appended; flush reports the failure
-                log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
+            if self._pending[0].unit.end <= self.cl.committed_end:  # else nothing to do
+                try:
+                    await self._dispatch()
+                except Exception as exc:  # the message is appended; flush reports it
+                    log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
             return self.next_offset - 1
 
     async def append_batch(self, messages: Sequence[Outgoing], timestamp: int) -> int:
