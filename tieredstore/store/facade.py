@@ -2,7 +2,9 @@
 
 One event loop runs in one daemon thread for the facade's whole life
 (:class:`tieredstore.sync.LoopThread`); each call is submitted to it and
-waited for. Safe to call from several threads.
+waited for, except most appends, which are checked and given their offset in
+the caller's thread and sent to the loop in batches
+(:mod:`tieredstore.store.outbox`). Safe to call from several threads.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from typing import Any
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
+from tieredstore.store import arguments
+from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.outbox import Outbox
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import Message
 from tieredstore.sync import LoopThread
@@ -26,6 +31,7 @@ class MessageStore:
     def __init__(self, core: AsyncMessageStore, loop: LoopThread) -> None:
         self.core = core
         self._loop = loop
+        self._outbox = Outbox(core, loop)
 
     @classmethod
     def open(
@@ -60,42 +66,74 @@ class MessageStore:
     def append(self, topic: str, queue_id: int, body: bytes, *, keys: Sequence[str] = (),
                tags: str | None = None, properties: Mapping[str, str] | None = None,
                timestamp: int | None = None, offset: int | None = None) -> int:
-        return self._loop.run(self.core.append(
-            topic, queue_id, body, keys=keys, tags=tags, properties=properties,
-            timestamp=timestamp, offset=offset))
+        """Append one message; its offset. Checked here, sent to the loop with the
+        appends around it (see :mod:`tieredstore.store.outbox`); a failure to
+        store it is raised by the next call. Durable after :meth:`flush`."""
+        core = self.core
+        arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
+                               properties=properties, timestamp=timestamp, offset=offset,
+                               config=core.config, topic_reserved_time=core.topic_reserved_time)
+        if offset is not None:  # the store checks it against the queue: through the loop
+            return self._outbox.run(lambda: self._append_at(
+                topic, queue_id, body, keys=keys, tags=tags, properties=properties,
+                timestamp=timestamp, offset=offset), errors="raise")
+        message = Outgoing(bytes(body), tuple(keys), tags,
+                           None if properties is None else dict(properties),
+                           now_ms() if timestamp is None else int(timestamp))
+        return self._outbox.append((topic, queue_id), message)
+
+    async def _append_at(self, topic: str, queue_id: int, body: bytes, *,
+                         keys: Sequence[str], tags: str | None,
+                         properties: Mapping[str, str] | None, timestamp: int | None,
+                         offset: int) -> int:
+        got = await self.core.append(topic, queue_id, body, keys=keys, tags=tags,
+                                     properties=properties, timestamp=timestamp, offset=offset)
+        self._outbox.learned((topic, queue_id), got + 1)
+        return got
 
     def append_batch(self, topic: str, queue_id: int,
                      messages: Sequence[bytes | Outgoing]) -> range:
         """One hop to the store's loop for the whole batch (see
         :meth:`AsyncMessageStore.append_batch`)."""
-        return self._loop.run(self.core.append_batch(topic, queue_id, messages))
+        return self._outbox.run(lambda: self._batch(topic, queue_id, messages),
+                                errors="raise")
+
+    async def _batch(self, topic: str, queue_id: int,
+                     messages: Sequence[bytes | Outgoing]) -> range:
+        got = await self.core.append_batch(topic, queue_id, messages)
+        self._outbox.learned((topic, queue_id), got.stop)
+        return got
 
     def flush(self) -> None:
-        self._loop.run(self.core.flush())
+        """Every append before it is durable, or this raises: also for appends the
+        outbox could not store since the last flush."""
+        self._outbox.run(self.core.flush, errors="report")
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
             max_bytes: int = 4 * MiB) -> list[Message]:
-        return self._loop.run(self.core.get(topic, queue_id, offset, max_count, max_bytes))
+        return self._outbox.run(lambda: self.core.get(topic, queue_id, offset, max_count,
+                                                      max_bytes))
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return self._loop.run(self.core.offset_for_time(topic, queue_id, timestamp_ms))
+        return self._outbox.run(lambda: self.core.offset_for_time(topic, queue_id,
+                                                                  timestamp_ms))
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        return self._loop.run(self.core.min_offset(topic, queue_id))
+        return self._outbox.run(lambda: self.core.min_offset(topic, queue_id))
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        return self._loop.run(self.core.max_offset(topic, queue_id))
+        return self._outbox.run(lambda: self.core.max_offset(topic, queue_id))
 
     def commit_offset(self, topic: str, queue_id: int) -> int:
-        return self._loop.run(self.core.commit_offset(topic, queue_id))
+        return self._outbox.run(lambda: self.core.commit_offset(topic, queue_id))
 
     def delete_expired(self, now: float | None = None) -> int:
-        return self._loop.run(self.core.delete_expired(now))
+        return self._outbox.run(lambda: self.core.delete_expired(now))
 
     def collect_garbage(self, *, dry_run: bool = False,
                         safety_age: float | None = None) -> GcReport:
-        return self._loop.run(self.core.collect_garbage(dry_run=dry_run,
-                                                        safety_age=safety_age))
+        return self._outbox.run(lambda: self.core.collect_garbage(dry_run=dry_run,
+                                                                  safety_age=safety_age))
 
     def snapshot(self) -> dict[str, Any]:
         return self.core.snapshot()
@@ -104,7 +142,11 @@ class MessageStore:
         """Flush and stop; the loop thread ends. Idempotent."""
         try:
             if not self._loop_closed:
-                self._loop.run(self.core.close())
+                try:
+                    self._outbox.run(self.core.close, errors="report")
+                except BaseException:
+                    self._loop.run(self.core.close())  # idempotent: closed either way
+                    raise
         finally:
             self._loop.close()
 

@@ -282,10 +282,18 @@ class AsyncMessageStore:
         that cannot land) leaves the messages before it appended."""
         batch = arguments.check_batch(topic, queue_id, messages, config=self.config,
                                       topic_reserved_time=self.topic_reserved_time)
+        return await self.append_checked(topic, queue_id, batch)
+
+    async def append_checked(self, topic: str, queue_id: int, batch: Sequence[Outgoing],
+                             first_offset: int | None = None) -> range:
+        """:meth:`append_batch` for messages ``arguments.check_batch`` (or
+        ``check_append``) passed already, with bytes bodies and tuple keys;
+        ``first_offset``, if given, must be the queue's next offset (else
+        ``OffsetError`` and nothing is appended)."""
         queue = await self._queue(topic, queue_id, create=True)
         if not batch:
             return range(queue.next_offset, queue.next_offset)
-        first = await queue.append_batch(batch, now_ms())
+        first = await queue.append_batch(batch, now_ms(), first_offset)
         return range(first, first + len(batch))
 
     async def flush(self) -> None:

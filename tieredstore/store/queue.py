@@ -241,13 +241,20 @@ class QueueLog(QueueReading):
                     log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
             return self.next_offset - 1
 
-    async def append_batch(self, messages: Sequence[Outgoing], timestamp: int) -> int:
+    async def append_batch(self, messages: Sequence[Outgoing], timestamp: int,
+                           first_offset: int | None = None) -> int:
         """Append ``messages`` in order with one lock, one encode each and one pool
         append per run of records; the first one's offset (the rest follow).
-        ``timestamp`` stands in for messages that carry none. If a roll or the
-        pool fails midway, the messages before the failure stay appended."""
+        ``timestamp`` stands in for messages that carry none; ``first_offset``, if
+        given, must be the queue's next offset (else nothing is appended). If a
+        roll or the pool fails midway, the messages before the failure stay
+        appended."""
         async with self.lock:
             first = self.next_offset
+            if first_offset is not None and first_offset != first:
+                raise OffsetError(f"the batch was numbered from {first_offset}, the queue's "
+                                  f"next offset is {first}", topic=self.topic,
+                                  queue_id=self.queue_id)
             entries: list[Entry] = []
             for k, m in enumerate(messages):
                 ts = timestamp if m.timestamp is None else int(m.timestamp)

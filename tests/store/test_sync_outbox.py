@@ -1,0 +1,122 @@
+"""The sync facade's appends without a hop each: the offsets append would give,
+reads that see them, several threads, and failures never hidden by a flush."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+
+import pytest
+
+from tests.store.conftest import small_config
+from tieredstore.errors import SegmentFenced
+from tieredstore.metadata import MetadataFenced
+from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.store import MessageStore, OffsetError, Outgoing
+
+FENCED = (SegmentFenced, MetadataFenced)
+
+
+def test_offsets_follow_on_and_reads_see_appends_before_a_flush() -> None:
+    backend = MemoryObjectStore()
+    with MessageStore.open(small_config(), store=backend) as ms:
+        assert [ms.append("t", 0, b"m%d" % i) for i in range(500)] == list(range(500))
+        assert ms.max_offset("t", 0) == 500  # sent before the read, not yet flushed
+        assert [m.body for m in ms.get("t", 0, 495, max_count=10)] == [
+            b"m%d" % i for i in range(495, 500)]
+        assert ms.append("t", 0, b"at", offset=500) == 500  # an explicit offset hops
+        assert ms.append_batch("t", 0, [b"b1", b"b2"]) == range(501, 503)
+        assert ms.append("t", 0, b"after", tags="T", properties={"p": "v"}) == 503
+        ms.flush()
+    with MessageStore.open(small_config(), store=backend) as again:
+        got = again.get("t", 0, 498, max_count=10)
+        assert [m.body for m in got] == [b"m498", b"m499", b"at", b"b1", b"b2", b"after"]
+        assert (got[-1].tags, dict(got[-1].properties)) == ("T", {"p": "v"})
+
+
+def test_threads_appending_get_distinct_offsets_in_order() -> None:
+    with MessageStore.open(small_config(), store=MemoryObjectStore()) as ms:
+        got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+
+        def producer(n: int) -> None:
+            for i in range(300):
+                body = b"%d-%d" % (n, i)
+                offset = ms.append("t", n % 2, body)
+                got[n].append((offset, body))
+
+        threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ms.flush()
+        for queue in (0, 1):
+            mine = sorted(o for n in got if n % 2 == queue for o in got[n])
+            assert [o for o, _ in mine] == list(range(600))  # no offset twice, none skipped
+            stored = []
+            while len(stored) < 600:
+                stored += ms.get("t", queue, len(stored), max_count=256)
+            assert [m.body for m in stored] == [b for _, b in mine]
+            for n in (queue, queue + 2):  # each thread's own appends in its order
+                offsets = [o for o, _ in got[n]]
+                assert offsets == sorted(offsets)
+
+
+def test_a_takeover_is_raised_by_appends_and_by_flush_never_hidden() -> None:
+    backend = MemoryObjectStore()
+    config = small_config()
+    ms = MessageStore.open(config, store=backend)
+    assert ms.append("t", 0, b"first") == 0
+    ms.flush()
+    newer = MessageStore.open(config, store=backend)  # fences ms on queue t/0
+    try:
+        with pytest.raises(FENCED):
+            for i in range(2000):  # queued appends; their sending fails, fenced
+                ms.append("t", 0, b"x" * 200 + b"%d" % i)
+            ms.flush()
+        with pytest.raises(FENCED):
+            ms.flush()  # reported once to a flush at least, or by the append itself
+        assert newer.append("t", 0, b"newer") == 1
+        newer.flush()
+        assert [m.body for m in newer.get("t", 0, 0)] == [b"first", b"newer"]
+    finally:
+        with pytest.raises(FENCED):
+            ms.close()
+        newer.close()
+
+
+def test_appends_behind_the_facades_back_are_named_not_misnumbered() -> None:
+    with MessageStore.open(small_config(), store=MemoryObjectStore()) as ms:
+        assert ms.append("t", 0, b"a") == 0
+        assert ms.append("t", 0, b"b") == 1
+        ms.flush()
+        # The async core appends to the same queue while the facade has offsets out.
+        ms._loop.run(ms.core.append("t", 0, b"behind"))
+        assert ms.append("t", 0, b"c") == 2  # what the facade believes
+        with pytest.raises(OffsetError) as caught:
+            ms.flush()
+        assert "behind the facade's back" in "".join(caught.value.__notes__)
+        assert ms.append("t", 0, b"d") == 3  # learned again by a hop; "c" was not stored
+        ms.flush()
+        assert [m.body for m in ms.get("t", 0, 0)] == [b"a", b"b", b"behind", b"d"]
+
+
+def test_outgoing_messages_through_the_batch_path() -> None:
+    with MessageStore.open(small_config(), store=MemoryObjectStore()) as ms:
+        assert ms.append_batch("t", 0, [Outgoing(b"x", keys=("k",))]) == range(1)
+        assert ms.append("t", 0, b"y") == 1
+        ms.flush()
+        assert [m.keys for m in ms.get("t", 0, 0)] == [("k",), ()]
+
+
+def test_the_loop_thread_is_not_the_caller() -> None:
+    """Appends queued from a thread that runs its own loop (a notebook's) work."""
+
+    async def in_a_loop() -> list[int]:
+        with MessageStore.open(small_config(), store=MemoryObjectStore()) as ms:
+            offsets = [ms.append("t", 0, b"%d" % i) for i in range(10)]
+            ms.flush()
+            return offsets
+
+    assert asyncio.run(in_a_loop()) == list(range(10))

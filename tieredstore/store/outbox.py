@@ -1,0 +1,171 @@
+"""The sync facade's outbox: appends taken in the caller's thread, sent in batches.
+
+A hop to the loop thread costs far more than an append (a thread wake each
+way). So :class:`~tieredstore.store.facade.MessageStore` hops only for the
+first append to a queue, which tells it where the queue's offsets stand.
+Later appends are checked in the caller's thread (every check ``append``
+makes), given the queue's next offset, and queued here; one wake of the loop
+per burst moves what is queued into ``append_batch`` calls, in order.
+
+What the caller can rely on:
+
+- **Offsets** are the ones ``append`` would have returned: the outbox is the
+  only way the facade appends, every facade append that hops (the first to a
+  queue, one with ``offset=``, ``append_batch``) goes after what is queued,
+  and each batch's offsets are checked against the ones given out.
+- **Reads see earlier appends**: every other facade call waits for the
+  outbox to be sent first; ``flush`` makes them durable, as before.
+- **Failures** (a writer that replaced this one, an outage past the retries)
+  are kept: the appends queued with it are dropped (their offsets were never
+  stored), every append raises the failure until a ``flush`` has raised it
+  too (so no flush returns after a dropped append without saying so), and
+  the next append to each queue after that hops again to learn where it
+  stands. Reads do not raise it.
+- **Back-pressure**: past :data:`MAX_QUEUED` queued appends, an append waits
+  for the loop as before.
+
+Appending through the async core behind the facade's back, to a queue the
+facade appends to, makes the offsets disagree: the batch then is not
+appended, and fails with an ``OffsetError`` that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Literal, TypeVar
+
+from tieredstore.store.errors import OffsetError
+from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.outgoing import Outgoing
+from tieredstore.sync import LoopThread
+
+T = TypeVar("T")
+Key = tuple[str, int]
+Errors = Literal["ignore", "raise", "report"]  # a kept failure: skip, raise, raise and forget
+MAX_QUEUED = 4096  # appends queued before one waits for the loop
+
+
+class Outbox:
+    """Appends predicted in the caller's thread and sent from the loop's."""
+
+    def __init__(self, core: AsyncMessageStore, loop: LoopThread) -> None:
+        self._core = core
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._queued: list[tuple[Key, Outgoing, int]] = []
+        self._next: dict[Key, int] = {}  # the next offset of each queue, where known
+        self._error: BaseException | None = None
+        self._sending = False
+        self._task: asyncio.Task[None] | None = None
+
+    # --- the caller's thread -----------------------------------------------------
+
+    def append(self, key: Key, message: Outgoing) -> int:
+        """Queue ``message`` (checked already) and return its offset, or send it
+        through the loop when the queue's next offset is not known here."""
+        with self._lock:
+            self._raise_kept("raise")
+            offset = self._next.get(key)
+            if offset is not None and len(self._queued) < MAX_QUEUED:
+                self._queued.append((key, message, offset))
+                self._next[key] = offset + 1
+                if not self._sending:
+                    self._sending = True
+                    self._loop.loop.call_soon_threadsafe(self._start)
+                return offset
+        return self.run(lambda: self._append_now(key, message), errors="raise")
+
+    def run(self, call: Callable[[], Awaitable[T]], *, errors: Errors = "ignore") -> T:
+        """Run ``call()`` on the loop once everything queued was sent; first
+        raise a failure kept from the sending, if ``errors`` says so."""
+        return self._loop.run(self._after_queued(call, errors))
+
+    # --- the loop's thread ----------------------------------------------------------
+
+    async def _after_queued(self, call: Callable[[], Awaitable[T]], errors: Errors) -> T:
+        await self._sent()
+        with self._lock:
+            self._raise_kept(errors)
+        return await call()
+
+    async def _append_now(self, key: Key, message: Outgoing) -> int:
+        got = await self._core.append_checked(*key, [message])
+        self.learned(key, got.stop)
+        return got.start
+
+    def learned(self, key: Key, next_offset: int) -> None:
+        """The queue's next offset, as an append on the loop just left it (all that
+        was queued before it is sent, so nothing given out is beyond it)."""
+        with self._lock:
+            self._next[key] = max(self._next.get(key, 0), next_offset)
+
+    async def _sent(self) -> None:
+        while self._sending:
+            task = self._task
+            if task is None or task.done():
+                await asyncio.sleep(0)  # the wake is on its way: let it start the sending
+            else:
+                await asyncio.shield(task)
+
+    def _start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._send_all(),
+                                                            name="sync facade outbox")
+
+    async def _send_all(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    batch, self._queued = self._queued, []
+                    if not batch:
+                        self._sending = False
+                        return
+                if not await self._send(batch):
+                    return
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+
+    async def _send(self, batch: list[tuple[Key, Outgoing, int]]) -> bool:
+        """One ``append_batch`` per run of one queue, each checked against the
+        offsets given out. False once one failed (the failure is kept)."""
+        i = 0
+        while i < len(batch):
+            key, _, first = batch[i]
+            j = i + 1
+            while j < len(batch) and batch[j][0] == key:
+                j += 1
+            try:
+                await self._core.append_checked(*key, [m for _, m, _ in batch[i:j]], first)
+            except OffsetError as exc:
+                exc.add_note("the sync facade gave out these offsets, and something appended "
+                             "to this queue through the async core behind the facade's back; "
+                             "the batch was not appended")
+                self._fail(exc)
+                return False
+            except Exception as exc:
+                self._fail(exc)
+                return False
+            i = j
+        return True
+
+    def _fail(self, error: BaseException) -> None:
+        """Keep ``error`` for the next call; drop what is queued; forget every
+        queue's next offset (the next append to each hops and learns it)."""
+        with self._lock:
+            if self._error is None:
+                self._error = error
+            self._queued = []
+            self._next.clear()
+            self._sending = False
+
+    def _raise_kept(self, errors: Errors) -> None:
+        """Raise a kept failure as ``errors`` says (the lock is held)."""
+        error = self._error
+        if error is None or errors == "ignore":
+            return
+        if errors == "report":
+            self._error = None
+        raise error
+
