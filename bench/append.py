@@ -89,7 +89,7 @@ async def run(env: BenchEnv) -> list[Table]:
     body = os.urandom(MESSAGE)
     table = Table(f"Append: {count:,} messages of {human(MESSAGE)} to one queue, local "
                   "backend (fsync), until flush returns",
-                  ["writer", "messages/s", "vs plain Python"],
+                  ["backend", "writer", "messages/s", "vs plain Python"],
                   goal="append_batch at least 0.5x plain Python; async append and sync "
                        "append_batch at least 100k messages/s")
     baseline = await asyncio.to_thread(plain_python, str(env.workdir / "plain.log"), count, body)
@@ -112,7 +112,7 @@ async def run(env: BenchEnv) -> list[Table]:
         rates[name] = count / await go(await fresh())
     base = rates["plain Python: frame, CRC32C, write 4 MiB + fsync"]
     for name, rate in rates.items():
-        table.add(name, f"{rate:,.0f}", f"{rate / base:.2f}x")
+        table.add(LOCAL, name, f"{rate:,.0f}", f"{rate / base:.2f}x")
     batch_rate = rates[f"AsyncMessageStore.append_batch ({BATCH})"]
     table.verdict(batch_rate >= 0.5 * base, f"append_batch at {batch_rate / base:.2f}x plain "
                   "Python (need >= 0.5x)")

@@ -20,10 +20,11 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
     tables = main(["--tiny", "--backends", "local", "--output", str(report)])
 
     titles = [t.title for t in tables]
-    # segment_cost is left out of tiny runs (it is 1 GiB in memory whatever the size).
+    # segment_cost and chunk_size are left out of tiny runs (1 GiB in memory whatever
+    # the size).
     expected = ["Sequential catch-up read", "Catch-up consume through get",
                 "get of 1 KiB messages", "Tailing read", "Random 4 KiB reads", "Write:",
-                "Memory:"]
+                "Memory:", "Append:"]
     assert [next((e for e in expected if t.startswith(e)), t) for t in titles] == expected
     for table in tables:
         assert table.rows, f"{table.title!r} has no rows"
