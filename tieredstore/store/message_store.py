@@ -17,7 +17,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
@@ -108,14 +108,14 @@ class AsyncMessageStore:
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
         loop = asyncio.get_running_loop()
         if config.gc_interval > 0:
-            self._collector = loop.create_task(
-                self._collect_periodically(config.gc_interval), name="gc")
+            self._collector = loop.create_task(self._periodically(
+                config.gc_interval, "garbage collection", self.collect_garbage), name="gc")
         if config.rolling_interval > 0:
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
             self._roller = loop.create_task(self._roll_periodically(every), name="roll")
         if config.retention_interval > 0:
-            self._retention = loop.create_task(
-                self._expire_periodically(config.retention_interval), name="retention")
+            self._retention = loop.create_task(self._periodically(
+                config.retention_interval, "retention", self.delete_expired), name="retention")
         return self
 
     @property
@@ -170,21 +170,15 @@ class AsyncMessageStore:
                 except TieredStoreError as exc:  # the next check tries again
                     log.warning("%s/%d: rolling by time failed: %s", topic, queue_id, exc)
 
-    async def _expire_periodically(self, interval: float) -> None:
+    @staticmethod
+    async def _periodically(interval: float, what: str,
+                            work: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.delete_expired()
+                await work()
             except TieredStoreError as exc:  # the next pass tries again
-                log.warning("retention failed: %s", exc)
-
-    async def _collect_periodically(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.collect_garbage()
-            except TieredStoreError as exc:  # the next pass tries again
-                log.warning("garbage collection failed: %s", exc)
+                log.warning("%s failed: %s", what, exc)
 
     async def collect_garbage(self, *, dry_run: bool = False,
                               safety_age: float | None = None) -> GcReport:
