@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,10 @@ def test_demo_produces_restarts_consumes_and_verifies(cli: Cli, tmp_path: Path) 
 
 
 def test_make_demo_runs_the_console_script_with_no_arguments(tmp_path: Path) -> None:
+    """As ``make demo`` runs it: in a directory holding the shipped
+    conf/tieredstore.toml, which the CLI reads when no --config is given."""
+    (tmp_path / "conf").mkdir()
+    shutil.copy(Path(__file__).parents[2] / "conf" / "tieredstore.toml", tmp_path / "conf")
     script = Path(sys.executable).with_name("tieredstore")
     command = [str(script), "demo"] if script.exists() else \
         [sys.executable, "-m", "tieredstore.cli", "demo"]

@@ -46,6 +46,7 @@ DEMO_SIZES: dict[str, int] = {
     "commit_log_max_size": 512 * KiB,
     "consume_queue_max_size": 8 * KiB,
     "chunk_size": 64 * KiB,
+    "max_message_size": 128 * KiB,  # its largest message, 64 KiB, fits; a segment holds 4
 }
 BATCH = 256
 
