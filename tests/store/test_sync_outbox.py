@@ -120,3 +120,33 @@ def test_the_loop_thread_is_not_the_caller() -> None:
             return offsets
 
     assert asyncio.run(in_a_loop()) == list(range(10))
+
+
+def test_threads_mixing_append_and_append_batch_on_one_queue() -> None:
+    """Batches and explicit offsets go through the loop while other threads queue
+    appends to the same queue: no offset is given out twice or refused."""
+    with MessageStore.open(small_config(), store=MemoryObjectStore()) as ms:
+        ms.append("t", 0, b"start")
+        taken: list[int] = []
+        lock = threading.Lock()
+
+        def singles() -> None:
+            for _ in range(3000):
+                offset = ms.append("t", 0, b"s")
+                with lock:
+                    taken.append(offset)
+
+        def batches() -> None:
+            for _ in range(600):
+                got = ms.append_batch("t", 0, [b"b"] * 5)
+                with lock:
+                    taken.extend(got)
+
+        threads = [threading.Thread(target=f) for f in (singles, singles, batches)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ms.flush()
+        assert sorted(taken) == list(range(1, 9001))
+        assert ms.max_offset("t", 0) == 9001

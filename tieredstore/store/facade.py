@@ -74,9 +74,9 @@ class MessageStore:
                                properties=properties, timestamp=timestamp, offset=offset,
                                config=core.config, topic_reserved_time=core.topic_reserved_time)
         if offset is not None:  # the store checks it against the queue: through the loop
-            return self._outbox.run(lambda: self._append_at(
+            return self._outbox.through_loop((topic, queue_id), lambda: self._append_at(
                 topic, queue_id, body, keys=keys, tags=tags, properties=properties,
-                timestamp=timestamp, offset=offset), errors="raise")
+                timestamp=timestamp, offset=offset)).start
         message = Outgoing(bytes(body), tuple(keys), tags,
                            None if properties is None else dict(properties),
                            now_ms() if timestamp is None else int(timestamp))
@@ -85,24 +85,17 @@ class MessageStore:
     async def _append_at(self, topic: str, queue_id: int, body: bytes, *,
                          keys: Sequence[str], tags: str | None,
                          properties: Mapping[str, str] | None, timestamp: int | None,
-                         offset: int) -> int:
+                         offset: int) -> range:
         got = await self.core.append(topic, queue_id, body, keys=keys, tags=tags,
                                      properties=properties, timestamp=timestamp, offset=offset)
-        self._outbox.learned((topic, queue_id), got + 1)
-        return got
+        return range(got, got + 1)
 
     def append_batch(self, topic: str, queue_id: int,
                      messages: Sequence[bytes | Outgoing]) -> range:
         """One hop to the store's loop for the whole batch (see
         :meth:`AsyncMessageStore.append_batch`)."""
-        return self._outbox.run(lambda: self._batch(topic, queue_id, messages),
-                                errors="raise")
-
-    async def _batch(self, topic: str, queue_id: int,
-                     messages: Sequence[bytes | Outgoing]) -> range:
-        got = await self.core.append_batch(topic, queue_id, messages)
-        self._outbox.learned((topic, queue_id), got.stop)
-        return got
+        return self._outbox.through_loop(
+            (topic, queue_id), lambda: self.core.append_batch(topic, queue_id, messages))
 
     def flush(self) -> None:
         """Every append before it is durable, or this raises: also for appends the

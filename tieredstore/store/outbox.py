@@ -12,7 +12,9 @@ What the caller can rely on:
 - **Offsets** are the ones ``append`` would have returned: the outbox is the
   only way the facade appends, every facade append that hops (the first to a
   queue, one with ``offset=``, ``append_batch``) goes after what is queued,
-  and each batch's offsets are checked against the ones given out.
+  while one is in flight the queue's other appends hop too (its next offset
+  is not known here until they have all ended), and each batch is appended
+  only at the offsets given out.
 - **Reads see earlier appends**: every other facade call waits for the
   outbox to be sent first; ``flush`` makes them durable, as before.
 - **Failures** (a writer that replaced this one, an outage past the retries)
@@ -56,6 +58,12 @@ class Outbox:
         self._lock = threading.Lock()
         self._queued: list[tuple[Key, Outgoing, int]] = []
         self._next: dict[Key, int] = {}  # the next offset of each queue, where known
+        # Appends to a queue through the loop, in flight: while any is, the queue's
+        # next offset is not known here (so its appends go through the loop too).
+        self._hops: dict[Key, int] = {}
+        # The furthest next offset they left; None once one failed (it may have
+        # appended part of its messages: the next offset is learned again).
+        self._hop_end: dict[Key, int | None] = {}
         self._error: BaseException | None = None
         self._sending = False
         self._task: asyncio.Task[None] | None = None
@@ -75,7 +83,30 @@ class Outbox:
                     self._sending = True
                     self._loop.loop.call_soon_threadsafe(self._start)
                 return offset
-        return self.run(lambda: self._append_now(key, message), errors="raise")
+        return self.through_loop(
+            key, lambda: self._core.append_checked(*key, [message])).start
+
+    def through_loop(self, key: Key, call: Callable[[], Awaitable[range]]) -> range:
+        """Run ``call``, which appends to queue ``key`` on the loop and returns the
+        offsets it took, after what is queued; the queue's next offset is
+        unknown here until every such call in flight for it has ended."""
+        with self._lock:
+            self._hops[key] = self._hops.get(key, 0) + 1
+            self._next.pop(key, None)
+        got: range | None = None
+        try:
+            got = self.run(call, errors="raise")
+            return got
+        finally:
+            with self._lock:
+                end = self._hop_end.get(key, 0)
+                self._hop_end[key] = None if got is None or end is None else max(end, got.stop)
+                self._hops[key] -= 1
+                if not self._hops[key]:
+                    del self._hops[key]
+                    end = self._hop_end.pop(key)
+                    if end is not None and self._error is None:
+                        self._next[key] = end
 
     def run(self, call: Callable[[], Awaitable[T]], *, errors: Errors = "ignore") -> T:
         """Run ``call()`` on the loop once everything queued was sent; first
@@ -89,17 +120,6 @@ class Outbox:
         with self._lock:
             self._raise_kept(errors)
         return await call()
-
-    async def _append_now(self, key: Key, message: Outgoing) -> int:
-        got = await self._core.append_checked(*key, [message])
-        self.learned(key, got.stop)
-        return got.start
-
-    def learned(self, key: Key, next_offset: int) -> None:
-        """The queue's next offset, as an append on the loop just left it (all that
-        was queued before it is sent, so nothing given out is beyond it)."""
-        with self._lock:
-            self._next[key] = max(self._next.get(key, 0), next_offset)
 
     async def _sent(self) -> None:
         while self._sending:
@@ -158,6 +178,7 @@ class Outbox:
                 self._error = error
             self._queued = []
             self._next.clear()
+            self._hop_end.clear()
             self._sending = False
 
     def _raise_kept(self, errors: Errors) -> None:
