@@ -227,6 +227,9 @@ async def test_merge_reads_committed_chunks_from_memory_then_forgets_them(
     assert segment.merged and gets(fast_store) - before == 0
     assert not chunk_keys & set(fetcher.memory), "chunk entries outlived the merge"
     assert await segment.read0(CHUNK, 2 * CHUNK) == data[CHUNK : 3 * CHUNK]
+    # The merged units were built from the chunks held: reading them is no GET.
+    assert gets(fast_store) - before == 0
+    assert fetcher.snapshot()["carried_units"] >= 1
 
 
 # --- budgets ---------------------------------------------------------------------------------

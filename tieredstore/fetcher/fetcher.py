@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from tieredstore.errors import StoreClosed
+from tieredstore.fetcher.carry import carry_units
 from tieredstore.fetcher.disk import DiskTier, Lookup
 from tieredstore.fetcher.generations import DiskGenerations
 from tieredstore.fetcher.keys import UnitKey, disk_key, unit_key
@@ -162,6 +163,15 @@ class Fetcher:
             else:
                 self.generations.forget(path, evicting=True)
                 self.loads.spawn(self._evict_disk(path))
+
+    def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
+        # docstring inherited
+        carried = carry_units(self.memory, old, new) if not self.loads.closed else []
+        self.forget(path)
+        for unit, data, committed in carried:
+            self.metrics.prefetch_waste += self.memory.put(path, unit_key(unit), data,
+                                                           committed=committed)
+        self.metrics.carried_units += len(carried)
 
     # --- loading: the disk tier, then the store ---------------------------------------
 

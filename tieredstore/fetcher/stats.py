@@ -49,6 +49,7 @@ class FetcherMetrics:
     dropped_behind: int = 0  # units a sequential reader finished, dropped from memory
     committed_units: int = 0
     committed_bytes: int = 0
+    carried_units: int = 0  # merged units built from the chunks held (no GET)
     bytes_from_memory: int = 0  # bytes returned to readers, by where their unit came from
     bytes_from_disk: int = 0
     bytes_from_store: int = 0

@@ -351,7 +351,9 @@ class ChunkedSegment(FileSegment):
         self._layout = SegmentLayout(units)
         self._state = SegmentState.SEALED
         self.last_merge = stats
-        self.reader.forget(self.path)
+        # A tailing reader goes on reading the merged object from what was held
+        # of the chunks: no GET for bytes this process just wrote or read.
+        self.reader.replaced(self.path, chunks, self._layout)
         # Fences stay until the segment is destroyed: a fence deleted here would
         # free the id a replaced writer's next create targets. The seal entry
         # only ever stands where its own writer would write next: it goes.

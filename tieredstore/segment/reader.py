@@ -41,7 +41,14 @@ class SegmentReader(Protocol):
         ...
 
     def forget(self, path: SegmentPath) -> None:
-        """The segment was merged or destroyed: drop what is held for it."""
+        """The segment was destroyed (or its objects replaced): drop what is held
+        for it."""
+        ...
+
+    def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
+        """The segment's units ``old`` were merged into ``new`` (the same bytes at the
+        same positions): what is held of the old may serve the new; the rest
+        goes, as by :meth:`forget`."""
         ...
 
 
@@ -157,5 +164,9 @@ class DirectReader:
         return None
 
     def forget(self, path: SegmentPath) -> None:
+        # docstring inherited
+        return None
+
+    def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
         # docstring inherited
         return None

@@ -1,5 +1,6 @@
 """SegmentReader cases on what a writer tells the reader: ``committed`` units
-as the layout grows, ``forget`` after a merge, and a ChunkedSegment end to end."""
+as the layout grows, ``forget`` and ``replaced`` after a merge, and a
+ChunkedSegment end to end."""
 
 from __future__ import annotations
 
@@ -79,6 +80,32 @@ class LifecycleCases(SegmentReaderSuite):
                 assert got == data[position : position + length], (position, length)
             with raises(ChunkMissing, "a read of the old, deleted chunks after forget"):
                 await reader.read(path, chunks, 0, len(data))
+
+    async def test_replaced_then_read_the_merged_segment(self) -> None:
+        """A merge that tells the reader which units replaced which: reads of the
+        new layout return the same bytes, held ones or fetched; a merged object
+        whose bytes differ from what was held (the reader must check the CRC) is
+        read as stored, never from the old chunks."""
+        async with self.reading() as (store, reader):
+            path = kit_path()
+            chunks, data = await write_chunks(store, path, SIZES)
+            for unit in chunks.units[:3]:  # some held, some not
+                reader.committed(path, unit, data[unit.position : unit.end])
+            half = len(data) // 2
+            merged, same = await write_merged(store, path, [half, len(data) - half])
+            assert same == data
+            await store.delete_many([u.key for u in chunks.units])
+            reader.replaced(path, chunks, merged)
+            for position, length in all_ranges(len(data))[::7]:
+                got = await reader.read(path, merged, position, length)
+                assert got == data[position : position + length], (position, length)
+            other = kit_path(5)
+            chunks, data = await write_chunks(store, other, SIZES, seed=3)
+            for unit in chunks.units:
+                reader.committed(other, unit, data[unit.position : unit.end])
+            merged, changed = await write_merged(store, other, [len(data)], seed=4)
+            reader.replaced(other, chunks, merged)  # the CRCs say: not the same bytes
+            assert await reader.read(other, merged, 0, len(data)) == changed
 
     async def test_forget_touches_only_its_segment(self) -> None:
         async with self.reading() as (store, reader):
