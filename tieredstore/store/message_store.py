@@ -32,6 +32,7 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import validate_name
 from tieredstore.segment.path import validate_offset
+from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose
 from tieredstore.store.context import StoreContext
@@ -140,8 +141,10 @@ class AsyncMessageStore:
                 try:
                     self._queues[(topic, queue_id)] = await QueueLog.open(self.ctx, topic,
                                                                           queue_id)
-                except (TransientError, CommitFailed, IntegrityError) as exc:
-                    # Not corrupt: the store was unreachable. The next access opens it.
+                except (TransientError, CommitFailed, CommitRetriesExhausted,
+                        IntegrityError) as exc:
+                    # Not corrupt: the store was unreachable (a re-dispatch's commit
+                    # failed after the retries, say). The next access opens it.
                     log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
                                 exc)
                 except TieredStoreError as exc:
