@@ -4,12 +4,11 @@ keeps one segment's state while the pool's shared tallies stay consistent."""
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.segment.test_pool import until
 from tieredstore.errors import TransientError
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.segment import ChunkedSegment, FileSegment, FileType, SegmentOptions, SegmentPath
@@ -64,14 +63,6 @@ class MemorySegment(FileSegment):
 
     async def destroy(self) -> None:
         pass
-
-
-async def until(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.001)
 
 
 def make_pool(**changes: Any) -> UploadBufferPool:

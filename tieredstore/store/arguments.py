@@ -291,11 +291,7 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
         raise InvalidArgumentType("messages", f"must be a sequence (a list or tuple) of "
                                   f"bytes or Outgoing, got {type_name(messages)}")
     out: list[Outgoing] = []
-    room = config.max_message_size - MIN_RECORD_SIZE
     for i, m in enumerate(messages):
-        if type(m) is bytes and len(m) <= room:  # the common message: a body alone
-            out.append(Outgoing(m))
-            continue
         if isinstance(m, Outgoing):
             message = m
         elif isinstance(m, (bytes, bytearray, memoryview)):

@@ -186,7 +186,7 @@ class FlatFile:
         ends = list(itertools.accumulate(sizes))  # ends[k]: bytes of entries[:k + 1]
         i, n = 0, len(entries)
         while i < n:
-            _, _, timestamp = entries[i]
+            timestamp = stamps[i]
             self._check_fits(sizes[i])
             if self._rolling or self.needs_roll(sizes[i], timestamp):
                 await self.roll()

@@ -234,11 +234,7 @@ class QueueLog(QueueReading):
             self._pending.append(Pending(self.next_offset,
                                          CqUnit(position, len(record), tags_hash(tags), ts)))
             self.next_offset += 1
-            if self._pending[0].unit.end <= self.cl.committed_end:  # else nothing to do
-                try:
-                    await self._dispatch()
-                except Exception as exc:  # the message is appended; flush reports it
-                    log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
+            await self._dispatch_appended()
             return self.next_offset - 1
 
     async def append_batch(self, messages: Sequence[Outgoing], timestamp: int,
@@ -267,14 +263,21 @@ class QueueLog(QueueReading):
                 pending = self._pending
                 for (record, offset, ts), position, m in zip(entries, positions, messages,
                                                              strict=False):
-                    tags = 0 if m.tags is None else tags_hash(m.tags)
-                    pending.append(Pending(offset, CqUnit(position, len(record), tags, ts)))
+                    pending.append(Pending(offset, CqUnit(position, len(record),
+                                                          tags_hash(m.tags), ts)))
                 self.next_offset += len(positions)
-            try:
-                await self._dispatch()
-            except Exception as exc:  # the messages are appended; flush reports the failure
-                log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
+            await self._dispatch_appended()
             return first
+
+    async def _dispatch_appended(self) -> None:
+        """After an append: dispatch what the commit log's commits made durable. A
+        failure is left for flush to report: the messages are appended."""
+        if not self._pending or self._pending[0].unit.end > self.cl.committed_end:
+            return  # nothing committed to dispatch (the common case)
+        try:
+            await self._dispatch()
+        except Exception as exc:
+            log.debug("%s/%d: dispatch deferred: %s", self.topic, self.queue_id, exc)
 
     async def _dispatch(self) -> None:
         """Move units whose CL bytes are committed into the CQ (one pool append per
