@@ -269,7 +269,8 @@ class ChaosRun:
     """One seed's workload; :meth:`run` returns its :class:`SeedResult`."""
 
     def __init__(self, seed: int, *, steps: int = 300, rates: Rates | None = None,
-                 check_every: int = 25, ledger: bool = True) -> None:
+                 check_every: int = 25, ledger: bool = True,
+                 config: TieredStoreConfig | None = None) -> None:
         self.seed = seed
         self.steps = steps
         self.rates = rates or Rates()
@@ -277,7 +278,7 @@ class ChaosRun:
         self.with_ledger = ledger
         self.rng = random.Random(seed)
         self.faults = fault_store(seed, self.rates.base)
-        self.config = chaos_config()
+        self.config = config or chaos_config()
         self.models = {(t, q): QueueModel(t, q) for t, q in QUEUES}
         self.result = SeedResult(seed)
         self.writer: AsyncMessageStore | None = None

@@ -15,6 +15,7 @@ from tieredstore.config.names import check_names
 from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import FetcherOptions
+from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
@@ -36,6 +37,8 @@ _S3: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(S3Settings)
 _SEGMENT = SegmentOptions()
 _FETCHER = FetcherOptions()
 _POOL = PoolOptions()
+_LOG = LogOptions()
+WRITE_MODES = ("direct", "log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,9 @@ class TieredStoreConfig:
     pool_bytes: int = size_knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)
     group_commit_interval: float = seconds_knob(_POOL.group_commit_interval, 0.0, 3600)
     upload_concurrency: int = knob(_POOL.upload_concurrency, 1, 1024)
+    write_mode: str = knob("direct", choices=WRITE_MODES)
+    log_object_size: int = size_knob(_LOG.object_size, 1 * KiB, 5 * GiB)
+    log_compact_age: float = seconds_knob(_LOG.compact_age, 0.0, YEAR)
 
     # message store
     max_message_size: int = size_knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)

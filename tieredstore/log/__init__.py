@@ -2,23 +2,34 @@
 holding every queue's new bytes, fenced as one series per broker.
 
 See docs/format.md, "Log objects". Being built in steps: the format, the
-series and index reading are here; the group committer, compaction and
-recovery come next.
+series, index reading, the group committer (:class:`LogWriter`), compaction
+and deletion of spent objects, and recovery at open are here; consolidation
+and readers other than the writing store come next.
 """
 
 from tieredstore.log.codec import Piece, encode_log_object
 from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
+from tieredstore.log.options import LogOptions
+from tieredstore.log.recover import RecoveredLog, has_log_objects, recover_log
 from tieredstore.log.series import LogEntry, LogSeries
+from tieredstore.log.tracker import LogTracker
+from tieredstore.log.writer import LogWriter
 
 __all__ = [
     "LogCorrupt",
     "LogEntry",
     "LogFenced",
+    "LogOptions",
+    "LogTracker",
+    "LogWriter",
+    "RecoveredLog",
     "LogPath",
     "LogSeries",
     "Piece",
     "encode_log_object",
+    "has_log_objects",
     "read_index",
+    "recover_log",
 ]

@@ -6,7 +6,7 @@ from tieredstore.log.codec import TAIL_READ, Piece, decode_footer, decode_index
 from tieredstore.log.errors import LogCorrupt
 from tieredstore.objectstore import ByteRange, ObjectStore
 
-READ_ATTEMPTS = 2  # damage on the way does not repeat itself; damage in the bucket does
+READ_ATTEMPTS = 3  # damage on the way does not repeat itself; damage in the bucket does
 
 
 async def read_index(store: ObjectStore, key: str, size: int) -> list[Piece]:

@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     ChunkMissing,
     CommitFailed,
     CommitPositionError,
+    CorruptSegment,
     ReadOutOfRange,
     SegmentFenced,
     SegmentFull,
@@ -96,6 +98,14 @@ class ChunkedSegment(FileSegment):
         self._destroyed = False
         self._leftovers: list[str] = []  # chunks and marker after a merge, to delete
         self.last_merge: MergeStats | None = None
+        # Write mode log: the layout's units from here on are pieces of log
+        # objects (None: none are); the chunk series' next entry is at this position.
+        self._log_from: int | None = None
+        # Told which log pieces a chunk took over (their log objects may go).
+        self.log_observer: Callable[[ChunkedSegment, Sequence[ChunkRef]], None] | None = None
+        # A chunk over the log pieces whose create failed without an answer: it
+        # may stand, so the next chunk write sends these very bytes first.
+        self._over_log_in_doubt: bytes | None = None
 
     # --- opening ------------------------------------------------------------
 
@@ -146,6 +156,7 @@ class ChunkedSegment(FileSegment):
         """Take the state a listing rebuilt."""
         self._layout, self._state = recovered.layout, recovered.state
         self._next_entry = recovered.series.next_entry
+        self._log_from = None
         series = recovered.series
         self._tail_zero = series.zero_keys[-1] if series.ends_in_zero else None
         self._seal_key = None
@@ -236,6 +247,7 @@ class ChunkedSegment(FileSegment):
         async with self._lock:
             self._check_writable()
             segment = str(self.path)
+            await self._settle()
             if position != self._layout.size:
                 raise CommitPositionError(
                     f"commit at {position}, but the commit position is {self._layout.size}",
@@ -250,7 +262,11 @@ class ChunkedSegment(FileSegment):
                     f"{len(data)} bytes at {position} would pass the maximum size {max_size}",
                     segment=segment,
                 )
-            await self._write_chunks(position, memoryview(data))
+            if self._log_from is not None:
+                # One chunk from the chunk end: the log pieces, then these bytes.
+                await self._write_over_log(await self._read_log() + bytes(data))
+            else:
+                await self._write_chunks(position, memoryview(data))
 
     async def _write_chunks(self, position: int, view: memoryview) -> None:
         # One piece after another, never in parallel: a crash then leaves a
@@ -287,6 +303,102 @@ class ChunkedSegment(FileSegment):
         raise self._fence(f"entry {key!r} was created by another writer: a newer writer "
                           "took the segment over")
 
+    # --- log pieces (write mode log; docs/format.md, "Log objects") --------------
+
+    @property
+    def log_bytes(self) -> int:
+        """Bytes held by log objects, past the chunk end."""
+        return 0 if self._log_from is None else self._layout.size - self._log_from
+
+    def add_log_piece(self, unit: ChunkRef, data: bytes | None = None) -> None:
+        """Bytes that landed in a log object at ``unit.key[unit.object_offset:]``
+        (CRC known) continue the segment; ``data``, when given, is cached."""
+        self._check_writable()
+        if unit.position != self._layout.size:
+            raise CommitPositionError(
+                f"log piece at {unit.position}, but the commit position is {self._layout.size}",
+                segment=str(self.path), resume_position=self._layout.size)
+        self._append_log_unit(unit)
+        if data is not None:
+            self.reader.committed(self.path, unit, data)
+
+    def adopt_log(self, units: Sequence[ChunkRef]) -> list[ChunkRef]:
+        """At open: the log pieces a listing of the log found for this segment.
+        Those past the chunk end continue the layout; the rest (compacted
+        already) are returned. A gap or an overlap among them is damage."""
+        dead: list[ChunkRef] = []
+        chunk_end = self._layout.size
+        for unit in sorted(units, key=lambda u: (u.position, u.key)):
+            if unit.end <= chunk_end:
+                dead.append(unit)
+                continue
+            if unit.position != self._layout.size or self.sealed:
+                raise CorruptSegment(
+                    f"log piece [{unit.position}, {unit.end}) in {unit.key!r} does not continue "
+                    f"the segment's {self._layout.size} bytes"
+                    + (" (sealed)" if self.sealed else ""),
+                    segment=str(self.path), span=(unit.position, unit.end))
+            self._append_log_unit(unit)
+        return dead
+
+    def _append_log_unit(self, unit: ChunkRef) -> None:
+        if self._log_from is None:
+            self._log_from = unit.position
+        self._layout.append(unit)
+
+    async def compact(self) -> None:
+        """Move the bytes held by log objects into one chunk at the chunk end."""
+        async with self._lock:
+            self._check_writable_handle()
+            await self._compact()
+
+    async def _compact(self) -> None:
+        await self._settle()
+        if self._log_from is not None:
+            await self._write_over_log(await self._read_log())
+
+    async def _settle(self) -> None:
+        """Send a chunk over the log whose answer was lost again, the same bytes at
+        the same id (one that landed is then found as ours), before anything else:
+        other bytes there would look like another writer's."""
+        if self._over_log_in_doubt is not None:
+            await self._write_over_log(self._over_log_in_doubt)
+
+    async def _read_log(self) -> bytes:
+        """The bytes the log pieces hold, each piece checked against its CRC."""
+        start, end = self._log_from, self._layout.size
+        assert start is not None
+        try:
+            return await self.reader.read(self.path, self._layout, start, end - start)
+        except CorruptSegment:
+            raise
+        except Exception as exc:
+            raise CommitFailed(f"could not read the log pieces [{start}, {end}): {exc}",
+                               segment=str(self.path), resume_position=end) from exc
+
+    async def _write_over_log(self, data: bytes) -> None:
+        """Write ``data`` as one chunk at the chunk end (the log pieces' bytes, then
+        any new ones); the pieces it covers leave the layout."""
+        start = self._log_from
+        assert start is not None and self._next_entry.position == start
+        entry = self._next_entry
+        try:
+            crc = await self._put_entry(entry, data)
+        except SegmentFenced:
+            raise
+        except Exception as exc:
+            self._over_log_in_doubt = data
+            raise CommitFailed(f"commit did not land: {exc}", segment=str(self.path),
+                               resume_position=self._layout.size) from exc
+        self._over_log_in_doubt = None
+        unit = ChunkRef(start, len(data), self.path.entry_key(entry), 0, crc)
+        self._layout, dropped = self._layout.replace_from(start, unit)
+        self._next_entry = entry.after(len(data))
+        self._log_from = None if self._layout.size == unit.end else unit.end
+        self.reader.committed(self.path, unit, data)
+        if dropped and self.log_observer is not None:
+            self.log_observer(self, dropped)
+
     # --- sealing ----------------------------------------------------------------
 
     async def skip_lost(self, position: int) -> None:
@@ -299,6 +411,7 @@ class ChunkedSegment(FileSegment):
             start = self._layout.size
             if position <= start:
                 return
+            await self._compact()  # the chunk series continues after the hole
             self._layout.append(ChunkRef(start, position - start,
                                          self.path.entry_key(EntryId(position)), missing=True))
             self._next_entry = EntryId(position)
@@ -316,6 +429,7 @@ class ChunkedSegment(FileSegment):
             if self._fenced is not None:
                 raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
             if self._state is SegmentState.OPEN:
+                await self._compact()  # every byte is in chunks before the seal entry
                 entry = self._next_entry
                 # Until the seal entry is known to stand, no commit may take its id:
                 # if its reply was lost, it stands, and a chunk there would be refused.

@@ -84,6 +84,21 @@ class SegmentLayout:
         self._units.append(unit)
         self._positions.append(unit.position)
 
+    def replace_from(self, position: int, unit: ChunkRef
+                     ) -> tuple[SegmentLayout, list[ChunkRef]]:
+        """A new layout with ``unit`` (a chunk starting at ``position``, a unit
+        boundary) in place of the units it covers, which are returned; units past
+        ``unit``'s end stay. ``unit`` may end past this layout's size."""
+        i = len(self._units) if position == self.size else self.index_of(position)
+        if i < len(self._units) and self._units[i].position != position:
+            raise ValueError(f"position {position} is not a unit boundary")
+        dropped = [u for u in self._units[i:] if u.position < unit.end]
+        kept = self._units[i + len(dropped):]
+        if dropped and dropped[-1].end > unit.end:
+            raise ValueError(f"unit [{unit.position}, {unit.end}) ends inside "
+                             f"[{dropped[-1].position}, {dropped[-1].end})")
+        return SegmentLayout([*self._units[:i], unit, *kept]), dropped
+
     def index_of(self, position: int) -> int:
         """Index of the unit holding ``position`` (bisect)."""
         if not 0 <= position < self.size:

@@ -25,6 +25,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.disk import DiskTier
 from tieredstore.fetcher.fetcher import Fetcher, FetcherOptions
+from tieredstore.log import LogOptions
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
@@ -36,6 +37,7 @@ from tieredstore.segment.pool import PoolOptions, UploadBufferPool
 __all__ = [
     "disk_tier",
     "fetcher_options",
+    "log_options",
     "object_store_options",
     "open_fetcher",
     "open_object_store",
@@ -155,3 +157,10 @@ def open_pool(config: TieredStoreConfig) -> UploadBufferPool:
 def segment_options(config: TieredStoreConfig) -> SegmentOptions:
     """How the store's segments write: ``chunk_size`` and ``merge_on_seal``."""
     return SegmentOptions(chunk_size=config.chunk_size, merge_on_seal=config.merge_on_seal)
+
+
+def log_options(config: TieredStoreConfig) -> LogOptions:
+    """How the log mode batches, compacts and deletes: ``log_object_size``,
+    ``log_compact_age``, and ``gc_safety_age`` before a spent log object goes."""
+    return LogOptions(object_size=config.log_object_size, compact_age=config.log_compact_age,
+                      delete_age=config.gc_safety_age)

@@ -135,6 +135,7 @@ class FlatFile:
             self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
             claim=True,
         )
+        self.ctx.adopt_log(self.active)
         first = self.meta.first(self.file_type).base_offset
         owed = properties.merging(self.meta.properties, self.file_type)
         await self.forget_merges({b for b in owed if b < first})  # trimmed since

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.log import LogPath
 from tieredstore.segment import FileType, SegmentPath
 from tieredstore.segment.path import parse_segment_dir
 
@@ -12,6 +13,11 @@ def metadata_root(config: TieredStoreConfig) -> str:
     """The prefix of the broker's queue metadata (heads and pages)."""
     parts = (config.key_prefix, "meta-root", config.cluster, config.broker)
     return "/".join(p for p in parts if p)
+
+
+def log_path(config: TieredStoreConfig) -> LogPath:
+    """Where the broker's log objects live (write mode log)."""
+    return LogPath(config.cluster, config.broker, prefix=config.key_prefix)
 
 
 def segment_path(config: TieredStoreConfig, topic: str, queue_id: int, file_type: FileType,

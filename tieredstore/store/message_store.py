@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,13 +29,14 @@ from tieredstore.errors import (
     TieredStoreError,
     TransientError,
 )
+from tieredstore.log import LogSeries, LogWriter, has_log_objects, recover_log
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.sizes import MiB
-from tieredstore.store import arguments, compose
+from tieredstore.store import arguments, compose, keys
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
@@ -72,6 +74,7 @@ class AsyncMessageStore:
         self._collector: asyncio.Task[None] | None = None
         self._roller: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._log_keeper: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -105,6 +108,7 @@ class AsyncMessageStore:
         )
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
         await self.writers.register()  # before any claim: see store/writers.py
+        await self._open_log()
         await self._recover()
         self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
         loop = asyncio.get_running_loop()
@@ -114,6 +118,9 @@ class AsyncMessageStore:
         if config.rolling_interval > 0:
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
             self._roller = loop.create_task(self._roll_periodically(every), name="roll")
+        if ctx.log is not None:
+            self._log_keeper = loop.create_task(self._periodically(
+                ctx.log.options.check_every, "log compaction", ctx.log.maintain), name="log")
         if config.retention_interval > 0:
             self._retention = loop.create_task(self._periodically(
                 config.retention_interval, "retention", self.delete_expired), name="retention")
@@ -132,8 +139,25 @@ class AsyncMessageStore:
         (see :mod:`tieredstore.store.read_only`)."""
         return await ReadOnlyMessageStore.open(config, store=store)
 
+    async def _open_log(self) -> None:
+        """Write mode log: claim the broker's log and read what it holds. Direct
+        mode: the same if a log-mode store left log objects (their bytes move
+        into chunks), else nothing (one LIST)."""
+        ctx = self.ctx
+        writer = LogWriter(ctx.store, LogSeries(ctx.store, keys.log_path(self.config),
+                                                uuid.uuid4().hex),
+                           compose.log_options(self.config))
+        if self.config.write_mode != "log" and not await has_log_objects(writer):
+            return
+        ctx.recovered_log = await recover_log(writer)
+        ctx.log = writer
+        if self.config.write_mode == "log":
+            ctx.pool.send_small_commits_to(writer)
+
     async def _recover(self) -> None:
         found = await list_queues(self.ctx.store, self.ctx.metadata_root)
+        if self.ctx.recovered_log is not None:  # queues whose bytes are all in the log
+            found = sorted({*found, *self.ctx.recovered_log.queues()})
         limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
         async def one(topic: str, queue_id: int) -> None:
@@ -212,7 +236,7 @@ class AsyncMessageStore:
             return queue
         if key in self.corrupt:
             raise self.corrupt[key]
-        if not create and not await has_segments(self.ctx, *key):
+        if not create and not self.ctx.in_log(*key) and not await has_segments(self.ctx, *key):
             # No head listed at open and no segment: no such queue. (With segments
             # but no head, opening it rebuilds its metadata from them.)
             raise NoSuchQueue(topic, queue_id)
@@ -372,12 +396,15 @@ class AsyncMessageStore:
             await self.flush()
         finally:
             self._closed = True
-            for task in (self._ticker, self._collector, self._roller, self._retention):
+            for task in (self._ticker, self._collector, self._roller, self._retention,
+                         self._log_keeper):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
             await self.ctx.drain()
+            if self.ctx.log is not None:
+                await self.ctx.log.drain()
             await self.ctx.pool.close()
             await self.ctx.fetcher.close()
             await self.ctx.store.close()

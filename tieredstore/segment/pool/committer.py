@@ -200,10 +200,14 @@ class SegmentCommitter:
         """
         try:
             while self.runnable:
-                async with self._shared.slots:
-                    if not self.runnable:
-                        break
+                if self._to_log(self._next_length()):
+                    # A log object is one PUT for every segment's commit: no slot.
                     outcome, error = await self._commit_once()
+                else:
+                    async with self._shared.slots:
+                        if not self.runnable:
+                            break
+                        outcome, error = await self._commit_once()
                 if outcome is Outcome.LANDED:
                     continue
                 if outcome is Outcome.FATAL:
@@ -227,12 +231,21 @@ class SegmentCommitter:
         finally:
             self.worker = None
 
+    def _next_length(self) -> int:
+        return self.retry_length or min(self.buffer.size, self.commit_size)
+
+    def _to_log(self, length: int) -> bool:
+        """Whether a commit of ``length`` bytes goes to the log sink (a partial chunk)."""
+        sink = self._shared.log_sink
+        return sink is not None and length < self.commit_size and sink.accepts(self.segment)
+
     async def _commit_once(self) -> tuple[Outcome, BaseException | None]:
         shared, metrics, buf = self._shared, self._shared.metrics, self.buffer
         if self.retry_length is not None:
             metrics.retries += 1  # the bytes of a failed commit, sent again
-        length = self.retry_length or min(buf.size, self.commit_size)
+        length = self._next_length()
         self.retry_length = None
+        sink = shared.log_sink if self._to_log(length) else None
         # Bytes behind the due ones ride along up to a commit: fuller objects, fewer PUTs.
         self.schedule(buf.start + length, None)
         body = buf.head(length)
@@ -240,7 +253,10 @@ class SegmentCommitter:
         shared.inflight += 1
         started = time.perf_counter()
         try:
-            await self.segment.commit0(position, body)
+            if sink is not None:
+                await sink.put(self.segment, position, body)
+            else:
+                await self.segment.commit0(position, body)
         except CommitFailed as exc:
             metrics.commit_errors[type(exc.__cause__ or exc).__name__] += 1
             landed = exc.resume_position - position

@@ -56,6 +56,7 @@ from tieredstore.segment.pool.options import (
     PoolOptions,
 )
 from tieredstore.segment.pool.shared import PoolShared
+from tieredstore.segment.pool.sink import LogSink
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,18 @@ class UploadBufferPool:
         self._closing = False
         self._closed = False
         self._unyielded = 0  # bytes appended since append last yielded to the loop
+
+    def send_small_commits_to(self, sink: LogSink) -> None:
+        """Write mode log: commits smaller than a chunk go to ``sink`` (see
+        :mod:`tieredstore.segment.pool.sink`), and a group commit makes every
+        buffer's bytes due at once. Call before the first append."""
+        self._shared.log_sink = sink
+        self._shared.group_commit = self._group_commit
+
+    def _group_commit(self) -> None:
+        for committer in list(self._committers.values()):
+            if committer.not_due > 0 and committer.error is None and not committer.detaching:
+                committer.schedule(committer.buffer.end, "interval")
 
     # --- appending ------------------------------------------------------------
 

@@ -13,27 +13,24 @@ not summed over them).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from tieredstore.errors import BufferFull
 from tieredstore.segment.pool.budget import Budget
 from tieredstore.segment.pool.metrics import PoolMetrics
+from tieredstore.segment.pool.sink import LogSink
 from tieredstore.segment.pool.timer import GroupCommitTimer
 
 if TYPE_CHECKING:
     from tieredstore.segment.pool.committer import SegmentCommitter
 
 
-def _interval_passed(committer: SegmentCommitter) -> None:
-    committer.interval_passed()
-
-
 class PoolShared:
     """Budget, timer, slots, tasks, metrics and tallies of one pool."""
 
-    __slots__ = ("budget", "errored", "group_commit_interval", "inflight", "metrics", "not_due",
-                 "slots", "tasks", "timer")
+    __slots__ = ("budget", "errored", "group_commit", "group_commit_interval", "inflight",
+                 "log_sink", "metrics", "not_due", "slots", "tasks", "timer")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, *, group_commit_interval: float,
                  upload_concurrency: int) -> None:
@@ -45,9 +42,20 @@ class PoolShared:
         self.inflight = 0  # commits running now
         # Committers with bytes not yet due, from their oldest such byte on.
         self.timer: GroupCommitTimer[SegmentCommitter] = GroupCommitTimer(
-            group_commit_interval, _interval_passed)
+            group_commit_interval, self._interval_passed)
+        # Write mode log: small commits go to this sink, and when one buffer's
+        # interval passes every buffer's bytes become due (``group_commit``), so
+        # that one log object takes them all.
+        self.log_sink: LogSink | None = None
+        self.group_commit: Callable[[], None] | None = None
         self.slots = asyncio.Semaphore(upload_concurrency)  # commits in flight, all segments
         self.tasks: set[asyncio.Task[None]] = set()  # the commit workers
+
+    def _interval_passed(self, committer: SegmentCommitter) -> None:
+        if self.group_commit is not None:
+            self.group_commit()
+        else:
+            committer.interval_passed()
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run a commit worker; it stays in :attr:`tasks` until it ends."""

@@ -1,0 +1,245 @@
+"""Write mode log through the message store: one log object per group commit for
+every queue, pieces read back after a restart, moved into chunks by size, by
+roll and by age, spent log objects deleted, a newer store fencing the log, and
+a log object whose answer was lost landing once."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from tests.store.conftest import KiB, small_config
+from tieredstore.errors import RequestTimeout, SegmentFenced
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
+from tieredstore.segment.pool import CommitRetriesExhausted
+from tieredstore.store import AsyncMessageStore
+from tieredstore.testing import ForwardingObjectStore
+
+LOG_DIR = "/default-cluster/broker-0/log/"
+
+
+def log_config(**overrides: Any) -> Any:
+    """Log mode; group commits on flush only unless a test says otherwise."""
+    base: dict[str, Any] = {"write_mode": "log", "group_commit_interval": 60.0,
+                            "gc_interval": 0.0, "retention_interval": 0.0}
+    base.update(overrides)
+    return small_config(**base)
+
+
+async def objects(store: ObjectStore) -> list[ObjectInfo]:
+    return await store.list_all("tieredstore/")
+
+
+async def log_objects(store: ObjectStore) -> list[ObjectInfo]:
+    """Log objects holding bytes (fences are empty)."""
+    return [o for o in await objects(store) if LOG_DIR in o.key and o.size]
+
+
+async def data_chunks(store: ObjectStore) -> list[ObjectInfo]:
+    return [o for o in await objects(store) if "/chunk-" in o.key and o.size]
+
+
+async def until(predicate: Any, within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def body(q: int, i: int) -> bytes:
+    return f"q{q}-m{i}|".encode() * 20
+
+
+async def read_all(store: AsyncMessageStore, queue: int) -> list[bytes]:
+    out: list[bytes] = []
+    while True:
+        got = await store.get("t", queue, len(out), max_count=64)
+        if not got:
+            return out
+        out += [m.body for m in got]
+
+
+async def test_quiet_queues_share_one_log_object_per_group_commit() -> None:
+    for mode, expected_chunks in (("direct", 2 * 50), ("log", 0)):
+        backend = MemoryObjectStore()
+        store = await AsyncMessageStore.open(log_config(write_mode=mode), store=backend)
+        for q in range(50):
+            await store.append("t", q, body(q, 0))
+        await store.flush()
+        assert len(await data_chunks(backend)) == expected_chunks, mode
+        logs = await log_objects(backend)
+        if mode == "log":
+            # The commit logs of all 50 queues in one object, their consume queues in
+            # the next (a unit is written once its record is durable).
+            assert 1 <= len(logs) <= 4, [o.key for o in logs]
+        else:
+            assert logs == []
+        await store.close()
+        reopened = await AsyncMessageStore.open(log_config(write_mode=mode), store=backend)
+        for q in range(50):
+            assert await read_all(reopened, q) == [body(q, 0)]
+        await reopened.close()
+
+
+async def test_a_restart_reads_the_log_and_appends_continue_after_it() -> None:
+    backend = MemoryObjectStore()
+    config = log_config(chunk_size=64 * KiB)  # no full chunk: every byte in the log
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(30):
+        for q in range(3):
+            await store.append("t", q, body(q, i))
+        if i % 5 == 4:
+            await store.flush()
+    await store.close()
+    assert await data_chunks(backend) == []  # everything is still in log objects
+    store = await AsyncMessageStore.open(config, store=backend)
+    for q in range(3):
+        assert await read_all(store, q) == [body(q, i) for i in range(30)]
+        assert await store.append("t", q, body(q, 30)) == 30
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    for q in range(3):
+        assert await read_all(store, q) == [body(q, i) for i in range(31)]
+    await store.close()
+
+
+async def test_log_bytes_move_into_chunks_by_age_and_spent_objects_go() -> None:
+    backend = MemoryObjectStore()
+    config = log_config(log_compact_age=0.0, gc_safety_age=0.0)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for q in range(4):
+        await store.append("t", q, body(q, 0))
+    await store.flush()
+    assert await log_objects(backend)
+
+    async def compacted() -> bool:
+        # Each file's bytes in one chunk; the log keeps its newest entry only.
+        return len(await data_chunks(backend)) == 8 and len(await log_objects(backend)) <= 1
+
+    await until(compacted)
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    for q in range(4):
+        assert await read_all(store, q) == [body(q, 0)]
+    await store.close()
+
+
+async def test_a_full_chunk_of_log_bytes_becomes_a_chunk() -> None:
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(log_config(chunk_size=1 * KiB), store=backend)
+    for i in range(12):  # 260-byte records, one flush each: each flush a log piece
+        await store.append("t", 0, body(0, i)[:200])
+        await store.flush()
+    await until(lambda: _has_commit_log_chunk(backend))
+    await store.close()
+    store = await AsyncMessageStore.open(log_config(chunk_size=1 * KiB), store=backend)
+    assert await read_all(store, 0) == [body(0, i)[:200] for i in range(12)]
+    await store.close()
+
+
+async def _has_commit_log_chunk(backend: ObjectStore) -> bool:
+    return any("/commitlog/" in o.key for o in await data_chunks(backend))
+
+
+async def test_rolled_segments_hold_every_byte_in_chunks() -> None:
+    backend = MemoryObjectStore()
+    config = log_config(commit_log_max_size=4 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(60):
+        await store.append("t", 0, body(0, i))
+        if i % 7 == 6:
+            await store.flush()
+    await store.close()
+    merged = [o for o in await objects(backend) if o.key.endswith("/segment")]
+    assert len(merged) >= 2  # sealed after their log pieces moved into chunks, then merged
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert await read_all(store, 0) == [body(0, i) for i in range(60)]
+    await store.close()
+
+
+async def test_a_newer_store_fences_the_old_ones_log() -> None:
+    backend = MemoryObjectStore()
+    old = await AsyncMessageStore.open(log_config(), store=backend, writer_id="old")
+    for q in range(2):
+        await old.append("t", q, body(q, 0))
+    await old.flush()
+    new = await AsyncMessageStore.open(log_config(), store=backend, writer_id="new")
+    await old.append("t", 0, body(0, 1))
+    with pytest.raises(SegmentFenced):
+        await old.flush()
+    for q in range(2):
+        assert await read_all(new, q) == [body(q, 0)]
+    assert await new.append("t", 0, body(0, 9)) == 1
+    await new.flush()
+    await new.close()
+    with pytest.raises(SegmentFenced):
+        await old.close()
+
+
+class LoseLogReplies(ForwardingObjectStore):
+    """The first ``n`` creates of log objects take effect, and their answers are lost."""
+
+    def __init__(self, inner: ObjectStore, n: int) -> None:
+        super().__init__(inner)
+        self.left = n
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        info = await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+        if LOG_DIR in key and len(data) and self.left:
+            self.left -= 1
+            raise RequestTimeout(f"answer to PUT {key} lost")
+        return info
+
+
+async def test_a_log_object_whose_answer_was_lost_lands_once() -> None:
+    inner = MemoryObjectStore(chokepoint=Chokepoint(RetryPolicy(max_attempts=1)))
+    backend = LoseLogReplies(inner, n=3)  # more than the chokepoint's one attempt
+    store = await AsyncMessageStore.open(log_config(retry_max_attempts=1), store=backend)
+    for q in range(3):
+        await store.append("t", q, body(q, 0))
+    with pytest.raises(CommitRetriesExhausted):
+        await store.flush()  # in doubt: the bytes stay buffered
+    for _ in range(5):
+        try:
+            await store.flush()
+            break
+        except CommitRetriesExhausted:
+            continue
+    for q in range(3):
+        assert await read_all(store, q) == [body(q, 0)]
+        assert await store.commit_offset("t", q) == 1
+    await store.close()
+    store = await AsyncMessageStore.open(log_config(), store=inner)
+    for q in range(3):
+        assert await read_all(store, q) == [body(q, 0)]  # once, not twice
+    await store.close()
+
+
+async def test_a_direct_mode_store_takes_over_what_a_log_mode_store_left() -> None:
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+    for q in range(2):
+        await store.append("t", q, body(q, 0))
+    await store.flush()
+    await store.close()
+    direct = log_config(write_mode="direct")
+    store = await AsyncMessageStore.open(direct, store=backend)
+    for q in range(2):
+        assert await store.append("t", q, body(q, 1)) == 1
+    await store.flush()  # the chunk takes the log's bytes first
+    await store.close()
+    chunks = await data_chunks(backend)  # one per file, from byte 0 (after the fences)
+    assert len(chunks) == 4
+    assert all(o.key.rsplit("/", 1)[1].startswith("chunk-00000000000000000000-")
+               for o in chunks)
+    store = await AsyncMessageStore.open(direct, store=backend)
+    for q in range(2):
+        assert await read_all(store, q) == [body(q, 0), body(q, 1)]
+    await store.close()

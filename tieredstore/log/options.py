@@ -1,0 +1,38 @@
+"""LogOptions: how the log mode batches, compacts and deletes (checked when built)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tieredstore.errors import ConfigError
+from tieredstore.sizes import GiB, KiB, MiB
+
+
+@dataclass(frozen=True, slots=True)
+class LogOptions:
+    """``object_size``: a group commit's log object holds at most about this many
+    bytes (one put is never split). ``compact_age``: seconds after which the
+    pieces of a log object move into chunks of their segments.
+    ``delete_age``: seconds a log object whose pieces all moved stays before it
+    is deleted (the store's ``gc_safety_age``: see docs/format.md, "Deletion").
+    ``linger``: seconds a group commit waits for the other segments' commits
+    made due with it."""
+
+    object_size: int = 8 * MiB
+    compact_age: float = 3600.0
+    delete_age: float = 3600.0
+    linger: float = 0.002
+
+    def __post_init__(self) -> None:
+        if not 1 * KiB <= self.object_size <= 5 * GiB:
+            raise ConfigError("log_object_size",
+                              f"must be within [1 KiB, 5 GiB], got {self.object_size}")
+        for name, value in (("log_compact_age", self.compact_age),
+                            ("gc_safety_age", self.delete_age), ("linger", self.linger)):
+            if not value >= 0:
+                raise ConfigError(name, f"must be >= 0 seconds, got {value}")
+
+    @property
+    def check_every(self) -> float:
+        """Seconds between two passes of compaction by age and deletion."""
+        return max(0.05, min(60.0, self.compact_age / 10, self.delete_age / 10))

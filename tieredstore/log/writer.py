@@ -1,0 +1,271 @@
+"""LogWriter: the group committer of write mode ``log``.
+
+The upload buffer pool sends each segment's commits smaller than a chunk here
+(:class:`~tieredstore.segment.pool.sink.LogSink`). Commits that arrive
+together (a group commit makes every buffer due at once; they gather for
+``linger`` seconds, and behind a log object in flight) are written as one log
+object, the next entry of the broker's fenced log series
+(:class:`~tieredstore.log.series.LogSeries`). When it lands each segment's
+layout gains its piece, and the commits return.
+
+Faults (docs/format.md, "Log objects"):
+
+- a create whose answer is lost is retried by the series with the same bytes
+  at the same id; one that still fails leaves the object *in doubt*: the
+  commits in it fail (their bytes stay buffered), and the next group commit
+  first sends that very object again at that id. If it landed, its pieces
+  join their segments, and the commits' retries find their bytes there.
+- a newer store fenced the log: every commit, now and later, raises
+  ``SegmentFenced``.
+
+Pieces move into chunks (``ChunkedSegment.compact``) when a segment holds a
+full chunk of them, when it seals, or when their log object is
+``compact_age`` old (:meth:`LogWriter.maintain`); a log object all of whose
+pieces moved is deleted once ``delete_age`` old (:class:`LogTracker`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tieredstore.errors import (
+    CommitFailed,
+    CommitPositionError,
+    SegmentFenced,
+    TieredStoreError,
+)
+from tieredstore.log.codec import Piece, encode_log_object
+from tieredstore.log.errors import LogFenced
+from tieredstore.log.options import LogOptions
+from tieredstore.log.series import LogEntry, LogSeries
+from tieredstore.log.tracker import LogTracker
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import ChunkedSegment, FileSegment
+from tieredstore.segment.layout import ChunkRef
+
+log = logging.getLogger(__name__)
+
+DELETE_BATCH = 1000
+
+
+@dataclass(slots=True)
+class _Put:
+    segment: ChunkedSegment
+    position: int
+    data: bytes
+    done: asyncio.Future[None]
+
+
+@dataclass(slots=True)
+class _Object:
+    """A log object's bytes and what it holds, kept while its outcome is unknown."""
+
+    data: bytes
+    pieces: list[Piece]
+    puts: list[_Put] = field(default_factory=list)
+
+
+class LogWriter:
+    """One store's group committer, compactor and deleter of its broker's log."""
+
+    def __init__(self, store: ObjectStore, series: LogSeries, options: LogOptions) -> None:
+        self.store = store
+        self.series = series
+        self.options = options
+        self.tracker = LogTracker(series.path)
+        self._batch: list[_Put] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._in_doubt: _Object | None = None
+        self._fenced: LogFenced | None = None
+        self._compacting: set[int] = set()  # id() of segments being compacted by size
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.objects_written = 0
+
+    # --- the sink ---------------------------------------------------------------------
+
+    def accepts(self, segment: FileSegment) -> bool:
+        return isinstance(segment, ChunkedSegment)
+
+    async def put(self, segment: FileSegment, position: int, data: bytes) -> None:
+        assert isinstance(segment, ChunkedSegment)
+        label = str(segment.path)
+        if self._fenced is not None:
+            raise SegmentFenced(str(self._fenced), segment=label)
+        landed = segment.commit_position
+        if landed >= position + len(data):
+            return  # in a log object whose outcome was in doubt, and it landed
+        if landed != position:
+            raise CommitPositionError(f"log commit at {position}, but the commit position is "
+                                      f"{landed}", segment=label, resume_position=landed)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._batch.append(_Put(segment, position, bytes(data), done))
+        if self._writer is None:
+            self._writer = self._spawn(self._write_batches(), "log group commit")
+        await done
+
+    async def _write_batches(self) -> None:
+        try:
+            await asyncio.sleep(self.options.linger)
+            while self._batch:
+                take, size = 0, 0
+                while take < len(self._batch) and (take == 0 or
+                                                   size < self.options.object_size):
+                    size += len(self._batch[take].data)
+                    take += 1
+                puts, self._batch = self._batch[:take], self._batch[take:]
+                await self._write(puts)
+        finally:
+            self._writer = None
+
+    async def _write(self, puts: list[_Put]) -> None:
+        try:
+            if self._in_doubt is not None:
+                await self._resolve_in_doubt()
+                puts = [p for p in puts if not _already_landed(p)]
+                if not puts:
+                    return
+            pieces = [(Piece(p.segment.path.topic, p.segment.path.queue_id,
+                             p.segment.path.file_type, p.segment.path.base_offset, p.position,
+                             len(p.data)), p.data) for p in puts]
+            data, stored = encode_log_object(pieces)
+            obj = _Object(data, stored, puts)
+            try:
+                entry = await self.series.append(data)
+            except LogFenced:
+                raise
+            except Exception:
+                self._in_doubt = obj  # it may have landed: sent again before anything else
+                raise
+        except LogFenced as exc:
+            self._fenced = exc
+            for p in puts:
+                _fail(p, SegmentFenced(str(exc), segment=str(p.segment.path)))
+            return
+        except Exception as exc:
+            for p in puts:
+                failed = CommitFailed(f"the log object did not land: {exc!r}",
+                                      segment=str(p.segment.path), resume_position=p.position)
+                failed.__cause__ = exc
+                _fail(p, failed)
+            return
+        self._landed(obj, entry)
+
+    async def _resolve_in_doubt(self) -> None:
+        obj = self._in_doubt
+        assert obj is not None
+        entry = await self.series.append(obj.data)
+        self._in_doubt = None
+        log.info("log object %s, in doubt, has landed", entry.key)
+        self._landed(obj, entry)
+
+    def _landed(self, obj: _Object, entry: LogEntry) -> None:
+        self.objects_written += 1
+        self.tracker.landed(entry.seq, len(obj.pieces), time.time())
+        applied: list[ChunkRef] = []
+        for put, piece in zip(obj.puts, obj.pieces, strict=True):
+            segment = put.segment
+            unit = ChunkRef(piece.position, piece.length, entry.key, piece.object_offset,
+                            piece.crc32c)
+            try:
+                segment.add_log_piece(unit, put.data)
+            except TieredStoreError as exc:
+                # Its segment moved on without it (fenced, detached): never read.
+                log.warning("%s: log piece [%d, %d) in %s is not used: %s", segment.path,
+                            unit.position, unit.end, entry.key, exc)
+                self.tracker.dropped(segment, [unit])
+                _fail(put, exc)
+                continue
+            applied.append(unit)
+            self._watch(segment, [unit])
+            if not put.done.done():
+                put.done.set_result(None)
+            if segment.log_bytes >= segment.options.chunk_size:
+                self._compact_soon(segment)
+
+    # --- pieces found at open -------------------------------------------------------------
+
+    def adopt(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
+        """Give ``segment`` the pieces the log holds for it (see :func:`recover_log`)."""
+        dead = segment.adopt_log(units)
+        self.tracker.dropped(segment, dead)
+        live = [u for u in units if u not in dead]
+        if live:
+            self._watch(segment, live)
+
+    def _watch(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
+        segment.log_observer = self.tracker.dropped
+        for unit in units:
+            self.tracker.holding(segment, unit)
+
+    # --- compaction and deletion ----------------------------------------------------------
+
+    def _compact_soon(self, segment: ChunkedSegment) -> None:
+        if id(segment) in self._compacting:
+            return
+        self._compacting.add(id(segment))
+
+        async def run() -> None:
+            try:
+                await segment.compact()
+            finally:
+                self._compacting.discard(id(segment))
+
+        self._spawn(run(), f"compact {segment.path}")
+
+    async def maintain(self, now: float | None = None) -> None:
+        """Compact the segments holding pieces ``compact_age`` old, then delete the
+        log objects left without a live piece that are ``delete_age`` old."""
+        now = time.time() if now is None else now
+        for segment in self.tracker.due(now, self.options.compact_age):
+            if segment.sealed or segment.fenced:
+                continue
+            try:
+                await segment.compact()
+            except TieredStoreError as exc:  # the next pass tries again
+                log.warning("%s: compacting its log pieces failed: %s", segment.path, exc)
+        seqs = self.tracker.deletable(now, self.options.delete_age)
+        for i in range(0, len(seqs), DELETE_BATCH):
+            batch = seqs[i : i + DELETE_BATCH]
+            await self.store.delete_many([self.series.path.key(s) for s in batch])
+            self.tracker.deleted(batch)
+
+    # --- tasks ------------------------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(_logged(work, name), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for the group commits and compactions under way."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _already_landed(put: _Put) -> bool:
+    """Whether ``put``'s bytes are in its segment (a retry of an object in doubt)."""
+    if put.segment.commit_position < put.position + len(put.data):
+        return False
+    if not put.done.done():
+        put.done.set_result(None)
+    return True
+
+
+def _fail(put: _Put, error: BaseException) -> None:
+    if not put.done.done():
+        put.done.set_exception(error)
+
+
+async def _logged(work: Coroutine[Any, Any, None], name: str) -> None:
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("%s failed", name)
