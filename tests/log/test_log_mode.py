@@ -243,3 +243,21 @@ async def test_a_direct_mode_store_takes_over_what_a_log_mode_store_left() -> No
     for q in range(2):
         assert await read_all(store, q) == [body(q, 0), body(q, 1)]
     await store.close()
+
+
+async def test_a_read_only_store_reads_what_is_only_in_the_log() -> None:
+    backend = MemoryObjectStore()
+    config = log_config(chunk_size=64 * KiB)
+    writer = await AsyncMessageStore.open(config, store=backend)
+    for i in range(10):
+        for q in range(2):
+            await writer.append("t", q, body(q, i))
+    await writer.flush()
+    assert await data_chunks(backend) == []
+    reader = await AsyncMessageStore.open_read_only(config, store=backend)
+    for q in range(2):
+        assert await reader.max_offset("t", q) == 10
+        got = await reader.get("t", q, 0, max_count=64)
+        assert [m.body for m in got] == [body(q, i) for i in range(10)]
+    await reader.close()
+    await writer.close()

@@ -23,6 +23,7 @@ from typing import Any
 from tieredstore import sync
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
@@ -30,6 +31,7 @@ from tieredstore.store import (
     QueueView,
     SegmentView,
     list_segments,
+    log_path,
     merges_owed,
     metadata_root,
     open_metadata,
@@ -68,9 +70,10 @@ async def _gather(items: Sequence[tuple[str, int]], fn: Any) -> list[Any]:
 async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
                      queues: Sequence[tuple[str, int]]) -> list[Row]:
     reader = DirectReader(store)
+    log = await LogSnapshot.load(store, log_path(config))
 
     async def one(topic: str, queue_id: int) -> Row:
-        view = await QueueView.open(store, config, topic, queue_id, reader)
+        view = await QueueView.open(store, config, topic, queue_id, reader, log=log)
         row: Row = {"topic": topic, "queue": queue_id, "min_offset": view.min_offset,
                     "max_offset": view.max_offset,
                     "messages": view.max_offset - view.min_offset}
@@ -105,13 +108,14 @@ async def segment_views(store: ObjectStore, config: TieredStoreConfig,
                         ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
     """Every segment of the queues' flat files, with its metadata record, and the
     first live position of each flat file."""
+    log = await LogSnapshot.load(store, log_path(config))
 
     async def one(topic: str, queue_id: int
                   ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
         meta = await open_metadata(store, config, topic, queue_id)
         out = []
         for file_type in types:
-            views = await list_segments(store, config, topic, queue_id, file_type)
+            views = await list_segments(store, config, topic, queue_id, file_type, log=log)
             by_base = {v.base: v for v in views}
             async for record in meta.records(file_type):
                 if record.base_offset in by_base:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
@@ -32,6 +33,7 @@ from tieredstore.store import (
     decode_record,
     decode_unit,
     list_segments,
+    log_path,
     metadata_root,
     open_metadata,
     queues_with_segments,
@@ -74,7 +76,7 @@ class _Plan:
 
 
 async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                      queue_id: int) -> _Plan:
+                      queue_id: int, log: LogSnapshot) -> _Plan:
     """Read the metadata and list the segments; report what does not fit together."""
     check = QueueCheck(topic, queue_id)
     meta = await open_metadata(store, config, topic, queue_id)
@@ -83,7 +85,7 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
     # after the commit-log bytes it points to are stored, so every unit this
     # listing finds points into what the later commit-log listing holds.
     for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX):
-        views = await list_segments(store, config, topic, queue_id, file_type)
+        views = await list_segments(store, config, topic, queue_id, file_type, log=log)
         by_base = {v.base: v for v in views}
         next_base = meta.next_base_offset(file_type)
         first = min(meta.first(file_type).base_offset, next_base)
@@ -262,11 +264,14 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
              if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
     limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
     failed: list[QueueCheck] = []
+    # The log before any segment (docs/format.md, "Reading the log"); again for a
+    # second look.
+    logs = [await LogSnapshot.load(store, log_path(config))]
 
     async def plan_one(t: str, q: int) -> _Plan | None:
         async with limit:
             try:
-                return await _plan_queue(store, config, t, q)
+                return await _plan_queue(store, config, t, q, logs[-1])
             except TieredStoreError as exc:
                 check = QueueCheck(t, q)
                 check.error(f"cannot read the queue's metadata: {exc}")
@@ -297,6 +302,8 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
         # snapshot look inconsistent: a queue with errors is checked once more, and
         # what that second look finds is the report (real damage shows again).
         final: list[_Plan] = []
+        if any(plan.check.error_count for plan in plans):
+            logs.append(await LogSnapshot.load(store, log_path(config)))
         for plan in plans:
             if plan.check.error_count:
                 again = await plan_one(plan.check.topic, plan.check.queue_id)

@@ -12,8 +12,9 @@ from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
-from tieredstore.log.recover import RecoveredLog, has_log_objects, recover_log
+from tieredstore.log.recover import has_log_objects, recover_log
 from tieredstore.log.series import LogEntry, LogSeries
+from tieredstore.log.snapshot import LogSnapshot
 from tieredstore.log.tracker import LogTracker
 from tieredstore.log.writer import LogWriter
 
@@ -24,9 +25,9 @@ __all__ = [
     "LogOptions",
     "LogTracker",
     "LogWriter",
-    "RecoveredLog",
     "LogPath",
     "LogSeries",
+    "LogSnapshot",
     "Piece",
     "encode_log_object",
     "has_log_objects",

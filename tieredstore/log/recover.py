@@ -14,11 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 
 from tieredstore.errors import ObjectNotFound
-from tieredstore.filetype import FileType
 from tieredstore.log.index import read_index
 from tieredstore.log.series import LogEntry
 from tieredstore.log.writer import LogWriter
@@ -28,38 +25,18 @@ log = logging.getLogger(__name__)
 
 READ_CONCURRENCY = 16
 
-SegmentKey = tuple[str, int, FileType, int]  # topic, queue, file type, base offset
-
-
-@dataclass
-class RecoveredLog:
-    """The pieces the log held at open, by segment. Kept for the store's life: a
-    segment opened again (a queue whose first open failed) takes them again,
-    and finds those moved into chunks since dead."""
-
-    pieces: dict[SegmentKey, list[ChunkRef]] = field(default_factory=dict)
-
-    def of(self, key: SegmentKey) -> list[ChunkRef]:
-        return self.pieces.get(key, [])
-
-    def queues(self) -> set[tuple[str, int]]:
-        """Every queue with pieces in the log (some may have no metadata head yet)."""
-        return {(topic, queue) for topic, queue, _, _ in self.pieces}
-
 
 async def has_log_objects(writer: LogWriter) -> bool:
     """Whether the broker's log holds any data entry (one LIST)."""
     return any(not e.fence for e in await writer.series.entries())
 
 
-async def recover_log(writer: LogWriter) -> RecoveredLog:
-    """Claim the log for ``writer`` and read what it holds."""
+async def recover_log(writer: LogWriter) -> None:
+    """Claim the log for ``writer`` and tell it every piece the log holds."""
     entries = await writer.series.claim()
     next_seq = writer.series.next_seq
     assert next_seq is not None
     writer.tracker.landed(next_seq - 1, 0, time.time())  # our fence: the newest entry
-    out = RecoveredLog()
-    found: dict[SegmentKey, list[ChunkRef]] = defaultdict(list)
     limit = asyncio.Semaphore(READ_CONCURRENCY)
 
     async def one(entry: LogEntry) -> None:
@@ -70,9 +47,7 @@ async def recover_log(writer: LogWriter) -> RecoveredLog:
                 return  # deleted after its pieces moved into chunks
         writer.tracker.landed(entry.seq, len(pieces), time.time())
         for p in pieces:
-            found[p.segment].append(ChunkRef(p.position, p.length, entry.key, p.object_offset,
+            writer.found(p.segment, ChunkRef(p.position, p.length, entry.key, p.object_offset,
                                              p.crc32c))
 
     await asyncio.gather(*(one(e) for e in entries if not e.fence))
-    out.pieces = dict(found)
-    return out

@@ -18,6 +18,13 @@ Faults (docs/format.md, "Log objects"):
 - a newer store fenced the log: every commit, now and later, raises
   ``SegmentFenced``.
 
+The writer knows every piece of the log by segment (found at open, or landed
+since) and which segment object writes each segment: a segment opened again
+(a queue whose open failed midway) takes every piece, also those that landed
+for the object before it, once any object in doubt is settled, and the older
+object is refused from then on (``SegmentFenced``), as a claim fences a
+chunk series. So no two pieces ever hold one range.
+
 Pieces move into chunks (``ChunkedSegment.compact``) when a segment holds a
 full chunk of them, when it seals, or when their log object is
 ``compact_age`` old (:meth:`LogWriter.maintain`); a log object all of whose
@@ -39,18 +46,25 @@ from tieredstore.errors import (
     SegmentFenced,
     TieredStoreError,
 )
+from tieredstore.filetype import FileType
 from tieredstore.log.codec import Piece, encode_log_object
 from tieredstore.log.errors import LogFenced
 from tieredstore.log.options import LogOptions
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import ChunkedSegment, FileSegment
+from tieredstore.segment import ChunkedSegment, FileSegment, SegmentPath
 from tieredstore.segment.layout import ChunkRef
 
 log = logging.getLogger(__name__)
 
 DELETE_BATCH = 1000
+
+SegmentKey = tuple[str, int, FileType, int]  # topic, queue, file type, base offset
+
+
+def segment_key(path: SegmentPath) -> SegmentKey:
+    return path.topic, path.queue_id, path.file_type, path.base_offset
 
 
 @dataclass(slots=True)
@@ -84,6 +98,9 @@ class LogWriter:
         self._fenced: LogFenced | None = None
         self._compacting: set[int] = set()  # id() of segments being compacted by size
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Every live piece known, by segment and position; the object writing each.
+        self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
+        self._owners: dict[SegmentKey, ChunkedSegment] = {}
         self.objects_written = 0
 
     # --- the sink ---------------------------------------------------------------------
@@ -96,6 +113,10 @@ class LogWriter:
         label = str(segment.path)
         if self._fenced is not None:
             raise SegmentFenced(str(self._fenced), segment=label)
+        owner = self._owners.setdefault(segment_key(segment.path), segment)
+        if owner is not segment:
+            raise SegmentFenced("the segment was opened again: this handle writes no more",
+                                segment=label)
         landed = segment.commit_position
         if landed >= position + len(data):
             return  # in a log object whose outcome was in doubt, and it landed
@@ -166,41 +187,78 @@ class LogWriter:
     def _landed(self, obj: _Object, entry: LogEntry) -> None:
         self.objects_written += 1
         self.tracker.landed(entry.seq, len(obj.pieces), time.time())
-        applied: list[ChunkRef] = []
         for put, piece in zip(obj.puts, obj.pieces, strict=True):
             segment = put.segment
             unit = ChunkRef(piece.position, piece.length, entry.key, piece.object_offset,
                             piece.crc32c)
+            self._pieces.setdefault(piece.segment, {})[unit.position] = unit
             try:
                 segment.add_log_piece(unit, put.data)
             except TieredStoreError as exc:
                 # Its segment moved on without it (fenced, detached): never read.
                 log.warning("%s: log piece [%d, %d) in %s is not used: %s", segment.path,
                             unit.position, unit.end, entry.key, exc)
-                self.tracker.dropped(segment, [unit])
                 _fail(put, exc)
                 continue
-            applied.append(unit)
             self._watch(segment, [unit])
             if not put.done.done():
                 put.done.set_result(None)
             if segment.log_bytes >= segment.options.chunk_size:
                 self._compact_soon(segment)
 
-    # --- pieces found at open -------------------------------------------------------------
+    # --- segments opened ---------------------------------------------------------------------
 
-    def adopt(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
-        """Give ``segment`` the pieces the log holds for it (see :func:`recover_log`)."""
+    def found(self, key: SegmentKey, unit: ChunkRef) -> None:
+        """A piece the log held at open (see :func:`~tieredstore.log.recover.recover_log`)."""
+        self._pieces.setdefault(key, {})[unit.position] = unit
+
+    def queues(self) -> set[tuple[str, int]]:
+        """The queues with pieces not yet in chunks (some may have no metadata head)."""
+        return {(topic, queue) for topic, queue, _, _ in self._pieces}
+
+    async def adopt(self, segment: ChunkedSegment) -> None:
+        """``segment`` was just opened for writing: it takes the pieces the log holds
+        for it and writes the segment from now on. An object in doubt is settled
+        first (``CommitFailed`` if it cannot be now): its pieces may be this
+        segment's."""
+        if self._in_doubt is not None:
+            try:
+                await self._resolve_in_doubt()
+            except LogFenced as exc:
+                self._fenced = exc
+                raise SegmentFenced(str(exc), segment=str(segment.path)) from None
+            except Exception as exc:
+                raise CommitFailed(f"a log object in doubt could not be settled: {exc!r}",
+                                   segment=str(segment.path),
+                                   resume_position=segment.commit_position) from exc
+        key = segment_key(segment.path)
+        self._owners[key] = segment
+        units = list(self._pieces.get(key, {}).values())
+        if not units:
+            return
         dead = segment.adopt_log(units)
-        self.tracker.dropped(segment, dead)
+        self._dropped(segment, dead)
         live = [u for u in units if u not in dead]
         if live:
             self._watch(segment, live)
 
     def _watch(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
-        segment.log_observer = self.tracker.dropped
+        segment.log_observer = self._dropped
         for unit in units:
             self.tracker.holding(segment, unit)
+
+    def _dropped(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
+        """``units`` of ``segment`` are in chunks now."""
+        self.tracker.dropped(segment, units)
+        key = segment_key(segment.path)
+        held = self._pieces.get(key)
+        if held is None:
+            return
+        for unit in units:
+            if held.get(unit.position) == unit:
+                del held[unit.position]
+        if not held:
+            del self._pieces[key]
 
     # --- compaction and deletion ----------------------------------------------------------
 

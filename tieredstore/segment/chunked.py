@@ -44,7 +44,7 @@ from tieredstore.objectstore.base import ObjectStore, UploadInfo
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
 from tieredstore.segment.conditional import create_entry, create_marker
-from tieredstore.segment.layout import ChunkRef, SegmentLayout
+from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with
 from tieredstore.segment.merge import MergeStats, merge_chunks
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import EntryId, SegmentPath
@@ -326,19 +326,19 @@ class ChunkedSegment(FileSegment):
         """At open: the log pieces a listing of the log found for this segment.
         Those past the chunk end continue the layout; the rest (compacted
         already) are returned. A gap or an overlap among them is damage."""
-        dead: list[ChunkRef] = []
         chunk_end = self._layout.size
-        for unit in sorted(units, key=lambda u: (u.position, u.key)):
-            if unit.end <= chunk_end:
-                dead.append(unit)
-                continue
-            if unit.position != self._layout.size or self.sealed:
-                raise CorruptSegment(
-                    f"log piece [{unit.position}, {unit.end}) in {unit.key!r} does not continue "
-                    f"the segment's {self._layout.size} bytes"
-                    + (" (sealed)" if self.sealed else ""),
-                    segment=str(self.path), span=(unit.position, unit.end))
-            self._append_log_unit(unit)
+        live = [u for u in units if u.end > chunk_end]
+        if live and self.sealed:
+            raise CorruptSegment(f"log pieces past the end of sealed segment ({chunk_end} "
+                                 f"bytes), in {live[0].key!r}", segment=str(self.path),
+                                 span=(chunk_end, max(u.end for u in live)))
+        try:
+            dead = continue_with(self._layout, units)
+        except ValueError as exc:
+            raise CorruptSegment(str(exc), segment=str(self.path),
+                                 span=(self._layout.size, max(u.end for u in live))) from None
+        if self._layout.size > chunk_end and self._log_from is None:
+            self._log_from = chunk_end
         return dead
 
     def _append_log_unit(self, unit: ChunkRef) -> None:

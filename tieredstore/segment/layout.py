@@ -150,6 +150,24 @@ class SegmentLayout:
                                       crc, unit.missing)
 
 
+def continue_with(layout: SegmentLayout, units: Iterable[ChunkRef]) -> list[ChunkRef]:
+    """Append to ``layout`` (its chunks) the ``units`` held elsewhere (log pieces)
+    that lie past its end, in order; return those that lie within it (their
+    bytes are in the chunks already). A unit that neither continues the layout
+    nor lies within it raises ``ValueError`` naming it."""
+    chunk_end = layout.size
+    within: list[ChunkRef] = []
+    for unit in sorted(units, key=lambda u: (u.position, u.key)):
+        if unit.end <= chunk_end:
+            within.append(unit)
+        elif unit.position != layout.size:
+            raise ValueError(f"piece [{unit.position}, {unit.end}) in {unit.key!r} does not "
+                             f"continue the segment's {layout.size} bytes")
+        else:
+            layout.append(unit)
+    return within
+
+
 def coalesce_units(
     chunks: Sequence[tuple[int, int]], key: str, target: int
 ) -> list[ChunkRef]:

@@ -26,7 +26,7 @@ from tieredstore.store.errors import (
 )
 from tieredstore.store.facade import MessageStore
 from tieredstore.store.gc import GcReport, collect_garbage
-from tieredstore.store.keys import metadata_root
+from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
@@ -74,6 +74,7 @@ __all__ = [
     "decode_unit",
     "list_segments",
     "merges_owed",
+    "log_path",
     "metadata_root",
     "open_fetcher",
     "open_metadata",

@@ -11,7 +11,7 @@ from typing import Any
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.fetcher import Fetcher
-from tieredstore.log import LogWriter, RecoveredLog
+from tieredstore.log import LogWriter
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import UploadBufferPool
@@ -36,10 +36,8 @@ class StoreContext:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _merge_limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
     max_open_sealed: int = 256
-    # The broker's log (write mode log, or pieces a log-mode store left), and the
-    # pieces it held at open.
+    # The broker's log (write mode log, or pieces a log-mode store left).
     log: LogWriter | None = None
-    recovered_log: RecoveredLog | None = None
 
     def __repr__(self) -> str:
         """Where and who, never the configuration's secrets (its own repr redacts them)."""
@@ -61,19 +59,13 @@ class StoreContext:
         return self.config.commit_log_max_size
 
     def in_log(self, topic: str, queue_id: int) -> bool:
-        """Whether the log held pieces of the queue at open."""
-        return self.recovered_log is not None and (topic, queue_id) in \
-            self.recovered_log.queues()
+        """Whether the log holds pieces of the queue not yet in chunks."""
+        return self.log is not None and (topic, queue_id) in self.log.queues()
 
-    def adopt_log(self, segment: ChunkedSegment) -> None:
-        """Give an active segment, just opened, the log pieces the log holds for it."""
-        if self.log is None or self.recovered_log is None:
-            return
-        path = segment.path
-        units = self.recovered_log.of((path.topic, path.queue_id, path.file_type,
-                                       path.base_offset))
-        if units:
-            self.log.adopt(segment, units)
+    async def adopt_log(self, segment: ChunkedSegment) -> None:
+        """An active segment, just opened for writing, takes the log's pieces of it."""
+        if self.log is not None:
+            await self.log.adopt(segment)
 
     async def open_sealed(self, path: SegmentPath) -> ChunkedSegment:
         """A sealed segment for reading, opened once and kept in a bounded LRU.

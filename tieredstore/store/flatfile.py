@@ -135,7 +135,7 @@ class FlatFile:
             self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
             claim=True,
         )
-        self.ctx.adopt_log(self.active)
+        await self.ctx.adopt_log(self.active)
         first = self.meta.first(self.file_type).base_offset
         owed = properties.merging(self.meta.properties, self.file_type)
         await self.forget_merges({b for b in owed if b < first})  # trimmed since
@@ -272,6 +272,7 @@ class FlatFile:
             # can have written here (a fence, or its data): we are replaced.
             raise SegmentFenced("the next segment already has entries: a newer writer "
                                 "took the queue over", segment=str(path))
+        await self.ctx.adopt_log(segment)
         self.active = segment
         self.stats = SegmentStats()
         self.started_ms = None

@@ -149,15 +149,15 @@ class AsyncMessageStore:
                            compose.log_options(self.config))
         if self.config.write_mode != "log" and not await has_log_objects(writer):
             return
-        ctx.recovered_log = await recover_log(writer)
+        await recover_log(writer)
         ctx.log = writer
         if self.config.write_mode == "log":
             ctx.pool.send_small_commits_to(writer)
 
     async def _recover(self) -> None:
         found = await list_queues(self.ctx.store, self.ctx.metadata_root)
-        if self.ctx.recovered_log is not None:  # queues whose bytes are all in the log
-            found = sorted({*found, *self.ctx.recovered_log.queues()})
+        if self.ctx.log is not None:  # queues whose bytes are all in the log
+            found = sorted({*found, *self.ctx.log.queues()})
         limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
         async def one(topic: str, queue_id: int) -> None:

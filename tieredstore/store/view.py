@@ -6,6 +6,11 @@ broker is writing must do neither. These views read the queue metadata with
 ``QueueMetadata.open_read_only`` and find segments by listing
 (:func:`recover_segment`, which only LISTs and GETs), and never write.
 
+In write mode log the newest bytes of an open segment are pieces of the
+broker's log objects: a view loads a :class:`LogSnapshot` (the log listed and
+its indexes read) before it lists any segment, and open segments continue
+with their pieces.
+
 They see what is durable in the bucket: units a live writer still holds in
 memory, and commit-log records a crashed writer had not yet dispatched to the
 consume queue (the next open re-dispatches them), are not in ``max_offset``.
@@ -21,16 +26,18 @@ from typing import Protocol
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, TieredStoreError
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePath, pb_type
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
+from tieredstore.segment.layout import continue_with
 from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_segment_dir
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store import properties
 from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
-from tieredstore.store.keys import metadata_root, segment_path
+from tieredstore.store.keys import log_path, metadata_root, segment_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -51,6 +58,7 @@ class SegmentView:
     record: pb.SegmentRecord | None = None  # its record in the queue metadata, if any
     objects: list[ObjectInfo] = field(default_factory=list)  # filled by list_segments
     foreign: list[str] = field(default_factory=list)  # keys tieredstore did not write
+    log: LogSnapshot | None = None  # the log pieces it was continued with: for a relist
 
     @property
     def base(self) -> int:
@@ -75,31 +83,46 @@ class SegmentView:
         return "CORRUPT" if self.state is None else self.state.value
 
 
-async def open_segment(store: ObjectStore, path: SegmentPath) -> SegmentView:
-    """Recover a segment's layout by listing (read-only); corrupt ones are reported."""
+async def open_segment(store: ObjectStore, path: SegmentPath,
+                       log: LogSnapshot | None = None) -> SegmentView:
+    """Recover a segment's layout by listing (read-only), continued by the pieces
+    ``log`` holds for it; corrupt ones are reported."""
     try:
         recovered = await recover_segment(store, path)
     except TieredStoreError as exc:
         return SegmentView(path, None, SegmentLayout(), error=str(exc))
-    return SegmentView(path, recovered.state, recovered.layout, foreign=recovered.foreign)
+    layout = recovered.layout
+    pieces = log.of(path) if log else []
+    try:
+        if recovered.state is not SegmentState.OPEN and any(p.end > layout.size for p in pieces):
+            raise ValueError(f"log pieces past the end of a sealed segment ({layout.size} "
+                             "bytes)")
+        continue_with(layout, pieces)
+    except ValueError as exc:
+        return SegmentView(path, None, SegmentLayout(), error=f"segment {path}: {exc}")
+    return SegmentView(path, recovered.state, layout, foreign=recovered.foreign, log=log)
 
 
 async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                        queue_id: int, file_type: FileType) -> list[SegmentView]:
+                        queue_id: int, file_type: FileType,
+                        *, log: LogSnapshot | None = None) -> list[SegmentView]:
     """Every segment of one flat file that has objects, by base offset, trimmed
-    ones (deletion still pending) included."""
+    ones (deletion still pending) included; open ones continued by their pieces
+    in ``log`` (loaded before this call), one that is only in the log too."""
     prefix = segment_path(config, topic, queue_id, file_type).file_prefix
     groups: dict[int, list[ObjectInfo]] = {}
     for info in await store.list_all(prefix):
         base = parse_segment_dir(info.key[len(prefix):].split("/", 1)[0])
         if base is not None:
             groups.setdefault(base, []).append(info)
+    for base in log.bases(topic, queue_id, file_type) if log else ():
+        groups.setdefault(base, [])
     limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
     async def one(base: int) -> SegmentView:
         async with limit:
             view = await open_segment(store, segment_path(config, topic, queue_id, file_type,
-                                                          base))
+                                                          base), log)
         view.objects = groups[base]
         return view
 
@@ -194,7 +217,7 @@ class FlatView:
 
     def __init__(self, store: ObjectStore, config: TieredStoreConfig, records: SegmentRecords,
                  *, topic: str, queue_id: int, file_type: FileType,
-                 reader: SegmentReader) -> None:
+                 reader: SegmentReader, log: LogSnapshot | None = None) -> None:
         self.store = store
         self.config = config
         self.records = records
@@ -202,6 +225,7 @@ class FlatView:
         self.queue_id = queue_id
         self.file_type = file_type
         self.reader = reader
+        self.log = log
         self.tail: list[SegmentView] = []
         self._sealed: dict[int, SegmentView] = {}
         self.next_base = records.next_base_offset(self.file_type)
@@ -212,7 +236,7 @@ class FlatView:
             return
         base = self.next_base
         while True:
-            view = await open_segment(self.store, self._path(base))
+            view = await open_segment(self.store, self._path(base), self.log)
             self.tail.append(view)
             if view.state is not SegmentState.OPEN and view.state is not None and view.size:
                 base = view.end  # sealed, not yet recorded: a writer stopped in between
@@ -280,7 +304,7 @@ class FlatView:
         raise AssertionError("unreachable")
 
     async def _relist(self, view: SegmentView) -> None:
-        fresh = await open_segment(self.store, view.path)
+        fresh = await open_segment(self.store, view.path, view.log)
         if fresh.state is None or fresh.size < view.size:
             raise self._corrupt(fresh.error or f"segment {view.path} shrank to {fresh.size} "
                                 "bytes while it was read")
@@ -301,10 +325,14 @@ class QueueView(QueueReading):
 
     @classmethod
     async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
-                   queue_id: int, reader: SegmentReader) -> QueueView:
+                   queue_id: int, reader: SegmentReader, *, log: LogSnapshot | None = None
+                   ) -> QueueView:
+        """``log``: the broker's log as loaded before this call (loaded here if None)."""
+        if log is None:
+            log = await LogSnapshot.load(store, log_path(config))
         meta = await open_metadata(store, config, topic, queue_id)
         cl, cq = (FlatView(store, config, meta, topic=topic, queue_id=queue_id, file_type=t,
-                           reader=reader)
+                           reader=reader, log=log)
                   for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE))
         # The consume queue first: every unit it holds then points into commit-log
         # bytes stored before the commit log is listed (a live writer goes on).

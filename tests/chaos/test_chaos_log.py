@@ -1,0 +1,33 @@
+"""Chaos in write mode log: the workload of ``test_chaos.py`` (faults of every kind,
+takeovers, reopens, rolls, merges, retention) with every small commit going to
+the broker's log objects. Half of the seeds compact and delete log objects as
+soon as they can (age 0), so that compaction and deletion race the writes and
+the faults; the other half compact only on full chunks and rolls."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chaos.harness import ChaosRun, SeedResult, chaos_config
+
+pytestmark = pytest.mark.slow
+
+SEEDS = range(8)
+
+
+@pytest.fixture(scope="module")
+async def results() -> dict[int, SeedResult]:
+    out: dict[int, SeedResult] = {}
+    for seed in SEEDS:
+        age = 0.0 if seed % 2 else 3600.0
+        config = chaos_config(write_mode="log", log_compact_age=age, gc_safety_age=age)
+        out[seed] = await ChaosRun(seed, steps=300, config=config).run()
+    return out
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_chaos_log_seed(results: dict[int, SeedResult], seed: int) -> None:
+    result = results[seed]
+    assert result.violation is None, result.violation
+    assert not result.known_hits and result.known_bug is None, result.known_hits
+    assert result.acked > 100 and result.checked > result.acked

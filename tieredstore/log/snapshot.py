@@ -1,0 +1,65 @@
+"""LogSnapshot: the pieces a broker's log holds, for readers that never write.
+
+A reader (a read-only view, a Spark task, ``verify``) lists the log and reads
+every index *before* it lists the segments' chunks (docs/format.md, "Reading
+the log"): a log object deleted before its listing had its chunk land first,
+so one of the two listings holds every byte. A log object gone between the
+listing and its index read is skipped for the same reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tieredstore.errors import ObjectNotFound
+from tieredstore.filetype import FileType
+from tieredstore.log.index import read_index
+from tieredstore.log.keys import LogPath
+from tieredstore.log.series import LogSeries
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment.layout import ChunkRef
+from tieredstore.segment.path import SegmentPath
+
+READ_CONCURRENCY = 16
+
+
+class LogSnapshot:
+    """Every piece the log held when loaded, by segment."""
+
+    def __init__(self, pieces: dict[tuple[str, int, FileType, int], list[ChunkRef]]
+                 | None = None) -> None:
+        self._pieces = pieces or {}
+
+    @classmethod
+    async def load(cls, store: ObjectStore, path: LogPath) -> LogSnapshot:
+        """One paged LIST of the log, one ranged GET per log object holding bytes."""
+        series = LogSeries(store, path, writer_id="")
+        pieces: dict[tuple[str, int, FileType, int], list[ChunkRef]] = {}
+        limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def one(key: str, size: int) -> None:
+            async with limit:
+                try:
+                    found = await read_index(store, key, size)
+                except ObjectNotFound:
+                    return
+            for p in found:
+                pieces.setdefault(p.segment, []).append(
+                    ChunkRef(p.position, p.length, key, p.object_offset, p.crc32c))
+
+        await asyncio.gather(*(one(e.key, e.size) for e in await series.entries()
+                               if not e.fence))
+        return cls(pieces)
+
+    def of(self, path: SegmentPath) -> list[ChunkRef]:
+        """The pieces of the segment at ``path``."""
+        return list(self._pieces.get((path.topic, path.queue_id, path.file_type,
+                                      path.base_offset), ()))
+
+    def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
+        """The segments of one flat file that have pieces."""
+        return sorted(base for t, q, f, base in self._pieces
+                      if (t, q, f) == (topic, queue_id, file_type))
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces)
