@@ -21,7 +21,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
-from bench import append, chunk_size, consume, random_read, seq_read, tailing, write
+from bench import (
+    append,
+    chunk_size,
+    consume,
+    quiet_queues,
+    random_read,
+    seq_read,
+    tailing,
+    write,
+)
 from bench import segment_cost as segment_cost_bench
 from bench.common import BACKENDS, FULL, QUICK, SEAWEEDFS, TINY, BenchEnv, Sizes, Table, new_workdir
 from tests.servers import S3Server, seaweedfs_server
@@ -37,6 +46,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "append": append.run,
     "segment_cost": segment_cost_bench.run_tables,
     "chunk_size": chunk_size.run,
+    "quiet_queues": quiet_queues.run,
 }
 
 SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}

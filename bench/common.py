@@ -55,6 +55,8 @@ class Sizes:
     rss_pool: int
     chunk_size: int = 4 * MiB
     segment_cost: bool = True  # the 1 GiB segment-cost table (in-memory, a few seconds)
+    quiet_queues: int = 1000  # queues at 1 message/s each
+    quiet_seconds: float = 30.0  # steady state measured, after a quarter as long to warm up
 
 
 FULL = Sizes(
@@ -69,7 +71,7 @@ QUICK = Sizes(
     tail_commits=200, tail_commit_size=16 * KiB,
     random_misses=16, random_hits=500,
     write_queues=64, write_bytes_per_queue=2 * MiB, write_message=4 * KiB, write_repeats=1,
-    rss_queues=1000, rss_bytes_per_queue=64 * KiB, rss_pool=64 * MiB,
+    rss_queues=1000, rss_bytes_per_queue=64 * KiB, rss_pool=64 * MiB, quiet_seconds=15.0,
 )
 # For the smoke test: every code path, seconds in all.
 TINY = Sizes(
@@ -78,7 +80,7 @@ TINY = Sizes(
     random_misses=4, random_hits=20,
     write_queues=4, write_bytes_per_queue=256 * KiB, write_message=4 * KiB, write_repeats=1,
     rss_queues=20, rss_bytes_per_queue=64 * KiB, rss_pool=256 * KiB,
-    chunk_size=256 * KiB, segment_cost=False,
+    chunk_size=256 * KiB, segment_cost=False, quiet_queues=20, quiet_seconds=2.0,
 )
 
 

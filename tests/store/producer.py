@@ -24,11 +24,14 @@ def message(topic: str, queue: int, offset: int) -> bytes:
 
 
 def config(spec: dict[str, Any]) -> Any:
+    """The store the spec names; ``spec["config"]``, if any, overrides keys."""
+    extra = spec.get("config", {})
     if spec["backend"] == "local":
-        return small_config(backend="local", local_path=spec["root"], local_fsync=True)
+        return small_config(backend="local", local_path=spec["root"], local_fsync=True,
+                            **extra)
     return small_config(backend="s3", s3_bucket=spec["bucket"], s3_endpoint_url=spec["endpoint"],
                         s3_region="us-east-1", s3_addressing_style="path",
-                        s3_access_key_id="x", s3_secret_access_key="y")
+                        s3_access_key_id="x", s3_secret_access_key="y", **extra)
 
 
 def main(spec: dict[str, Any], seed: int) -> None:

@@ -233,6 +233,11 @@ class LogWriter:
                                    resume_position=segment.commit_position) from exc
         key = segment_key(segment.path)
         self._owners[key] = segment
+        for older in [k for k in self._pieces if k[:3] == key[:3] and k[3] < key[3]]:
+            # Segments before the open one are sealed, and a seal takes every piece
+            # into chunks first: their pieces are spent.
+            spent = list(self._pieces.pop(older).values())
+            self.tracker.dropped(segment, spent)
         units = list(self._pieces.get(key, {}).values())
         if not units:
             return

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
+from tieredstore.log import LogSnapshot
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType
 from tieredstore.sizes import MiB
@@ -34,6 +35,7 @@ from tieredstore.spark.plan import NO_END, SegmentSlice
 from tieredstore.spark.selection import Selection
 from tieredstore.store.checks import record_problem, unit_order_problem
 from tieredstore.store.compose import fetcher_options, open_object_store
+from tieredstore.store.keys import log_path
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -129,9 +131,18 @@ class SliceScanner:
             raise error
         batch.errors.append(error)
 
+    async def _load_log(self) -> None:
+        """A slice that reads an open segment reads its pieces in the broker's log
+        too (write mode log): the log is listed before any segment."""
+        planned = (*self.part.cl_segments, (self.part.cq_base, self.part.cq_size))
+        if any(size is None for _, size in planned):
+            log = await LogSnapshot.load(self.store, log_path(self.config))
+            self.commit_log.log = self.consume_queue.log = log
+
     async def batches(self) -> AsyncIterator[Batch]:
         part = self.part
         try:
+            await self._load_log()
             cq = await self.consume_queue.locate(part.cq_base)
         except TieredStoreError as exc:
             raise self._error(part.first_offset, f"consume queue: {exc}") from exc

@@ -217,6 +217,16 @@ class AsyncMessageStore:
         return await collect_garbage(self.ctx.store, self.config, metas, safety_age=age,
                                      dry_run=dry_run)
 
+    async def compact_log(self, now: float | None = None) -> None:
+        """One pass of what runs in the background in write mode log: move the
+        pieces of log objects ``log_compact_age`` old (at ``now``, seconds since
+        the epoch; default the clock) into chunks, and delete the log objects
+        left without a piece that are ``gc_safety_age`` old. Nothing to do when
+        the store has no log."""
+        arguments.check_now(now)
+        if self.ctx.log is not None:
+            await self.ctx.log.maintain(now)
+
     # --- queues -----------------------------------------------------------------------
 
     def queues(self) -> list[tuple[str, int]]:
