@@ -1,8 +1,9 @@
 """Chaos in write mode log: the workload of ``test_chaos.py`` (faults of every kind,
 takeovers, reopens, rolls, merges, retention) with every small commit going to
-the broker's log objects. Half of the seeds compact and delete log objects as
-soon as they can (age 0), so that compaction and deletion race the writes and
-the faults; the other half compact only on full chunks and rolls."""
+the broker's log objects. Half of the seeds consolidate, compact and delete
+log objects as soon as they can (age 0), so that these race the writes and
+the faults; the other half consolidate every 8 KiB and compact only on full
+chunks and rolls."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ async def results() -> dict[int, SeedResult]:
     out: dict[int, SeedResult] = {}
     for seed in SEEDS:
         age = 0.0 if seed % 2 else 3600.0
-        config = chaos_config(write_mode="log", log_compact_age=age, gc_safety_age=age)
+        config = chaos_config(write_mode="log", log_compact_age=age, gc_safety_age=age,
+                              log_consolidate_interval=age, log_consolidate_bytes=8 * 1024)
         out[seed] = await ChaosRun(seed, steps=300, config=config).run()
     return out
 

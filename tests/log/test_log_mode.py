@@ -261,3 +261,77 @@ async def test_a_read_only_store_reads_what_is_only_in_the_log() -> None:
         assert [m.body for m in got] == [body(q, i) for i in range(10)]
     await reader.close()
     await writer.close()
+
+
+async def pieces_per_object(backend: ObjectStore) -> list[int]:
+    from tieredstore.log import read_index
+    return [len(await read_index(backend, o.key, o.size)) for o in await log_objects(backend)]
+
+
+async def test_consolidation_rewrites_small_log_objects_as_one() -> None:
+    backend = MemoryObjectStore()
+    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
+                        gc_safety_age=0.0)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(12):
+        for q in range(10):
+            await store.append("t", q, body(q, i))
+        await store.flush()
+    await store.compact_log()  # deletes the small objects the consolidated ones replaced
+    counts = await pieces_per_object(backend)
+    # A consolidated object holds one piece per file of every queue (20); of the 24
+    # small objects (one file's pieces of one flush each), those it took in are gone.
+    assert max(counts) == 20, counts
+    assert len(counts) <= 12, counts
+    for q in range(10):
+        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    for q in range(10):
+        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+    await store.close()
+
+
+async def test_a_restart_reads_a_consolidated_object_beside_the_small_ones() -> None:
+    backend = MemoryObjectStore()  # gc_safety_age 1 h: the small objects stay
+    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(12):
+        for q in range(10):
+            await store.append("t", q, body(q, i))
+        await store.flush()
+    await store.close()
+    assert max(await pieces_per_object(backend)) == 20
+    store = await AsyncMessageStore.open(config, store=backend)
+    for q in range(10):
+        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+        assert await store.append("t", q, body(q, 12)) == 12
+    await store.close()
+    reader = await AsyncMessageStore.open_read_only(config, store=backend)
+    for q in range(10):
+        got = await reader.get("t", q, 0, max_count=64)
+        assert [m.body for m in got] == [body(q, i) for i in range(13)]
+    await reader.close()
+
+
+async def test_compaction_reads_each_consolidated_object_once_per_group() -> None:
+    backend = MemoryObjectStore()
+    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(12):
+        for q in range(10):
+            await store.append("t", q, body(q, i))
+        await store.flush()
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    objects_left = len(await log_objects(backend))
+    backend.metrics.reset()
+    await store.compact_log(now=time.time() + 7200)
+    gets = backend.metrics.requests["get"]
+    # One group (all 20 files fit 64 MiB): one GET per log object, not one per piece
+    # (there are 240 pieces).
+    assert gets <= objects_left, (gets, objects_left)
+    assert len(await data_chunks(backend)) == 20
+    for q in range(10):
+        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+    await store.close()

@@ -100,8 +100,9 @@ class UnitStream:
             # bytes, from the merged object.
             fresh = self._fresh.get(piece.view.base)
             if fresh is None:
+                log = piece.view.log
                 fresh = self._fresh[piece.view.base] = await open_segment(
-                    self.store, piece.view.path, piece.view.log)
+                    self.store, piece.view.path, await log.reload() if log else None)
             local = piece.start - piece.view.base
             if fresh.state is None or fresh.size < local + (piece.end - piece.start):
                 raise

@@ -16,23 +16,35 @@ class LogOptions:
     ``delete_age``: seconds a log object whose pieces all moved stays before it
     is deleted (the store's ``gc_safety_age``: see docs/format.md, "Deletion").
     ``linger``: seconds a group commit waits for the other segments' commits
-    made due with it."""
+    made due with it. ``consolidate_interval``: seconds after which the small
+    log objects written since the last consolidation are rewritten as one (0:
+    at every group commit), or sooner once they hold ``consolidate_bytes``;
+    ``compact_bytes``: log bytes one compaction group reads at a time."""
 
     object_size: int = 8 * MiB
     compact_age: float = 3600.0
     delete_age: float = 3600.0
     linger: float = 0.002
+    consolidate_interval: float = 60.0
+    consolidate_bytes: int = 64 * MiB
+    compact_bytes: int = 64 * MiB
 
     def __post_init__(self) -> None:
         if not 1 * KiB <= self.object_size <= 5 * GiB:
             raise ConfigError("log_object_size",
                               f"must be within [1 KiB, 5 GiB], got {self.object_size}")
+        for name, size in (("log_consolidate_bytes", self.consolidate_bytes),
+                           ("log_compact_bytes", self.compact_bytes)):
+            if not 1 * KiB <= size <= 5 * GiB:
+                raise ConfigError(name, f"must be within [1 KiB, 5 GiB], got {size}")
         for name, value in (("log_compact_age", self.compact_age),
-                            ("gc_safety_age", self.delete_age), ("linger", self.linger)):
+                            ("gc_safety_age", self.delete_age), ("linger", self.linger),
+                            ("log_consolidate_interval", self.consolidate_interval)):
             if not value >= 0:
                 raise ConfigError(name, f"must be >= 0 seconds, got {value}")
 
     @property
     def check_every(self) -> float:
         """Seconds between two passes of compaction by age and deletion."""
-        return max(0.05, min(60.0, self.compact_age / 10, self.delete_age / 10))
+        return max(0.05, min(60.0, self.compact_age / 10, self.delete_age / 10,
+                             self.consolidate_interval / 4))

@@ -27,8 +27,9 @@ class LogSnapshot:
     """Every piece the log held when loaded, by segment."""
 
     def __init__(self, pieces: dict[tuple[str, int, FileType, int], list[ChunkRef]]
-                 | None = None) -> None:
+                 | None = None, *, source: tuple[ObjectStore, LogPath] | None = None) -> None:
         self._pieces = pieces or {}
+        self._source = source
 
     @classmethod
     async def load(cls, store: ObjectStore, path: LogPath) -> LogSnapshot:
@@ -49,7 +50,13 @@ class LogSnapshot:
 
         await asyncio.gather(*(one(e.key, e.size) for e in await series.entries()
                                if not e.fence))
-        return cls(pieces)
+        return cls(pieces, source=(store, path))
+
+    async def reload(self) -> LogSnapshot:
+        """The log as it is now (a writer compacted, consolidated or deleted since)."""
+        if self._source is None:
+            return self
+        return await LogSnapshot.load(*self._source)
 
     def of(self, path: SegmentPath) -> list[ChunkRef]:
         """The pieces of the segment at ``path``."""

@@ -40,27 +40,26 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
     SegmentFenced,
     TieredStoreError,
 )
-from tieredstore.filetype import FileType
 from tieredstore.log.codec import Piece, encode_log_object
+from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
 from tieredstore.log.options import LogOptions
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import ByteRange, ObjectStore
 from tieredstore.segment import ChunkedSegment, FileSegment, SegmentPath
 from tieredstore.segment.layout import ChunkRef
 
 log = logging.getLogger(__name__)
 
 DELETE_BATCH = 1000
-
-SegmentKey = tuple[str, int, FileType, int]  # topic, queue, file type, base offset
 
 
 def segment_key(path: SegmentPath) -> SegmentKey:
@@ -77,11 +76,13 @@ class _Put:
 
 @dataclass(slots=True)
 class _Object:
-    """A log object's bytes and what it holds, kept while its outcome is unknown."""
+    """A log object's bytes and what it holds, kept while its outcome is unknown:
+    a group commit's puts, or a consolidation's pieces and their bytes."""
 
     data: bytes
     pieces: list[Piece]
     puts: list[_Put] = field(default_factory=list)
+    consolidated: list[bytes] | None = None
 
 
 class LogWriter:
@@ -101,7 +102,12 @@ class LogWriter:
         # Every live piece known, by segment and position; the object writing each.
         self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
         self._owners: dict[SegmentKey, ChunkedSegment] = {}
+        # Pieces landed since the last consolidation, with their bytes.
+        self._held: list[Held] = []
+        self._held_bytes = 0
+        self._held_since = 0.0
         self.objects_written = 0
+        self.consolidations = 0
 
     # --- the sink ---------------------------------------------------------------------
 
@@ -132,7 +138,10 @@ class LogWriter:
     async def _write_batches(self) -> None:
         try:
             await asyncio.sleep(self.options.linger)
-            while self._batch:
+            while self._batch or self._consolidation_due():
+                if self._consolidation_due():
+                    await self._consolidate()
+                    continue
                 take, size = 0, 0
                 while take < len(self._batch) and (take == 0 or
                                                    size < self.options.object_size):
@@ -186,6 +195,9 @@ class LogWriter:
 
     def _landed(self, obj: _Object, entry: LogEntry) -> None:
         self.objects_written += 1
+        if obj.consolidated is not None:
+            self._swap_in(obj, entry)
+            return
         self.tracker.landed(entry.seq, len(obj.pieces), time.time())
         for put, piece in zip(obj.puts, obj.pieces, strict=True):
             segment = put.segment
@@ -201,16 +213,85 @@ class LogWriter:
                 _fail(put, exc)
                 continue
             self._watch(segment, [unit])
+            self._hold(piece.segment, unit, put.data)
             if not put.done.done():
                 put.done.set_result(None)
             if segment.log_bytes >= segment.options.chunk_size:
                 self._compact_soon(segment)
 
+    # --- consolidation --------------------------------------------------------------------
+
+    def _hold(self, key: SegmentKey, unit: ChunkRef, data: bytes) -> None:
+        if not self._held:
+            self._held_since = time.monotonic()
+        self._held.append((key, unit, data))
+        self._held_bytes += len(data)
+
+    def _consolidation_due(self) -> bool:
+        return bool(self._held) and (
+            self._held_bytes >= self.options.consolidate_bytes
+            or time.monotonic() - self._held_since >= self.options.consolidate_interval)
+
+    def _live(self, key: SegmentKey, unit: ChunkRef) -> bool:
+        return self._pieces.get(key, {}).get(unit.position) == unit
+
+    async def _consolidate(self) -> None:
+        """Write the held pieces still live as one log object (see
+        :mod:`tieredstore.log.consolidate`). Its outcome unknown: in doubt, as a
+        group commit's; the held pieces are let go either way."""
+        held, self._held, self._held_bytes = self._held, [], 0
+        pieces = consolidated_pieces(held, self._live)
+        if not pieces:
+            return
+        try:
+            if self._in_doubt is not None:
+                await self._resolve_in_doubt()
+            data, stored = encode_log_object(pieces)
+            obj = _Object(data, stored, consolidated=[d for _, d in pieces])
+            try:
+                entry = await self.series.append(data)
+            except LogFenced:
+                raise
+            except Exception:
+                self._in_doubt = obj
+                raise
+        except LogFenced as exc:
+            self._fenced = exc
+            return
+        except Exception as exc:  # the small objects keep serving those bytes
+            log.warning("consolidating %d log pieces failed: %r", len(pieces), exc)
+            return
+        self.consolidations += 1
+        self._landed(obj, entry)
+
+    def _swap_in(self, obj: _Object, entry: LogEntry) -> None:
+        """A consolidated object landed: each segment serves its bytes from it."""
+        assert obj.consolidated is not None
+        swapped: list[tuple[ChunkedSegment, ChunkRef]] = []
+        for piece, data in zip(obj.pieces, obj.consolidated, strict=True):
+            segment = self._owners.get(piece.segment)
+            unit = ChunkRef(piece.position, piece.length, entry.key, piece.object_offset,
+                            piece.crc32c)
+            old = segment.swap_log_units(unit, data) if segment is not None else None
+            if segment is None or old is None:
+                continue  # moved into chunks meanwhile, or a chunk write under way
+            self._dropped(segment, old)
+            self._pieces.setdefault(piece.segment, {})[unit.position] = unit
+            swapped.append((segment, unit))
+        self.tracker.landed(entry.seq, len(swapped), time.time())
+        for segment, unit in swapped:
+            self._watch(segment, [unit])
+
     # --- segments opened ---------------------------------------------------------------------
 
     def found(self, key: SegmentKey, unit: ChunkRef) -> None:
-        """A piece the log held at open (see :func:`~tieredstore.log.recover.recover_log`)."""
-        self._pieces.setdefault(key, {})[unit.position] = unit
+        """A piece the log held at open (see :func:`~tieredstore.log.recover.recover_log`);
+        of two at one position (a consolidated one and a small one it took in),
+        the longer, of equal ones the newer (see ``continue_with``)."""
+        held = self._pieces.setdefault(key, {})
+        other = held.get(unit.position)
+        if other is None or (other.end, other.key) < (unit.end, unit.key):
+            held[unit.position] = unit
 
     def queues(self) -> set[tuple[str, int]]:
         """The queues with pieces not yet in chunks (some may have no metadata head)."""
@@ -284,18 +365,69 @@ class LogWriter:
         """Compact the segments holding pieces ``compact_age`` old, then delete the
         log objects left without a live piece that are ``delete_age`` old."""
         now = time.time() if now is None else now
-        for segment in self.tracker.due(now, self.options.compact_age):
-            if segment.sealed or segment.fenced:
-                continue
-            try:
-                await segment.compact()
-            except TieredStoreError as exc:  # the next pass tries again
-                log.warning("%s: compacting its log pieces failed: %s", segment.path, exc)
+        if self._writer is None and self._consolidation_due():
+            self._writer = self._spawn(self._write_batches(), "log group commit")
+        due = [s for s in self.tracker.due(now, self.options.compact_age)
+               if not (s.sealed or s.fenced)]
+        for group in self._groups(due):
+            await self._prefetch(group)
+            for segment in group:
+                try:
+                    await segment.compact()
+                except TieredStoreError as exc:  # the next pass tries again
+                    log.warning("%s: compacting its log pieces failed: %s", segment.path, exc)
         seqs = self.tracker.deletable(now, self.options.delete_age)
         for i in range(0, len(seqs), DELETE_BATCH):
             batch = seqs[i : i + DELETE_BATCH]
             await self.store.delete_many([self.series.path.key(s) for s in batch])
             self.tracker.deleted(batch)
+
+    def _groups(self, segments: list[ChunkedSegment]) -> list[list[ChunkedSegment]]:
+        """Segments in key order (as consolidated objects lay them out), in groups of
+        at most ``compact_bytes`` log bytes."""
+        groups: list[list[ChunkedSegment]] = []
+        size = 0
+        for segment in sorted(segments, key=lambda s: segment_key(s.path)):
+            if not groups or (size and size + segment.log_bytes > self.options.compact_bytes):
+                groups.append([])
+                size = 0
+            groups[-1].append(segment)
+            size += segment.log_bytes
+        return groups
+
+    async def _prefetch(self, group: list[ChunkedSegment]) -> None:
+        """Read what a group's compaction needs from each log object with one
+        ranged GET (the pieces of neighbouring segments lie together in a
+        consolidated object), each piece checked, into the segments' reader.
+        Pieces held since the last consolidation are in memory: skipped. A
+        failure here only costs the compaction its own reads."""
+        recent = {unit.key for _, unit, _ in self._held}
+        wanted: dict[str, list[tuple[ChunkedSegment, ChunkRef]]] = {}
+        for segment in group:
+            for unit in segment.layout.units:
+                if unit.key not in recent and self.series.path.parse(unit.key) is not None:
+                    wanted.setdefault(unit.key, []).append((segment, unit))
+        for key, units in wanted.items():
+            start = min(u.object_offset for _, u in units)
+            end = max(u.object_offset + u.length for _, u in units)
+            try:
+                data = await self.store.get(key, ByteRange(start, end - start))
+            except TieredStoreError as exc:
+                log.info("prefetch of %s for compaction failed: %s", key, exc)
+                continue
+            for segment, unit in units:
+                at = unit.object_offset - start
+                part = bytes(data[at : at + unit.length])
+                if len(part) == unit.length and crc32c(part) == unit.crc32c:
+                    segment.reader.committed(segment.path, unit, part)
+
+    def snapshot(self) -> dict[str, int]:
+        """Log objects written (consolidated ones among them), and those holding
+        live pieces now."""
+        return {"objects_written": self.objects_written,
+                "consolidations": self.consolidations,
+                "live_objects": self.tracker.live_objects,
+                "bytes_held": self._held_bytes}
 
     # --- tasks ------------------------------------------------------------------------------
 

@@ -322,6 +322,23 @@ class ChunkedSegment(FileSegment):
         if data is not None:
             self.reader.committed(self.path, unit, data)
 
+    def swap_log_units(self, unit: ChunkRef, data: bytes | None = None) -> list[ChunkRef] | None:
+        """Serve ``[unit.position, unit.end)`` from ``unit`` (a consolidated log
+        piece: the same bytes) instead of the log pieces that hold it now, which
+        are returned. None, and nothing changes, when those bytes are not all in
+        log pieces any more or a chunk write is under way."""
+        start = self._log_from
+        if (start is None or unit.position < start or unit.end > self._layout.size
+                or self._lock.locked() or self._fenced is not None or self._destroyed):
+            return None
+        try:
+            self._layout, old = self._layout.replace_from(unit.position, unit)
+        except (ValueError, IndexError):
+            return None
+        if data is not None:
+            self.reader.committed(self.path, unit, data)
+        return old
+
     def adopt_log(self, units: Sequence[ChunkRef]) -> list[ChunkRef]:
         """At open: the log pieces a listing of the log found for this segment.
         Those past the chunk end continue the layout; the rest (compacted

@@ -153,12 +153,16 @@ class SegmentLayout:
 def continue_with(layout: SegmentLayout, units: Iterable[ChunkRef]) -> list[ChunkRef]:
     """Append to ``layout`` (its chunks) the ``units`` held elsewhere (log pieces)
     that lie past its end, in order; return those that lie within it (their
-    bytes are in the chunks already). A unit that neither continues the layout
-    nor lies within it raises ``ValueError`` naming it."""
-    chunk_end = layout.size
+    bytes are in the chunks already, or in a longer piece taken before). A unit
+    that neither continues the layout nor lies within it raises ``ValueError``
+    naming it."""
     within: list[ChunkRef] = []
-    for unit in sorted(units, key=lambda u: (u.position, u.key)):
-        if unit.end <= chunk_end:
+    # At each position the longest piece first, of equal ones the newest object's
+    # (keys sort as the log's sequence): a consolidated piece covers the small ones
+    # it was made of, which are then within, and which its writer deletes first.
+    newest_first = sorted(units, key=lambda u: u.key, reverse=True)
+    for unit in sorted(newest_first, key=lambda u: (u.position, -u.end)):
+        if unit.end <= layout.size:
             within.append(unit)
         elif unit.position != layout.size:
             raise ValueError(f"piece [{unit.position}, {unit.end}) in {unit.key!r} does not "

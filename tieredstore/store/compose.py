@@ -160,7 +160,10 @@ def segment_options(config: TieredStoreConfig) -> SegmentOptions:
 
 
 def log_options(config: TieredStoreConfig) -> LogOptions:
-    """How the log mode batches, compacts and deletes: ``log_object_size``,
-    ``log_compact_age``, and ``gc_safety_age`` before a spent log object goes."""
+    """How the log mode batches, consolidates, compacts and deletes: ``log_*``, and
+    ``gc_safety_age`` before a spent log object goes."""
     return LogOptions(object_size=config.log_object_size, compact_age=config.log_compact_age,
-                      delete_age=config.gc_safety_age)
+                      delete_age=config.gc_safety_age,
+                      consolidate_interval=config.log_consolidate_interval,
+                      consolidate_bytes=config.log_consolidate_bytes,
+                      compact_bytes=config.log_compact_bytes)

@@ -65,6 +65,7 @@ class AsyncMessageStore:
         self.config = ctx.config
         self._queues: dict[tuple[str, int], QueueLog] = {}
         self._opening: dict[tuple[str, int], asyncio.Task[QueueLog]] = {}
+        self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._corrupt_views: dict[tuple[str, int], QueueView] = {}
         self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id)
@@ -158,6 +159,7 @@ class AsyncMessageStore:
         found = await list_queues(self.ctx.store, self.ctx.metadata_root)
         if self.ctx.log is not None:  # queues whose bytes are all in the log
             found = sorted({*found, *self.ctx.log.queues()})
+        self._listed = set(found)
         limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
         async def one(topic: str, queue_id: int) -> None:
@@ -246,9 +248,11 @@ class AsyncMessageStore:
             return queue
         if key in self.corrupt:
             raise self.corrupt[key]
-        if not create and not self.ctx.in_log(*key) and not await has_segments(self.ctx, *key):
-            # No head listed at open and no segment: no such queue. (With segments
-            # but no head, opening it rebuilds its metadata from them.)
+        if not create and key not in self._listed and not self.ctx.in_log(*key) \
+                and not await has_segments(self.ctx, *key):
+            # No head listed at open (one whose open failed then opens now) and no
+            # segment: no such queue. (With segments but no head, opening it
+            # rebuilds its metadata from them.)
             raise NoSuchQueue(topic, queue_id)
         task = self._opening.get(key)
         if task is None:
@@ -395,6 +399,7 @@ class AsyncMessageStore:
             "fetcher": self.ctx.fetcher.snapshot(),
             "pool": self.ctx.pool.snapshot(),
             "queues": len(self._queues),
+            "log": self.ctx.log.snapshot() if self.ctx.log is not None else {},
             "corrupt": {f"{t}/{q}": str(e) for (t, q), e in self.corrupt.items()},
         }
 

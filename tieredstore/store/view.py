@@ -304,7 +304,8 @@ class FlatView:
         raise AssertionError("unreachable")
 
     async def _relist(self, view: SegmentView) -> None:
-        fresh = await open_segment(self.store, view.path, view.log)
+        log = await view.log.reload() if view.log is not None else None
+        fresh = await open_segment(self.store, view.path, log)
         if fresh.state is None or fresh.size < view.size:
             raise self._corrupt(fresh.error or f"segment {view.path} shrank to {fresh.size} "
                                 "bytes while it was read")
