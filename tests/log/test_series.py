@@ -3,6 +3,7 @@ are recognised; nothing a fenced store writes lands in the series."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 import pytest
@@ -102,3 +103,40 @@ async def test_append_needs_a_claim_and_bytes() -> None:
     await series.claim()
     with pytest.raises(ValueError, match="only fences are empty"):
         await series.append(b"")
+
+
+class RacingWriter(ForwardingObjectStore):
+    """Before each create of a fence, the old store lands its next entry first: a
+    store that writes faster than a newer one can fence it."""
+
+    def __init__(self, inner: MemoryObjectStore, old: LogSeries, races: int) -> None:
+        super().__init__(inner)
+        self.old = old
+        self.races = races
+        self.landed: list[str] = []
+
+    async def put(self, key: str, data: bytes, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> None:
+        if not data and self.races:
+            self.races -= 1
+            with contextlib.suppress(LogFenced):
+                self.landed.append((await self.old.append(b"entry")).key)
+        await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+
+async def test_a_store_that_keeps_writing_cannot_keep_a_new_one_from_fencing_it() -> None:
+    inner = MemoryObjectStore()
+    old = LogSeries(inner, PATH, "old")
+    await old.claim()
+    racing = RacingWriter(inner, old, races=30)
+    new = LogSeries(racing, PATH, "new")
+    found = await new.claim()
+    # Every entry the old store landed below the new fence is among those returned.
+    assert set(racing.landed) <= {e.key for e in found}
+    assert racing.landed, "the old store never raced"
+    with pytest.raises(LogFenced):
+        await old.append(b"after the fence")
+    fence = new.next_seq
+    assert fence is not None
+    listed = {e.seq for e in await new.entries()}
+    assert listed == set(range(fence)), "an id below the fence is free"

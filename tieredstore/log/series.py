@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore.errors import TransientError
+from tieredstore.errors import ObjectNotFound, TransientError
 from tieredstore.log.errors import LogFenced
 from tieredstore.log.keys import LogPath
 from tieredstore.objectstore import ObjectStore
@@ -23,6 +23,7 @@ from tieredstore.segment.conditional import create_entry
 LOG_ENTRY = "log"
 FENCE_ENTRY = "fence"
 CLAIM_ATTEMPTS = 20
+MAX_JUMP = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +71,44 @@ class LogSeries:
 
     async def claim(self) -> list[LogEntry]:
         """Take the log over: fence it at the id after its newest entry. Returns
-        the entries before the fence, which no older store can add to."""
+        the entries before the fence, which no older store can add to.
+
+        The store we replace goes on writing until it meets our fence, and a
+        busy one takes the id after the newest again and again: after the
+        first miss the fence goes further ahead (1, 3, 7, ... ids past the
+        newest, at most :data:`MAX_JUMP`), and once it stands every id it
+        skipped is filled, in order, with a zero-byte fence of ours, or found
+        taken by the other store's entry, which is then one of those returned.
+        So no id below our fence stays free for an older store, and none of
+        its entries below our fence is unknown."""
+        jump = 0
         for _ in range(CLAIM_ATTEMPTS):
             found = await self.entries()
             seq = found[-1].seq + 1 if found else 0
-            if await create_entry(self.store, self.path.key(seq), b"", self.writer_id,
-                                  FENCE_ENTRY):
-                self._next = seq + 1
+            if await create_entry(self.store, self.path.key(seq + jump), b"",
+                                  self.writer_id, FENCE_ENTRY):
+                found += await self._fill(seq, seq + jump)
+                self._next = seq + jump + 1
                 self._fenced = False
                 return found
+            jump = min(MAX_JUMP, 2 * jump + 1)
         raise TransientError(f"could not fence the log at {self.path.directory} in "
                              f"{CLAIM_ATTEMPTS} attempts: another store keeps taking the id")
+
+    async def _fill(self, start: int, end: int) -> list[LogEntry]:
+        """Take every id in ``[start, end)`` with a fence; the other store's entries
+        found there instead."""
+        theirs: list[LogEntry] = []
+        for seq in range(start, end):
+            key = self.path.key(seq)
+            if await create_entry(self.store, key, b"", self.writer_id, FENCE_ENTRY):
+                continue
+            try:
+                info = await self.store.head(key)
+            except ObjectNotFound:  # taken, then deleted: its bytes are in chunks
+                continue
+            theirs.append(LogEntry(seq, key, info.size))
+        return theirs
 
     async def append(self, data: bytes) -> LogEntry:
         """Create the next entry holding ``data``; :class:`LogFenced` once a newer
