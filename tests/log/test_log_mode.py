@@ -335,3 +335,40 @@ async def test_compaction_reads_each_consolidated_object_once_per_group() -> Non
     for q in range(10):
         assert await read_all(store, q) == [body(q, i) for i in range(12)]
     await store.close()
+
+
+@pytest.mark.parametrize("file_type", ["commitlog", "consumequeue"])
+async def test_a_damaged_log_piece_costs_only_its_own_range(file_type: str) -> None:
+    """A flipped byte in one piece of a log object: a commit-log piece makes its
+    message unreadable (an IntegrityError naming the range), a consume-queue
+    piece is rebuilt from the commit log; everything else reads."""
+    from tieredstore.errors import IntegrityError
+    from tieredstore.log import read_index
+
+    backend = MemoryObjectStore()
+    config = log_config(chunk_size=64 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(10):
+        for q in range(2):
+            await store.append("t", q, body(q, i))
+        await store.flush()
+    await store.close()
+    hits = [(o.key, p) for o in await log_objects(backend)
+            for p in await read_index(backend, o.key, o.size)
+            if p.queue_id == 0 and p.file_type.label == file_type]
+    key, piece = hits[5]  # offset 5's record or unit
+    data = bytearray((await backend.get_object(key)).data)
+    data[piece.object_offset + 3] ^= 0xFF
+    await backend.put(key, bytes(data), metadata=(await backend.head(key)).metadata)
+
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert store.corrupt == {}
+    for q in range(2):
+        for offset in range(10):
+            if (q, offset, file_type) == (0, 5, "commitlog"):
+                with pytest.raises(IntegrityError, match=r"\[\d+, \d+\)"):
+                    await store.get("t", q, offset, max_count=1)
+                continue
+            got = await store.get("t", q, offset, max_count=1)
+            assert [m.body for m in got] == [body(q, offset)]
+    await store.close()
