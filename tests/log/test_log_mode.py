@@ -65,6 +65,19 @@ async def read_all(store: AsyncMessageStore, queue: int) -> list[bytes]:
         out += [m.body for m in got]
 
 
+async def write_rounds(store: AsyncMessageStore, queues: int, rounds: int) -> None:
+    """``rounds`` rounds of one message to each queue, each round flushed."""
+    for i in range(rounds):
+        for q in range(queues):
+            await store.append("t", q, body(q, i))
+        await store.flush()
+
+
+async def reads_back(store: AsyncMessageStore, queues: int, count: int) -> None:
+    for q in range(queues):
+        assert await read_all(store, q) == [body(q, i) for i in range(count)]
+
+
 async def test_quiet_queues_share_one_log_object_per_group_commit() -> None:
     for mode, expected_chunks in (("direct", 2 * 50), ("log", 0)):
         backend = MemoryObjectStore()
@@ -273,22 +286,17 @@ async def test_consolidation_rewrites_small_log_objects_as_one() -> None:
     config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
                         gc_safety_age=0.0)
     store = await AsyncMessageStore.open(config, store=backend)
-    for i in range(12):
-        for q in range(10):
-            await store.append("t", q, body(q, i))
-        await store.flush()
+    await write_rounds(store, 10, 12)
     await store.compact_log()  # deletes the small objects the consolidated ones replaced
     counts = await pieces_per_object(backend)
     # A consolidated object holds one piece per file of every queue (20); of the 24
     # small objects (one file's pieces of one flush each), those it took in are gone.
     assert max(counts) == 20, counts
     assert len(counts) <= 12, counts
-    for q in range(10):
-        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+    await reads_back(store, 10, 12)
     await store.close()
     store = await AsyncMessageStore.open(config, store=backend)
-    for q in range(10):
-        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+    await reads_back(store, 10, 12)
     await store.close()
 
 
@@ -296,15 +304,12 @@ async def test_a_restart_reads_a_consolidated_object_beside_the_small_ones() -> 
     backend = MemoryObjectStore()  # gc_safety_age 1 h: the small objects stay
     config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB)
     store = await AsyncMessageStore.open(config, store=backend)
-    for i in range(12):
-        for q in range(10):
-            await store.append("t", q, body(q, i))
-        await store.flush()
+    await write_rounds(store, 10, 12)
     await store.close()
     assert max(await pieces_per_object(backend)) == 20
     store = await AsyncMessageStore.open(config, store=backend)
+    await reads_back(store, 10, 12)
     for q in range(10):
-        assert await read_all(store, q) == [body(q, i) for i in range(12)]
         assert await store.append("t", q, body(q, 12)) == 12
     await store.close()
     reader = await AsyncMessageStore.open_read_only(config, store=backend)
@@ -318,10 +323,7 @@ async def test_compaction_reads_each_consolidated_object_once_per_group() -> Non
     backend = MemoryObjectStore()
     config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB)
     store = await AsyncMessageStore.open(config, store=backend)
-    for i in range(12):
-        for q in range(10):
-            await store.append("t", q, body(q, i))
-        await store.flush()
+    await write_rounds(store, 10, 12)
     await store.close()
     store = await AsyncMessageStore.open(config, store=backend)
     objects_left = len(await log_objects(backend))
@@ -332,8 +334,7 @@ async def test_compaction_reads_each_consolidated_object_once_per_group() -> Non
     # (there are 240 pieces).
     assert gets <= objects_left, (gets, objects_left)
     assert len(await data_chunks(backend)) == 20
-    for q in range(10):
-        assert await read_all(store, q) == [body(q, i) for i in range(12)]
+    await reads_back(store, 10, 12)
     await store.close()
 
 
@@ -348,10 +349,7 @@ async def test_a_damaged_log_piece_costs_only_its_own_range(file_type: str) -> N
     backend = MemoryObjectStore()
     config = log_config(chunk_size=64 * KiB)
     store = await AsyncMessageStore.open(config, store=backend)
-    for i in range(10):
-        for q in range(2):
-            await store.append("t", q, body(q, i))
-        await store.flush()
+    await write_rounds(store, 2, 10)
     await store.close()
     hits = [(o.key, p) for o in await log_objects(backend)
             for p in await read_index(backend, o.key, o.size)
