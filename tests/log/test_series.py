@@ -140,3 +140,13 @@ async def test_a_store_that_keeps_writing_cannot_keep_a_new_one_from_fencing_it(
     assert fence is not None
     listed = {e.seq for e in await new.entries()}
     assert listed == set(range(fence)), "an id below the fence is free"
+
+
+async def test_a_store_learns_with_one_head_that_a_newer_one_claimed_the_log() -> None:
+    store = MemoryObjectStore()
+    old = LogSeries(store, PATH, "old")
+    await old.claim()
+    await old.append(b"entry")
+    assert not await old.replaced()
+    await LogSeries(store, PATH, "new").claim()
+    assert await old.replaced()

@@ -19,6 +19,7 @@ from tieredstore.log.errors import LogFenced
 from tieredstore.log.keys import LogPath
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.conditional import create_entry
+from tieredstore.segment.recovery import WRITER_METADATA_KEY
 
 LOG_ENTRY = "log"
 FENCE_ENTRY = "fence"
@@ -109,6 +110,19 @@ class LogSeries:
                 continue
             theirs.append(LogEntry(seq, key, info.size))
         return theirs
+
+    async def replaced(self) -> bool:
+        """Whether a newer store claimed the log (one HEAD of the id this store
+        creates next: a newer store's fence or fill takes it)."""
+        if self._fenced:
+            return True
+        if self._next is None:
+            return False
+        try:
+            info = await self.store.head(self.path.key(self._next))
+        except ObjectNotFound:
+            return False
+        return info.metadata.get(WRITER_METADATA_KEY) != self.writer_id
 
     async def append(self, data: bytes) -> LogEntry:
         """Create the next entry holding ``data``; :class:`LogFenced` once a newer

@@ -40,7 +40,6 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
@@ -48,12 +47,13 @@ from tieredstore.errors import (
     TieredStoreError,
 )
 from tieredstore.log.codec import Piece, encode_log_object
+from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
 from tieredstore.log.options import LogOptions
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
-from tieredstore.objectstore import ByteRange, ObjectStore
+from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileSegment, SegmentPath
 from tieredstore.segment.layout import ChunkRef
 
@@ -154,25 +154,16 @@ class LogWriter:
 
     async def _write(self, puts: list[_Put]) -> None:
         try:
-            if self._in_doubt is not None:
-                await self._resolve_in_doubt()
-                puts = [p for p in puts if not _already_landed(p)]
-                if not puts:
-                    return
+            await self._settle()
+            puts = [p for p in puts if not _already_landed(p)]
+            if not puts:
+                return
             pieces = [(Piece(p.segment.path.topic, p.segment.path.queue_id,
                              p.segment.path.file_type, p.segment.path.base_offset, p.position,
                              len(p.data)), p.data) for p in puts]
-            data, stored = encode_log_object(pieces)
-            obj = _Object(data, stored, puts)
-            try:
-                entry = await self.series.append(data)
-            except LogFenced:
-                raise
-            except Exception:
-                self._in_doubt = obj  # it may have landed: sent again before anything else
-                raise
+            obj = _Object(*encode_log_object(pieces), puts)
+            entry = await self._append(obj)
         except LogFenced as exc:
-            self._fenced = exc
             for p in puts:
                 _fail(p, SegmentFenced(str(exc), segment=str(p.segment.path)))
             return
@@ -185,10 +176,30 @@ class LogWriter:
             return
         self._landed(obj, entry)
 
-    async def _resolve_in_doubt(self) -> None:
+    async def _append(self, obj: _Object) -> LogEntry:
+        """Create ``obj`` as the next entry of the series (after :meth:`_settle`).
+        Fenced: for good. Any other failure: ``obj`` is in doubt (it may have
+        landed), sent again before anything else."""
+        try:
+            return await self.series.append(obj.data)
+        except LogFenced as exc:
+            self._fenced = exc
+            raise
+        except Exception:
+            self._in_doubt = obj
+            raise
+
+    async def _settle(self) -> None:
+        """Send the object in doubt again, same bytes at the same id; once it
+        stands, its pieces join their segments."""
         obj = self._in_doubt
-        assert obj is not None
-        entry = await self.series.append(obj.data)
+        if obj is None:
+            return
+        try:
+            entry = await self.series.append(obj.data)
+        except LogFenced as exc:
+            self._fenced = exc
+            raise
         self._in_doubt = None
         log.info("log object %s, in doubt, has landed", entry.key)
         self._landed(obj, entry)
@@ -244,19 +255,10 @@ class LogWriter:
         if not pieces:
             return
         try:
-            if self._in_doubt is not None:
-                await self._resolve_in_doubt()
-            data, stored = encode_log_object(pieces)
-            obj = _Object(data, stored, consolidated=[d for _, d in pieces])
-            try:
-                entry = await self.series.append(data)
-            except LogFenced:
-                raise
-            except Exception:
-                self._in_doubt = obj
-                raise
-        except LogFenced as exc:
-            self._fenced = exc
+            await self._settle()
+            obj = _Object(*encode_log_object(pieces), consolidated=[d for _, d in pieces])
+            entry = await self._append(obj)
+        except LogFenced:
             return
         except Exception as exc:  # the small objects keep serving those bytes
             log.warning("consolidating %d log pieces failed: %r", len(pieces), exc)
@@ -304,9 +306,8 @@ class LogWriter:
         segment's."""
         if self._in_doubt is not None:
             try:
-                await self._resolve_in_doubt()
+                await self._settle()
             except LogFenced as exc:
-                self._fenced = exc
                 raise SegmentFenced(str(exc), segment=str(segment.path)) from None
             except Exception as exc:
                 raise CommitFailed(f"a log object in doubt could not be settled: {exc!r}",
@@ -369,57 +370,25 @@ class LogWriter:
             self._writer = self._spawn(self._write_batches(), "log group commit")
         due = [s for s in self.tracker.due(now, self.options.compact_age)
                if not (s.sealed or s.fenced)]
-        for group in self._groups(due):
-            await self._prefetch(group)
+        recent = {unit.key for _, unit, _ in self._held}
+        for group in groups(due, self.options.compact_bytes):
+            await prefetch(self.store, self.series.path, group, recent)
             for segment in group:
                 try:
                     await segment.compact()
                 except TieredStoreError as exc:  # the next pass tries again
                     log.warning("%s: compacting its log pieces failed: %s", segment.path, exc)
         seqs = self.tracker.deletable(now, self.options.delete_age)
+        if seqs and await self.series.replaced():
+            # A newer store took the log over and may read any of these: its
+            # pieces are its own business now.
+            self._fenced = LogFenced(f"the log at {self.series.path.directory} was taken "
+                                     "over by a newer store")
+            return
         for i in range(0, len(seqs), DELETE_BATCH):
             batch = seqs[i : i + DELETE_BATCH]
             await self.store.delete_many([self.series.path.key(s) for s in batch])
             self.tracker.deleted(batch)
-
-    def _groups(self, segments: list[ChunkedSegment]) -> list[list[ChunkedSegment]]:
-        """Segments in key order (as consolidated objects lay them out), in groups of
-        at most ``compact_bytes`` log bytes."""
-        groups: list[list[ChunkedSegment]] = []
-        size = 0
-        for segment in sorted(segments, key=lambda s: segment_key(s.path)):
-            if not groups or (size and size + segment.log_bytes > self.options.compact_bytes):
-                groups.append([])
-                size = 0
-            groups[-1].append(segment)
-            size += segment.log_bytes
-        return groups
-
-    async def _prefetch(self, group: list[ChunkedSegment]) -> None:
-        """Read what a group's compaction needs from each log object with one
-        ranged GET (the pieces of neighbouring segments lie together in a
-        consolidated object), each piece checked, into the segments' reader.
-        Pieces held since the last consolidation are in memory: skipped. A
-        failure here only costs the compaction its own reads."""
-        recent = {unit.key for _, unit, _ in self._held}
-        wanted: dict[str, list[tuple[ChunkedSegment, ChunkRef]]] = {}
-        for segment in group:
-            for unit in segment.layout.units:
-                if unit.key not in recent and self.series.path.parse(unit.key) is not None:
-                    wanted.setdefault(unit.key, []).append((segment, unit))
-        for key, units in wanted.items():
-            start = min(u.object_offset for _, u in units)
-            end = max(u.object_offset + u.length for _, u in units)
-            try:
-                data = await self.store.get(key, ByteRange(start, end - start))
-            except TieredStoreError as exc:
-                log.info("prefetch of %s for compaction failed: %s", key, exc)
-                continue
-            for segment, unit in units:
-                at = unit.object_offset - start
-                part = bytes(data[at : at + unit.length])
-                if len(part) == unit.length and crc32c(part) == unit.crc32c:
-                    segment.reader.committed(segment.path, unit, part)
 
     def snapshot(self) -> dict[str, int]:
         """Log objects written (consolidated ones among them), and those holding

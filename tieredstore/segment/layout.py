@@ -156,20 +156,28 @@ def continue_with(layout: SegmentLayout, units: Iterable[ChunkRef]) -> list[Chun
     bytes are in the chunks already, or in a longer piece taken before). A unit
     that neither continues the layout nor lies within it raises ``ValueError``
     naming it."""
-    within: list[ChunkRef] = []
-    # At each position the longest piece first, of equal ones the newest object's
-    # (keys sort as the log's sequence): a consolidated piece covers the small ones
-    # it was made of, which are then within, and which its writer deletes first.
-    newest_first = sorted(units, key=lambda u: u.key, reverse=True)
-    for unit in sorted(newest_first, key=lambda u: (u.position, -u.end)):
-        if unit.end <= layout.size:
-            within.append(unit)
-        elif unit.position != layout.size:
-            raise ValueError(f"piece [{unit.position}, {unit.end}) in {unit.key!r} does not "
-                             f"continue the segment's {layout.size} bytes")
-        else:
-            layout.append(unit)
-    return within
+    # From the end on, at each position the longest piece, of equal ones the newest
+    # object's (keys sort as the log's sequence): a consolidated piece covers the
+    # small ones it was made of, which are then within, and which its writer
+    # deletes first. A piece that starts before the end and reaches past it (a
+    # consolidated one whose start moved into a chunk meanwhile) is not needed
+    # when other pieces continue the end.
+    best: dict[int, ChunkRef] = {}
+    for unit in units:
+        other = best.get(unit.position)
+        if other is None or (other.end, other.key) < (unit.end, unit.key):
+            best[unit.position] = unit
+    taken: set[int] = set()
+    while (step := best.get(layout.size)) is not None:
+        layout.append(step)
+        taken.add(id(step))
+    rest = [u for u in units if id(u) not in taken]
+    beyond = [u for u in rest if u.end > layout.size]
+    if beyond:
+        first = min(beyond, key=lambda u: u.position)
+        raise ValueError(f"piece [{first.position}, {first.end}) in {first.key!r} does not "
+                         f"continue the segment's {layout.size} bytes")
+    return rest
 
 
 def coalesce_units(
