@@ -243,15 +243,21 @@ class LogWriter:
             self._held_bytes >= self.options.consolidate_bytes
             or time.monotonic() - self._held_since >= self.options.consolidate_interval)
 
-    def _live(self, key: SegmentKey, unit: ChunkRef) -> bool:
-        return self._pieces.get(key, {}).get(unit.position) == unit
+    def _worth_consolidating(self, key: SegmentKey, unit: ChunkRef) -> bool:
+        """A live piece of a quiet segment. A segment holding a quarter of a chunk in
+        log pieces or more is compacted by size soon: rewriting its pieces first
+        would upload its bytes a third time."""
+        if self._pieces.get(key, {}).get(unit.position) != unit:
+            return False
+        owner = self._owners.get(key)
+        return owner is None or owner.log_bytes < owner.options.chunk_size // 4
 
     async def _consolidate(self) -> None:
         """Write the held pieces still live as one log object (see
         :mod:`tieredstore.log.consolidate`). Its outcome unknown: in doubt, as a
         group commit's; the held pieces are let go either way."""
         held, self._held, self._held_bytes = self._held, [], 0
-        pieces = consolidated_pieces(held, self._live)
+        pieces = consolidated_pieces(held, self._worth_consolidating)
         if not pieces:
             return
         try:
