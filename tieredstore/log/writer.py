@@ -96,6 +96,10 @@ class LogWriter:
         self._batch: list[_Put] = []
         self._writer: asyncio.Task[None] | None = None
         self._in_doubt: _Object | None = None
+        # One create of the series at a time: a group commit, a consolidation and a
+        # queue's open settling the object in doubt must not race for one id (the
+        # loser would take the winner's entry for another store's).
+        self._series_lock = asyncio.Lock()
         self._fenced: LogFenced | None = None
         self._compacting: set[int] = set()  # id() of segments being compacted by size
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -153,6 +157,10 @@ class LogWriter:
             self._writer = None
 
     async def _write(self, puts: list[_Put]) -> None:
+        async with self._series_lock:
+            await self._write_now(puts)
+
+    async def _write_now(self, puts: list[_Put]) -> None:
         try:
             await self._settle()
             puts = [p for p in puts if not _already_landed(p)]
@@ -260,6 +268,10 @@ class LogWriter:
         pieces = consolidated_pieces(held, self._worth_consolidating)
         if not pieces:
             return
+        async with self._series_lock:
+            await self._consolidate_now(pieces)
+
+    async def _consolidate_now(self, pieces: list[tuple[Piece, bytes]]) -> None:
         try:
             await self._settle()
             obj = _Object(*encode_log_object(pieces), consolidated=[d for _, d in pieces])
@@ -312,7 +324,8 @@ class LogWriter:
         segment's."""
         if self._in_doubt is not None:
             try:
-                await self._settle()
+                async with self._series_lock:
+                    await self._settle()
             except LogFenced as exc:
                 raise SegmentFenced(str(exc), segment=str(segment.path)) from None
             except Exception as exc:
