@@ -264,8 +264,12 @@ class FlatFile:
 
     async def _open_next(self, base: int) -> None:
         path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
+        # repair=False: a next segment with entries is a newer writer's, and ours to
+        # leave alone (repairing it raced that writer's merge: a HEAD of a chunk its
+        # cleanup had just deleted failed this store's append with ObjectNotFound).
         segment = await ChunkedSegment.open(
-            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher
+            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
+            repair=False,
         )
         if segment.has_entries or segment.sealed:
             # Only a writer that took the queue over since our last head write
