@@ -279,20 +279,22 @@ class ChunkedSegment(FileSegment):
                 else bytes(piece)
             assert isinstance(body, bytes)
             entry = self._next_entry
-            try:
-                crc = await self._put_entry(entry, body)
-            except SegmentFenced:
-                raise
-            except Exception as exc:
-                raise CommitFailed(
-                    f"commit did not fully land: {exc}",
-                    segment=str(self.path),
-                    resume_position=self._layout.size,
-                ) from exc
+            crc = await self._put_chunk(entry, body)
             unit = ChunkRef(position + offset, len(body), self.path.entry_key(entry), 0, crc)
             self._layout.append(unit)
             self._next_entry = entry.after(len(body))
             self.reader.committed(self.path, unit, body)
+
+    async def _put_chunk(self, entry: EntryId, body: bytes) -> int:
+        """:meth:`_put_entry` of a data chunk; a failure other than being fenced is
+        ``CommitFailed``, resuming at the commit position."""
+        try:
+            return await self._put_entry(entry, body)
+        except SegmentFenced:
+            raise
+        except Exception as exc:
+            raise CommitFailed(f"commit did not fully land: {exc}", segment=str(self.path),
+                               resume_position=self._layout.size) from exc
 
     async def _put_entry(self, entry: EntryId, body: bytes, kind: str | None = None) -> int:
         """Create entry ``entry`` of the series (its CRC32C returned), or learn
@@ -344,16 +346,11 @@ class ChunkedSegment(FileSegment):
         Those past the chunk end continue the layout; the rest (compacted
         already) are returned. A gap or an overlap among them is damage."""
         chunk_end = self._layout.size
-        live = [u for u in units if u.end > chunk_end]
-        if live and self.sealed:
-            raise CorruptSegment(f"log pieces past the end of sealed segment ({chunk_end} "
-                                 f"bytes), in {live[0].key!r}", segment=str(self.path),
-                                 span=(chunk_end, max(u.end for u in live)))
         try:
-            dead = continue_with(self._layout, units)
+            dead = continue_with(self._layout, units, sealed=self.sealed)
         except ValueError as exc:
             raise CorruptSegment(str(exc), segment=str(self.path),
-                                 span=(self._layout.size, max(u.end for u in live))) from None
+                                 span=(self._layout.size, max(u.end for u in units))) from None
         if self._layout.size > chunk_end and self._log_from is None:
             self._log_from = chunk_end
         return dead
@@ -400,13 +397,10 @@ class ChunkedSegment(FileSegment):
         assert start is not None and self._next_entry.position == start
         entry = self._next_entry
         try:
-            crc = await self._put_entry(entry, data)
-        except SegmentFenced:
-            raise
-        except Exception as exc:
+            crc = await self._put_chunk(entry, data)
+        except CommitFailed:
             self._over_log_in_doubt = data
-            raise CommitFailed(f"commit did not land: {exc}", segment=str(self.path),
-                               resume_position=self._layout.size) from exc
+            raise
         self._over_log_in_doubt = None
         unit = ChunkRef(start, len(data), self.path.entry_key(entry), 0, crc)
         self._layout, dropped = self._layout.replace_from(start, unit)

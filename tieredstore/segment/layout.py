@@ -150,12 +150,16 @@ class SegmentLayout:
                                       crc, unit.missing)
 
 
-def continue_with(layout: SegmentLayout, units: Iterable[ChunkRef]) -> list[ChunkRef]:
+def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
+                  sealed: bool = False) -> list[ChunkRef]:
     """Append to ``layout`` (its chunks) the ``units`` held elsewhere (log pieces)
     that lie past its end, in order; return those that lie within it (their
     bytes are in the chunks already, or in a longer piece taken before). A unit
-    that neither continues the layout nor lies within it raises ``ValueError``
-    naming it."""
+    that neither continues the layout nor lies within it, or any past the end of
+    a ``sealed`` segment (a seal takes every piece into chunks first), raises
+    ``ValueError`` naming it."""
+    if sealed and any(u.end > layout.size for u in units):
+        raise ValueError(f"log pieces past the end of a sealed segment ({layout.size} bytes)")
     # From the end on, at each position the longest piece, of equal ones the newest
     # object's (keys sort as the log's sequence): a consolidated piece covers the
     # small ones it was made of, which are then within, and which its writer

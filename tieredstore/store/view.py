@@ -94,10 +94,7 @@ async def open_segment(store: ObjectStore, path: SegmentPath,
     layout = recovered.layout
     pieces = log.of(path) if log else []
     try:
-        if recovered.state is not SegmentState.OPEN and any(p.end > layout.size for p in pieces):
-            raise ValueError(f"log pieces past the end of a sealed segment ({layout.size} "
-                             "bytes)")
-        continue_with(layout, pieces)
+        continue_with(layout, pieces, sealed=recovered.state is not SegmentState.OPEN)
     except ValueError as exc:
         return SegmentView(path, None, SegmentLayout(), error=f"segment {path}: {exc}")
     return SegmentView(path, recovered.state, layout, foreign=recovered.foreign, log=log)
