@@ -328,10 +328,13 @@ class ChunkedSegment(FileSegment):
         """Serve ``[unit.position, unit.end)`` from ``unit`` (a consolidated log
         piece: the same bytes) instead of the log pieces that hold it now, which
         are returned. None, and nothing changes, when those bytes are not all in
-        log pieces any more or a chunk write is under way."""
+        log pieces any more, or a chunk write is under way or in doubt."""
         start = self._log_from
         if (start is None or unit.position < start or unit.end > self._layout.size
-                or self._lock.locked() or self._fenced is not None or self._destroyed):
+                or self._lock.locked() or self._over_log_in_doubt is not None
+                or self._fenced is not None or self._destroyed):
+            # A chunk over the log in doubt is sent again as it was: its end must
+            # stay a unit boundary, which a consolidated unit could straddle.
             return None
         try:
             self._layout, old = self._layout.replace_from(unit.position, unit)
