@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench import (
     append,
+    busy_queues,
     chunk_size,
     consume,
     quiet_queues,
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "segment_cost": segment_cost_bench.run_tables,
     "chunk_size": chunk_size.run,
     "quiet_queues": quiet_queues.run,
+    "busy_queues": busy_queues.run,
 }
 
 SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}

@@ -57,6 +57,9 @@ class Sizes:
     segment_cost: bool = True  # the 1 GiB segment-cost table (in-memory, a few seconds)
     quiet_queues: int = 1000  # queues at 1 message/s each
     quiet_seconds: float = 30.0  # steady state measured, after a quarter as long to warm up
+    busy_queues: int = 64  # queues written at full speed
+    busy_bytes_per_queue: int = 16 * MiB
+    busy_segment: int = 16 * MiB  # commit-log segment size, so that every queue seals
 
 
 FULL = Sizes(
@@ -72,6 +75,7 @@ QUICK = Sizes(
     random_misses=16, random_hits=500,
     write_queues=64, write_bytes_per_queue=2 * MiB, write_message=4 * KiB, write_repeats=1,
     rss_queues=1000, rss_bytes_per_queue=64 * KiB, rss_pool=64 * MiB, quiet_seconds=15.0,
+    busy_bytes_per_queue=8 * MiB, busy_segment=8 * MiB,
 )
 # For the smoke test: every code path, seconds in all.
 TINY = Sizes(
@@ -81,6 +85,7 @@ TINY = Sizes(
     write_queues=4, write_bytes_per_queue=256 * KiB, write_message=4 * KiB, write_repeats=1,
     rss_queues=20, rss_bytes_per_queue=64 * KiB, rss_pool=256 * KiB,
     chunk_size=256 * KiB, segment_cost=False, quiet_queues=20, quiet_seconds=2.0,
+    busy_queues=4, busy_bytes_per_queue=1 * MiB, busy_segment=512 * KiB,
 )
 
 

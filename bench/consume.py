@@ -68,6 +68,9 @@ async def fill(store: ObjectStore, volume: int, message: int) -> int:
     count = volume // message
     for i in range(count):
         await writer.append(TOPIC, 0, i.to_bytes(8, "big") + body[8:])
+    await writer.flush()
+    # A catch-up reader reads old data: in the log mode, moved into chunks by then.
+    await writer.compact_log(time.time() + config.log_compact_age + 1)
     await writer.close()
     return count
 

@@ -160,6 +160,43 @@ async def _has_commit_log_chunk(backend: ObjectStore) -> bool:
     return any("/commitlog/" in o.key for o in await data_chunks(backend))
 
 
+class _LogReads(ForwardingObjectStore):
+    """Counts the GETs of log objects."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.log_gets = 0
+
+    async def get_object(self, key: str, byte_range: Any = None) -> Any:
+        if LOG_DIR in key:
+            self.log_gets += 1
+        return await super().get_object(key, byte_range)
+
+
+@pytest.mark.parametrize("hold", [0, 64 * KiB])
+async def test_a_busy_segment_builds_its_chunks_from_memory(hold: int) -> None:
+    """Full chunks and seals of a queue written between flushes take the log pieces'
+    bytes from what the writer kept, not from the log objects (the fetcher caches
+    nothing here); with nothing kept (``log_hold_bytes`` 0) they read them back."""
+    backend = _LogReads(MemoryObjectStore())
+    config = log_config(chunk_size=1 * KiB, commit_log_max_size=4 * KiB,
+                        memory_cache_bytes=0, log_hold_bytes=hold)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(80):
+        await store.append("t", 0, body(0, i))
+        await store.flush()
+    await store.close()  # waits for the compactions and merges
+    merged = [o for o in await objects(backend) if o.key.endswith("/segment")]
+    assert len(merged) >= 3
+    if hold:
+        assert backend.log_gets == 0
+    else:
+        assert backend.log_gets >= 10, backend.log_gets
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert await read_all(store, 0) == [body(0, i) for i in range(80)]
+    await store.close()
+
+
 async def test_rolled_segments_hold_every_byte_in_chunks() -> None:
     backend = MemoryObjectStore()
     config = log_config(commit_log_max_size=4 * KiB)
@@ -284,6 +321,7 @@ async def pieces_per_object(backend: ObjectStore) -> list[int]:
 async def test_consolidation_rewrites_small_log_objects_as_one() -> None:
     backend = MemoryObjectStore()
     config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
+                        log_consolidate_interval=0.05,
                         gc_safety_age=0.0)
     store = await AsyncMessageStore.open(config, store=backend)
     await write_rounds(store, 10, 12)
@@ -302,7 +340,8 @@ async def test_consolidation_rewrites_small_log_objects_as_one() -> None:
 
 async def test_a_restart_reads_a_consolidated_object_beside_the_small_ones() -> None:
     backend = MemoryObjectStore()  # gc_safety_age 1 h: the small objects stay
-    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB)
+    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
+                        log_consolidate_interval=0.05)
     store = await AsyncMessageStore.open(config, store=backend)
     await write_rounds(store, 10, 12)
     await store.close()
@@ -321,7 +360,8 @@ async def test_a_restart_reads_a_consolidated_object_beside_the_small_ones() -> 
 
 async def test_compaction_reads_each_consolidated_object_once_per_group() -> None:
     backend = MemoryObjectStore()
-    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB)
+    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
+                        log_consolidate_interval=0.05)
     store = await AsyncMessageStore.open(config, store=backend)
     await write_rounds(store, 10, 12)
     await store.close()

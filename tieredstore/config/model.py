@@ -94,6 +94,7 @@ class TieredStoreConfig:
     log_consolidate_interval: float = seconds_knob(_LOG.consolidate_interval, 0.0, 24 * 3600.0)
     log_consolidate_bytes: int = size_knob(_LOG.consolidate_bytes, 1 * KiB, 5 * GiB)
     log_compact_bytes: int = size_knob(_LOG.compact_bytes, 1 * KiB, 5 * GiB)
+    log_hold_bytes: int = size_knob(_LOG.hold_bytes, 0, 1024 * GiB)
 
     # message store
     max_message_size: int = size_knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)

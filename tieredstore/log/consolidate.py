@@ -14,7 +14,7 @@ without a live piece, are deleted in time. See docs/format.md, "Consolidation".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from tieredstore.filetype import FileType
 from tieredstore.log.codec import Piece
@@ -24,13 +24,11 @@ SegmentKey = tuple[str, int, FileType, int]  # topic, queue, file type, base off
 Held = tuple[SegmentKey, ChunkRef, bytes]  # a landed piece and its bytes
 
 
-def consolidated_pieces(held: Sequence[Held], live: Callable[[SegmentKey, ChunkRef], bool]
-                        ) -> list[tuple[Piece, bytes]]:
-    """One piece per run of contiguous live pieces of a segment, in segment order."""
+def consolidated_pieces(held: Sequence[Held]) -> list[tuple[Piece, bytes]]:
+    """One piece per run of contiguous pieces of a segment, in segment order."""
     by_segment: dict[SegmentKey, list[tuple[ChunkRef, bytes]]] = {}
     for key, unit, data in held:
-        if live(key, unit):
-            by_segment.setdefault(key, []).append((unit, data))
+        by_segment.setdefault(key, []).append((unit, data))
     out: list[tuple[Piece, bytes]] = []
     for key in sorted(by_segment):
         run: list[tuple[ChunkRef, bytes]] = []

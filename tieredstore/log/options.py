@@ -19,7 +19,9 @@ class LogOptions:
     made due with it. ``consolidate_interval``: seconds after which the small
     log objects written since the last consolidation are rewritten as one (0:
     at every group commit), or sooner once they hold ``consolidate_bytes``;
-    ``compact_bytes``: log bytes one compaction group reads at a time."""
+    ``compact_bytes``: log bytes one compaction group reads at a time.
+    ``hold_bytes``: bytes of log pieces kept in memory until they move into
+    chunks or are consolidated (:class:`~tieredstore.log.hold.LogHold`)."""
 
     object_size: int = 8 * MiB
     compact_age: float = 3600.0
@@ -28,6 +30,7 @@ class LogOptions:
     consolidate_interval: float = 60.0
     consolidate_bytes: int = 64 * MiB
     compact_bytes: int = 64 * MiB
+    hold_bytes: int = 256 * MiB
 
     def __post_init__(self) -> None:
         if not 1 * KiB <= self.object_size <= 5 * GiB:
@@ -37,6 +40,9 @@ class LogOptions:
                            ("log_compact_bytes", self.compact_bytes)):
             if not 1 * KiB <= size <= 5 * GiB:
                 raise ConfigError(name, f"must be within [1 KiB, 5 GiB], got {size}")
+        if not 0 <= self.hold_bytes <= 1024 * GiB:
+            raise ConfigError("log_hold_bytes",
+                              f"must be within [0, 1 TiB], got {self.hold_bytes}")
         for name, value in (("log_compact_age", self.compact_age),
                             ("gc_safety_age", self.delete_age), ("linger", self.linger),
                             ("log_consolidate_interval", self.consolidate_interval)):

@@ -50,6 +50,7 @@ from tieredstore.log.codec import Piece, encode_log_object
 from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
+from tieredstore.log.hold import LogHold
 from tieredstore.log.options import LogOptions
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
@@ -106,10 +107,17 @@ class LogWriter:
         # Every live piece known, by segment and position; the object writing each.
         self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
         self._owners: dict[SegmentKey, ChunkedSegment] = {}
+        # When each segment's oldest piece still in the log landed (its rate).
+        self._since: dict[SegmentKey, float] = {}
         # Pieces landed since the last consolidation, with their bytes.
         self._held: list[Held] = []
         self._held_bytes = 0
         self._held_since = 0.0
+        # Pieces a consolidation left out (their segment was about to fill a
+        # chunk): looked at again by the next one.
+        self._carried: list[Held] = []
+        # Their bytes, by segment, until they are in chunks or consolidated.
+        self._memory = LogHold(options.hold_bytes)
         self.objects_written = 0
         self.consolidations = 0
 
@@ -223,6 +231,7 @@ class LogWriter:
             unit = ChunkRef(piece.position, piece.length, entry.key, piece.object_offset,
                             piece.crc32c)
             self._pieces.setdefault(piece.segment, {})[unit.position] = unit
+            self._since.setdefault(piece.segment, time.monotonic())
             try:
                 segment.add_log_piece(unit, put.data)
             except TieredStoreError as exc:
@@ -233,6 +242,7 @@ class LogWriter:
                 continue
             self._watch(segment, [unit])
             self._hold(piece.segment, unit, put.data)
+            self._memory.keep(piece.segment, unit.position, put.data)
             if not put.done.done():
                 put.done.set_result(None)
             if segment.log_bytes >= segment.options.chunk_size:
@@ -251,21 +261,31 @@ class LogWriter:
             self._held_bytes >= self.options.consolidate_bytes
             or time.monotonic() - self._held_since >= self.options.consolidate_interval)
 
-    def _worth_consolidating(self, key: SegmentKey, unit: ChunkRef) -> bool:
-        """A live piece of a quiet segment. A segment holding a quarter of a chunk in
-        log pieces or more is compacted by size soon: rewriting its pieces first
-        would upload its bytes a third time."""
-        if self._pieces.get(key, {}).get(unit.position) != unit:
+    def _live(self, key: SegmentKey, unit: ChunkRef) -> bool:
+        return self._pieces.get(key, {}).get(unit.position) == unit
+
+    def _fills_a_chunk_soon(self, key: SegmentKey) -> bool:
+        """Whether, at the rate its pieces came so far, the segment's log bytes
+        make a full chunk within ``consolidate_interval``: then they move into a
+        chunk by size, from the bytes kept in memory, and rewriting them first
+        would upload them a third time."""
+        owner, since = self._owners.get(key), self._since.get(key)
+        if owner is None or since is None:
             return False
-        owner = self._owners.get(key)
-        return owner is None or owner.log_bytes < owner.options.chunk_size // 4
+        rate = owner.log_bytes / max(time.monotonic() - since, 1e-3)
+        missing = owner.options.chunk_size - owner.log_bytes
+        return missing <= rate * self.options.consolidate_interval
 
     async def _consolidate(self) -> None:
         """Write the held pieces still live as one log object (see
-        :mod:`tieredstore.log.consolidate`). Its outcome unknown: in doubt, as a
-        group commit's; the held pieces are let go either way."""
-        held, self._held, self._held_bytes = self._held, [], 0
-        pieces = consolidated_pieces(held, self._worth_consolidating)
+        :mod:`tieredstore.log.consolidate`); those of segments about to fill a
+        chunk wait for the next consolidation. Its outcome unknown: in doubt, as
+        a group commit's; the pieces written are let go either way."""
+        held, self._held, self._held_bytes = self._carried + self._held, [], 0
+        live = [h for h in held if self._live(h[0], h[1])]
+        soon = {key for key, _, _ in live if self._fills_a_chunk_soon(key)}
+        self._carried = [h for h in live if h[0] in soon]
+        pieces = consolidated_pieces([h for h in live if h[0] not in soon])
         if not pieces:
             return
         async with self._series_lock:
@@ -298,6 +318,8 @@ class LogWriter:
             self._dropped(segment, old)
             self._pieces.setdefault(piece.segment, {})[unit.position] = unit
             swapped.append((segment, unit))
+            # Quiet: compacted in an hour, reading the consolidated object.
+            self._memory.forget(piece.segment, unit.position, unit.end)
         self.tracker.landed(entry.seq, len(swapped), time.time())
         for segment, unit in swapped:
             self._watch(segment, [unit])
@@ -339,6 +361,8 @@ class LogWriter:
             # into chunks first: their pieces are spent.
             spent = list(self._pieces.pop(older).values())
             self.tracker.dropped(segment, spent)
+            self._since.pop(older, None)
+            self._memory.forget(older)
         units = list(self._pieces.get(key, {}).values())
         if not units:
             return
@@ -350,6 +374,7 @@ class LogWriter:
 
     def _watch(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
         segment.log_observer = self._dropped
+        segment.log_source = self._from_memory
         for unit in units:
             self.tracker.holding(segment, unit)
 
@@ -357,6 +382,8 @@ class LogWriter:
         """``units`` of ``segment`` are in chunks now."""
         self.tracker.dropped(segment, units)
         key = segment_key(segment.path)
+        for unit in units:
+            self._memory.forget(key, unit.position, unit.end)
         held = self._pieces.get(key)
         if held is None:
             return
@@ -365,6 +392,11 @@ class LogWriter:
                 del held[unit.position]
         if not held:
             del self._pieces[key]
+            self._since.pop(key, None)
+
+    def _from_memory(self, segment: ChunkedSegment, start: int,
+                     end: int) -> list[tuple[int, int, bytes | None]]:
+        return self._memory.read(segment_key(segment.path), start, end)
 
     # --- compaction and deletion ----------------------------------------------------------
 
@@ -415,7 +447,8 @@ class LogWriter:
         return {"objects_written": self.objects_written,
                 "consolidations": self.consolidations,
                 "live_objects": self.tracker.live_objects,
-                "bytes_held": self._held_bytes}
+                "bytes_held": self._held_bytes,
+                "bytes_kept": self._memory.bytes}
 
     # --- tasks ------------------------------------------------------------------------------
 

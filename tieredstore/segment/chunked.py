@@ -103,6 +103,10 @@ class ChunkedSegment(FileSegment):
         self._log_from: int | None = None
         # Told which log pieces a chunk took over (their log objects may go).
         self.log_observer: Callable[[ChunkedSegment, Sequence[ChunkRef]], None] | None = None
+        # The log pieces' bytes [start, end) as spans (start, end, bytes) from
+        # memory, None for a span to read.
+        self.log_source: Callable[[ChunkedSegment, int, int],
+                                  list[tuple[int, int, bytes | None]]] | None = None
         # A chunk over the log pieces whose create failed without an answer: it
         # may stand, so the next chunk write sends these very bytes first.
         self._over_log_in_doubt: bytes | None = None
@@ -385,8 +389,12 @@ class ChunkedSegment(FileSegment):
         """The bytes the log pieces hold, each piece checked against its CRC."""
         start, end = self._log_from, self._layout.size
         assert start is not None
+        spans = [(start, end, None)] if self.log_source is None else \
+            self.log_source(self, start, end)
         try:
-            return await self.reader.read(self.path, self._layout, start, end - start)
+            return b"".join([data if data is not None else
+                             await self.reader.read(self.path, self._layout, s, e - s)
+                             for s, e, data in spans])
         except CorruptSegment:
             raise
         except Exception as exc:

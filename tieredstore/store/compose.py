@@ -166,4 +166,5 @@ def log_options(config: TieredStoreConfig) -> LogOptions:
                       delete_age=config.gc_safety_age,
                       consolidate_interval=config.log_consolidate_interval,
                       consolidate_bytes=config.log_consolidate_bytes,
-                      compact_bytes=config.log_compact_bytes)
+                      compact_bytes=config.log_compact_bytes,
+                      hold_bytes=config.log_hold_bytes)

@@ -1,0 +1,127 @@
+"""Busy queues: what 64 queues written at full speed upload, per GiB of data.
+
+Each write mode runs the same producer on the in-memory store (its chokepoint
+counts every request and byte the S3 backend would see, so the figures do not
+depend on the machine): ``busy_queues`` queues, each handed batches of 64
+messages of 1 KiB in turn through ``append_batch`` as fast as the store takes
+them, no flush until ``close()``. The shipped configuration throughout.
+
+Two runs per mode. *Writing*: ``busy_bytes_per_queue`` into each queue at
+the default segment size (nothing seals): bytes uploaded (PUT and UploadPart
+bodies) against the message bodies appended, and PUT-class requests (LISTs
+among them, as S3 bills them) per GiB appended. Bytes a log-mode store leaves
+in log objects at close are compacted by age later, one chunk per queue and
+file: not counted. *Sealing*: ``busy_segment``-byte commit-log segments and
+as much data per queue, so that every queue seals and merges one segment:
+the bytes its merges re-upload (UploadPart bodies: parts not done by
+UploadPartCopy) and read back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from bench.common import DEFAULTS, BenchEnv, MiB, Table
+from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.store import AsyncMessageStore
+
+GiB = 1024 * MiB
+MESSAGE = 1024
+BATCH = 64
+PUT_CLASS = ("put", "create_multipart", "upload_part", "upload_part_copy",
+             "complete_multipart", "list", "list_uploads")
+GOAL_BYTES = 1.1
+GOAL_PUTS = 140
+
+
+@dataclass
+class BusyRun:
+    mode: str
+    seconds: float
+    appended: int  # bytes of records (framing included), commit log only
+    requests: Counter[str]
+    up: Counter[str]
+    down: Counter[str]
+
+    @property
+    def uploaded(self) -> int:
+        return sum(self.up.values())
+
+    def puts_per_gib(self) -> float:
+        return sum(self.requests[op] for op in PUT_CLASS) * GiB / self.appended
+
+
+async def measure(mode: str, queues: int, per_queue: int, segment: int,
+                  chunk_size: int) -> BusyRun:
+    backend = MemoryObjectStore()
+    config = DEFAULTS.replace(backend="memory", write_mode=mode, gc_interval=0.0,
+                              rolling_interval=0.0,
+                              retention_interval=0.0, commit_log_max_size=segment,
+                              max_message_size=min(segment, DEFAULTS.max_message_size),
+                              chunk_size=chunk_size)
+    store = await AsyncMessageStore.open(config, store=backend)
+    body = b"b" * MESSAGE
+    batch = [body] * BATCH
+    rounds = max(1, per_queue // (MESSAGE * BATCH))
+    try:
+        for q in range(queues):  # created before the count starts
+            await store.append("busy", q, body)
+        await store.flush()
+        backend.metrics.reset()
+        started = time.perf_counter()
+        for _ in range(rounds):
+            for q in range(queues):
+                await store.append_batch("busy", q, batch)
+    finally:
+        await store.close()  # flushes, then waits for the merges
+    seconds = time.perf_counter() - started
+    snap = backend.metrics.snapshot()
+    return BusyRun(mode, seconds, rounds * queues * BATCH * MESSAGE,
+                   Counter(snap["requests"]), Counter(snap["bytes_up"]),
+                   Counter(snap["bytes_down"]))
+
+
+def _size(n: int) -> str:
+    return f"{n / MiB:g} MiB"
+
+
+async def run(env: BenchEnv) -> list[Table]:
+    sizes = env.sizes
+    queues, per_queue, segment = sizes.busy_queues, sizes.busy_bytes_per_queue, sizes.busy_segment
+    chunk = DEFAULTS.chunk_size if sizes.name != "tiny" else sizes.chunk_size
+    writing = Table(
+        f"Busy queues, writing: {queues} queues at full speed, {_size(per_queue)} each of "
+        f"{MESSAGE} B messages (in-memory store, requests and bytes as S3 would see them)",
+        ["write mode", "MB/s", "uploaded / data", "PUT-class per GiB", "GETs per GiB",
+         "requests"],
+        goal=f"log mode: at most {GOAL_BYTES}x the data uploaded and {GOAL_PUTS} PUT-class "
+             "requests per GiB")
+    sealing = Table(
+        f"Busy queues, sealing: {queues} queues, one {_size(segment)} commit-log segment "
+        f"each, sealed and merged (chunk_size {_size(chunk)})",
+        ["write mode", "merge parts copied", "bytes re-uploaded", "merge GETs"],
+        goal="0 bytes re-uploaded by merges at the default chunk size")
+    for mode in ("direct", "log"):
+        r = await measure(mode, queues, per_queue, DEFAULTS.commit_log_max_size, chunk)
+        writing.add(r.mode, f"{r.appended / r.seconds / 1e6:.0f}",
+                    f"{r.uploaded / r.appended:.2f}x", f"{r.puts_per_gib():.0f}",
+                    f"{r.requests['get'] * GiB / r.appended:.0f}",
+                    ", ".join(f"{op} {n:,}" for op, n in sorted(r.requests.items())))
+        if mode == "log":
+            writing.verdict(r.uploaded / r.appended <= GOAL_BYTES,
+                            f"log mode uploads {r.uploaded / r.appended:.2f}x the data")
+            writing.verdict(r.puts_per_gib() <= GOAL_PUTS,
+                            f"log mode {r.puts_per_gib():.0f} PUT-class requests per GiB")
+        s = await measure(mode, queues, segment, segment, chunk)
+        sealing.add(s.mode, f"{s.requests['upload_part_copy']:,}", f"{s.up['upload_part']:,}",
+                    f"{s.requests['get']:,}")
+        if mode == "log":
+            sealing.verdict(s.up["upload_part"] == 0,
+                            f"log mode merges re-upload {s.up['upload_part']:,} B")
+    writing.notes.append(
+        f"data: message bodies appended; chunk_size {_size(chunk)}, group_commit_interval "
+        f"{DEFAULTS.group_commit_interval} s; batches of {BATCH} through append_batch, "
+        "queues in turn")
+    return [writing, sealing]
