@@ -44,9 +44,9 @@ async def open_store(bucket: Scripted, **overrides: object) -> AsyncMessageStore
                                         writer_id="repro")
 
 
-async def fill(bucket: Scripted, count: int, *, size: int = 700) -> None:
+async def fill(bucket: Scripted, count: int, *, size: int = 700, **overrides: object) -> None:
     """``count`` messages, acknowledged, over several rolls; merges done; closed."""
-    store = await open_store(bucket)
+    store = await open_store(bucket, **overrides)
     for i in range(count):
         assert await store.append(T, Q, body(i, size), timestamp=1_000 * (i + 1)) == i
     await store.flush()
@@ -73,11 +73,15 @@ async def read_all(store: AsyncMessageStore) -> list[bytes]:
 # IntegrityError of ONE corrupted GET (a flipped bit on the wire, a truncated body) marks the
 # queue corrupt for the store's whole life; reads and writes refuse, only a reopen helps. Chaos:
 # hit in every default seed, several times.
-async def test_one_corrupted_read_during_open_does_not_mark_the_queue_corrupt() -> None:
+# In the log mode the open reads the active consume queue's units from log objects.
+@pytest.mark.parametrize(("write_mode", "prefix"), [("direct", "/consumequeue/"),
+                                                    ("log", "/log/")])
+async def test_one_corrupted_read_during_open_does_not_mark_the_queue_corrupt(
+        write_mode: str, prefix: str) -> None:
     bucket = Scripted()
-    await fill(bucket, 120)
-    bucket.script("get", "/consumequeue/", FaultKind.FLIP_BITS)  # the next CQ chunk GET
-    store = await open_store(bucket)
+    await fill(bucket, 120, write_mode=write_mode)
+    bucket.script("get", prefix, FaultKind.FLIP_BITS)  # the next GET there
+    store = await open_store(bucket, write_mode=write_mode)
     try:
         assert bucket.log and not bucket.pending
         assert store.corrupt == {}

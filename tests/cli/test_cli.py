@@ -259,8 +259,8 @@ def test_recover_reports_a_corrupt_queue_and_exits_1(cli: Cli) -> None:
     out = cli.ok("recover")
     assert "recovered 2 of 2 queues" in out and "0 corrupt" in out
     # A second writer's session: the active segment then holds two data chunks at
-    # least, whatever the group commits of the first did.
-    cli.ok("produce", "--topic", "orders", "--queue", "1", "--count", "5")
+    # least (in the log mode, full chunks of log pieces).
+    cli.ok("produce", "--topic", "orders", "--queue", "1", "--count", "40")
     segments = cli.json("inspect", "segments", "--topic", "orders", "--queue", "1", "--type",
                         "commitlog")
     active = max(s["base"] + s["size"] if s["sealed"] else s["base"] for s in segments)

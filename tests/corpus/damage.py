@@ -15,6 +15,8 @@ from pathlib import Path
 
 from tests.spark.conftest import BuiltStore, build_store
 from tieredstore.checksum import crc32c, format_crc
+from tieredstore.filetype import FileType
+from tieredstore.log.index import read_index
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 
@@ -26,6 +28,8 @@ class Case:
     name: str
     damage: Callable[[ObjectStore, BuiltStore], Awaitable[None]]
     merged: bool = True
+    # "direct": the active segments' bytes in chunks, which the damage needs.
+    write_mode: str = "log"
 
 
 async def keys_of(store: ObjectStore, file_type: str, *, chunks: bool) -> list[str]:
@@ -67,6 +71,20 @@ async def flip_active_consume_queue(store: ObjectStore, built: BuiltStore) -> No
                   fix_crc=False)
 
 
+async def flip_consume_queue_in_the_log(store: ObjectStore, built: BuiltStore) -> None:
+    """One byte of the newest consume-queue piece of d/0 in a log object (write mode
+    log): past its segment's chunks, live."""
+    for info in sorted(await store.list_all(""), key=lambda i: i.key, reverse=True):
+        if "/log/log-" not in info.key or not info.size:
+            continue
+        for piece in await read_index(store, info.key, info.size):
+            if (piece.topic, piece.queue_id, piece.file_type) == (TOPIC, 0,
+                                                                  FileType.CONSUME_QUEUE):
+                await rewrite(store, info.key, flip(piece.object_offset + 40), fix_crc=False)
+                return
+    raise AssertionError("no consume-queue piece of d/0 in the log")
+
+
 async def flip_one_record(store: ObjectStore, built: BuiltStore) -> None:
     """One record's bytes changed, its chunk's CRC made to match: only the record's
     own CRC can tell."""
@@ -98,16 +116,17 @@ CASES = [
     Case("intact", lambda store, built: asyncio.sleep(0)),
     Case("flipped byte, merged commit log", flip_merged_commit_log),
     Case("flipped byte, merged consume queue", flip_merged_consume_queue),
-    Case("flipped byte, active consume queue", flip_active_consume_queue),
+    Case("flipped byte, active consume queue", flip_active_consume_queue, write_mode="direct"),
+    Case("flipped byte, consume queue in the log", flip_consume_queue_in_the_log),
     Case("one record's own CRC", flip_one_record, merged=False),
     Case("chunk missing, active commit log", delete_active_commit_log_chunk),
-    Case("tags hash of a unit", wrong_tags_hash),
+    Case("tags hash of a unit", wrong_tags_hash, write_mode="direct"),
 ]
 
 
 def build_case(case: Case, path: Path) -> BuiltStore:
     built = build_store(path, queues=((TOPIC, 0), (TOPIC, 1)), per_queue=220,
-                        merge_on_seal=case.merged)
+                        merge_on_seal=case.merged, write_mode=case.write_mode)
 
     async def damage() -> None:
         store = LocalObjectStore(built.path, fsync=False)

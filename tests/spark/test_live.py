@@ -213,18 +213,18 @@ def test_spark_reads_beside_a_live_writer(spark: Any, tmp_path: Path) -> None:
 
 
 class MergeOnFirstGet(ForwardingObjectStore):
-    """Runs ``before`` once, just before the first GET of a chunk of ``kind``
-    (``consumequeue`` or ``commitlog``): after the segment was listed, before
-    its chunk is read. ``gone``: that chunk was deleted by then."""
+    """Runs ``before`` once, just before the first GET of a key holding ``kind``
+    once armed: after the segment (and the log) was listed, before its bytes are
+    read. ``gone``: that object was deleted by then."""
 
-    def __init__(self, inner: Any, kind: str, before: Callable[[], Any]) -> None:
+    def __init__(self, inner: Any, kind: str) -> None:
         super().__init__(inner)
         self.kind = kind
-        self.before: Callable[[], Any] | None = before
+        self.before: Callable[[], Any] | None = None
         self.gone = False
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
-        if self.before is not None and f"/{self.kind}/" in key and "/chunk-" in key:
+        if self.before is not None and self.kind in key:
             before, self.before = self.before, None
             await before()
             try:
@@ -234,11 +234,16 @@ class MergeOnFirstGet(ForwardingObjectStore):
         return await super().get_object(key, byte_range)
 
 
-@pytest.mark.parametrize("kind", ["consumequeue", "commitlog"])
-def test_a_segment_merged_between_listing_and_reading(tmp_path: Path, kind: str) -> None:
+# The active segment's bytes are in chunks (write mode direct), or in log objects
+# that the writer's compaction deletes once spent (write mode log, no safety age).
+@pytest.mark.parametrize(("mode", "kind"), [("direct", "/consumequeue/seg"),
+                                            ("direct", "/commitlog/seg"),
+                                            ("log", "/log/log-")])
+def test_a_segment_merged_between_listing_and_reading(tmp_path: Path, mode: str,
+                                                      kind: str) -> None:
     """The writer seals and merges the active segment a task listed, before the task
-    reads its chunk: the task reads the merged object, every message listed."""
-    config = writer_config(tmp_path)
+    reads its bytes: the task reads the merged object, every message listed."""
+    config = writer_config(tmp_path).replace(write_mode=mode, gc_safety_age=0.0)
 
     async def run() -> list[int]:
         writer = await AsyncMessageStore.open(config)
@@ -249,16 +254,19 @@ def test_a_segment_merged_between_listing_and_reading(tmp_path: Path, kind: str)
         async def roll_and_merge() -> None:
             for i in range(10, 400):  # rolls both segments; closing waits for the merges
                 await writer.append(TOPIC, 0, b"%d" % i * 50)
+            await writer.flush()
+            await writer.compact_log(time.time() + 2 * config.log_compact_age)
             await writer.close()
 
         inner = open_object_store(config)
-        store = MergeOnFirstGet(inner, kind, roll_and_merge)
+        store = MergeOnFirstGet(inner, kind)
         fetcher = fetcher_for(store, config)
         selection = Selection()
         offsets: list[int] = []
         try:
             parts = slices_of(await plan_read(store, config, selection))
             assert [(p.sealed, p.first_offset) for p in parts] == [(False, 0)]
+            store.before = roll_and_merge
             async for batch in SliceScanner(store, fetcher, config, parts[0],
                                             selection).batches():
                 offsets.extend(m.offset for m in batch.messages)

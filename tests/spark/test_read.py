@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from tests.spark.conftest import (
     build_store,
 )
 from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectInfo
-from tieredstore.spark.plan import plan_read, slices_of
+from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
 from tieredstore.spark.scan import SliceScanner, fetcher_for
 from tieredstore.spark.selection import Selection, Span
 from tieredstore.store import log_path
@@ -158,9 +159,11 @@ class RecordingStore(LocalObjectStore):
     def __init__(self, root: Path) -> None:
         super().__init__(root, fsync=False)
         self.touched: list[tuple[str, str]] = []
+        self.ranges: list[tuple[str, ByteRange | None]] = []  # every GET's key and range
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         self.touched.append(("get", key))
+        self.ranges.append((key, byte_range))
         return await super().get_object(key, byte_range)
 
     async def head(self, key: str) -> ObjectInfo:
@@ -172,42 +175,73 @@ class RecordingStore(LocalObjectStore):
         return super().list_pages(prefix)
 
 
-async def read_selected(built: BuiltStore, selection: Selection
-                        ) -> tuple[int, list[tuple[str, str]]]:
-    """Plan and read as the DataSource does, on a recording store: messages, requests."""
+@dataclass
+class Read:
+    """What a planned read did: messages, the requests of the plan and of the tasks,
+    and the slices planned."""
+
+    count: int
+    planning: list[tuple[str, str]]
+    reading: list[tuple[str, str]]
+    reading_ranges: list[tuple[str, ByteRange | None]]
+    slices: list[SegmentSlice]
+
+    @property
+    def touched(self) -> list[tuple[str, str]]:
+        return self.planning + self.reading
+
+
+async def read_selected(built: BuiltStore, selection: Selection) -> Read:
+    """Plan and read as the DataSource does, on a recording store."""
     store = RecordingStore(built.path)
     fetcher = fetcher_for(store, built.config)
     count = 0
     try:
-        plans = await plan_read(store, built.config, selection)
-        for part in slices_of(plans):
+        slices = slices_of(await plan_read(store, built.config, selection))
+        planned, ranged = len(store.touched), len(store.ranges)
+        for part in slices:
             scanner = SliceScanner(store, fetcher, built.config, part, selection)
             async for batch in scanner.batches():
                 count += len(batch.messages)
     finally:
         await fetcher.close()
         await store.close()
-    return count, store.touched
+    return Read(count, store.touched[:planned], store.touched[planned:],
+                store.ranges[ranged:], slices)
 
 
 def test_a_queue_filter_reads_no_other_queue(merged_store: BuiltStore) -> None:
     selection = Selection(topics=frozenset(["orders"]), queue_ids=frozenset([1]))
-    count, touched = asyncio.run(read_selected(merged_store, selection))
-    assert count == PER_QUEUE
-    gets = [key for op, key in touched if op == "get"]
-    assert gets, "nothing was read"
-    # A slice of an open segment lists the broker's log too (write mode log): one
-    # LIST, and no log object here to read.
+    read = asyncio.run(read_selected(merged_store, selection))
+    assert read.count == PER_QUEUE
+    assert [key for op, key in read.touched if op == "get"], "nothing was read"
+    # The plan reaches the open segments: it lists the broker's log (write mode log)
+    # and reads each log object's index once, for every task.
     log_dir = log_path(merged_store.config).directory
-    strangers = [(op, key) for op, key in touched
-                 if "/orders/1/" not in key and not (op == "list" and key == log_dir)]
-    assert not strangers, f"requests outside orders/1: {strangers}"
+    log_gets = [key for op, key in read.planning if op == "get" and key.startswith(log_dir)]
+    assert len(log_gets) == len(set(log_gets))
+    strangers = [(op, key) for op, key in read.planning
+                 if "/orders/1/" not in key and not key.startswith(log_dir)]
+    assert not strangers, f"planning requests outside orders/1: {strangers}"
+    # A task reads its own queue's objects, and of the log objects only the ranges
+    # of its queue's pieces, which its slice carries.
+    pieces = {(key, offset, offset + length)
+              for part in read.slices for _, _, _, length, key, offset, _ in part.log_pieces or ()}
+    assert pieces, "no log piece planned: the test reads no log"
+    for op, key in read.reading:
+        assert "/orders/1/" in key or (op == "get" and key.startswith(log_dir)), (op, key)
+    for key, span in read.reading_ranges:
+        if key.startswith(log_dir):
+            assert span is not None and any(
+                k == key and lo <= span.start and span.start + span.length <= hi
+                for k, lo, hi in pieces), (key, span)
 
 
 def test_an_offset_filter_reads_only_the_segments_holding_it(merged_store: BuiltStore) -> None:
     selection = Selection(topics=frozenset(["orders"]), queue_ids=frozenset([0]),
                           offsets=Span(130, 140))
-    count, touched = asyncio.run(read_selected(merged_store, selection))
+    read = asyncio.run(read_selected(merged_store, selection))
+    count, touched = read.count, read.touched
     assert count == 11
     segments = {key.split("/consumequeue/")[1].split("/")[0]
                 for op, key in touched if op == "get" and "/consumequeue/" in key}

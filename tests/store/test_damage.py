@@ -22,8 +22,9 @@ def body(offset: int) -> bytes:
     return f"{offset:06d}".encode() * 80
 
 
-async def build(backend: ObjectStore) -> None:
-    store = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+async def build(backend: ObjectStore, write_mode: str = "log") -> None:
+    store = await AsyncMessageStore.open(small_config(gc_interval=0, write_mode=write_mode),
+                                         store=backend)
     for i in range(COUNT):
         await store.append("t", 0, body(i))
     await store.close()
@@ -114,24 +115,30 @@ async def empty(backend: ObjectStore, key: str) -> None:
 
 AFTER = 100  # messages appended after the damage: enough to roll both files
 
-# (what is done, to which chunk of the active segment, most messages it may cost)
+# (what is done, to which chunk of the active segment, most messages it may cost,
+# write mode). In the log mode the active consume queue's units are in log pieces
+# (their damage: tests/log/test_log_mode.py); its commit log's pieces before the last
+# full chunk are in chunks.
 ACTIVE_DAMAGE = [
-    ("flip", "consumequeue", 0, 0),  # units rebuilt from the commit log: nothing lost
-    ("delete", "consumequeue", 0, 0),
-    ("empty", "consumequeue", 0, 0),
-    ("flip", "commitlog", 1, 12),  # one 4 KiB chunk of ~500-byte records
-    ("delete", "commitlog", 1, 12),
-    ("empty", "commitlog", 1, 12),
-    ("delete", "commitlog", -1, 12),  # the last chunk: the writer goes on after it
-    ("empty", "commitlog", -1, 12),
+    ("flip", "consumequeue", 0, 0, "direct"),  # units rebuilt from the commit log
+    ("delete", "consumequeue", 0, 0, "direct"),
+    ("empty", "consumequeue", 0, 0, "direct"),
+    *[(action, "commitlog", index, 12, mode)
+      for mode in ("direct", "log")
+      for action, index in [
+          ("flip", 1), ("delete", 1), ("empty", 1),  # one 4 KiB chunk of ~500-byte records
+          ("delete", -1), ("empty", -1),  # the last chunk: the writer goes on after it
+      ]],
 ]
 
 
-@pytest.mark.parametrize(("action", "file_type", "index", "most_lost"), ACTIVE_DAMAGE)
+@pytest.mark.parametrize(("action", "file_type", "index", "most_lost", "write_mode"),
+                         ACTIVE_DAMAGE)
 async def test_damage_in_the_active_segment_stays_local(action: str, file_type: str,
-                                                        index: int, most_lost: int) -> None:
+                                                        index: int, most_lost: int,
+                                                        write_mode: str) -> None:
     backend = MemoryObjectStore()
-    await build(backend)
+    await build(backend, write_mode)
     keys = sorted(o.key for o in await backend.list_all(""))
     chunks = active_chunks(keys, file_type)
     assert len(chunks) >= (1 if file_type == "consumequeue" else 3)
@@ -143,7 +150,8 @@ async def test_damage_in_the_active_segment_stays_local(action: str, file_type: 
     else:
         await empty(backend, key)
 
-    store = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+    config = small_config(gc_interval=0, write_mode=write_mode)
+    store = await AsyncMessageStore.open(config, store=backend)
     assert store.corrupt == {}
     got, errors = await read_around(store)
     lost = COUNT - len(got)
@@ -162,7 +170,7 @@ async def test_damage_in_the_active_segment_stays_local(action: str, file_type: 
         assert await store.append("t", 0, body(COUNT + i)) == COUNT + i
     await store.flush()
     await store.close()
-    again = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+    again = await AsyncMessageStore.open(config, store=backend)
     assert again.corrupt == {}
     after = await again.get("t", 0, COUNT, max_count=AFTER)
     assert [m.body for m in after] == [body(COUNT + i) for i in range(AFTER)]
@@ -175,7 +183,7 @@ def test_verify_names_a_damaged_consume_queue_range_once(
     backend = LocalObjectStore(str(tmp_path))
 
     async def damage() -> None:
-        await build(backend)
+        await build(backend, "direct")  # the active consume queue's units in chunks
         keys = sorted(o.key for o in await backend.list_all(""))
         await flip(backend, active_chunks(keys, "consumequeue")[0], 5)
 

@@ -88,7 +88,7 @@ class TieredStoreConfig:
     pool_bytes: int = size_knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)
     group_commit_interval: float = seconds_knob(_POOL.group_commit_interval, 0.0, 3600)
     upload_concurrency: int = knob(_POOL.upload_concurrency, 1, 1024)
-    write_mode: str = knob("direct", choices=WRITE_MODES)
+    write_mode: str = knob("log", choices=WRITE_MODES)
     log_object_size: int = size_knob(_LOG.object_size, 1 * KiB, 5 * GiB)
     log_compact_age: float = seconds_knob(_LOG.compact_age, 0.0, YEAR)
     log_consolidate_interval: float = seconds_knob(_LOG.consolidate_interval, 0.0, 24 * 3600.0)

@@ -63,6 +63,11 @@ class LogSnapshot:
         return list(self._pieces.get((path.topic, path.queue_id, path.file_type,
                                       path.base_offset), ()))
 
+    def of_queue(self, topic: str, queue_id: int) -> list[tuple[FileType, int, ChunkRef]]:
+        """Every piece of one queue: file type, segment base, piece."""
+        return [(f, base, unit) for (t, q, f, base), units in sorted(self._pieces.items())
+                if (t, q) == (topic, queue_id) for unit in units]
+
     def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
         """The segments of one flat file that have pieces."""
         return sorted(base for t, q, f, base in self._pieces

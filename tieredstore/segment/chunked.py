@@ -353,14 +353,32 @@ class ChunkedSegment(FileSegment):
         Those past the chunk end continue the layout; the rest (compacted
         already) are returned. A gap or an overlap among them is damage."""
         chunk_end = self._layout.size
+        self._step_over_lost_chunks(units)
         try:
             dead = continue_with(self._layout, units, sealed=self.sealed)
         except ValueError as exc:
             raise CorruptSegment(str(exc), segment=str(self.path),
                                  span=(self._layout.size, max(u.end for u in units))) from None
         if self._layout.size > chunk_end and self._log_from is None:
-            self._log_from = chunk_end
+            self._log_from = self._next_entry.position
         return dead
+
+    def _step_over_lost_chunks(self, units: Sequence[ChunkRef]) -> None:
+        """Log pieces that begin past the chunk end, none reaching it: the last
+        chunks, which took the pieces before them over, are gone from the bucket
+        (the listing of this open did not find them). Their bytes become a hole,
+        as ``skip_lost`` makes one, and the pieces continue after it."""
+        end = self._layout.size
+        if self.sealed or any(u.position <= end < u.end for u in units):
+            return
+        first = min((u.position for u in units if u.position > end), default=None)
+        if first is None:
+            return
+        self._layout.append(ChunkRef(end, first - end, self.path.entry_key(EntryId(first)),
+                                     missing=True))
+        self._next_entry = EntryId(first)
+        log.error("%s: bytes [%d, %d) are missing from the bucket (chunks gone, log pieces "
+                  "after them); writing goes on after them", self.path, end, first)
 
     def _append_log_unit(self, unit: ChunkRef) -> None:
         if self._log_from is None:

@@ -12,16 +12,23 @@ with the slices that may reach it.
 Planning only reads metadata, read-only: the heads of the queues selected
 (and, when no queue is named, a listing of the heads), and the pages of
 records the selection reaches. It never claims a queue or writes anything.
+When a slice reaches an open segment, the broker's log (write mode log) is
+loaded once, here, before any task lists a segment (docs/format.md, "Reading
+the log"), and each slice carries the log pieces of its own queue: a task
+reads no other queue's index.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import InvalidName
+from tieredstore.filetype import FileType
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import (
     COMMIT_LOG,
     CONSUME_QUEUE,
@@ -33,13 +40,18 @@ from tieredstore.metadata import (
 from tieredstore.metadata.keys import heads_root, parse_queue_head_key
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import validate_name
+from tieredstore.segment.layout import ChunkRef
 from tieredstore.spark.selection import Selection
 from tieredstore.store.checks import record_chain
-from tieredstore.store.keys import metadata_root
+from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.record import UNIT_SIZE
 
 OPEN_CONCURRENCY = 16
 NO_END = 2**63 - 1
+
+# A log piece of a slice's queue: file type, segment base, position, length, log
+# object key, offset in it, CRC32C (plain values: pickled to executors).
+PlannedPiece = tuple[int, int, int, int, str, int, int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +73,18 @@ class SegmentSlice:
     first_offset: int
     last_offset: int
     cl_segments: tuple[tuple[int, int | None], ...]
+    # The queue's log pieces when the slice was planned; None: not loaded (a slice
+    # of sealed segments only, or one planned without the log).
+    log_pieces: tuple[PlannedPiece, ...] | None = None
 
     @property
     def sealed(self) -> bool:
         return self.cq_size is not None
+
+    @property
+    def reaches_open(self) -> bool:
+        """Whether it reads an open (active) segment of either file."""
+        return not self.sealed or any(size is None for _, size in self.cl_segments)
 
     @property
     def base_offset(self) -> int:
@@ -138,8 +158,28 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
             return await plan_queue(meta, topic, queue_id, selection,
                                     messages_per_slice=messages_per_slice)
 
-    plans = await asyncio.gather(*(one(t, q) for t, q in queues))
-    return [p for p in plans if p is not None]
+    plans = [p for p in await asyncio.gather(*(one(t, q) for t, q in queues)) if p is not None]
+    if any(s.reaches_open for p in plans for s in p.slices):
+        log = await LogSnapshot.load(store, log_path(config))
+        for p in plans:
+            p.slices = [dataclasses.replace(s, log_pieces=_pieces(log, s)) if s.reaches_open
+                        else s for s in p.slices]
+    return plans
+
+
+def _pieces(log: LogSnapshot, part: SegmentSlice) -> tuple[PlannedPiece, ...]:
+    """The log's pieces of ``part``'s queue, of every segment it has pieces of."""
+    return tuple((int(file_type), base, u.position, u.length, u.key, u.object_offset, u.crc32c)
+                 for file_type, base, u in log.of_queue(part.topic, part.queue_id))
+
+
+def planned_log(part: SegmentSlice) -> dict[tuple[str, int, FileType, int], list[ChunkRef]]:
+    """The pieces ``part`` carries, by segment, as a :class:`LogSnapshot` holds them."""
+    pieces: dict[tuple[str, int, FileType, int], list[ChunkRef]] = {}
+    for file_type, base, position, length, key, offset, crc in part.log_pieces or ():
+        pieces.setdefault((part.topic, part.queue_id, FileType(file_type), base), []).append(
+            ChunkRef(position, length, key, offset, crc))
+    return pieces
 
 
 def slices_of(plans: Iterable[QueuePlan]) -> list[SegmentSlice]:

@@ -31,7 +31,7 @@ from tieredstore.log import LogSnapshot
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType
 from tieredstore.sizes import MiB
-from tieredstore.spark.plan import NO_END, SegmentSlice
+from tieredstore.spark.plan import NO_END, SegmentSlice, planned_log
 from tieredstore.spark.selection import Selection
 from tieredstore.store.checks import record_problem, unit_order_problem
 from tieredstore.store.compose import fetcher_options, open_object_store
@@ -134,10 +134,14 @@ class SliceScanner:
     async def _load_log(self) -> None:
         """A slice that reads an open segment reads its pieces in the broker's log
         too (write mode log): the log is listed before any segment."""
-        planned = (*self.part.cl_segments, (self.part.cq_base, self.part.cq_size))
-        if any(size is None for _, size in planned):
-            log = await LogSnapshot.load(self.store, log_path(self.config))
-            self.commit_log.log = self.consume_queue.log = log
+        if not self.part.reaches_open:
+            return
+        source = (self.store, log_path(self.config))
+        if self.part.log_pieces is not None:  # loaded once by the planner
+            log = LogSnapshot(planned_log(self.part), source=source)
+        else:
+            log = await LogSnapshot.load(*source)
+        self.commit_log.log = self.consume_queue.log = log
 
     async def batches(self) -> AsyncIterator[Batch]:
         part = self.part
