@@ -315,11 +315,11 @@ class LogWriter:
             old = segment.swap_log_units(unit, data) if segment is not None else None
             if segment is None or old is None:
                 continue  # moved into chunks meanwhile, or a chunk write under way
+            # Also lets go of the small pieces' bytes kept in memory: a quiet segment
+            # is compacted in an hour, reading the consolidated object.
             self._dropped(segment, old)
             self._pieces.setdefault(piece.segment, {})[unit.position] = unit
             swapped.append((segment, unit))
-            # Quiet: compacted in an hour, reading the consolidated object.
-            self._memory.forget(piece.segment, unit.position, unit.end)
         self.tracker.landed(entry.seq, len(swapped), time.time())
         for segment, unit in swapped:
             self._watch(segment, [unit])
