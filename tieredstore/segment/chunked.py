@@ -44,7 +44,7 @@ from tieredstore.objectstore.base import ObjectStore, UploadInfo
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
 from tieredstore.segment.conditional import create_entry, create_marker
-from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with
+from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with, step_over_gap
 from tieredstore.segment.merge import MergeStats, merge_chunks
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import EntryId, SegmentPath
@@ -369,13 +369,10 @@ class ChunkedSegment(FileSegment):
         (the listing of this open did not find them). Their bytes become a hole,
         as ``skip_lost`` makes one, and the pieces continue after it."""
         end = self._layout.size
-        if self.sealed or any(u.position <= end < u.end for u in units):
-            return
-        first = min((u.position for u in units if u.position > end), default=None)
+        first = None if self.sealed else step_over_gap(
+            self._layout, units, lambda at: self.path.entry_key(EntryId(at)))
         if first is None:
             return
-        self._layout.append(ChunkRef(end, first - end, self.path.entry_key(EntryId(first)),
-                                     missing=True))
         self._next_entry = EntryId(first)
         log.error("%s: bytes [%d, %d) are missing from the bucket (chunks gone, log pieces "
                   "after them); writing goes on after them", self.path, end, first)

@@ -9,7 +9,7 @@ reads are ranged GETs of whole units, so every byte returned was checked.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from tieredstore.checksum import crc32c_combine
@@ -148,6 +148,24 @@ class SegmentLayout:
         unit = self._units[index]
         self._units[index] = ChunkRef(unit.position, unit.length, unit.key, unit.object_offset,
                                       crc, unit.missing)
+
+
+def step_over_gap(layout: SegmentLayout, units: Sequence[ChunkRef],
+                  key_at: Callable[[int], str]) -> int | None:
+    """Log pieces (``units``) that begin past the end of an open segment's
+    chunks, none reaching it: the last chunks, which took the pieces before
+    them over, are gone from the bucket. Their bytes become a hole of
+    ``layout`` (keyed ``key_at(position)`` of its end, where the next chunk
+    goes), so the pieces continue after it; return where it ends, or None
+    when there is no such gap."""
+    end = layout.size
+    if any(u.position <= end < u.end for u in units):
+        return None
+    first = min((u.position for u in units if u.position > end), default=None)
+    if first is None:
+        return None
+    layout.append(ChunkRef(end, first - end, key_at(first), missing=True))
+    return first
 
 
 def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,

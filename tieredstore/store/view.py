@@ -31,8 +31,8 @@ from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePa
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
-from tieredstore.segment.layout import continue_with
-from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_segment_dir
+from tieredstore.segment.layout import continue_with, step_over_gap
+from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, EntryId, parse_segment_dir
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store import properties
@@ -93,8 +93,11 @@ async def open_segment(store: ObjectStore, path: SegmentPath,
         return SegmentView(path, None, SegmentLayout(), error=str(exc))
     layout = recovered.layout
     pieces = log.of(path) if log else []
+    sealed = recovered.state is not SegmentState.OPEN
+    if not sealed:  # the last chunks gone, pieces after them: read around, as the writer
+        step_over_gap(layout, pieces, lambda at: path.entry_key(EntryId(at)))
     try:
-        continue_with(layout, pieces, sealed=recovered.state is not SegmentState.OPEN)
+        continue_with(layout, pieces, sealed=sealed)
     except ValueError as exc:
         return SegmentView(path, None, SegmentLayout(), error=f"segment {path}: {exc}")
     return SegmentView(path, recovered.state, layout, foreign=recovered.foreign, log=log)
