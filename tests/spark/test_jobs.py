@@ -12,12 +12,14 @@ import pytest
 from tests.spark.conftest import PER_QUEUE, QUEUES, UNITS_PER_SEGMENT, BuiltStore, build_store
 from tests.spark.test_read import assert_same, rows_of
 from tieredstore.checksum import crc32c, format_crc
+from tieredstore.cli import main as cli_main
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment import FileType
 from tieredstore.spark import jobs
 from tieredstore.spark.compact import survey
 from tieredstore.spark.selection import Selection
+from tieredstore.store import UNIT_SIZE
 from tieredstore.store.keys import segment_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -177,3 +179,67 @@ def test_compact_merges_sealed_segments_and_leaves_active_ones(spark: Any,
     assert again.count() == 0
     read = spark.read.format("tieredstore").options(**built.options).load()
     assert_same(rows_of(read), built.rows())
+
+
+# --- stats ----------------------------------------------------------------------------
+
+def listed(built: BuiltStore) -> list[tuple[str, int]]:
+    async def run() -> list[tuple[str, int]]:
+        store = LocalObjectStore(built.path, fsync=False)
+        try:
+            return [(i.key, i.size) for i in await store.list_all("")]
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def per_queue(built: BuiltStore, topic: str, queue_id: int, test: Any) -> int:
+    """Objects of one queue's segments that ``test(name, size)`` picks."""
+    mark = f"/{topic}/{queue_id}/"
+    return sum(1 for key, size in listed(built)
+               if mark in key and "/meta" not in key and test(key.rsplit("/", 1)[1], size))
+
+
+def test_stats_sums_up_each_queue_before_and_after_compact(spark: Any, tmp_path: Path) -> None:
+    built = build_store(tmp_path / "store", queues=QUEUES[:2], merge_on_seal=False)
+    sealed = {q: per_queue(built, *q, lambda n, s: n == "sealed") for q in QUEUES[:2]}
+    assert min(sealed.values()) > 2
+
+    def check(rows: list[Any], *, merged: bool) -> None:
+        assert [(r.topic, r.queue_id) for r in rows] == sorted(QUEUES[:2])
+        for r in rows:
+            written = built.messages[(r.topic, r.queue_id)]
+            assert r.error is None
+            assert (r.messages, r.min_offset, r.max_offset) == (PER_QUEUE, 0, PER_QUEUE)
+            assert int(r.oldest.timestamp() * 1000) == written[0].timestamp
+            assert int(r.newest.timestamp() * 1000) == written[-1].timestamp
+            bodies = sum(len(w.body) for w in written)
+            assert bodies < r.commitlog_bytes < bodies + 300 * PER_QUEUE
+            assert r.consumequeue_bytes == PER_QUEUE * UNIT_SIZE
+            assert r.unmerged_segments == (0 if merged else sealed[(r.topic, r.queue_id)])
+            assert r.chunks == per_queue(built, r.topic, r.queue_id,
+                                         lambda n, s: n.startswith("chunk-") and s > 0)
+            # the sealed ones, and the active commit log and consume queue
+            assert r.segments == sealed[(r.topic, r.queue_id)] + 2
+
+    check(jobs.stats(spark, built.options).collect(), merged=False)
+    jobs.compact(spark, built.options)
+    check(jobs.stats(spark, built.options).collect(), merged=True)
+
+
+def test_the_spark_command_runs_the_jobs(spark: Any, merged_store: BuiltStore,
+                                         tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """``tieredstore spark``: the job's own options, and the command's ``--data-dir``;
+    the session that was running stays running."""
+    path = str(merged_store.path)
+    assert cli_main(["spark", "--master", "local[2]", "stats", "--path", path,
+                     "--topic", "orders"]) == 0
+    out = capsys.readouterr().out
+    assert f"3 queue(s), {3 * PER_QUEUE} messages" in out, out
+    assert cli_main(["spark", "verify", "--data-dir", path, "--queue-id", "0"]) == 0
+    assert "2 queue(s) verified, 0 with problems" in capsys.readouterr().out
+    assert cli_main(["spark", "stats", "--path", str(tmp_path / "nothing")]) == 2
+    assert "is not a directory: no store to read" in capsys.readouterr().err
+    assert spark.range(3).count() == 3

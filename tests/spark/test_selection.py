@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tieredstore.errors import ConfigError
+from tieredstore.objectstore import LocalObjectStore
+from tieredstore.spark.options import config_from_options
 from tieredstore.spark.selection import (
     Selection,
     Span,
@@ -83,3 +87,26 @@ def test_segments_are_kept_when_they_may_hold_a_wanted_message() -> None:
             continue
         may = first <= 199 and last >= 100 and begin <= 6000 and end >= 5000
         assert sel.wants_segment(first, last, begin, end) == may, (first, last, begin, end)
+
+
+def test_a_relative_local_path_is_made_absolute_on_the_driver(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    LocalObjectStore(tmp_path / "store")  # an empty store
+    monkeypatch.chdir(tmp_path)
+    config = config_from_options({"path": "store"})
+    assert config.backend == "local" and config.local_path == str(tmp_path / "store")
+
+
+@pytest.mark.parametrize(("make", "error"), [
+    (lambda p: None, "is not a directory"),
+    (lambda p: p.mkdir(), "holds no tieredstore local store"),
+])
+def test_a_path_without_a_store_is_refused_and_nothing_is_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[[Path], None],
+        error: str) -> None:
+    make(tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(ConfigError, match=rf"'data' \({tmp_path / 'data'}\) {error}"):
+        config_from_options({"path": "data"})
+    assert sorted(tmp_path.rglob("*")) == before

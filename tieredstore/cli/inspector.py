@@ -28,13 +28,12 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectStore
 from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.store import (
-    QueueView,
     SegmentView,
     list_segments,
     log_path,
-    merges_owed,
     metadata_root,
     open_metadata,
+    summarize,
 )
 
 from .common import (
@@ -73,20 +72,15 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
     log = await LogSnapshot.load(store, log_path(config))
 
     async def one(topic: str, queue_id: int) -> Row:
-        view = await QueueView.open(store, config, topic, queue_id, reader, log=log)
-        row: Row = {"topic": topic, "queue": queue_id, "min_offset": view.min_offset,
-                    "max_offset": view.max_offset,
-                    "messages": view.max_offset - view.min_offset}
-        for flat in (view.cl, view.cq):
-            sealed = 0
-            async for _ in view.meta.records(flat.file_type):
-                sealed += 1
-            active = sum(1 for t in flat.tail if t.size)
-            row[f"{flat.file_type.label}_segments"] = sealed + active
-            row[f"{flat.file_type.label}_bytes"] = flat.end - flat.first
-        row["merges_pending"] = merges_owed(view.meta.properties)
-        row["writer"] = view.meta.writer_id
-        row["head_version"] = view.meta.version
+        got = await summarize(store, config, topic, queue_id, reader, log=log, timestamps=False)
+        row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
+                    "max_offset": got.max_offset, "messages": got.messages}
+        for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue)):
+            row[f"{label}_segments"] = flat.segments
+            row[f"{label}_bytes"] = flat.bytes
+        row["merges_pending"] = got.merges_pending
+        row["writer"] = got.writer
+        row["head_version"] = got.head_version
         return row
 
     return await _gather(queues, one)

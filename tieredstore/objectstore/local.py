@@ -87,6 +87,11 @@ class LocalObjectStore(BlockingBackedObjectStore):
 
     name = "local"
 
+    @staticmethod
+    def holds_store(root: str | os.PathLike[str]) -> bool:
+        """Whether ``root`` is a directory a local object store was opened on."""
+        return (Path(root) / "objects").is_dir()
+
     def __init__(
         self,
         root: str | os.PathLike[str],

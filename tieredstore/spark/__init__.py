@@ -28,14 +28,27 @@ next query over the same DataFrame, which returned wrong rows (see
 Time selection assumes, as the store's own time lookup does, that store
 timestamps do not decrease along a queue.
 
-Jobs: ``python -m tieredstore.spark.jobs export|verify|compact`` (see
-:mod:`tieredstore.spark.jobs`).
+Offloaded ledgers: ``spark.read.format("tieredstore-ledger")`` (see
+:mod:`tieredstore.spark.ledger_source`): managed ledger, ledger id, entry id,
+payload and offload uuid per row.
+
+Registration: an installed ``tieredstore`` ships the top-level modules
+``pyspark_tieredstore`` and ``pyspark_tieredstore_ledger``, which PySpark
+finds and registers by itself, so a plain ``SparkSession`` reads both formats
+with no call (PySpark 4.0 and later; an editable install hides the modules:
+call ``register(spark)``).
+
+Jobs: ``tieredstore spark export|verify|compact|stats`` (see
+:mod:`tieredstore.spark.jobs`), or the functions of that module with a
+SparkSession.
 """
 
 from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
+from tieredstore.spark.jobs import main as run_job
+from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerDataSource
 from tieredstore.spark.options import FORMAT_NAME
 from tieredstore.spark.scan import ScanError
 from tieredstore.spark.session import get_session, register
 
-__all__ = ["FORMAT_NAME", "SCHEMA", "ScanError", "TieredStoreDataSource", "get_session",
-           "register"]
+__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "ScanError", "TieredStoreDataSource",
+           "TieredStoreLedgerDataSource", "get_session", "register", "run_job"]

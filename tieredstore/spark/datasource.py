@@ -43,6 +43,7 @@ from pyspark.sql.types import (
 
 from tieredstore import sync
 from tieredstore.errors import ConfigError
+from tieredstore.objectstore import ObjectStore
 from tieredstore.spark.options import (
     FORMAT_NAME,
     ConfigValues,
@@ -51,11 +52,11 @@ from tieredstore.spark.options import (
     config_values,
     int_option,
     lower_options,
+    on_store,
 )
 from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
 from tieredstore.spark.scan import scan_slice
 from tieredstore.spark.selection import Selection, selection_from_options
-from tieredstore.store import open_object_store
 from tieredstore.store.record import Message
 
 SCHEMA = StructType([
@@ -121,16 +122,11 @@ class TieredStoreReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         config = config_of(self.config)
 
-        async def plan() -> list[SegmentSlice]:
-            store = open_object_store(config)
-            try:
-                return slices_of(await plan_read(
-                    store, config, self.selection,
-                    messages_per_slice=self.messages_per_partition))
-            finally:
-                await store.close()
+        async def plan(store: ObjectStore) -> list[SegmentSlice]:
+            return slices_of(await plan_read(store, config, self.selection,
+                                             messages_per_slice=self.messages_per_partition))
 
-        return [SlicePartition(s) for s in sync.run(plan())]
+        return [SlicePartition(s) for s in on_store(config, plan)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SlicePartition):

@@ -1,8 +1,10 @@
-"""Spark jobs over a store: export, verify, compact.
+"""Spark jobs over a store: export, verify, compact, stats.
 
-    python -m tieredstore.spark.jobs [--master M] export  --path DIR --output OUT [filters]
-    python -m tieredstore.spark.jobs [--master M] verify  --path DIR [--topic T] [--queue-id Q]
-    python -m tieredstore.spark.jobs [--master M] compact --path DIR [--dry-run]
+    tieredstore spark [--master M] export  --path DIR --output OUT [filters]
+    tieredstore spark [--master M] verify  --path DIR [--topic T] [--queue-id Q]
+    tieredstore spark [--master M] compact --path DIR [--dry-run]
+    tieredstore spark [--master M] stats   --path DIR [--topic T] [--queue-id Q]
+    python -m tieredstore.spark.jobs ...      (the same)
     spark-submit [--master M] .../tieredstore/spark/jobs.py verify ...
 
 Run by ``python``, the master is ``local[*]`` unless ``--master`` says
@@ -18,6 +20,12 @@ backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
   status is 1 if any queue has a problem.
 - ``compact`` merges sealed segments left unmerged, one task per segment, and
   never touches a queue's active segment; exit status 1 if a merge failed.
+- ``stats`` prints one row per queue: messages, offsets, bytes, segments,
+  chunk objects, sealed segments not yet merged, the store timestamps of the
+  first and last message; exit status 1 if a queue could not be read.
+
+Each job is also a function of a SparkSession: :func:`export`,
+:func:`verify`, :func:`compact`, :func:`stats`.
 """
 
 from __future__ import annotations
@@ -30,14 +38,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tieredstore import sync
+from tieredstore.log import LogSnapshot
+from tieredstore.objectstore import ObjectStore
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
-from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values
-from tieredstore.spark.plan import QueuePlan, plan_read, slices_of
+from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
+from tieredstore.spark.plan import QueuePlan, find_queues, plan_read, slices_of
 from tieredstore.spark.selection import Selection
-from tieredstore.spark.session import get_session
+from tieredstore.spark.session import get_session, session_running
+from tieredstore.spark.stats import STATS_SCHEMA, StatsTask, queue_stats
 from tieredstore.spark.verify import QueueReport, fold, verify_slice
-from tieredstore.store import open_object_store
+from tieredstore.store import log_path, metadata_root
 
 VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
                  "next_offset long, ok boolean, problems array<string>")
@@ -100,15 +110,7 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
 
 def _plan(options: dict[str, str], selection: Selection) -> list[QueuePlan]:
     config = config_from_options(options)
-
-    async def run() -> list[QueuePlan]:
-        store = open_object_store(config)
-        try:
-            return await plan_read(store, config, selection)
-        finally:
-            await store.close()
-
-    return sync.run(run())
+    return on_store(config, lambda store: plan_read(store, config, selection))
 
 
 def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
@@ -140,15 +142,9 @@ def compact(spark: Any, options: dict[str, str], filters: Filters | None = None,
     (``COMPACT_SCHEMA``) and the segments left alone on purpose, with why."""
     config = config_from_options(options)
 
-    async def find() -> tuple[list[Any], list[str]]:
-        store = open_object_store(config)
-        try:
-            found = await survey(store, config, (filters or Filters()).selection())
-            return list(found.targets), found.skipped
-        finally:
-            await store.close()
-
-    targets, skipped = sync.run(find())
+    found = on_store(config, lambda store: survey(store, config,
+                                                  (filters or Filters()).selection()))
+    targets, skipped = found.targets, found.skipped
     if dry_run:
         results = [CompactResult(t.topic, t.queue_id, t.file_type, t.base_offset, t.state,
                                  t.chunks, False, 0, 0, 0, "dry run") for t in targets]
@@ -159,16 +155,33 @@ def compact(spark: Any, options: dict[str, str], filters: Filters | None = None,
     return spark.createDataFrame(rows, COMPACT_SCHEMA), skipped
 
 
+def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
+    """One row per selected queue (``STATS_SCHEMA``), one task per queue. Offset and
+    time filters do not apply: a queue is summed up whole."""
+    config = config_from_options(options)
+    selection = (filters or Filters()).selection()
+
+    async def find(store: ObjectStore) -> list[StatsTask]:
+        queues = await find_queues(store, metadata_root(config), selection)
+        log = await LogSnapshot.load(store, log_path(config))
+        return [StatsTask(t, q, tuple(log.of_queue(t, q))) for t, q in queues]
+
+    tasks = on_store(config, find)
+    rows = _run_tasks(spark, functools.partial(queue_stats, config_values(config)), tasks)
+    return spark.createDataFrame(rows, STATS_SCHEMA)
+
+
 # --- command line ------------------------------------------------------------------
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tieredstore.spark.jobs",
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog,
                                      description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--master", help="Spark master (default: spark-submit's, or local[*])")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, text in (("export", "write selected messages to Parquet"),
                        ("verify", "check every CRC and offset; one row per queue"),
-                       ("compact", "merge sealed segments left unmerged")):
+                       ("compact", "merge sealed segments left unmerged"),
+                       ("stats", "messages, bytes, segments, chunks, times; one row per queue")):
         sub = commands.add_parser(name, help=text)
         store = sub.add_argument_group("store")
         store.add_argument("--config", help="a tieredstore TOML file")
@@ -226,12 +239,14 @@ def filters_of(args: argparse.Namespace) -> Filters:
                    getattr(args, "time_from", None), getattr(args, "time_to", None))
 
 
-def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
-    """Run a job; the exit status. Given a ``spark`` session, use it and leave it running."""
-    args = _parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, spark: Any = None,
+         prog: str = "python -m tieredstore.spark.jobs") -> int:
+    """Run a job; the exit status. Given a ``spark`` session, use it and leave it
+    running; a session that was running already is left running too."""
+    args = _parser(prog).parse_args(argv)
     options, filters = store_options(args), filters_of(args)
-    own = spark is None
-    if own:
+    own = spark is None and not session_running()
+    if spark is None:
         spark = get_session(args.master, app_name=f"tieredstore-{args.command}")
     try:
         if args.command == "export":
@@ -243,6 +258,8 @@ def main(argv: Sequence[str] | None = None, *, spark: Any = None) -> int:
             reports = verify_reports(spark, options, filters)
             _print_verify(reports)
             return 0 if all(r.ok for r in reports) else 1
+        if args.command == "stats":
+            return _print_stats(stats(spark, options, filters).collect())
         df, skipped = compact(spark, options, filters, dry_run=args.dry_run)
         results = df.collect()
         for row in results:
@@ -270,6 +287,25 @@ def _print_verify(reports: Sequence[QueueReport]) -> None:
             print(f"  {problem}")
     bad = sum(1 for r in reports if not r.ok)
     print(f"{len(reports)} queue(s) verified, {bad} with problems")
+
+
+def _print_stats(rows: Sequence[Any]) -> int:
+    print(f"{'queue':<30} {'messages':>10} {'offsets':>20} {'cl bytes':>12} {'segments':>8} "
+          f"{'chunks':>7} {'unmerged':>8}  oldest .. newest")
+    for r in rows:
+        name = f"{r.topic}/{r.queue_id}"
+        if r.error is not None:
+            print(f"{name:<30} {r.error}")
+            continue
+        times = f"{r.oldest:%Y-%m-%d %H:%M:%S} .. {r.newest:%Y-%m-%d %H:%M:%S}" \
+            if r.oldest is not None else "-"
+        print(f"{name:<30} {r.messages:>10} {f'{r.min_offset}..{r.max_offset}':>20} "
+              f"{r.commitlog_bytes:>12} {r.segments:>8} {r.chunks:>7} "
+              f"{r.unmerged_segments:>8}  {times}")
+    bad = sum(1 for r in rows if r.error is not None)
+    print(f"{len(rows)} queue(s), {sum(r.messages or 0 for r in rows)} messages"
+          + (f", {bad} unreadable" if bad else ""))
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -5,17 +5,22 @@ every config key may be given by its own name (``s3_bucket``, ``chunk_size``,
 ``read_concurrency``...) and a few by a short alias (``path``, ``bucket``,
 ``endpoint``...). The config is resolved once, on the driver, and travels to
 executors as plain values: they read neither files nor ``TIEREDSTORE_*``
-variables, so every task sees the same store.
+variables, so every task sees the same store. A local store's path is made
+absolute on the driver, and must hold a store.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
 
+from tieredstore import sync
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError
+from tieredstore.objectstore import LocalObjectStore, ObjectStore
+from tieredstore.store import open_object_store
 
 FORMAT_NAME = "tieredstore"
 
@@ -34,14 +39,17 @@ SELECTION_OPTIONS = frozenset({"topic", "queue_id", "offset_from", "offset_to", 
 READER_OPTIONS = frozenset({"config", "messages_per_partition", "batch_rows", "pushdown"})
 
 ConfigValues = dict[str, Any]
+T = TypeVar("T")
 
 
-def config_from_options(options: Mapping[str, str]) -> TieredStoreConfig:
-    """The store config that reader options describe (``config``: a TOML file)."""
+def config_from_options(options: Mapping[str, str], *,
+                        skip: frozenset[str] = SELECTION_OPTIONS) -> TieredStoreConfig:
+    """The store config that reader options describe (``config``: a TOML file);
+    ``skip``: the reader's own options, not config keys."""
     overrides: dict[str, Any] = {}
     for name, value in options.items():
         key = name.lower()
-        if key in SELECTION_OPTIONS or key in READER_OPTIONS:
+        if key in skip or key in READER_OPTIONS:
             continue
         overrides[ALIASES.get(key, key)] = value
     if "local_path" in overrides and "backend" not in overrides:
@@ -50,7 +58,35 @@ def config_from_options(options: Mapping[str, str]) -> TieredStoreConfig:
     if config.backend == "memory":
         raise ConfigError("backend", "a memory store lives in one process; Spark reads "
                           "'local' (a directory every executor sees) or 's3'")
+    if config.backend == "local":
+        config = dataclasses.replace(config, local_path=local_store_path(config.local_path))
     return config
+
+
+def local_store_path(path: str) -> str:
+    """``path`` made absolute here, on the driver (an executor's working directory
+    is its own), once it is seen to hold a local store: an executor opening a
+    directory without one would create an empty store and read nothing."""
+    where = Path(path).expanduser().absolute()
+    if not where.is_dir():
+        raise ConfigError("path", f"{path!r} ({where}) is not a directory: no store to read")
+    if not LocalObjectStore.holds_store(where):
+        raise ConfigError("path", f"{path!r} ({where}) holds no tieredstore local store "
+                          "(no 'objects' directory in it)")
+    return str(where)
+
+
+def on_store(config: TieredStoreConfig, work: Callable[[ObjectStore], Awaitable[T]]) -> T:
+    """Run ``work`` on a store of its own, from sync code (the driver's planning)."""
+
+    async def run() -> T:
+        store = open_object_store(config)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return sync.run(run())
 
 
 def config_values(config: TieredStoreConfig) -> ConfigValues:

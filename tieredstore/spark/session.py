@@ -38,12 +38,23 @@ def use_loopback() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+def session_running() -> bool:
+    """Whether this process has an active SparkSession (a job's own session is the
+    one it starts, and only that one it stops)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is not None
+
+
 def register(spark: Any) -> None:
-    """Register the ``tieredstore`` format with ``spark``. No session setting is
-    needed or changed: the reader takes its selection from options only."""
+    """Register the ``tieredstore`` and ``tieredstore-ledger`` formats with
+    ``spark``. No session setting is needed or changed: the readers take their
+    selection from options only."""
     from tieredstore.spark.datasource import TieredStoreDataSource
+    from tieredstore.spark.ledger_source import TieredStoreLedgerDataSource
 
     spark.dataSource.register(TieredStoreDataSource)
+    spark.dataSource.register(TieredStoreLedgerDataSource)
 
 
 def get_session(master: str | None = None, *, app_name: str = "tieredstore",

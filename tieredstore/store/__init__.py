@@ -40,6 +40,7 @@ from tieredstore.store.record import (
     decode_record,
     decode_unit,
 )
+from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.view import (
     QueueView,
     SegmentView,
@@ -50,7 +51,9 @@ from tieredstore.store.view import (
 )
 
 __all__ = [
+    "FlatSummary",
     "Outgoing",
+    "QueueSummary",
     "UNIT_SIZE",
     "AsyncMessageStore",
     "CqUnit",
@@ -86,5 +89,6 @@ __all__ = [
     "record_problem",
     "scan_records",
     "segment_states",
+    "summarize",
     "unit_order_problem",
 ]

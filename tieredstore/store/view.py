@@ -32,7 +32,13 @@ from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
 from tieredstore.segment.layout import continue_with, step_over_gap
-from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, EntryId, parse_segment_dir
+from tieredstore.segment.path import (
+    MERGED_NAME,
+    SEALED_NAME,
+    EntryId,
+    parse_chunk_name,
+    parse_segment_dir,
+)
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store import properties
@@ -129,20 +135,40 @@ async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: st
     return list(await asyncio.gather(*(one(b) for b in sorted(groups))))
 
 
-async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                         queue_id: int, file_type: FileType) -> dict[int, SegmentState]:
-    """Each segment's state from its object names alone (one paged LIST, no GET):
-    a ``segment`` object means merged, a ``sealed`` marker alone a seal under way."""
+@dataclass(frozen=True, slots=True)
+class ListedSegment:
+    """One segment as its object names show it: its state (a ``segment`` object
+    means merged, a ``sealed`` marker alone a seal under way) and its chunk
+    objects holding bytes (fence and seal entries are empty)."""
+
+    state: SegmentState
+    chunks: int
+
+
+async def list_flat_file(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                         queue_id: int, file_type: FileType) -> dict[int, ListedSegment]:
+    """Each segment of one flat file by base, from one paged LIST (no GET)."""
     prefix = segment_path(config, topic, queue_id, file_type).file_prefix
     names: dict[int, set[str]] = {}
+    chunks: dict[int, int] = {}
     for info in await store.list_all(prefix):
         directory, _, name = info.key[len(prefix):].partition("/")
         base = parse_segment_dir(directory)
         if base is not None:
             names.setdefault(base, set()).add(name)
-    return {base: SegmentState.SEALED if MERGED_NAME in found else
-            SegmentState.SEALING if SEALED_NAME in found else SegmentState.OPEN
+            if info.size and parse_chunk_name(name) is not None:
+                chunks[base] = chunks.get(base, 0) + 1
+    return {base: ListedSegment(SegmentState.SEALED if MERGED_NAME in found else
+                                SegmentState.SEALING if SEALED_NAME in found else
+                                SegmentState.OPEN, chunks.get(base, 0))
             for base, found in sorted(names.items())}
+
+
+async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                         queue_id: int, file_type: FileType) -> dict[int, SegmentState]:
+    """Each segment's state from its object names alone (:func:`list_flat_file`)."""
+    listed = await list_flat_file(store, config, topic, queue_id, file_type)
+    return {base: segment.state for base, segment in listed.items()}
 
 
 async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: str,

@@ -1,0 +1,52 @@
+"""A plain SparkSession reads the ``tieredstore`` format with no call to register:
+PySpark registers the ``DefaultSource`` of the top-level ``pyspark_tieredstore``
+module that an install puts beside the package."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.spark.conftest import PER_QUEUE, QUEUES, BuiltStore
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]  # where pyspark_tieredstore.py is
+
+PLAIN = """
+import sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]")
+         .config("spark.driver.host", "127.0.0.1")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.ui.enabled", "false").getOrCreate())
+try:
+    print("rows", spark.read.format("tieredstore").option("path", sys.argv[1]).load().count())
+finally:
+    spark.stop()
+"""
+
+
+def run_plain(path: Path, cwd: Path, pythonpath: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    return subprocess.run([sys.executable, "-c", PLAIN, str(path)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_a_plain_session_finds_the_format(merged_store: BuiltStore, tmp_path: Path) -> None:
+    # As installed: the module on the path. (The editable install of the tests
+    # maps the package but hides top-level modules from PySpark's lookup.)
+    done = run_plain(merged_store.path, tmp_path, str(ROOT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"rows {len(QUEUES) * PER_QUEUE}" in done.stdout
+    # Without the module nothing registers the format: it is what does.
+    hidden = run_plain(merged_store.path, tmp_path, None)
+    assert hidden.returncode != 0
+    assert "tieredstore" in hidden.stderr and "rows" not in hidden.stdout

@@ -1,0 +1,152 @@
+"""Offloaded ledgers as rows: which to read, planned on the driver, and the read.
+
+Planning lists the offload namespace once (paged) and keeps the attempts
+whose index is there; with ``ledger_id`` selected it never reads another
+ledger's objects (the id is in every key). It then reads each kept index (one
+GET: the PIP-17 block table, the ledger's metadata, and the managed ledger's
+name from the object's user metadata) and cuts the selected entries into
+slices of ``blocks_per_slice`` blocks, leaving out blocks the entry range
+does not reach. A task opens the attempt as ``read_offloaded`` does
+(:class:`~tieredstore.ledger.OffloadedReadHandle`: its index, a HEAD and the
+data object's unit table) and reads its entries, every unit CRC-checked.
+An attempt without its data object (an offload that did not finish) is left
+out at planning; one whose objects vanish before its task runs (deleted after
+the deletion lag) fails the task, naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid as uuid_mod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+from tieredstore.errors import ConfigError, ObjectNotFound
+from tieredstore.ledger import LedgerEntry, OffloadedReadHandle, OffloadNamespace
+from tieredstore.ledger.index import OffloadIndex
+from tieredstore.ledger.location import parse_offload_key
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import SegmentReader
+
+MANAGED_LEDGER_KEY = "managedledgername"  # Pulsar's ManagedLedgerName, lowercased by S3
+READ_CONCURRENCY = 16
+ENTRIES_PER_READ = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSelection:
+    """Which entries: ledger ids and managed ledger names (None: all), entry ids
+    ``[entry_from, entry_to)``."""
+
+    ledger_ids: frozenset[int] | None = None
+    managed_ledgers: frozenset[str] | None = None
+    entry_from: int = 0
+    entry_to: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSlice:
+    """Entries ``first..last`` of one offload attempt (plain values, for a task)."""
+
+    prefix: str
+    cluster: str
+    namespace: str
+    managed_ledger: str | None
+    ledger_id: int
+    offload_uuid: str
+    first: int
+    last: int
+
+    @property
+    def space(self) -> OffloadNamespace:
+        return OffloadNamespace(self.prefix, self.cluster, self.namespace)
+
+
+def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
+    """From the reader options ``ledger_id``, ``managed_ledger`` (comma-separated),
+    ``entry_from`` (inclusive) and ``entry_to`` (exclusive)."""
+    ids = _split(options.get("ledger_id"))
+    try:
+        ledger_ids = None if ids is None else frozenset(int(i) for i in ids)
+        entry_from = int(options.get("entry_from") or 0)
+        entry_to = int(options["entry_to"]) if options.get("entry_to") else None
+    except ValueError as exc:
+        raise ConfigError("ledger_id", f"ledger and entry ids are integers: {exc}") from None
+    names = _split(options.get("managed_ledger"))
+    return LedgerSelection(ledger_ids, None if names is None else frozenset(names),
+                           max(0, entry_from), entry_to)
+
+
+def _split(text: str | None) -> list[str] | None:
+    if text is None or text.strip() == "":
+        return None
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+async def plan_ledgers(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection,
+                       *, blocks_per_slice: int = 1) -> list[LedgerSlice]:
+    """The slices to read, by ledger id, attempt and entry id."""
+    attempts = [a async for a in _attempts(store, space, selection)]
+    limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+    async def one(ledger_id: int, uuid: uuid_mod.UUID) -> list[LedgerSlice]:
+        where = space.locate(ledger_id, uuid)
+        async with limit:
+            try:
+                got = await store.get_object(where.index_key)
+                await store.head(where.data_key)
+            except ObjectNotFound:
+                return []  # an offload that did not finish, or deleted meanwhile
+        name = got.info.metadata.get(MANAGED_LEDGER_KEY)
+        if selection.managed_ledgers is not None and name not in selection.managed_ledgers:
+            return []
+        return _slices(OffloadIndex.decode(got.data), selection, blocks_per_slice,
+                       LedgerSlice(space.prefix, space.cluster, space.namespace, name, ledger_id,
+                                   str(uuid), 0, -1))
+
+    found = await asyncio.gather(*(one(*a) for a in attempts))
+    return [s for slices in found for s in slices]
+
+
+async def _attempts(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection
+                    ) -> AsyncIterator[tuple[int, uuid_mod.UUID]]:
+    """Attempts of the namespace with an index object, in key order."""
+    async for page in store.list_pages(space.prefix + "/"):
+        for info in page:
+            name = parse_offload_key(info.key)
+            if name is None or not name.is_index:
+                continue
+            if selection.ledger_ids is not None and name.ledger_id not in selection.ledger_ids:
+                continue
+            if space.locate(name.ledger_id, name.uuid).index_key == info.key:
+                yield name.ledger_id, name.uuid
+
+
+def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,
+            like: LedgerSlice) -> list[LedgerSlice]:
+    last = index.last_entry_id
+    if selection.entry_to is not None:
+        last = min(last, selection.entry_to - 1)
+    firsts = [b.first_entry_id for b in index.entries]
+    ends = [*(f - 1 for f in firsts[1:]), index.last_entry_id]
+    out: list[LedgerSlice] = []
+    for i in range(0, len(firsts), max(1, per_slice)):
+        lo = max(firsts[i], selection.entry_from)
+        hi = min(ends[min(len(ends), i + per_slice) - 1], last)
+        if lo <= hi:
+            out.append(LedgerSlice(like.prefix, like.cluster, like.namespace,
+                                   like.managed_ledger, like.ledger_id, like.offload_uuid,
+                                   lo, hi))
+    return out
+
+
+async def read_slice(store: ObjectStore, part: LedgerSlice, reader: SegmentReader | None = None
+                     ) -> AsyncIterator[list[LedgerEntry]]:
+    """The slice's entries, a few hundred at a time."""
+    where = part.space.locate(part.ledger_id, part.offload_uuid)
+    handle = await OffloadedReadHandle.open(store, where, reader=reader)
+    try:
+        for first in range(part.first, part.last + 1, ENTRIES_PER_READ):
+            yield await handle.read(first, min(part.last, first + ENTRIES_PER_READ - 1))
+    finally:
+        await handle.close()

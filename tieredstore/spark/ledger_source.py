@@ -1,0 +1,136 @@
+"""``spark.read.format("tieredstore-ledger")``: offloaded ledgers as rows.
+
+Columns: ``managed_ledger`` string (null when the offload did not name it),
+``ledger_id`` long, ``entry_id`` long, ``payload`` binary, ``offload_uuid``
+string. One input partition per PIP-17 block (``blocks_per_partition``
+joins neighbours) of each complete offload attempt.
+
+Options: the store as for ``tieredstore`` (``path``, or ``backend=s3`` with
+``bucket``...); the offloader's namespace: ``offload_prefix`` (default
+``offload``), ``offload_cluster`` (``pulsar``), ``offload_namespace``
+(``ledgers``); the selection, applied before anything is read:
+``ledger_id`` and ``managed_ledger`` (comma-separated), ``entry_from``
+(inclusive) and ``entry_to`` (exclusive). As for ``tieredstore``, Spark's
+own filters are applied to the rows and not pushed down (see
+:mod:`tieredstore.spark.datasource`): select with the options to prune.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from tieredstore import sync
+from tieredstore.ledger import LedgerEntry, OffloadNamespace
+from tieredstore.objectstore import ObjectStore
+from tieredstore.spark.ledger import (
+    LedgerSelection,
+    LedgerSlice,
+    ledger_selection,
+    plan_ledgers,
+    read_slice,
+)
+from tieredstore.spark.options import (
+    ConfigValues,
+    config_from_options,
+    config_of,
+    config_values,
+    int_option,
+    lower_options,
+    on_store,
+)
+from tieredstore.spark.scan import opened
+
+LEDGER_FORMAT = "tieredstore-ledger"
+LEDGER_OPTIONS = frozenset({"ledger_id", "managed_ledger", "entry_from", "entry_to",
+                            "offload_prefix", "offload_cluster", "offload_namespace",
+                            "blocks_per_partition"})
+
+LEDGER_SCHEMA = StructType([
+    StructField("managed_ledger", StringType(), True),
+    StructField("ledger_id", LongType(), False),
+    StructField("entry_id", LongType(), False),
+    StructField("payload", BinaryType(), False),
+    StructField("offload_uuid", StringType(), False),
+])
+
+_ARROW = pa.schema([
+    pa.field("managed_ledger", pa.string(), True),
+    pa.field("ledger_id", pa.int64(), False),
+    pa.field("entry_id", pa.int64(), False),
+    pa.field("payload", pa.binary(), False),
+    pa.field("offload_uuid", pa.string(), False),
+])
+
+
+@dataclass(frozen=True)
+class LedgerPartition(InputPartition):
+    slice: LedgerSlice
+
+
+def offload_namespace(options: Mapping[str, str]) -> OffloadNamespace:
+    default = OffloadNamespace()
+    return OffloadNamespace(options.get("offload_prefix", default.prefix),
+                            options.get("offload_cluster", default.cluster),
+                            options.get("offload_namespace", default.namespace))
+
+
+def entries_batch(part: LedgerSlice, entries: Sequence[LedgerEntry]) -> Any:
+    n = len(entries)
+    return pa.RecordBatch.from_arrays([
+        pa.array([part.managed_ledger] * n, pa.string()),
+        pa.array([part.ledger_id] * n, pa.int64()),
+        pa.array([e.entry_id for e in entries], pa.int64()),
+        pa.array([e.payload for e in entries], pa.binary()),
+        pa.array([part.offload_uuid] * n, pa.string()),
+    ], schema=_ARROW)
+
+
+class LedgerReader(DataSourceReader):
+    def __init__(self, config: ConfigValues, space: OffloadNamespace,
+                 selection: LedgerSelection, blocks_per_partition: int) -> None:
+        self.config = config
+        self.space = space
+        self.selection = selection
+        self.blocks_per_partition = blocks_per_partition
+
+    def partitions(self) -> list[InputPartition]:
+        def plan(store: ObjectStore) -> Awaitable[list[LedgerSlice]]:
+            return plan_ledgers(store, self.space, self.selection,
+                                blocks_per_slice=self.blocks_per_partition)
+
+        return [LedgerPartition(s) for s in on_store(config_of(self.config), plan)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, LedgerPartition):
+            return iter(())  # Spark's placeholder when there is nothing to read
+        part, config = partition.slice, config_of(self.config)
+
+        async def entries() -> Any:
+            async with opened(config) as (store, fetcher):
+                async for batch in read_slice(store, part, fetcher):
+                    yield batch
+
+        return (entries_batch(part, batch) for batch in sync.iterate(entries))
+
+
+class TieredStoreLedgerDataSource(DataSource):
+    """Short name ``tieredstore-ledger``. Options: see :mod:`tieredstore.spark.ledger_source`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return LEDGER_FORMAT
+
+    def schema(self) -> StructType:
+        return LEDGER_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options: Mapping[str, str] = lower_options(dict(self.options))
+        config = config_values(config_from_options(options, skip=LEDGER_OPTIONS))
+        return LedgerReader(config, offload_namespace(options), ledger_selection(options),
+                            int_option(options, "blocks_per_partition", 1, lo=1))

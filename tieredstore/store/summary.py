@@ -1,0 +1,78 @@
+"""QueueSummary: one queue's figures as the bucket holds them, read-only.
+
+What ``tieredstore inspect`` shows per queue and Spark's ``stats`` job per
+row: offsets and messages from the consume queue (as :class:`QueueView`
+answers them), live bytes, segments, chunk objects and sealed segments not
+yet merged per flat file (one paged LIST each, no GET), the merges the head
+records as owed, and the store timestamps of the first and last message (two
+reads, when asked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.log import LogSnapshot
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import SegmentState
+from tieredstore.segment.reader import SegmentReader
+from tieredstore.store.properties import merges_owed
+from tieredstore.store.view import FlatView, QueueView, list_flat_file
+
+
+@dataclass(frozen=True, slots=True)
+class FlatSummary:
+    """One flat file (commit log or consume queue) of a queue."""
+
+    segments: int  # live segments, the active one included
+    bytes: int  # live bytes
+    chunks: int  # chunk objects holding bytes, of live segments (merged ones have none)
+    unmerged: int  # live sealed segments whose chunks are not merged into one object yet
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int  # one past the last durable offset
+    commit_log: FlatSummary
+    consume_queue: FlatSummary
+    merges_pending: int  # merges the queue's head records as owed
+    writer: str
+    head_version: int
+    oldest_ms: int | None  # store timestamps of the first and last message (None: empty
+    newest_ms: int | None  # queue, or not asked)
+
+    @property
+    def messages(self) -> int:
+        return self.max_offset - self.min_offset
+
+
+async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
+                    reader: SegmentReader, *, log: LogSnapshot | None = None,
+                    timestamps: bool = True) -> QueueSummary:
+    """``log``: the broker's log as loaded before this call (loaded here if None).
+    Raises :class:`~tieredstore.store.NoSuchQueue`, and what reading the first or
+    last message raises (with ``timestamps``)."""
+    view = await QueueView.open(store, config, topic, queue_id, reader, log=log)
+    oldest = newest = None
+    if timestamps and view.max_offset > view.min_offset:
+        oldest = (await view.get(view.min_offset, 1))[0].store_timestamp
+        newest = (await view.get(view.max_offset - 1, 1))[0].store_timestamp
+    return QueueSummary(topic, queue_id, view.min_offset, view.max_offset,
+                        await _flat(store, config, view.cl), await _flat(store, config, view.cq),
+                        merges_owed(view.meta.properties), view.meta.writer_id,
+                        view.meta.version, oldest, newest)
+
+
+async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView) -> FlatSummary:
+    await flat.open()
+    listed = await list_flat_file(store, config, flat.topic, flat.queue_id, flat.file_type)
+    recorded = [s for base, s in listed.items() if flat.first <= base < flat.next_base]
+    tail = [v for v in flat.tail if v.size]
+    chunks = sum(s.chunks for base, s in listed.items() if base >= flat.first)
+    unmerged = sum(1 for s in recorded if s.state is not SegmentState.SEALED) + \
+        sum(1 for v in tail if v.state is SegmentState.SEALING)
+    return FlatSummary(len(recorded) + len(tail), flat.end - flat.first, chunks, unmerged)
