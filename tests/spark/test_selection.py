@@ -21,6 +21,7 @@ from tieredstore.spark.selection import (
     time_span,
     timestamp_micros,
 )
+from tieredstore.spark.session import on_loopback
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -110,3 +111,11 @@ def test_a_path_without_a_store_is_refused_and_nothing_is_created(
     with pytest.raises(ConfigError, match=rf"'data' \({tmp_path / 'data'}\) {error}"):
         config_from_options({"path": "data"})
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize(("master", "loopback"), [
+    ("local[*]", True), ("local[2]", True), ("spark://127.0.0.1:7077", True),
+    ("spark://localhost:7077", True), ("spark://10.0.0.5:7077", False), ("yarn", False),
+])
+def test_masters_on_this_machine_get_the_loopback_settings(master: str, loopback: bool) -> None:
+    assert on_loopback(master) is loopback

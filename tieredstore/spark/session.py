@@ -26,6 +26,14 @@ LOCAL_CONF = {
 }
 
 
+def on_loopback(master: str) -> bool:
+    """Whether ``master`` runs on this machine only: local mode, or a standalone
+    master on a loopback address (the driver then binds to loopback too)."""
+    host = master.removeprefix("spark://").split(":", 1)[0]
+    return master.startswith("local") or (master.startswith("spark://")
+                                          and host in ("127.0.0.1", "localhost"))
+
+
 def under_spark_submit() -> bool:
     """Whether this Python process was started by spark-submit (its JVM is up)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -62,7 +70,7 @@ def get_session(master: str | None = None, *, app_name: str = "tieredstore",
     """A SparkSession with the format registered.
 
     ``master`` None: spark-submit's master when run by it, else ``local[*]``.
-    A local master gets the loopback settings.
+    A master on this machine (:func:`on_loopback`) gets the loopback settings.
     """
     from pyspark.sql import SparkSession
 
@@ -70,10 +78,10 @@ def get_session(master: str | None = None, *, app_name: str = "tieredstore",
     if under_spark_submit() and master is None:
         from pyspark import SparkConf
 
-        local = SparkConf().get("spark.master", DEFAULT_MASTER).startswith("local")
+        local = on_loopback(SparkConf().get("spark.master", DEFAULT_MASTER))
     else:
         master = master or DEFAULT_MASTER
-        local = master.startswith("local")
+        local = on_loopback(master)
         builder = builder.master(master)
         if local:
             use_loopback()
