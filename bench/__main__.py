@@ -29,6 +29,7 @@ from bench import (
     quiet_queues,
     random_read,
     seq_read,
+    spark_scan,
     tailing,
     write,
 )
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "chunk_size": chunk_size.run,
     "quiet_queues": quiet_queues.run,
     "busy_queues": busy_queues.run,
+    "spark_scan": spark_scan.run,
 }
 
 SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}

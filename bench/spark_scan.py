@@ -1,0 +1,171 @@
+"""Spark scan: the DataSource with 1 and 2 executor cores against one Python process.
+
+One store on the local backend holds 4 queues of 4 KiB messages (written by
+``AsyncMessageStore`` at the defaults, the log compacted into chunks, sealed
+segments merged). Each reader sums the body lengths of every message:
+
+- **get loop**: one process, a read-only store (nothing cached), each queue
+  read with ``get(max_count=256)`` to its end;
+- **Spark local[1], local[2]**: ``spark.read.format("tieredstore")`` and
+  ``sum(length(body))``. A warm-up query starts the JVM and the Python
+  workers first; the median of two runs is reported.
+
+GETs: the get loop's are counted by its store; Spark's tasks run in other
+processes, so theirs are counted by running the DataSource's own plan and
+slice scans here, one store and fetcher per slice as each task has, on a
+counting store (the same requests, in one process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import DEFAULTS, LOCAL, BenchEnv, KiB, MiB, Table, mb_per_s, median
+from bench.consume import _KeepOpen
+from tieredstore.objectstore import LocalObjectStore, ObjectStore
+from tieredstore.store import AsyncMessageStore
+
+QUEUES = 4
+MESSAGE = 4 * KiB
+BATCH = 256
+VOLUMES = {"full": 128 * MiB, "quick": 64 * MiB, "tiny": 2 * MiB}
+RUNS = 2
+
+
+async def fill(store: ObjectStore, volume: int) -> int:
+    """``volume`` bytes of messages over :data:`QUEUES` queues; the body bytes."""
+    config = DEFAULTS.replace(gc_interval=0)
+    writer = await AsyncMessageStore.open(config, store=_KeepOpen(store))
+    body = os.urandom(MESSAGE)
+    per_queue = volume // QUEUES // MESSAGE
+    for q in range(QUEUES):
+        await writer.append_batch("scan", q, [body] * per_queue)
+    await writer.flush()
+    await writer.compact_log(time.time() + config.log_compact_age + 1)
+    await writer.close()
+    return per_queue * QUEUES * MESSAGE
+
+
+async def get_loop(store: ObjectStore) -> tuple[float, int, int]:
+    """Seconds, body bytes and GETs of one process reading every queue."""
+    store.metrics.reset()
+    reader = await AsyncMessageStore.open_read_only(DEFAULTS, store=_KeepOpen(store))
+    try:
+        started, nbytes = time.perf_counter(), 0
+        for q in range(QUEUES):
+            offset, end = 0, await reader.max_offset("scan", q)
+            while offset < end:
+                got = await reader.get("scan", q, offset, max_count=BATCH)
+                nbytes += sum(len(m.body) for m in got)
+                offset = got[-1].offset + 1
+        return time.perf_counter() - started, nbytes, store.metrics.requests.get("get", 0)
+    finally:
+        await reader.close()
+
+
+async def task_gets(path: Path) -> tuple[int, int]:
+    """Slices planned, and GETs of the DataSource's plan and slice scans."""
+    from tieredstore.spark.plan import plan_read, slices_of
+    from tieredstore.spark.scan import SliceScanner, fetcher_for
+    from tieredstore.spark.selection import Selection
+
+    config = DEFAULTS.replace(backend=LOCAL, local_path=str(path))
+    store = LocalObjectStore(path, fsync=False)
+    try:
+        slices = slices_of(await plan_read(store, config, Selection()))
+        for part in slices:
+            fetcher = fetcher_for(store, config)
+            try:
+                async for _ in SliceScanner(store, fetcher, config, part).batches():
+                    pass
+            finally:
+                await fetcher.close()
+        return len(slices), store.metrics.requests.get("get", 0)
+    finally:
+        await store.close()
+
+
+def spark_scan(path: Path, cores: int) -> tuple[float, int]:
+    """Median seconds of ``sum(length(body))`` on ``local[cores]``, and the sum: in a
+    process of its own (a session of its own, whatever this process runs)."""
+    done = subprocess.run([sys.executable, "-m", "bench.spark_scan", str(path), str(cores)],
+                          capture_output=True, text=True, check=False, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"the Spark scan failed: {done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(result["seconds"]), int(result["total"])
+
+
+def _scan_here(path: str, cores: int) -> dict[str, float]:
+    from tieredstore.spark import get_session
+
+    spark = get_session(f"local[{cores}]", app_name="bench-spark-scan", conf={
+        "spark.sql.shuffle.partitions": str(cores), "spark.python.worker.reuse": "true"})
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        df: Any = spark.read.format("tieredstore").option("path", path).load()
+        query = df.selectExpr("sum(length(body)) AS n")
+        total = int(query.collect()[0].n)  # warm-up: the JVM's and the workers' start
+        seconds = []
+        for _ in range(RUNS):
+            started = time.perf_counter()
+            query.collect()
+            seconds.append(time.perf_counter() - started)
+        return {"seconds": median(seconds), "total": total}
+    finally:
+        spark.stop()
+
+
+async def run(env: BenchEnv) -> list[Table]:
+    table = Table(
+        "Spark scan: the DataSource against one process's get loop (local backend)",
+        ["reader", "MB/s", "x get loop", "GETs", "slices"],
+        goal="local[1] at least 0.8x the get loop; local[2] at least 1.6x local[1]")
+    if LOCAL not in env.backends:
+        table.notes.append("not run: needs the local backend")
+        return [table]
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        table.notes.append("not run: pyspark is not installed (the spark extra)")
+        return [table]
+    volume = VOLUMES[env.sizes.name]
+    store = await env.store(LOCAL, "spark-scan")
+    assert isinstance(store, LocalObjectStore)
+    try:
+        nbytes = await fill(store, volume)
+        loop_s, loop_bytes, loop_gets = median_run([await get_loop(store) for _ in range(RUNS)])
+        assert loop_bytes == nbytes, (loop_bytes, nbytes)
+        slices, gets = await task_gets(store.root)
+    finally:
+        await store.close()
+    loop_rate = mb_per_s(nbytes, loop_s)
+    table.add("get loop, 1 process", f"{loop_rate:.0f}", "1.00", loop_gets, "-")
+    rates = {}
+    for cores in (1, 2):
+        seconds, total = spark_scan(store.root, cores)
+        assert total == nbytes, (total, nbytes)
+        rates[cores] = mb_per_s(nbytes, seconds)
+        table.add(f"Spark local[{cores}]", f"{rates[cores]:.0f}",
+                  f"{rates[cores] / loop_rate:.2f}", gets, slices)
+    table.notes.append(f"{nbytes / MiB:.0f} MiB of {MESSAGE // KiB} KiB bodies in {QUEUES} "
+                       f"queues; Spark's GETs counted in-process (see bench/spark_scan.py)")
+    table.verdict(rates[1] >= 0.8 * loop_rate, f"local[1] at {rates[1] / loop_rate:.2f}x "
+                  "the get loop")
+    table.verdict(rates[2] >= 1.6 * rates[1], f"local[2] at {rates[2] / rates[1]:.2f}x "
+                  "local[1]")
+    return [table]
+
+
+def median_run(runs: list[tuple[float, int, int]]) -> tuple[float, int, int]:
+    return sorted(runs)[len(runs) // 2]
+
+
+if __name__ == "__main__":
+    print(json.dumps(_scan_here(sys.argv[1], int(sys.argv[2]))))
