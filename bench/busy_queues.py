@@ -6,7 +6,8 @@ depend on the machine): ``busy_queues`` queues, each handed batches of 64
 messages of 1 KiB in turn through ``append_batch`` as fast as the store takes
 them, no flush until ``close()``. The shipped configuration throughout.
 
-Two runs per mode. *Writing*: ``busy_bytes_per_queue`` into each queue at
+Two runs per mode, and a writing run of the log mode with ``chunk_wait`` (and
+a pool that holds a chunk per queue). *Writing*: ``busy_bytes_per_queue`` into each queue at
 the default segment size (nothing seals): bytes uploaded (PUT and UploadPart
 bodies) against the message bodies appended, and PUT-class requests (LISTs
 among them, as S3 bills them) per GiB appended. Bytes a log-mode store leaves
@@ -22,8 +23,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from bench.common import DEFAULTS, BenchEnv, MiB, Table
+from bench.consume import _trailer_size
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.store import AsyncMessageStore
 
@@ -34,6 +37,7 @@ PUT_CLASS = ("put", "create_multipart", "upload_part", "upload_part_copy",
              "complete_multipart", "list", "list_uploads")
 GOAL_BYTES = 1.1
 GOAL_PUTS = 140
+CHUNK_WAIT = 10.0
 
 
 @dataclass
@@ -44,6 +48,7 @@ class BusyRun:
     requests: Counter[str]
     up: Counter[str]
     down: Counter[str]
+    trailers: int = 0  # bytes of the merged objects' unit tables and footers
 
     @property
     def uploaded(self) -> int:
@@ -54,13 +59,13 @@ class BusyRun:
 
 
 async def measure(mode: str, queues: int, per_queue: int, segment: int,
-                  chunk_size: int) -> BusyRun:
+                  chunk_size: int, **overrides: Any) -> BusyRun:
     backend = MemoryObjectStore()
     config = DEFAULTS.replace(backend="memory", write_mode=mode, gc_interval=0.0,
                               rolling_interval=0.0,
                               retention_interval=0.0, commit_log_max_size=segment,
                               max_message_size=min(segment, DEFAULTS.max_message_size),
-                              chunk_size=chunk_size)
+                              chunk_size=chunk_size, **overrides)
     store = await AsyncMessageStore.open(config, store=backend)
     body = b"b" * MESSAGE
     batch = [body] * BATCH
@@ -78,13 +83,20 @@ async def measure(mode: str, queues: int, per_queue: int, segment: int,
         await store.close()  # flushes, then waits for the merges
     seconds = time.perf_counter() - started
     snap = backend.metrics.snapshot()
-    return BusyRun(mode, seconds, rounds * queues * BATCH * MESSAGE,
+    trailers = sum([await _trailer_size(backend, info) for info in await backend.list_all("")
+                    if info.key.endswith("/segment")])
+    label = mode + "".join(f", {k} {_value(v)}" for k, v in overrides.items())
+    return BusyRun(label, seconds, rounds * queues * BATCH * MESSAGE,
                    Counter(snap["requests"]), Counter(snap["bytes_up"]),
-                   Counter(snap["bytes_down"]))
+                   Counter(snap["bytes_down"]), trailers)
 
 
 def _size(n: int) -> str:
     return f"{n / MiB:g} MiB"
+
+
+def _value(v: object) -> str:
+    return _size(v) if isinstance(v, int) and v >= MiB else f"{v}"
 
 
 async def run(env: BenchEnv) -> list[Table]:
@@ -101,27 +113,39 @@ async def run(env: BenchEnv) -> list[Table]:
     sealing = Table(
         f"Busy queues, sealing: {queues} queues, one {_size(segment)} commit-log segment "
         f"each, sealed and merged (chunk_size {_size(chunk)})",
-        ["write mode", "merge parts copied", "bytes re-uploaded", "merge GETs"],
+        ["write mode", "merge parts copied", "data re-uploaded", "trailers uploaded",
+         "merge GETs"],
         goal="0 bytes re-uploaded by merges at the default chunk size")
-    for mode in ("direct", "log"):
-        r = await measure(mode, queues, per_queue, DEFAULTS.commit_log_max_size, chunk)
+    # chunk_wait lets a busy queue's bytes wait for their chunk; the pool must hold a
+    # chunk per queue (under its high-water mark) for that.
+    waiting = {"chunk_wait": CHUNK_WAIT,
+               "pool_bytes": max(DEFAULTS.pool_bytes, 2 * queues * chunk)}
+    for mode, overrides in (("direct", {}), ("log", {}), ("log", waiting)):
+        r = await measure(mode, queues, per_queue, DEFAULTS.commit_log_max_size, chunk,
+                          **overrides)
         writing.add(r.mode, f"{r.appended / r.seconds / 1e6:.0f}",
                     f"{r.uploaded / r.appended:.2f}x", f"{r.puts_per_gib():.0f}",
                     f"{r.requests['get'] * GiB / r.appended:.0f}",
                     ", ".join(f"{op} {n:,}" for op, n in sorted(r.requests.items())))
         if mode == "log":
             writing.verdict(r.uploaded / r.appended <= GOAL_BYTES,
-                            f"log mode uploads {r.uploaded / r.appended:.2f}x the data")
+                            f"{r.mode} uploads {r.uploaded / r.appended:.2f}x the data")
             writing.verdict(r.puts_per_gib() <= GOAL_PUTS,
-                            f"log mode {r.puts_per_gib():.0f} PUT-class requests per GiB")
+                            f"{r.mode}: {r.puts_per_gib():.0f} PUT-class requests per GiB")
+        if overrides:
+            continue
         s = await measure(mode, queues, segment, segment, chunk)
-        sealing.add(s.mode, f"{s.requests['upload_part_copy']:,}", f"{s.up['upload_part']:,}",
-                    f"{s.requests['get']:,}")
+        data = s.up["upload_part"] - s.trailers
+        sealing.add(s.mode, f"{s.requests['upload_part_copy']:,}", f"{data:,}",
+                    f"{s.trailers:,}", f"{s.requests['get']:,}")
         if mode == "log":
-            sealing.verdict(s.up["upload_part"] == 0,
-                            f"log mode merges re-upload {s.up['upload_part']:,} B")
+            sealing.verdict(data == 0, f"log mode merges re-upload {data:,} B of data")
     writing.notes.append(
         f"data: message bodies appended; chunk_size {_size(chunk)}, group_commit_interval "
         f"{DEFAULTS.group_commit_interval} s; batches of {BATCH} through append_batch, "
         "queues in turn")
+    writing.notes.append(
+        f"chunk_wait {CHUNK_WAIT} s: a queue whose bytes make a chunk within it sits group "
+        "commits out (docs/format.md); its bytes become durable and visible up to that late "
+        "unless flushed")
     return [writing, sealing]

@@ -410,3 +410,51 @@ async def test_a_damaged_log_piece_costs_only_its_own_range(file_type: str) -> N
             got = await store.get("t", q, offset, max_count=1)
             assert [m.body for m in got] == [body(q, offset)]
     await store.close()
+
+
+class _PutBytes(ForwardingObjectStore):
+    """Sums the bytes PUT into log objects and into chunks."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.log = self.chunks = 0
+
+    async def put(self, key: str, data: bytes | memoryview, **kwargs: Any) -> ObjectInfo:
+        if LOG_DIR in key:
+            self.log += len(data)
+        elif "/chunk-" in key:
+            self.chunks += len(data)
+        return await super().put(key, data, **kwargs)
+
+
+def big(i: int) -> bytes:
+    return body(0, i) * 6  # about 1 KiB
+
+
+@pytest.mark.parametrize("wait", [0.0, 5.0])
+async def test_a_busy_segment_waits_for_its_chunk(wait: float) -> None:
+    """With ``chunk_wait``, a queue whose bytes make a chunk within it sits group
+    commits out: its bytes go up once, as chunks, not through the log first. A
+    flush does not wait, and everything reads back."""
+    backend = _PutBytes(MemoryObjectStore())
+    config = log_config(group_commit_interval=0.05, chunk_wait=wait, chunk_size=64 * KiB,
+                        commit_log_max_size=1024 * KiB, pool_bytes=1024 * KiB,
+                        log_object_size=1024 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    written = 0
+    for i in range(256):  # about 200 KiB/s: a 64 KiB chunk every third of a second
+        written += len(big(i))
+        await store.append("t", 0, big(i))
+        await asyncio.sleep(0.004)
+    assert backend.chunks > 0
+    if wait:
+        assert backend.log < 0.2 * written, (backend.log, written)
+    else:
+        assert backend.log > 0.8 * written, (backend.log, written)
+    await store.flush()
+    async with await AsyncMessageStore.open_read_only(config, store=backend.inner) as reader:
+        assert await reader.max_offset("t", 0) == 256  # durable once flush returned
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert await read_all(store, 0) == [big(i) for i in range(256)]
+    await store.close()

@@ -87,6 +87,7 @@ class TieredStoreConfig:
     # upload buffer pool
     pool_bytes: int = size_knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)
     group_commit_interval: float = seconds_knob(_POOL.group_commit_interval, 0.0, 3600)
+    chunk_wait: float = seconds_knob(_POOL.chunk_wait, 0.0, 3600)
     upload_concurrency: int = knob(_POOL.upload_concurrency, 1, 1024)
     write_mode: str = knob("log", choices=WRITE_MODES)
     log_object_size: int = size_knob(_LOG.object_size, 1 * KiB, 5 * GiB)

@@ -145,6 +145,7 @@ def pool_options(config: TieredStoreConfig) -> PoolOptions:
         budget_bytes=config.pool_bytes,
         chunk_size=config.chunk_size,
         group_commit_interval=config.group_commit_interval,
+        chunk_wait=config.chunk_wait,
         upload_concurrency=config.upload_concurrency,
     )
 

@@ -71,7 +71,8 @@ class SegmentCommitter:
     """
 
     __slots__ = ("_shared", "buffer", "commit_size", "detaching", "due_end", "error", "failures",
-                 "fatal", "label", "retry_length", "segment", "waiters", "worker")
+                 "fatal", "label", "not_due_since", "retry_length", "segment", "waiters",
+                 "worker")
 
     def __init__(self, segment: FileSegment, commit_size: int, shared: PoolShared) -> None:
         self.segment = segment
@@ -89,6 +90,7 @@ class SegmentCommitter:
         # same position with other bytes would look like another writer's.
         self.retry_length: int | None = None
         self.failures = 0  # failed commits in a row, since bytes last landed
+        self.not_due_since: float | None = None  # loop time of the oldest byte not yet due
         self._shared = shared
 
     @property
@@ -121,8 +123,10 @@ class SegmentCommitter:
         shared = self._shared
         n = len(body)
         interval = shared.group_commit_interval
-        if self.not_due == 0 and interval > 0:
-            shared.timer.add(self)
+        if self.not_due == 0:
+            self.not_due_since = asyncio.get_running_loop().time()
+            if interval > 0:
+                shared.timer.add(self)
         position = self.buffer.push(body)
         shared.not_due += n
         shared.metrics.appends += 1
@@ -146,6 +150,9 @@ class SegmentCommitter:
         self.due_end = to
         if to == self.buffer.end:
             shared.timer.discard(self)
+            self.not_due_since = None
+        elif trigger == "chunk":  # what is left arrived since the chunk filled, about now
+            self.not_due_since = asyncio.get_running_loop().time()
         if trigger is not None:
             shared.metrics.scheduled_by[trigger] += 1
         if self.worker is None and self.runnable:
@@ -153,7 +160,27 @@ class SegmentCommitter:
 
     def interval_passed(self) -> None:
         """The group-commit interval of the oldest byte not yet due has passed."""
+        if self.waits_for_chunk(asyncio.get_running_loop().time()):
+            self._shared.timer.add(self)  # looked at again one interval from now
+            return
         self.schedule(self.buffer.end, "interval")
+
+    def waits_for_chunk(self, now: float) -> bool:
+        """Whether the bytes not yet due, at the rate they arrived since the oldest,
+        make a full chunk before that one is the pool's ``chunk_wait`` old: then a
+        group commit leaves them (one upload, as a chunk, instead of a partial
+        commit now and the rest later). Never while a flush waits on them."""
+        wait, since, n = self._shared.chunk_wait, self.not_due_since, self.not_due
+        if wait <= 0 or since is None or n <= 0 or self.waiters:
+            return False
+        age = now - since
+        if age >= wait:
+            return False
+        rate = n / max(age, 1e-3)
+        fills = age + (self.commit_size - n) / rate <= wait
+        if fills:
+            self._shared.metrics.waited_for_chunk += 1
+        return fills
 
     async def flush(self) -> None:
         """Return when every byte buffered now is committed; raise what stops that."""
@@ -332,6 +359,7 @@ class SegmentCommitter:
         self.due_end = self.buffer.start
         shared.not_due += self.buffer.size
         if self.buffer.size:  # due again one group-commit interval from now
+            self.not_due_since = None  # (and no waiting for a chunk: they failed once)
             shared.timer.add(self)
 
     def _fail_flushes(self, error: BaseException) -> bool:

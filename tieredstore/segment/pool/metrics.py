@@ -35,6 +35,7 @@ class PoolMetrics:
         self.commit_errors: defaultdict[str, int] = defaultdict(int)
         self.segment_errors: defaultdict[str, int] = defaultdict(int)
         self.scheduled_by: dict[str, int] = dict.fromkeys(TRIGGERS, 0)
+        self.waited_for_chunk = 0  # group commits a segment sat out (``chunk_wait``)
 
     def in_use(self, value: int) -> None:
         self.bytes_in_use = value
@@ -67,4 +68,5 @@ class PoolMetrics:
             "commit_errors": dict(self.commit_errors),
             "segment_errors": dict(self.segment_errors),
             "scheduled_by": dict(self.scheduled_by),
+            "waited_for_chunk": self.waited_for_chunk,
         }

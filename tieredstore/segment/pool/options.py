@@ -19,7 +19,10 @@ class PoolOptions:
     ``chunk_size`` cuts the commits of segments whose ``commit_size`` is None
     (a ``ChunkedSegment`` says its own chunk size). Above ``high_water`` x budget of bytes not yet
     due for commit, the pool makes room by committing the largest buffers
-    until at most ``low_water`` x budget are left.
+    until at most ``low_water`` x budget are left. ``chunk_wait``: seconds a
+    segment's bytes may wait for a full chunk when a group commit comes, if
+    their rate will make one by then (0: never; see
+    :meth:`SegmentCommitter.waits_for_chunk`).
 
     No retry settings: the object store's chokepoint retries each request; a
     commit that fails after that is reported, and its bytes are committed
@@ -30,6 +33,7 @@ class PoolOptions:
     budget_bytes: int = 64 * MiB
     chunk_size: int = SegmentOptions().chunk_size
     group_commit_interval: float = 0.2
+    chunk_wait: float = 0.0
     upload_concurrency: int = 16
     high_water: float = 0.75
     low_water: float = 0.5
@@ -42,6 +46,9 @@ class PoolOptions:
         if self.group_commit_interval < 0:
             raise ConfigError("group_commit_interval",
                               f"must be >= 0 seconds, got {self.group_commit_interval}")
+        if not 0 <= self.chunk_wait <= 3600:
+            raise ConfigError("chunk_wait", f"must be within [0, 3600] seconds, got "
+                              f"{self.chunk_wait}")
         if self.upload_concurrency < 1:
             raise ConfigError("upload_concurrency",
                               f"must be >= 1, got {self.upload_concurrency}")

@@ -78,6 +78,7 @@ class UploadBufferPool:
         self._shared = PoolShared(
             self._budget, self.metrics,
             group_commit_interval=self.options.group_commit_interval,
+            chunk_wait=self.options.chunk_wait,
             upload_concurrency=self.options.upload_concurrency)
         # by id(segment); the committer holds the segment
         self._committers: dict[int, SegmentCommitter] = {}
@@ -94,9 +95,13 @@ class UploadBufferPool:
         self._shared.group_commit = self._group_commit
 
     def _group_commit(self) -> None:
+        now = asyncio.get_running_loop().time()
         for committer in list(self._committers.values()):
             if committer.not_due > 0 and committer.error is None and not committer.detaching:
-                committer.schedule(committer.buffer.end, "interval")
+                if committer.waits_for_chunk(now):
+                    self._shared.timer.add(committer)  # looked at again next time
+                else:
+                    committer.schedule(committer.buffer.end, "interval")
 
     # --- appending ------------------------------------------------------------
 

@@ -29,14 +29,15 @@ if TYPE_CHECKING:
 class PoolShared:
     """Budget, timer, slots, tasks, metrics and tallies of one pool."""
 
-    __slots__ = ("budget", "errored", "group_commit", "group_commit_interval", "inflight",
-                 "log_sink", "metrics", "not_due", "slots", "tasks", "timer")
+    __slots__ = ("budget", "chunk_wait", "errored", "group_commit", "group_commit_interval",
+                 "inflight", "log_sink", "metrics", "not_due", "slots", "tasks", "timer")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, *, group_commit_interval: float,
-                 upload_concurrency: int) -> None:
+                 upload_concurrency: int, chunk_wait: float = 0.0) -> None:
         self.budget = budget
         self.metrics = metrics
         self.group_commit_interval = group_commit_interval
+        self.chunk_wait = chunk_wait
         self.not_due = 0  # bytes of healthy buffers not yet due for commit
         self.errored = 0  # bytes of buffers stopped by an error
         self.inflight = 0  # commits running now
