@@ -146,6 +146,6 @@ async def run(env: BenchEnv) -> list[Table]:
         "queues in turn")
     writing.notes.append(
         f"chunk_wait {CHUNK_WAIT} s: a queue whose bytes make a chunk within it sits group "
-        "commits out (docs/format.md); its bytes become durable and visible up to that late "
+        "commits out (docs/format.md); its bytes become durable up to that late "
         "unless flushed")
     return [writing, sealing]
