@@ -71,6 +71,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, data_dir_default: str
                         help="no progress bars")
     parser.add_argument("--debug", action="store_true", default=suppress,
                         help="on an error, print the traceback too; log at DEBUG")
+    parser.add_argument("--metrics-port", metavar="PORT", type=int, default=suppress,
+                        help="serve the store's Prometheus metrics on 127.0.0.1:PORT while "
+                             "the command runs (metrics_port; commands that open a store)")
     parser.add_argument("--create-bucket", action="store_true", default=suppress,
                         help="create the S3 bucket if it does not exist (s3_create_bucket); "
                              "without it a missing bucket is an error")
@@ -86,6 +89,8 @@ def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreCon
         overrides = {"backend": "local", "local_path": str(data_dir), **overrides}
     if getattr(args, "create_bucket", False):
         overrides = {"s3_create_bucket": True, **overrides}
+    if getattr(args, "metrics_port", None) is not None:
+        overrides = {"metrics_port": args.metrics_port, **overrides}
     try:
         return load_config(path, **overrides)
     except ConfigError as exc:

@@ -106,6 +106,11 @@ class TieredStoreConfig:
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     gc_interval: float = seconds_knob(3600.0, 0.0, 30 * 24 * 3600.0)
     gc_safety_age: float = seconds_knob(3600.0, 0.0, YEAR)
+    # metrics
+    metrics_port: int = knob(0, 0, 65535)
+    metrics_host: str = knob("127.0.0.1")
+    price_per_1000_put: float = knob(0.005, 0.0, 1000.0)
+    price_per_1000_get: float = knob(0.0004, 0.0, 1000.0)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -28,6 +28,7 @@ from tieredstore.store.facade import MessageStore
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.observe import QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -53,6 +54,7 @@ from tieredstore.store.view import (
 __all__ = [
     "FlatSummary",
     "Outgoing",
+    "QueueFigures",
     "QueueSummary",
     "UNIT_SIZE",
     "AsyncMessageStore",
@@ -70,6 +72,7 @@ __all__ = [
     "RecordError",
     "ScanStop",
     "SegmentView",
+    "StoreCollector",
     "StoreError",
     "clean_from",
     "collect_garbage",

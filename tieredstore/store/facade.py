@@ -19,6 +19,7 @@ from tieredstore.store import arguments
 from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport
 from tieredstore.store.message_store import AsyncMessageStore
+from tieredstore.store.observe import StoreCollector
 from tieredstore.store.outbox import Outbox
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import Message
@@ -130,6 +131,15 @@ class MessageStore:
 
     def snapshot(self) -> dict[str, Any]:
         return self.core.snapshot()
+
+    def metrics_collector(self, *, namespace: str = "tieredstore",
+                          const_labels: Mapping[str, str] | None = None) -> StoreCollector:
+        """See :meth:`AsyncMessageStore.metrics_collector`."""
+        return self.core.metrics_collector(namespace=namespace, const_labels=const_labels)
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self.core.metrics_port
 
     def close(self) -> None:
         """Flush and stop; the loop thread ends. Idempotent."""

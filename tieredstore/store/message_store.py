@@ -31,6 +31,7 @@ from tieredstore.errors import (
 )
 from tieredstore.log import LogSeries, LogWriter, has_log_objects, recover_log
 from tieredstore.metadata import list_queues
+from tieredstore.metrics import TieredStoreCollector
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import validate_name
 from tieredstore.segment.path import validate_offset
@@ -41,6 +42,7 @@ from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport, collect_garbage
+from tieredstore.store.observe import MetricsServer, Prices, QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import QueueLog
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -76,6 +78,7 @@ class AsyncMessageStore:
         self._roller: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
         self._log_keeper: asyncio.Task[None] | None = None
+        self._metrics_server: MetricsServer | None = None
 
     @classmethod
     async def open(
@@ -125,6 +128,13 @@ class AsyncMessageStore:
         if config.retention_interval > 0:
             self._retention = loop.create_task(self._periodically(
                 config.retention_interval, "retention", self.delete_expired), name="retention")
+        if config.metrics_port:
+            try:
+                self._metrics_server = MetricsServer.start(
+                    self.metrics_collector(), config.metrics_host, config.metrics_port)
+            except BaseException:
+                await self.close()
+                raise
         return self
 
     @property
@@ -392,6 +402,26 @@ class AsyncMessageStore:
             deleted += await queue.delete_expired(int((now_s - reserved) * 1000))
         return deleted
 
+    def metrics_collector(self, *, namespace: str = "tieredstore",
+                          const_labels: Mapping[str, str] | None = None) -> StoreCollector:
+        """This store's Prometheus collector (see :mod:`tieredstore.store.observe`):
+        register it on the host's registry (``registry.register(collector)``),
+        or let the store serve it (``metrics_port``)."""
+        ctx = self.ctx
+        counters = TieredStoreCollector(store=ctx.store.metrics, fetcher=ctx.fetcher,
+                                        pool=ctx.pool.metrics, namespace=namespace,
+                                        const_labels=const_labels)
+        prices = Prices(self.config.price_per_1000_put, self.config.price_per_1000_get)
+        return StoreCollector(counters, self._figures, lambda: len(self.corrupt), prices)
+
+    def _figures(self) -> list[QueueFigures]:
+        return [queue.figures() for _, queue in sorted(list(self._queues.items()))]
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of the metrics endpoint the store serves, if it serves one."""
+        return None if self._metrics_server is None else self._metrics_server.port
+
     def snapshot(self) -> dict[str, Any]:
         """Counters of every layer, as plain dicts."""
         return {
@@ -423,6 +453,8 @@ class AsyncMessageStore:
             await self.ctx.pool.close()
             await self.ctx.fetcher.close()
             await self.ctx.store.close()
+            if self._metrics_server is not None:
+                self._metrics_server.stop()
 
     async def __aenter__(self) -> AsyncMessageStore:
         return self

@@ -27,6 +27,7 @@ from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import MessageTooLarge, OffsetError
 from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
+from tieredstore.store.observe import QueueFigures
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
@@ -352,6 +353,14 @@ class QueueLog(QueueReading):
                 break
             durable += 1
         return durable
+
+    def figures(self) -> QueueFigures:
+        """This queue now, for metrics (plain values, read from any thread)."""
+        unflushed = (self.cl.end - self.cl.committed_end + self.cq.end - self.cq.committed_end
+                     + len(self._pending) * UNIT_SIZE)
+        return QueueFigures(self.topic, self.queue_id, self.min_offset, self.max_offset,
+                            self.commit_offset, unflushed,
+                            properties.merges_owed(self.meta.properties))
 
     # --- reading -------------------------------------------------------------------------
 
