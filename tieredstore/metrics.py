@@ -32,6 +32,8 @@ _FETCHER_COUNTERS = {
     "store_gets": ("fetcher_store_gets", "Units fetched from the object store (reads and "
                    "read-ahead)."),
     "store_bytes": ("fetcher_store_fetched_bytes", "Bytes of units fetched from the store."),
+    "span_gets": ("fetcher_span_gets", "Ranged GETs of a few records' bytes (filtered "
+                  "reads), not cached."),
     "coalesced_waits": ("fetcher_coalesced_waits", "Reads that joined a load already in "
                         "flight for the same unit."),
     "readahead_hits": ("fetcher_readahead_hits", "Prefetched units later read."),

@@ -46,7 +46,7 @@ from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
-from tieredstore.segment.reader import assemble, fetch_unit
+from tieredstore.segment.reader import assemble, fetch_span, fetch_unit
 from tieredstore.sizes import MiB
 
 __all__ = ["Fetcher", "FetcherOptions", "MiB", "UnitKey", "disk_key", "unit_key"]
@@ -132,6 +132,25 @@ class Fetcher:
             self._read_ahead(path, layout, position, length, slices)
         self.metrics.observe_read(time.perf_counter() - started)
         return result
+
+    async def read_span(
+        self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
+    ) -> bytes:
+        # docstring inherited
+        if self.loads.closed:
+            raise StoreClosed("the fetcher is closed")
+        out: list[bytes] = []
+        for piece in layout.slices(position, length):
+            found = self.memory.get(unit_key(piece.unit))
+            if found is not None:
+                out.append(found[0][piece.start:piece.end])
+                self.metrics.served(Source.MEMORY, piece.end - piece.start)
+                continue
+            data = await fetch_span(self.store, path, piece)
+            self.metrics.span_gets += 1
+            self.metrics.served(Source.STORE, len(data))
+            out.append(data)
+        return b"".join(out)
 
     def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
         # docstring inherited

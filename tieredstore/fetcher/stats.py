@@ -40,6 +40,7 @@ class FetcherMetrics:
     disk_write_errors: int = 0
     store_gets: int = 0  # units fetched from the object store, for reads and prefetch
     store_bytes: int = 0
+    span_gets: int = 0  # ranged GETs of a few records' bytes (read_span), not cached
     coalesced_waits: int = 0  # reads that joined a load already in flight
     readahead_hits: int = 0  # prefetched units later read
     prefetch_units: int = 0  # prefetch loads started

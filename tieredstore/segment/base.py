@@ -54,6 +54,12 @@ class FileSegment(abc.ABC):
     async def read0(self, position: int, length: int) -> bytes:
         """Bytes ``[position, position + length)``, all within the commit position."""
 
+    async def read_span0(self, position: int, length: int) -> bytes:
+        """As :meth:`read0`, for a reader that checks the bytes itself and wants a
+        few records out of large units (see ``SegmentReader.read_span``): segments
+        that can, read just these bytes."""
+        return await self.read0(position, length)
+
     @abc.abstractmethod
     async def seal(self, *, merge: bool | None = None) -> None:
         """Take no more commits and (unless ``merge`` is False) compact the

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
@@ -521,6 +521,14 @@ class ChunkedSegment(FileSegment):
 
     async def read0(self, position: int, length: int) -> bytes:
         # docstring inherited
+        return await self._read(self.reader.read, position, length)
+
+    async def read_span0(self, position: int, length: int) -> bytes:
+        # docstring inherited
+        return await self._read(self.reader.read_span, position, length)
+
+    async def _read(self, read: Callable[[SegmentPath, SegmentLayout, int, int],
+                                         Awaitable[bytes]], position: int, length: int) -> bytes:
         if self._destroyed:
             raise StoreClosed(f"segment {self.path} was destroyed")
         size = self._layout.size
@@ -535,7 +543,7 @@ class ChunkedSegment(FileSegment):
         while True:
             layout = self._layout
             try:
-                return await self.reader.read(self.path, layout, position, length)
+                return await read(self.path, layout, position, length)
             except ChunkMissing:
                 if self._layout is not layout:
                     continue  # our own merge replaced the chunks: read the new object

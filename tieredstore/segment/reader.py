@@ -36,6 +36,15 @@ class SegmentReader(Protocol):
         """Bytes ``[position, position + length)``, every unit checked."""
         ...
 
+    async def read_span(
+        self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
+    ) -> bytes:
+        """Bytes ``[position, position + length)`` and no more: from units held in
+        memory, else by ranged GETs of just these bytes (:func:`fetch_span`), not
+        checked, for readers that check what they read themselves (records carry
+        their own CRC) and want a few records out of large units."""
+        ...
+
     def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
         """A unit this process just wrote, and its bytes (for tailing readers)."""
         ...
@@ -130,6 +139,32 @@ async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
     return data, actual
 
 
+async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> bytes:
+    """GET bytes ``[piece.start, piece.end)`` of one unit, unchecked (the caller
+    checks them). A hole raises :class:`CorruptSegment`, a missing object
+    :class:`ChunkMissing`, a short answer :class:`IntegrityError`."""
+    unit = piece.unit
+    span = (unit.position + piece.start, unit.position + piece.end)
+    if unit.missing:
+        raise CorruptSegment(f"bytes [{unit.position}, {unit.end}) are missing: no chunk "
+                             f"covers them (next entry {unit.key!r})", segment=str(path),
+                             span=(unit.position, unit.end))
+    length = piece.end - piece.start
+    try:
+        data = await store.get(unit.key, ByteRange(unit.object_offset + piece.start, length))
+    except ObjectNotFound:
+        raise ChunkMissing(f"object {unit.key!r} holding [{unit.position}, {unit.end}) is "
+                           "missing", segment=str(path), span=span) from None
+    except InvalidRequest as exc:
+        raise IntegrityError(f"object {unit.key!r} is shorter than its unit: {exc}",
+                             segment=str(path), span=span) from None
+    if len(data) != length:
+        raise IntegrityError(f"object {unit.key!r} returned {len(data)} bytes for "
+                             f"[{span[0]}, {span[1]}) of {length}", segment=str(path),
+                             span=span)
+    return data
+
+
 def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes:
     """Join the wanted part of each unit's bytes, copying once."""
     if len(slices) == 1:
@@ -158,6 +193,17 @@ class DirectReader:
         slices = layout.slices(position, length)
         datas = await asyncio.gather(*(self._one(path, s.unit) for s in slices))
         return assemble(slices, datas)
+
+    async def read_span(
+        self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
+    ) -> bytes:
+        # docstring inherited
+        return b"".join(await asyncio.gather(*(self._span(path, s)
+                                               for s in layout.slices(position, length))))
+
+    async def _span(self, path: SegmentPath, piece: Slice) -> bytes:
+        async with self._limit:
+            return await fetch_span(self.store, path, piece)
 
     def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
         # docstring inherited

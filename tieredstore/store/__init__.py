@@ -42,6 +42,7 @@ from tieredstore.store.record import (
     decode_unit,
 )
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
+from tieredstore.store.tagged import Tagged
 from tieredstore.store.view import (
     QueueView,
     SegmentView,
@@ -74,6 +75,7 @@ __all__ = [
     "SegmentView",
     "StoreCollector",
     "StoreError",
+    "Tagged",
     "clean_from",
     "collect_garbage",
     "decode_record",

@@ -30,7 +30,7 @@ import datetime
 import functools
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
@@ -346,6 +346,26 @@ def check_get(topic: Any, queue_id: Any, offset: Any, max_count: Any, max_bytes:
     check_int("offset", offset, 0, MAX_OFFSET)
     check_int("max_count", max_count, 1, MAX_OFFSET)
     check_int("max_bytes", max_bytes, 1, 2**63 - 1)
+
+
+def tag_filter(topic: Any, queue_id: Any, offset: Any, tags: Any, *, max_count: Any,
+               max_bytes: Any, max_scan: Any) -> frozenset[str]:
+    """``get_by_tags``'s arguments; the tags wanted (one ``str``, or a non-empty
+    collection of them)."""
+    check_get(topic, queue_id, offset, max_count, max_bytes)
+    check_int("max_scan", max_scan, 1, MAX_OFFSET)
+    wanted = [tags] if isinstance(tags, str) else tags
+    if not isinstance(wanted, Iterable) or isinstance(wanted, (bytes, Mapping)):
+        raise InvalidArgumentType("tags", f"must be a str or a collection of str, got "
+                                          f"{type_name(tags)} {show(tags)}")
+    items = list(wanted)
+    if not items:
+        raise InvalidArgument("tags", "must name at least one tag")
+    for tag in items:
+        if check_text("tags", tag) == 0:
+            raise InvalidArgument("tags", "a tag must not be empty (messages without tags "
+                                          "have none to match)")
+    return frozenset(items)
 
 
 def check_offset_for_time(topic: Any, queue_id: Any, timestamp_ms: Any) -> None:

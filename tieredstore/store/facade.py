@@ -9,7 +9,7 @@ the caller's thread and sent to the loop in batches
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig
@@ -23,6 +23,7 @@ from tieredstore.store.observe import StoreCollector
 from tieredstore.store.outbox import Outbox
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import Message
+from tieredstore.store.tagged import MAX_SCAN, Tagged
 from tieredstore.sync import LoopThread
 
 
@@ -107,6 +108,14 @@ class MessageStore:
             max_bytes: int = 4 * MiB) -> list[Message]:
         return self._outbox.run(lambda: self.core.get(topic, queue_id, offset, max_count,
                                                       max_bytes))
+
+    def get_by_tags(self, topic: str, queue_id: int, offset: int, tags: str | Collection[str],
+                    *, max_count: int = 32, max_bytes: int = 4 * MiB,
+                    max_scan: int = MAX_SCAN) -> Tagged:
+        """See :meth:`AsyncMessageStore.get_by_tags`."""
+        return self._outbox.run(lambda: self.core.get_by_tags(
+            topic, queue_id, offset, tags, max_count=max_count, max_bytes=max_bytes,
+            max_scan=max_scan))
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self._outbox.run(lambda: self.core.offset_for_time(topic, queue_id,

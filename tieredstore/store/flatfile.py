@@ -321,8 +321,9 @@ class FlatFile:
                 topic=self.topic, queue_id=self.queue_id)
         return segment, record.base_offset + record.size
 
-    async def read(self, position: int, length: int) -> bytes:
-        """Bytes ``[position, position + length)``, which must lie in one segment."""
+    async def read(self, position: int, length: int, *, span: bool = False) -> bytes:
+        """Bytes ``[position, position + length)``, which must lie in one segment
+        (``span``: just these bytes, unchecked, see ``FileSegment.read_span0``)."""
         segment, end = await self.locate(position)
         if position + length > end:
             raise OffsetOutOfRange(
@@ -330,5 +331,7 @@ class FlatFile:
                 f"segment end {end}", topic=self.topic, queue_id=self.queue_id)
         local = position - segment.path.base_offset
         if segment is self.active:
-            return await self.ctx.pool.read(segment, local, length)
+            return await self.ctx.pool.read(segment, local, length, span=span)
+        if span:
+            return await segment.read_span0(local, length)
         return await segment.read0(local, length)

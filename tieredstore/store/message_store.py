@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
@@ -49,6 +49,7 @@ from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
+from tieredstore.store.tagged import MAX_SCAN, Tagged
 from tieredstore.store.view import QueueView
 from tieredstore.store.writers import WriterRegistry
 
@@ -369,6 +370,18 @@ class AsyncMessageStore:
         past ``max_bytes``). ``offset == max_offset`` gives an empty list."""
         arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
         return await (await self._reading(topic, queue_id)).get(offset, max_count, max_bytes)
+
+    async def get_by_tags(self, topic: str, queue_id: int, offset: int,
+                          tags: str | Collection[str], *, max_count: int = 32,
+                          max_bytes: int = 4 * MiB, max_scan: int = MAX_SCAN) -> Tagged:
+        """Messages from ``offset`` whose tags are ``tags`` (or one of them), up to
+        ``max_count``, looking at up to ``max_scan`` offsets; ``next_offset`` is where
+        the next call starts. Decided from the consume queue's tag hashes: the
+        commit log is read for matching messages only (:mod:`tieredstore.store.tagged`)."""
+        wanted = arguments.tag_filter(topic, queue_id, offset, tags, max_count=max_count,
+                                      max_bytes=max_bytes, max_scan=max_scan)
+        reading = await self._reading(topic, queue_id)
+        return await reading.get_by_tags(offset, wanted, max_count, max_bytes, max_scan)
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""

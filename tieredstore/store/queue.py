@@ -393,6 +393,9 @@ class QueueLog(QueueReading):
     async def read_commit_log(self, position: int, length: int) -> bytes:
         return await self.cl.read(position, length)
 
+    async def read_commit_log_span(self, position: int, length: int) -> bytes:
+        return await self.cl.read(position, length, span=True)
+
     # --- retention -------------------------------------------------------------------------
 
     async def delete_expired(self, cutoff_ms: int) -> int:

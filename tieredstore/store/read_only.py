@@ -10,6 +10,8 @@ saw lists the queue again, so a reader follows a live writer.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
@@ -20,6 +22,7 @@ from tieredstore.store import arguments
 from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import Message
+from tieredstore.store.tagged import MAX_SCAN, Tagged
 from tieredstore.store.view import QueueView
 
 
@@ -61,6 +64,17 @@ class ReadOnlyMessageStore:
             view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher)
             self._views[key] = view
         return view
+
+    async def get_by_tags(self, topic: str, queue_id: int, offset: int,
+                          tags: str | Collection[str], *, max_count: int = 32,
+                          max_bytes: int = 4 * MiB, max_scan: int = MAX_SCAN) -> Tagged:
+        """As :meth:`AsyncMessageStore.get_by_tags`, over what is durable in the bucket."""
+        wanted = arguments.tag_filter(topic, queue_id, offset, tags, max_count=max_count,
+                                      max_bytes=max_bytes, max_scan=max_scan)
+        view = await self.queue(topic, queue_id)
+        if offset >= view.max_offset:  # at or past what it saw: has a writer added?
+            view = await self.queue(topic, queue_id, fresh=True)
+        return await view.get_by_tags(offset, wanted, max_count, max_bytes, max_scan)
 
     async def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                   max_bytes: int = 4 * MiB) -> list[Message]:

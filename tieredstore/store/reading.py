@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import functools
 import logging
+from collections.abc import Collection
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import FileType, QueueMetadata
@@ -27,6 +28,7 @@ from tieredstore.store.record import (
     decode_units,
     tags_hash,
 )
+from tieredstore.store.tagged import MAX_SCAN, Tagged, get_by_tags
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +173,19 @@ class QueueReading(abc.ABC):
     @abc.abstractmethod
     async def read_commit_log(self, position: int, length: int) -> bytes:
         """Commit-log bytes, within one segment, every unit checked."""
+
+    async def read_commit_log_span(self, position: int, length: int) -> bytes:
+        """Commit-log bytes, within one segment, read alone (not the whole units
+        around them) where the store can: the caller checks every record."""
+        return await self.read_commit_log(position, length)
+
+    async def get_by_tags(self, offset: int, tags: Collection[str], max_count: int,
+                          max_bytes: int = 4 * 1024 * 1024, max_scan: int = MAX_SCAN
+                          ) -> Tagged:
+        """Messages from ``offset`` whose tags are one of ``tags``, read from the
+        commit log alone (see :mod:`tieredstore.store.tagged`)."""
+        return await get_by_tags(self, offset, tags, max_count=max_count, max_bytes=max_bytes,
+                                 max_scan=max_scan)
 
     def _corrupt(self, message: str) -> QueueCorrupt:
         return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)

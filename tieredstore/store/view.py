@@ -309,8 +309,9 @@ class FlatView:
             self._sealed[record.base_offset] = sealed
         return sealed
 
-    async def read(self, position: int, length: int) -> bytes:
-        """Bytes ``[position, position + length)`` of one segment, every unit checked."""
+    async def read(self, position: int, length: int, *, span: bool = False) -> bytes:
+        """Bytes ``[position, position + length)`` of one segment, every unit checked
+        (``span``: just these bytes, unchecked, see ``SegmentReader.read_span``)."""
         view = await self.locate(position)
         if view.state is None:
             raise self._corrupt(view.error)
@@ -319,8 +320,8 @@ class FlatView:
                                 f"{position + length}) crosses the segment end {view.end}")
         for relists in range(RELISTS + 1):
             try:
-                return await self.reader.read(view.path, view.layout, position - view.base,
-                                              length)
+                read = self.reader.read_span if span else self.reader.read
+                return await read(view.path, view.layout, position - view.base, length)
             except ChunkMissing:
                 # A live writer's merge replaced the chunks since they were listed
                 # (listed again while the merge deleted them: once more).
@@ -389,6 +390,9 @@ class QueueView(QueueReading):
 
     async def read_commit_log(self, position: int, length: int) -> bytes:
         return await self.cl.read(position, length)
+
+    async def read_commit_log_span(self, position: int, length: int) -> bytes:
+        return await self.cl.read(position, length, span=True)
 
     async def units(self, start: int, end: int) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
