@@ -441,3 +441,17 @@ async def test_the_newest_open_wins_a_race_with_the_old_owners_head_write(
         await old.add_entry(b"zombie")
     position = await new.add_entry(b"new owner")
     assert (await new.read_entry(position)).payload == b"new owner"
+
+
+async def test_a_batch_larger_than_a_ledger_fills_ledgers_to_their_limits(env: Env) -> None:
+    ml = await env.open(max_entries_per_ledger=1500)
+    payloads = [b"e%d" % i for i in range(3100)]
+    positions = await ml.add_entries(payloads)
+    assert [p.ledger_id for p in positions] == [0] * 1500 + [1] * 1500 + [2] * 100
+    assert [p.entry_id for p in positions] == [*range(1500), *range(1500), *range(100)]
+    for i in (0, 1499, 1500, 3099):
+        assert (await ml.read_entry(positions[i])).payload == payloads[i]
+    sized = await env.open(max_entries_per_ledger=100, max_ledger_bytes=1000)
+    first = sized.current_ledger_id
+    got = await sized.add_entries([b"x" * 400] * 5 + [b"y" * 3000])
+    assert [p.ledger_id - first for p in got] == [0, 0, 1, 1, 2, 3]

@@ -37,7 +37,7 @@ async def test_the_endpoint_shows_each_queue_moving_as_a_producer_runs() -> None
     store = await AsyncMessageStore.open(config, store=MemoryObjectStore())
     assert store.metrics_port == port
     try:
-        for i in range(10):
+        for _ in range(10):
             await store.append("t", 0, b"x" * 100)
             await store.append("t", 1, b"y" * 100)
         before = await asyncio.to_thread(scrape, port)
@@ -45,7 +45,7 @@ async def test_the_endpoint_shows_each_queue_moving_as_a_producer_runs() -> None
         assert before[queue("commit_offset", "t", 0)] == 0
         assert before[queue("unflushed_bytes", "t", 0)] > 10 * 100
         assert before[("tieredstore_queues", ())] == 2
-        for i in range(5):
+        for _ in range(5):
             await store.append("t", 0, b"x" * 100)
         await store.flush()
         after = await asyncio.to_thread(scrape, port)

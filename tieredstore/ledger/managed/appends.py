@@ -86,21 +86,49 @@ class Appending(Offloading):
         return (await self.add_entries([payload]))[0]
 
     async def add_entries(self, payloads: Sequence[BytesLike]) -> list[Position]:
-        """Append entries to the current ledger with one write, rolling over
-        first if the ledger is full."""
+        """Append entries with one write per ledger they go into: to the current
+        ledger up to its entry and size limits, rolling over first if it is full
+        and again whenever the batch fills it. If a write fails, the entries of
+        the writes before it stay appended (durable, in order)."""
+        positions: list[Position] = []
         async with self._write_lock:
-            writer = self._check_writer()
-            if self._is_full(writer):
-                await self._rollover_locked()
+            done = 0
+            while True:
                 writer = self._check_writer()
-            try:
-                ids = await writer.append_many(payloads)
-            except (LedgerFenced, LedgerNotFound) as exc:
-                # Not found: a newer owner dropped it (an empty ledger it recovered).
-                self._failed = exc
-                raise ManagedLedgerFenced(f"its ledger was fenced: {exc}",
-                                          name=self.name) from exc
-            return [Position(writer.ledger_id, i) for i in ids]
+                if self._is_full(writer):
+                    await self._rollover_locked()
+                    writer = self._check_writer()
+                take = self._room(writer, payloads, done)
+                if take == 0 and payloads:  # the next entry would pass the size limit
+                    await self._rollover_locked()
+                    continue
+                try:
+                    ids = await writer.append_many(payloads[done:done + take])
+                except (LedgerFenced, LedgerNotFound) as exc:
+                    # Not found: a newer owner dropped it (an empty ledger it recovered).
+                    self._failed = exc
+                    raise ManagedLedgerFenced(f"its ledger was fenced: {exc}",
+                                              name=self.name) from exc
+                positions += [Position(writer.ledger_id, i) for i in ids]
+                done += take
+                if done >= len(payloads):
+                    return positions
+
+    def _room(self, writer: LocalLedgerWriter, payloads: Sequence[BytesLike], start: int) -> int:
+        """How many of ``payloads[start:]`` the ledger of ``writer`` (not full) takes:
+        up to its entry limit and, with ``max_ledger_bytes``, its size limit; an
+        empty ledger takes at least one (an entry larger than the size limit gets
+        a ledger of its own)."""
+        room = min(len(payloads) - start,
+                   self.config.max_entries_per_ledger - (writer.last_add_confirmed + 1))
+        limit = self.config.max_ledger_bytes
+        if limit is None:
+            return room
+        size, take = writer.length, 0
+        while take < room and (size == 0 or size + len(payloads[start + take]) <= limit):
+            size += len(payloads[start + take])
+            take += 1
+        return take
 
     def _is_full(self, writer: LocalLedgerWriter) -> bool:
         limit = self.config.max_ledger_bytes
