@@ -19,7 +19,7 @@ from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
-from tieredstore.objectstore.s3_settings import S3Settings
+from tieredstore.objectstore.s3_settings import SSE_MODES, S3Settings
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.pool.options import PoolOptions
 from tieredstore.sizes import GiB, KiB, MiB
@@ -57,6 +57,9 @@ class TieredStoreConfig:
     s3_access_key_id: str = knob("")
     s3_secret_access_key: str = knob("")
     s3_max_pool_connections: int = knob(_S3["max_pool_connections"], 1, 1024)
+    s3_sse: str = knob("", choices=SSE_MODES)
+    s3_sse_kms_key_id: str = knob("")
+    s3_sse_kms_context: str = knob("")
     key_prefix: str = knob("tieredstore")
     cluster: str = knob("default-cluster")
     broker: str = knob("broker-0")

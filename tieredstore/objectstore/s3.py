@@ -39,7 +39,7 @@ from tieredstore.objectstore.base import (
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
 from tieredstore.objectstore.s3_errors import DENIED_CODES, translate_error
-from tieredstore.objectstore.s3_settings import S3Settings, s3_client
+from tieredstore.objectstore.s3_settings import S3Settings, s3_client, sse_arguments
 
 __all__ = ["S3ObjectStore", "S3Settings"]
 
@@ -55,6 +55,7 @@ class S3ObjectStore(ObjectStore):
         super().__init__(chokepoint=chokepoint)
         self.settings = settings
         self.bucket = settings.bucket
+        self._sse = sse_arguments(settings)
         self._client: Any = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -167,6 +168,7 @@ class S3ObjectStore(ObjectStore):
         # docstring inherited
         body = bytes(data)
         extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
+        extra.update(self._sse)
         if metadata:
             extra["Metadata"] = dict(metadata)
 
@@ -258,7 +260,8 @@ class S3ObjectStore(ObjectStore):
         self, key: str, *, metadata: Mapping[str, str] | None = None
     ) -> str:
         # docstring inherited
-        extra = {"Metadata": dict(metadata)} if metadata else {}
+        extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
+        extra.update(self._sse)
 
         async def request(client: Any) -> str:
             resp = await client.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)

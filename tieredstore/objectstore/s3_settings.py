@@ -3,11 +3,15 @@ make. botocore's own retries are off: the chokepoint retries, by error type."""
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import aioboto3
 from botocore.config import Config
+
+from tieredstore.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +30,16 @@ class S3Settings:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     max_pool_connections: int = 64
+    # Server-side encryption of every object written (puts and multipart uploads,
+    # merges by UploadPartCopy included): "" (the bucket's default), "AES256"
+    # (SSE-S3) or "aws:kms" (SSE-KMS, with an optional key id and encryption
+    # context, a JSON object of strings).
+    sse: str = ""
+    sse_kms_key_id: str | None = None
+    sse_kms_context: str | None = None
+
+    def __post_init__(self) -> None:
+        sse_arguments(self)  # refuses what S3 would
 
     def __repr__(self) -> str:
         """Every field; the secret key and session token redacted."""
@@ -41,6 +55,34 @@ class S3Settings:
 
 
 _SECRET_FIELDS = frozenset({"secret_access_key", "session_token"})
+SSE_MODES = ("", "AES256", "aws:kms")
+
+
+def sse_arguments(settings: S3Settings) -> dict[str, str]:
+    """The request arguments of ``settings``' server-side encryption, for
+    PutObject and CreateMultipartUpload (parts and copies take the upload's)."""
+    if settings.sse not in SSE_MODES:
+        raise ConfigError("s3_sse", f"must be one of {', '.join(map(repr, SSE_MODES))}, "
+                                    f"got {settings.sse!r}")
+    if settings.sse != "aws:kms" and (settings.sse_kms_key_id or settings.sse_kms_context):
+        raise ConfigError("s3_sse_kms_key_id", "a KMS key id or encryption context needs "
+                                               "s3_sse = 'aws:kms'")
+    if not settings.sse:
+        return {}
+    out = {"ServerSideEncryption": settings.sse}
+    if settings.sse_kms_key_id:
+        out["SSEKMSKeyId"] = settings.sse_kms_key_id
+    if settings.sse_kms_context:
+        try:
+            context = json.loads(settings.sse_kms_context)
+        except ValueError as exc:
+            raise ConfigError("s3_sse_kms_context", f"must be a JSON object: {exc}") from None
+        if not isinstance(context, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in context.items()):
+            raise ConfigError("s3_sse_kms_context", "must be a JSON object of strings")
+        out["SSEKMSEncryptionContext"] = base64.b64encode(
+            json.dumps(context, separators=(",", ":")).encode()).decode()
+    return out
 
 
 def s3_client(settings: S3Settings) -> Any:

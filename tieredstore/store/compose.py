@@ -75,6 +75,9 @@ def s3_settings(config: TieredStoreConfig) -> S3Settings:
         connect_timeout=config.connect_timeout,
         read_timeout=config.request_timeout,
         max_pool_connections=config.s3_max_pool_connections,
+        sse=config.s3_sse,
+        sse_kms_key_id=config.s3_sse_kms_key_id or None,
+        sse_kms_context=config.s3_sse_kms_context or None,
     )
 
 
