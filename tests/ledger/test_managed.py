@@ -277,6 +277,23 @@ async def test_local_copy_is_deleted_only_after_the_lag(env: Env) -> None:
         assert (await ml.read_entries(ledger_id, 0, 2))[2].entry_id == 2
 
 
+async def test_the_deletion_lag_sweep_runs_in_the_background(env: Env) -> None:
+    ml = await env.open(sweep_interval_seconds=0.02)
+    await fill(ml, 2)
+    await ml.offload_prefix(Position(2, 0))
+    await asyncio.sleep(0.1)  # several passes, the lag not passed yet: nothing goes
+    assert await env.ledgers.exists(0) and await env.ledgers.exists(1)
+    env.clock.advance(4 * HOUR)
+    for _ in range(200):
+        if not await env.ledgers.exists(1):
+            break
+        await asyncio.sleep(0.01)
+    assert not await env.ledgers.exists(0) and not await env.ledgers.exists(1)
+    infos = await ml.ledger_infos()
+    assert [i.offloadContext.bookkeeperDeleted for i in infos[:2]] == [True, True]
+    await ml.close()  # stops the sweep
+
+
 async def test_local_copy_stays_while_the_offload_is_not_recorded_complete(
     tmp_path: Path,
 ) -> None:

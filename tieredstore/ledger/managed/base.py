@@ -55,6 +55,7 @@ class ManagedLedgerBase:
         self._trigger_pending = False
         self._handles = HandleCache()
         self._tasks: set[asyncio.Task[object]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
         self._closed = False
         self.offloads_completed = 0

@@ -39,6 +39,9 @@ class ManagedLedgerConfig:
       past these (by :meth:`ManagedLedger.apply_retention`).
     - ``deletion_lag_seconds``: keep the local copy this long after an
       offload completes (4 hours, as Pulsar).
+    - ``sweep_interval_seconds``: how often the open managed ledger deletes,
+      in the background, the local copies whose deletion lag has passed
+      (``delete_offloaded_local_copies``; 0: only when called).
     - ``read_priority``: ``tiered-storage-first`` or ``bookkeeper-first``.
     - ``auto_offload``: check the triggers after every rollover.
     - ``page_size``: ledger records per metadata page (new managed ledgers).
@@ -51,6 +54,7 @@ class ManagedLedgerConfig:
     retention_bytes: int | None = None
     retention_seconds: float | None = None
     deletion_lag_seconds: float = 4 * HOUR
+    sweep_interval_seconds: float = 600.0
     read_priority: ReadPriority = ReadPriority.TIERED_STORAGE_FIRST
     auto_offload: bool = True
     page_size: int = 64
@@ -76,6 +80,7 @@ class ManagedLedgerConfig:
         _at_least("retention_bytes", self.retention_bytes, 0)
         _at_least("retention_seconds", self.retention_seconds, 0)
         _at_least("deletion_lag_seconds", self.deletion_lag_seconds, 0)
+        _at_least("sweep_interval_seconds", self.sweep_interval_seconds, 0)
         _at_least("page_size", self.page_size, 1)
         if not 1 <= self.ack_quorum_size <= self.write_quorum_size <= self.ensemble_size:
             raise ConfigError(

@@ -21,11 +21,19 @@ injectable for tests.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 
-from tieredstore.ledger.errors import LedgerFenced, LedgerNotFound, ManagedLedgerFenced
+from tieredstore.ledger.errors import (
+    LedgerFenced,
+    LedgerNotFound,
+    ManagedLedgerClosed,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+)
 from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.managed.appends import Appending
 from tieredstore.ledger.managed.config import ManagedLedgerConfig
@@ -35,6 +43,8 @@ from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.reads import Reading
 from tieredstore.ledger.offloader import LedgerOffloader
 from tieredstore.objectstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 OPEN_ATTEMPTS = 8
 
@@ -72,8 +82,28 @@ class ManagedLedger(Appending, Reading, Deleting):
                 if attempt == OPEN_ATTEMPTS - 1:
                     raise
                 continue
+            if config.sweep_interval_seconds > 0:
+                self._sweeper = asyncio.get_running_loop().create_task(
+                    self._sweep_periodically(config.sweep_interval_seconds),
+                    name=f"sweep {name}")
             return self
         raise AssertionError("unreachable")
+
+    async def _sweep_periodically(self, every: float) -> None:
+        """The deletion-lag sweep, every ``every`` seconds, until closed or fenced."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                deleted = await self.delete_offloaded_local_copies()
+            except (ManagedLedgerClosed, ManagedLedgerFenced, ManagedLedgerError):
+                return  # closed, replaced or failed: its owner's business now
+            except Exception as exc:  # the next pass tries again
+                log.warning("%s: deleting local copies past the lag failed: %s",
+                            self.name, exc)
+                continue
+            if deleted:
+                log.info("%s: deleted the local copies of offloaded ledgers %s",
+                         self.name, deleted)
 
     async def close(self) -> None:
         """Wait for background work, close the handles and the current ledger.
@@ -82,6 +112,10 @@ class ManagedLedger(Appending, Reading, Deleting):
         recovers it (it is closed already, so nothing is fenced)."""
         if self._closed:
             return
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         await self.wait_idle()
         self._closed = True
         await self._handles.close()
