@@ -1,5 +1,5 @@
 """The ``tieredstore`` command: demo, produce, consume, inspect, recover, repair, verify,
-gc, spark, bench.
+gc, ledger, spark, bench.
 
 Every command takes ``--config`` (default ``conf/tieredstore.toml`` if it
 exists; ``TIEREDSTORE_<KEY>`` environment variables override the file) and
@@ -20,7 +20,19 @@ from collections.abc import Sequence
 
 from tieredstore.errors import TieredStoreError
 
-from . import bench, consume, demo, gc, inspector, produce, recover, repair, spark, verify
+from . import (
+    bench,
+    consume,
+    demo,
+    gc,
+    inspector,
+    ledger,
+    produce,
+    recover,
+    repair,
+    spark,
+    verify,
+)
 from .common import EXIT_USAGE, Parser, add_common_options, describe_error
 
 __all__ = ["build_parser", "main"]
@@ -35,8 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, produce, consume, inspector, recover, repair, verify, gc, spark,
-                   bench):
+    for module in (demo, produce, consume, inspector, recover, repair, verify, gc, ledger,
+                   spark, bench):
         module.add_parser(sub, common)
     return parser
 

@@ -8,6 +8,12 @@
 - :mod:`.managed`: managed ledgers, their offload triggers and their metadata.
 """
 
+from tieredstore.ledger.compose import (
+    LedgerHost,
+    ledger_dir,
+    managed_ledger_config,
+    offload_options,
+)
 from tieredstore.ledger.errors import (
     CorruptLedger,
     CorruptManagedLedger,
@@ -46,6 +52,7 @@ from tieredstore.ledger.managed import (
     ManagedLedgerMetadata,
     Position,
     ReadPriority,
+    sweep_offloads,
 )
 from tieredstore.ledger.offloaded import OffloadedReadHandle
 from tieredstore.ledger.offloader import (
@@ -56,6 +63,11 @@ from tieredstore.ledger.offloader import (
 )
 
 __all__ = [
+    "LedgerHost",
+    "ledger_dir",
+    "managed_ledger_config",
+    "offload_options",
+    "sweep_offloads",
     "CorruptLedger",
     "CorruptManagedLedger",
     "DigestMismatch",

@@ -1,0 +1,129 @@
+"""The ledger adapter from the store's configuration: the ``[ledger]`` keys mapped
+onto :class:`ManagedLedgerConfig` and :class:`OffloadOptions`, and the local
+ledger store and offloader a host (or ``tieredstore ledger``) opens."""
+
+from __future__ import annotations
+
+import os
+import uuid as uuid_mod
+from dataclasses import dataclass
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.ledger.errors import ManagedLedgerError, PositionOutOfRange
+from tieredstore.ledger.handle import LedgerEntry, ReadHandle
+from tieredstore.ledger.local import LocalLedgerStore
+from tieredstore.ledger.location import OffloadNamespace
+from tieredstore.ledger.managed import (
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerMetadata,
+    ManagedLedgerPath,
+    ReadPriority,
+    state,
+)
+from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
+from tieredstore.objectstore import ObjectStore
+
+
+def managed_ledger_config(config: TieredStoreConfig) -> ManagedLedgerConfig:
+    """How managed ledgers roll, keep local copies and read (``ledger_*``)."""
+    return ManagedLedgerConfig(
+        max_entries_per_ledger=config.ledger_max_entries,
+        max_ledger_bytes=config.ledger_max_bytes,
+        deletion_lag_seconds=config.ledger_deletion_lag,
+        sweep_interval_seconds=config.ledger_sweep_interval,
+        read_priority=ReadPriority(config.ledger_read_priority),
+    )
+
+
+def offload_options(config: TieredStoreConfig) -> OffloadOptions:
+    """How offloads are written (``offload_*``, the store's ``chunk_size``)."""
+    return OffloadOptions(
+        block_size=config.offload_block_size, chunk_size=config.chunk_size,
+        namespace=OffloadNamespace(config.offload_prefix, config.offload_cluster,
+                                   config.offload_namespace))
+
+
+def ledger_dir(config: TieredStoreConfig) -> str:
+    return config.ledger_dir or os.path.join(config.local_path, "ledgers")
+
+
+@dataclass
+class LedgerHost:
+    """What a host of managed ledgers opens once: the bucket, the local ledgers,
+    the offloader; :meth:`open` a managed ledger on them."""
+
+    config: TieredStoreConfig
+    store: ObjectStore
+    ledgers: LocalLedgerStore
+    offloader: SegmentLedgerOffloader
+
+    @classmethod
+    def create(cls, config: TieredStoreConfig, store: ObjectStore,
+               ledgers: str | None = None) -> LedgerHost:
+        local = LocalLedgerStore(ledgers or ledger_dir(config), fsync=config.local_fsync)
+        return cls(config, store, local,
+                   SegmentLedgerOffloader(store, options=offload_options(config)))
+
+    async def open(self, name: str, *, writer_id: str = "") -> ManagedLedger:
+        """Open (or create) ``name``, taking it over from any other owner."""
+        return await ManagedLedger.open(
+            name, metadata_store=self.store, ledgers=self.ledgers, offloader=self.offloader,
+            config=managed_ledger_config(self.config), root=self.config.ledger_root,
+            writer_id=writer_id)
+
+    # --- read-only: never takes a managed ledger over ----------------------------------
+
+    async def ledger_rows(self, name: str) -> list[LedgerRow]:
+        """The live ledgers of ``name`` as its newest metadata records them."""
+        meta = await ManagedLedgerMetadata.open(self.store,
+                                                ManagedLedgerPath(self.config.ledger_root, name))
+        if meta.version == 0:
+            raise ManagedLedgerError("no such managed ledger", name=name)
+        current = state.open_ledger_id(meta.head)
+        rows = []
+        async for info in meta.ledgers():
+            uuid = offload_uuid(info)
+            rows.append(LedgerRow(
+                info.ledgerId, "open" if info.ledgerId == current else "closed",
+                info.entries, info.size, state.is_offloaded(info),
+                None if uuid is None else str(uuid),
+                not info.offloadContext.bookkeeperDeleted))
+        return rows
+
+    async def read(self, name: str, ledger_id: int, first: int, last: int | None
+                   ) -> list[LedgerEntry]:
+        """Entries ``first..last`` (None: to the end) of a closed ledger of ``name``:
+        from its offload when complete, else from the local copy."""
+        row = next((r for r in await self.ledger_rows(name) if r.ledger_id == ledger_id), None)
+        if row is None or row.state != "closed":
+            raise PositionOutOfRange(f"ledger {ledger_id} is not a closed ledger of it",
+                                     name=name)
+        handle: ReadHandle
+        if row.offloaded and row.offload_uuid is not None:
+            handle = await self.offloader.read_offloaded(ledger_id,
+                                                         uuid_mod.UUID(row.offload_uuid))
+        else:
+            handle = await self.ledgers.open_ledger(ledger_id)
+        try:
+            end = handle.last_add_confirmed if last is None else last
+            return await handle.read(first, end) if first <= end else []
+        finally:
+            await handle.close()
+
+    async def close(self) -> None:
+        await self.offloader.close()
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    """One ledger of a managed ledger, as ``tieredstore ledger list`` shows it."""
+
+    ledger_id: int
+    state: str  # "open" (the current ledger) or "closed"
+    entries: int
+    size: int
+    offloaded: bool  # its offload is recorded complete
+    offload_uuid: str | None  # the latest attempt recorded
+    local: bool  # its local copy is kept (not deleted after the lag)
