@@ -55,6 +55,8 @@ from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)
 
+FIGURE_ATTEMPTS = 5
+
 ROLL_CHECK_MAX = 60.0  # seconds between checks for segments old enough to roll, at most
 
 OPEN_CONCURRENCY = 16
@@ -428,7 +430,14 @@ class AsyncMessageStore:
         return StoreCollector(counters, self._figures, lambda: len(self.corrupt), prices)
 
     def _figures(self) -> list[QueueFigures]:
-        return [queue.figures() for _, queue in sorted(list(self._queues.items()))]
+        # Called on the scraping thread while the loop goes on: a queue's pending
+        # units may change under the walk; walk again (then leave the gauges out).
+        for _ in range(FIGURE_ATTEMPTS):
+            try:
+                return [queue.figures() for _, queue in sorted(list(self._queues.items()))]
+            except RuntimeError:  # "deque mutated during iteration" and the like
+                continue
+        return []
 
     @property
     def metrics_port(self) -> int | None:
