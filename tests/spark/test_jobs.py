@@ -243,3 +243,31 @@ def test_the_spark_command_runs_the_jobs(spark: Any, merged_store: BuiltStore,
     assert cli_main(["spark", "stats", "--path", str(tmp_path / "nothing")]) == 2
     assert "is not a directory: no store to read" in capsys.readouterr().err
     assert spark.range(3).count() == 3
+
+
+# --- compact --log ------------------------------------------------------------------------
+
+def test_compact_log_moves_each_brokers_backlog_into_chunks(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two brokers' stores left pieces in their logs (quiet queues, closed before
+    compaction by age); one task per broker compacts them with the store's code."""
+    built = {}
+    for broker in ("broker-a", "broker-b"):
+        built[broker] = build_store(tmp_path / "store", queues=QUEUES[:2], per_queue=40,
+                                    broker=broker, write_mode="log",
+                                    group_commit_interval=0.0, gc_interval=0.0)
+    options = {"path": str(tmp_path / "store")}
+    logs = [k for k, size in listed(built["broker-a"]) if "/log/log-" in k and size]
+    assert len(logs) > 2
+    rows = jobs.compact_logs(spark, options, ["broker-a", "broker-b"]).collect()
+    assert [r.broker for r in rows] == ["broker-a", "broker-b"]
+    for r in rows:
+        assert r.error is None and r.queues == 2
+        assert r.log_objects_before > 2 and r.log_objects_after == 0, r
+    assert [k for k, size in listed(built["broker-a"]) if "/log/log-" in k and size] == []
+    for broker, b in built.items():
+        read = spark.read.format("tieredstore").options(**options, broker=broker).load()
+        assert_same(rows_of(read), b.rows())
+    again = ["compact", "--path", options["path"], "--log", "--log-broker", "broker-b"]
+    assert jobs.main(again, spark=spark) == 0
+    assert "broker-b: 2 queue(s); log objects 0 -> 0" in capsys.readouterr().out

@@ -20,6 +20,9 @@ backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
   status is 1 if any queue has a problem.
 - ``compact`` merges sealed segments left unmerged, one task per segment, and
   never touches a queue's active segment; exit status 1 if a merge failed.
+  ``compact --log [--log-broker B ...]`` instead compacts each broker's backlog
+  of log objects into chunks, one task per broker, with the store's own code
+  (it takes each broker's store over: run it with the brokers stopped).
 - ``stats`` prints one row per queue: messages, offsets, bytes, segments,
   chunk objects, sealed segments not yet merged, the store timestamps of the
   first and last message; exit status 1 if a queue could not be read.
@@ -41,6 +44,7 @@ from typing import Any
 from tieredstore.log import LogSnapshot
 from tieredstore.objectstore import ObjectStore
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
+from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
 from tieredstore.spark.plan import QueuePlan, find_queues, plan_read, slices_of
 from tieredstore.spark.selection import Selection
@@ -155,6 +159,18 @@ def compact(spark: Any, options: dict[str, str], filters: Filters | None = None,
     return spark.createDataFrame(rows, COMPACT_SCHEMA), skipped
 
 
+def compact_logs(spark: Any, options: dict[str, str], brokers: Sequence[str] = ()) -> Any:
+    """Compact the log backlog of each broker (default: the configured one), one task
+    per broker, with the store's own code (:mod:`tieredstore.spark.logs`; it takes
+    each broker's store over: run it with the brokers stopped). A DataFrame of
+    ``LOGS_SCHEMA``."""
+    config = config_from_options(options)
+    names = list(dict.fromkeys(brokers)) or [config.broker]
+    rows = _run_tasks(spark, functools.partial(compact_broker_log, config_values(config)),
+                      names)
+    return spark.createDataFrame([dataclasses.astuple(r) for r in rows], LOGS_SCHEMA)
+
+
 def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
     """One row per selected queue (``STATS_SCHEMA``), one task per queue. Offset and
     time filters do not apply: a queue is summed up whole."""
@@ -209,6 +225,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         if name == "compact":
             sub.add_argument("--dry-run", action="store_true",
                              help="list what would be merged, merge nothing")
+            sub.add_argument("--log", action="store_true",
+                             help="compact the brokers' log backlogs into chunks instead, one "
+                                  "task per broker (takes each broker's store over: run it "
+                                  "with the brokers stopped)")
+            sub.add_argument("--log-broker", action="append", default=[], dest="log_brokers",
+                             metavar="BROKER", help="with --log: a broker (repeatable, or "
+                             "comma-separated; default: --broker or the configured one)")
     return parser
 
 
@@ -260,6 +283,8 @@ def main(argv: Sequence[str] | None = None, *, spark: Any = None,
             return 0 if all(r.ok for r in reports) else 1
         if args.command == "stats":
             return _print_stats(stats(spark, options, filters).collect())
+        if args.log:
+            return _print_logs(compact_logs(spark, options, _split(args.log_brokers)).collect())
         df, skipped = compact(spark, options, filters, dry_run=args.dry_run)
         results = df.collect()
         for row in results:
@@ -287,6 +312,17 @@ def _print_verify(reports: Sequence[QueueReport]) -> None:
             print(f"  {problem}")
     bad = sum(1 for r in reports if not r.ok)
     print(f"{len(reports)} queue(s) verified, {bad} with problems")
+
+
+def _print_logs(rows: Sequence[Any]) -> int:
+    for r in rows:
+        if r.error is not None:
+            print(f"{r.broker}: NOT compacted: {r.error}")
+            continue
+        print(f"{r.broker}: {r.queues} queue(s); log objects {r.log_objects_before} -> "
+              f"{r.log_objects_after} ({r.log_bytes_before} -> {r.log_bytes_after} bytes) "
+              f"in {r.seconds:.1f} s")
+    return 1 if any(r.error is not None for r in rows) else 0
 
 
 def _print_stats(rows: Sequence[Any]) -> int:
