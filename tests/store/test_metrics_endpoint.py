@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.servers import free_port
 from tests.store.conftest import small_config
+from tieredstore.errors import ConfigError
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.store import AsyncMessageStore
 
@@ -78,3 +79,17 @@ async def test_a_host_registers_the_collector_on_its_own_registry() -> None:
         assert store.metrics_port is None  # no endpoint unless asked for
     finally:
         await store.close()
+
+
+async def test_a_port_in_use_is_an_error_naming_metrics_port() -> None:
+    backend = MemoryObjectStore()
+    first = await AsyncMessageStore.open(small_config(metrics_port=free_port(), gc_interval=0),
+                                         store=backend)
+    try:
+        port = first.metrics_port
+        assert port is not None
+        with pytest.raises(ConfigError, match=f"metrics_port.*127.0.0.1:{port}"):
+            await AsyncMessageStore.open(small_config(metrics_port=port, gc_interval=0),
+                                         store=MemoryObjectStore())
+    finally:
+        await first.close()

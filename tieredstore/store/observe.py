@@ -28,6 +28,7 @@ from prometheus_client import start_http_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from tieredstore.errors import ConfigError
 from tieredstore.metrics import TieredStoreCollector
 
 PUT_CLASS = frozenset({"put", "create_multipart", "upload_part", "upload_part_copy",
@@ -121,9 +122,15 @@ class MetricsServer:
 
     @classmethod
     def start(cls, collector: Collector, host: str, port: int) -> MetricsServer:
+        """Serve ``collector`` on ``host``:``port``; ``ConfigError`` naming
+        ``metrics_port`` if that cannot be bound (in use, a bad address)."""
         registry = CollectorRegistry(auto_describe=False)
         registry.register(collector)
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        try:
+            server, thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as exc:
+            raise ConfigError("metrics_port", f"cannot serve metrics on {host}:{port}: "
+                                              f"{exc.strerror or exc}") from None
         return cls(server, thread)
 
     @property
