@@ -26,6 +26,7 @@ from bench import (
     busy_queues,
     chunk_size,
     consume,
+    encryption,
     quiet_queues,
     random_read,
     seq_read,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "quiet_queues": quiet_queues.run,
     "busy_queues": busy_queues.run,
     "spark_scan": spark_scan.run,
+    "encryption": encryption.run,
 }
 
 SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}
