@@ -50,3 +50,40 @@ def test_a_plain_session_finds_the_format(merged_store: BuiltStore, tmp_path: Pa
     hidden = run_plain(merged_store.path, tmp_path, None)
     assert hidden.returncode != 0
     assert "tieredstore" in hidden.stderr and "rows" not in hidden.stdout
+
+
+SHIPPED = """
+import sys
+from pyspark.sql import SparkSession
+from tieredstore.spark import register, ship_package
+spark = (SparkSession.builder.master("local[1]")
+         .config("spark.driver.host", "127.0.0.1")
+         .config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.ui.enabled", "false").getOrCreate())
+try:
+    ship_package(spark, sys.argv[2])
+    register(spark)
+
+    def where(_):
+        import tieredstore
+        return tieredstore.__file__
+
+    print("executor", spark.sparkContext.parallelize([1], 1).map(where).collect()[0])
+    print("rows", spark.read.format("tieredstore").option("path", sys.argv[1]).load().count())
+finally:
+    spark.stop()
+"""
+
+
+def test_a_shipped_package_is_what_executors_import(merged_store: BuiltStore,
+                                                    tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    done = subprocess.run([sys.executable, "-c", SHIPPED, str(merged_store.path),
+                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    executor = next(line for line in done.stdout.splitlines() if line.startswith("executor"))
+    assert "tieredstore.zip/tieredstore/__init__.py" in executor, executor
+    assert f"rows {len(QUEUES) * PER_QUEUE}" in done.stdout
+    assert (tmp_path / "tieredstore.zip").is_file()

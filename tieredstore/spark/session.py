@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import zipfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
@@ -52,6 +55,32 @@ def session_running() -> bool:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is not None
+
+
+SHIPPED_SUFFIXES = (".py", ".pyi", ".proto", ".typed")
+
+
+def ship_package(spark: Any, directory: str | os.PathLike[str] | None = None) -> Path:
+    """Zip this ``tieredstore`` package (and the ``pyspark_tieredstore*`` modules
+    beside it) and add it to every executor's Python path
+    (``SparkContext.addPyFile``), for workers that do not have it installed. Its
+    dependencies (boto3, aioboto3, protobuf, crc32c, diskcache...) must be on the
+    workers already. The zip is written in ``directory`` (default: a new
+    temporary directory); its path is returned."""
+    import tieredstore
+
+    package = Path(tieredstore.__file__).resolve().parent
+    root = package.parent
+    out = Path(directory or tempfile.mkdtemp(prefix="tieredstore-ship-")) / "tieredstore.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package.rglob("*")):
+            if path.is_file() and path.suffix in SHIPPED_SUFFIXES \
+                    and "__pycache__" not in path.parts:
+                archive.write(path, path.relative_to(root).as_posix())
+        for module in sorted(root.glob("pyspark_tieredstore*.py")):
+            archive.write(module, module.name)
+    spark.sparkContext.addPyFile(str(out))
+    return out
 
 
 def register(spark: Any) -> None:
