@@ -17,13 +17,16 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]  # where pyspark_tieredstore.py is
 
-PLAIN = """
+SESSION = """
 import sys
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master("local[1]")
          .config("spark.driver.host", "127.0.0.1")
          .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.ui.enabled", "false").getOrCreate())
+"""
+
+PLAIN = SESSION + """
 try:
     print("rows", spark.read.format("tieredstore").option("path", sys.argv[1]).load().count())
 finally:
@@ -31,13 +34,18 @@ finally:
 """
 
 
-def run_plain(path: Path, cwd: Path, pythonpath: str | None) -> subprocess.CompletedProcess[str]:
+def run_script(script: str, args: list[str], cwd: Path, pythonpath: str | None
+               ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    return subprocess.run([sys.executable, "-c", PLAIN, str(path)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-c", script, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+def run_plain(path: Path, cwd: Path, pythonpath: str | None) -> subprocess.CompletedProcess[str]:
+    return run_script(PLAIN, [str(path)], cwd, pythonpath)
 
 
 def test_a_plain_session_finds_the_format(merged_store: BuiltStore, tmp_path: Path) -> None:
@@ -52,14 +60,8 @@ def test_a_plain_session_finds_the_format(merged_store: BuiltStore, tmp_path: Pa
     assert "tieredstore" in hidden.stderr and "rows" not in hidden.stdout
 
 
-SHIPPED = """
-import sys
-from pyspark.sql import SparkSession
+SHIPPED = SESSION + """
 from tieredstore.spark import register, ship_package
-spark = (SparkSession.builder.master("local[1]")
-         .config("spark.driver.host", "127.0.0.1")
-         .config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.ui.enabled", "false").getOrCreate())
 try:
     ship_package(spark, sys.argv[2])
     register(spark)
@@ -77,11 +79,7 @@ finally:
 
 def test_a_shipped_package_is_what_executors_import(merged_store: BuiltStore,
                                                     tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    done = subprocess.run([sys.executable, "-c", SHIPPED, str(merged_store.path),
-                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = run_script(SHIPPED, [str(merged_store.path), str(tmp_path)], tmp_path, None)
     assert done.returncode == 0, done.stderr[-3000:]
     executor = next(line for line in done.stdout.splitlines() if line.startswith("executor"))
     assert "tieredstore.zip/tieredstore/__init__.py" in executor, executor
