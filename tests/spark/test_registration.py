@@ -1,6 +1,7 @@
 """A plain SparkSession reads the ``tieredstore`` format with no call to register:
 PySpark registers the ``DefaultSource`` of the top-level ``pyspark_tieredstore``
-module that an install puts beside the package."""
+module that an install puts beside the package. And a package shipped with
+``ship_package`` is what executors import."""
 
 from __future__ import annotations
 
