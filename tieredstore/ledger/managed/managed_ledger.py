@@ -30,7 +30,6 @@ from collections.abc import Callable
 from tieredstore.ledger.errors import (
     LedgerFenced,
     LedgerNotFound,
-    ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
 )
@@ -95,8 +94,8 @@ class ManagedLedger(Appending, Reading, Deleting):
             await asyncio.sleep(every)
             try:
                 deleted = await self.delete_offloaded_local_copies()
-            except (ManagedLedgerClosed, ManagedLedgerFenced, ManagedLedgerError):
-                return  # closed, replaced or failed: its owner's business now
+            except ManagedLedgerError:
+                return  # closed, fenced (replaced) or failed: its owner's business now
             except Exception as exc:  # the next pass tries again
                 log.warning("%s: deleting local copies past the lag failed: %s",
                             self.name, exc)

@@ -95,13 +95,9 @@ class UploadBufferPool:
         self._shared.group_commit = self._group_commit
 
     def _group_commit(self) -> None:
-        now = asyncio.get_running_loop().time()
         for committer in list(self._committers.values()):
             if committer.not_due > 0 and committer.error is None and not committer.detaching:
-                if committer.waits_for_chunk(now):
-                    self._shared.timer.add(committer)  # looked at again next time
-                else:
-                    committer.schedule(committer.buffer.end, "interval")
+                committer.interval_passed()
 
     # --- appending ------------------------------------------------------------
 
