@@ -21,7 +21,7 @@ from tieredstore.errors import (
     InvalidRequest,
     ObjectNotFound,
 )
-from tieredstore.objectstore.base import ByteRange, ObjectStore
+from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
@@ -75,10 +75,7 @@ async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> t
     not damage in the bucket): only a failure that repeats raises. A hole
     raises :class:`CorruptSegment` at once. Both name the unit's range.
     """
-    if unit.missing:
-        raise CorruptSegment(f"bytes [{unit.position}, {unit.end}) are missing: no chunk "
-                             f"covers them (next entry {unit.key!r})", segment=str(path),
-                             span=(unit.position, unit.end))
+    _check_not_hole(path, unit)
     for attempt in range(READ_ATTEMPTS):
         try:
             return await _fetch_unit_once(store, path, unit)
@@ -89,12 +86,23 @@ async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> t
     raise AssertionError("unreachable")
 
 
-async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
-                           ) -> tuple[bytes, int]:
+def _check_not_hole(path: SegmentPath, unit: ChunkRef) -> None:
+    """A hole (no chunk holds the unit's bytes) raises :class:`CorruptSegment`."""
+    if unit.missing:
+        raise CorruptSegment(f"bytes [{unit.position}, {unit.end}) are missing: no chunk "
+                             f"covers them (next entry {unit.key!r})", segment=str(path),
+                             span=(unit.position, unit.end))
+
+
+async def _get_range(store: ObjectStore, path: SegmentPath, unit: ChunkRef, start: int,
+                     length: int) -> ObjectData:
+    """GET bytes ``[start, start + length)`` of ``unit`` (from its start), exactly
+    that many: a missing object raises :class:`ChunkMissing`, a short one
+    :class:`IntegrityError`, both naming the range."""
     segment = str(path)
-    span = (unit.position, unit.end)
+    span = (unit.position + start, unit.position + start + length)
     try:
-        got = await store.get_object(unit.key, ByteRange(unit.object_offset, unit.length))
+        got = await store.get_object(unit.key, ByteRange(unit.object_offset + start, length))
     except ObjectNotFound:
         raise ChunkMissing(
             f"object {unit.key!r} holding [{unit.position}, {unit.end}) is missing",
@@ -105,13 +113,21 @@ async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
             f"object {unit.key!r} is shorter than its unit [{unit.position}, {unit.end}): {exc}",
             segment=segment, span=span,
         ) from None
-    data = got.data
-    if len(data) != unit.length:
+    if len(got.data) != length:
         raise IntegrityError(
-            f"object {unit.key!r} returned {len(data)} bytes for unit "
-            f"[{unit.position}, {unit.end}) of {unit.length}",
+            f"object {unit.key!r} returned {len(got.data)} bytes for "
+            f"[{span[0]}, {span[1]}) of unit [{unit.position}, {unit.end}), {length} asked",
             segment=segment, span=span,
         )
+    return got
+
+
+async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
+                           ) -> tuple[bytes, int]:
+    segment = str(path)
+    span = (unit.position, unit.end)
+    got = await _get_range(store, path, unit, 0, unit.length)
+    data = got.data
     expected = unit.crc32c
     if expected is None:
         if got.info.size != unit.length or not unit.whole_object:
@@ -141,28 +157,11 @@ async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
 
 async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> bytes:
     """GET bytes ``[piece.start, piece.end)`` of one unit, unchecked (the caller
-    checks them). A hole raises :class:`CorruptSegment`, a missing object
-    :class:`ChunkMissing`, a short answer :class:`IntegrityError`."""
-    unit = piece.unit
-    span = (unit.position + piece.start, unit.position + piece.end)
-    if unit.missing:
-        raise CorruptSegment(f"bytes [{unit.position}, {unit.end}) are missing: no chunk "
-                             f"covers them (next entry {unit.key!r})", segment=str(path),
-                             span=(unit.position, unit.end))
-    length = piece.end - piece.start
-    try:
-        data = await store.get(unit.key, ByteRange(unit.object_offset + piece.start, length))
-    except ObjectNotFound:
-        raise ChunkMissing(f"object {unit.key!r} holding [{unit.position}, {unit.end}) is "
-                           "missing", segment=str(path), span=span) from None
-    except InvalidRequest as exc:
-        raise IntegrityError(f"object {unit.key!r} is shorter than its unit: {exc}",
-                             segment=str(path), span=span) from None
-    if len(data) != length:
-        raise IntegrityError(f"object {unit.key!r} returned {len(data)} bytes for "
-                             f"[{span[0]}, {span[1]}) of {length}", segment=str(path),
-                             span=span)
-    return data
+    checks them); a hole, a missing object or a short answer raises as for
+    :func:`fetch_unit`."""
+    _check_not_hole(path, piece.unit)
+    got = await _get_range(store, path, piece.unit, piece.start, piece.end - piece.start)
+    return got.data
 
 
 def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes:
