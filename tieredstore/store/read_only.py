@@ -71,19 +71,23 @@ class ReadOnlyMessageStore:
         """As :meth:`AsyncMessageStore.get_by_tags`, over what is durable in the bucket."""
         wanted = arguments.tag_filter(topic, queue_id, offset, tags, max_count=max_count,
                                       max_bytes=max_bytes, max_scan=max_scan)
-        view = await self.queue(topic, queue_id)
-        if offset >= view.max_offset:  # at or past what it saw: has a writer added?
-            view = await self.queue(topic, queue_id, fresh=True)
+        view = await self._reading_at(topic, queue_id, offset)
         return await view.get_by_tags(offset, wanted, max_count, max_bytes, max_scan)
 
     async def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                   max_bytes: int = 4 * MiB) -> list[Message]:
         """As :meth:`AsyncMessageStore.get`, over what is durable in the bucket."""
         arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
-        view = await self.queue(topic, queue_id)
-        if offset >= view.max_offset:  # at or past what it saw: has a writer added?
-            view = await self.queue(topic, queue_id, fresh=True)
+        view = await self._reading_at(topic, queue_id, offset)
         return await view.get(offset, max_count, max_bytes)
+
+    async def _reading_at(self, topic: str, queue_id: int, offset: int) -> QueueView:
+        """The queue's view for a read from ``offset``: listed again if the read
+        starts at or past what it saw (has a writer added since?)."""
+        view = await self.queue(topic, queue_id)
+        if offset >= view.max_offset:
+            view = await self.queue(topic, queue_id, fresh=True)
+        return view
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         arguments.check_offset_for_time(topic, queue_id, timestamp_ms)
