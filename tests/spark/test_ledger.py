@@ -14,16 +14,20 @@ import pytest
 
 from tests.ledger.helpers import make_ledger
 from tests.spark.test_read import RecordingStore
-from tieredstore.ledger import LocalLedgerStore, OffloadOptions, SegmentLedgerOffloader
+from tieredstore.ledger import (
+    LocalLedgerStore,
+    OffloadNamespace,
+    OffloadOptions,
+    SegmentLedgerOffloader,
+)
 from tieredstore.ledger.location import parse_offload_key
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.spark.ledger import LedgerSelection, plan_ledgers, read_slice
-from tieredstore.spark.ledger_source import offload_namespace
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 MiB = 1024 * 1024
-SPACE = offload_namespace({})
+SPACE = OffloadNamespace()
 
 
 @dataclass

@@ -119,3 +119,20 @@ def test_a_path_without_a_store_is_refused_and_nothing_is_created(
 ])
 def test_masters_on_this_machine_get_the_loopback_settings(master: str, loopback: bool) -> None:
     assert on_loopback(master) is loopback
+
+
+def test_the_ledger_reader_takes_its_namespace_from_the_config_keys(tmp_path: Path) -> None:
+    from tieredstore.ledger import OffloadNamespace, offload_namespace
+    from tieredstore.spark.ledger import ledger_selection
+    from tieredstore.spark.ledger_source import LEDGER_OPTIONS
+
+    LocalObjectStore(tmp_path)
+    options = {"path": str(tmp_path), "offload_prefix": "off", "offload_cluster": "c",
+               "offload_namespace": "ns", "ledger_id": "3, 5", "entry_to": "9"}
+    config = config_from_options(options, skip=LEDGER_OPTIONS)
+    assert offload_namespace(config) == OffloadNamespace("off", "c", "ns")
+    selection = ledger_selection(options)
+    assert (selection.ledger_ids, selection.entry_from, selection.entry_to) == \
+        (frozenset({3, 5}), 0, 9)
+    with pytest.raises(ConfigError, match="entry_from"):
+        ledger_selection({"entry_from": "x"})

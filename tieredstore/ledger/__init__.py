@@ -12,6 +12,7 @@ from tieredstore.ledger.compose import (
     LedgerHost,
     ledger_dir,
     managed_ledger_config,
+    offload_namespace,
     offload_options,
 )
 from tieredstore.ledger.errors import (
@@ -66,6 +67,7 @@ __all__ = [
     "LedgerHost",
     "ledger_dir",
     "managed_ledger_config",
+    "offload_namespace",
     "offload_options",
     "sweep_offloads",
     "CorruptLedger",

@@ -47,7 +47,7 @@ from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
 from tieredstore.spark.plan import QueuePlan, find_queues, plan_read, slices_of
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.selection import Selection, names
 from tieredstore.spark.session import get_session, session_running
 from tieredstore.spark.stats import STATS_SCHEMA, StatsTask, queue_stats
 from tieredstore.spark.verify import QueueReport, fold, verify_slice
@@ -236,7 +236,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _split(values: Sequence[str]) -> list[str]:
-    return [p.strip() for v in values for p in v.split(",") if p.strip()]
+    return [name for v in values for name in names(v)]
 
 
 def store_options(args: argparse.Namespace) -> dict[str, str]:

@@ -17,16 +17,18 @@ the deletion lag) fails the task, naming it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid as uuid_mod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError, ObjectNotFound
+from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger import LedgerEntry, OffloadedReadHandle, OffloadNamespace
 from tieredstore.ledger.index import OffloadIndex
 from tieredstore.ledger.location import parse_offload_key
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentReader
+from tieredstore.spark.selection import ints, names, one_int
 
 MANAGED_LEDGER_KEY = "managedledgername"  # Pulsar's ManagedLedgerName, lowercased by S3
 READ_CONCURRENCY = 16
@@ -65,22 +67,15 @@ class LedgerSlice:
 def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
     """From the reader options ``ledger_id``, ``managed_ledger`` (comma-separated),
     ``entry_from`` (inclusive) and ``entry_to`` (exclusive)."""
-    ids = _split(options.get("ledger_id"))
-    try:
-        ledger_ids = None if ids is None else frozenset(int(i) for i in ids)
-        entry_from = int(options.get("entry_from") or 0)
-        entry_to = int(options["entry_to"]) if options.get("entry_to") else None
-    except ValueError as exc:
-        raise ConfigError("ledger_id", f"ledger and entry ids are integers: {exc}") from None
-    names = _split(options.get("managed_ledger"))
-    return LedgerSelection(ledger_ids, None if names is None else frozenset(names),
-                           max(0, entry_from), entry_to)
-
-
-def _split(text: str | None) -> list[str] | None:
-    if text is None or text.strip() == "":
-        return None
-    return [p.strip() for p in text.split(",") if p.strip()]
+    ids = options.get("ledger_id", "").strip()
+    managed = options.get("managed_ledger", "").strip()
+    first = options.get("entry_from", "").strip()
+    end = options.get("entry_to", "").strip()
+    return LedgerSelection(
+        frozenset(ints("ledger_id", ids)) if ids else None,
+        frozenset(names(managed)) if managed else None,
+        max(0, one_int("entry_from", first)) if first else 0,
+        one_int("entry_to", end) if end else None)
 
 
 async def plan_ledgers(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection,
@@ -134,9 +129,7 @@ def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,
         lo = max(firsts[i], selection.entry_from)
         hi = min(ends[min(len(ends), i + per_slice) - 1], last)
         if lo <= hi:
-            out.append(LedgerSlice(like.prefix, like.cluster, like.namespace,
-                                   like.managed_ledger, like.ledger_id, like.offload_uuid,
-                                   lo, hi))
+            out.append(dataclasses.replace(like, first=lo, last=hi))
     return out
 
 

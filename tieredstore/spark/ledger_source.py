@@ -6,8 +6,9 @@ string. One input partition per PIP-17 block (``blocks_per_partition``
 joins neighbours) of each complete offload attempt.
 
 Options: the store as for ``tieredstore`` (``path``, or ``backend=s3`` with
-``bucket``...); the offloader's namespace: ``offload_prefix`` (default
-``offload``), ``offload_cluster`` (``pulsar``), ``offload_namespace``
+``bucket``...); the offloader's namespace, as the store's config keys (a
+``config`` file's ``[ledger]`` section, or the options): ``offload_prefix``
+(default ``offload``), ``offload_cluster`` (``pulsar``), ``offload_namespace``
 (``ledgers``); the selection, applied before anything is read:
 ``ledger_id`` and ``managed_ledger`` (comma-separated), ``entry_from``
 (inclusive) and ``entry_to`` (exclusive). As for ``tieredstore``, Spark's
@@ -26,7 +27,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from tieredstore import sync
-from tieredstore.ledger import LedgerEntry, OffloadNamespace
+from tieredstore.ledger import LedgerEntry, OffloadNamespace, offload_namespace
 from tieredstore.objectstore import ObjectStore
 from tieredstore.spark.ledger import (
     LedgerSelection,
@@ -48,7 +49,6 @@ from tieredstore.spark.scan import opened
 
 LEDGER_FORMAT = "tieredstore-ledger"
 LEDGER_OPTIONS = frozenset({"ledger_id", "managed_ledger", "entry_from", "entry_to",
-                            "offload_prefix", "offload_cluster", "offload_namespace",
                             "blocks_per_partition"})
 
 LEDGER_SCHEMA = StructType([
@@ -71,13 +71,6 @@ _ARROW = pa.schema([
 @dataclass(frozen=True)
 class LedgerPartition(InputPartition):
     slice: LedgerSlice
-
-
-def offload_namespace(options: Mapping[str, str]) -> OffloadNamespace:
-    default = OffloadNamespace()
-    return OffloadNamespace(options.get("offload_prefix", default.prefix),
-                            options.get("offload_cluster", default.cluster),
-                            options.get("offload_namespace", default.namespace))
 
 
 def entries_batch(part: LedgerSlice, entries: Sequence[LedgerEntry]) -> Any:
@@ -131,6 +124,7 @@ class TieredStoreLedgerDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options: Mapping[str, str] = lower_options(dict(self.options))
-        config = config_values(config_from_options(options, skip=LEDGER_OPTIONS))
-        return LedgerReader(config, offload_namespace(options), ledger_selection(options),
+        config = config_from_options(options, skip=LEDGER_OPTIONS)
+        return LedgerReader(config_values(config), offload_namespace(config),
+                            ledger_selection(options),
                             int_option(options, "blocks_per_partition", 1, lo=1))

@@ -155,11 +155,25 @@ def int_span(op: str, value: int) -> Span:
 # --- from options -----------------------------------------------------------------
 
 
-def _ints(key: str, text: str) -> list[int]:
+def names(text: str) -> list[str]:
+    """A comma-separated option's items, stripped, empty ones left out."""
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def ints(key: str, text: str) -> list[int]:
+    """Option ``key``'s comma-separated integers."""
     try:
-        return [int(p) for p in text.split(",") if p.strip()]
+        return [int(p) for p in names(text)]
     except ValueError:
         raise ConfigError(key, f"must be integers separated by commas, got {text!r}") from None
+
+
+def one_int(key: str, text: str) -> int:
+    """Option ``key``'s one integer."""
+    values = ints(key, text)
+    if len(values) != 1:
+        raise ConfigError(key, f"must be one integer, got {text!r}")
+    return values[0]
 
 
 def selection_from_options(options: Mapping[str, str]) -> Selection:
@@ -168,16 +182,12 @@ def selection_from_options(options: Mapping[str, str]) -> Selection:
     ``time_to`` (exclusive): ISO 8601 (naive means UTC) or milliseconds."""
     sel = Selection()
     if options.get("topic"):
-        sel = sel.narrowed(topics=frozenset(
-            t.strip() for t in options["topic"].split(",") if t.strip()))
+        sel = sel.narrowed(topics=frozenset(names(options["topic"])))
     if options.get("queue_id"):
-        sel = sel.narrowed(queue_ids=frozenset(_ints("queue_id", options["queue_id"])))
+        sel = sel.narrowed(queue_ids=frozenset(ints("queue_id", options["queue_id"])))
     for key, op in (("offset_from", ">="), ("offset_to", "<")):
         if options.get(key):
-            values = _ints(key, options[key])
-            if len(values) != 1:
-                raise ConfigError(key, f"must be one integer, got {options[key]!r}")
-            sel = sel.narrowed(offsets=int_span(op, values[0]))
+            sel = sel.narrowed(offsets=int_span(op, one_int(key, options[key])))
     for key, op in (("time_from", ">="), ("time_to", "<")):
         if options.get(key):
             try:
