@@ -9,6 +9,7 @@ import uuid as uuid_mod
 from dataclasses import dataclass
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import ManagedLedgerError, PositionOutOfRange
 from tieredstore.ledger.handle import LedgerEntry, ReadHandle
 from tieredstore.ledger.local import LocalLedgerStore
@@ -79,28 +80,25 @@ class LedgerHost:
 
     # --- read-only: never takes a managed ledger over ----------------------------------
 
-    async def ledger_rows(self, name: str) -> list[LedgerRow]:
-        """The live ledgers of ``name`` as its newest metadata records them."""
+    async def _metadata(self, name: str) -> ManagedLedgerMetadata:
         meta = await ManagedLedgerMetadata.open(self.store,
                                                 ManagedLedgerPath(self.config.ledger_root, name))
         if meta.version == 0:
             raise ManagedLedgerError("no such managed ledger", name=name)
-        current = state.open_ledger_id(meta.head)
-        rows = []
-        async for info in meta.ledgers():
-            uuid = offload_uuid(info)
-            rows.append(LedgerRow(
-                info.ledgerId, "open" if info.ledgerId == current else "closed",
-                info.entries, info.size, state.is_offloaded(info),
-                None if uuid is None else str(uuid),
-                not info.offloadContext.bookkeeperDeleted))
-        return rows
+        return meta
+
+    async def ledger_rows(self, name: str) -> list[LedgerRow]:
+        """The live ledgers of ``name`` as its newest metadata records them."""
+        meta = await self._metadata(name)
+        return [_row(meta, info) async for info in meta.ledgers()]
 
     async def read(self, name: str, ledger_id: int, first: int, last: int | None
                    ) -> list[LedgerEntry]:
         """Entries ``first..last`` (None: to the end) of a closed ledger of ``name``:
         from its offload when complete, else from the local copy."""
-        row = next((r for r in await self.ledger_rows(name) if r.ledger_id == ledger_id), None)
+        meta = await self._metadata(name)
+        info = await meta.ledger(ledger_id)
+        row = None if info is None else _row(meta, info)
         if row is None or row.state != "closed":
             raise PositionOutOfRange(f"ledger {ledger_id} is not a closed ledger of it",
                                      name=name)
@@ -118,6 +116,14 @@ class LedgerHost:
 
     async def close(self) -> None:
         await self.offloader.close()
+
+
+def _row(meta: ManagedLedgerMetadata, info: pb.LedgerInfo) -> LedgerRow:
+    uuid = offload_uuid(info)
+    return LedgerRow(info.ledgerId,
+                     "open" if info.ledgerId == state.open_ledger_id(meta.head) else "closed",
+                     info.entries, info.size, state.is_offloaded(info),
+                     None if uuid is None else str(uuid), not info.offloadContext.bookkeeperDeleted)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,7 +68,7 @@ async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, q
 
 
 async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView) -> FlatSummary:
-    await flat.open()
+    """``flat`` opened (by ``QueueView.open``), and one LIST of its segments."""
     listed = await list_flat_file(store, config, flat.topic, flat.queue_id, flat.file_type)
     recorded = [s for base, s in listed.items() if flat.first <= base < flat.next_base]
     tail = [v for v in flat.tail if v.size]
