@@ -76,6 +76,7 @@ class TieredStoreConfig:
     merge_on_seal: bool = knob(_SEGMENT.merge_on_seal)
     commit_log_max_size: int = size_knob(1 * GiB, 1 * KiB, 5 * 10_000 * GiB)
     consume_queue_max_size: int = size_knob(64 * MiB, 1 * KiB, 5 * 10_000 * GiB)
+    index_max_size: int = size_knob(16 * MiB, 1 * KiB, 5 * 10_000 * GiB)
     rolling_interval: float = seconds_knob(24 * 3600.0, 0.0, YEAR)
 
     # fetcher

@@ -22,6 +22,7 @@ MAX_OFFSET = 10**20 - 1
 CHUNK_PREFIX = "chunk-"
 MERGED_NAME = "segment"
 SEALED_NAME = "sealed"
+SLOTS_NAME = "slots"  # a sealed index segment's slot object (docs/format.md, Key index)
 
 
 def validate_name(field: str, value: str) -> str:

@@ -33,6 +33,7 @@ from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.path import (
     MERGED_NAME,
     SEALED_NAME,
+    SLOTS_NAME,
     EntryId,
     SegmentPath,
     parse_chunk_name,
@@ -98,6 +99,8 @@ def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
             listing.marker = obj
         elif parse_chunk_name(name) is not None:
             listing.chunks.append(obj)
+        elif name == SLOTS_NAME:
+            pass  # derived from the sealed segment, read by key lookups only
         else:
             # Not ours: read around it (only what it displaces could be missing,
             # and the series says so), never delete it. verify reports it.

@@ -368,6 +368,19 @@ def tag_filter(topic: Any, queue_id: Any, offset: Any, tags: Any, *, max_count: 
     return frozenset(items)
 
 
+def check_query_by_key(topic: Any, key: Any, begin_ms: Any, end_ms: Any,
+                       max_count: Any) -> None:
+    """``query_by_key``'s arguments: a topic, a non-empty key, a time range."""
+    validate_name("topic", topic)
+    if check_text("key", key) == 0:
+        raise InvalidArgument("key", "must not be empty")
+    check_int("begin_ms", begin_ms, 0, MAX_TIMESTAMP, what=" of milliseconds since the epoch")
+    check_int("end_ms", end_ms, 0, MAX_TIMESTAMP, what=" of milliseconds since the epoch")
+    if end_ms < begin_ms:
+        raise InvalidArgument("end_ms", f"{end_ms} is before begin_ms {begin_ms}")
+    check_int("max_count", max_count, 1, MAX_OFFSET)
+
+
 def check_offset_for_time(topic: Any, queue_id: Any, timestamp_ms: Any) -> None:
     check_queue(topic, queue_id)
     check_int("timestamp_ms", timestamp_ms, 0, MAX_TIMESTAMP,

@@ -16,6 +16,7 @@ from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import keys
+from tieredstore.store.keyindex import ENTRY_SIZE as INDEX_ENTRY
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,9 @@ class StoreContext:
         if file_type is FileType.CONSUME_QUEUE:
             size = self.config.consume_queue_max_size
             return max(UNIT_ALIGN, size - size % UNIT_ALIGN)
+        if file_type is FileType.INDEX:
+            size = self.config.index_max_size
+            return max(INDEX_ENTRY, size - size % INDEX_ENTRY)
         return self.config.commit_log_max_size
 
     def in_log(self, topic: str, queue_id: int) -> bool:

@@ -16,6 +16,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments
+from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport
 from tieredstore.store.message_store import AsyncMessageStore
@@ -116,6 +117,12 @@ class MessageStore:
         return self._outbox.run(lambda: self.core.get_by_tags(
             topic, queue_id, offset, tags, max_count=max_count, max_bytes=max_bytes,
             max_scan=max_scan))
+
+    def query_by_key(self, topic: str, key: str, begin_ms: int = 0,
+                     end_ms: int = MAX_TIMESTAMP, max_count: int = 64) -> list[Message]:
+        """See :meth:`AsyncMessageStore.query_by_key`."""
+        return self._outbox.run(lambda: self.core.query_by_key(topic, key, begin_ms, end_ms,
+                                                               max_count))
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return self._outbox.run(lambda: self.core.offset_for_time(topic, queue_id,

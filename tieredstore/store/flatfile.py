@@ -14,7 +14,7 @@ import bisect
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import SegmentFenced
@@ -89,6 +89,9 @@ class FlatFile:
         # Wall clock (ms) of the active segment's first message, for rolling by time
         # on a timer: the store's clock, not the messages' timestamps.
         self.started_ms: int | None = None
+        # Work a sealed segment owes after its merge, under the same owed-merge
+        # property (the key index's slot object).
+        self.after_merge: Callable[[ChunkedSegment], Awaitable[None]] | None = None
 
     # --- positions --------------------------------------------------------------
 
@@ -262,6 +265,13 @@ class FlatFile:
         if merge:
             self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
 
+    async def record_if_sealed(self, stats: SegmentStats) -> None:
+        """After :meth:`open`: an active segment that came back sealed (not yet
+        recorded) is recorded with ``stats`` and the next one opened."""
+        if self._active.sealed:
+            await self.record_sealed(self._active, stats)
+            await self._open_next(self.end)
+
     async def _open_next(self, base: int) -> None:
         path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
         # repair=False: a next segment with entries is a newer writer's, and ours to
@@ -284,6 +294,8 @@ class FlatFile:
 
     async def _merge(self, segment: ChunkedSegment) -> None:
         await self.ctx.merge(segment)
+        if self.after_merge is not None:
+            await self.after_merge(segment)
         base = segment.path.base_offset
         if base in properties.merging(self.meta.properties, self.file_type):
             # Read and changed under the metadata's write lock: concurrent merges

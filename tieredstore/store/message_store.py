@@ -38,6 +38,8 @@ from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose, keys
+from tieredstore.store.arguments import MAX_TIMESTAMP
+from tieredstore.store.bykey import query_queue
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
@@ -384,6 +386,21 @@ class AsyncMessageStore:
                                       max_bytes=max_bytes, max_scan=max_scan)
         reading = await self._reading(topic, queue_id)
         return await reading.get_by_tags(offset, wanted, max_count, max_bytes, max_scan)
+
+    async def query_by_key(self, topic: str, key: str, begin_ms: int = 0,
+                           end_ms: int = MAX_TIMESTAMP, max_count: int = 64) -> list[Message]:
+        """The newest ``max_count`` messages of ``topic`` (every queue) that carry
+        ``key`` and were stored in ``[begin_ms, end_ms]``, oldest first. Found
+        through each queue's key index (:mod:`tieredstore.store.bykey`)."""
+        arguments.check_query_by_key(topic, key, begin_ms, end_ms, max_count)
+        if self._closed:
+            raise StoreClosed("the message store is closed")
+        queues = [q for (t, _), q in sorted(self._queues.items()) if t == topic]
+        found = [m for answer in await asyncio.gather(
+            *(query_queue(q, key, begin_ms, end_ms, max_count) for q in queues))
+            for m in answer]
+        found.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.offset))
+        return found[-max_count:]
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""

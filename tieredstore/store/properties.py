@@ -5,7 +5,9 @@ A queue's head carries string properties (docs/format.md, Queue metadata):
 - ``merging.<type>``: base offsets of sealed segments of that file type whose
   merge is owed, comma-separated, in the order they were sealed;
 - ``clean_from.commitlog``: the commit-log position where clean records
-  resume after dead space (a record cut short by a crash).
+  resume after dead space (a record cut short by a crash);
+- ``index.from``: the offset from which the queue's key index covers it (set
+  once, with the first message that has keys).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from tieredstore.segment import FileType
 
 CLEAN_FROM = "clean_from.commitlog"
 MERGING_PREFIX = "merging."
+INDEX_FROM = "index.from"
 
 Properties = Mapping[str, str]
 Update = dict[str, str | None]
@@ -28,6 +31,16 @@ def clean_from(properties: Properties) -> int:
 
 def clean_from_update(position: int) -> Update:
     return {CLEAN_FROM: str(position)}
+
+
+def index_from(properties: Properties) -> int | None:
+    """The offset from which the key index covers the queue (None: no index)."""
+    value = properties.get(INDEX_FROM)
+    return None if value is None else int(value)
+
+
+def index_from_update(offset: int) -> Update:
+    return {INDEX_FROM: str(offset)}
 
 
 def merging_key(file_type: FileType) -> str:

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from tieredstore.errors import CorruptSegment, IntegrityError
+from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.segment import FileType
 from tieredstore.store import properties
@@ -27,6 +27,7 @@ from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import MessageTooLarge, OffsetError
 from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
+from tieredstore.store.indexfile import KeyIndex
 from tieredstore.store.observe import QueueFigures
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.reading import QueueReading
@@ -34,6 +35,7 @@ from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
+    decode_record,
     encode_record,
     encode_unit,
     tags_hash,
@@ -42,6 +44,8 @@ from tieredstore.store.record import (
 log = logging.getLogger(__name__)
 
 assert UNIT_SIZE == UNIT_ALIGN
+CATCH_UP_STEP = 1024  # records read at a time to re-derive key index entries
+CATCH_UP_BYTES = 4 * 1024 * 1024
 
 
 class Pending(NamedTuple):
@@ -49,6 +53,7 @@ class Pending(NamedTuple):
 
     offset: int
     unit: CqUnit
+    keys: Sequence[str] = ()
 
 
 class QueueLog(QueueReading):
@@ -62,6 +67,7 @@ class QueueLog(QueueReading):
         self.meta = meta
         self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
         self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
+        self.index = KeyIndex(ctx, topic, queue_id, meta)
         self.next_offset = 0
         self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
@@ -72,7 +78,13 @@ class QueueLog(QueueReading):
         """What the open segments miss from the bucket (holes read around)."""
         return [f"{flat.file_type.label} segment {flat._active.path}: bytes "
                 f"[{u.position}, {u.end}) are missing from the bucket"
-                for flat in (self.cl, self.cq) for u in flat._active.layout.holes]
+                for flat in self.flat_files for u in flat._active.layout.holes]
+
+    @property
+    def flat_files(self) -> list[FlatFile]:
+        """The open flat files: commit log, consume queue and, if any, key index."""
+        index = self.index.flat
+        return [self.cl, self.cq] if index is None else [self.cl, self.cq, index]
 
     # --- opening and recovery -------------------------------------------------------
 
@@ -104,7 +116,7 @@ class QueueLog(QueueReading):
         """A failed open lets go of its segments: bytes it buffered (units it
         re-dispatched) must not go on committing behind the next open, which
         dispatches them again."""
-        for flat in (self.cq, self.cl):
+        for flat in reversed(self.flat_files):
             if flat.active is not None:
                 try:
                     await self.ctx.pool.detach(flat.active)
@@ -114,14 +126,16 @@ class QueueLog(QueueReading):
 
     async def _rebuild(self) -> Rebuilt | None:
         rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
-        records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG)
+        records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX)
                    for r in rebuilt.records.get(ft, [])]
-        if not records and not rebuilt.notes:
+        if not records and not rebuilt.notes and rebuilt.index_from is None:
             return None
-        merging: dict[str, str | None] = {}
+        found: dict[str, str | None] = {}
         for file_type, bases in rebuilt.merging.items():
-            merging.update(properties.merging_set(file_type, bases))
-        await self.meta.append_many(records, properties=merging)
+            found.update(properties.merging_set(file_type, bases))
+        if rebuilt.index_from is not None:
+            found.update(properties.index_from_update(rebuilt.index_from))
+        await self.meta.append_many(records, properties=found)
         log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
                     len(records), "".join(f"; {n}" for n in rebuilt.notes))
@@ -140,15 +154,39 @@ class QueueLog(QueueReading):
         self.next_offset = self.cq.end // UNIT_SIZE
         self.cq.stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
                                                      self.next_offset)
+        await self._catch_up_index()
         await self._redispatch()
         cl_first = self.meta.next_message_offset(self.cl.file_type)
         self.cl.stats = await self._stats_from_units(cl_first, self.next_offset)
         if self.cl._active.sealed:
             await self.cl.record_sealed(self.cl._active, self.cl.stats)
             await self.cl._open_next(self.cl.end)
+        await self.index.flush()
         now = now_ms()
-        for flat in (self.cl, self.cq):  # messages from before this open: their own time
+        for flat in self.flat_files:  # messages from before this open: their own time
             flat.started_ms = min(now, flat.stats.begin_ts) if flat.stats.count else None
+
+    async def _catch_up_index(self) -> None:
+        """Hand the key index the records of stored units it has no entries for
+        (it may trail the consume queue after a crash, see docs/format.md)."""
+        start = await self.index.open()
+        if start is None:
+            return
+        at = max(start, self.min_offset)
+        while at < self.next_offset:
+            try:
+                messages = await self.get(at, min(CATCH_UP_STEP, self.next_offset - at),
+                                          CATCH_UP_BYTES)
+                units = await self.units(at, at + len(messages))
+            except TieredStoreError as exc:
+                log.error("%s/%d: the key index misses offsets [%d, %d), whose records "
+                          "cannot be read: %s", self.topic, self.queue_id, at,
+                          self.next_offset, exc)
+                return
+            if not messages:
+                return
+            self.index.add((m.offset, u, m.keys) for m, u in zip(messages, units, strict=True))
+            at += len(messages)
 
     async def _stats_from_units(self, first: int, end: int) -> SegmentStats:
         """Stats of offsets ``[first, end)``; timestamps from the live units among them
@@ -203,7 +241,8 @@ class QueueLog(QueueReading):
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
         unit = self.unit_of_record(data, position, self.next_offset)
-        self._pending.append(Pending(self.next_offset, unit))
+        keys = decode_record(data, self.topic, self.queue_id).keys
+        self._pending.append(Pending(self.next_offset, unit, keys))
         self.next_offset += 1
 
     # --- writing ----------------------------------------------------------------------
@@ -233,7 +272,8 @@ class QueueLog(QueueReading):
                                    properties=properties)
             position = await self.cl.append(record, self.next_offset, ts)
             self._pending.append(Pending(self.next_offset,
-                                         CqUnit(position, len(record), tags_hash(tags), ts)))
+                                         CqUnit(position, len(record), tags_hash(tags), ts),
+                                         keys))
             self.next_offset += 1
             await self._dispatch_appended()
             return self.next_offset - 1
@@ -265,7 +305,7 @@ class QueueLog(QueueReading):
                 for (record, offset, ts), position, m in zip(entries, positions, messages,
                                                              strict=False):
                     pending.append(Pending(offset, CqUnit(position, len(record),
-                                                          tags_hash(m.tags), ts)))
+                                                          tags_hash(m.tags), ts), m.keys))
                 self.next_offset += len(positions)
             await self._dispatch_appended()
             return first
@@ -298,13 +338,14 @@ class QueueLog(QueueReading):
         try:
             await self.cq.append_many(entries, positions)
         finally:
-            for _ in positions:
-                pending.popleft()
+            self.index.add(pending.popleft() for _ in positions)
+        await self.index.append_pending()
 
     async def _flush_unlocked(self) -> None:
         await self.cl.flush()
         await self._dispatch()
         await self.cq.flush()
+        await self.index.flush()
 
     async def flush(self) -> None:
         """Every append before this call is durable (CL and CQ)."""
@@ -317,11 +358,11 @@ class QueueLog(QueueReading):
         roll them (a queue gone quiet): its segments are then sealed, merged and
         can expire. Everything appended is flushed first, so the consume queue
         rolls with every unit of the commit log's records. Whether it rolled."""
-        if not (self.cl.old_enough_to_roll(now) or self.cq.old_enough_to_roll(now)):
+        if not any(flat.old_enough_to_roll(now) for flat in self.flat_files):
             return False
         async with self.lock:
             await self._flush_unlocked()
-            due = [flat for flat in (self.cl, self.cq) if flat.old_enough_to_roll(now)]
+            due = [flat for flat in self.flat_files if flat.old_enough_to_roll(now)]
             for flat in due:
                 await flat.roll()
             return bool(due)
@@ -376,6 +417,11 @@ class QueueLog(QueueReading):
                                                           end - first_pending])
         return out
 
+    def undispatched(self) -> list[Pending]:
+        """Messages appended whose units (and key index entries) wait for their
+        commit-log bytes."""
+        return list(self._pending)
+
     async def consume_queue_segment(self, position: int) -> tuple[int, int]:
         segment, end = await self.cq.locate(position)
         return segment.path.base_offset, end
@@ -405,7 +451,7 @@ class QueueLog(QueueReading):
 
         deleted = 0
         async with self.lock:
-            for flat in (self.cq, self.cl):
+            for flat in (self.cq, self.cl, *self.flat_files[2:]):
                 limit = None
                 if flat is self.cl:
                     limit = (await self.units(self.min_offset, self.min_offset + 1))[0].position \

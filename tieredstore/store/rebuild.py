@@ -15,6 +15,9 @@ Every sealed segment of that run gets its record back:
   retention keeps the segment rather than drops it early). The last sealed
   segment before an empty active one is scanned from its last unit.
 
+- key index: offsets and times from its first and last entries; the first
+  entry of the oldest segment gives ``index.from`` back.
+
 Segments sealed but not merged are noted in ``merging.<type>`` so that the
 open resumes their merges. What cannot be known is said: ``clean_from`` is
 not rebuilt.
@@ -32,6 +35,7 @@ from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
 from tieredstore.segment.path import parse_segment_dir
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
+from tieredstore.store.keyindex import ENTRY_SIZE, decode_entries
 from tieredstore.store.keys import parse_segment_key
 from tieredstore.store.record import (
     HEAD_SIZE,
@@ -52,6 +56,7 @@ class Rebuilt:
     records: dict[FileType, list[SegmentRecord]] = field(default_factory=dict)
     merging: dict[FileType, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    index_from: int | None = None  # the first offset the key index covers, if any
 
     @property
     def found(self) -> bool:
@@ -167,6 +172,22 @@ async def _cq_records(cq: _File, out: Rebuilt) -> None:
         _add(out, FileType.CONSUME_QUEUE, seg, stats)
 
 
+async def _index_records(index: _File, out: Rebuilt) -> None:
+    for seg in index.segments:
+        size = seg.commit_position - seg.commit_position % ENTRY_SIZE
+        if size < ENTRY_SIZE:
+            continue
+        first = next(decode_entries(await seg.read0(0, ENTRY_SIZE)))
+        if out.index_from is None:
+            out.index_from = first.offset
+        if not seg.sealed:
+            continue
+        last = next(decode_entries(await seg.read0(size - ENTRY_SIZE, ENTRY_SIZE)))
+        _add(out, FileType.INDEX, seg, SegmentStats(
+            first.offset, last.offset, first.store_timestamp,
+            max(first.store_timestamp, last.store_timestamp), size // ENTRY_SIZE))
+
+
 async def _cl_records(cl: _File, cq: _File, cq_end: int, out: Rebuilt) -> None:
     starts: list[tuple[int, int] | None] = []
     for seg in cl.segments:
@@ -233,4 +254,5 @@ async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt
     await _cq_records(cq, out)
     cq_end = max((s.path.base_offset + s.commit_position for s in cq.segments), default=0)
     await _cl_records(cl, cq, cq_end // UNIT_SIZE, out)
+    await _index_records(await _open_run(ctx, topic, queue_id, FileType.INDEX, out), out)
     return out

@@ -1,0 +1,222 @@
+"""Looking messages up by key: the key index (docs/format.md, Key index).
+
+Lookups find every message with the key in the time range, across a topic's
+queues, sealed index segments and bytes not yet flushed; a sealed segment
+costs two ranged GETs of its slot object; an index that trails the consume
+queue after a crash is caught up on open; retention and bad input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.store.conftest import KiB, Opener, small_config
+from tests.store.test_rebuild import heads
+from tieredstore.errors import InvalidArgument, InvalidArgumentType, TransientError
+from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.store import AsyncMessageStore, MessageStore
+from tieredstore.testing import ForwardingObjectStore
+
+T0 = 1_700_000_000_000
+COUNT = 600
+KEYS = 7
+INDEX: dict[str, Any] = {"index_max_size": 2 * KiB, "gc_interval": 0}
+
+
+def keys_of(i: int) -> list[str]:
+    """Two in three messages have keys: one of seven shared ones and their own."""
+    return [f"k{i % KEYS}", f"id-{i}"] if i % 3 else []
+
+
+async def produce(store: AsyncMessageStore, first: int = 0, count: int = COUNT) -> None:
+    for i in range(first, first + count):
+        await store.append("t", i % 2, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+    await store.flush()
+
+
+def expected(key: str, end: int = COUNT, begin_ms: int = 0, end_ms: int = 2**62) -> list[int]:
+    return [i for i in range(end) if key in keys_of(i) and begin_ms <= T0 + i <= end_ms]
+
+
+def numbers(found: list[Any]) -> list[int]:
+    """The producer's numbers of the messages found (offsets are per queue)."""
+    return sorted(int(m.body.split(b"-")[1]) for m in found)
+
+
+async def index_keys(backend: ObjectStore, name: str = "") -> list[str]:
+    return [o.key for o in await backend.list_all("")
+            if "/index/" in o.key and o.key.endswith(name)]
+
+
+async def test_lookup_finds_every_message_with_the_key(open_store: Opener) -> None:
+    store = await open_store(**INDEX)
+    await produce(store)
+    for key in ("k3", "k0", "id-5", "id-7"):
+        found = await store.query_by_key("t", key, max_count=1000)
+        assert numbers(found) == expected(key), key
+        assert all(key in m.keys for m in found)
+    assert await store.query_by_key("t", "nobody") == []
+    assert await store.query_by_key("other-topic", "k3") == []
+    await store.close()
+
+    store = await open_store(**INDEX)  # from the bucket alone
+    assert numbers(await store.query_by_key("t", "k3", max_count=1000)) == expected("k3")
+    await store.close()
+
+
+async def test_time_range_and_max_count_keep_the_newest(open_store: Opener) -> None:
+    store = await open_store(**INDEX)
+    await produce(store)
+    found = await store.query_by_key("t", "k2", T0 + 100, T0 + 300, max_count=1000)
+    assert numbers(found) == expected("k2", begin_ms=T0 + 100, end_ms=T0 + 300)
+    newest = await store.query_by_key("t", "k2", max_count=5)
+    assert numbers(newest) == expected("k2")[-5:]
+    assert [m.store_timestamp for m in newest] == sorted(m.store_timestamp for m in newest)
+    await store.close()
+
+
+async def test_unflushed_and_undispatched_messages_are_found() -> None:
+    store = await AsyncMessageStore.open(small_config(**INDEX, group_commit_interval=60),
+                                         store=MemoryObjectStore())
+    for i in range(20):
+        await store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+    assert numbers(await store.query_by_key("t", "k1", max_count=100)) == expected("k1", 20)
+    await store.close()
+
+
+async def test_a_queue_without_keys_has_no_index() -> None:
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(small_config(**INDEX), store=backend)
+    for i in range(200):
+        await store.append("t", 0, b"x" * 100, timestamp=T0 + i)
+    await store.close()
+    assert await index_keys(backend) == []
+
+
+class _Gets(ForwardingObjectStore):
+    """Counts GETs by the kind of object read."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.gets: dict[str, int] = {}
+
+    async def get_object(self, key: str, byte_range: Any = None) -> Any:
+        kind = ("slots" if key.endswith("/slots") else "index" if "/index/" in key
+                else "commitlog" if "/commitlog/" in key else "other")
+        self.gets[kind] = self.gets.get(kind, 0) + 1
+        return await super().get_object(key, byte_range)
+
+
+async def test_a_sealed_segment_costs_two_ranged_gets_of_its_slot_object() -> None:
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX)
+    store = await AsyncMessageStore.open(config, store=backend)
+    await produce(store)
+    await store.close()  # waits for the merges, which write the slot objects
+    slots = await index_keys(backend, "/slots")
+    sealed = await index_keys(backend, "/segment")
+    assert len(slots) == len(sealed) >= 4
+
+    counting = _Gets(backend)
+    store = await AsyncMessageStore.open(config, store=counting)
+    before = dict(counting.gets)
+    found = await store.query_by_key("t", "id-301")
+    assert numbers(found) == [301]
+    gets = {k: v - before.get(k, 0) for k, v in counting.gets.items()}
+    # Two GETs per sealed index segment of that queue at most (one where the
+    # key's slot is empty), none of the sealed index segments themselves.
+    assert 0 < gets.get("slots", 0) <= 2 * len(sealed)
+    assert gets.get("index", 0) <= 2, gets  # the active segment's bytes
+    await store.close()
+
+
+class _NoIndexWrites(ForwardingObjectStore):
+    """Fails every write of a key-index object (direct mode: its chunks)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.failing = True
+
+    async def put(self, key: str, data: Any, **kwargs: Any) -> Any:
+        if self.failing and "/index/" in key:
+            raise TransientError(f"injected: no write of {key}")
+        return await super().put(key, data, **kwargs)
+
+
+async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None:
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
+    failing = _NoIndexWrites(backend)
+    store = await AsyncMessageStore.open(config, store=failing)
+    for i in range(60):
+        await store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+    with pytest.raises(Exception, match="injected"):
+        await store.flush()
+    assert await store.commit_offset("t", 0) == 60  # messages and units are durable
+    # The process dies: it never closes. A new one opens the queue.
+    failing.failing = False
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert numbers(await store.query_by_key("t", "k4", max_count=100)) == expected("k4", 60)
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    found = await store.query_by_key("t", "k4", max_count=100)
+    assert numbers(found) == expected("k4", 60), "the caught-up entries were not stored"
+    await store.close()
+
+
+async def test_retention_expires_index_segments_with_their_messages() -> None:
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX)
+    store = await AsyncMessageStore.open(config, store=backend)
+    await produce(store)
+    sealed_before = len(await index_keys(backend, "/segment"))
+    await store.ctx.drain()
+    deleted = await store.delete_expired(now=(T0 + 400) / 1000 + 3 * 24 * 3600)
+    assert deleted > 0
+    assert len(await index_keys(backend, "/segment")) < sealed_before
+    first = {q: await store.min_offset("t", q) for q in (0, 1)}
+    assert first[0] > 0
+    found = await store.query_by_key("t", "k5", max_count=1000)
+    assert numbers(found) == [i for i in expected("k5") if i // 2 >= first[i % 2]]
+    await store.close()
+
+
+def test_the_sync_store_looks_up_by_key() -> None:
+    with MessageStore.open(small_config(**INDEX), store=MemoryObjectStore()) as store:
+        for i in range(50):
+            store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+        assert numbers(store.query_by_key("t", "k6", max_count=100)) == expected("k6", 50)
+
+
+@pytest.mark.parametrize(("args", "error", "named"), [
+    (("t", ""), InvalidArgument, "key"),
+    (("t", 5), InvalidArgumentType, "key"),
+    (("t", "k", 10, 5), InvalidArgument, "end_ms"),
+    (("t", "k", -1), InvalidArgument, "begin_ms"),
+    (("t", "k", 0, 10, 0), InvalidArgument, "max_count"),
+    (("a/b", "k"), Exception, "topic"),
+])
+async def test_bad_lookups_name_what_is_wrong(args: tuple[Any, ...], error: type[Exception],
+                                              named: str) -> None:
+    store = await AsyncMessageStore.open(small_config(), store=MemoryObjectStore())
+    with pytest.raises(error, match=named):
+        await store.query_by_key(*args)
+    await store.close()
+
+
+async def test_lost_heads_rebuild_the_index_records_too(open_store: Opener,
+                                                        backend: ObjectStore) -> None:
+    store = await open_store(**INDEX)
+    await produce(store)
+    await store.close()
+    await backend.delete_many(await heads(backend))
+    store = await open_store(**INDEX)
+    assert numbers(await store.query_by_key("t", "k1", max_count=1000)) == expected("k1")
+    # New keyed messages go on after the rebuilt index, and read back after a reopen.
+    await produce(store, COUNT, 100)
+    await store.close()
+    store = await open_store(**INDEX)
+    found = await store.query_by_key("t", "k1", max_count=1000)
+    assert numbers(found) == expected("k1", COUNT + 100)
+    await store.close()

@@ -1,0 +1,188 @@
+"""KeyIndex: one queue's key index, a third flat file beside the commit log and
+consume queue (docs/format.md, *Key index*).
+
+Entries are added as the queue dispatches units (their commit-log bytes are
+committed), kept in order, and appended through the upload buffer pool. The
+index is opened only once the queue has seen a key (the ``index.from`` head
+property): a queue without keys pays nothing for it. It may trail the
+consume queue after a crash; :meth:`KeyIndex.open` says from which offset the
+queue must hand its records back (:meth:`add`) to close the gap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from tieredstore.errors import IntegrityError, InvalidRequest, ObjectNotFound
+from tieredstore.metadata import QueueMetadata, SegmentRecord
+from tieredstore.objectstore.base import ByteRange
+from tieredstore.segment import ChunkedSegment, FileType
+from tieredstore.segment.path import SLOTS_NAME
+from tieredstore.store import properties
+from tieredstore.store.context import StoreContext
+from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats
+from tieredstore.store.keyindex import (
+    ENTRY_SIZE,
+    WATERMARK,
+    WATERMARK_GAP,
+    IndexEntry,
+    build_slots,
+    check_items,
+    decode_entries,
+    directory_range,
+    encode_entry,
+    items_range,
+    key_hash,
+    parse_directory,
+    slot_count,
+    slot_of,
+)
+from tieredstore.store.record import CqUnit
+
+log = logging.getLogger(__name__)
+
+Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
+
+
+class KeyIndex:
+    """The key index of one queue."""
+
+    def __init__(self, ctx: StoreContext, topic: str, queue_id: int, meta: QueueMetadata
+                 ) -> None:
+        self.ctx = ctx
+        self.topic = topic
+        self.queue_id = queue_id
+        self.meta = meta
+        self.flat: FlatFile | None = None  # open once the queue has an index
+        self._pending: list[Entry] = []  # entries not yet appended to the flat file
+        self._last = -1  # offset of the last entry (watermarks too), appended or pending
+
+    # --- opening ---------------------------------------------------------------------
+
+    async def open(self) -> int | None:
+        """Open the index if the queue has one; the offset from which its entries
+        may be missing (the caller hands those records back), or None."""
+        start = properties.index_from(self.meta.properties)
+        if start is None:
+            return None
+        flat = await self._open_flat()
+        await flat.record_if_sealed(await self._stats(flat.active_base, flat.end))
+        flat.stats = await self._stats(flat.active_base, flat.end)
+        if flat.end > flat.active_base:
+            last = (await self._entry_at(flat.end - ENTRY_SIZE)).offset
+        else:  # the active segment is empty: the last sealed one ends the index
+            last = self.meta.next_message_offset(FileType.INDEX) - 1
+        self._last = max(start - 1, last)
+        return self._last + 1
+
+    async def _open_flat(self) -> FlatFile:
+        flat = FlatFile(self.ctx, self.topic, self.queue_id, FileType.INDEX, self.meta)
+        flat.after_merge = self._write_slots
+        await flat.open()
+        self.flat = flat
+        return flat
+
+    async def _entry_at(self, position: int) -> IndexEntry:
+        assert self.flat is not None
+        return next(decode_entries(await self.flat.read(position, ENTRY_SIZE)))
+
+    async def _stats(self, start: int, end: int) -> SegmentStats:
+        """Stats of the entries in ``[start, end)`` of one segment, from the first
+        and last (as the consume queue's are from its first and last unit)."""
+        if end <= start:
+            return SegmentStats()
+        first = await self._entry_at(start)
+        last = await self._entry_at(end - ENTRY_SIZE)
+        return SegmentStats(first.offset, last.offset, first.store_timestamp,
+                            max(first.store_timestamp, last.store_timestamp),
+                            (end - start) // ENTRY_SIZE)
+
+    # --- writing ---------------------------------------------------------------------
+
+    def add(self, messages: Iterable[Keyed]) -> None:
+        """Queue the entries of dispatched messages (in offset order); a watermark
+        when the last entry trails by :data:`WATERMARK_GAP` messages."""
+        pending = self._pending
+        for offset, unit, keys in messages:
+            if offset <= self._last:
+                continue  # handed back twice (an open that re-derives)
+            ts = unit.store_timestamp
+            if keys:
+                for key in keys:
+                    pending.append((encode_entry(IndexEntry(
+                        key_hash(key), offset, ts, unit.position, unit.size)), offset, ts))
+                self._last = offset
+            elif (self.flat is not None or pending) and offset - self._last >= WATERMARK_GAP:
+                pending.append((encode_entry(IndexEntry(WATERMARK, offset, ts)), offset, ts))
+                self._last = offset
+
+    async def append_pending(self) -> None:
+        """Append the queued entries; the first ever opens the index."""
+        if not self._pending:
+            return
+        flat = self.flat
+        if flat is None:
+            first = self._pending[0][1]
+            if properties.index_from(self.meta.properties) is None:
+                await self.meta.set_properties(properties.index_from_update(first))
+            flat = await self._open_flat()
+        positions: list[int] = []
+        try:
+            await flat.append_many(self._pending, positions)
+        finally:
+            del self._pending[: len(positions)]
+
+    async def flush(self) -> None:
+        await self.append_pending()
+        if self.flat is not None:
+            await self.flat.flush()
+
+    async def _write_slots(self, segment: ChunkedSegment) -> None:
+        """The slot object of a sealed, merged segment (same bytes every time)."""
+        size = segment.commit_position
+        data = await segment.read0(0, size) if size else b""
+        await self.ctx.store.put(segment.path.base_dir + SLOTS_NAME,
+                                 build_slots(decode_entries(data), size))
+
+    # --- lookup ------------------------------------------------------------------------
+
+    async def candidates(self, key: str, begin_ms: int, end_ms: int) -> list[IndexEntry]:
+        """Entries of ``key``'s hash stamped in ``[begin_ms, end_ms]``: stored or
+        pending (a hash may be another key's: the caller checks the records)."""
+        wanted = key_hash(key)
+        found = [e for d, _, _ in self._pending for e in decode_entries(d)
+                 if e.key_hash == wanted]
+        flat = self.flat
+        if flat is not None:
+            async for record in self.meta.records(FileType.INDEX):
+                if record.end_timestamp_ms >= begin_ms and record.begin_timestamp_ms <= end_ms:
+                    found.extend(await self._in_sealed(record, wanted))
+            if flat.end > flat.active_base:
+                data = await flat.read(flat.active_base, flat.end - flat.active_base)
+                found.extend(e for e in decode_entries(data) if e.key_hash == wanted)
+        return [e for e in found if begin_ms <= e.store_timestamp <= end_ms]
+
+    async def _in_sealed(self, record: SegmentRecord, wanted: int) -> list[IndexEntry]:
+        """A sealed segment's entries of hash ``wanted``: two ranged GETs of its
+        slot object, or the whole segment if it has none (yet) or it is damaged."""
+        path = self.ctx.segment_path(self.topic, self.queue_id, FileType.INDEX,
+                                     record.base_offset)
+        key = path.base_dir + SLOTS_NAME
+        slots = slot_count(record.size)
+        try:
+            first, end, crc = parse_directory(await self.ctx.store.get(
+                key, ByteRange(*directory_range(slot_of(wanted, slots)))))
+            if end == first:
+                return []
+            items = check_items(await self.ctx.store.get(
+                key, ByteRange(*items_range(slots, first, end))), end - first, crc)
+            return [e for e in items if e.key_hash == wanted]
+        except ObjectNotFound:
+            pass
+        except (IntegrityError, InvalidRequest) as exc:
+            log.warning("%s/%d: slot object %s is damaged, reading the index segment "
+                        "instead: %s", self.topic, self.queue_id, key, exc)
+        assert self.flat is not None
+        data = await self.flat.read(record.base_offset, record.size)
+        return [e for e in decode_entries(data) if e.key_hash == wanted]
