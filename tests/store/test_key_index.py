@@ -15,7 +15,7 @@ from tests.store.conftest import KiB, Opener, small_config
 from tests.store.test_rebuild import heads
 from tieredstore.errors import InvalidArgument, InvalidArgumentType, TransientError
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
-from tieredstore.store import AsyncMessageStore, MessageStore
+from tieredstore.store import AsyncMessageStore, MessageStore, ReadOnlyMessageStore
 from tieredstore.testing import ForwardingObjectStore
 
 T0 = 1_700_000_000_000
@@ -62,6 +62,32 @@ async def test_lookup_finds_every_message_with_the_key(open_store: Opener) -> No
 
     store = await open_store(**INDEX)  # from the bucket alone
     assert numbers(await store.query_by_key("t", "k3", max_count=1000)) == expected("k3")
+    await store.close()
+
+
+async def test_a_read_only_store_looks_up_what_a_live_writer_stored(
+        open_store: Opener, backend: ObjectStore) -> None:
+    writer = await open_store(**INDEX)
+    await produce(writer)
+    async with await ReadOnlyMessageStore.open(small_config(**INDEX), store=backend) as reader:
+        assert numbers(await reader.query_by_key("t", "k3", max_count=1000)) == expected("k3")
+        assert numbers(await reader.query_by_key("t", "id-599")) == [599]
+        await produce(writer, COUNT, 30)  # seen: each lookup lists the queues afresh
+        found = await reader.query_by_key("t", "k3", max_count=1000)
+        assert numbers(found) == expected("k3", COUNT + 30)
+        assert await reader.query_by_key("no-topic", "k3") == []
+    await writer.close()
+
+
+async def test_a_unique_id_property_is_a_key_too() -> None:
+    store = await AsyncMessageStore.open(small_config(**INDEX), store=MemoryObjectStore())
+    for i in range(30):
+        await store.append("t", 0, b"body-%d" % i, properties={"UNIQ_KEY": f"msg-{i}"},
+                           keys=["order-1"] if i == 4 else [])
+    await store.flush()
+    assert numbers(await store.query_by_key("t", "msg-17")) == [17]
+    assert numbers(await store.query_by_key("t", "order-1")) == [4]
+    assert numbers(await store.query_by_key("t", "msg-4")) == [4]
     await store.close()
 
 
@@ -220,3 +246,27 @@ async def test_lost_heads_rebuild_the_index_records_too(open_store: Opener,
     found = await store.query_by_key("t", "k1", max_count=1000)
     assert numbers(found) == expected("k1", COUNT + 100)
     await store.close()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbled", "truncated"])
+async def test_a_lost_or_damaged_slot_object_reads_the_index_segment_instead(
+        damage: str, caplog: pytest.LogCaptureFixture) -> None:
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX)
+    store = await AsyncMessageStore.open(config, store=backend)
+    await produce(store)
+    await store.close()
+    for key in await index_keys(backend, "/slots"):
+        data = await backend.get(key)
+        if damage == "deleted":
+            await backend.delete_many([key])
+        elif damage == "garbled":
+            await backend.put(key, bytes(b ^ 0x5A for b in data))
+        else:
+            await backend.put(key, data[:20])
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert numbers(await store.query_by_key("t", "k2", max_count=1000)) == expected("k2")
+    assert numbers(await store.query_by_key("t", "id-10")) == [10]
+    await store.close()
+    if damage != "deleted":
+        assert "slot object" in caplog.text

@@ -13,44 +13,136 @@ never a wrong answer.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from tieredstore.errors import TieredStoreError
-from tieredstore.store.keyindex import IndexEntry, key_hash
+from tieredstore.errors import (
+    IntegrityError,
+    InvalidRequest,
+    ObjectNotFound,
+    TieredStoreError,
+)
+from tieredstore.metadata import QueueMetadata, SegmentRecord
+from tieredstore.objectstore.base import ByteRange, ObjectStore
+from tieredstore.segment import FileType, SegmentPath
+from tieredstore.segment.path import SLOTS_NAME
+from tieredstore.store.keyindex import (
+    IndexEntry,
+    check_items,
+    decode_entries,
+    directory_range,
+    has_key,
+    items_range,
+    key_hash,
+    parse_directory,
+    slot_count,
+    slot_of,
+)
 from tieredstore.store.record import Message, RecordError, decode_record
 
 if TYPE_CHECKING:
-    from tieredstore.store.queue import QueueLog
+    from tieredstore.store.reading import QueueReading
 
 log = logging.getLogger(__name__)
 
 RUN_GAP = 64 * 1024  # bytes between two candidates' records read in one GET
 
 
-async def query_queue(queue: QueueLog, key: str, begin_ms: int, end_ms: int,
-                      max_count: int) -> list[Message]:
-    """The newest ``max_count`` messages of ``queue`` with ``key`` stamped in
-    ``[begin_ms, end_ms]``, newest first."""
-    entries = await queue.index.candidates(key, begin_ms, end_ms)
-    wanted = key_hash(key)
-    entries.extend(IndexEntry(wanted, p.offset, p.unit.store_timestamp, p.unit.position,
-                              p.unit.size) for p in queue.undispatched()
-                   if key in p.keys and begin_ms <= p.unit.store_timestamp <= end_ms)
+@dataclass(frozen=True, slots=True)
+class KeyQuery:
+    """What a lookup asks for: messages with ``key`` stamped in ``[begin_ms,
+    end_ms]``, the newest ``max_count``."""
+
+    key: str
+    begin_ms: int
+    end_ms: int
+    max_count: int
+    hash: int = field(init=False)  # the key's, as the index has it
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hash", key_hash(self.key))
+
+    def in_range(self, timestamp: int) -> bool:
+        return self.begin_ms <= timestamp <= self.end_ms
+
+
+class IndexReads(Protocol):
+    """A queue's index flat file as a lookup reads it (the writer's or a view's)."""
+
+    async def read(self, position: int, length: int) -> bytes: ...
+
+    async def unrecorded(self) -> list[tuple[int, int]]:
+        """``[start, end)`` of each segment not yet recorded (the active one)."""
+        ...
+
+
+async def find_entries(store: ObjectStore, path_of: Callable[[int], SegmentPath],
+                       meta: QueueMetadata, index: IndexReads, q: KeyQuery
+                       ) -> list[IndexEntry]:
+    """Entries of the key's hash stamped in the range: from the slot objects of
+    the sealed segments whose time range meets it, and the unrecorded segments
+    read whole (a hash may be another key's: :func:`query` checks)."""
+    found: list[IndexEntry] = []
+    async for record in meta.records(FileType.INDEX):
+        if record.end_timestamp_ms >= q.begin_ms and record.begin_timestamp_ms <= q.end_ms:
+            found.extend(await _in_sealed(store, path_of(record.base_offset), index, record,
+                                          q.hash))
+    for start, end in await index.unrecorded():
+        found.extend(e for e in decode_entries(await index.read(start, end - start))
+                     if e.key_hash == q.hash)
+    return [e for e in found if q.in_range(e.store_timestamp)]
+
+
+async def _in_sealed(store: ObjectStore, path: SegmentPath, index: IndexReads,
+                     record: SegmentRecord, wanted: int) -> list[IndexEntry]:
+    """A sealed segment's entries of hash ``wanted``: two ranged GETs of its
+    slot object, or the whole segment if it has none (yet) or it is damaged."""
+    key = path.base_dir + SLOTS_NAME
+    slots = slot_count(record.size)
+    try:
+        first, end, crc = parse_directory(await store.get(
+            key, ByteRange(*directory_range(slot_of(wanted, slots)))))
+        if end == first:
+            return []
+        items = check_items(await store.get(key, ByteRange(*items_range(slots, first, end))),
+                            end - first, crc)
+        return [e for e in items if e.key_hash == wanted]
+    except ObjectNotFound:
+        pass
+    except (IntegrityError, InvalidRequest) as exc:
+        log.warning("slot object %s is damaged, reading the index segment instead: %s",
+                    key, exc)
+    data = await index.read(record.base_offset, record.size)
+    return [e for e in decode_entries(data) if e.key_hash == wanted]
+
+
+async def query(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
+                ) -> list[Message]:
+    """The newest ``q.max_count`` messages of ``queue`` among ``entries`` that
+    hold the key and are stamped in the range, newest first."""
     first = queue.min_offset
     unique = {e.offset: e for e in entries if e.offset >= first}
-    newest = sorted(unique.values(), key=lambda e: e.offset, reverse=True)
+    left = sorted(unique.values(), key=lambda e: e.offset, reverse=True)
     found: list[Message] = []
-    while newest and len(found) < max_count:
-        batch, newest = newest[: max_count - len(found)], newest[max_count - len(found):]
-        found.extend(await _confirm(queue, sorted(batch, key=lambda e: e.position), key,
-                                    begin_ms, end_ms))
+    while left and len(found) < q.max_count:
+        wanted = q.max_count - len(found)
+        batch, left = left[:wanted], left[wanted:]
+        found.extend(await _confirm(queue, sorted(batch, key=lambda e: e.position), q))
     found.sort(key=lambda m: m.offset, reverse=True)
-    return found[:max_count]
+    return found[:q.max_count]
 
 
-async def _confirm(queue: QueueLog, entries: list[IndexEntry], key: str, begin_ms: int,
-                   end_ms: int) -> list[Message]:
-    """The records of ``entries`` (in position order) that hold ``key``."""
+def newest(answers: Iterable[list[Message]], max_count: int) -> list[Message]:
+    """The newest ``max_count`` messages of several queues' answers, oldest first."""
+    found = [m for answer in answers for m in answer]
+    found.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.offset))
+    return found[-max_count:]
+
+
+async def _confirm(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
+                   ) -> list[Message]:
+    """The records of ``entries`` (in position order) that hold the key."""
     out: list[Message] = []
     i = 0
     while i < len(entries):
@@ -76,8 +168,8 @@ async def _confirm(queue: QueueLog, entries: list[IndexEntry], key: str, begin_m
                 log.warning("%s/%d: a key lookup skips offset %d: %s", queue.topic,
                             queue.queue_id, entry.offset, exc)
                 continue
-            if (message.offset == entry.offset and key in message.keys
-                    and begin_ms <= message.store_timestamp <= end_ms):
+            if (message.offset == entry.offset and has_key(message, q.key)
+                    and q.in_range(message.store_timestamp)):
                 out.append(message)
         i = j + 1
     return out

@@ -333,6 +333,11 @@ class FlatFile:
                 topic=self.topic, queue_id=self.queue_id)
         return segment, record.base_offset + record.size
 
+    async def unrecorded(self) -> list[tuple[int, int]]:
+        """The active segment's ``[start, end)``, if it holds bytes (a key lookup
+        reads it whole)."""
+        return [(self.active_base, self.end)] if self.end > self.active_base else []
+
     async def read(self, position: int, length: int, *, span: bool = False) -> bytes:
         """Bytes ``[position, position + length)``, which must lie in one segment
         (``span``: just these bytes, unchecked, see ``FileSegment.read_span0``)."""

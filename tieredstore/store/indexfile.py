@@ -11,15 +11,13 @@ queue must hand its records back (:meth:`add`) to close the gap.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 
-from tieredstore.errors import IntegrityError, InvalidRequest, ObjectNotFound
-from tieredstore.metadata import QueueMetadata, SegmentRecord
-from tieredstore.objectstore.base import ByteRange
+from tieredstore.metadata import QueueMetadata
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.segment.path import SLOTS_NAME
 from tieredstore.store import properties
+from tieredstore.store.bykey import KeyQuery, find_entries
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats
 from tieredstore.store.keyindex import (
@@ -28,19 +26,11 @@ from tieredstore.store.keyindex import (
     WATERMARK_GAP,
     IndexEntry,
     build_slots,
-    check_items,
     decode_entries,
-    directory_range,
     encode_entry,
-    items_range,
     key_hash,
-    parse_directory,
-    slot_count,
-    slot_of,
 )
 from tieredstore.store.record import CqUnit
-
-log = logging.getLogger(__name__)
 
 Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
 
@@ -147,42 +137,15 @@ class KeyIndex:
 
     # --- lookup ------------------------------------------------------------------------
 
-    async def candidates(self, key: str, begin_ms: int, end_ms: int) -> list[IndexEntry]:
-        """Entries of ``key``'s hash stamped in ``[begin_ms, end_ms]``: stored or
-        pending (a hash may be another key's: the caller checks the records)."""
-        wanted = key_hash(key)
+    async def candidates(self, q: KeyQuery) -> list[IndexEntry]:
+        """Entries of the key's hash stamped in the range, stored or pending (see
+        :func:`find_entries`)."""
         found = [e for d, _, _ in self._pending for e in decode_entries(d)
-                 if e.key_hash == wanted]
-        flat = self.flat
-        if flat is not None:
-            async for record in self.meta.records(FileType.INDEX):
-                if record.end_timestamp_ms >= begin_ms and record.begin_timestamp_ms <= end_ms:
-                    found.extend(await self._in_sealed(record, wanted))
-            if flat.end > flat.active_base:
-                data = await flat.read(flat.active_base, flat.end - flat.active_base)
-                found.extend(e for e in decode_entries(data) if e.key_hash == wanted)
-        return [e for e in found if begin_ms <= e.store_timestamp <= end_ms]
-
-    async def _in_sealed(self, record: SegmentRecord, wanted: int) -> list[IndexEntry]:
-        """A sealed segment's entries of hash ``wanted``: two ranged GETs of its
-        slot object, or the whole segment if it has none (yet) or it is damaged."""
-        path = self.ctx.segment_path(self.topic, self.queue_id, FileType.INDEX,
-                                     record.base_offset)
-        key = path.base_dir + SLOTS_NAME
-        slots = slot_count(record.size)
-        try:
-            first, end, crc = parse_directory(await self.ctx.store.get(
-                key, ByteRange(*directory_range(slot_of(wanted, slots)))))
-            if end == first:
-                return []
-            items = check_items(await self.ctx.store.get(
-                key, ByteRange(*items_range(slots, first, end))), end - first, crc)
-            return [e for e in items if e.key_hash == wanted]
-        except ObjectNotFound:
-            pass
-        except (IntegrityError, InvalidRequest) as exc:
-            log.warning("%s/%d: slot object %s is damaged, reading the index segment "
-                        "instead: %s", self.topic, self.queue_id, key, exc)
-        assert self.flat is not None
-        data = await self.flat.read(record.base_offset, record.size)
-        return [e for e in decode_entries(data) if e.key_hash == wanted]
+                 if e.key_hash == q.hash and q.in_range(e.store_timestamp)]
+        if self.flat is not None:
+            found += await find_entries(
+                self.ctx.store,
+                lambda base: self.ctx.segment_path(self.topic, self.queue_id, FileType.INDEX,
+                                                   base),
+                self.meta, self.flat, q)
+        return found

@@ -11,12 +11,15 @@ two small ranges instead of the segment.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import IntegrityError
 from tieredstore.store.record import tags_hash
+
+if TYPE_CHECKING:
+    from tieredstore.store.record import Message
 
 _ENTRY = struct.Struct(">QQqQI")
 ENTRY_SIZE = _ENTRY.size  # 36
@@ -40,6 +43,22 @@ class IndexEntry(NamedTuple):
     store_timestamp: int
     position: int = 0  # of the record in the commit-log flat file
     size: int = 0  # of the record
+
+
+UNIQUE_ID = "UNIQ_KEY"  # the property RocketMQ clients put a message's unique id in
+
+
+def indexed_keys(keys: Sequence[str], properties: Mapping[str, str] | None) -> Sequence[str]:
+    """What a message is indexed by: its keys, and its unique id if it has one."""
+    unique = properties.get(UNIQUE_ID) if properties else None
+    if not unique or unique in keys:
+        return keys
+    return (*keys, unique)
+
+
+def has_key(message: Message, key: str) -> bool:
+    """Whether ``message`` is indexed by ``key`` (see :func:`indexed_keys`)."""
+    return key in message.keys or message.properties.get(UNIQUE_ID) == key
 
 
 def key_hash(key: str) -> int:

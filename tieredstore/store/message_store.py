@@ -39,7 +39,7 @@ from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose, keys
 from tieredstore.store.arguments import MAX_TIMESTAMP
-from tieredstore.store.bykey import query_queue
+from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
@@ -396,11 +396,9 @@ class AsyncMessageStore:
         if self._closed:
             raise StoreClosed("the message store is closed")
         queues = [q for (t, _), q in sorted(self._queues.items()) if t == topic]
-        found = [m for answer in await asyncio.gather(
-            *(query_queue(q, key, begin_ms, end_ms, max_count) for q in queues))
-            for m in answer]
-        found.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.offset))
-        return found[-max_count:]
+        wanted = KeyQuery(key, begin_ms, end_ms, max_count)
+        return newest(await asyncio.gather(
+            *(q.query_by_key(wanted) for q in queues)), max_count)
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""

@@ -23,11 +23,13 @@ from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.segment import FileType
 from tieredstore.store import properties
+from tieredstore.store.bykey import KeyQuery
 from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import MessageTooLarge, OffsetError
 from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
 from tieredstore.store.indexfile import KeyIndex
+from tieredstore.store.keyindex import IndexEntry, indexed_keys
 from tieredstore.store.observe import QueueFigures
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.reading import QueueReading
@@ -185,7 +187,8 @@ class QueueLog(QueueReading):
                 return
             if not messages:
                 return
-            self.index.add((m.offset, u, m.keys) for m, u in zip(messages, units, strict=True))
+            self.index.add((m.offset, u, indexed_keys(m.keys, m.properties))
+                           for m, u in zip(messages, units, strict=True))
             at += len(messages)
 
     async def _stats_from_units(self, first: int, end: int) -> SegmentStats:
@@ -241,8 +244,9 @@ class QueueLog(QueueReading):
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
         unit = self.unit_of_record(data, position, self.next_offset)
-        keys = decode_record(data, self.topic, self.queue_id).keys
-        self._pending.append(Pending(self.next_offset, unit, keys))
+        message = decode_record(data, self.topic, self.queue_id)
+        self._pending.append(Pending(self.next_offset, unit,
+                                     indexed_keys(message.keys, message.properties)))
         self.next_offset += 1
 
     # --- writing ----------------------------------------------------------------------
@@ -273,7 +277,7 @@ class QueueLog(QueueReading):
             position = await self.cl.append(record, self.next_offset, ts)
             self._pending.append(Pending(self.next_offset,
                                          CqUnit(position, len(record), tags_hash(tags), ts),
-                                         keys))
+                                         indexed_keys(keys, properties)))
             self.next_offset += 1
             await self._dispatch_appended()
             return self.next_offset - 1
@@ -305,7 +309,8 @@ class QueueLog(QueueReading):
                 for (record, offset, ts), position, m in zip(entries, positions, messages,
                                                              strict=False):
                     pending.append(Pending(offset, CqUnit(position, len(record),
-                                                          tags_hash(m.tags), ts), m.keys))
+                                                          tags_hash(m.tags), ts),
+                                           indexed_keys(m.keys, m.properties)))
                 self.next_offset += len(positions)
             await self._dispatch_appended()
             return first
@@ -417,10 +422,13 @@ class QueueLog(QueueReading):
                                                           end - first_pending])
         return out
 
-    def undispatched(self) -> list[Pending]:
-        """Messages appended whose units (and key index entries) wait for their
-        commit-log bytes."""
-        return list(self._pending)
+    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
+        """The index's entries, and entries for messages not yet dispatched."""
+        entries = await self.index.candidates(q)
+        entries.extend(IndexEntry(q.hash, p.offset, p.unit.store_timestamp, p.unit.position,
+                                  p.unit.size) for p in list(self._pending)
+                       if q.key in p.keys and q.in_range(p.unit.store_timestamp))
+        return entries
 
     async def consume_queue_segment(self, position: int) -> tuple[int, int]:
         segment, end = await self.cq.locate(position)

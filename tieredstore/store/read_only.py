@@ -10,6 +10,7 @@ saw lists the queue again, so a reader follows a live writer.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection
 
 from tieredstore.config import TieredStoreConfig, load_config
@@ -19,6 +20,8 @@ from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments
+from tieredstore.store.arguments import MAX_TIMESTAMP
+from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import Message
@@ -88,6 +91,17 @@ class ReadOnlyMessageStore:
         if offset >= view.max_offset:
             view = await self.queue(topic, queue_id, fresh=True)
         return view
+
+    async def query_by_key(self, topic: str, key: str, begin_ms: int = 0,
+                           end_ms: int = MAX_TIMESTAMP, max_count: int = 64) -> list[Message]:
+        """As :meth:`AsyncMessageStore.query_by_key`, over what is durable in the
+        bucket (each of the topic's queues listed afresh)."""
+        arguments.check_query_by_key(topic, key, begin_ms, end_ms, max_count)
+        wanted = KeyQuery(key, begin_ms, end_ms, max_count)
+        views = [await self.queue(t, q, fresh=True) for t, q in await self.queues()
+                 if t == topic]
+        return newest(await asyncio.gather(*(v.query_by_key(wanted) for v in views)),
+                      max_count)
 
     async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         arguments.check_offset_for_time(topic, queue_id, timestamp_ms)

@@ -15,8 +15,10 @@ from collections.abc import Collection
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import FileType, QueueMetadata
+from tieredstore.store.bykey import KeyQuery, query
 from tieredstore.store.checks import ScanStop, record_problem, scan_records
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.keyindex import IndexEntry
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -186,6 +188,16 @@ class QueueReading(abc.ABC):
         commit log alone (see :mod:`tieredstore.store.tagged`)."""
         return await get_by_tags(self, offset, tags, max_count=max_count, max_bytes=max_bytes,
                                  max_scan=max_scan)
+
+    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
+        """The key index's entries that may be the key's (none: no index)."""
+        return []
+
+    async def query_by_key(self, q: KeyQuery) -> list[Message]:
+        """The newest ``q.max_count`` messages with the key stamped in the range,
+        newest first (see :mod:`tieredstore.store.bykey`)."""
+        entries = await self.key_entries(q)
+        return await query(self, entries, q) if entries else []
 
     def _corrupt(self, message: str) -> QueueCorrupt:
         return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)

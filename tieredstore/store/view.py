@@ -42,7 +42,9 @@ from tieredstore.segment.path import (
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store import properties
+from tieredstore.store.bykey import KeyQuery, find_entries
 from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.keyindex import IndexEntry
 from tieredstore.store.keys import log_path, metadata_root, segment_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
@@ -262,15 +264,20 @@ class FlatView:
             return
         base = self.next_base
         while True:
-            view = await open_segment(self.store, self._path(base), self.log)
+            view = await open_segment(self.store, self.path_of(base), self.log)
             self.tail.append(view)
             if view.state is not SegmentState.OPEN and view.state is not None and view.size:
                 base = view.end  # sealed, not yet recorded: a writer stopped in between
                 continue
             break
 
-    def _path(self, base: int) -> SegmentPath:
+    def path_of(self, base: int) -> SegmentPath:
         return segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
+
+    async def unrecorded(self) -> list[tuple[int, int]]:
+        """``[start, end)`` of the listed segments past the records that hold bytes."""
+        await self.open()
+        return [(v.base, v.end) for v in self.tail if v.state is not None and v.end > v.base]
 
     @property
     def first(self) -> int:
@@ -300,7 +307,7 @@ class FlatView:
                                    topic=self.topic, queue_id=self.queue_id)
         sealed = self._sealed.get(record.base_offset)
         if sealed is None:
-            sealed = await open_segment(self.store, self._path(record.base_offset))
+            sealed = await open_segment(self.store, self.path_of(record.base_offset))
             sealed.record = record
             if sealed.state is not None and sealed.size != record.size:
                 sealed.error = (f"segment {sealed.path} holds {sealed.size} bytes, "
@@ -344,12 +351,13 @@ class QueueView(QueueReading):
     answers them (the same code), over what is durable in the bucket."""
 
     def __init__(self, topic: str, queue_id: int, meta: QueueMetadata, cl: FlatView,
-                 cq: FlatView) -> None:
+                 cq: FlatView, *, index: FlatView | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.meta = meta
         self.cl = cl
         self.cq = cq
+        self.index = index  # the key index, if the queue has one (listed when first read)
 
     @classmethod
     async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
@@ -359,14 +367,15 @@ class QueueView(QueueReading):
         if log is None:
             log = await LogSnapshot.load(store, log_path(config))
         meta = await open_metadata(store, config, topic, queue_id)
-        cl, cq = (FlatView(store, config, meta, topic=topic, queue_id=queue_id, file_type=t,
-                           reader=reader, log=log)
-                  for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE))
+        cl, cq, index = (FlatView(store, config, meta, topic=topic, queue_id=queue_id,
+                                  file_type=t, reader=reader, log=log)
+                         for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE, FileType.INDEX))
         # The consume queue first: every unit it holds then points into commit-log
         # bytes stored before the commit log is listed (a live writer goes on).
         await cq.open()
         await cl.open()
-        return cls(topic, queue_id, meta, cl, cq)
+        has_index = properties.index_from(meta.properties) is not None
+        return cls(topic, queue_id, meta, cl, cq, index=index if has_index else None)
 
     @property
     def min_offset(self) -> int:
@@ -404,4 +413,10 @@ class QueueView(QueueReading):
 
     async def read_consume_queue(self, position: int, length: int) -> bytes:
         return await self.cq.read(position, length)
+
+    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
+        index = self.index
+        if index is None:
+            return []
+        return await find_entries(index.store, index.path_of, self.meta, index, q)
 
