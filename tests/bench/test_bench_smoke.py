@@ -25,14 +25,16 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
     expected = ["Sequential catch-up read", "Catch-up consume through get",
                 "get of 1 KiB messages", "Tailing read", "Random 4 KiB reads", "Write:",
                 "Memory:", "Append:", "Quiet queues:", "Busy queues, writing:",
-                "Busy queues, sealing:", "Spark scan:", "Encryption:"]
+                "Busy queues, sealing:", "Spark scan:", "Encryption:",
+                "Encryption and compression:"]
     assert [next((e for e in expected if t.startswith(e)), t) for t in titles] == expected
     for table in tables:
-        if table.title.startswith("Encryption"):  # SeaweedFS only: not run here
+        if table.title.startswith("Encryption:"):  # SeaweedFS only: not run here
             assert table.notes == ["not run: needs SeaweedFS"] and not table.rows
             continue
         assert table.rows, f"{table.title!r} has no rows"
-        if not table.title.startswith(("Quiet queues", "Busy queues", "Spark scan")):
+        if not table.title.startswith(("Quiet queues", "Busy queues", "Spark scan",
+                                       "Encryption and")):
             assert all(row[0] == "local" for row in table.rows), table.title
     text = report.read_text()
     for title in titles:

@@ -9,6 +9,7 @@ reprs are searched for it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import io
 import logging
@@ -35,6 +36,9 @@ from tieredstore.store.compose import open_object_store
 pytestmark = pytest.mark.s3
 
 SECRET = f"Secret-{uuid.uuid4().hex}"  # moto takes any credentials
+RECORD_KEY_BYTES = os.urandom(32)
+RECORD_KEY = base64.b64encode(RECORD_KEY_BYTES).decode()  # encryption = "aes-gcm"
+ENCRYPTED = {"compression": "zstd", "encryption": "aes-gcm", "encryption_key": RECORD_KEY}
 
 
 def settings(server: S3Server, bucket: str, **overrides: Any) -> dict[str, Any]:
@@ -165,7 +169,8 @@ class Everything(logging.Handler):
 
 def test_reprs_and_errors_redact_the_secret(moto: S3Server) -> None:
     """Rows S01-S05."""
-    config = load_config(env={}, **settings(moto, fresh_bucket(), s3_create_bucket=True))
+    config = load_config(env={}, **settings(moto, fresh_bucket(), s3_create_bucket=True,
+                                            **ENCRYPTED))
     store = open_object_store(config)
     assert isinstance(store, S3ObjectStore)
     with MessageStore.open(config) as ms:
@@ -176,7 +181,9 @@ def test_reprs_and_errors_redact_the_secret(moto: S3Server) -> None:
                  "S03 snapshot": str(ms.snapshot())}
     for what, text in shown.items():
         assert SECRET not in text, what
+        assert RECORD_KEY not in text and repr(RECORD_KEY_BYTES) not in text, what
     assert "s3_secret_access_key='<redacted>'" in shown["S01 print(config)"]
+    assert "encryption_key='<redacted>'" in shown["S01 print(config)"]
     assert "secret_access_key='<redacted>'" in shown["S02 repr(S3Settings)"]
     asyncio.run(store.close())
     with pytest.raises(ConfigError, match=r"must be str, got list \(value not shown\)") as info:
@@ -213,7 +220,7 @@ def test_a_whole_run_never_shows_the_secret(moto: S3Server, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """Row S06: every DEBUG log line, error, CLI output and metric of a run."""
     bucket = fresh_bucket()
-    values = settings(moto, bucket, s3_create_bucket=True)
+    values = settings(moto, bucket, s3_create_bucket=True, **ENCRYPTED)
     seen: list[str] = []
     with every_log_line() as logs:
         # the library: open, write, read, fail in several ways, export metrics
@@ -263,7 +270,8 @@ def test_a_whole_run_never_shows_the_secret(moto: S3Server, tmp_path: Path,
         seen += [captured.out, captured.err]
     assert len(logs.lines) > 100, "DEBUG logging did not reach the handler"
     assert any("botocore" in line for line in logs.lines)
-    leaks = [line for line in [*logs.lines, *seen] if SECRET in line]
+    leaks = [line for line in [*logs.lines, *seen]
+             if SECRET in line or RECORD_KEY in line or repr(RECORD_KEY_BYTES) in line]
     assert not leaks, leaks[:3]
     assert os.environ.get("TIEREDSTORE_S3_SECRET_ACCESS_KEY") == SECRET  # it was in play
 

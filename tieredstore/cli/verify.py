@@ -26,6 +26,7 @@ from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import (
     UNIT_SIZE,
     CqUnit,
+    RecordCodec,
     RecordError,
     ScanStop,
     SegmentView,
@@ -69,6 +70,7 @@ class _Plan:
     ends: dict[FileType, int]
     firsts: dict[FileType, int]
     clean_from: int
+    codec: RecordCodec | None = None  # opens compressed or encrypted records
 
     @property
     def total_bytes(self) -> int:
@@ -80,7 +82,8 @@ async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
     """Read the metadata and list the segments; report what does not fit together."""
     check = QueueCheck(topic, queue_id)
     meta = await open_metadata(store, config, topic, queue_id)
-    plan = _Plan(check, {}, {}, {}, clean_from(meta.properties))
+    plan = _Plan(check, {}, {}, {}, clean_from(meta.properties),
+                 RecordCodec.from_config(config, strict=False))
     # The consume queue before the commit log: a writer dispatches a unit only
     # after the commit-log bytes it points to are stored, so every unit this
     # listing finds points into what the later commit-log listing holds.
@@ -146,7 +149,7 @@ async def _read_queue(store: ObjectStore, plan: _Plan, bar: Progress) -> None:
                 if unit is None:
                     position = None  # the next unit's record starts who knows where
                     continue
-                position = await _check_unit(cl, check, offset + i, unit, position=position,
+                position = await _check_unit(cl, plan, offset + i, unit, position=position,
                                              cl_first=cl_first)
             offset += count
         if tail_known:
@@ -193,11 +196,12 @@ async def _read_units(cq: UnitStream, check: QueueCheck, offset: int, count: int
     return out
 
 
-async def _check_unit(cl: UnitStream, check: QueueCheck, offset: int, unit: CqUnit, *,
+async def _check_unit(cl: UnitStream, plan: _Plan, offset: int, unit: CqUnit, *,
                       position: int | None, cl_first: int) -> int | None:
     """Check the record one unit points to; returns where the next record may start
     (``position`` None: no record checked yet, the commit log may hold trimmed
     offsets' records before this one)."""
+    check = plan.check
     if position is None and unit.position < cl_first:
         check.error(f"offset {offset}: its unit points to commit-log byte {unit.position}, "
                     "before the first live byte")
@@ -214,7 +218,7 @@ async def _check_unit(cl: UnitStream, check: QueueCheck, offset: int, unit: CqUn
         check.unreadable(offset, unit.position, str(exc))
         return unit.end
     try:
-        message = decode_record(data, check.topic, check.queue_id)
+        message = decode_record(data, check.topic, check.queue_id, plan.codec)
     except RecordError as exc:
         check.error(f"offset {offset}: record at commit-log byte {unit.position}: {exc}")
         return unit.end
@@ -243,7 +247,7 @@ async def _check_tail(cl: UnitStream, plan: _Plan, position: int, end: int) -> N
                 else:
                     check.error(found.problem)
                 return
-            message = decode_record(found.data, check.topic, check.queue_id)
+            message = decode_record(found.data, check.topic, check.queue_id, plan.codec)
             if message.offset != offset:
                 check.error(f"commit-log byte {found.position} holds offset "
                             f"{message.offset}, expected {offset}")

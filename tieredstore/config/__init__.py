@@ -25,6 +25,7 @@ check), :mod:`~tieredstore.config.coerce` (text into a key's type),
 and :mod:`~tieredstore.config.paths` (names and directories).
 """
 
+from tieredstore.config.crypto import decode_key
 from tieredstore.config.knobs import REDACTED, SECRET_KEYS
 from tieredstore.config.loading import ENV_NOT_KEYS, ENV_PREFIX, load_config
 from tieredstore.config.model import (
@@ -39,6 +40,7 @@ from tieredstore.config.units import human_seconds, human_size
 from tieredstore.sizes import GiB, KiB, MiB
 
 __all__ = [
+    "decode_key",
     "DEFAULT_MAX_MESSAGE_SIZE",
     "ENV_NOT_KEYS",
     "ENV_PREFIX",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tieredstore.config.coerce import coerce
+from tieredstore.config.crypto import decode_key
 from tieredstore.config.knobs import check_value, knob, repr_value, seconds_knob, size_knob
 from tieredstore.config.names import check_names
 from tieredstore.config.units import human
@@ -110,6 +111,12 @@ class TieredStoreConfig:
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     gc_interval: float = seconds_knob(3600.0, 0.0, 30 * 24 * 3600.0)
     gc_safety_age: float = seconds_knob(3600.0, 0.0, YEAR)
+    # commit-log records at rest (tieredstore.store.codec)
+    compression: str = knob("none", choices=("none", "zstd"))
+    compression_level: int = knob(3, 1, 22)
+    encryption: str = knob("none", choices=("none", "aes-gcm"))
+    encryption_key: str = knob("")
+    encryption_key_id: str = knob("key-1")
     # ledger offload (the Pulsar adapter)
     ledger_dir: str = knob("")
     ledger_root: str = knob("managed-ledgers")
@@ -156,6 +163,11 @@ class TieredStoreConfig:
                 f"{human(self.max_message_size, 'bytes')} cannot fit a commit-log segment "
                 f"(commit_log_max_size = {human(self.commit_log_max_size, 'bytes')}); "
                 "it must not exceed commit_log_max_size")
+        if self.encryption_key:
+            decode_key(self.encryption_key)
+        if not self.encryption_key_id or len(self.encryption_key_id.encode()) > MAX_KEY_ID:
+            raise ConfigError("encryption_key_id", f"must be 1 to {MAX_KEY_ID} bytes of "
+                                                   f"UTF-8, got {self.encryption_key_id!r}")
         if self.backend == "s3" and not self.s3_bucket:
             raise ConfigError("s3_bucket", "is required when backend = 's3'")
         check_names(self)
@@ -173,5 +185,7 @@ class TieredStoreConfig:
 
     __str__ = __repr__
 
+
+MAX_KEY_ID = 255
 
 FIELDS = {f.name: f for f in dataclasses.fields(TieredStoreConfig)}

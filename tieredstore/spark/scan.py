@@ -34,6 +34,7 @@ from tieredstore.sizes import MiB
 from tieredstore.spark.plan import NO_END, SegmentSlice, planned_log
 from tieredstore.spark.selection import Selection
 from tieredstore.store.checks import record_problem, unit_order_problem
+from tieredstore.store.codec import RecordCodec
 from tieredstore.store.compose import fetcher_options, open_object_store
 from tieredstore.store.keys import log_path
 from tieredstore.store.record import (
@@ -112,6 +113,7 @@ class SliceScanner:
         self.part = part
         self.selection = selection or Selection()
         self.strict = strict
+        self.codec = RecordCodec.from_config(config, strict=False)
         self.commit_log = self._flat(FileType.COMMIT_LOG, part.cl_segments)
         self.consume_queue = self._flat(FileType.CONSUME_QUEUE, ((part.cq_base, part.cq_size),))
         self.last_read = -1  # the last offset whose unit was read (wanted or not)
@@ -266,7 +268,7 @@ class SliceScanner:
         for item in run:
             size = item.unit.size
             try:
-                message = decode_record(view[at : at + size], topic, queue_id)
+                message = decode_record(view[at : at + size], topic, queue_id, self.codec)
             except RecordError as exc:
                 await self._report(batch, self._error(
                     item.offset, f"record at commit-log byte {item.unit.position}: {exc}"))

@@ -15,6 +15,7 @@ from tieredstore.store.checks import (
     scan_records,
     unit_order_problem,
 )
+from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import open_fetcher, open_object_store, pool_options
 from tieredstore.store.errors import (
     MessageTooLarge,
@@ -70,6 +71,8 @@ __all__ = [
     "QueueCorrupt",
     "QueueView",
     "ReadOnlyMessageStore",
+    "KeyProvider",
+    "RecordCodec",
     "RecordError",
     "ScanStop",
     "SegmentView",

@@ -432,3 +432,10 @@ def check_open(config: Any, store: Any, topic_reserved_time: Any, writer_id: Any
         if not writer_id.strip():
             raise InvalidArgument("writer_id", "must not be empty")
 
+
+def check_key_provider(key_provider: Any) -> None:
+    if key_provider is not None and not callable(key_provider):
+        raise InvalidArgumentType("key_provider", f"must be a callable of a key id that "
+                                                  f"returns its key, or None, got "
+                                                  f"{type_name(key_provider)}")
+

@@ -163,7 +163,8 @@ async def _confirm(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
         for entry in entries[i:j + 1]:
             at = entry.position - start
             try:
-                message = decode_record(data[at:at + entry.size], queue.topic, queue.queue_id)
+                message = decode_record(data[at:at + entry.size], queue.topic, queue.queue_id,
+                                        queue.codec)
             except RecordError as exc:
                 log.warning("%s/%d: a key lookup skips offset %d: %s", queue.topic,
                             queue.queue_id, entry.offset, exc)

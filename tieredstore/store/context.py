@@ -16,6 +16,7 @@ from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import keys
+from tieredstore.store.codec import RecordCodec
 from tieredstore.store.keyindex import ENTRY_SIZE as INDEX_ENTRY
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class StoreContext:
     max_open_sealed: int = 256
     # The broker's log (write mode log, or pieces a log-mode store left).
     log: LogWriter | None = None
+    codec: RecordCodec | None = None  # compresses and encrypts records, if configured
 
     def __repr__(self) -> str:
         """Where and who, never the configuration's secrets (its own repr redacts them)."""

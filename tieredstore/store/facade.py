@@ -17,6 +17,7 @@ from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments
 from tieredstore.store.arguments import MAX_TIMESTAMP
+from tieredstore.store.codec import KeyProvider
 from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport
 from tieredstore.store.message_store import AsyncMessageStore
@@ -44,13 +45,14 @@ class MessageStore:
         store: ObjectStore | None = None,
         topic_reserved_time: Mapping[str, float] | None = None,
         writer_id: str | None = None,
+        key_provider: KeyProvider | None = None,
     ) -> MessageStore:
         """Open and recover (see :meth:`AsyncMessageStore.open`)."""
         loop = LoopThread()
         try:
             core = loop.run(AsyncMessageStore.open(
                 config, store=store, topic_reserved_time=topic_reserved_time,
-                writer_id=writer_id))
+                writer_id=writer_id, key_provider=key_provider))
         except BaseException:
             loop.close()
             raise

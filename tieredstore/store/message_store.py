@@ -40,6 +40,7 @@ from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose, keys
 from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.bykey import KeyQuery, newest
+from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
@@ -93,13 +94,17 @@ class AsyncMessageStore:
         store: ObjectStore | None = None,
         topic_reserved_time: Mapping[str, float] | None = None,
         writer_id: str | None = None,
+        key_provider: KeyProvider | None = None,
     ) -> AsyncMessageStore:
         """Open the store on ``config``'s backend (or the given ObjectStore) and recover.
 
         An S3 bucket that does not exist is an error naming it (:class:`NoSuchBucket`)
-        unless ``s3_create_bucket`` asks to create it."""
+        unless ``s3_create_bucket`` asks to create it. ``key_provider`` maps a key
+        id to its key, for ``encryption = "aes-gcm"`` (:mod:`tieredstore.store.codec`)."""
         arguments.check_open(config, store, topic_reserved_time, writer_id)
+        arguments.check_key_provider(key_provider)
         config = config or load_config()
+        codec = RecordCodec.from_config(config, key_provider)
         backend = store or compose.open_object_store(config)
         if store is None:
             try:
@@ -114,6 +119,7 @@ class AsyncMessageStore:
             pool=compose.open_pool(config),
             writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
             segment_options=compose.segment_options(config),
+            codec=codec,
         )
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
         await self.writers.register()  # before any claim: see store/writers.py
@@ -150,10 +156,11 @@ class AsyncMessageStore:
 
     @staticmethod
     async def open_read_only(config: TieredStoreConfig | None = None, *,
-                             store: ObjectStore | None = None) -> ReadOnlyMessageStore:
+                             store: ObjectStore | None = None,
+                             key_provider: KeyProvider | None = None) -> ReadOnlyMessageStore:
         """The same queues, for reading only: never writes, never fences a writer
         (see :mod:`tieredstore.store.read_only`)."""
-        return await ReadOnlyMessageStore.open(config, store=store)
+        return await ReadOnlyMessageStore.open(config, store=store, key_provider=key_provider)
 
     async def _open_log(self) -> None:
         """Write mode log: claim the broker's log and read what it holds. Direct
@@ -362,7 +369,7 @@ class AsyncMessageStore:
         if view is None:
             try:
                 view = await QueueView.open(self.ctx.store, self.config, topic, queue_id,
-                                            self.ctx.fetcher)
+                                            self.ctx.fetcher, codec=self.ctx.codec)
             except TieredStoreError:
                 raise self.corrupt[key] from None
             self._corrupt_views[key] = view

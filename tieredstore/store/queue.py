@@ -70,6 +70,7 @@ class QueueLog(QueueReading):
         self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
         self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
         self.index = KeyIndex(ctx, topic, queue_id, meta)
+        self.codec = ctx.codec
         self.next_offset = 0
         self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
@@ -244,7 +245,7 @@ class QueueLog(QueueReading):
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
         unit = self.unit_of_record(data, position, self.next_offset)
-        message = decode_record(data, self.topic, self.queue_id)
+        message = decode_record(data, self.topic, self.queue_id, self.codec)
         self._pending.append(Pending(self.next_offset, unit,
                                      indexed_keys(message.keys, message.properties)))
         self.next_offset += 1
@@ -274,6 +275,8 @@ class QueueLog(QueueReading):
             ts = now_ms() if timestamp is None else int(timestamp)
             record = encode_record(self.next_offset, ts, body, keys=keys, tags=tags,
                                    properties=properties)
+            if self.ctx.codec is not None:
+                record = self.ctx.codec.seal(record)
             position = await self.cl.append(record, self.next_offset, ts)
             self._pending.append(Pending(self.next_offset,
                                          CqUnit(position, len(record), tags_hash(tags), ts),
@@ -297,10 +300,13 @@ class QueueLog(QueueReading):
                                   f"next offset is {first}", topic=self.topic,
                                   queue_id=self.queue_id)
             entries: list[Entry] = []
+            codec = self.ctx.codec
             for k, m in enumerate(messages):
                 ts = timestamp if m.timestamp is None else int(m.timestamp)
-                entries.append((encode_record(first + k, ts, m.body, keys=m.keys, tags=m.tags,
-                                              properties=m.properties), first + k, ts))
+                record = encode_record(first + k, ts, m.body, keys=m.keys, tags=m.tags,
+                                       properties=m.properties)
+                entries.append((record if codec is None else codec.seal(record), first + k,
+                                ts))
             positions: list[int] = []
             try:
                 await self.cl.append_many(entries, positions)

@@ -22,6 +22,7 @@ from tieredstore.sizes import MiB
 from tieredstore.store import arguments
 from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.bykey import KeyQuery, newest
+from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.record import Message
@@ -33,8 +34,9 @@ class ReadOnlyMessageStore:
     """Queues read from the bucket alone. Use :meth:`open`."""
 
     def __init__(self, config: TieredStoreConfig, store: ObjectStore, fetcher: Fetcher, *,
-                 owns_store: bool) -> None:
+                 owns_store: bool, codec: RecordCodec | None = None) -> None:
         self.config = config
+        self.codec = codec
         self.store = store
         self.fetcher = fetcher
         self._owns_store = owns_store
@@ -43,13 +45,17 @@ class ReadOnlyMessageStore:
 
     @classmethod
     async def open(cls, config: TieredStoreConfig | None = None, *,
-                   store: ObjectStore | None = None) -> ReadOnlyMessageStore:
+                   store: ObjectStore | None = None, key_provider: KeyProvider | None = None
+                   ) -> ReadOnlyMessageStore:
         """Open ``config``'s backend (or the given ObjectStore) for reading. Nothing
-        is listed or read until a queue is asked for; nothing is ever written."""
+        is listed or read until a queue is asked for; nothing is ever written.
+        ``key_provider``: as :meth:`AsyncMessageStore.open`'s."""
+        arguments.check_key_provider(key_provider)
         config = config or load_config()
+        codec = RecordCodec.from_config(config, key_provider, strict=False)
         backend = store or open_object_store(config)
         return cls(config, backend, open_fetcher(backend, config),
-                   owns_store=store is None)
+                   owns_store=store is None, codec=codec)
 
     async def queues(self) -> list[tuple[str, int]]:
         """Every queue whose metadata the bucket holds."""
@@ -64,7 +70,8 @@ class ReadOnlyMessageStore:
         key = (topic, queue_id)
         view = self._views.get(key)
         if view is None or fresh:
-            view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher)
+            view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
+                                        codec=self.codec)
             self._views[key] = view
         return view
 

@@ -24,6 +24,7 @@ from tieredstore.store.record import (
     CqUnit,
     Message,
     RecordError,
+    RecordOpener,
     decode_plain_run,
     decode_record,
     decode_unit,
@@ -43,6 +44,7 @@ class QueueReading(abc.ABC):
     topic: str
     queue_id: int
     meta: QueueMetadata
+    codec: RecordOpener | None = None  # opens compressed or encrypted records
 
     @functools.cached_property
     def _rebuilt(self) -> dict[int, CqUnit]:
@@ -213,7 +215,7 @@ class QueueReading(abc.ABC):
         """The consume-queue unit of the record ``data`` at commit-log byte
         ``position``, which must hold offset ``offset`` (its CRC checked)."""
         try:
-            message = decode_record(data, self.topic, self.queue_id)
+            message = decode_record(data, self.topic, self.queue_id, self.codec)
         except RecordError as exc:
             raise self._corrupt(f"commit log byte {position}: {exc}") from None
         if message.offset != offset:
@@ -293,7 +295,7 @@ class QueueReading(abc.ABC):
             if messages and total + size > max_bytes:
                 return total, False
             try:
-                message = decode_record(data[at : at + size], topic, queue_id)
+                message = decode_record(data[at : at + size], topic, queue_id, self.codec)
             except RecordError as exc:
                 problem: str | None = str(exc)
             else:

@@ -41,8 +41,8 @@ from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
     RecordError,
-    decode_record,
     decode_unit,
+    record_head,
     record_size,
 )
 
@@ -152,10 +152,10 @@ async def _record_at(seg: ChunkedSegment, local: int) -> tuple[int, int, int] | 
         size = record_size(await seg.read0(local, HEAD_SIZE))
         if local + size > seg.commit_position:
             return None
-        message = decode_record(await seg.read0(local, size), "", 0)
+        offset, store_ts = record_head(await seg.read0(local, size))
     except RecordError:
         return None
-    return size, message.offset, message.store_timestamp
+    return size, offset, store_ts
 
 
 async def _cq_records(cq: _File, out: Rebuilt) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import TieredStoreError
@@ -37,6 +37,10 @@ _FIXED = struct.Struct(">QqI")  # queue_offset, store_ts, flags
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 HEAD_SIZE = _HEAD.size
+TAIL_AT = _HEAD.size + _FIXED.size  # where tags, keys, properties and body begin
+FLAG_ZSTD = 0x1  # the tail is compressed (tieredstore.store.codec)
+FLAG_AES_GCM = 0x2  # the tail is encrypted
+KNOWN_FLAGS = FLAG_ZSTD | FLAG_AES_GCM
 MIN_RECORD_SIZE = _HEAD.size + _FIXED.size + 2 + 2 + 2 + 4
 
 _PREFIX = struct.Struct(">IIIQqIH")  # head, fixed fields, the tags' length: one unpack
@@ -52,6 +56,12 @@ _UNIT_BODY = _UNIT.size
 
 class RecordError(TieredStoreError, ValueError):
     """Bytes that should hold a record or unit do not: corrupt or misplaced."""
+
+
+class RecordOpener(Protocol):
+    """What turns a sealed record's tail back into plain bytes (RecordCodec)."""
+
+    def open(self, view: memoryview, flags: int) -> memoryview: ...
 
 
 class Message(NamedTuple):
@@ -136,19 +146,39 @@ def record_size(head: bytes | memoryview) -> int:
     return int(total)
 
 
-def decode_record(data: bytes | memoryview, topic: str, queue_id: int) -> Message:
-    """Parse and check one record occupying all of ``data``: one pass, one CRC."""
+def record_head(data: bytes | memoryview) -> tuple[int, int]:
+    """The offset and store time of the record occupying all of ``data``, its
+    CRC32C checked (what a compressed or encrypted record shows without its key)."""
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if len(view) < MIN_RECORD_SIZE:
+        raise RecordError(f"record is {len(view)} bytes, a record is at least "
+                          f"{MIN_RECORD_SIZE}")
+    total, magic, crc, queue_offset, store_ts, _flags, _ = _PREFIX.unpack_from(view)
+    if magic != MAGIC or total != len(view):
+        raise RecordError(f"no record here: magic {magic:#x}, size {total} of {len(view)}")
+    if crc32c(view[_HEAD.size :]) != crc:
+        raise RecordError("record fails its CRC32C")
+    return queue_offset, store_ts
+
+
+def decode_record(data: bytes | memoryview, topic: str, queue_id: int,
+                  codec: RecordOpener | None = None) -> Message:
+    """Parse and check one record occupying all of ``data``: one pass, one CRC
+    (and, for a compressed or encrypted record, ``codec`` opens its tail)."""
     view = data if isinstance(data, memoryview) else memoryview(data)
     size = len(view)
     if size < MIN_RECORD_SIZE:
         raise RecordError(f"record is {size} bytes, a record is at least {MIN_RECORD_SIZE}")
-    total, magic, crc, queue_offset, store_ts, _flags, tag_len = _PREFIX.unpack_from(view)
+    total, magic, crc, queue_offset, store_ts, flags, tag_len = _PREFIX.unpack_from(view)
     if magic != MAGIC or total < MIN_RECORD_SIZE:
         raise RecordError(f"no record here: magic {magic:#x}, size {total}")
     if total != size:
         raise RecordError(f"record says {total} bytes, {size} given")
     if crc32c(view[_HEAD.size :]) != crc:
         raise RecordError("record fails its CRC32C")
+    if flags:
+        return _decode_sealed(view, flags, codec, Message(topic, queue_id, queue_offset, b"",
+                                                          store_ts))
     pos = _PREFIX.size
     if tag_len == NO_TAGS and total - pos >= _BARE.size:
         keys_n, props_n, body_n = _BARE.unpack_from(view, pos)
@@ -156,6 +186,14 @@ def decode_record(data: bytes | memoryview, topic: str, queue_id: int) -> Messag
             # The common record: a body and nothing else.
             return Message(topic, queue_id, queue_offset, view[pos + _BARE.size :].tobytes(),
                            store_ts, (), None, {})
+    return _parse_fields(view, Message(topic, queue_id, queue_offset, b"", store_ts))
+
+
+def _parse_fields(view: memoryview, head: Message) -> Message:
+    """``head`` with the tags, keys, properties and body of the plain record ``view``."""
+    total = len(view)
+    (tag_len,) = _U16.unpack_from(view, TAIL_AT)
+    pos = _PREFIX.size
     try:
         tags: str | None = None
         if tag_len != NO_TAGS:
@@ -188,7 +226,21 @@ def decode_record(data: bytes | memoryview, topic: str, queue_id: int) -> Messag
         raise RecordError(f"record fields are malformed: {exc}") from None
     if pos != total:
         raise RecordError(f"record fields end at {pos}, record at {total}")
-    return Message(topic, queue_id, queue_offset, body, store_ts, keys, tags, props)
+    return head._replace(body=body, keys=keys, tags=tags, properties=props)
+
+
+def _decode_sealed(view: memoryview, flags: int, codec: RecordOpener | None,
+                   head: Message) -> Message:
+    """A compressed or encrypted record: its tail opened, then parsed."""
+    if flags & ~KNOWN_FLAGS:
+        raise RecordError(f"record has unknown flags {flags:#x}")
+    if codec is None:
+        raise RecordError("record is compressed or encrypted: read it with the store's "
+                          "compression and encryption settings (and key)")
+    tail = codec.open(view, flags)
+    plain = b"".join((bytes(TAIL_AT), tail))  # only the tail is parsed
+    # Parsed as the plain record it was (its CRC32C, checked by the codec, aside).
+    return _parse_fields(memoryview(plain), head)
 
 
 def decode_plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop: int, *,
@@ -214,10 +266,10 @@ def decode_plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop
         _, size, tags, store_ts = units[k]
         if size < body_at or tags or (out and total + size > max_bytes):
             return k, at, total
-        length, magic, crc, offset, ts, _flags, tag_len, keys_n, props_n, body_n = \
+        length, magic, crc, offset, ts, flags, tag_len, keys_n, props_n, body_n = \
             unpack(view, at)
         end = at + size
-        if (length != size or magic != MAGIC or tag_len != NO_TAGS or keys_n or props_n
+        if (length != size or magic != MAGIC or flags or tag_len != NO_TAGS or keys_n or props_n
                 or body_at + body_n != size or offset != first_offset + k or ts != store_ts
                 or crc32c(view[at + head : end]) != crc):
             return k, at, total

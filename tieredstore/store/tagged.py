@@ -102,7 +102,7 @@ async def _read_runs(queue: QueueReading, picked: list[tuple[int, CqUnit]],
             record = data[at:at + unit.size]
             at += unit.size
             try:
-                message = decode_record(record, queue.topic, queue.queue_id)
+                message = decode_record(record, queue.topic, queue.queue_id, queue.codec)
                 problem = record_problem(message, offset, unit)
             except RecordError as exc:
                 problem = str(exc)

@@ -43,6 +43,7 @@ from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery, find_entries
+from tieredstore.store.codec import RecordCodec
 from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.keyindex import IndexEntry
 from tieredstore.store.keys import log_path, metadata_root, segment_path
@@ -361,9 +362,11 @@ class QueueView(QueueReading):
 
     @classmethod
     async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
-                   queue_id: int, reader: SegmentReader, *, log: LogSnapshot | None = None
-                   ) -> QueueView:
-        """``log``: the broker's log as loaded before this call (loaded here if None)."""
+                   queue_id: int, reader: SegmentReader, *, log: LogSnapshot | None = None,
+                   codec: RecordCodec | None = None) -> QueueView:
+        """``log``: the broker's log as loaded before this call (loaded here if None);
+        ``codec``: what opens compressed or encrypted records (from ``config``, with
+        its key if it has one, if None)."""
         if log is None:
             log = await LogSnapshot.load(store, log_path(config))
         meta = await open_metadata(store, config, topic, queue_id)
@@ -375,7 +378,9 @@ class QueueView(QueueReading):
         await cq.open()
         await cl.open()
         has_index = properties.index_from(meta.properties) is not None
-        return cls(topic, queue_id, meta, cl, cq, index=index if has_index else None)
+        view = cls(topic, queue_id, meta, cl, cq, index=index if has_index else None)
+        view.codec = codec or RecordCodec.from_config(config, strict=False)
+        return view
 
     @property
     def min_offset(self) -> int:
