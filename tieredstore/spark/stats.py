@@ -22,7 +22,8 @@ from tieredstore.spark.options import ConfigValues, config_of
 from tieredstore.store import open_object_store, summarize
 
 STATS_SCHEMA = ("topic string, queue_id int, messages long, min_offset long, max_offset long, "
-                "commitlog_bytes long, consumequeue_bytes long, segments int, chunks int, "
+                "commitlog_bytes long, consumequeue_bytes long, index_bytes long, "
+                "segments int, chunks int, "
                 "unmerged_segments int, oldest timestamp, newest timestamp, error string")
 
 
@@ -50,15 +51,16 @@ def queue_stats(config: ConfigValues, task: StatsTask) -> tuple[object, ...]:
                                   DirectReader(store), log=log)
         finally:
             await store.close()
-        cl, cq = got.commit_log, got.consume_queue
+        files = (got.commit_log, got.consume_queue, got.index)
         return (task.topic, task.queue_id, got.messages, got.min_offset, got.max_offset,
-                cl.bytes, cq.bytes, cl.segments + cq.segments, cl.chunks + cq.chunks,
-                cl.unmerged + cq.unmerged, _time(got.oldest_ms), _time(got.newest_ms), None)
+                got.commit_log.bytes, got.consume_queue.bytes, got.index.bytes,
+                sum(f.segments for f in files), sum(f.chunks for f in files),
+                sum(f.unmerged for f in files), _time(got.oldest_ms), _time(got.newest_ms), None)
 
     try:
         return sync.run(run())
     except (TieredStoreError, OSError) as exc:
-        return (task.topic, task.queue_id, *[None] * 10, f"{type(exc).__name__}: {exc}")
+        return (task.topic, task.queue_id, *[None] * 11, f"{type(exc).__name__}: {exc}")
 
 
 def _time(ms: int | None) -> dt.datetime | None:

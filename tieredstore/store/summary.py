@@ -23,12 +23,15 @@ from tieredstore.store.view import FlatView, QueueView, list_flat_file
 
 @dataclass(frozen=True, slots=True)
 class FlatSummary:
-    """One flat file (commit log or consume queue) of a queue."""
+    """One flat file (commit log, consume queue or key index) of a queue."""
 
     segments: int  # live segments, the active one included
     bytes: int  # live bytes
     chunks: int  # chunk objects holding bytes, of live segments (merged ones have none)
     unmerged: int  # live sealed segments whose chunks are not merged into one object yet
+
+
+NO_FILE = FlatSummary(0, 0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,7 @@ class QueueSummary:
     head_version: int
     oldest_ms: int | None  # store timestamps of the first and last message (None: empty
     newest_ms: int | None  # queue, or not asked)
+    index: FlatSummary = NO_FILE  # the key index (none: a queue without keys)
 
     @property
     def messages(self) -> int:
@@ -61,10 +65,14 @@ async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, q
     if timestamps and view.max_offset > view.min_offset:
         oldest = (await view.get(view.min_offset, 1))[0].store_timestamp
         newest = (await view.get(view.max_offset - 1, 1))[0].store_timestamp
+    index = NO_FILE
+    if view.index is not None:
+        await view.index.open()
+        index = await _flat(store, config, view.index)
     return QueueSummary(topic, queue_id, view.min_offset, view.max_offset,
                         await _flat(store, config, view.cl), await _flat(store, config, view.cq),
                         merges_owed(view.meta.properties), view.meta.writer_id,
-                        view.meta.version, oldest, newest)
+                        view.meta.version, oldest, newest, index)
 
 
 async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView) -> FlatSummary:
