@@ -217,7 +217,7 @@ def test_stats_sums_up_each_queue_before_and_after_compact(spark: Any, tmp_path:
             bodies = sum(len(w.body) for w in written)
             assert bodies < r.commitlog_bytes < bodies + 300 * PER_QUEUE
             assert r.consumequeue_bytes == PER_QUEUE * UNIT_SIZE
-            assert r.index_bytes == 36 * sum(len(w.keys) for w in written)  # one entry a key
+            assert r.index_bytes == 32 * sum(len(w.keys) for w in written)  # one entry a key
             assert r.unmerged_segments == (0 if merged else sealed[(r.topic, r.queue_id)])
             assert r.chunks == per_queue(built, r.topic, r.queue_id,
                                          lambda n, s: n.startswith("chunk-") and s > 0)

@@ -45,7 +45,7 @@ async def test_a_lookup_over_a_million_messages_costs_a_few_gets(tmp_path: Path)
             for i in range(first, first + BATCH)])
     await store.close()
     sealed = [o.key for o in await backend.list_all("") if o.key.endswith("/slots")]
-    assert len(sealed) >= 2, "the index should have sealed segments at this size"
+    assert len(sealed) >= 1, "the index should have a sealed segment at this size"
 
     counting = _Gets(backend)
     store = await AsyncMessageStore.open(config, store=counting)

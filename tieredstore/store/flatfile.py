@@ -265,6 +265,12 @@ class FlatFile:
         if merge:
             self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
 
+    async def open_first(self) -> None:
+        """Open a file that had no segment, as one more segment of this writer's
+        (no claim: a segment with entries there is a newer writer's, which
+        replaced us, and :class:`SegmentFenced` says so)."""
+        await self._open_next(self.meta.next_base_offset(self.file_type))
+
     async def record_if_sealed(self, stats: SegmentStats) -> None:
         """After :meth:`open`: an active segment that came back sealed (not yet
         recorded) is recorded with ``stats`` and the next one opened."""

@@ -66,10 +66,12 @@ class KeyIndex:
         self._last = max(start - 1, last)
         return self._last + 1
 
-    async def _open_flat(self) -> FlatFile:
+    async def _open_flat(self, *, first: bool = False) -> FlatFile:
+        """Open the flat file: claimed (an open of the queue), or, for the ``first``
+        entries ever, as a segment this writer adds (see :meth:`FlatFile.open_first`)."""
         flat = FlatFile(self.ctx, self.topic, self.queue_id, FileType.INDEX, self.meta)
         flat.after_merge = self._write_slots
-        await flat.open()
+        await (flat.open_first() if first else flat.open())
         self.flat = flat
         return flat
 
@@ -115,8 +117,9 @@ class KeyIndex:
         if flat is None:
             first = self._pending[0][1]
             if properties.index_from(self.meta.properties) is None:
+                # A head write: it fails if a newer writer claimed the queue since.
                 await self.meta.set_properties(properties.index_from_update(first))
-            flat = await self._open_flat()
+            flat = await self._open_flat(first=True)
         positions: list[int] = []
         try:
             await flat.append_many(self._pending, positions)

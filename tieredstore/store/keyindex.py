@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import IntegrityError
-from tieredstore.store.record import tags_hash
 
 if TYPE_CHECKING:
     from tieredstore.store.record import Message
 
-_ENTRY = struct.Struct(">QQqQI")
-ENTRY_SIZE = _ENTRY.size  # 36
+_ENTRY = struct.Struct(">IQqQI")
+# 32 bytes, as a consume-queue unit: chunk boundaries (multiples of 1 KiB from the
+# segment's start) never cut an entry, so a crash between two chunks leaves none half
+# written.
+ENTRY_SIZE = _ENTRY.size
 WATERMARK = 0  # the key_hash of a watermark entry
 WATERMARK_GAP = 1024  # messages the last entry may trail a dispatch by
 
@@ -30,6 +32,7 @@ _HEADER = struct.Struct(">4sHHII")
 HEADER_SIZE = _HEADER.size  # 16
 _SLOT = struct.Struct(">II")
 SLOT_SIZE = _SLOT.size  # 8
+assert ENTRY_SIZE == 32
 SLOTS_MAGIC = b"TSIX"
 SLOTS_VERSION = 1
 ENTRIES_PER_SLOT = 4
@@ -62,8 +65,8 @@ def has_key(message: Message, key: str) -> bool:
 
 
 def key_hash(key: str) -> int:
-    """The key's 63-bit hash, never :data:`WATERMARK`."""
-    return tags_hash(key) or 1
+    """The key's hash (CRC32C of its UTF-8), never :data:`WATERMARK`."""
+    return crc32c(key.encode()) or 1
 
 
 def encode_entry(entry: IndexEntry) -> bytes:
