@@ -84,6 +84,12 @@ def body(writer: str, round_no: int, qi: int, seq: int) -> bytes:
     return head + rng.randbytes(max(0, size - len(head)))
 
 
+def message_key(role: str, seq: int) -> str:
+    """The key each message carries: its writer and number (the key index is
+    checked against what the readback reads)."""
+    return f"{role}-{seq}"
+
+
 def parse(data: bytes) -> tuple[str, int, int, int] | None:
     """(writer, round, queue index, seq) if ``data`` is exactly such a message."""
     try:
@@ -122,7 +128,8 @@ class Round:
         self.seq += 1
         topic, queue = QUEUES[qi]
         emit(["as", seq, qi, time.monotonic()])
-        offset = await store.append(topic, queue, body(self.role, self.round, qi, seq))
+        offset = await store.append(topic, queue, body(self.role, self.round, qi, seq),
+                                    keys=[message_key(self.role, seq)])
         emit(["a", seq, offset, time.monotonic()])
         self.appended.append((qi, offset, seq))
 

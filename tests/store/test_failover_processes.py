@@ -41,13 +41,14 @@ import pytest
 
 from tests.conftest import make_s3_store
 from tests.servers import S3Server
-from tests.store.failover_worker import QUEUES, config, parse
+from tests.store.failover_worker import QUEUES, config, message_key, parse
 from tieredstore.store import AsyncMessageStore
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_RUNS = {"local": 100, "moto": 20, "seaweedfs": 20}
 DEFAULT_RUNS = {"local": 80, "moto": 15, "seaweedfs": 15}  # about 2.5 min on 2 cores
 ROUND_TIMEOUT = 60.0
+LOOKUPS = 20  # messages read back per round that are looked up by key too
 
 
 def runs(backend: str) -> int:
@@ -231,12 +232,29 @@ async def read_back(spec: dict[str, Any], round_no: int) -> Readback:
         except Exception as exc:
             out.problems.append(f"q{qi}: reading failed: {type(exc).__name__}: {exc}")
 
+    async def look_up(qi: int, offset: int, role: str, seq: int) -> None:
+        """The key index finds a message read back, there and nowhere else."""
+        topic = QUEUES[qi][0]
+        try:
+            found = await store.query_by_key(topic, message_key(role, seq))
+        except Exception as exc:
+            out.problems.append(f"looking up {role}-{seq} failed: {type(exc).__name__}: {exc}")
+            return
+        places = [(QUEUES.index((m.topic, m.queue_id)), m.offset) for m in found]
+        if places != [(qi, offset)]:
+            out.problems.append(f"key {message_key(role, seq)}: the index finds {places}, "
+                                f"the message is at q{qi}@{offset}")
+
     try:
         if store.corrupt:
             out.problems.append(f"corrupt queues on reopen: {store.corrupt}")
         await asyncio.gather(*(read_queue(qi, topic, queue)
                                for qi, (topic, queue) in enumerate(QUEUES)
                                if (topic, queue) in store.queues()))
+        sample = random.Random(round_no).sample(sorted(out.messages.items()),
+                                                min(LOOKUPS, len(out.messages)))
+        for (qi, offset), (role, seq) in sample:
+            await look_up(qi, offset, role, seq)
     finally:
         try:
             await store.close()

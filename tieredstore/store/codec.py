@@ -127,8 +127,7 @@ class RecordCodec:
             nonce = os.urandom(NONCE_SIZE)
             fixed = record[HEAD_SIZE:FLAGS_AT] + _FLAGS.pack(flags)
             parts += [_U16.pack(len(name)), name, nonce]
-            payload = self._cipher(self.key_id).encrypt(
-                nonce, bytes(payload), fixed + plain + name)
+            payload = self._cipher(self.key_id).encrypt(nonce, payload, fixed + plain + name)
         parts[2] = _FLAGS.pack(flags)
         parts.append(payload)
         total = HEAD_SIZE + sum(len(p) for p in parts)
@@ -153,9 +152,9 @@ class RecordCodec:
                 nonce = view[at + 2 + n:at + 2 + n + NONCE_SIZE]
                 if len(nonce) != NONCE_SIZE:
                     raise RecordError("sealed record is cut short before its nonce")
-                aad = b"".join((view[HEAD_SIZE:TAIL_AT], view[TAIL_AT:at], name))
-                payload = self._cipher(key_id).decrypt(
-                    bytes(nonce), bytes(view[at + 2 + n + NONCE_SIZE:]), aad)
+                aad = b"".join((view[HEAD_SIZE:at], name))  # fixed fields, lengths, key id
+                payload = self._cipher(key_id).decrypt(nonce, view[at + 2 + n + NONCE_SIZE:],
+                                                       aad)
             else:
                 payload = view[at:]
             if flags & FLAG_ZSTD:

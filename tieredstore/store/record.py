@@ -189,11 +189,12 @@ def decode_record(data: bytes | memoryview, topic: str, queue_id: int,
     return _parse_fields(view, Message(topic, queue_id, queue_offset, b"", store_ts))
 
 
-def _parse_fields(view: memoryview, head: Message) -> Message:
-    """``head`` with the tags, keys, properties and body of the plain record ``view``."""
+def _parse_fields(view: memoryview, head: Message, start: int = TAIL_AT) -> Message:
+    """``head`` with the tags, keys, properties and body that ``view`` holds from
+    ``start`` to its end (a plain record, or a sealed one's opened tail)."""
     total = len(view)
-    (tag_len,) = _U16.unpack_from(view, TAIL_AT)
-    pos = _PREFIX.size
+    (tag_len,) = _U16.unpack_from(view, start)
+    pos = start + 2
     try:
         tags: str | None = None
         if tag_len != NO_TAGS:
@@ -237,10 +238,8 @@ def _decode_sealed(view: memoryview, flags: int, codec: RecordOpener | None,
     if codec is None:
         raise RecordError("record is compressed or encrypted: read it with the store's "
                           "compression and encryption settings (and key)")
-    tail = codec.open(view, flags)
-    plain = b"".join((bytes(TAIL_AT), tail))  # only the tail is parsed
-    # Parsed as the plain record it was (its CRC32C, checked by the codec, aside).
-    return _parse_fields(memoryview(plain), head)
+    # Parsed as the plain record's tail (its CRC32C checked by the codec).
+    return _parse_fields(codec.open(view, flags), head, start=0)
 
 
 def decode_plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop: int, *,
