@@ -66,6 +66,10 @@ def test_list_offload_read_sweep_and_delete(tmp_path: Path,
                                  for i in range(2, 5)]
 
     monkeypatch.setenv("TIEREDSTORE_LEDGER_DELETION_LAG", "0")
+    before = run(capsys, data, "list")
+    dry = run(capsys, data, "sweep", "--dry-run")
+    assert "would delete: 0 item(s)" in dry and "left alone" in dry
+    assert run(capsys, data, "list") == before, "a dry run took the managed ledger over"
     swept = run(capsys, data, "sweep")
     assert "local copies deleted: 0, 1, 2" in swept
     listed = rows(run(capsys, data, "list"))

@@ -23,7 +23,7 @@ from typing import Any
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
-from tieredstore.ledger import LedgerHost, Position, sweep_offloads
+from tieredstore.ledger import LedgerHost, ManagedLedger, Position, sweep_offloads
 
 from .common import EXIT_OK, open_existing_store, resolve_config, table
 
@@ -77,10 +77,31 @@ async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
                 print(f"{args.ledger}:{entry.entry_id}\t{len(entry.payload)}\t"
                       f"{_show(entry.payload)}")
             return EXIT_OK
+        if action == "sweep" and args.dry_run:  # lists only: no take-over
+            return await _sweep(host, config, None)
         return await _take_over(host, config, args)
     finally:
         await host.close()
         await host.store.close()
+
+
+async def _sweep(host: LedgerHost, config: TieredStoreConfig, ml: ManagedLedger | None
+                 ) -> int:
+    """Delete local copies past the lag (``ml``, taken over) and unreferenced offload
+    attempts; with no ``ml`` (a dry run), list the attempts only."""
+    dry_run = ml is None
+    local = [] if ml is None else await ml.delete_offloaded_local_copies()
+    garbage = await sweep_offloads(host.offloader, host.store, root=config.ledger_root,
+                                   safety_age=config.gc_safety_age, dry_run=dry_run)
+    if ml is None:
+        print("local copies: left alone (a dry run does not take the managed ledger over)")
+    else:
+        print(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
+    print(f"offload garbage {'would delete' if dry_run else 'deleted'}: {len(garbage)} "
+          "item(s)")
+    for item in garbage:
+        print(f"  {item.kind}: ledger {item.ledger_id} attempt {item.uuid}")
+    return EXIT_OK
 
 
 async def _take_over(host: LedgerHost, config: TieredStoreConfig, args: argparse.Namespace
@@ -96,16 +117,7 @@ async def _take_over(host: LedgerHost, config: TieredStoreConfig, args: argparse
                     if r.offloaded and r.ledger_id not in before]
             print(f"offloaded {len(done)} ledger(s): {', '.join(map(str, done)) or '-'}")
         elif action == "sweep":
-            local = [] if args.dry_run else await ml.delete_offloaded_local_copies()
-            garbage = await sweep_offloads(host.offloader, host.store,
-                                           root=config.ledger_root,
-                                           safety_age=config.gc_safety_age,
-                                           dry_run=args.dry_run)
-            print(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
-            verb = "would delete" if args.dry_run else "deleted"
-            print(f"offload garbage {verb}: {len(garbage)} item(s)")
-            for item in garbage:
-                print(f"  {item.kind}: ledger {item.ledger_id} attempt {item.uuid}")
+            return await _sweep(host, config, ml)
         else:
             first = await ml.trim(args.before)
             print(f"the first ledger is now {first}")
