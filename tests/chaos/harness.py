@@ -84,6 +84,7 @@ QUEUES = (("alpha", 0), ("alpha", 1), ("beta", 0))
 T0_MS = 1_700_000_000_000
 STEP_MS = 1000
 OP_TIMEOUT = 20.0  # an operation that takes longer is wedged
+KEY_LOOKUPS = 4  # keyed messages per queue looked up at each verification
 MiB = 1024 * KiB
 
 
@@ -113,6 +114,11 @@ class QueueModel:
     acked: int = 0  # offsets below: acknowledged
     floor: int = 0  # offsets below: may be gone (retention)
     appended: int = 0  # appends made, by every writer: numbers the bodies
+    keys: dict[int, str] = field(default_factory=dict)  # offset -> its message's key
+
+    def key_of(self, appended: int) -> str | None:
+        """Every other message carries a key naming it (the key index is checked)."""
+        return None if appended % 2 else f"{self.name}#{appended}"
 
     @property
     def name(self) -> str:
@@ -507,9 +513,11 @@ class ChaosRun:
         m.appended += 1
         body = body_of(self.seed, m, m.appended, size)
         stamp = self.clock_ms
+        key = m.key_of(m.appended)
         try:
             offset = await self.timed("append", self.w.append(m.topic, m.queue_id, body,
-                                                              timestamp=stamp))
+                                                              timestamp=stamp,
+                                                              keys=[key] if key else []))
         except TieredStoreError as exc:
             self.surfaced("append", exc)
             await self.check_not_fenced(exc)
@@ -518,6 +526,10 @@ class ChaosRun:
             raise self.violate(f"{m.name}: append returned offset {offset}, expected {m.next}")
         m.bodies[offset] = body
         m.stamps[offset] = stamp
+        if key is not None:
+            m.keys[offset] = key
+        else:  # an offset handed out again (the one before was lost): not that key's
+            m.keys.pop(offset, None)
         m.next += 1
 
     async def flush(self) -> None:
@@ -621,7 +633,24 @@ class ChaosRun:
                                        f"out {m.next}")
                 self.check_min(m, mn)
                 await self.read_range(store, m, m.floor, m.next, what)
+                await self.look_up_keys(store, m, max(m.floor, mn), what)
         self.note(f"{what}: ok")
+
+    async def look_up_keys(self, store: AsyncMessageStore, m: QueueModel, first: int,
+                           what: str) -> None:
+        """A few keyed messages the oracle holds: the key index finds each, there only."""
+        keyed = [o for o in sorted(m.keys) if first <= o < m.next and o in m.bodies]
+        for offset in keyed[:: max(1, len(keyed) // KEY_LOOKUPS)][:KEY_LOOKUPS]:
+            key = m.keys[offset]
+            try:
+                got = await self.timed("query_by_key", store.query_by_key(m.topic, key))
+            except TieredStoreError as exc:
+                raise self.violate(f"{m.name}: {what}: looking up key {key} failed, faults "
+                                   f"off: {error_name(exc)}: {exc}") from exc
+            found = [(g.queue_id, g.offset, g.body == m.bodies[offset]) for g in got]
+            if found != [(m.queue_id, offset, True)]:
+                raise self.violate(f"{m.name}: {what}: key {key} found at {found[:5]}, its "
+                                   f"message is at offset {offset}")
 
     # --- retention, reopen, takeover ---------------------------------------------------------
 
