@@ -130,3 +130,39 @@ async def test_the_local_backends_temporary_files(tmp_path: Path) -> None:
     assert [(g.kind, g.key) for g in report.found] == [(TEMPORARY, old.name)]
     assert not old.exists() and fresh.exists()
     await store.close()
+
+
+class IndexDeletesCrash(MemoryObjectStore):
+    """A bucket whose key-index segment deletes crash while ``crashing`` is set."""
+
+    crashing = False
+
+    async def delete_many(self, keys: Sequence[str]) -> None:
+        if self.crashing and any("/index/seg-" in k for k in keys):
+            raise Crash("died before deleting")
+        await super().delete_many(keys)
+
+
+async def test_trimmed_key_index_segments_are_collected_too() -> None:
+    backend = IndexDeletesCrash()
+    config = small_config(gc_interval=0, index_max_size=1024)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(300):
+        await store.append("t", 0, b"m" * 700, keys=[f"k{i}"], timestamp=T0 + i * 1000)
+    await store.flush()
+    await store.ctx.drain()
+    backend.crashing = True
+    with pytest.raises(Crash):
+        await store.delete_expired(now=T0 / 1000 + 250 + 72 * 3600)
+    backend.crashing = False
+    again = await AsyncMessageStore.open(config, store=backend)
+    index_dirs = {d for d in await segment_dirs(backend) if "/index/" in d}
+    done = await again.collect_garbage(safety_age=0)
+    trimmed = {g.key.rstrip("/") for g in done.found if g.kind == TRIMMED}
+    assert {d for d in trimmed if "/index/" in d}, "no index segment was collected"
+    assert {d for d in await segment_dirs(backend) if "/index/" in d} == \
+        index_dirs - trimmed
+    first = await again.min_offset("t", 0)
+    assert [m.offset for m in await again.query_by_key("t", "k299")] == [299]
+    assert await again.query_by_key("t", f"k{first - 1}") == []
+    await again.close()

@@ -1,7 +1,8 @@
 """Garbage collection: what no metadata references, older than a safety age.
 
-A pass looks at each queue's files (one paged LIST per file type and one
-LIST of multipart uploads) against its metadata, read-only, and finds:
+A pass looks at each queue's files (commit log, consume queue, key index: one
+paged LIST per file type and one LIST of multipart uploads) against its
+metadata, read-only, and finds:
 
 - **trimmed segments**: every segment below the file's first live record
   (retention moved the first pointer, then a crash stopped its deletes);
@@ -86,7 +87,7 @@ async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
     found: list[Garbage] = []
     for meta in queues:
         topic, queue_id = meta.queue.topic, meta.queue.queue_id
-        for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG):
+        for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX):
             first = meta.first(file_type).base_offset
             path = segment_path(config, topic, queue_id, file_type)
             prefix = path.file_prefix
