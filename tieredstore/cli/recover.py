@@ -72,7 +72,7 @@ async def _before(store: ObjectStore, config: TieredStoreConfig, topic: str, que
 async def _unmerged(store: ObjectStore, config: TieredStoreConfig, topic: str,
                     queue_id: int) -> int:
     count = 0
-    for file_type in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE):
+    for file_type in FileType:  # commit log, consume queue and key index
         states = await segment_states(store, config, topic, queue_id, file_type)
         count += sum(s is SegmentState.SEALING for s in states.values())
     return count
