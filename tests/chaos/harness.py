@@ -648,6 +648,8 @@ class ChaosRun:
                 raise self.violate(f"{m.name}: {what}: looking up key {key} failed, faults "
                                    f"off: {error_name(exc)}: {exc}") from exc
             found = [(g.queue_id, g.offset, g.body == m.bodies[offset]) for g in got]
+            if not found and offset < await store.min_offset(m.topic, m.queue_id):
+                continue  # expired meanwhile (a trim whose reply was lost, seen just now)
             if found != [(m.queue_id, offset, True)]:
                 raise self.violate(f"{m.name}: {what}: key {key} found at {found[:5]}, its "
                                    f"message is at offset {offset}")

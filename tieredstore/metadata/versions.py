@@ -161,18 +161,21 @@ class VersionedHeads(Generic[H]):
 
     async def _read(self, version: int) -> H:
         """Head ``version``. A read that fails its check is read again: damage in
-        the bucket returns the same bytes twice, a read damaged on the way (bits
-        flipped, bytes cut short) does not. Only the former is the caller's
+        the bucket returns the same bytes twice, all of the object, a read damaged
+        on the way (bits flipped, bytes cut short) does not. Only the former is the caller's
         ``corrupt`` error (it falls back to an older head); reads that keep
         coming back damaged and different are a transient failure."""
         key = self.keys.head_key(version)
         previous: bytes | None = None
         for _ in range(READ_ATTEMPTS):
-            data = await self.store.get(key)
+            found = await self.store.get_object(key)
+            data = found.data
             try:
                 return self._decode(data, key, version)
             except self._corrupt:
-                if data == previous:
+                # Cut short on the way (fewer bytes than the object holds): never
+                # the bucket's damage, however often the same cut comes back.
+                if data == previous and len(data) == found.info.size:
                     raise
                 previous = data
         raise ServerError(f"{key}: {READ_ATTEMPTS} reads came back damaged, each differently",
