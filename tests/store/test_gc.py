@@ -26,9 +26,10 @@ class DeletesCrash(MemoryObjectStore):
     """A bucket whose segment deletes crash while ``crashing`` is set."""
 
     crashing = False
+    crashes_on = "/seg-"
 
     async def delete_many(self, keys: Sequence[str]) -> None:
-        if self.crashing and any("/seg-" in k for k in keys):
+        if self.crashing and any(self.crashes_on in k for k in keys):
             raise Crash("died before deleting")
         await super().delete_many(keys)
 
@@ -132,15 +133,10 @@ async def test_the_local_backends_temporary_files(tmp_path: Path) -> None:
     await store.close()
 
 
-class IndexDeletesCrash(MemoryObjectStore):
+class IndexDeletesCrash(DeletesCrash):
     """A bucket whose key-index segment deletes crash while ``crashing`` is set."""
 
-    crashing = False
-
-    async def delete_many(self, keys: Sequence[str]) -> None:
-        if self.crashing and any("/index/seg-" in k for k in keys):
-            raise Crash("died before deleting")
-        await super().delete_many(keys)
+    crashes_on = "/index/seg-"
 
 
 async def test_trimmed_key_index_segments_are_collected_too() -> None:
