@@ -122,15 +122,17 @@ async def query(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
     """The newest ``q.max_count`` messages of ``queue`` among ``entries`` that
     hold the key and are stamped in the range, newest first."""
     first = queue.min_offset
-    unique = {e.offset: e for e in entries if e.offset >= first}
+    # The same entry may be there twice (re-derived after a crash); entries that
+    # disagree on where an offset's record is are each checked against it.
+    unique = {(e.offset, e.position): e for e in entries if e.offset >= first}
     left = sorted(unique.values(), key=lambda e: e.offset, reverse=True)
-    found: list[Message] = []
+    found: dict[int, Message] = {}
     while left and len(found) < q.max_count:
         wanted = q.max_count - len(found)
         batch, left = left[:wanted], left[wanted:]
-        found.extend(await _confirm(queue, sorted(batch, key=lambda e: e.position), q))
-    found.sort(key=lambda m: m.offset, reverse=True)
-    return found[:q.max_count]
+        for message in await _confirm(queue, sorted(batch, key=lambda e: e.position), q):
+            found[message.offset] = message
+    return sorted(found.values(), key=lambda m: m.offset, reverse=True)[:q.max_count]
 
 
 def newest(answers: Iterable[list[Message]], max_count: int) -> list[Message]:
