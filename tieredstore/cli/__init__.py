@@ -1,5 +1,5 @@
-"""The ``tieredstore`` command: demo, produce, consume, inspect, recover, repair, verify,
-gc, ledger, spark, bench.
+"""The ``tieredstore`` command: demo, produce, consume, query, inspect, recover, repair,
+verify, gc, ledger, spark, bench.
 
 Every command takes ``--config`` (default ``conf/tieredstore.toml`` if it
 exists; ``TIEREDSTORE_<KEY>`` environment variables override the file) and
@@ -28,6 +28,7 @@ from . import (
     inspector,
     ledger,
     produce,
+    query,
     recover,
     repair,
     spark,
@@ -47,8 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, produce, consume, inspector, recover, repair, verify, gc, ledger,
-                   spark, bench):
+    for module in (demo, produce, consume, query, inspector, recover, repair, verify, gc,
+                   ledger, spark, bench):
         module.add_parser(sub, common)
     return parser
 

@@ -1,0 +1,61 @@
+"""``tieredstore query``: find a topic's messages by key (read-only).
+
+Looks the key up in the key index of every queue of the topic (a message's
+keys, and the unique id in its ``UNIQ_KEY`` property), as
+``query_by_key`` does, over what is durable in the bucket; each message found
+is read and checked. ``--format text`` prints ``queue, offset, store time,
+body`` a line; ``--format json`` one object a line, as ``consume`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tieredstore import sync
+from tieredstore.store import Message, ReadOnlyMessageStore
+
+from .common import open_existing_store, positive_int, resolve_config
+from .consume import as_json, as_text, parse_time
+
+MAX_TIME = 2**63 - 1
+
+
+async def query(args: argparse.Namespace) -> list[Message]:
+    config = resolve_config(args, disk_cache_bytes=0)  # a reader leaves no cache behind
+    store = await ReadOnlyMessageStore.open(config, store=open_existing_store(config))
+    try:
+        return await store.query_by_key(args.topic, args.key, args.from_time, args.until_time,
+                                        args.count)
+    finally:
+        backend = store.store
+        await store.close()
+        await backend.close()
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("query", parents=[common], help="find a topic's messages by key "
+                            "(read-only)", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--key", required=True, help="a message key or unique id")
+    parser.add_argument("--from-time", type=parse_time, default=0, metavar="TIME",
+                        help="stored at or after TIME: ms since the epoch or ISO 8601")
+    parser.add_argument("--until-time", type=parse_time, default=MAX_TIME, metavar="TIME",
+                        help="stored at or before TIME")
+    parser.add_argument("--count", type=positive_int, default=64, metavar="N",
+                        help="the newest N messages at most (default 64)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    found = sync.run(query(args))
+    for message in found:
+        print(as_json(message) if args.format == "json" else
+              f"{message.queue_id}\t{as_text(message)}")
+    if not args.quiet:
+        print(f"found {len(found)} message(s) of {args.topic} with key {args.key!r}",
+              file=sys.stderr)
+    return 0
