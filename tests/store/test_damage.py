@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.store.conftest import small_config
+from tests.store.conftest import KiB, small_config
 from tieredstore.cli import main
 from tieredstore.errors import TieredStoreError
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.segment import FileType
 from tieredstore.store import AsyncMessageStore, NoSuchQueue, QueueCorrupt, ReadOnlyMessageStore
-from tieredstore.store.keys import metadata_root
+from tieredstore.store.keys import log_path, metadata_root, segment_path
 from tieredstore.testing import ForwardingObjectStore
 
 COUNT = 400
@@ -298,3 +301,56 @@ async def test_a_read_only_store_reads_without_writing() -> None:
         await writer.flush()
         assert [m.body for m in await reader.get("t", 0, COUNT)] == [b"later"]
         await writer.close()
+
+
+async def test_a_lost_log_object_between_live_pieces_is_a_hole_not_a_corrupt_queue() -> None:
+    """Log pieces of the active commit-log segment in many log objects, one in the
+    middle gone: its bytes are a hole, the pieces after it read, the writer goes
+    on, compaction writes chunks on both sides of the hole, and a read-only store
+    reads what the writer reads."""
+    backend = MemoryObjectStore()
+    config = small_config(gc_interval=0, chunk_size=256 * KiB, commit_log_max_size=1024 * KiB,
+                          pool_bytes=1024 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(COUNT):
+        await store.append("t", 0, body(i))
+        if i % 10 == 9:
+            await store.flush()  # one log object each: every piece stays in the log
+    await store.close()
+    snapshot = await LogSnapshot.load(backend, log_path(config))
+    path = segment_path(config, "t", 0, FileType.COMMIT_LOG, 0)
+    pieces = sorted(snapshot.of(path), key=lambda u: u.position)
+    assert len(pieces) >= 20
+    lost = pieces[len(pieces) // 2]
+    await backend.delete(lost.key)
+
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert store.corrupt == {}
+    got, errors = await read_around(store)
+    assert 0 < len(errors) <= 12 and all("missing" in e for e in errors), errors
+    bad = sorted(set(range(COUNT)) - set(got))
+    assert bad == list(range(bad[0], bad[-1] + 1)), "the unreadable range is not one range"
+    assert all(data == body(offset) for offset, data in got.items())
+    for i in range(AFTER):
+        assert await store.append("t", 0, body(COUNT + i)) == COUNT + i
+    await store.flush()
+    await store.compact_log(time.time() + 10 * 86_400)  # the pieces move into chunks
+    await store.close()
+    chunks = [k for k in await keys_of(backend, path.base_dir) if "/chunk-" in k]
+    assert any(int(k.rsplit("-", 1)[-1]) >= lost.end for k in chunks), chunks
+
+    async with await AsyncMessageStore.open_read_only(config, store=backend) as reader:
+        read_only, read_only_errors = await read_around(reader)
+    again = await AsyncMessageStore.open(config, store=backend)
+    assert again.corrupt == {}
+    reopened, reopened_errors = await read_around(again)
+    for found, found_errors in ((read_only, read_only_errors), (reopened, reopened_errors)):
+        assert {o: d for o, d in found.items() if o < COUNT} == got
+        assert [e.split(":")[0] for e in found_errors] == [e.split(":")[0] for e in errors]
+    after = await again.get("t", 0, COUNT, max_count=AFTER)
+    assert [m.body for m in after] == [body(COUNT + i) for i in range(AFTER)]
+    await again.close()
+
+
+async def keys_of(backend: ObjectStore, prefix: str) -> list[str]:
+    return [o.key for o in await backend.list_all(prefix) if o.size]

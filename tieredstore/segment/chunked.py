@@ -44,7 +44,7 @@ from tieredstore.objectstore.base import ObjectStore, UploadInfo
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
 from tieredstore.segment.conditional import create_entry, create_marker
-from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with, step_over_gap
+from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with
 from tieredstore.segment.merge import MergeStats, merge_chunks
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import EntryId, SegmentPath
@@ -266,6 +266,7 @@ class ChunkedSegment(FileSegment):
                     f"{len(data)} bytes at {position} would pass the maximum size {max_size}",
                     segment=segment,
                 )
+            await self._clear_holes()
             if self._log_from is not None:
                 # One chunk from the chunk end: the log pieces, then these bytes.
                 await self._write_over_log(await self._read_log() + bytes(data))
@@ -351,31 +352,24 @@ class ChunkedSegment(FileSegment):
     def adopt_log(self, units: Sequence[ChunkRef]) -> list[ChunkRef]:
         """At open: the log pieces a listing of the log found for this segment.
         Those past the chunk end continue the layout; the rest (compacted
-        already) are returned. A gap or an overlap among them is damage."""
+        already) are returned. An overlap among them is damage. Bytes missing
+        before a piece (the last chunks, or a log object, gone from the bucket)
+        become a hole, as ``skip_lost`` makes one: the pieces continue after it,
+        and compaction moves the chunk series past it (:meth:`_clear_holes`)."""
         chunk_end = self._layout.size
-        self._step_over_lost_chunks(units)
+        holes = len(self._layout.holes)
         try:
-            dead = continue_with(self._layout, units, sealed=self.sealed)
+            dead = continue_with(self._layout, units, sealed=self.sealed,
+                                 hole_key=lambda at: self.path.entry_key(EntryId(at)))
         except ValueError as exc:
             raise CorruptSegment(str(exc), segment=str(self.path),
                                  span=(self._layout.size, max(u.end for u in units))) from None
+        for hole in self._layout.holes[holes:]:
+            log.error("%s: bytes [%d, %d) are missing from the bucket (log pieces after "
+                      "them); writing goes on after them", self.path, hole.position, hole.end)
         if self._layout.size > chunk_end and self._log_from is None:
             self._log_from = self._next_entry.position
         return dead
-
-    def _step_over_lost_chunks(self, units: Sequence[ChunkRef]) -> None:
-        """Log pieces that begin past the chunk end, none reaching it: the last
-        chunks, which took the pieces before them over, are gone from the bucket
-        (the listing of this open did not find them). Their bytes become a hole,
-        as ``skip_lost`` makes one, and the pieces continue after it."""
-        end = self._layout.size
-        first = None if self.sealed else step_over_gap(
-            self._layout, units, lambda at: self.path.entry_key(EntryId(at)))
-        if first is None:
-            return
-        self._next_entry = EntryId(first)
-        log.error("%s: bytes [%d, %d) are missing from the bucket (chunks gone, log pieces "
-                  "after them); writing goes on after them", self.path, end, first)
 
     def _append_log_unit(self, unit: ChunkRef) -> None:
         if self._log_from is None:
@@ -390,8 +384,22 @@ class ChunkedSegment(FileSegment):
 
     async def _compact(self) -> None:
         await self._settle()
+        await self._clear_holes()
         if self._log_from is not None:
             await self._write_over_log(await self._read_log())
+
+    async def _clear_holes(self) -> None:
+        """Take the log pieces before each hole among them into a chunk and move
+        the chunk series past the hole (nothing is ever stored where the lost
+        bytes were); what stays in log pieces then holds no hole."""
+        while self._log_from is not None:
+            hole = self._layout.first_hole_from(self._log_from)
+            if hole is None:
+                return
+            if hole.position > self._log_from:
+                await self._write_over_log(await self._read_log(hole.position))
+            self._next_entry = EntryId(hole.end)
+            self._log_from = hole.end if hole.end < self._layout.size else None
 
     async def _settle(self) -> None:
         """Send a chunk over the log whose answer was lost again, the same bytes at
@@ -400,9 +408,10 @@ class ChunkedSegment(FileSegment):
         if self._over_log_in_doubt is not None:
             await self._write_over_log(self._over_log_in_doubt)
 
-    async def _read_log(self) -> bytes:
-        """The bytes the log pieces hold, each piece checked against its CRC."""
-        start, end = self._log_from, self._layout.size
+    async def _read_log(self, end: int | None = None) -> bytes:
+        """The bytes the log pieces hold (up to ``end``), each piece checked
+        against its CRC."""
+        start, end = self._log_from, self._layout.size if end is None else end
         assert start is not None
         spans = [(start, end, None)] if self.log_source is None else \
             self.log_source(self, start, end)

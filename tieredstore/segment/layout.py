@@ -143,6 +143,12 @@ class SegmentLayout:
         """The units no listed chunk holds (see :class:`ChunkRef`)."""
         return [u for u in self._units if u.missing]
 
+    def first_hole_from(self, position: int) -> ChunkRef | None:
+        """The first hole at or after ``position`` (a unit boundary), if any."""
+        if position >= self.size:
+            return None
+        return next((u for u in self._units[self.index_of(position):] if u.missing), None)
+
     def with_crc(self, index: int, crc: int) -> None:
         """Record a CRC learnt from a GET or HEAD of a listed chunk."""
         unit = self._units[index]
@@ -150,32 +156,20 @@ class SegmentLayout:
                                       crc, unit.missing)
 
 
-def step_over_gap(layout: SegmentLayout, units: Sequence[ChunkRef],
-                  key_at: Callable[[int], str]) -> int | None:
-    """Log pieces (``units``) that begin past the end of an open segment's
-    chunks, none reaching it: the last chunks, which took the pieces before
-    them over, are gone from the bucket. Their bytes become a hole of
-    ``layout`` (keyed ``key_at(position)`` of its end, where the next chunk
-    goes), so the pieces continue after it; return where it ends, or None
-    when there is no such gap."""
-    end = layout.size
-    if any(u.position <= end < u.end for u in units):
-        return None
-    first = min((u.position for u in units if u.position > end), default=None)
-    if first is None:
-        return None
-    layout.append(ChunkRef(end, first - end, key_at(first), missing=True))
-    return first
-
-
 def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
-                  sealed: bool = False) -> list[ChunkRef]:
+                  sealed: bool = False,
+                  hole_key: Callable[[int], str] | None = None) -> list[ChunkRef]:
     """Append to ``layout`` (its chunks) the ``units`` held elsewhere (log pieces)
     that lie past its end, in order; return those that lie within it (their
     bytes are in the chunks already, or in a longer piece taken before). A unit
     that neither continues the layout nor lies within it, or any past the end of
     a ``sealed`` segment (a seal takes every piece into chunks first), raises
-    ``ValueError`` naming it."""
+    ``ValueError`` naming it.
+
+    With ``hole_key`` (an open segment), bytes no unit holds before a later
+    unit (the last chunks, or a log object, gone from the bucket) become a
+    hole of ``layout``, keyed ``hole_key(position of its end)``, where the
+    chunk series goes on, and the units after it continue the layout."""
     if sealed and any(u.end > layout.size for u in units):
         raise ValueError(f"log pieces past the end of a sealed segment ({layout.size} bytes)")
     # From the end on, at each position the longest piece, of equal ones the newest
@@ -190,9 +184,17 @@ def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
         if other is None or (other.end, other.key) < (unit.end, unit.key):
             best[unit.position] = unit
     taken: set[int] = set()
-    while (step := best.get(layout.size)) is not None:
-        layout.append(step)
-        taken.add(id(step))
+    while True:
+        while (step := best.get(layout.size)) is not None:
+            layout.append(step)
+            taken.add(id(step))
+        end = layout.size
+        ahead = [u.position for u in units if u.position > end]
+        if (hole_key is None or sealed or not ahead
+                or any(u.position < end < u.end for u in units if id(u) not in taken)):
+            break
+        resume = min(ahead)
+        layout.append(ChunkRef(end, resume - end, hole_key(resume), missing=True))
     rest = [u for u in units if id(u) not in taken]
     beyond = [u for u in rest if u.end > layout.size]
     if beyond:

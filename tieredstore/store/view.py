@@ -31,7 +31,7 @@ from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePa
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectInfo, ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
-from tieredstore.segment.layout import continue_with, step_over_gap
+from tieredstore.segment.layout import continue_with
 from tieredstore.segment.path import (
     MERGED_NAME,
     SEALED_NAME,
@@ -103,10 +103,9 @@ async def open_segment(store: ObjectStore, path: SegmentPath,
     layout = recovered.layout
     pieces = log.of(path) if log else []
     sealed = recovered.state is not SegmentState.OPEN
-    if not sealed:  # the last chunks gone, pieces after them: read around, as the writer
-        step_over_gap(layout, pieces, lambda at: path.entry_key(EntryId(at)))
-    try:
-        continue_with(layout, pieces, sealed=sealed)
+    try:  # bytes gone before a piece: a hole, read around as the writer does
+        continue_with(layout, pieces, sealed=sealed,
+                      hole_key=lambda at: path.entry_key(EntryId(at)))
     except ValueError as exc:
         return SegmentView(path, None, SegmentLayout(), error=f"segment {path}: {exc}")
     return SegmentView(path, recovered.state, layout, foreign=recovered.foreign, log=log)
