@@ -72,6 +72,16 @@ class RequestTimeout(TransientError, TimeoutError):
 # --- configuration and names ------------------------------------------------
 
 
+class KeyUnavailable(TieredStoreError, LookupError):
+    """A record is encrypted under a key id this store has no key for: the
+    configuration (``encryption_key``, ``key_provider``) is missing it, the
+    record is not damaged."""
+
+    def __init__(self, key_id: str, message: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+
+
 class ConfigError(TieredStoreError, ValueError):
     """A configuration value is missing, of the wrong type or out of range."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.store.conftest import KiB, Opener, small_config
 from tieredstore.checksum import crc32c
-from tieredstore.errors import ConfigError, InvalidArgumentType
+from tieredstore.errors import ConfigError, InvalidArgumentType, KeyUnavailable
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.store import (
     AsyncMessageStore,
@@ -112,8 +112,11 @@ async def test_the_wrong_key_or_none_is_named_and_nothing_is_returned() -> None:
     keyless = small_config(encryption="aes-gcm")
     for config in (small_config(), keyless):
         async with await ReadOnlyMessageStore.open(config, store=backend) as ro:
-            with pytest.raises(QueueCorrupt, match="no key for key id 'key-1'"):
-                await ro.get("t", 0, 0)
+            with pytest.raises(KeyUnavailable, match="no key for key id 'key-1'") as info:
+                await ro.get("t", 0, 0)  # not a corrupt queue: a key it lacks
+            assert info.value.key_id == "key-1"
+            with pytest.raises(KeyUnavailable):
+                await ro.query_by_key("t", "k1")
     with pytest.raises(RecordError, match="compressed or encrypted"):
         decode_record(await first_record(backend), "t", 0)
     with pytest.raises(ConfigError, match=r"encryption_key.*required"):
@@ -144,7 +147,7 @@ def test_a_key_provider_reads_records_of_every_key_id() -> None:
                            store=backend, key_provider=keys.__getitem__) as ms:
         assert [m.body for m in ms.get("t", 0, 10, max_count=100)] == \
             [body(i) for i in range(10, 20)]
-        with pytest.raises(QueueCorrupt, match="key provider failed for key id '2025'"):
+        with pytest.raises(KeyUnavailable, match="key provider failed for key id '2025'"):
             ms.get("t", 0, 0)
 
 

@@ -16,7 +16,9 @@ records as bytes and are unchanged.
 Keys: ``encryption_key`` (base64 of 16, 24 or 32 bytes) under the id
 ``encryption_key_id``, or a ``key_provider`` callable that maps a key id to
 its key (for keys held elsewhere, and for rotation: each record names the id
-it was sealed with). Key material never appears in a repr or an error.
+it was sealed with). Key material never appears in a repr or an error. A key this store does not
+have is :class:`~tieredstore.errors.KeyUnavailable` (the record is not
+damaged); the wrong key fails authentication as changed bytes do.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from tieredstore.checksum import crc32c
 from tieredstore.config import TieredStoreConfig, decode_key
 from tieredstore.config.crypto import KEY_SIZES
-from tieredstore.errors import ConfigError
+from tieredstore.errors import ConfigError, KeyUnavailable
 from tieredstore.store.record import (
     FLAG_AES_GCM,
     FLAG_ZSTD,
@@ -98,13 +100,15 @@ class RecordCodec:
                 try:
                     key = self._provider(key_id)
                 except Exception as exc:
-                    raise RecordError(f"the key provider failed for key id {key_id!r}: "
-                                      f"{type(exc).__name__}") from None
+                    raise KeyUnavailable(key_id, f"the key provider failed for key id "
+                                                 f"{key_id!r}: {type(exc).__name__}") from None
             if key is None:
-                raise RecordError(f"no key for key id {key_id!r}: set encryption_key, or "
-                                  "give a key_provider that knows it")
+                raise KeyUnavailable(key_id, f"no key for key id {key_id!r}: set "
+                                             "encryption_key, or give a key_provider that "
+                                             "knows it")
             if not isinstance(key, bytes) or len(key) not in KEY_SIZES:
-                raise RecordError(f"the key for key id {key_id!r} is not 16, 24 or 32 bytes")
+                raise KeyUnavailable(key_id, f"the key for key id {key_id!r} is not 16, 24 "
+                                             "or 32 bytes")
             cipher = self._ciphers[key_id] = AESGCM(key)
         return cipher
 
