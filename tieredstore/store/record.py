@@ -146,19 +146,28 @@ def record_size(head: bytes | memoryview) -> int:
     return int(total)
 
 
+def _checked_prefix(view: memoryview) -> tuple[int, int, int, int, int, int, int]:
+    """The fixed fields of the record occupying all of ``view`` (size, magic, CRC,
+    offset, store time, flags, tags length), its size, magic and CRC32C checked."""
+    size = len(view)
+    if size < MIN_RECORD_SIZE:
+        raise RecordError(f"record is {size} bytes, a record is at least {MIN_RECORD_SIZE}")
+    fields = _PREFIX.unpack_from(view)
+    total, magic, crc = fields[:3]
+    if magic != MAGIC or total < MIN_RECORD_SIZE:
+        raise RecordError(f"no record here: magic {magic:#x}, size {total}")
+    if total != size:
+        raise RecordError(f"record says {total} bytes, {size} given")
+    if crc32c(view[_HEAD.size :]) != crc:
+        raise RecordError("record fails its CRC32C")
+    return fields
+
+
 def record_head(data: bytes | memoryview) -> tuple[int, int]:
     """The offset and store time of the record occupying all of ``data``, its
     CRC32C checked (what a compressed or encrypted record shows without its key)."""
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    if len(view) < MIN_RECORD_SIZE:
-        raise RecordError(f"record is {len(view)} bytes, a record is at least "
-                          f"{MIN_RECORD_SIZE}")
-    total, magic, crc, queue_offset, store_ts, _flags, _ = _PREFIX.unpack_from(view)
-    if magic != MAGIC or total != len(view):
-        raise RecordError(f"no record here: magic {magic:#x}, size {total} of {len(view)}")
-    if crc32c(view[_HEAD.size :]) != crc:
-        raise RecordError("record fails its CRC32C")
-    return queue_offset, store_ts
+    fields = _checked_prefix(data if isinstance(data, memoryview) else memoryview(data))
+    return fields[3], fields[4]
 
 
 def decode_record(data: bytes | memoryview, topic: str, queue_id: int,
@@ -166,16 +175,7 @@ def decode_record(data: bytes | memoryview, topic: str, queue_id: int,
     """Parse and check one record occupying all of ``data``: one pass, one CRC
     (and, for a compressed or encrypted record, ``codec`` opens its tail)."""
     view = data if isinstance(data, memoryview) else memoryview(data)
-    size = len(view)
-    if size < MIN_RECORD_SIZE:
-        raise RecordError(f"record is {size} bytes, a record is at least {MIN_RECORD_SIZE}")
-    total, magic, crc, queue_offset, store_ts, flags, tag_len = _PREFIX.unpack_from(view)
-    if magic != MAGIC or total < MIN_RECORD_SIZE:
-        raise RecordError(f"no record here: magic {magic:#x}, size {total}")
-    if total != size:
-        raise RecordError(f"record says {total} bytes, {size} given")
-    if crc32c(view[_HEAD.size :]) != crc:
-        raise RecordError("record fails its CRC32C")
+    total, _, _, queue_offset, store_ts, flags, tag_len = _checked_prefix(view)
     if flags:
         return _decode_sealed(view, flags, codec, Message(topic, queue_id, queue_offset, b"",
                                                           store_ts))
