@@ -37,7 +37,6 @@ from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
-    decode_record,
     encode_record,
     encode_unit,
     tags_hash,
@@ -244,8 +243,7 @@ class QueueLog(QueueReading):
             await self.meta.set_properties(properties.clean_from_update(end))
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
-        unit = self.unit_of_record(data, position, self.next_offset)
-        message = decode_record(data, self.topic, self.queue_id, self.codec)
+        unit, message = self.unit_and_record(data, position, self.next_offset)
         self._pending.append(Pending(self.next_offset, unit,
                                      indexed_keys(message.keys, message.properties)))
         self.next_offset += 1

@@ -214,6 +214,11 @@ class QueueReading(abc.ABC):
                        ) -> CqUnit:
         """The consume-queue unit of the record ``data`` at commit-log byte
         ``position``, which must hold offset ``offset`` (its CRC checked)."""
+        return self.unit_and_record(data, position, offset)[0]
+
+    def unit_and_record(self, data: bytes | memoryview, position: int, offset: int
+                        ) -> tuple[CqUnit, Message]:
+        """:meth:`unit_of_record`, and the message the record holds (one decode)."""
         try:
             message = decode_record(data, self.topic, self.queue_id, self.codec)
         except RecordError as exc:
@@ -221,7 +226,8 @@ class QueueReading(abc.ABC):
         if message.offset != offset:
             raise self._corrupt(f"commit log byte {position} holds offset {message.offset}, "
                                 f"expected {offset}")
-        return CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp)
+        return (CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp),
+                message)
 
     async def get(self, offset: int, max_count: int, max_bytes: int = 4 * 1024 * 1024
                   ) -> list[Message]:
