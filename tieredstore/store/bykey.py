@@ -40,6 +40,7 @@ from tieredstore.store.keyindex import (
     slot_of,
 )
 from tieredstore.store.record import Message, RecordError, decode_record
+from tieredstore.store.runs import run_end
 
 if TYPE_CHECKING:
     from tieredstore.store.reading import QueueReading
@@ -146,15 +147,12 @@ async def _confirm(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
                    ) -> list[Message]:
     """The records of ``entries`` (in position order) that hold the key."""
     out: list[Message] = []
+    spans = [(e.position, e.size) for e in entries]
     i = 0
     while i < len(entries):
         try:
-            segment_end = await queue.commit_log_segment_end(entries[i].position)
-            j, end = i, entries[i].position + entries[i].size
-            while (j + 1 < len(entries) and entries[j + 1].position - end <= RUN_GAP
-                   and entries[j + 1].position + entries[j + 1].size <= segment_end):
-                j += 1
-                end = max(end, entries[j].position + entries[j].size)
+            j, end = run_end(spans, i, await queue.commit_log_segment_end(entries[i].position),
+                             RUN_GAP)
             start = entries[i].position
             data = memoryview(await queue.read_commit_log_span(start, end - start))
         except TieredStoreError as exc:

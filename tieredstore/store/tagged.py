@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from tieredstore.errors import TieredStoreError
 from tieredstore.store.checks import record_problem
 from tieredstore.store.record import CqUnit, Message, RecordError, decode_record, tags_hash
+from tieredstore.store.runs import run_end
 
 if TYPE_CHECKING:
     from tieredstore.store.reading import QueueReading
@@ -81,15 +82,11 @@ async def _read_runs(queue: QueueReading, picked: list[tuple[int, CqUnit]],
     """Read the picked records, neighbours together; the offset to go on from if
     it stopped before the end of ``picked`` (full, or a record that cannot be
     read after messages were found), else None."""
+    spans = [(unit.position, unit.size) for _, unit in picked]
     i = 0
     while i < len(picked):
         first_offset, first = picked[i]
-        segment_end = await queue.commit_log_segment_end(first.position)
-        j, end = i, first.position + first.size
-        while (j + 1 < len(picked) and picked[j + 1][1].position == end
-               and end + picked[j + 1][1].size <= segment_end):
-            j += 1
-            end += picked[j][1].size
+        j, end = run_end(spans, i, await queue.commit_log_segment_end(first.position))
         try:
             data = memoryview(await queue.read_commit_log_span(first.position,
                                                                end - first.position))
