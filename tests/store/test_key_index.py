@@ -270,3 +270,30 @@ async def test_a_lost_or_damaged_slot_object_reads_the_index_segment_instead(
     await store.close()
     if damage != "deleted":
         assert "slot object" in caplog.text
+
+
+class _LogLists(ForwardingObjectStore):
+    """Counts LISTs of the broker's log."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.lists = 0
+
+    def list_pages(self, prefix: str) -> Any:
+        if "/log/" in prefix:
+            self.lists += 1
+        return super().list_pages(prefix)
+
+
+async def test_a_read_only_lookup_loads_the_log_once_for_all_queues() -> None:
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(small_config(**INDEX), store=backend)
+    for i in range(90):
+        await store.append("t", i % 3, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+    await store.close()
+    counting = _LogLists(backend)
+    async with await ReadOnlyMessageStore.open(small_config(**INDEX), store=counting) as ro:
+        found = await ro.query_by_key("t", "k2", max_count=100)
+    assert numbers(found) == expected("k2", 90)
+    assert {m.queue_id for m in found} == {1, 2}  # queue 0 gets the messages without keys
+    assert counting.lists == 1

@@ -16,6 +16,7 @@ from collections.abc import Collection
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
@@ -24,7 +25,7 @@ from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import open_fetcher, open_object_store
-from tieredstore.store.keys import metadata_root
+from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.record import Message
 from tieredstore.store.tagged import MAX_SCAN, Tagged
 from tieredstore.store.view import QueueView
@@ -67,12 +68,17 @@ class ReadOnlyMessageStore:
         lists it again to see what a writer added since."""
         self._check_open()
         arguments.check_queue(topic, queue_id)
-        key = (topic, queue_id)
-        view = self._views.get(key)
+        view = self._views.get((topic, queue_id))
         if view is None or fresh:
-            view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
-                                        codec=self.codec)
-            self._views[key] = view
+            view = await self._open_view(topic, queue_id)
+        return view
+
+    async def _open_view(self, topic: str, queue_id: int, log: LogSnapshot | None = None
+                         ) -> QueueView:
+        """A fresh view, kept; ``log``: the broker's log loaded before (else here)."""
+        view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
+                                    log=log, codec=self.codec)
+        self._views[(topic, queue_id)] = view
         return view
 
     async def get_by_tags(self, topic: str, queue_id: int, offset: int,
@@ -102,11 +108,13 @@ class ReadOnlyMessageStore:
     async def query_by_key(self, topic: str, key: str, begin_ms: int = 0,
                            end_ms: int = MAX_TIMESTAMP, max_count: int = 64) -> list[Message]:
         """As :meth:`AsyncMessageStore.query_by_key`, over what is durable in the
-        bucket (each of the topic's queues listed afresh)."""
+        bucket (each of the topic's queues listed afresh, after one load of the
+        broker's log for them all)."""
         arguments.check_query_by_key(topic, key, begin_ms, end_ms, max_count)
         wanted = KeyQuery(key, begin_ms, end_ms, max_count)
-        views = [await self.queue(t, q, fresh=True) for t, q in await self.queues()
-                 if t == topic]
+        queues = [q for t, q in await self.queues() if t == topic]
+        log = await LogSnapshot.load(self.store, log_path(self.config)) if queues else None
+        views = [await self._open_view(topic, q, log) for q in queues]
         return newest(await asyncio.gather(*(v.query_by_key(wanted) for v in views)),
                       max_count)
 
