@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError, TieredStoreError
 from tieredstore.objectstore import ObjectStore
-from tieredstore.store import open_object_store
+from tieredstore.store import ReadOnlyMessageStore, open_object_store
 
 DEFAULT_CONFIG = "conf/tieredstore.toml"
 
@@ -110,6 +111,19 @@ def open_existing_store(config: TieredStoreConfig) -> ObjectStore:
         raise CliError("backend 'memory' holds nothing between commands; "
                        "use 'local' or 's3'")
     return open_object_store(config)
+
+
+@contextlib.asynccontextmanager
+async def read_only_store(args: argparse.Namespace) -> AsyncIterator[ReadOnlyMessageStore]:
+    """The store ``args`` name, for reading only (no disk cache left behind);
+    it and its backend are closed after."""
+    config = resolve_config(args, disk_cache_bytes=0)
+    backend = open_existing_store(config)
+    try:
+        async with await ReadOnlyMessageStore.open(config, store=backend) as store:
+            yield store
+    finally:
+        await backend.close()
 
 
 def positive_int(text: str) -> int:

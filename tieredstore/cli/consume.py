@@ -21,15 +21,14 @@ import sys
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.store import Message, OffsetOutOfRange, ReadOnlyMessageStore
+from tieredstore.store import Message, OffsetOutOfRange
 
 from .common import (
     CliError,
     nonnegative_int,
-    open_existing_store,
     progress,
     progress_enabled,
-    resolve_config,
+    read_only_store,
     timestamp_ms,
 )
 
@@ -85,10 +84,8 @@ def as_text(message: Message) -> str:
 
 async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
     """Print the messages asked for; returns (count, first offset, end offset)."""
-    config = resolve_config(args, disk_cache_bytes=0)  # a reader leaves no cache behind
-    store = await ReadOnlyMessageStore.open(config, store=open_existing_store(config))
     render = as_json if args.format == "json" else as_text
-    try:
+    async with read_only_store(args) as store:
         queue = await store.queue(args.topic, args.queue)
         if args.from_time is not None:
             start = await queue.offset_for_time(args.from_time)
@@ -112,10 +109,6 @@ async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
                 offset += len(batch)
                 bar.update(len(batch))
         return offset - start, start, offset
-    finally:
-        backend = store.store
-        await store.close()
-        await backend.close()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],

@@ -13,24 +13,16 @@ import argparse
 import sys
 
 from tieredstore import sync
-from tieredstore.store import Message, ReadOnlyMessageStore
+from tieredstore.store import Message
 
-from .common import open_existing_store, positive_int, resolve_config
+from .common import MAX_TIMESTAMP, positive_int, read_only_store
 from .consume import as_json, as_text, parse_time
-
-MAX_TIME = 2**63 - 1
 
 
 async def query(args: argparse.Namespace) -> list[Message]:
-    config = resolve_config(args, disk_cache_bytes=0)  # a reader leaves no cache behind
-    store = await ReadOnlyMessageStore.open(config, store=open_existing_store(config))
-    try:
+    async with read_only_store(args) as store:
         return await store.query_by_key(args.topic, args.key, args.from_time, args.until_time,
                                         args.count)
-    finally:
-        backend = store.store
-        await store.close()
-        await backend.close()
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -42,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parser.add_argument("--key", required=True, help="a message key or unique id")
     parser.add_argument("--from-time", type=parse_time, default=0, metavar="TIME",
                         help="stored at or after TIME: ms since the epoch or ISO 8601")
-    parser.add_argument("--until-time", type=parse_time, default=MAX_TIME, metavar="TIME",
+    parser.add_argument("--until-time", type=parse_time, default=MAX_TIMESTAMP, metavar="TIME",
                         help="stored at or before TIME")
     parser.add_argument("--count", type=positive_int, default=64, metavar="N",
                         help="the newest N messages at most (default 64)")
