@@ -11,8 +11,9 @@
    SeaweedFS, the store's ``get_object`` on local), each CRC32C-checked, and
    s3fs's readahead file (SeaweedFS).
 2. **Decode per message.** The same read of 1 KiB messages on the local
-   backend, against plain Python that frames each record of the same bytes,
-   checks its CRC32C and slices its body: what decoding cannot do without.
+   backend, against plain Python that decodes each record of the same bytes
+   (its fixed fields, its CRC32C, its body) and, for reference, plain Python
+   that only frames them: what decoding cannot do without.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ VOLUMES = {"full": (128 * MiB, 64 * MiB), "quick": (32 * MiB, 16 * MiB),
 _HEAD = struct.Struct(">III")
 _BODY_LENGTH = struct.Struct(">I")
 _BARE_BODY = 12 + 20 + 2 + 2 + 2  # head, fixed fields, no tags, no keys, no properties
+# A record's fixed fields (docs/format.md): size, magic, CRC32C, offset, store time,
+# flags, tags length, key count, property count, body length.
+_FIELDS = struct.Struct(">IIIQqIHHHI")
+_MAGIC = 0x54534D31
 
 
 class _KeepOpen(ForwardingObjectStore):
@@ -124,7 +129,7 @@ async def raw_gets(get: Callable[[str, int, int], Coroutine[Any, Any, bytes]],
     return time.perf_counter() - started
 
 
-def decode_plain(datas: list[bytes]) -> int:
+def frame_plain(datas: list[bytes]) -> int:
     """Frame every record of the commit-log bytes, check its CRC32C, copy its body.
 
     The records are the benchmark's own (no tags, keys or properties), so the
@@ -141,6 +146,31 @@ def decode_plain(datas: list[bytes]) -> int:
                 raise ValueError(f"record at {at} fails its CRC32C")
             (n,) = _BODY_LENGTH.unpack_from(view, at + _BARE_BODY)
             bytes(view[at + _BARE_BODY + 4 : at + _BARE_BODY + 4 + n])
+            count += 1
+            at += total
+    return count
+
+
+def parse_plain(datas: list[bytes]) -> int:
+    """Decode every record of the commit-log bytes: unpack its fixed fields, check
+    its size and magic and that it holds a body alone, check its CRC32C, and keep
+    (offset, store time, body), in batches of ``BATCH``: the least a decoder that
+    returns messages does."""
+    count = 0
+    out: list[tuple[int, int, bytes]] = []
+    for data in datas:
+        view = memoryview(data)
+        at, end = 0, len(data)
+        while at + _FIELDS.size <= end:
+            total, magic, crc, offset, ts, _flags, _tags, _keys, _props, n = \
+                _FIELDS.unpack_from(view, at)
+            if magic != _MAGIC or at + total > end or _FIELDS.size + n != total:
+                break
+            if crc32c(view[at + _HEAD.size : at + total]) != crc:
+                raise ValueError(f"record at {at} fails its CRC32C")
+            out.append((offset, ts, view[at + _FIELDS.size : at + total].tobytes()))
+            if len(out) == BATCH:  # handed over in batches, as get returns them
+                out = []
             count += 1
             at += total
     return count
@@ -226,8 +256,9 @@ def _by_key(units: list[tuple[ObjectInfo, int, int]]) -> dict[str, list[tuple[in
 async def _decode_table(env: BenchEnv, volume: int) -> Table:
     table = Table(
         f"get of 1 KiB messages, local backend: {human(volume)}, get(max_count={BATCH})",
-        ["backend", "reader", "messages/s", "vs plain Python"],
-        goal="at least 0.5x plain Python that frames, CRC-checks and slices the same records",
+        ["backend", "reader", "messages/s", "vs plain Python decode"],
+        goal="at least 0.5x plain Python that decodes the same records and checks their "
+             "CRC32C",
     )
     store = await env.store(LOCAL, "decode")
     try:
@@ -236,24 +267,31 @@ async def _decode_table(env: BenchEnv, volume: int) -> Table:
         # One buffer: records cross chunk boundaries (never segment ones, and the
         # segments of the commit log follow one another).
         datas = [b"".join([await store.get(i.key, ByteRange(o, n)) for i, o, n in units])]
-        get_runs, plain_runs = [], []
-        count = 0
+        runs: dict[str, list[float]] = {"get": [], "parse": [], "frame": []}
         for _ in range(max(1, env.sizes.seq_repeats)):
             seconds, count, _ = await consume(store)
-            get_runs.append(count / seconds)
-            started = time.perf_counter()
-            plain = decode_plain(datas)
-            plain_runs.append(plain / (time.perf_counter() - started))
-            assert plain == count, (plain, count)
-        get_rate, plain_rate = median(get_runs), median(plain_runs)
+            runs["get"].append(count / seconds)
+            for name, plain in (("parse", parse_plain), ("frame", frame_plain)):
+                started = time.perf_counter()
+                decoded = plain(datas)
+                runs[name].append(decoded / (time.perf_counter() - started))
+                assert decoded == count, (name, decoded, count)
+        get_rate, parse_rate, frame_rate = (median(runs[k]) for k in ("get", "parse", "frame"))
         table.add(LOCAL, "tieredstore get (units, records, all checks)", f"{get_rate:,.0f}",
-                  f"{get_rate / plain_rate:.2f}x")
-        table.add(LOCAL, "plain Python over the same bytes in memory", f"{plain_rate:,.0f}",
-                  "1.00x")
-        table.verdict(get_rate / plain_rate >= 0.5, f"get at {get_rate / plain_rate:.2f}x")
-        table.notes.append("plain Python: the commit-log bytes already in memory, one struct "
-                           "unpack, one CRC32C and one body copy per record; get reads them "
-                           "from the store and checks consume-queue units too")
+                  f"{get_rate / parse_rate:.2f}x")
+        table.add(LOCAL, "plain Python decode: fields, CRC32C, (offset, time, body)",
+                  f"{parse_rate:,.0f}", "1.00x")
+        table.add(LOCAL, "plain Python framing only: size, CRC32C, body", f"{frame_rate:,.0f}",
+                  f"{frame_rate / parse_rate:.2f}x")
+        table.verdict(get_rate / parse_rate >= 0.5,
+                      f"get at {get_rate / parse_rate:.2f}x the plain decode "
+                      f"({get_rate / frame_rate:.2f}x framing only)")
+        table.notes.append("plain Python runs over the commit-log bytes already in memory; "
+                           "get reads them from the store and checks consume-queue units too")
+        table.notes.append("decode: one unpack of a record's fixed fields, its size and magic "
+                           "checked, one CRC32C, (offset, time, body) handed over in batches "
+                           f"of {BATCH}; framing only: the body's length read at the place "
+                           "it has in these records, no fields")
     finally:
         await store.close()
     return table

@@ -16,6 +16,7 @@ from tieredstore.store.record import (
     decode_plain_run,
     decode_record,
     decode_unit,
+    decode_units,
     encode_record,
     encode_unit,
 )
@@ -79,6 +80,38 @@ def test_unit_corruption_is_caught() -> None:
     data[5] ^= 1
     with pytest.raises(RecordError, match="CRC32C"):
         decode_unit(bytes(data))
+
+
+def _bad_crc(data: bytes, index: int) -> bytes:
+    """``data`` (units) with unit ``index``'s CRC32C field flipped."""
+    out = bytearray(data)
+    out[index * 32 + 31] ^= 1
+    return bytes(out)
+
+
+def test_every_unit_crc_is_checked_unless_chained() -> None:
+    units = [CqUnit(100 * i, 100, 0, i) for i in range(4)]
+    data = b"".join(map(encode_unit, units))
+    assert decode_units(data) == decode_units(data, chained=True) == units
+    for i in range(4):
+        with pytest.raises(RecordError, match=f"unit {i} of the read fails its CRC32C"):
+            decode_units(_bad_crc(data, i))
+
+
+def test_chained_units_leave_units_that_follow_on_to_their_records() -> None:
+    # Units 1 and 3 follow on from the one before: their records confirm them.
+    units = [CqUnit(0, 100, 0, 0), CqUnit(100, 100, 0, 1), CqUnit(500, 100, 0, 2),
+             CqUnit(600, 100, 0, 3)]
+    data = b"".join(map(encode_unit, units))
+    assert decode_units(_bad_crc(_bad_crc(data, 1), 3), chained=True) == units
+    # The first (nothing before it to follow) and one that jumps are checked.
+    for i in (0, 2):
+        with pytest.raises(RecordError, match=f"unit {i} of the read fails its CRC32C"):
+            decode_units(_bad_crc(data, i), chained=True)
+    # ... unless the first follows on from the unit before the read.
+    assert decode_units(_bad_crc(data, 0), chained=True, previous_end=0) == units
+    with pytest.raises(RecordError, match="unit 0 of the read"):
+        decode_units(_bad_crc(data, 0), chained=True, previous_end=1)
 
 
 def _run(records: list[bytes], units: list[CqUnit], *, max_bytes: int = 1 << 30

@@ -414,11 +414,11 @@ class QueueLog(QueueReading):
 
     # --- reading -------------------------------------------------------------------------
 
-    async def units(self, start: int, end: int) -> list[CqUnit]:
+    async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)``: stored ones, then those
         still waiting in memory for their commit-log bytes to land."""
         stored_end = min(end, self.cq.end // UNIT_SIZE)
-        out = await self.stored_units(start, stored_end)
+        out = await self.stored_units(start, stored_end, chained=chained)
         offset = max(start, stored_end)
         if offset < end:
             first_pending = self._pending[0].offset if self._pending else self.next_offset

@@ -12,6 +12,7 @@ import abc
 import functools
 import logging
 from collections.abc import Collection
+from operator import itemgetter
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import FileType, QueueMetadata
@@ -32,6 +33,8 @@ from tieredstore.store.record import (
     tags_hash,
 )
 from tieredstore.store.tagged import MAX_SCAN, Tagged, get_by_tags
+
+_SIZE = itemgetter(1)  # a unit's size
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +70,9 @@ class QueueReading(abc.ABC):
         """The first offset of the consume queue's segment not yet recorded."""
 
     @abc.abstractmethod
-    async def units(self, start: int, end: int) -> list[CqUnit]:
-        """Consume-queue units of offsets ``[start, end)``."""
+    async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
+        """Consume-queue units of offsets ``[start, end)`` (``chained``: for a
+        caller that checks each against its record, see :func:`decode_units`)."""
 
     @abc.abstractmethod
     async def consume_queue_segment(self, position: int) -> tuple[int, int]:
@@ -78,9 +82,12 @@ class QueueReading(abc.ABC):
     async def read_consume_queue(self, position: int, length: int) -> bytes:
         """Consume-queue bytes, within one segment, every unit checked."""
 
-    async def stored_units(self, start: int, stop: int) -> list[CqUnit]:
+    async def stored_units(self, start: int, stop: int, *, chained: bool = False
+                           ) -> list[CqUnit]:
         """Units of offsets ``[start, stop)`` read from the consume queue: one
-        read per segment they span, every unit's CRC checked. Units a damaged
+        read per segment they span, every unit's CRC checked (``chained``: each
+        that follows on from the one before is left to the caller's check
+        against its record, see :func:`decode_units`). Units a damaged
         or missing consume-queue range held are rebuilt from the commit log
         (:meth:`_rebuilt_units`)."""
         out: list[CqUnit] = []
@@ -101,7 +108,8 @@ class QueueReading(abc.ABC):
                 offset = end
                 continue
             try:
-                out.extend(decode_units(data))
+                out.extend(decode_units(data, chained=chained,
+                                        previous_end=out[-1].end if out and chained else None))
             except RecordError:
                 for i in range(end - offset):  # which one: name its offset
                     try:
@@ -242,7 +250,9 @@ class QueueReading(abc.ABC):
         self.check_range(offset)
         if max_count <= 0:
             return []
-        units = await self._readable_units(offset, min(self.max_offset, offset + max_count))
+        # Every unit is checked against its record below: chained units suffice.
+        units = await self._readable_units(offset, min(self.max_offset, offset + max_count),
+                                           chained=True)
         messages: list[Message] = []
         total = i = 0
         count = len(units)
@@ -250,6 +260,13 @@ class QueueReading(abc.ABC):
             first = units[i]
             segment_end = await self.commit_log_segment_end(first.position)
             j, run, end = i, first.size, first.position + first.size
+            last = units[-1]
+            span = last.end - first.position
+            if (last.end <= segment_end and total + span <= max_bytes
+                    and sum(map(_SIZE, units[i:])) == span):
+                # The rest, back to back (as a writer lays them) and within bounds:
+                # one run, without the walk below.
+                j, run, end = count - 1, span, last.end
             while j + 1 < count and total + run < max_bytes:
                 position, size, _, _ = units[j + 1]
                 if position != end or position + size > segment_end:
@@ -316,18 +333,19 @@ class QueueReading(abc.ABC):
             k += 1
         return total, True
 
-    async def _readable_units(self, start: int, end: int) -> list[CqUnit]:
+    async def _readable_units(self, start: int, end: int, *, chained: bool = False
+                              ) -> list[CqUnit]:
         """Units of ``[start, end)``; if some cannot be read, those before the first
         bad one (the error itself if that is ``start``'s)."""
         try:
-            return await self.units(start, end)
+            return await self.units(start, end, chained=chained)
         except TieredStoreError:
             if end - start <= 1:
                 raise
         out: list[CqUnit] = []
         for at in range(start, end):
             try:
-                out.extend(await self.units(at, at + 1))
+                out.extend(await self.units(at, at + 1))  # each alone: all checked
             except TieredStoreError:
                 if not out:
                     raise

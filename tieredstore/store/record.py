@@ -309,19 +309,30 @@ def decode_unit(data: bytes | memoryview, offset: int = 0) -> CqUnit:
     return CqUnit(position, size, tag_hash, ts)
 
 
-def decode_units(data: bytes | memoryview) -> list[CqUnit]:
+def decode_units(data: bytes | memoryview, *, chained: bool = False,
+                 previous_end: int | None = None) -> list[CqUnit]:
     """Every unit of ``data`` (whole units), each one's CRC checked; a bad one
-    raises naming its index."""
+    raises naming its index.
+
+    ``chained``: for a reader that checks each unit against the record it
+    points to, as ``get`` does. A unit that starts where the one before it
+    (``previous_end`` for the first) ends has nothing its record does not
+    confirm: its size, offset, store time and tags hash are compared with the
+    record's CRC-checked fields, its position by following on. Only the others
+    have their own CRC32C checked."""
     if len(data) % UNIT_SIZE:
         raise RecordError(f"consume-queue bytes are {len(data)}, not whole units")
     view = memoryview(data)
     out: list[CqUnit] = []
     append, new = out.append, tuple.__new__
     at = 0
+    end = -1 if previous_end is None else previous_end  # positions are never negative
     for position, size, tag_hash, ts, crc in _UNIT_ALL.iter_unpack(view):
-        if crc32c(view[at : at + _UNIT_BODY]) != crc:
+        if position != end and crc32c(view[at : at + _UNIT_BODY]) != crc:
             raise RecordError(f"consume-queue unit {at // UNIT_SIZE} of the read fails its "
                               "CRC32C")
         append(new(CqUnit, (position, size, tag_hash, ts)))  # CqUnit(...), built in C
+        if chained:
+            end = position + size
         at += UNIT_SIZE
     return out

@@ -407,9 +407,9 @@ class QueueView(QueueReading):
     async def read_commit_log_span(self, position: int, length: int) -> bytes:
         return await self.cl.read(position, length, span=True)
 
-    async def units(self, start: int, end: int) -> list[CqUnit]:
+    async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
-        return await self.stored_units(start, min(end, self.max_offset))
+        return await self.stored_units(start, min(end, self.max_offset), chained=chained)
 
     async def consume_queue_segment(self, position: int) -> tuple[int, int]:
         view = await self.cq.locate(position)
