@@ -52,6 +52,9 @@ from tieredstore.sizes import MiB
 __all__ = ["Fetcher", "FetcherOptions", "MiB", "UnitKey", "disk_key", "unit_key"]
 
 log = logging.getLogger(__name__)
+# A reader served from memory yields to the loop at most this often (seconds)
+# while loads are in flight, so they progress (see Fetcher.read).
+YIELD_EVERY = 0.002
 
 
 class Fetcher:
@@ -84,6 +87,7 @@ class Fetcher:
         self.readahead_chunk_num = options.readahead_chunk_num
         self.readahead_chunk_max = options.readahead_chunk_max
         self.drop_behind = options.drop_behind
+        self._yielded = 0.0  # when a read last let loads in flight move on
         self.loads = LoadRegistry(self._load, concurrency=options.read_concurrency,
                                   metrics=self.metrics)
         # Which disk work predates a forget() of its segment (see _load, forget).
@@ -130,6 +134,13 @@ class Fetcher:
         result = assemble(slices, datas)
         if not self.loads.closed:
             self._read_ahead(path, layout, position, length, slices)
+            if self.loads and started - self._yielded >= YIELD_EVERY:
+                # Let loads in flight move on: a reader served from memory never
+                # waits on the loop otherwise, so its read-ahead would neither
+                # send its GETs nor take in their bytes until it needs them.
+                # (At most every YIELD_EVERY: each yield costs a loop turn.)
+                self._yielded = started
+                await asyncio.sleep(0)
         self.metrics.observe_read(time.perf_counter() - started)
         return result
 

@@ -32,6 +32,7 @@ from tieredstore.store.message_store import AsyncMessageStore
 from tieredstore.store.observe import QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
+from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.rebuild import queues_with_segments
 from tieredstore.store.record import (
@@ -45,7 +46,6 @@ from tieredstore.store.record import (
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
 from tieredstore.store.view import (
-    QueueView,
     SegmentView,
     list_segments,
     open_metadata,

@@ -48,12 +48,12 @@ from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.observe import MetricsServer, Prices, QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import QueueLog
+from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
 from tieredstore.store.tagged import MAX_SCAN, Tagged
-from tieredstore.store.view import QueueView
 from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)

@@ -26,9 +26,9 @@ from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import log_path, metadata_root
+from tieredstore.store.queue_view import QueueView
 from tieredstore.store.record import Message
 from tieredstore.store.tagged import MAX_SCAN, Tagged
-from tieredstore.store.view import QueueView
 
 
 class ReadOnlyMessageStore:

@@ -18,7 +18,8 @@ from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentState
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.store.properties import merges_owed
-from tieredstore.store.view import FlatView, QueueView, list_flat_file
+from tieredstore.store.queue_view import QueueView
+from tieredstore.store.view import FlatView, list_flat_file
 
 
 @dataclass(frozen=True, slots=True)

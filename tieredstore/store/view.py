@@ -41,17 +41,8 @@ from tieredstore.segment.path import (
 )
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
-from tieredstore.store import properties
-from tieredstore.store.bykey import KeyQuery, find_entries
-from tieredstore.store.codec import RecordCodec
 from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
-from tieredstore.store.keyindex import IndexEntry
-from tieredstore.store.keys import log_path, metadata_root, segment_path
-from tieredstore.store.reading import QueueReading
-from tieredstore.store.record import (
-    UNIT_SIZE,
-    CqUnit,
-)
+from tieredstore.store.keys import metadata_root, segment_path
 
 OPEN_CONCURRENCY = 16
 
@@ -344,83 +335,3 @@ class FlatView:
             raise self._corrupt(fresh.error or f"segment {view.path} shrank to {fresh.size} "
                                 "bytes while it was read")
         view.state, view.layout = fresh.state, fresh.layout
-
-
-class QueueView(QueueReading):
-    """One queue, read-only: offsets, ``get`` and ``offset_for_time`` as the store
-    answers them (the same code), over what is durable in the bucket."""
-
-    def __init__(self, topic: str, queue_id: int, meta: QueueMetadata, cl: FlatView,
-                 cq: FlatView, *, index: FlatView | None = None) -> None:
-        self.topic = topic
-        self.queue_id = queue_id
-        self.meta = meta
-        self.cl = cl
-        self.cq = cq
-        self.index = index  # the key index, if the queue has one (listed when first read)
-
-    @classmethod
-    async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
-                   queue_id: int, reader: SegmentReader, *, log: LogSnapshot | None = None,
-                   codec: RecordCodec | None = None) -> QueueView:
-        """``log``: the broker's log as loaded before this call (loaded here if None);
-        ``codec``: what opens compressed or encrypted records (from ``config``, with
-        its key if it has one, if None)."""
-        if log is None:
-            log = await LogSnapshot.load(store, log_path(config))
-        meta = await open_metadata(store, config, topic, queue_id)
-        cl, cq, index = (FlatView(store, config, meta, topic=topic, queue_id=queue_id,
-                                  file_type=t, reader=reader, log=log)
-                         for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE, FileType.INDEX))
-        # The consume queue first: every unit it holds then points into commit-log
-        # bytes stored before the commit log is listed (a live writer goes on).
-        await cq.open()
-        await cl.open()
-        has_index = properties.index_from(meta.properties) is not None
-        view = cls(topic, queue_id, meta, cl, cq, index=index if has_index else None)
-        view.codec = codec or RecordCodec.from_config(config, strict=False)
-        return view
-
-    @property
-    def min_offset(self) -> int:
-        return self.cq.first // UNIT_SIZE
-
-    @property
-    def max_offset(self) -> int:
-        """One past the last offset whose consume-queue unit is durable."""
-        return self.cq.end // UNIT_SIZE
-
-    @property
-    def clean_from(self) -> int:
-        return properties.clean_from(self.meta.properties)
-
-    @property
-    def tail_offset(self) -> int:
-        return self.cq.next_base // UNIT_SIZE
-
-    async def commit_log_segment_end(self, position: int) -> int:
-        return (await self.cl.locate(position)).end
-
-    async def read_commit_log(self, position: int, length: int) -> bytes:
-        return await self.cl.read(position, length)
-
-    async def read_commit_log_span(self, position: int, length: int) -> bytes:
-        return await self.cl.read(position, length, span=True)
-
-    async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
-        """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
-        return await self.stored_units(start, min(end, self.max_offset), chained=chained)
-
-    async def consume_queue_segment(self, position: int) -> tuple[int, int]:
-        view = await self.cq.locate(position)
-        return view.base, view.end
-
-    async def read_consume_queue(self, position: int, length: int) -> bytes:
-        return await self.cq.read(position, length)
-
-    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
-        index = self.index
-        if index is None:
-            return []
-        return await find_entries(index.store, index.path_of, self.meta, index, q)
-
