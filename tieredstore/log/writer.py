@@ -29,6 +29,11 @@ Pieces move into chunks (``ChunkedSegment.compact``) when a segment holds a
 full chunk of them, when it seals, or when their log object is
 ``compact_age`` old (:meth:`LogWriter.maintain`); a log object all of whose
 pieces moved is deleted once ``delete_age`` old (:class:`LogTracker`).
+
+Over 400 lines because writing, landing, consolidating and adopting pieces
+all change one map (which pieces of which log object each segment holds, and
+which segment object may take them); the series, tracker, hold and
+consolidation policy it uses are modules of their own.
 """
 
 from __future__ import annotations

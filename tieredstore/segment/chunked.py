@@ -19,6 +19,12 @@ a takeover cannot both win), writes a ``sealed`` marker recording the final
 size, merges the chunks into one ``segment`` object (see
 :mod:`tieredstore.segment.merge`), then deletes the chunks and, last, the
 marker (see :mod:`tieredstore.segment.cleanup`).
+
+Over 400 lines because it is one state machine: claiming, committing, taking
+log pieces in and compacting them, sealing and merging all move the same
+layout, next entry id and fence state under one lock, and each step must see
+what a lost answer in another left in doubt. Entry creation, recovery,
+merging and cleanup are modules of their own.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ What is allowed:
 
 from __future__ import annotations
 
-import datetime
 import functools
 import math
 import time
@@ -39,6 +38,7 @@ from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
 from tieredstore.store.errors import MessageTooLarge
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import MIN_RECORD_SIZE, NO_TAGS
+from tieredstore.store.shown import about, iso, show, type_name
 
 MAX_TIMESTAMP = 2**63 - 1  # a record stores an i64
 MAX_TEXT = NO_TAGS - 1  # bytes of a tag, key or property name in UTF-8 (u16 length)
@@ -48,45 +48,6 @@ MAX_VALUE = 2**32 - 1  # bytes of a property value (u32 length)
 MAX_NOW_SECONDS = 1e11
 
 BYTES_LIKE = "bytes-like (bytes, bytearray or memoryview)"
-
-
-# --- showing values ---------------------------------------------------------------------
-
-
-def show(value: Any, limit: int = 60) -> str:
-    """A value for an error message: its repr, cut short when long."""
-    try:
-        text = repr(value)
-    except Exception:  # a repr that fails must not hide the real error
-        text = f"<{type(value).__name__}>"
-    if len(text) > limit:
-        size = f"{len(value)} items, " if isinstance(value, Sequence | Mapping) else ""
-        text = f"{text[:limit]}... ({size}{len(text)} characters of repr)"
-    return text
-
-
-def type_name(value: Any) -> str:
-    kind = type(value)
-    return kind.__name__ if kind.__module__ == "builtins" else \
-        f"{kind.__module__}.{kind.__qualname__}"
-
-
-def iso(ms: int) -> str:
-    """``2024-05-01T12:00:00.000Z``, or the raw number when no calendar date fits."""
-    try:
-        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    except (OverflowError, ValueError, OSError):
-        return f"{ms} ms"
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def about(ms: float) -> str:
-    """A duration in milliseconds, roughly: ``54 years``, ``3 days``, ``5 h``, ``12 s``."""
-    s = ms / 1000
-    for name, unit in (("years", 365 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
-        if s >= 2 * unit:
-            return f"{s / unit:.0f} {name}"
-    return f"{s:.0f} s" if s >= 1 else f"{ms:.0f} ms"
 
 
 # --- plain values ---------------------------------------------------------------------------

@@ -7,6 +7,11 @@ and re-dispatches commit-log records the consume queue had not caught up
 with. A queue whose data is inconsistent is reported in ``corrupt`` and
 refuses appends with that error; what is intact in it still reads (through a
 read-only view of the bucket), and the other queues work.
+
+Over 400 lines because it is the whole public surface in one class: each
+method checks its arguments (:mod:`tieredstore.store.arguments`) and hands
+the call to a queue, a view or the log writer in a few lines; the work lives
+in those modules.
 """
 
 from __future__ import annotations

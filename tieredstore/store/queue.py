@@ -8,6 +8,13 @@ dispatches: it scans the CL from the end of the last CQ unit and appends the
 units of every complete, checked record it finds. A record cut short by a
 crash at the CL's end is dead space; the ``clean_from.commitlog`` head
 property remembers where clean records resume, so a later scan skips it.
+
+Over 400 lines because appending, dispatching, recovering and reading one
+queue share its in-memory state (the pending units, the three flat files'
+commit positions, ``clean_from``) under one lock: re-dispatch at recovery is
+the dispatch of appends run over stored records, and reads must see the
+pending units dispatch has not stored yet. The reading itself is
+:class:`~tieredstore.store.reading.QueueReading`, shared with read-only views.
 """
 
 from __future__ import annotations
