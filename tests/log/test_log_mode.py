@@ -6,6 +6,7 @@ a log object whose answer was lost landing once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -230,6 +231,65 @@ async def test_a_newer_store_fences_the_old_ones_log() -> None:
     await new.close()
     with pytest.raises(SegmentFenced):
         await old.close()
+
+
+async def fences(store: ObjectStore) -> list[str]:
+    """The log's fences (and fills): its zero-byte entries."""
+    return [o.key for o in await objects(store) if LOG_DIR in o.key and not o.size]
+
+
+async def test_fences_of_earlier_opens_go_once_gc_safety_age_old() -> None:
+    backend = MemoryObjectStore()
+    for i in range(3):
+        store = await AsyncMessageStore.open(log_config(), store=backend)
+        await store.append("t", 0, body(0, i))
+        await store.flush()
+        await store.close()
+    assert len(await fences(backend)) == 3  # one per open, none deleted yet
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+    await store.compact_log(time.time() + 60)  # not gc_safety_age old yet
+    assert len(await fences(backend)) == 4
+    await store.compact_log(time.time() + 3601)
+    # The older fences went; this store's own stays while it is the newest entry.
+    newest = max(o.key for o in await objects(backend) if LOG_DIR in o.key)
+    assert await fences(backend) == [newest]
+    await store.append("t", 0, body(0, 3))
+    await store.flush()
+    await store.compact_log(time.time() + 3601)
+    assert await fences(backend) == []  # a log object is the newest entry now
+    assert await read_all(store, 0) == [body(0, i) for i in range(4)]
+    await store.close()
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+    assert await read_all(store, 0) == [body(0, i) for i in range(4)]
+    await store.close()
+
+
+async def test_an_idle_replaced_store_looks_before_it_writes() -> None:
+    """A store replaced while idle, whose next id's fence was deleted meanwhile,
+    finds the newer store's entries before it creates that id: fenced, and its
+    message is acknowledged nowhere. (Without the look, its log object lands
+    at the freed id and its flush returns after the takeover.)"""
+    backend = MemoryObjectStore()
+    config = log_config(gc_safety_age=0.2)
+    old = await AsyncMessageStore.open(config, store=backend, writer_id="old")
+    await old.append("t", 0, body(0, 0))
+    await old.flush()
+    new = await AsyncMessageStore.open(config, store=backend, writer_id="new")
+    await new.append("t", 1, body(1, 0))
+    await new.flush()
+    await new.compact_log(time.time() + 1)
+    assert await fences(backend) == []  # the id the old store creates next is free
+    await asyncio.sleep(0.15)  # idle past gc_safety_age / 2
+    await old.append("t", 0, body(0, 1))
+    with pytest.raises(SegmentFenced):
+        await old.flush()
+    await new.close()
+    with contextlib.suppress(SegmentFenced):
+        await old.close()
+    reader = await AsyncMessageStore.open(config, store=backend)
+    assert await read_all(reader, 0) == [body(0, 0)]
+    assert await read_all(reader, 1) == [body(1, 0)]
+    await reader.close()
 
 
 class LoseLogReplies(ForwardingObjectStore):

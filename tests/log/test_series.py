@@ -87,6 +87,34 @@ async def test_a_lost_reply_is_the_writers_own_entry() -> None:
     assert (await series.append(b"more")).seq == entry.seq + 1
 
 
+async def test_a_writer_that_looks_before_writing_knows_its_own_lost_reply() -> None:
+    inner = MemoryObjectStore()
+    store = LosesReplies(inner)
+    series = LogSeries(store, PATH, "w", recheck_after=0.0)  # looks before every create
+    await series.claim()
+    store.lose = 1
+    with pytest.raises(RequestTimeout):
+        await series.append(b"data")
+    entry = await series.append(b"data")  # the listing shows its own entry: not another's
+    assert await inner.get(entry.key) == b"data"
+    assert (await series.append(b"more")).seq == entry.seq + 1
+
+
+async def test_a_writer_that_looks_before_writing_finds_a_newer_store() -> None:
+    store = MemoryObjectStore()
+    old = LogSeries(store, PATH, "old", recheck_after=0.0)
+    await old.claim()
+    new = LogSeries(store, PATH, "new")
+    await new.claim()
+    await new.append(b"x")
+    await store.delete_many([PATH.key(1)])  # new's fence, at old's next id, deleted
+    with pytest.raises(LogFenced, match="holds .*log-0*2, past this store's next entry"):
+        await old.append(b"y")
+    with pytest.raises(LogFenced):
+        await old.append(b"y")
+    assert [e.seq for e in await new.entries()] == [0, 2]
+
+
 async def test_other_bytes_at_the_id_are_a_fence_not_a_lost_reply() -> None:
     store = MemoryObjectStore()
     series = LogSeries(store, PATH, "w")

@@ -36,7 +36,13 @@ async def recover_log(writer: LogWriter) -> None:
     entries = await writer.series.claim()
     next_seq = writer.series.next_seq
     assert next_seq is not None
-    writer.tracker.landed(next_seq - 1, 0, time.time())  # our fence: the newest entry
+    now = time.time()
+    writer.tracker.landed(next_seq - 1, 0, now)  # our fence: the newest entry
+    # Every fence below ours (older stores' fences and fills, and our own fills)
+    # is a dead object seen now: deleted gc_safety_age from now, as a data entry
+    # whose pieces all moved (docs/format.md, "Deletion").
+    for seq in [e.seq for e in entries if e.fence] + writer.series.own_fills:
+        writer.tracker.landed(seq, 0, now)
     limit = asyncio.Semaphore(READ_CONCURRENCY)
 
     async def one(entry: LogEntry) -> None:

@@ -12,6 +12,8 @@ size and CRC, and succeeds.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 from tieredstore.errors import ObjectNotFound, TransientError
@@ -43,14 +45,23 @@ class LogEntry:
 class LogSeries:
     """One store's handle on its broker's log. ``writer_id`` must be new at every
     open (random): it is how a create tells its own lost reply from another
-    store's entry."""
+    store's entry.
 
-    def __init__(self, store: ObjectStore, path: LogPath, writer_id: str) -> None:
+    ``recheck_after``: seconds after its last create that landed (or its claim)
+    past which the next create first lists the log, because fences this old may
+    have been deleted (docs/format.md, "An idle writer looks before it writes").
+    The store passes half its ``gc_safety_age``; infinite: never."""
+
+    def __init__(self, store: ObjectStore, path: LogPath, writer_id: str, *,
+                 recheck_after: float = math.inf) -> None:
         self.store = store
         self.path = path
         self.writer_id = writer_id
+        self.recheck_after = recheck_after
         self._next: int | None = None
         self._fenced = False
+        self._checked = 0.0  # monotonic time of the claim or the last create that landed
+        self.own_fills: list[int] = []  # ids the claim filled with fences of ours
 
     @property
     def next_seq(self) -> int | None:
@@ -88,9 +99,13 @@ class LogSeries:
             seq = found[-1].seq + 1 if found else 0
             if await create_entry(self.store, self.path.key(seq + jump), b"",
                                   self.writer_id, FENCE_ENTRY):
-                found += await self._fill(seq, seq + jump)
+                theirs = await self._fill(seq, seq + jump)
+                taken = {e.seq for e in theirs}
+                self.own_fills = [n for n in range(seq, seq + jump) if n not in taken]
+                found += theirs
                 self._next = seq + jump + 1
                 self._fenced = False
+                self._checked = time.monotonic()
                 return found
             jump = min(MAX_JUMP, 2 * jump + 1)
         raise TransientError(f"could not fence the log at {self.path.directory} in "
@@ -135,9 +150,34 @@ class LogSeries:
             raise ValueError("a log entry holds bytes (only fences are empty)")
         seq = self._next
         key = self.path.key(seq)
+        if time.monotonic() - self._checked > self.recheck_after:
+            await self._look_before_writing(seq)
         if not await create_entry(self.store, key, data, self.writer_id, LOG_ENTRY):
             self._fenced = True
             raise LogFenced(f"log entry {key} is another store's: a newer store took the "
                             "log over")
         self._next = seq + 1
+        self._checked = time.monotonic()
         return LogEntry(seq, key, len(data))
+
+    async def _look_before_writing(self, seq: int) -> None:
+        """After a long idle: an entry past ``seq``, or one at ``seq`` that is not
+        our own earlier attempt, is another store's, so a newer store took the log
+        over, and the fence that would refuse our create may have been deleted
+        since. One listing (and a HEAD if ``seq`` is taken)."""
+        listed = await self.entries()
+        newer = [e for e in listed if e.seq > seq]
+        if not newer and any(e.seq == seq for e in listed):
+            # Our own create whose answer was lost, sent again now; or another's.
+            try:
+                info = await self.store.head(self.path.key(seq))
+            except ObjectNotFound:
+                info = None
+            if info is not None and info.metadata.get(WRITER_METADATA_KEY) != self.writer_id:
+                newer = [e for e in listed if e.seq == seq]
+        if newer:
+            self._fenced = True
+            raise LogFenced(f"the log at {self.path.directory} holds {newer[-1].key}, past "
+                            f"this store's next entry {self.path.key(seq)}: a newer store "
+                            "took the log over")
+        self._checked = time.monotonic()

@@ -172,9 +172,10 @@ class AsyncMessageStore:
         mode: the same if a log-mode store left log objects (their bytes move
         into chunks), else nothing (one LIST)."""
         ctx = self.ctx
-        writer = LogWriter(ctx.store, LogSeries(ctx.store, keys.log_path(self.config),
-                                                uuid.uuid4().hex),
-                           compose.log_options(self.config))
+        options = compose.log_options(self.config)
+        series = LogSeries(ctx.store, keys.log_path(self.config), uuid.uuid4().hex,
+                           recheck_after=options.delete_age / 2)
+        writer = LogWriter(ctx.store, series, options)
         if self.config.write_mode != "log" and not await has_log_objects(writer):
             return
         await recover_log(writer)
