@@ -108,7 +108,7 @@ async def test_a_writer_that_looks_before_writing_finds_a_newer_store() -> None:
     await new.claim()
     await new.append(b"x")
     await store.delete_many([PATH.key(1)])  # new's fence, at old's next id, deleted
-    with pytest.raises(LogFenced, match="holds .*log-0*2, past this store's next entry"):
+    with pytest.raises(LogFenced, match=r"holds .*log-0*2, past this store's next entry"):
         await old.append(b"y")
     with pytest.raises(LogFenced):
         await old.append(b"y")

@@ -141,3 +141,38 @@ async def test_committer_resends_the_same_bytes_and_keeps_the_tallies() -> None:
     assert committer.take_back() == b""
     await asyncio.sleep(0)  # the worker's done callback
     assert not shared.tasks
+
+
+class DerivedSegment(MemorySegment):
+    @property
+    def derived(self) -> bool:
+        return True
+
+
+async def test_a_segment_that_filled_a_chunk_waits_through_a_stall() -> None:
+    """The rate a busy segment's last chunk filled at counts: its producer pausing
+    (the loop busy uploading that chunk) does not send the next bytes into a
+    group commit of their own."""
+    segment = MemorySegment()
+    async with make_pool(group_commit_interval=0.05, chunk_wait=5.0) as pool:
+        for _ in range(9):  # a chunk in about 0.2 s: 40 KB/s
+            await pool.append(segment, b"z" * KiB)
+            await asyncio.sleep(0.025)
+        await until(lambda: segment.commits == [(0, 8 * KiB)])
+        # At the rate since the remainder's first byte alone (1 KiB in 1.2 s) the
+        # chunk would take far past chunk_wait; at the chunk's rate, well within.
+        await asyncio.sleep(1.2)
+        assert segment.commits == [(0, 8 * KiB)]
+        assert pool.metrics.waited_for_chunk > 0
+        await pool.flush(segment)
+        assert segment.commits == [(0, 8 * KiB), (8 * KiB, KiB)]
+
+
+@pytest.mark.parametrize("derived", [False, True])
+async def test_a_derived_segment_waits_chunk_wait_whatever_its_rate(derived: bool) -> None:
+    segment = DerivedSegment() if derived else MemorySegment()
+    async with make_pool(group_commit_interval=0.05, chunk_wait=1.0) as pool:
+        await pool.append(segment, b"u" * 100)  # a trickle: no chunk for ages
+        await asyncio.sleep(0.3)
+        assert segment.commits == ([] if derived else [(0, 100)])
+        await until(lambda: segment.commits == [(0, 100)])  # chunk_wait bounds the wait

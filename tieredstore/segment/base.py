@@ -37,6 +37,13 @@ class FileSegment(abc.ABC):
         return None
 
     @property
+    def derived(self) -> bool:
+        """Whether this segment's bytes can be rebuilt from another file's (a
+        consume queue's from its commit log): a writer that buffers may hold
+        them back longer than others (the upload buffer pool's ``chunk_wait``)."""
+        return False
+
+    @property
     @abc.abstractmethod
     def sealed(self) -> bool:
         """Whether the segment takes no more commits."""

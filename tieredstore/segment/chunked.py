@@ -211,6 +211,11 @@ class ChunkedSegment(FileSegment):
         return self.options.chunk_size
 
     @property
+    def derived(self) -> bool:
+        # docstring inherited
+        return self.options.derived
+
+    @property
     def has_entries(self) -> bool:
         """Whether the series holds any entry: data, a fence or a seal."""
         return self._next_entry != EntryId(0)

@@ -13,7 +13,10 @@ class SegmentOptions:
     """How a segment writes and compacts. ``unit_target`` defaults to ``chunk_size``.
 
     ``merged_metadata`` is user metadata added to the merged object's own
-    (``tieredstore-format``), as ``(key, value)`` pairs.
+    (``tieredstore-format``), as ``(key, value)`` pairs. ``derived``: the
+    segment's bytes can be rebuilt from another file's (a consume queue or a
+    key index, from the commit log), so a writer may hold them back longer
+    (the upload buffer pool's ``chunk_wait``).
     """
 
     chunk_size: int = 8 * MiB
@@ -22,6 +25,7 @@ class SegmentOptions:
     unit_target: int | None = None
     merge_concurrency: int = 4
     merged_metadata: tuple[tuple[str, str], ...] = ()
+    derived: bool = False
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Coroutine
@@ -54,6 +55,13 @@ class StoreContext:
     def segment_path(self, topic: str, queue_id: int, file_type: FileType, base: int
                      ) -> SegmentPath:
         return keys.segment_path(self.config, topic, queue_id, file_type, base)
+
+    def options_for(self, file_type: FileType) -> SegmentOptions:
+        """How a segment of ``file_type`` writes: the consume queue and the key index
+        are derived (re-dispatch rebuilds them from the commit log after a crash)."""
+        if file_type is FileType.COMMIT_LOG:
+            return self.segment_options
+        return dataclasses.replace(self.segment_options, derived=True)
 
     def max_size(self, file_type: FileType) -> int:
         if file_type is FileType.CONSUME_QUEUE:

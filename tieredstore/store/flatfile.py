@@ -135,7 +135,8 @@ class FlatFile:
         path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
         # claim: a writer that still has it open (one we replace) is fenced.
         self.active = await ChunkedSegment.open(
-            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
+            self.ctx.store, path, options=self.ctx.options_for(self.file_type),
+            reader=self.ctx.fetcher,
             claim=True,
         )
         await self.ctx.adopt_log(self.active)
@@ -284,7 +285,8 @@ class FlatFile:
         # leave alone (repairing it raced that writer's merge: a HEAD of a chunk its
         # cleanup had just deleted failed this store's append with ObjectNotFound).
         segment = await ChunkedSegment.open(
-            self.ctx.store, path, options=self.ctx.segment_options, reader=self.ctx.fetcher,
+            self.ctx.store, path, options=self.ctx.options_for(self.file_type),
+            reader=self.ctx.fetcher,
             repair=False,
         )
         if segment.has_entries or segment.sealed:

@@ -70,9 +70,9 @@ class SegmentCommitter:
     (``fatal``: for good, else until it has been raised once).
     """
 
-    __slots__ = ("_shared", "buffer", "commit_size", "detaching", "due_end", "error", "failures",
-                 "fatal", "label", "not_due_since", "retry_length", "segment", "waiters",
-                 "worker")
+    __slots__ = ("_shared", "buffer", "chunk_filled", "chunk_rate", "commit_size", "detaching",
+                 "due_end", "error", "failures", "fatal", "label", "not_due_since",
+                 "retry_length", "segment", "waiters", "worker")
 
     def __init__(self, segment: FileSegment, commit_size: int, shared: PoolShared) -> None:
         self.segment = segment
@@ -91,6 +91,10 @@ class SegmentCommitter:
         self.retry_length: int | None = None
         self.failures = 0  # failed commits in a row, since bytes last landed
         self.not_due_since: float | None = None  # loop time of the oldest byte not yet due
+        # Bytes per second at which the last full chunk filled (0: none has yet),
+        # and the loop time it filled.
+        self.chunk_rate = 0.0
+        self.chunk_filled = 0.0
         self._shared = shared
 
     @property
@@ -148,6 +152,10 @@ class SegmentCommitter:
         if self.error is None:
             shared.not_due -= to - self.due_end
         self.due_end = to
+        if trigger == "chunk" and self.not_due_since is not None:
+            now = asyncio.get_running_loop().time()
+            self.chunk_rate = self.commit_size / max(now - self.not_due_since, 1e-3)
+            self.chunk_filled = now
         if to == self.buffer.end:
             shared.timer.discard(self)
             self.not_due_since = None
@@ -169,15 +177,22 @@ class SegmentCommitter:
         """Whether the bytes not yet due, at the rate they arrived since the oldest,
         make a full chunk before that one is the pool's ``chunk_wait`` old: then a
         group commit leaves them (one upload, as a chunk, instead of a partial
-        commit now and the rest later). Never while a flush waits on them."""
+        commit now and the rest later). The rate is the faster of the bytes since
+        the oldest and the last full chunk's, if that filled within ``chunk_wait``:
+        a producer stalled for a moment
+        (the loop busy uploading that chunk) does not make a busy segment look
+        quiet. A derived segment's bytes (``FileSegment.derived``: rebuilt from
+        another file after a crash) wait that long whatever their rate. Never
+        while a flush waits on them."""
         wait, since, n = self._shared.chunk_wait, self.not_due_since, self.not_due
         if wait <= 0 or since is None or n <= 0 or self.waiters:
             return False
         age = now - since
         if age >= wait:
             return False
-        rate = n / max(age, 1e-3)
-        fills = age + (self.commit_size - n) / rate <= wait
+        recent = now - self.chunk_filled <= wait  # an old chunk says nothing of now
+        rate = max(n / max(age, 1e-3), self.chunk_rate if recent else 0.0)
+        fills = self.segment.derived or age + (self.commit_size - n) / rate <= wait
         if fills:
             self._shared.metrics.waited_for_chunk += 1
         return fills
