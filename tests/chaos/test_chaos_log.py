@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chaos.harness import ChaosRun, SeedResult, chaos_config
+from tests.chaos.harness import ChaosRun, SeedResult, chaos_config, seeds_from_env
 
 pytestmark = pytest.mark.slow
 
-SEEDS = range(8)
+SEEDS = seeds_from_env(8)  # TIEREDSTORE_CHAOS_SEEDS, as in test_chaos.py
 
 
 @pytest.fixture(scope="module")
