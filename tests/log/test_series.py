@@ -3,14 +3,15 @@ are recognised; nothing a fenced store writes lands in the series."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import pytest
 
 from tieredstore.errors import RequestTimeout
 from tieredstore.log import LogFenced, LogPath, LogSeries
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo
 from tieredstore.testing.forwarding import ForwardingObjectStore
 
 PATH = LogPath("c", "b", prefix="p")
@@ -113,6 +114,105 @@ async def test_a_writer_that_looks_before_writing_finds_a_newer_store() -> None:
     with pytest.raises(LogFenced):
         await old.append(b"y")
     assert [e.seq for e in await new.entries()] == [0, 2]
+
+
+class Hook(ForwardingObjectStore):
+    """Runs ``before_put[n]`` before the n-th put, ``before_head`` before the next HEAD,
+    ``after_put`` after each put lands (its reply not yet returned)."""
+
+    def __init__(self, inner: MemoryObjectStore) -> None:
+        super().__init__(inner)
+        self.puts = 0
+        self.before_put: dict[int, Callable[[], Awaitable[None]]] = {}
+        self.before_head: Callable[[], Awaitable[None]] | None = None
+        self.after_put: Callable[[], Awaitable[None]] | None = None
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        self.puts += 1
+        if self.puts in self.before_put:
+            await self.before_put.pop(self.puts)()
+        info = await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+        if self.after_put is not None:
+            then, self.after_put = self.after_put, None
+            await then()
+        return info
+
+    async def head(self, key: str) -> ObjectInfo:
+        if self.before_head is not None:
+            then, self.before_head = self.before_head, None
+            await then()
+        return await super().head(key)
+
+
+async def test_a_look_that_finds_the_id_gone_meanwhile_is_fenced() -> None:
+    """Between the idle store's listing and its HEAD of its next id, the newer
+    store lands its first log object and deletes its fence there."""
+    inner = MemoryObjectStore()
+    store = Hook(inner)
+    old = LogSeries(store, PATH, "old", recheck_after=0.0)
+    await old.claim()
+    new = LogSeries(inner, PATH, "new")
+    await new.claim()  # its fence at the old store's next id
+
+    async def new_writes_and_deletes_its_fence() -> None:
+        await new.append(b"x")
+        await inner.delete_many([PATH.key(1)])
+
+    store.before_head = new_writes_and_deletes_its_fence
+    with pytest.raises(LogFenced):
+        await old.append(b"y")
+    assert [e.seq for e in await new.entries()] == [0, 2]
+
+
+async def test_the_idle_clock_counts_from_when_a_create_was_sent() -> None:
+    """A create whose reply came late proves its id free only when it was sent: a
+    newer store may have claimed, written and deleted its fence since."""
+    inner = MemoryObjectStore()
+    store = Hook(inner)
+    old = LogSeries(store, PATH, "old", recheck_after=0.2)
+    await old.claim()
+    new = LogSeries(inner, PATH, "new")
+
+    async def takeover_then_slow_reply() -> None:
+        await new.claim()  # fence at the old store's next id
+        await new.append(b"x")
+        await inner.delete_many([PATH.key(2)])
+        await asyncio.sleep(0.3)  # the old store's reply, late
+
+    store.after_put = takeover_then_slow_reply
+    await old.append(b"landed before the takeover")
+    with pytest.raises(LogFenced):
+        await old.append(b"y")  # looks first: its clock says 0.3 s since it last knew
+    assert [e.seq for e in await new.entries()] == [0, 1, 3]
+
+
+async def test_a_claim_fills_what_a_claim_in_progress_left_open() -> None:
+    """Store d fences ahead of busy store a; store c claims before d fills the ids
+    it skipped. c takes them, so a's next create there is refused."""
+    inner = MemoryObjectStore()
+    a = LogSeries(inner, PATH, "a")
+    await a.claim()  # fence 0
+    await a.append(b"a1")  # 1
+    dstore = Hook(inner)
+    d = LogSeries(dstore, PATH, "d")
+    c = LogSeries(inner, PATH, "c")
+    seen: list[list[tuple[int, int]]] = []
+
+    async def a_takes_the_id() -> None:  # before d's first fence (at 2)
+        await a.append(b"a2")
+
+    async def c_claims_then_a_writes() -> None:  # d's fence at 4 stands, 3 unfilled
+        seen.append([(e.seq, e.size) for e in await c.claim()])
+        with pytest.raises(LogFenced):
+            await a.append(b"a3")
+
+    dstore.before_put = {1: a_takes_the_id, 3: c_claims_then_a_writes}
+    await d.claim()
+    assert seen == [[(0, 0), (1, 2), (2, 2), (4, 0)]]
+    assert c.own_fills == [3]
+    assert [(e.seq, e.size) for e in await c.entries()] == [(0, 0), (1, 2), (2, 2), (3, 0),
+                                                            (4, 0), (5, 0)]
 
 
 async def test_other_bytes_at_the_id_are_a_fence_not_a_lost_reply() -> None:

@@ -40,9 +40,11 @@ async def recover_log(writer: LogWriter) -> None:
     writer.tracker.landed(next_seq - 1, 0, now)  # our fence: the newest entry
     # Every fence below ours (older stores' fences and fills, and our own fills)
     # is a dead object seen now: deleted gc_safety_age from now, as a data entry
-    # whose pieces all moved (docs/format.md, "Deletion").
-    for seq in [e.seq for e in entries if e.fence] + writer.series.own_fills:
-        writer.tracker.landed(seq, 0, now)
+    # whose pieces all moved (docs/format.md, "Deletion"). Not with no safety age
+    # at all: an idle store's look would race the deletion.
+    if writer.options.delete_age > 0:
+        for seq in [e.seq for e in entries if e.fence] + writer.series.own_fills:
+            writer.tracker.landed(seq, 0, now)
     limit = asyncio.Semaphore(READ_CONCURRENCY)
 
     async def one(entry: LogEntry) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import ObjectNotFound, TransientError
@@ -22,6 +23,15 @@ from tieredstore.log.keys import LogPath
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.conditional import create_entry
 from tieredstore.segment.recovery import WRITER_METADATA_KEY
+
+# The clock of the idle look: one that goes on while the machine is suspended
+# (CLOCK_BOOTTIME), so that a store suspended for long looks on waking.
+_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+def _now() -> float:
+    return time.clock_gettime(_CLOCK)
+
 
 LOG_ENTRY = "log"
 FENCE_ENTRY = "fence"
@@ -60,7 +70,9 @@ class LogSeries:
         self.recheck_after = recheck_after
         self._next: int | None = None
         self._fenced = False
-        self._checked = 0.0  # monotonic time of the claim or the last create that landed
+        # When the claim, or the last create that landed, was *sent* (_now()): a
+        # reply that came late proves the id was free only as of the request.
+        self._checked = 0.0
         self.own_fills: list[int] = []  # ids the claim filled with fences of ours
 
     @property
@@ -91,21 +103,27 @@ class LogSeries:
         newest, at most :data:`MAX_JUMP`), and once it stands every id it
         skipped is filled, in order, with a zero-byte fence of ours, or found
         taken by the other store's entry, which is then one of those returned.
-        So no id below our fence stays free for an older store, and none of
-        its entries below our fence is unknown."""
+        When the newest entry listed is another store's fence, the ids missing
+        just below it (a claim in progress that has not filled them yet) are
+        filled the same way. So no id below our fence stays free for an older
+        store, and none of its entries below our fence is unknown."""
         jump = 0
         for _ in range(CLAIM_ATTEMPTS):
             found = await self.entries()
             seq = found[-1].seq + 1 if found else 0
+            sent = _now()
             if await create_entry(self.store, self.path.key(seq + jump), b"",
                                   self.writer_id, FENCE_ENTRY):
-                theirs = await self._fill(seq, seq + jump)
+                gap = _unfilled(found)
+                theirs = await self._fill(gap.start, gap.stop)
+                theirs += await self._fill(seq, seq + jump)
                 taken = {e.seq for e in theirs}
-                self.own_fills = [n for n in range(seq, seq + jump) if n not in taken]
-                found += theirs
+                self.own_fills = [n for n in [*gap, *range(seq, seq + jump)]
+                                  if n not in taken]
+                found = sorted(found + theirs, key=lambda e: e.seq)
                 self._next = seq + jump + 1
                 self._fenced = False
-                self._checked = time.monotonic()
+                self._checked = sent
                 return found
             jump = min(MAX_JUMP, 2 * jump + 1)
         raise TransientError(f"could not fence the log at {self.path.directory} in "
@@ -150,14 +168,15 @@ class LogSeries:
             raise ValueError("a log entry holds bytes (only fences are empty)")
         seq = self._next
         key = self.path.key(seq)
-        if time.monotonic() - self._checked > self.recheck_after:
+        sent = _now()
+        if sent - self._checked > self.recheck_after:
             await self._look_before_writing(seq)
         if not await create_entry(self.store, key, data, self.writer_id, LOG_ENTRY):
             self._fenced = True
             raise LogFenced(f"log entry {key} is another store's: a newer store took the "
                             "log over")
         self._next = seq + 1
-        self._checked = time.monotonic()
+        self._checked = sent
         return LogEntry(seq, key, len(data))
 
     async def _look_before_writing(self, seq: int) -> None:
@@ -165,19 +184,35 @@ class LogSeries:
         our own earlier attempt, is another store's, so a newer store took the log
         over, and the fence that would refuse our create may have been deleted
         since. One listing (and a HEAD if ``seq`` is taken)."""
+        sent = _now()
         listed = await self.entries()
         newer = [e for e in listed if e.seq > seq]
         if not newer and any(e.seq == seq for e in listed):
             # Our own create whose answer was lost, sent again now; or another's.
+            # Gone since the listing: deleted, so not the newest entry: another
+            # store wrote past it.
             try:
                 info = await self.store.head(self.path.key(seq))
             except ObjectNotFound:
                 info = None
-            if info is not None and info.metadata.get(WRITER_METADATA_KEY) != self.writer_id:
+            if info is None or info.metadata.get(WRITER_METADATA_KEY) != self.writer_id:
                 newer = [e for e in listed if e.seq == seq]
         if newer:
             self._fenced = True
             raise LogFenced(f"the log at {self.path.directory} holds {newer[-1].key}, past "
                             f"this store's next entry {self.path.key(seq)}: a newer store "
                             "took the log over")
-        self._checked = time.monotonic()
+        self._checked = sent
+
+
+def _unfilled(found: Sequence[LogEntry]) -> range:
+    """Ids a claim in progress may not have filled yet: when the newest entry is a
+    fence, the ids missing just below it (at most :data:`MAX_JUMP`). Another
+    store fences ahead of a busy one and fills the ids it skipped only after;
+    a claim in between must take them too, or the busy store's entry there
+    would be unknown to it."""
+    if not found or not found[-1].fence:
+        return range(0)
+    newest = found[-1].seq
+    below = found[-2].seq if len(found) > 1 else -1
+    return range(max(below + 1, newest - MAX_JUMP), newest)
