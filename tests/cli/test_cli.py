@@ -190,17 +190,23 @@ def test_consume_from_a_time(cli: Cli) -> None:
 def test_inspect_shows_segments_and_writes_nothing(cli: Cli) -> None:
     for queue, count in (("0", "250"), ("1", "20")):
         cli.ok("produce", "--topic", "orders", "--queue", queue, "--count", count)
+    cli.ok("produce", "--topic", "orders", "--queue", "1", "--count", "5", "--key", "k")
     before = tree(cli.data)
 
     queues = cli.json("inspect", "queues")
     assert [(q["queue"], q["min_offset"], q["max_offset"]) for q in queues] == \
-        [(0, 0, 250), (1, 0, 20)]
+        [(0, 0, 250), (1, 0, 25)]
     assert queues[0]["commitlog_segments"] > 1 and queues[0]["writer"]
+    # The key index: none for queue 0 (no keys), five 32-byte entries for queue 1.
+    assert [(q["index_segments"], q["index_bytes"]) for q in queues] == [(0, 0), (1, 5 * 32)]
+    lines = cli.ok("inspect", "queues").splitlines()
+    at = lines[0].index("key index")
+    assert [line[at : at + len("key index")].strip() for line in lines[2:]] == ["-", "160 B"]
     assert cli.json("inspect", "topics") == [
-        {"topic": "orders", "queues": 2, "messages": 270,
+        {"topic": "orders", "queues": 2, "messages": 275,
          "commitlog_bytes": queues[0]["commitlog_bytes"] + queues[1]["commitlog_bytes"],
          "consumequeue_bytes": queues[0]["consumequeue_bytes"]
-         + queues[1]["consumequeue_bytes"]}]
+         + queues[1]["consumequeue_bytes"], "index_bytes": 5 * 32}]
     segments = cli.json("inspect", "segments", "--topic", "orders", "--queue", "0")
     commit_log = [s for s in segments if s["type"] == "commitlog"]
     assert [s["base"] for s in commit_log] == sorted(s["base"] for s in commit_log)

@@ -75,7 +75,8 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
         got = await summarize(store, config, topic, queue_id, reader, log=log, timestamps=False)
         row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
                     "max_offset": got.max_offset, "messages": got.messages}
-        for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue)):
+        for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue),
+                            ("index", got.index)):
             row[f"{label}_segments"] = flat.segments
             row[f"{label}_bytes"] = flat.bytes
         row["merges_pending"] = got.merges_pending
@@ -90,9 +91,10 @@ def topic_rows(queues: Sequence[Row]) -> list[Row]:
     topics: dict[str, Row] = {}
     for q in queues:
         row = topics.setdefault(q["topic"], {"topic": q["topic"], "queues": 0, "messages": 0,
-                                             "commitlog_bytes": 0, "consumequeue_bytes": 0})
+                                             "commitlog_bytes": 0, "consumequeue_bytes": 0,
+                                             "index_bytes": 0})
         row["queues"] += 1
-        for key in ("messages", "commitlog_bytes", "consumequeue_bytes"):
+        for key in ("messages", "commitlog_bytes", "consumequeue_bytes", "index_bytes"):
             row[key] += q[key]
     return list(topics.values())
 
@@ -164,15 +166,17 @@ def _dash(value: object) -> object:
 def render(what: str, rows: list[Row]) -> str:
     if what == "topics":
         return table([[r["topic"], r["queues"], r["messages"],
-                       human_bytes(r["commitlog_bytes"] + r["consumequeue_bytes"])]
+                       human_bytes(r["commitlog_bytes"] + r["consumequeue_bytes"]
+                                   + r["index_bytes"])]
                       for r in rows], ["topic", "queues", "messages", "bytes"])
     if what == "queues":
         return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
                        r["commitlog_segments"], r["consumequeue_segments"],
                        human_bytes(r["commitlog_bytes"]), human_bytes(r["consumequeue_bytes"]),
+                       human_bytes(r["index_bytes"]) if r["index_segments"] else "-",
                        r["merges_pending"], r["writer"] or "-"] for r in rows],
                      ["topic", "queue", "min", "max", "cl segs", "cq segs", "cl bytes",
-                      "cq bytes", "merging", "writer"])
+                      "cq bytes", "key index", "merging", "writer"])
     if what == "segments":
         return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
                        _yes(r["sealed"]), _yes(r["merged"]), _yes(r["recorded"]),
