@@ -316,12 +316,12 @@ class QueueLog(QueueReading):
             try:
                 await self.cl.append_many(entries, positions)
             finally:
-                pending = self._pending
+                add, new = self._pending.append, tuple.__new__
                 for (record, offset, ts), position, m in zip(entries, positions, messages,
                                                              strict=False):
-                    pending.append(Pending(offset, CqUnit(position, len(record),
-                                                          tags_hash(m.tags), ts),
-                                           indexed_keys(m.keys, m.properties)))
+                    # Pending(offset, CqUnit(...), keys), built in C
+                    unit = new(CqUnit, (position, len(record), tags_hash(m.tags), ts))
+                    add(new(Pending, (offset, unit, indexed_keys(m.keys, m.properties))))
                 self.next_offset += len(positions)
             await self._dispatch_appended()
             return first
