@@ -5,8 +5,7 @@ from __future__ import annotations
 from tieredstore.log.codec import TAIL_READ, Piece, decode_footer, decode_index
 from tieredstore.log.errors import LogCorrupt
 from tieredstore.objectstore import ByteRange, ObjectStore
-
-READ_ATTEMPTS = 3  # damage on the way does not repeat itself; damage in the bucket does
+from tieredstore.objectstore.reads import read_again_if
 
 
 async def read_index(store: ObjectStore, key: str, size: int) -> list[Piece]:
@@ -15,13 +14,7 @@ async def read_index(store: ObjectStore, key: str, size: int) -> list[Piece]:
     An index that fails its checks is read again: only a failure that repeats
     raises :class:`LogCorrupt`.
     """
-    for attempt in range(READ_ATTEMPTS):
-        try:
-            return await _read_index_once(store, key, size)
-        except LogCorrupt:
-            if attempt + 1 == READ_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")
+    return await read_again_if(LogCorrupt, lambda: _read_index_once(store, key, size))
 
 
 async def _read_index_once(store: ObjectStore, key: str, size: int) -> list[Piece]:

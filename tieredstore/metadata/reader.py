@@ -19,7 +19,7 @@ from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import decode_page, record_end
-from tieredstore.metadata.errors import PageMissing
+from tieredstore.metadata.errors import CorruptMetadata, PageMissing
 from tieredstore.metadata.heads import HeadLog
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.pages import PageCache, PageSet, PageView
@@ -32,6 +32,7 @@ from tieredstore.metadata.state import (
     is_live,
 )
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.reads import read_again_if
 
 log = logging.getLogger(__name__)
 
@@ -290,11 +291,18 @@ class QueueReader:
         return tuple(records)
 
     async def _read_page(self, file_type: FileType, ref: PageRef) -> list[pb.SegmentRecord]:
-        try:
-            data = await self._store.get(ref.key)
-        except ObjectNotFound:
-            raise PageMissing(f"page {ref.key} is missing", queue=self._queue.name) from None
-        return decode_page(data, file_type, ref)
+        """A page, read again if it fails its checks (a read damaged on the way is
+        not the page's damage: only a failure that repeats is believed)."""
+
+        async def once() -> list[pb.SegmentRecord]:
+            try:
+                data = await self._store.get(ref.key)
+            except ObjectNotFound:
+                raise PageMissing(f"page {ref.key} is missing",
+                                  queue=self._queue.name) from None
+            return decode_page(data, file_type, ref)
+
+        return await read_again_if(CorruptMetadata, once)
 
     def _forget_pagesets(self) -> None:
         """Drop the page listings (pages were written that this process did not see)."""

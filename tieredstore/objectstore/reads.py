@@ -15,7 +15,8 @@ way and proves nothing, however often that happens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from tieredstore.checksum import crc32c, format_crc, parse_crc
 from tieredstore.errors import ObjectNotFound, ServerError
@@ -23,6 +24,23 @@ from tieredstore.objectstore.base import ObjectStore
 
 MATCH_ATTEMPTS = 6
 CRC_METADATA_KEY = "crc32c"
+READ_ATTEMPTS = 3  # damage on the way does not repeat itself; damage in the bucket does
+
+T = TypeVar("T")
+
+
+async def read_again_if(damaged: type[Exception] | tuple[type[Exception], ...],
+                        read: Callable[[], Awaitable[T]], attempts: int = READ_ATTEMPTS) -> T:
+    """``read()`` (a GET and the checks of what it returned), done again while it
+    raises ``damaged``: only damage that repeats is believed, and the last
+    failure is raised once ``attempts`` reads all failed."""
+    for attempt in range(attempts):
+        try:
+            return await read()
+        except damaged:
+            if attempt + 1 == attempts:
+                raise
+    raise AssertionError("unreachable")
 
 
 def crc_metadata(data: bytes) -> dict[str, str]:
