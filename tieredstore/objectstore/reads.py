@@ -15,6 +15,7 @@ way and proves nothing, however often that happens.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -27,19 +28,22 @@ CRC_METADATA_KEY = "crc32c"
 READ_ATTEMPTS = 3  # damage on the way does not repeat itself; damage in the bucket does
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 async def read_again_if(damaged: type[Exception] | tuple[type[Exception], ...],
                         read: Callable[[], Awaitable[T]], attempts: int = READ_ATTEMPTS) -> T:
     """``read()`` (a GET and the checks of what it returned), done again while it
     raises ``damaged``: only damage that repeats is believed, and the last
-    failure is raised once ``attempts`` reads all failed."""
+    failure is raised once ``attempts`` reads all failed. Each read again is
+    logged (a warning naming what failed)."""
     for attempt in range(attempts):
         try:
             return await read()
-        except damaged:
+        except damaged as exc:
             if attempt + 1 == attempts:
                 raise
+            log.warning("read again after a failed check: %s", exc)
     raise AssertionError("unreachable")
 
 

@@ -9,7 +9,6 @@ the same :class:`SegmentReader` protocol with caches and read-ahead.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -22,7 +21,7 @@ from tieredstore.errors import (
     ObjectNotFound,
 )
 from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectStore
-from tieredstore.objectstore.reads import CRC_METADATA_KEY
+from tieredstore.objectstore.reads import CRC_METADATA_KEY, read_again_if
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
 
@@ -61,11 +60,6 @@ class SegmentReader(Protocol):
         ...
 
 
-log = logging.getLogger(__name__)
-
-READ_ATTEMPTS = 3
-
-
 async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> tuple[bytes, int]:
     """GET one whole unit and check it. Returns its bytes and CRC32C.
 
@@ -76,14 +70,7 @@ async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> t
     raises :class:`CorruptSegment` at once. Both name the unit's range.
     """
     _check_not_hole(path, unit)
-    for attempt in range(READ_ATTEMPTS):
-        try:
-            return await _fetch_unit_once(store, path, unit)
-        except IntegrityError as exc:
-            if attempt == READ_ATTEMPTS - 1:
-                raise
-            log.warning("%s: read again after a failed check: %s", path, exc)
-    raise AssertionError("unreachable")
+    return await read_again_if(IntegrityError, lambda: _fetch_unit_once(store, path, unit))
 
 
 def _check_not_hole(path: SegmentPath, unit: ChunkRef) -> None:

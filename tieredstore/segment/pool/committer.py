@@ -179,20 +179,22 @@ class SegmentCommitter:
         group commit leaves them (one upload, as a chunk, instead of a partial
         commit now and the rest later). The rate is the faster of the bytes since
         the oldest and the last full chunk's, if that filled within ``chunk_wait``:
-        a producer stalled for a moment
-        (the loop busy uploading that chunk) does not make a busy segment look
-        quiet. A derived segment's bytes (``FileSegment.derived``: rebuilt from
-        another file after a crash) wait that long whatever their rate. Never
-        while a flush waits on them."""
+        a producer stalled for a moment (the loop busy uploading that chunk) does
+        not make a busy segment look quiet. A derived segment's bytes
+        (``FileSegment.derived``: rebuilt from another file after a crash) wait
+        that long whatever their rate. Never while a flush waits on them."""
         wait, since, n = self._shared.chunk_wait, self.not_due_since, self.not_due
         if wait <= 0 or since is None or n <= 0 or self.waiters:
             return False
         age = now - since
         if age >= wait:
             return False
-        recent = now - self.chunk_filled <= wait  # an old chunk says nothing of now
-        rate = max(n / max(age, 1e-3), self.chunk_rate if recent else 0.0)
-        fills = self.segment.derived or age + (self.commit_size - n) / rate <= wait
+        if self.segment.derived:
+            fills = True
+        else:
+            recent = now - self.chunk_filled <= wait  # an old chunk says nothing of now
+            rate = max(n / max(age, 1e-3), self.chunk_rate if recent else 0.0)
+            fills = age + (self.commit_size - n) / rate <= wait
         if fills:
             self._shared.metrics.waited_for_chunk += 1
         return fills
