@@ -23,17 +23,19 @@ import asyncio
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import os
 import shutil
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 from urllib.parse import quote, unquote
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     InvalidRequest,
     NoSuchUpload,
@@ -48,7 +50,7 @@ from tieredstore.objectstore.blocking_backed import (
     check_range_start,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
-from tieredstore.objectstore.memory import check_complete_parts, md5_etag, multipart_etag
+from tieredstore.objectstore.memory import check_complete_parts, multipart_etag
 
 T = TypeVar("T")
 
@@ -56,6 +58,7 @@ _MAGIC = b"TSO1"
 _TRAILER = struct.Struct(">Q4s")
 _OBJ_SUFFIX = "%obj"  # '%' is always escaped in components, so no directory ends so
 _COPY_BLOCK = 8 * 1024 * 1024
+_IOV_MAX = 1024  # buffers per writev(2) (Linux and macOS allow this many)
 _NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
 
 
@@ -82,6 +85,25 @@ def _decode_path(rel: str) -> str:
     return "/".join(unquote(p) for p in rel[: -len(_OBJ_SUFFIX)].split(os.sep))
 
 
+def content_etag(data: bytes | memoryview) -> str:
+    """The ETag of an object put whole: its CRC32C and size, quoted. S3 gives the
+    MD5 there, but ETags are opaque (S3's own are not MD5s under SSE-KMS or for
+    multipart objects), nothing here reads them as MD5s, and an MD5 of each chunk
+    cost more than writing and fsyncing it (11 ms against 6 ms for 8 MiB)."""
+    return f'"{crc32c(data):08x}-{len(data):x}"'
+
+
+def _write_all(fd: int, pieces: list[bytes | memoryview]) -> None:
+    """``writev`` until every byte of ``pieces`` is written (it may write less)."""
+    views = [memoryview(p).cast("B") for p in pieces if len(p)]
+    while views:
+        n = os.writev(fd, views[:_IOV_MAX])
+        while views and n >= len(views[0]):
+            n -= len(views.pop(0))
+        if n:
+            views[0] = views[0][n:]
+
+
 class LocalObjectStore(BlockingBackedObjectStore):
     """Objects as files under a root directory (created if missing)."""
 
@@ -105,6 +127,8 @@ class LocalObjectStore(BlockingBackedObjectStore):
         self._objects = self.root / "objects"
         self._uploads = self.root / "uploads"
         self._tmp = self.root / "tmp"
+        self._tmp_prefix = uuid.uuid4().hex
+        self._tmp_count = itertools.count()
         for d in (self._objects, self._uploads, self._tmp):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -137,41 +161,64 @@ class LocalObjectStore(BlockingBackedObjectStore):
         finally:
             os.close(fd)
 
-    def _write_tmp(self, chunks: Iterator[bytes | memoryview], etag: str,
+    def _tmp_name(self) -> Path:
+        # Unique per store instance and call; no syscall (uuid4 reads the kernel's random).
+        return self._tmp / f"{self._tmp_prefix}-{next(self._tmp_count)}"
+
+    def _write_tmp(self, chunks: Iterable[bytes | memoryview], etag: str,
                    metadata: dict[str, str]) -> Path:
+        """Write an object file under a temporary name (fsynced): its path.
+
+        Plain ``os`` calls, as few as the write allows: each releases the GIL,
+        and a worker thread waits for it again up to the interpreter's switch
+        interval (5 ms) while the event loop's thread is busy appending.
+        """
         trailer = json.dumps({"etag": etag, "metadata": metadata}).encode()
-        tmp = self._tmp / uuid.uuid4().hex
-        with open(tmp, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-            f.write(trailer)
-            f.write(_TRAILER.pack(len(trailer), _MAGIC))
-            f.flush()
+        tmp = self._tmp_name()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            first: list[bytes | memoryview] = []  # a list goes with the trailer, one writev
+            if isinstance(chunks, list):
+                first = chunks
+            else:
+                for chunk in chunks:
+                    _write_all(fd, [chunk])
+            _write_all(fd, [*first, trailer, _TRAILER.pack(len(trailer), _MAGIC)])
             if self.fsync:
-                os.fsync(f.fileno())
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        os.close(fd)
         return tmp
 
     def _link_into_place(self, tmp: Path, key: str, exclusive: bool, op: str) -> None:
         final = self._path(key)
+        placed = False
         try:
-            for _ in range(10):
-                final.parent.mkdir(parents=True, exist_ok=True)
+            for attempt in range(10):
+                if attempt:  # the directory is missing (new, or a concurrent delete pruned it)
+                    final.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     if exclusive:
                         os.link(tmp, final)
                     else:
                         os.replace(tmp, final)
+                    placed = True
                     break
                 except FileNotFoundError:
-                    continue  # a concurrent delete pruned the directory; make it again
+                    continue
                 except FileExistsError:
                     raise PreconditionFailed(f"{key!r} already exists", op=op, key=key) from None
             else:
                 raise ObjectStoreError(f"could not create directory for {key!r}", op=op, key=key)
             self._sync_dir(final.parent)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            if exclusive or not placed:  # a link leaves the temporary name behind
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
 
     def _open(self, key: str, op: str) -> tuple[IO[bytes], int, dict[str, Any]]:
         """Open an object file; return it with its data size and trailer."""
@@ -203,8 +250,8 @@ class LocalObjectStore(BlockingBackedObjectStore):
     def _put_now(
         self, key: str, data: bytes | memoryview, if_none_match: bool, metadata: dict[str, str]
     ) -> ObjectInfo:
-        etag = md5_etag(data)
-        tmp = self._write_tmp(iter([data]), etag, metadata)
+        etag = content_etag(data)
+        tmp = self._write_tmp([data], etag, metadata)
         self._link_into_place(tmp, key, if_none_match, "put")
         return ObjectInfo(key, len(data), etag, dict(metadata))
 

@@ -184,12 +184,33 @@ class FlatFile:
         Each one's position is added to ``positions`` once it is buffered: if a
         roll or an append fails midway, those before it stay appended.
         """
+        def run(i: int, j: int, begin: int, end: int) -> bytes:
+            return entries[i][0] if j == i + 1 else b"".join([e[0] for e in entries[i:j]])
+
+        await self._append_runs([len(e[0]) for e in entries], [e[1] for e in entries],
+                                [e[2] for e in entries], run, positions)
+
+    async def append_joined(self, data: bytes, sizes: Sequence[int], offsets: Sequence[int],
+                            stamps: Sequence[int], positions: list[int]) -> None:
+        """:meth:`append_many` of entries given joined: ``data`` holds them back to
+        back, the k-th ``sizes[k]`` bytes long, of ``offsets[k]`` and ``stamps[k]``.
+        A batch within one chunk and segment goes to the pool as it is."""
+        whole = len(data)
+
+        def run(i: int, j: int, begin: int, end: int) -> bytes:
+            return data if begin == 0 and end == whole else data[begin:end]
+
+        await self._append_runs(sizes, offsets, stamps, run, positions)
+
+    async def _append_runs(self, sizes: Sequence[int], offsets: Sequence[int],
+                           stamps: Sequence[int], run: Callable[[int, int, int, int], bytes],
+                           positions: list[int]) -> None:
+        """The runs of :meth:`append_many`: ``run(i, j, begin, end)`` gives the bytes
+        of entries ``i..j-1``, bytes ``begin..end`` of them all."""
         limit = self.ctx.config.chunk_size
         interval = self.ctx.config.rolling_interval * 1000
-        sizes = [len(e[0]) for e in entries]
-        stamps = [e[2] for e in entries]
         ends = list(itertools.accumulate(sizes))  # ends[k]: bytes of entries[:k + 1]
-        i, n = 0, len(entries)
+        i, n = 0, len(sizes)
         while i < n:
             timestamp = stamps[i]
             self._check_fits(sizes[i])
@@ -200,16 +221,17 @@ class FlatFile:
             # The longest run from i within the chunk size and the segment's room.
             j = max(i + 1, bisect.bisect_right(ends, before + min(limit, room), i, n))
             begin = self.stats.begin_ts if self.stats.count else timestamp
-            if interval > 0 and max(stamps[i:j]) - begin >= interval:
+            latest = max(stamps[i:j])
+            if interval > 0 and latest - begin >= interval:
                 # Not past rolling_interval from the segment's first message.
                 j = next(k for k in range(i + 1, j + 1)
                          if k == j or stamps[k] - begin >= interval)
-            run = entries[i:j]
-            joined = run[0][0] if j == i + 1 else b"".join([e[0] for e in run])
-            position = self.active_base + await self.ctx.pool.append(self._active, joined)
+                latest = max(stamps[i:j])
+            data = run(i, j, before, ends[j - 1])
+            position = self.active_base + await self.ctx.pool.append(self._active, data)
             if self.stats.count == 0:
                 self.started_ms = now_ms()
-            self.stats.add_run(run[0][1], run[-1][1], stamps[i], max(stamps[i:j]), j - i)
+            self.stats.add_run(offsets[i], offsets[j - 1], timestamp, latest, j - i)
             positions.extend(itertools.accumulate(sizes[i : j - 1], initial=position))
             i = j
 

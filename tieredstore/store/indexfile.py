@@ -11,7 +11,9 @@ queue must hand its records back (:meth:`add`) to close the gap.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import bisect
+from collections.abc import Sequence
+from operator import itemgetter
 
 from tieredstore.metadata import QueueMetadata
 from tieredstore.segment import ChunkedSegment, FileType
@@ -92,10 +94,22 @@ class KeyIndex:
 
     # --- writing ---------------------------------------------------------------------
 
-    def add(self, messages: Iterable[Keyed]) -> None:
+    def add(self, messages: Sequence[Keyed]) -> None:
         """Queue the entries of dispatched messages (in offset order); a watermark
         when the last entry trails by :data:`WATERMARK_GAP` messages."""
         pending = self._pending
+        if not any(map(itemgetter(2), messages)):
+            # None has keys (the common batch): only its watermarks, found by bisection.
+            if self.flat is None and not pending:
+                return
+            offsets = list(map(itemgetter(0), messages))
+            k = bisect.bisect_left(offsets, self._last + WATERMARK_GAP)
+            while k < len(offsets):
+                offset, ts = offsets[k], messages[k][1].store_timestamp
+                pending.append((encode_entry(IndexEntry(WATERMARK, offset, ts)), offset, ts))
+                self._last = offset
+                k = bisect.bisect_left(offsets, offset + WATERMARK_GAP, k + 1)
+            return
         for offset, unit, keys in messages:
             if offset <= self._last:
                 continue  # handed back twice (an open that re-derives)

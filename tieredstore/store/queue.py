@@ -24,6 +24,8 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import NamedTuple
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
@@ -38,14 +40,15 @@ from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
 from tieredstore.store.indexfile import KeyIndex
 from tieredstore.store.keyindex import IndexEntry, indexed_keys
 from tieredstore.store.observe import QueueFigures
-from tieredstore.store.outgoing import Outgoing
+from tieredstore.store.outgoing import Bodies, Outgoing
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
+    encode_bare_records,
     encode_record,
-    encode_unit,
+    encode_units,
     tags_hash,
 )
 
@@ -194,8 +197,8 @@ class QueueLog(QueueReading):
                 return
             if not messages:
                 return
-            self.index.add((m.offset, u, indexed_keys(m.keys, m.properties))
-                           for m, u in zip(messages, units, strict=True))
+            self.index.add([(m.offset, u, indexed_keys(m.keys, m.properties))
+                            for m, u in zip(messages, units, strict=True)])
             at += len(messages)
 
     async def _stats_from_units(self, first: int, end: int) -> SegmentStats:
@@ -304,27 +307,49 @@ class QueueLog(QueueReading):
                 raise OffsetError(f"the batch was numbered from {first_offset}, the queue's "
                                   f"next offset is {first}", topic=self.topic,
                                   queue_id=self.queue_id)
-            entries: list[Entry] = []
-            codec = self.ctx.codec
-            for k, m in enumerate(messages):
-                ts = timestamp if m.timestamp is None else int(m.timestamp)
-                record = encode_record(first + k, ts, m.body, keys=m.keys, tags=m.tags,
-                                       properties=m.properties)
-                entries.append((record if codec is None else codec.seal(record), first + k,
-                                ts))
-            positions: list[int] = []
-            try:
-                await self.cl.append_many(entries, positions)
-            finally:
-                add, new = self._pending.append, tuple.__new__
-                for (record, offset, ts), position, m in zip(entries, positions, messages,
-                                                             strict=False):
-                    # Pending(offset, CqUnit(...), keys), built in C
-                    unit = new(CqUnit, (position, len(record), tags_hash(m.tags), ts))
-                    add(new(Pending, (offset, unit, indexed_keys(m.keys, m.properties))))
-                self.next_offset += len(positions)
+            if self.ctx.codec is None and isinstance(messages, Bodies):
+                await self._append_bodies(messages.bodies, first, timestamp)
+            else:
+                await self._append_messages(messages, first, timestamp)
             await self._dispatch_appended()
             return first
+
+    async def _append_messages(self, messages: Sequence[Outgoing], first: int,
+                               timestamp: int) -> None:
+        entries: list[Entry] = []
+        codec = self.ctx.codec
+        for k, m in enumerate(messages):
+            ts = timestamp if m.timestamp is None else int(m.timestamp)
+            record = encode_record(first + k, ts, m.body, keys=m.keys, tags=m.tags,
+                                   properties=m.properties)
+            entries.append((record if codec is None else codec.seal(record), first + k, ts))
+        positions: list[int] = []
+        try:
+            await self.cl.append_many(entries, positions)
+        finally:
+            add, new = self._pending.append, tuple.__new__
+            for (record, offset, ts), position, m in zip(entries, positions, messages,
+                                                         strict=False):
+                # Pending(offset, CqUnit(...), keys), built in C
+                unit = new(CqUnit, (position, len(record), tags_hash(m.tags), ts))
+                add(new(Pending, (offset, unit, indexed_keys(m.keys, m.properties))))
+            self.next_offset += len(positions)
+
+    async def _append_bodies(self, bodies: Sequence[bytes], first: int, ts: int) -> None:
+        """:meth:`_append_messages` for bodies alone, each step over the whole batch."""
+        data, sizes = encode_bare_records(bodies, first, ts)
+        positions: list[int] = []
+        try:
+            await self.cl.append_joined(data, sizes, range(first, first + len(sizes)),
+                                        [ts] * len(sizes), positions)
+        finally:
+            n, new = len(positions), tuple.__new__  # Pending(offset, CqUnit(...), ()), in C
+            units = map(new, repeat(CqUnit),
+                        zip(positions, sizes[:n], repeat(0, n), repeat(ts, n), strict=True))
+            self._pending.extend(map(new, repeat(Pending),
+                                     zip(range(first, first + n), units, repeat((), n),
+                                         strict=True)))
+            self.next_offset += n
 
     async def _dispatch_appended(self) -> None:
         """After an append: dispatch what the commit log's commits made durable. A
@@ -348,13 +373,15 @@ class QueueLog(QueueReading):
             ready += 1
         if not ready:
             return
-        entries = [(encode_unit(item.unit), item.offset, item.unit.store_timestamp)
-                   for item in itertools.islice(pending, ready)]
+        items = list(itertools.islice(pending, ready))
+        units = list(map(itemgetter(1), items))
         positions: list[int] = []
         try:
-            await self.cq.append_many(entries, positions)
+            await self.cq.append_joined(encode_units(units), [UNIT_SIZE] * ready,
+                                        list(map(itemgetter(0), items)),
+                                        list(map(itemgetter(3), units)), positions)
         finally:
-            self.index.add(pending.popleft() for _ in positions)
+            self.index.add([pending.popleft() for _ in positions])
         await self.index.append_pending()
 
     async def _flush_unlocked(self) -> None:

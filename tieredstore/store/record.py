@@ -23,7 +23,9 @@ A consume-queue unit, 32 bytes::
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, repeat, starmap
+from operator import add
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
@@ -134,6 +136,22 @@ def encode_record(
         crc = crc32c(part, crc)
     parts[0] = _HEAD.pack(total, MAGIC, crc)
     return b"".join(parts)
+
+
+def encode_bare_records(bodies: Sequence[bytes], first_offset: int,
+                        store_timestamp: int) -> tuple[bytes, list[int]]:
+    """The records of ``bodies`` alone (no keys, tags or properties), numbered
+    from ``first_offset`` and all stamped ``store_timestamp``: joined, and the
+    size of each. The bytes :func:`encode_record` makes of each, made with C
+    iterators (no Python code per record): ``append_batch``'s common batch."""
+    n = len(bodies)
+    lengths = list(map(len, bodies))
+    fields = list(map(_PLAIN_FIELDS.pack, range(first_offset, first_offset + n),
+                      repeat(store_timestamp, n), repeat(0, n), repeat(NO_TAGS, n),
+                      repeat(0, n), repeat(0, n), lengths))
+    sizes = list(map(add, lengths, repeat(_HEAD.size + _PLAIN_FIELDS.size, n)))
+    heads = map(_HEAD.pack, sizes, repeat(MAGIC, n), map(crc32c, bodies, map(crc32c, fields)))
+    return b"".join(chain.from_iterable(zip(heads, fields, bodies, strict=True))), sizes
 
 
 def record_size(head: bytes | memoryview) -> int:
@@ -296,6 +314,13 @@ class CqUnit(NamedTuple):
 def encode_unit(unit: CqUnit) -> bytes:
     body = _UNIT.pack(unit.position, unit.size, unit.tags_hash, unit.store_timestamp)
     return body + _UNIT_CRC.pack(crc32c(body))
+
+
+def encode_units(units: Iterable[CqUnit]) -> bytes:
+    """:func:`encode_unit` of each, joined (with C iterators)."""
+    bodies = list(starmap(_UNIT.pack, units))
+    crcs = map(_UNIT_CRC.pack, map(crc32c, bodies))
+    return b"".join(chain.from_iterable(zip(bodies, crcs, strict=True)))
 
 
 def decode_unit(data: bytes | memoryview, offset: int = 0) -> CqUnit:

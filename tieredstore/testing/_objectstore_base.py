@@ -20,6 +20,14 @@ def payload(size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
+def check_put_etag(suite: ObjectStoreSuite, etag: str, data: bytes) -> None:
+    """The ETag of an object put whole with ``data``: its quoted hex MD5 on S3."""
+    if suite.put_etags_not_md5:
+        assert etag.startswith('"') and etag.endswith('"') and len(etag) > 2, etag
+    else:
+        assert etag.strip('"') == md5(data), etag
+
+
 def md5(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
@@ -62,6 +70,11 @@ class ObjectStoreSuite:
     copied_part_etags_not_md5: bool = False
     """UploadPartCopy answers ETags that are not the part's MD5 (SeaweedFS), so
     the object's ETag is not AWS's MD5-of-part-MD5s."""
+
+    put_etags_not_md5: bool = False
+    """A whole object's ETag is not the MD5 of its bytes (the local backend: its
+    CRC32C and size; AWS too under SSE-KMS). It is still the same for the same
+    bytes and differs for other bytes."""
 
     empty_complete_is_no_such_upload: bool = False
     """Completing with no parts answers NoSuchUpload (SeaweedFS) where AWS

@@ -8,7 +8,12 @@ import asyncio
 from tieredstore.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
 from tieredstore.objectstore.base import ByteRange, ObjectInfo
 from tieredstore.testing._check import raises
-from tieredstore.testing._objectstore_base import ObjectStoreSuite, listed_keys, md5, payload
+from tieredstore.testing._objectstore_base import (
+    ObjectStoreSuite,
+    check_put_etag,
+    listed_keys,
+    payload,
+)
 
 # Ranged GETs of the object bytes(range(100)): (name, start, length, expected bytes).
 _RANGES = [
@@ -38,12 +43,15 @@ class ObjectCases(ObjectStoreSuite):
             head = await store.head("obj/a")
             assert (head.key, head.size, dict(head.metadata)) == ("obj/a", len(data), metadata)
             assert head.etag == put.etag, (head.etag, put.etag)
-            # A single-part object's ETag is the quoted hex MD5 of its bytes.
-            assert head.etag.strip('"') == md5(data), head.etag
+            # A single-part object's ETag is the quoted hex MD5 of its bytes (S3).
+            check_put_etag(self, head.etag, data)
+            other = await store.put("obj/b", data[:-1] + b"x")
+            same = await store.put("obj/c", data)
+            assert other.etag != put.etag and same.etag == put.etag, (other, same, put)
             listed = await store.list_all("obj/")
             assert [(o.key, o.size, o.etag) for o in listed] == [
-                ("obj/a", len(data), head.etag)
-            ], listed
+                ("obj/a", len(data), head.etag), ("obj/b", len(data), other.etag),
+                ("obj/c", len(data), head.etag)], listed
 
     async def test_get_object_returns_info_with_the_bytes(self) -> None:
         async with self.store() as store:
@@ -67,7 +75,7 @@ class ObjectCases(ObjectStoreSuite):
             assert await store.get("obj/empty") == b""
             head = await store.head("obj/empty")
             assert head.size == 0 and dict(head.metadata) == {}, head
-            assert head.etag.strip('"') == md5(b""), head.etag
+            check_put_etag(self, head.etag, b"")
             listed = [(o.key, o.size) for o in await store.list_all("obj/")]
             assert listed == [("obj/empty", 0)], listed
 
