@@ -168,6 +168,17 @@ class FlatFile:
         return (interval > 0 and self.started_ms is not None and self.stats.count > 0
                 and now - self.started_ms >= interval * 1000)
 
+    def append_nowait(self, data: bytes, offset: int, timestamp: int) -> int | None:
+        """:meth:`append` where it needs no roll and no wait for the pool: the
+        position, or None (nothing appended). See ``UploadBufferPool.yield_due``."""
+        if self._rolling or len(data) > self.max_size or self.needs_roll(len(data), timestamp):
+            return None
+        at = self.ctx.pool.append_nowait(self._active, data)
+        if at is None:
+            return None
+        self._added(offset, timestamp)
+        return self.active_base + at
+
     async def append(self, data: bytes, offset: int, timestamp: int) -> int:
         """Append one record or unit (never split across segments); its position."""
         self._check_fits(len(data))

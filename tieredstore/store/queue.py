@@ -274,24 +274,48 @@ class QueueLog(QueueReading):
         if len(body) > limit:
             raise MessageTooLarge(f"message body is {len(body)} bytes, the limit is {limit}",
                                   topic=self.topic, queue_id=self.queue_id)
+        if not self.lock.locked() and offset in (None, self.next_offset):
+            # Nothing else appends now: placed without awaiting, it needs no lock.
+            at = self.next_offset
+            ts = now_ms() if timestamp is None else int(timestamp)
+            record = self._encode(at, ts, body, keys=keys, tags=tags, properties=properties)
+            position = self.cl.append_nowait(record, at, ts)
+            if position is not None:  # else a roll or a full pool: the locked way below
+                self._appended(at, position, record, ts, keys=keys, tags=tags,
+                               properties=properties)
+                if self.ctx.pool.yield_due():
+                    await asyncio.sleep(0)
+                if self._pending and self._pending[0].unit.end <= self.cl.committed_end:
+                    async with self.lock:
+                        await self._dispatch_appended()
+                return at
         async with self.lock:
             if offset is not None and offset != self.next_offset:
                 kind = "a gap" if offset > self.next_offset else "a rewind"
                 raise OffsetError(f"offset {offset} would be {kind}: the next offset is "
                                   f"{self.next_offset}", topic=self.topic,
                                   queue_id=self.queue_id)
+            at = self.next_offset
             ts = now_ms() if timestamp is None else int(timestamp)
-            record = encode_record(self.next_offset, ts, body, keys=keys, tags=tags,
-                                   properties=properties)
-            if self.ctx.codec is not None:
-                record = self.ctx.codec.seal(record)
-            position = await self.cl.append(record, self.next_offset, ts)
-            self._pending.append(Pending(self.next_offset,
-                                         CqUnit(position, len(record), tags_hash(tags), ts),
-                                         indexed_keys(keys, properties)))
-            self.next_offset += 1
+            record = self._encode(at, ts, body, keys=keys, tags=tags, properties=properties)
+            position = await self.cl.append(record, at, ts)
+            self._appended(at, position, record, ts, keys=keys, tags=tags,
+                               properties=properties)
             await self._dispatch_appended()
-            return self.next_offset - 1
+            return at
+
+    def _encode(self, offset: int, ts: int, body: bytes, *, keys: Sequence[str],
+                tags: str | None, properties: Mapping[str, str] | None) -> bytes:
+        record = encode_record(offset, ts, body, keys=keys, tags=tags, properties=properties)
+        return record if self.ctx.codec is None else self.ctx.codec.seal(record)
+
+    def _appended(self, offset: int, position: int, record: bytes, ts: int, *,
+                  keys: Sequence[str], tags: str | None,
+                  properties: Mapping[str, str] | None) -> None:
+        """A record placed in the commit log: its unit waits for dispatch."""
+        self._pending.append(Pending(offset, CqUnit(position, len(record), tags_hash(tags), ts),
+                                     indexed_keys(keys, properties)))
+        self.next_offset = offset + 1
 
     async def append_batch(self, messages: Sequence[Outgoing], timestamp: int,
                            first_offset: int | None = None) -> int:

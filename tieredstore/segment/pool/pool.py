@@ -108,13 +108,10 @@ class UploadBufferPool:
         commits stopped, ``StoreClosed`` after ``close``, ``AppendTooLarge``
         for more bytes than the whole budget.
         """
-        committer = self._committer_for(segment)
         body = _as_bytes(data)
-        n = len(body)
-        if n == 0:
-            return committer.buffer.end
-        self._check_size(committer, n)
-        if self._budget.must_wait(n):
+        position = self.append_nowait(segment, body)
+        if position is None:
+            n = len(body)
             if self._shared.errored + n > self._budget.limit:
                 raise self._shared.stuck(n)
             await self._budget.wait(n)
@@ -123,16 +120,38 @@ class UploadBufferPool:
             except BaseException:
                 self._budget.unreserve(n)
                 raise
-        else:
-            self._budget.reserve(n)
-        position = self._place(committer, body)
-        self._unyielded += n
-        if self._unyielded >= YIELD_BYTES:
-            # A producer that never waits would starve the commit workers on this
-            # loop until its next flush: let them start (and finish) their PUTs.
-            self._unyielded = 0
+            position = self._place(committer, body)
+            self._unyielded += n
+        if self.yield_due():
             await asyncio.sleep(0)
         return position
+
+    def append_nowait(self, segment: FileSegment,
+                      data: bytes | bytearray | memoryview) -> int | None:
+        """:meth:`append` where it need not wait: the position, or None (nothing
+        appended, nothing counted) while the budget has no room. A caller that
+        appends this way yields to the loop whenever :meth:`yield_due` says so."""
+        committer = self._committer_for(segment)
+        body = _as_bytes(data)
+        n = len(body)
+        if n == 0:
+            return committer.buffer.end
+        self._check_size(committer, n)
+        if self._budget.must_wait(n):
+            return None
+        self._budget.reserve(n)
+        position = self._place(committer, body)
+        self._unyielded += n
+        return position
+
+    def yield_due(self) -> bool:
+        """Whether :data:`YIELD_BYTES` were appended since the producer last let
+        the loop run: a producer that never waits would starve the commit
+        workers on its loop until its next flush (their PUTs never start)."""
+        if self._unyielded < YIELD_BYTES:
+            return False
+        self._unyielded = 0
+        return True
 
     def try_append(
         self, segment: FileSegment, data: bytes | bytearray | memoryview
