@@ -3,7 +3,9 @@ one append each, rolls inside a batch, and nothing written for a bad batch."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from typing import Any
 
 import pytest
 
@@ -12,7 +14,7 @@ from tests.store.test_store_api import sealed_records
 from tieredstore.errors import InvalidArgumentType
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment import FileType
-from tieredstore.store import MessageStore, MessageTooLarge, Outgoing
+from tieredstore.store import AsyncMessageStore, MessageStore, MessageTooLarge, Outgoing
 
 
 async def test_a_batch_reads_back_as_appends_would(open_store: Opener) -> None:
@@ -103,3 +105,71 @@ def test_the_sync_facade_appends_a_batch_in_one_call() -> None:
         assert ms.append_batch("t", 0, [b"%d" % i for i in range(1000)]) == range(1000)
         ms.flush()
         assert [m.body for m in ms.get("t", 0, 998, max_count=5)] == [b"998", b"999"]
+
+
+async def test_appends_keep_call_order_while_some_wait_for_a_full_pool() -> None:
+    """Appends that fit the pool go without the queue lock; once one waits for
+    room, later ones queue behind it: offsets follow the order of the calls,
+    also for a producer that calls on every turn of the loop (it would find the
+    lock free between one waiter's release and the next one's turn)."""
+    held = asyncio.Event()
+
+    class SlowPuts(MemoryObjectStore):
+        async def put(self, key: str, data: Any, **kw: Any) -> Any:
+            if "/commitlog/" in key and data:
+                await held.wait()
+            return await super().put(key, data, **kw)
+
+    ms = await AsyncMessageStore.open(small_config(pool_bytes=16 * 1024), store=SlowPuts())
+    calls: list[tuple[bytes, Any]] = []  # in the order append was called
+
+    async def append(body: bytes) -> None:
+        slot = len(calls)
+        calls.append((body, None))
+        calls[slot] = (body, await ms.append("t", 0, body))
+
+    async def batch(bodies: list[bytes]) -> None:
+        slot = len(calls)
+        calls.append((b"", None))
+        calls[slot] = (b"", await ms.append_batch("t", 0, bodies))
+
+    async def every_turn() -> None:
+        for i in range(200):
+            await append(b"turn %d" % i)
+            await asyncio.sleep(0)
+
+    bodies = [bytes([i]) * 3000 for i in range(24)]
+    tasks = [asyncio.create_task(append(body)) for body in bodies[:12]]
+    tasks.append(asyncio.create_task(batch(bodies[12:16])))
+    tasks += [asyncio.create_task(append(body)) for body in bodies[16:]]
+    await asyncio.sleep(0.05)
+    assert sum(t.done() for t in tasks) < len(tasks), "no append waited for the pool"
+    tasks.append(asyncio.create_task(every_turn()))
+    held.set()
+    await asyncio.gather(*tasks)
+    offsets: list[int] = []
+    for _, got in calls:
+        offsets += got if isinstance(got, range) else [got]
+    assert offsets == list(range(len(offsets))), offsets
+    await ms.flush()
+    messages = await ms.get("t", 0, 0, max_count=len(offsets) + 1)
+    assert [m.offset for m in messages] == offsets
+    assert [m.body for m in messages if len(m.body) == 3000] == bodies
+    await ms.close()
+
+
+async def test_a_batch_of_bodies_and_timestamps_keeps_each_timestamp(
+        open_store: Opener) -> None:
+    ms = await open_store()
+    batch = [Outgoing(b"a", timestamp=1_700_000_000_000), Outgoing(b"b"),
+             Outgoing(b"c", keys=[], properties={}, timestamp=1_700_000_000_005)]
+    assert await ms.append_batch("t", 0, batch) == range(3)
+    got = await ms.get("t", 0, 0, max_count=5)
+    assert [m.body for m in got] == [b"a", b"b", b"c"]
+    assert got[0].store_timestamp == 1_700_000_000_000
+    assert got[2].store_timestamp == 1_700_000_000_005
+    assert got[1].store_timestamp > 1_700_000_000_005  # the store's clock
+    assert [(m.keys, m.tags, dict(m.properties)) for m in got] == [((), None, {})] * 3
+    await ms.flush()
+    assert await ms.offset_for_time("t", 0, 1_700_000_000_001) == 1
+    await ms.close()

@@ -17,8 +17,10 @@ from tieredstore.store.record import (
     decode_record,
     decode_unit,
     decode_units,
+    encode_bare_records,
     encode_record,
     encode_unit,
+    encode_units,
 )
 
 
@@ -177,3 +179,18 @@ def test_a_plain_record_has_the_documented_bytes(offset: int, ts: int, body: byt
     expected = struct.pack(">III", 12 + len(fields), 0x54534D31, crc32c(fields)) + fields
     assert encode_record(offset, ts, body) == expected
     assert encode_record(offset, ts, memoryview(body), properties={}) == expected
+
+
+@given(st.integers(0, 2**62), st.lists(st.tuples(st.binary(max_size=300),
+                                                 st.integers(-(2**63), 2**63 - 1)),
+                                       max_size=20))
+@settings(max_examples=50)
+def test_a_batch_encodes_the_bytes_each_record_would(
+        first: int, messages: list[tuple[bytes, int]]) -> None:
+    bodies = [body for body, _ in messages]
+    stamps = [ts for _, ts in messages]
+    records = [encode_record(first + k, ts, body) for k, (body, ts) in enumerate(messages)]
+    assert encode_bare_records(bodies, first, stamps) == (b"".join(records),
+                                                          [len(r) for r in records])
+    units = [CqUnit(k * 7, len(r), k - 3, stamps[k]) for k, r in enumerate(records)]
+    assert encode_units(units) == b"".join(encode_unit(u) for u in units)

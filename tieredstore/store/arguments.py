@@ -36,7 +36,7 @@ from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, hu
 from tieredstore.errors import ArgumentError, InvalidArgument, InvalidArgumentType
 from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
 from tieredstore.store.errors import MessageTooLarge
-from tieredstore.store.outgoing import Bodies, Outgoing
+from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import MIN_RECORD_SIZE, NO_TAGS
 from tieredstore.store.shown import about, iso, show, type_name
 
@@ -253,8 +253,10 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
                                   f"bytes or Outgoing, got {type_name(messages)}")
     if messages and all(type(m) is bytes for m in messages) and \
             max(map(len, messages)) <= config.max_message_size - MIN_RECORD_SIZE:
-        # Bodies alone, each small enough (check_message's common message).
-        return Bodies(list(messages))
+        # Bodies alone, each small enough (check_message's common message): as
+        # Outgoing, built in C.
+        new = tuple.__new__
+        return [new(Outgoing, (m, (), None, None, None)) for m in messages]
     out: list[Outgoing] = []
     for i, m in enumerate(messages):
         if isinstance(m, Outgoing):

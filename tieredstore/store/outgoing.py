@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import is_, itemgetter
 from typing import NamedTuple
 
 
@@ -17,13 +19,9 @@ class Outgoing(NamedTuple):
     timestamp: int | None = None
 
 
-class Bodies(list[Outgoing]):
-    """A checked batch of bodies alone (no keys, tags, properties or timestamps),
-    as Outgoing; ``bodies`` holds the bytes, which the queue encodes in one pass."""
 
-    __slots__ = ("bodies",)
-
-    def __init__(self, bodies: list[bytes]) -> None:
-        new = tuple.__new__  # Outgoing(body), built in C
-        super().__init__([new(Outgoing, (b, (), None, None, None)) for b in bodies])
-        self.bodies = bodies
+def bare(messages: Sequence[Outgoing]) -> bool:
+    """Whether no message has keys, tags or properties (bodies and timestamps
+    alone: the records ``append_batch`` encodes a batch at a time)."""
+    return (not any(map(itemgetter(1), messages)) and not any(map(itemgetter(3), messages))
+            and all(map(is_, map(itemgetter(2), messages), repeat(None))))

@@ -20,10 +20,11 @@ pending units dispatch has not stored yet. The reading itself is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import NamedTuple
@@ -40,7 +41,7 @@ from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
 from tieredstore.store.indexfile import KeyIndex
 from tieredstore.store.keyindex import IndexEntry, indexed_keys
 from tieredstore.store.observe import QueueFigures
-from tieredstore.store.outgoing import Bodies, Outgoing
+from tieredstore.store.outgoing import Outgoing, bare
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
@@ -83,6 +84,7 @@ class QueueLog(QueueReading):
         self.next_offset = 0
         self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
+        self._appends_waiting = 0  # appends waiting for the lock (see _appending)
         self._pending: deque[Pending] = deque()
 
     @property
@@ -274,7 +276,8 @@ class QueueLog(QueueReading):
         if len(body) > limit:
             raise MessageTooLarge(f"message body is {len(body)} bytes, the limit is {limit}",
                                   topic=self.topic, queue_id=self.queue_id)
-        if not self.lock.locked() and offset in (None, self.next_offset):
+        if not self.lock.locked() and not self._appends_waiting and \
+                offset in (None, self.next_offset):
             # Nothing else appends now: placed without awaiting, it needs no lock.
             at = self.next_offset
             ts = now_ms() if timestamp is None else int(timestamp)
@@ -289,7 +292,7 @@ class QueueLog(QueueReading):
                     async with self.lock:
                         await self._dispatch_appended()
                 return at
-        async with self.lock:
+        async with self._appending():
             if offset is not None and offset != self.next_offset:
                 kind = "a gap" if offset > self.next_offset else "a rewind"
                 raise OffsetError(f"offset {offset} would be {kind}: the next offset is "
@@ -303,6 +306,20 @@ class QueueLog(QueueReading):
                                properties=properties)
             await self._dispatch_appended()
             return at
+
+    @contextlib.asynccontextmanager
+    async def _appending(self) -> AsyncIterator[None]:
+        """The lock, for an append: while one waits for it, no append takes the
+        way without it, so offsets follow the order appends were called in."""
+        self._appends_waiting += 1
+        try:
+            await self.lock.acquire()
+        finally:
+            self._appends_waiting -= 1
+        try:
+            yield
+        finally:
+            self.lock.release()
 
     def _encode(self, offset: int, ts: int, body: bytes, *, keys: Sequence[str],
                 tags: str | None, properties: Mapping[str, str] | None) -> bytes:
@@ -325,14 +342,16 @@ class QueueLog(QueueReading):
         given, must be the queue's next offset (else nothing is appended). If a
         roll or the pool fails midway, the messages before the failure stay
         appended."""
-        async with self.lock:
+        async with self._appending():
             first = self.next_offset
             if first_offset is not None and first_offset != first:
                 raise OffsetError(f"the batch was numbered from {first_offset}, the queue's "
                                   f"next offset is {first}", topic=self.topic,
                                   queue_id=self.queue_id)
-            if self.ctx.codec is None and isinstance(messages, Bodies):
-                await self._append_bodies(messages.bodies, first, timestamp)
+            if self.ctx.codec is None and bare(messages):
+                stamps = [timestamp if t is None else int(t)
+                          for t in map(itemgetter(4), messages)]
+                await self._append_bare(list(map(itemgetter(0), messages)), first, stamps)
             else:
                 await self._append_messages(messages, first, timestamp)
             await self._dispatch_appended()
@@ -359,17 +378,17 @@ class QueueLog(QueueReading):
                 add(new(Pending, (offset, unit, indexed_keys(m.keys, m.properties))))
             self.next_offset += len(positions)
 
-    async def _append_bodies(self, bodies: Sequence[bytes], first: int, ts: int) -> None:
+    async def _append_bare(self, bodies: list[bytes], first: int, stamps: list[int]) -> None:
         """:meth:`_append_messages` for bodies alone, each step over the whole batch."""
-        data, sizes = encode_bare_records(bodies, first, ts)
+        data, sizes = encode_bare_records(bodies, first, stamps)
         positions: list[int] = []
         try:
-            await self.cl.append_joined(data, sizes, range(first, first + len(sizes)),
-                                        [ts] * len(sizes), positions)
+            await self.cl.append_joined(data, sizes, range(first, first + len(sizes)), stamps,
+                                        positions)
         finally:
             n, new = len(positions), tuple.__new__  # Pending(offset, CqUnit(...), ()), in C
             units = map(new, repeat(CqUnit),
-                        zip(positions, sizes[:n], repeat(0, n), repeat(ts, n), strict=True))
+                        zip(positions, sizes[:n], repeat(0, n), stamps[:n], strict=True))
             self._pending.extend(map(new, repeat(Pending),
                                      zip(range(first, first + n), units, repeat((), n),
                                          strict=True)))

@@ -139,16 +139,15 @@ def encode_record(
 
 
 def encode_bare_records(bodies: Sequence[bytes], first_offset: int,
-                        store_timestamp: int) -> tuple[bytes, list[int]]:
+                        stamps: Sequence[int]) -> tuple[bytes, list[int]]:
     """The records of ``bodies`` alone (no keys, tags or properties), numbered
-    from ``first_offset`` and all stamped ``store_timestamp``: joined, and the
-    size of each. The bytes :func:`encode_record` makes of each, made with C
+    from ``first_offset``, the k-th stamped ``stamps[k]``: joined, and the size
+    of each. The bytes :func:`encode_record` makes of each, made with C
     iterators (no Python code per record): ``append_batch``'s common batch."""
     n = len(bodies)
     lengths = list(map(len, bodies))
-    fields = list(map(_PLAIN_FIELDS.pack, range(first_offset, first_offset + n),
-                      repeat(store_timestamp, n), repeat(0, n), repeat(NO_TAGS, n),
-                      repeat(0, n), repeat(0, n), lengths))
+    fields = list(map(_PLAIN_FIELDS.pack, range(first_offset, first_offset + n), stamps,
+                      repeat(0, n), repeat(NO_TAGS, n), repeat(0, n), repeat(0, n), lengths))
     sizes = list(map(add, lengths, repeat(_HEAD.size + _PLAIN_FIELDS.size, n)))
     heads = map(_HEAD.pack, sizes, repeat(MAGIC, n), map(crc32c, bodies, map(crc32c, fields)))
     return b"".join(chain.from_iterable(zip(heads, fields, bodies, strict=True))), sizes
