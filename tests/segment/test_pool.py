@@ -41,6 +41,7 @@ from tieredstore.segment.pool import (
     PoolOptions,
     UploadBufferPool,
 )
+from tieredstore.segment.pool.pool import YIELD_BYTES
 from tieredstore.testing import FaultKind, FaultSchedule, FaultyObjectStore
 
 KiB = 1024
@@ -838,3 +839,23 @@ def test_pool_options_check_their_fields_and_name_the_config_key() -> None:
         with pytest.raises(ConfigError) as info:
             PoolOptions(**bad)
         assert info.value.key == key
+
+
+async def test_appends_pause_for_commits_in_worker_threads_once_per_yield() -> None:
+    """With ``thread_handoff``, a producer that never waits sleeps that long each
+    YIELD_BYTES while a commit is in flight (its thread can take the GIL)."""
+    store = GatedStore()
+    [segment] = await open_segments(store, 1)
+    pool = make_pool(budget_bytes=64 * MiB, thread_handoff=0.01)
+    await pool.append(segment, b"a" * CHUNK)
+    await until(lambda: len(store.waiting) == 1)  # a commit in flight, held
+    started = time.perf_counter()
+    for _ in range(4 * YIELD_BYTES // (64 * KiB)):
+        assert pool.append_nowait(segment, b"b" * 64 * KiB) is not None
+        pool.yield_due()
+    assert time.perf_counter() - started >= 4 * 0.01
+    store.gate.set()
+    await pool.flush()
+    with pytest.raises(ValueError, match="thread_handoff"):
+        PoolOptions(thread_handoff=1.0)
+    await pool.close()

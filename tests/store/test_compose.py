@@ -113,7 +113,14 @@ def test_pool_options_take_the_pool_keys() -> None:
     assert compose.pool_options(config) == PoolOptions(
         budget_bytes=8 * MiB, chunk_size=1 * MiB, group_commit_interval=0.5,
         upload_concurrency=3)
-    assert compose.open_pool(config).options == compose.pool_options(config)
+    assert compose.open_pool(config, MemoryObjectStore()).options == compose.pool_options(config)
+
+
+def test_a_pool_over_a_store_of_worker_threads_hands_them_the_gil(tmp_path: Path) -> None:
+    config = TieredStoreConfig()
+    local = compose.open_pool(config, LocalObjectStore(tmp_path / "data")).options
+    assert local.thread_handoff == compose.THREAD_HANDOFF > 0
+    assert compose.open_pool(config, MemoryObjectStore()).options.thread_handoff == 0
 
 
 def test_pool_options_refuse_a_budget_below_the_largest_message() -> None:

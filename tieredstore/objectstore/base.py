@@ -95,6 +95,12 @@ class ObjectStore(abc.ABC):
     """
 
     name: str = "abstract"
+    runs_in_threads: bool = False
+    """Whether requests run blocking calls in worker threads (the local
+    directory). Each call of theirs that releases the GIL then waits for it
+    again while the event loop's thread computes, up to the interpreter's
+    switch interval (5 ms): a producer appending from that loop hands it over
+    now and then (``PoolOptions.thread_handoff``)."""
 
     def __init__(self, *, chokepoint: Chokepoint | None = None) -> None:
         self.chokepoint = chokepoint or Chokepoint()

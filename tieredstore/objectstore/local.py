@@ -108,6 +108,7 @@ class LocalObjectStore(BlockingBackedObjectStore):
     """Objects as files under a root directory (created if missing)."""
 
     name = "local"
+    runs_in_threads = True
 
     @staticmethod
     def holds_store(root: str | os.PathLike[str]) -> bool:

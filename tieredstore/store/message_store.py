@@ -121,7 +121,7 @@ class AsyncMessageStore:
             config=config,
             store=backend,
             fetcher=compose.open_fetcher(backend, config),
-            pool=compose.open_pool(config),
+            pool=compose.open_pool(config, backend),
             writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
             segment_options=compose.segment_options(config),
             codec=codec,

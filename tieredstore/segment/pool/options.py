@@ -22,7 +22,11 @@ class PoolOptions:
     until at most ``low_water`` x budget are left. ``chunk_wait``: seconds a
     segment's bytes may wait for a full chunk when a group commit comes, if
     their rate will make one by then (0: never; see
-    :meth:`SegmentCommitter.waits_for_chunk`).
+    :meth:`SegmentCommitter.waits_for_chunk`). ``thread_handoff``: seconds a
+    producer that appends without waiting sleeps, once per ``YIELD_BYTES``,
+    while commits are in flight on an object store that runs them in worker
+    threads (``ObjectStore.runs_in_threads``): long enough for such a thread,
+    waiting for the GIL, to take it (0: never).
 
     No retry settings: the object store's chokepoint retries each request; a
     commit that fails after that is reported, and its bytes are committed
@@ -34,6 +38,7 @@ class PoolOptions:
     chunk_size: int = SegmentOptions().chunk_size
     group_commit_interval: float = 0.2
     chunk_wait: float = 0.0
+    thread_handoff: float = 0.0
     upload_concurrency: int = 16
     high_water: float = 0.75
     low_water: float = 0.5
@@ -49,6 +54,9 @@ class PoolOptions:
         if not 0 <= self.chunk_wait <= 3600:
             raise ConfigError("chunk_wait", f"must be within [0, 3600] seconds, got "
                               f"{self.chunk_wait}")
+        if not 0 <= self.thread_handoff <= 0.01:
+            raise ValueError(f"thread_handoff must be within [0, 0.01] seconds, got "
+                             f"{self.thread_handoff}")
         if self.upload_concurrency < 1:
             raise ConfigError("upload_concurrency",
                               f"must be >= 1, got {self.upload_concurrency}")
