@@ -97,19 +97,11 @@ class KeyIndex:
     def add(self, messages: Sequence[Keyed]) -> None:
         """Queue the entries of dispatched messages (in offset order); a watermark
         when the last entry trails by :data:`WATERMARK_GAP` messages."""
-        pending = self._pending
         if not any(map(itemgetter(2), messages)):
-            # None has keys (the common batch): only its watermarks, found by bisection.
-            if self.flat is None and not pending:
-                return
-            offsets = list(map(itemgetter(0), messages))
-            k = bisect.bisect_left(offsets, self._last + WATERMARK_GAP)
-            while k < len(offsets):
-                offset, ts = offsets[k], messages[k][1].store_timestamp
-                pending.append((encode_entry(IndexEntry(WATERMARK, offset, ts)), offset, ts))
-                self._last = offset
-                k = bisect.bisect_left(offsets, offset + WATERMARK_GAP, k + 1)
+            self.add_watermarks(list(map(itemgetter(0), messages)),
+                                [unit.store_timestamp for _, unit, _ in messages])
             return
+        pending = self._pending
         for offset, unit, keys in messages:
             if offset <= self._last:
                 continue  # handed back twice (an open that re-derives)
@@ -122,6 +114,18 @@ class KeyIndex:
             elif (self.flat is not None or pending) and offset - self._last >= WATERMARK_GAP:
                 pending.append((encode_entry(IndexEntry(WATERMARK, offset, ts)), offset, ts))
                 self._last = offset
+
+    def add_watermarks(self, offsets: Sequence[int], stamps: Sequence[int]) -> None:
+        """:meth:`add` for messages without keys (``offsets`` ascending, stamped
+        ``stamps``): only their watermarks, found by bisection."""
+        if self.flat is None and not self._pending:
+            return
+        k = bisect.bisect_left(offsets, self._last + WATERMARK_GAP)
+        while k < len(offsets):
+            offset, ts = offsets[k], stamps[k]
+            self._pending.append((encode_entry(IndexEntry(WATERMARK, offset, ts)), offset, ts))
+            self._last = offset
+            k = bisect.bisect_left(offsets, offset + WATERMARK_GAP, k + 1)
 
     async def append_pending(self) -> None:
         """Append the queued entries; the first ever opens the index."""

@@ -21,13 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
-from itertools import repeat
 from operator import itemgetter
-from typing import NamedTuple
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata, QueuePath
@@ -42,6 +38,7 @@ from tieredstore.store.indexfile import KeyIndex
 from tieredstore.store.keyindex import IndexEntry, indexed_keys
 from tieredstore.store.observe import QueueFigures
 from tieredstore.store.outgoing import Outgoing, bare
+from tieredstore.store.pending import PendingUnits
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
@@ -49,7 +46,6 @@ from tieredstore.store.record import (
     CqUnit,
     encode_bare_records,
     encode_record,
-    encode_units,
     tags_hash,
 )
 
@@ -58,14 +54,6 @@ log = logging.getLogger(__name__)
 assert UNIT_SIZE == UNIT_ALIGN
 CATCH_UP_STEP = 1024  # records read at a time to re-derive key index entries
 CATCH_UP_BYTES = 4 * 1024 * 1024
-
-
-class Pending(NamedTuple):
-    """A message whose unit waits for its commit-log bytes to be committed."""
-
-    offset: int
-    unit: CqUnit
-    keys: Sequence[str] = ()
 
 
 class QueueLog(QueueReading):
@@ -85,7 +73,7 @@ class QueueLog(QueueReading):
         self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
         self._appends_waiting = 0  # appends waiting for the lock (see _appending)
-        self._pending: deque[Pending] = deque()
+        self._pending = PendingUnits()
 
     @property
     def damage(self) -> list[str]:
@@ -256,8 +244,7 @@ class QueueLog(QueueReading):
 
     def _dispatch_record(self, data: bytes, position: int) -> None:
         unit, message = self.unit_and_record(data, position, self.next_offset)
-        self._pending.append(Pending(self.next_offset, unit,
-                                     indexed_keys(message.keys, message.properties)))
+        self._pending.add(self.next_offset, unit, indexed_keys(message.keys, message.properties))
         self.next_offset += 1
 
     # --- writing ----------------------------------------------------------------------
@@ -288,7 +275,8 @@ class QueueLog(QueueReading):
                                properties=properties)
                 if self.ctx.pool.yield_due():
                     await asyncio.sleep(0)
-                if self._pending and self._pending[0].unit.end <= self.cl.committed_end:
+                first_end = self._pending.first_end()
+                if first_end is not None and first_end <= self.cl.committed_end:
                     async with self.lock:
                         await self._dispatch_appended()
                 return at
@@ -330,8 +318,8 @@ class QueueLog(QueueReading):
                   keys: Sequence[str], tags: str | None,
                   properties: Mapping[str, str] | None) -> None:
         """A record placed in the commit log: its unit waits for dispatch."""
-        self._pending.append(Pending(offset, CqUnit(position, len(record), tags_hash(tags), ts),
-                                     indexed_keys(keys, properties)))
+        self._pending.add(offset, CqUnit(position, len(record), tags_hash(tags), ts),
+                          indexed_keys(keys, properties))
         self.next_offset = offset + 1
 
     async def append_batch(self, messages: Sequence[Outgoing], timestamp: int,
@@ -370,12 +358,11 @@ class QueueLog(QueueReading):
         try:
             await self.cl.append_many(entries, positions)
         finally:
-            add, new = self._pending.append, tuple.__new__
+            add = self._pending.add
             for (record, offset, ts), position, m in zip(entries, positions, messages,
                                                          strict=False):
-                # Pending(offset, CqUnit(...), keys), built in C
-                unit = new(CqUnit, (position, len(record), tags_hash(m.tags), ts))
-                add(new(Pending, (offset, unit, indexed_keys(m.keys, m.properties))))
+                add(offset, CqUnit(position, len(record), tags_hash(m.tags), ts),
+                    indexed_keys(m.keys, m.properties))
             self.next_offset += len(positions)
 
     async def _append_bare(self, bodies: list[bytes], first: int, stamps: list[int]) -> None:
@@ -386,18 +373,15 @@ class QueueLog(QueueReading):
             await self.cl.append_joined(data, sizes, range(first, first + len(sizes)), stamps,
                                         positions)
         finally:
-            n, new = len(positions), tuple.__new__  # Pending(offset, CqUnit(...), ()), in C
-            units = map(new, repeat(CqUnit),
-                        zip(positions, sizes[:n], repeat(0, n), stamps[:n], strict=True))
-            self._pending.extend(map(new, repeat(Pending),
-                                     zip(range(first, first + n), units, repeat((), n),
-                                         strict=True)))
+            n = len(positions)
+            self._pending.add_bare(first, positions, sizes, stamps)
             self.next_offset += n
 
     async def _dispatch_appended(self) -> None:
         """After an append: dispatch what the commit log's commits made durable. A
         failure is left for flush to report: the messages are appended."""
-        if not self._pending or self._pending[0].unit.end > self.cl.committed_end:
+        first_end = self._pending.first_end()
+        if first_end is None or first_end > self.cl.committed_end:
             return  # nothing committed to dispatch (the common case)
         try:
             await self._dispatch()
@@ -407,24 +391,23 @@ class QueueLog(QueueReading):
     async def _dispatch(self) -> None:
         """Move units whose CL bytes are committed into the CQ (one pool append per
         run of units)."""
-        committed = self.cl.committed_end
         pending = self._pending
-        ready = 0
-        for item in pending:
-            if item.unit.end > committed:
-                break
-            ready += 1
+        ready = pending.ready(self.cl.committed_end)
         if not ready:
             return
-        items = list(itertools.islice(pending, ready))
-        units = list(map(itemgetter(1), items))
+        first = pending.first
         positions: list[int] = []
         try:
-            await self.cq.append_joined(encode_units(units), [UNIT_SIZE] * ready,
-                                        list(map(itemgetter(0), items)),
-                                        list(map(itemgetter(3), units)), positions)
+            await self.cq.append_joined(pending.encode(ready), [UNIT_SIZE] * ready,
+                                        range(first, first + ready), pending.stamps(ready),
+                                        positions)
         finally:
-            self.index.add([pending.popleft() for _ in positions])
+            n = len(positions)
+            if pending.keyed_within(n):
+                self.index.add(pending.messages(n))
+            else:
+                self.index.add_watermarks(range(first, first + n), pending.stamps(n))
+            pending.drop(n)
         await self.index.append_pending()
 
     async def _flush_unlocked(self) -> None:
@@ -473,18 +456,12 @@ class QueueLog(QueueReading):
     @property
     def commit_offset(self) -> int:
         """Offsets below this are durable in the object store."""
-        committed = self.cl.committed_end
-        durable = self.cq.end // UNIT_SIZE
-        for item in self._pending:
-            if item.unit.end > committed:
-                break
-            durable += 1
-        return durable
+        return self.cq.end // UNIT_SIZE + self._pending.ready(self.cl.committed_end)
 
     def figures(self) -> QueueFigures:
         """This queue now, for metrics (plain values, read from any thread)."""
         unflushed = (self.cl.end - self.cl.committed_end + self.cq.end - self.cq.committed_end
-                     + len(self._pending) * UNIT_SIZE)
+                     + self._pending.bytes_held())
         return QueueFigures(self.topic, self.queue_id, self.min_offset, self.max_offset,
                             self.commit_offset, unflushed,
                             properties.merges_owed(self.meta.properties))
@@ -498,16 +475,14 @@ class QueueLog(QueueReading):
         out = await self.stored_units(start, stored_end, chained=chained)
         offset = max(start, stored_end)
         if offset < end:
-            first_pending = self._pending[0].offset if self._pending else self.next_offset
-            out.extend(p.unit for p in list(self._pending)[offset - first_pending :
-                                                          end - first_pending])
+            out.extend(self._pending.units(offset, end))
         return out
 
     async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
         """The index's entries, and entries for messages not yet dispatched."""
         entries = await self.index.candidates(q)
         entries.extend(IndexEntry(q.hash, p.offset, p.unit.store_timestamp, p.unit.position,
-                                  p.unit.size) for p in list(self._pending)
+                                  p.unit.size) for p in self._pending.keyed()
                        if q.key in p.keys and q.in_range(p.unit.store_timestamp))
         return entries
 
