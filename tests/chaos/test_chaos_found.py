@@ -249,6 +249,29 @@ async def test_lost_reply_then_corrupted_read_of_the_sealed_marker_is_not_a_fenc
             await store.close()
 
 
+# Was: _from_listing (tieredstore/segment/recovery.py) decoded each GET of a sealed marker
+# as it came: a flipped bit made it 'sealed marker ... is unreadable' (or a wrong size), a
+# CorruptSegment that only listing the segment again (4 times in all) retried, and the store
+# opening the queue (a takeover, while the old writer's seal waited for its merge) marked the
+# queue corrupt when the last listing's read was the damaged one. Chaos: test_chaos_log seed 257
+# under CPU load. Here: four damaged reads in a row, one per listing before the fix.
+@pytest.mark.parametrize("mutate", [flip_bit(2), change_recorded_size],
+                         ids=["unreadable", "another-size"])
+async def test_one_corrupted_read_of_a_sealed_marker_at_open_is_read_again(
+        mutate: object) -> None:
+    bucket = Scripted()
+    path = SegmentPath("c", "b", T, Q, FileType.COMMIT_LOG, 0)
+    segment = await ChunkedSegment.open(bucket, path, options=SegmentOptions(chunk_size=1024))
+    data = bytes(range(256)) * 10
+    await segment.commit0(0, data)
+    await segment.seal(merge=False)  # the marker stays until a merge
+    for _ in range(4):
+        bucket.flip("/sealed", mutate)  # type: ignore[arg-type]
+    again = await ChunkedSegment.open(bucket, path, options=SegmentOptions(chunk_size=1024))
+    assert len(bucket.log) == 4  # the marker's first four reads were damaged
+    assert again.sealed and await again.read0(0, len(data)) == data
+
+
 # --- 6. a merge that finds the segment merged by another writer keeps its upload ------
 
 

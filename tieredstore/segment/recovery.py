@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from tieredstore.errors import CorruptSegment, InvalidRequest, ObjectNotFound
 from tieredstore.objectstore.base import ByteRange, ObjectInfo, ObjectStore, UploadInfo
+from tieredstore.objectstore.reads import read_again_if, read_intact
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.path import (
     MERGED_NAME,
@@ -269,11 +270,21 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing,
         if sealed:
             return Recovered(SegmentState.SEALING, layout, layout.size, [], uploads, series)
         return Recovered(SegmentState.OPEN, layout, None, [], uploads, series)
+    marker_key = listing.marker.key
+
+    async def read_marker() -> int:
+        got = await store.get_object(marker_key)
+        if not read_intact(got.data, dict(got.info.metadata)):
+            raise CorruptSegment(f"sealed marker {marker_key!r} fails its CRC32C",
+                                 segment=str(path))
+        return decode_marker(path, got.data)
+
     try:
-        marker = await store.get(listing.marker.key)
+        # A damaged read (a flipped bit on the way) is read again: only damage
+        # that repeats makes the segment corrupt.
+        sealed_size = await read_again_if(CorruptSegment, read_marker)
     except ObjectNotFound:
         return None  # a merge's cleanup deleted it since the listing: list again
-    sealed_size = decode_marker(path, marker)
     if layout.size != sealed_size:
         raise CorruptSegment(
             f"sealed at {sealed_size} bytes but the chunks cover [0, {layout.size})"
