@@ -30,6 +30,7 @@ import functools
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
@@ -251,12 +252,14 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
             not isinstance(messages, Sequence):
         raise InvalidArgumentType("messages", f"must be a sequence (a list or tuple) of "
                                   f"bytes or Outgoing, got {type_name(messages)}")
-    if messages and all(type(m) is bytes for m in messages) and \
+    if messages and set(map(type, messages)) == {bytes} and \
             max(map(len, messages)) <= config.max_message_size - MIN_RECORD_SIZE:
         # Bodies alone, each small enough (check_message's common message): as
         # Outgoing, built in C.
-        new = tuple.__new__
-        return [new(Outgoing, (m, (), None, None, None)) for m in messages]
+        n = len(messages)
+        return list(map(tuple.__new__, repeat(Outgoing, n),
+                        zip(messages, repeat((), n), repeat(None, n), repeat(None, n),
+                            repeat(None, n), strict=True)))
     out: list[Outgoing] = []
     for i, m in enumerate(messages):
         if isinstance(m, Outgoing):

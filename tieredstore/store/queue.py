@@ -337,8 +337,11 @@ class QueueLog(QueueReading):
                                   f"next offset is {first}", topic=self.topic,
                                   queue_id=self.queue_id)
             if self.ctx.codec is None and bare(messages):
-                stamps = [timestamp if t is None else int(t)
-                          for t in map(itemgetter(4), messages)]
+                stamps = list(map(itemgetter(4), messages))
+                if stamps.count(None) == len(stamps):  # none carries its own
+                    stamps = [timestamp] * len(stamps)
+                else:
+                    stamps = [timestamp if t is None else int(t) for t in stamps]
                 await self._append_bare(list(map(itemgetter(0), messages)), first, stamps)
             else:
                 await self._append_messages(messages, first, timestamp)
