@@ -291,7 +291,7 @@ class QueueLog(QueueReading):
             record = self._encode(at, ts, body, keys=keys, tags=tags, properties=properties)
             position = await self.cl.append(record, at, ts)
             self._appended(at, position, record, ts, keys=keys, tags=tags,
-                               properties=properties)
+                           properties=properties)
             await self._dispatch_appended()
             return at
 
@@ -351,12 +351,10 @@ class QueueLog(QueueReading):
     async def _append_messages(self, messages: Sequence[Outgoing], first: int,
                                timestamp: int) -> None:
         entries: list[Entry] = []
-        codec = self.ctx.codec
         for k, m in enumerate(messages):
             ts = timestamp if m.timestamp is None else int(m.timestamp)
-            record = encode_record(first + k, ts, m.body, keys=m.keys, tags=m.tags,
-                                   properties=m.properties)
-            entries.append((record if codec is None else codec.seal(record), first + k, ts))
+            entries.append((self._encode(first + k, ts, m.body, keys=m.keys, tags=m.tags,
+                                         properties=m.properties), first + k, ts))
         positions: list[int] = []
         try:
             await self.cl.append_many(entries, positions)

@@ -168,18 +168,13 @@ class UploadBufferPool:
     ) -> AppendResult:
         """Like :meth:`append` without waiting: ``BUFFER_FULL`` (nothing appended)
         when the budget has no room now, or when appends are already waiting."""
-        committer = self._committer_for(segment)
         body = _as_bytes(data)
-        n = len(body)
-        if n == 0:
-            return AppendResult(AppendStatus.OK, committer.buffer.end)
-        self._check_size(committer, n)
-        if self._budget.must_wait(n):
+        position = self.append_nowait(segment, body)
+        if position is None:
             self.metrics.buffer_full += 1
-            self._make_room(n)
+            self._make_room(len(body))
             return AppendResult(AppendStatus.BUFFER_FULL)
-        self._budget.reserve(n)
-        return AppendResult(AppendStatus.OK, self._place(committer, body))
+        return AppendResult(AppendStatus.OK, position)
 
     def append_position(self, segment: FileSegment) -> int:
         """Where the next append to ``segment`` goes: commit position + buffered bytes."""
