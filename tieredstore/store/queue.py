@@ -275,8 +275,7 @@ class QueueLog(QueueReading):
                                properties=properties)
                 if self.ctx.pool.yield_due():
                     await asyncio.sleep(0)
-                first_end = self._pending.first_end()
-                if first_end is not None and first_end <= self.cl.committed_end:
+                if self._dispatch_due():
                     async with self.lock:
                         await self._dispatch_appended()
                 return at
@@ -378,11 +377,15 @@ class QueueLog(QueueReading):
             self._pending.add_bare(first, positions, sizes, stamps)
             self.next_offset += n
 
+    def _dispatch_due(self) -> bool:
+        """Whether the first pending unit's record is committed (one to dispatch)."""
+        first_end = self._pending.first_end()
+        return first_end is not None and first_end <= self.cl.committed_end
+
     async def _dispatch_appended(self) -> None:
         """After an append: dispatch what the commit log's commits made durable. A
         failure is left for flush to report: the messages are appended."""
-        first_end = self._pending.first_end()
-        if first_end is None or first_end > self.cl.committed_end:
+        if not self._dispatch_due():
             return  # nothing committed to dispatch (the common case)
         try:
             await self._dispatch()
@@ -396,18 +399,17 @@ class QueueLog(QueueReading):
         ready = pending.ready(self.cl.committed_end)
         if not ready:
             return
-        first = pending.first
+        first, stamps = pending.first, pending.stamps(ready)
         positions: list[int] = []
         try:
             await self.cq.append_joined(pending.encode(ready), [UNIT_SIZE] * ready,
-                                        range(first, first + ready), pending.stamps(ready),
-                                        positions)
+                                        range(first, first + ready), stamps, positions)
         finally:
             n = len(positions)
             if pending.keyed_within(n):
                 self.index.add(pending.messages(n))
             else:
-                self.index.add_watermarks(range(first, first + n), pending.stamps(n))
+                self.index.add_watermarks(range(first, first + n), stamps[:n])
             pending.drop(n)
         await self.index.append_pending()
 
