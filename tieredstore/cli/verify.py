@@ -20,7 +20,7 @@ from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.log import LogSnapshot
-from tieredstore.metadata import list_queues
+from tieredstore.metadata import QueueMetadata, list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import (
@@ -66,6 +66,7 @@ class _Plan:
     """One queue's live segments, checked for structure, ready to read."""
 
     check: QueueCheck
+    meta: QueueMetadata
     live: dict[FileType, list[SegmentView]]
     ends: dict[FileType, int]
     firsts: dict[FileType, int]
@@ -77,55 +78,94 @@ class _Plan:
         return sum(v.size for views in self.live.values() for v in views)
 
 
+async def _plan_queues(store: ObjectStore, config: TieredStoreConfig,
+                       queues: list[tuple[str, int]], failed: list[QueueCheck]) -> list[_Plan]:
+    """Read the queues' metadata and list their segments; report what does not fit
+    together. The consume queues before the commit logs: a writer dispatches a
+    unit only after the commit-log bytes it points to are stored, so every unit
+    listed points into what the later commit-log listing holds, with the log
+    loaded again in between (docs/format.md, "Reading the log")."""
+    limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
+
+    async def plan_one(t: str, q: int, log: LogSnapshot) -> _Plan | None:
+        async with limit:
+            try:
+                return await _plan_queue(store, config, t, q, log)
+            except TieredStoreError as exc:
+                check = QueueCheck(t, q)
+                check.error(f"cannot read the queue's metadata: {exc}")
+                failed.append(check)
+                return None
+
+    async def list_rest(plan: _Plan, log: LogSnapshot) -> _Plan | None:
+        async with limit:
+            try:
+                for file_type in (FileType.COMMIT_LOG, FileType.INDEX):
+                    await _plan_file(store, config, plan, file_type, log)
+            except TieredStoreError as exc:
+                plan.check.error(f"cannot list the queue's segments: {exc}")
+                failed.append(plan.check)
+                return None
+        return plan
+
+    log = await LogSnapshot.load(store, log_path(config))
+    plans = [p for p in await asyncio.gather(*(plan_one(t, q, log) for t, q in queues)) if p]
+    log = await LogSnapshot.load(store, log_path(config))
+    return [p for p in await asyncio.gather(*(list_rest(p, log) for p in plans)) if p]
+
+
 async def _plan_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
                       queue_id: int, log: LogSnapshot) -> _Plan:
-    """Read the metadata and list the segments; report what does not fit together."""
-    check = QueueCheck(topic, queue_id)
+    """A queue's metadata, and its consume queue listed after ``log`` was loaded."""
     meta = await open_metadata(store, config, topic, queue_id)
-    plan = _Plan(check, {}, {}, {}, clean_from(meta.properties),
+    plan = _Plan(QueueCheck(topic, queue_id), meta, {}, {}, {}, clean_from(meta.properties),
                  RecordCodec.from_config(config, strict=False))
-    # The consume queue before the commit log: a writer dispatches a unit only
-    # after the commit-log bytes it points to are stored, so every unit this
-    # listing finds points into what the later commit-log listing holds.
-    for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX):
-        views = await list_segments(store, config, topic, queue_id, file_type, log=log)
-        by_base = {v.base: v for v in views}
-        next_base = meta.next_base_offset(file_type)
-        first = min(meta.first(file_type).base_offset, next_base)
-        records = [r async for r in meta.records(file_type)]
-        for problem in record_chain(records, consume_queue=file_type is FileType.CONSUME_QUEUE):
-            check.error(f"offset {problem.offset}: {problem.text}")
-        for record in records:
-            view = by_base.get(record.base_offset)
-            where = f"{file_type.label} segment at {record.base_offset}"
-            if view is None:
-                check.error(f"{where} is recorded in the metadata but has no objects")
-                continue
-            view.record = record
-            if view.state is SegmentState.OPEN:
-                check.error(f"{where} is recorded as sealed but is not sealed")
-            elif view.state is not None and view.size != record.size:
-                check.error(f"{where} holds {view.size} bytes, its record says {record.size}")
-        live = [v for v in views if v.base >= first]
-        expected = first
-        for view in live:
-            if view.base != expected:
-                what = "missing" if view.base > expected else "overlapping"
-                check.error(f"{file_type.label} bytes [{min(expected, view.base)}, "
-                            f"{max(expected, view.base)}) are {what} before segment {view.path}")
-            if view.state is None:
-                check.error(f"{file_type.label} segment {view.path} is corrupt: {view.error}")
-            for key in view.foreign:
-                check.error(f"foreign object {key!r} in segment {view.path}: not written by "
-                            "tieredstore; ignored (move it away)")
-            expected = view.end
-        plan.live[file_type] = live
-        plan.firsts[file_type] = first
-        plan.ends[file_type] = expected
-        check.segments[file_type.label] = len(live)
-    check.min_offset = plan.firsts[FileType.CONSUME_QUEUE] // UNIT_SIZE
-    check.max_offset = plan.ends[FileType.CONSUME_QUEUE] // UNIT_SIZE
+    await _plan_file(store, config, plan, FileType.CONSUME_QUEUE, log)
+    plan.check.min_offset = plan.firsts[FileType.CONSUME_QUEUE] // UNIT_SIZE
+    plan.check.max_offset = plan.ends[FileType.CONSUME_QUEUE] // UNIT_SIZE
     return plan
+
+
+async def _plan_file(store: ObjectStore, config: TieredStoreConfig, plan: _Plan,
+                     file_type: FileType, log: LogSnapshot) -> None:
+    """List one flat file's segments (after ``log`` was loaded) against its records."""
+    check, meta = plan.check, plan.meta
+    topic, queue_id = check.topic, check.queue_id
+    views = await list_segments(store, config, topic, queue_id, file_type, log=log)
+    by_base = {v.base: v for v in views}
+    next_base = meta.next_base_offset(file_type)
+    first = min(meta.first(file_type).base_offset, next_base)
+    records = [r async for r in meta.records(file_type)]
+    for problem in record_chain(records, consume_queue=file_type is FileType.CONSUME_QUEUE):
+        check.error(f"offset {problem.offset}: {problem.text}")
+    for record in records:
+        view = by_base.get(record.base_offset)
+        where = f"{file_type.label} segment at {record.base_offset}"
+        if view is None:
+            check.error(f"{where} is recorded in the metadata but has no objects")
+            continue
+        view.record = record
+        if view.state is SegmentState.OPEN:
+            check.error(f"{where} is recorded as sealed but is not sealed")
+        elif view.state is not None and view.size != record.size:
+            check.error(f"{where} holds {view.size} bytes, its record says {record.size}")
+    live = [v for v in views if v.base >= first]
+    expected = first
+    for view in live:
+        if view.base != expected:
+            what = "missing" if view.base > expected else "overlapping"
+            check.error(f"{file_type.label} bytes [{min(expected, view.base)}, "
+                        f"{max(expected, view.base)}) are {what} before segment {view.path}")
+        if view.state is None:
+            check.error(f"{file_type.label} segment {view.path} is corrupt: {view.error}")
+        for key in view.foreign:
+            check.error(f"foreign object {key!r} in segment {view.path}: not written by "
+                        "tieredstore; ignored (move it away)")
+        expected = view.end
+    plan.live[file_type] = live
+    plan.firsts[file_type] = first
+    plan.ends[file_type] = expected
+    check.segments[file_type.label] = len(live)
 
 
 async def _read_queue(store: ObjectStore, plan: _Plan, bar: Progress) -> None:
@@ -268,20 +308,6 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
              if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
     limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
     failed: list[QueueCheck] = []
-    # The log before any segment (docs/format.md, "Reading the log"); again for a
-    # second look.
-    logs = [await LogSnapshot.load(store, log_path(config))]
-
-    async def plan_one(t: str, q: int) -> _Plan | None:
-        async with limit:
-            try:
-                return await _plan_queue(store, config, t, q, logs[-1])
-            except TieredStoreError as exc:
-                check = QueueCheck(t, q)
-                check.error(f"cannot read the queue's metadata: {exc}")
-                failed.append(check)
-                return None
-
     orphans = {key: count for key, count in (await queues_with_segments(store, config)).items()
                if key not in found and (topic is None or key[0] == topic)
                and (queue_id is None or key[1] == queue_id)}
@@ -293,7 +319,7 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
         check.error(f"{count} segment(s) in the bucket but no queue metadata references "
                     "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
         failed.append(check)
-    plans = [p for p in await asyncio.gather(*(plan_one(t, q) for t, q in found)) if p]
+    plans = await _plan_queues(store, config, found, failed)
     with progress(show_progress, total=sum(p.total_bytes for p in plans), desc="verify",
                   unit="B") as bar:
 
@@ -305,18 +331,12 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
         # A writer that went on during the check (rolled, merged, trimmed) can make a
         # snapshot look inconsistent: a queue with errors is checked once more, and
         # what that second look finds is the report (real damage shows again).
-        final: list[_Plan] = []
-        if any(plan.check.error_count for plan in plans):
-            logs.append(await LogSnapshot.load(store, log_path(config)))
-        for plan in plans:
-            if plan.check.error_count:
-                again = await plan_one(plan.check.topic, plan.check.queue_id)
-                if again is None:  # its metadata failed now: ``failed`` holds the report
-                    continue
-                await _read_queue(store, again, bar)
-                final.append(again)
-                continue
-            final.append(plan)
+        # A queue whose planning fails now has its report in ``failed``.
+        again = await _plan_queues(store, config, [(p.check.topic, p.check.queue_id)
+                                                   for p in plans if p.check.error_count],
+                                   failed) if any(p.check.error_count for p in plans) else []
+        await asyncio.gather(*(read_one(p) for p in again))
+        final = [*(p for p in plans if not p.check.error_count), *again]
     checks = sorted([*(p.check for p in final), *failed], key=lambda c: (c.topic, c.queue_id))
     return VerifyReport(checks, store.metrics.snapshot())
 

@@ -237,7 +237,7 @@ class SliceScanner:
 
     async def _locate(self, item: _Wanted, batch: Batch) -> SegmentView | None:
         try:
-            return await self.commit_log.locate(item.unit.position)
+            return await self.commit_log.locate(item.unit.position, item.unit.size)
         except TieredStoreError as exc:
             await self._report(batch, self._error(item.offset, f"commit log: {exc}"))
             return None

@@ -248,6 +248,7 @@ class FlatView:
         self.tail: list[SegmentView] = []
         self._sealed: dict[int, SegmentView] = {}
         self.next_base = records.next_base_offset(self.file_type)
+        self._relisted = False  # the tail listed again after a fresh load of the log
 
     async def open(self) -> None:
         """List the segments from ``next_base`` on (once)."""
@@ -283,10 +284,18 @@ class FlatView:
     def _corrupt(self, message: str) -> QueueCorrupt:
         return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
 
-    async def locate(self, position: int) -> SegmentView:
-        """The segment holding ``position``."""
+    async def locate(self, position: int, length: int = 1) -> SegmentView:
+        """The segment holding ``position`` (and, if stored, the ``length`` bytes
+        from it: a read past the last listed byte lists the tail again, once)."""
         if position >= self.next_base:
             await self.open()
+            if position + length > self.end and self.log is not None and not self._relisted:
+                # The bytes a unit listed after the log's load points to may be in a
+                # newer log object (docs/format.md, "Reading the log").
+                self._relisted = True
+                self.log = await self.log.reload()
+                self.tail = []
+                await self.open()
         for view in self.tail:
             if view.base <= position < view.end or (view is self.tail[-1]
                                                      and position >= view.base):
@@ -310,7 +319,7 @@ class FlatView:
     async def read(self, position: int, length: int, *, span: bool = False) -> bytes:
         """Bytes ``[position, position + length)`` of one segment, every unit checked
         (``span``: just these bytes, unchecked, see ``SegmentReader.read_span``)."""
-        view = await self.locate(position)
+        view = await self.locate(position, length)
         if view.state is None:
             raise self._corrupt(view.error)
         if position + length > view.end:
