@@ -12,8 +12,9 @@ import pytest
 from tieredstore.errors import ConfigError, IntegrityError, StoreClosed
 from tieredstore.fetcher import DiskTier, Fetcher, unit_key
 from tieredstore.fetcher.fetcher import FetcherOptions
-from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.objectstore import ByteRange, MemoryObjectStore, ObjectData, ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
+from tieredstore.testing import ForwardingObjectStore
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -362,17 +363,41 @@ async def test_failed_prefetch_is_counted_not_raised_to_other_readers(
         await segment.read0(2 * CHUNK, 10)
 
 
+class HeldGets(ForwardingObjectStore):
+    """GETs of the keys in ``held`` wait until ``release`` is set."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.held: set[str] = set()
+        self.release = asyncio.Event()
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        if key in self.held:
+            await self.release.wait()
+        return await super().get_object(key, byte_range)
+
+
 async def test_reader_joining_a_failing_inflight_load_gets_its_error(
-    fast_store: ObjectStore, fetcher: Fetcher
+    fast_store: ObjectStore
 ) -> None:
     await write_segment(fast_store, 6)
-    segment = await reader(fast_store, fetcher)
+    held = HeldGets(fast_store)
+    fetcher = Fetcher(held, memory_bytes=64 * MiB)
+    segment = await reader(held, fetcher)
     await corrupt_object(fast_store, segment.layout.units[1].key)
+    held.held = {u.key for u in segment.layout.units[1:]}
     await segment.read0(0, CHUNK)  # read-ahead of unit 1 starts, not finished yet
+    read = asyncio.ensure_future(segment.read0(CHUNK, 10))
+    for _ in range(100):  # it joins that load
+        if fetcher.snapshot()["coalesced_waits"]:
+            break
+        await asyncio.sleep(0)
+    held.release.set()
     with pytest.raises(IntegrityError):
-        await segment.read0(CHUNK, 10)  # joins that load
+        await read
     snap = fetcher.snapshot()
     assert snap["coalesced_waits"] == 1 and snap["prefetch_errors"] == 0
+    await fetcher.close()
 
 
 async def until_loading(fetcher: Fetcher) -> None:
@@ -421,8 +446,10 @@ async def test_forget_during_a_load_caches_nothing_of_the_segment(fast_store: Ob
 async def test_close_cancels_background_loads_and_refuses_reads(fast_store: ObjectStore
                                                                 ) -> None:
     await write_segment(fast_store, 8)
-    fetcher = Fetcher(fast_store, readahead_chunk_num=4)
-    segment = await reader(fast_store, fetcher)
+    held = HeldGets(fast_store)
+    fetcher = Fetcher(held, readahead_chunk_num=4)
+    segment = await reader(held, fetcher)
+    held.held = {u.key for u in segment.layout.units[1:]}
     await segment.read0(0, 10)  # starts four read-ahead loads
     assert fetcher.snapshot()["inflight_loads"] == 4
     await fetcher.close()

@@ -62,7 +62,7 @@ class UnitStream:
         self.bytes_read = 0
         self.bad: list[BadRange] = []
         self._pieces: Iterator[_Piece] = self._plan(segments)
-        self._ahead: deque[tuple[_Piece, asyncio.Task[bytes]]] = deque()
+        self._ahead: deque[tuple[_Piece, asyncio.Task[bytes | memoryview]]] = deque()
         self._buf = bytearray()  # bytes [self._start, self._fetched)
         self._fetched = segments[0].base if segments else 0
         self._done = False
@@ -90,7 +90,7 @@ class UnitStream:
                 break
             self._ahead.append((piece, asyncio.get_running_loop().create_task(self._fetch(piece))))
 
-    async def _fetch(self, piece: _Piece) -> bytes:
+    async def _fetch(self, piece: _Piece) -> bytes | memoryview:
         if piece.unit is None:
             raise BadBytes(piece.view.error)
         try:

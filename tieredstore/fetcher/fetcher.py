@@ -101,7 +101,7 @@ class Fetcher:
 
     async def read(
         self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
-    ) -> bytes:
+    ) -> bytes | memoryview:
         # docstring inherited
         if self.loads.closed:
             raise StoreClosed("the fetcher is closed")
@@ -121,19 +121,20 @@ class Fetcher:
                     self.metrics.readahead_hits += 1
                 self.metrics.served(Source.MEMORY, piece.end - piece.start)
                 datas.append(found[0])
+        ahead = False
         if missing:
-            if len(missing) == 1:
-                loaded = [await self.loads.demand(path, slices[missing[0]].unit)]
-            else:
-                loaded = await asyncio.gather(
-                    *(self.loads.demand(path, slices[i].unit) for i in missing)
-                )
+            waits = [self.loads.demand(path, slices[i].unit) for i in missing]
+            # The read-ahead's GETs go out with the demanded ones, not after them.
+            self._read_ahead(path, layout, position, length, slices)
+            ahead = True
+            loaded = [await waits[0]] if len(waits) == 1 else await asyncio.gather(*waits)
             for i, (data, source) in zip(missing, loaded, strict=True):
                 datas[i] = data
                 self.metrics.served(source, slices[i].end - slices[i].start)
         result = assemble(slices, datas)
         if not self.loads.closed:
-            self._read_ahead(path, layout, position, length, slices)
+            if not ahead:
+                self._read_ahead(path, layout, position, length, slices)
             if self.loads and started - self._yielded >= YIELD_EVERY:
                 # Let loads in flight move on: a reader served from memory never
                 # waits on the loop otherwise, so its read-ahead would neither

@@ -81,8 +81,9 @@ class LoadRegistry:
 
     # --- loads ------------------------------------------------------------------------
 
-    async def demand(self, path: SegmentPath, unit: ChunkRef) -> Loaded:
-        """A read needs ``unit``: join its load in flight, or start one; its result.
+    def demand(self, path: SegmentPath, unit: ChunkRef) -> Coroutine[Any, Any, Loaded]:
+        """A read needs ``unit``: join its load in flight, or start one, now (not
+        when awaited: the caller starts its read-ahead beside it); its result.
 
         Raises :class:`StoreClosed` if the registry is (or gets) closed first.
         """
@@ -97,6 +98,10 @@ class LoadRegistry:
             if load.speculative:
                 self.metrics.readahead_hits += 1
         load.demanded = True
+        return self._result(load)
+
+    @staticmethod
+    async def _result(load: Load) -> Loaded:
         assert load.task is not None
         try:
             # Shielded: a reader that gives up must not cancel the load for others.

@@ -548,7 +548,8 @@ class ChunkedSegment(FileSegment):
         return await self._read(self.reader.read_span, position, length)
 
     async def _read(self, read: Callable[[SegmentPath, SegmentLayout, int, int],
-                                         Awaitable[bytes]], position: int, length: int) -> bytes:
+                                         Awaitable[bytes | memoryview]], position: int,
+                    length: int) -> bytes:
         if self._destroyed:
             raise StoreClosed(f"segment {self.path} was destroyed")
         size = self._layout.size
@@ -563,7 +564,10 @@ class ChunkedSegment(FileSegment):
         while True:
             layout = self._layout
             try:
-                return await read(self.path, layout, position, length)
+                data = await read(self.path, layout, position, length)
+                # A segment's callers keep what they read: a copy, not a view that
+                # would keep a whole unit alive.
+                return data if isinstance(data, bytes) else bytes(data)
             except ChunkMissing:
                 if self._layout is not layout:
                     continue  # our own merge replaced the chunks: read the new object

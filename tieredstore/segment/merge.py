@@ -113,7 +113,7 @@ async def merge_chunks(
                     key, upload_id, part.number, chunk.key,
                     ByteRange(chunk.object_offset + piece.start, piece.length),
                 )
-            pieces: list[bytes] = []
+            pieces: list[bytes | memoryview] = []
             for piece in part.pieces:
                 chunk = chunks[piece.chunk]
                 # The reader checks the whole chunk's CRC before we use any of it.

@@ -31,8 +31,9 @@ class SegmentReader(Protocol):
 
     async def read(
         self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
-    ) -> bytes:
-        """Bytes ``[position, position + length)``, every unit checked."""
+    ) -> bytes | memoryview:
+        """Bytes ``[position, position + length)``, every unit checked: a read-only
+        view of a unit's bytes when they lie in one unit (no copy), else joined."""
         ...
 
     async def read_span(
@@ -151,12 +152,13 @@ async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> byt
     return got.data
 
 
-def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes:
-    """Join the wanted part of each unit's bytes, copying once."""
+def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes | memoryview:
+    """The wanted part of each unit's bytes: a view of one unit's, or joined
+    (copying once)."""
     if len(slices) == 1:
         s = slices[0]
         data = datas[0]
-        return data if (s.start, s.end) == (0, len(data)) else data[s.start : s.end]
+        return data if (s.start, s.end) == (0, len(data)) else memoryview(data)[s.start : s.end]
     return b"".join(memoryview(d)[s.start : s.end] for s, d in zip(slices, datas, strict=True))
 
 
@@ -174,7 +176,7 @@ class DirectReader:
 
     async def read(
         self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
-    ) -> bytes:
+    ) -> bytes | memoryview:
         # docstring inherited
         slices = layout.slices(position, length)
         datas = await asyncio.gather(*(self._one(path, s.unit) for s in slices))

@@ -71,7 +71,7 @@ class KeyQuery:
 class IndexReads(Protocol):
     """A queue's index flat file as a lookup reads it (the writer's or a view's)."""
 
-    async def read(self, position: int, length: int) -> bytes: ...
+    async def read(self, position: int, length: int) -> bytes | memoryview: ...
 
     async def unrecorded(self) -> list[tuple[int, int]]:
         """``[start, end)`` of each segment not yet recorded (the active one)."""

@@ -98,7 +98,7 @@ class Scanned:
     """One whole commit-log record found by :func:`scan_records` (not decoded)."""
 
     position: int
-    data: bytes
+    data: bytes | memoryview
 
     @property
     def end(self) -> int:
@@ -116,7 +116,7 @@ class ScanStop:
     problem: str = ""
 
 
-async def scan_records(read: Callable[[int, int], Awaitable[bytes]],
+async def scan_records(read: Callable[[int, int], Awaitable[bytes | memoryview]],
                        segment_end: Callable[[int], Awaitable[int]], position: int, end: int
                        ) -> AsyncIterator[Scanned | ScanStop]:
     """The commit-log records from ``position`` up to ``end``, one after another.

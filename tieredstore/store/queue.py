@@ -242,7 +242,7 @@ class QueueLog(QueueReading):
         if position < end:
             await self.meta.set_properties(properties.clean_from_update(end))
 
-    def _dispatch_record(self, data: bytes, position: int) -> None:
+    def _dispatch_record(self, data: bytes | memoryview, position: int) -> None:
         unit, message = self.unit_and_record(data, position, self.next_offset)
         self._pending.add(self.next_offset, unit, indexed_keys(message.keys, message.properties))
         self.next_offset += 1

@@ -79,10 +79,10 @@ class QueueView(QueueReading):
     async def commit_log_segment_end(self, position: int) -> int:
         return (await self.cl.locate(position)).end
 
-    async def read_commit_log(self, position: int, length: int) -> bytes:
+    async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
         return await self.cl.read(position, length)
 
-    async def read_commit_log_span(self, position: int, length: int) -> bytes:
+    async def read_commit_log_span(self, position: int, length: int) -> bytes | memoryview:
         return await self.cl.read(position, length, span=True)
 
     async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
@@ -93,7 +93,7 @@ class QueueView(QueueReading):
         view = await self.cq.locate(position)
         return view.base, view.end
 
-    async def read_consume_queue(self, position: int, length: int) -> bytes:
+    async def read_consume_queue(self, position: int, length: int) -> bytes | memoryview:
         return await self.cq.read(position, length)
 
     async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:

@@ -79,7 +79,7 @@ class QueueReading(abc.ABC):
         """Where the consume-queue segment holding ``position`` starts and ends."""
 
     @abc.abstractmethod
-    async def read_consume_queue(self, position: int, length: int) -> bytes:
+    async def read_consume_queue(self, position: int, length: int) -> bytes | memoryview:
         """Consume-queue bytes, within one segment, every unit checked."""
 
     async def stored_units(self, start: int, stop: int, *, chained: bool = False
@@ -183,10 +183,10 @@ class QueueReading(abc.ABC):
         """Where the commit-log segment holding ``position`` ends."""
 
     @abc.abstractmethod
-    async def read_commit_log(self, position: int, length: int) -> bytes:
+    async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
         """Commit-log bytes, within one segment, every unit checked."""
 
-    async def read_commit_log_span(self, position: int, length: int) -> bytes:
+    async def read_commit_log_span(self, position: int, length: int) -> bytes | memoryview:
         """Commit-log bytes, within one segment, read alone (not the whole units
         around them) where the store can: the caller checks every record."""
         return await self.read_commit_log(position, length)

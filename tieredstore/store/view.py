@@ -316,7 +316,8 @@ class FlatView:
             self._sealed[record.base_offset] = sealed
         return sealed
 
-    async def read(self, position: int, length: int, *, span: bool = False) -> bytes:
+    async def read(self, position: int, length: int, *, span: bool = False
+                   ) -> bytes | memoryview:
         """Bytes ``[position, position + length)`` of one segment, every unit checked
         (``span``: just these bytes, unchecked, see ``SegmentReader.read_span``)."""
         view = await self.locate(position, length)
