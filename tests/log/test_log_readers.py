@@ -11,6 +11,7 @@ race the live-reader test met once in 28 runs, made certain.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 from tests.log.test_log_mode import body, log_config, until
 from tests.store.conftest import KiB
@@ -60,47 +61,51 @@ async def _consume_queue_objects(backend: ObjectStore) -> int:
     return sum(1 for o in await backend.list_all("") if "/consumequeue/" in o.key and o.size)
 
 
-def _writer(backend: ObjectStore, writer: AsyncMessageStore) -> Callable[[], Awaitable[None]]:
-    """A full consume-queue segment more, flushed, and its roll compacted."""
-    written = [0]
+@dataclass
+class Writer:
+    """A log-mode writer that has written a consume-queue segment; ``write``
+    writes one more, flushed, and waits until its roll is compacted."""
 
-    async def write() -> None:
-        before = await _consume_queue_objects(backend)
+    backend: ObjectStore
+    store: AsyncMessageStore
+    written: int = 0
+
+    @classmethod
+    async def open(cls, backend: ObjectStore) -> Writer:
+        writer = cls(backend, await AsyncMessageStore.open(config_(), store=backend))
+        await writer.write()
+        return writer
+
+    async def write(self) -> None:
+        before = await _consume_queue_objects(self.backend)
         for _ in range(UNITS_PER_SEGMENT + 1):
-            await writer.append("t", 0, body(0, written[0]))
-            written[0] += 1
-        await writer.flush()
+            await self.store.append("t", 0, body(0, self.written))
+            self.written += 1
+        await self.store.flush()
 
         async def compacted() -> bool:
-            return await _consume_queue_objects(backend) > before
+            return await _consume_queue_objects(self.backend) > before
         await until(compacted)
-
-    return write
 
 
 async def test_verify_finds_commit_log_bytes_a_newer_log_object_holds() -> None:
     backend = MemoryObjectStore()
-    config = config_()
-    writer = await AsyncMessageStore.open(config, store=backend)
-    write = _writer(backend, writer)
-    await write()
+    writer = await Writer.open(backend)
     # Both looks verify takes (the second after errors) meet the writer.
-    report = await verify_store(WritesWhileListed(backend, write, whole=True, times=2), config)
+    report = await verify_store(WritesWhileListed(backend, writer.write, whole=True, times=2),
+                                config_())
     problems = [e for c in report.queues for e in c.errors]
     assert problems == []
     check = report.queues[0]
     assert check.messages + check.undispatched >= 2 * (UNITS_PER_SEGMENT + 1)
-    await writer.close()
+    await writer.store.close()
 
 
 async def test_a_read_only_store_finds_commit_log_bytes_a_newer_log_object_holds() -> None:
     backend = MemoryObjectStore()
-    config = config_()
-    writer = await AsyncMessageStore.open(config, store=backend)
-    write = _writer(backend, writer)
-    await write()
+    writer = await Writer.open(backend)
     reader = await AsyncMessageStore.open_read_only(
-        config, store=WritesWhileListed(backend, write, whole=False, times=1))
+        config_(), store=WritesWhileListed(backend, writer.write, whole=False, times=1))
     got = await reader.get("t", 0, 0, max_count=1000)
     while len(got) < 2 * UNITS_PER_SEGMENT:  # a read stops at a segment's end
         more = await reader.get("t", 0, len(got), max_count=1000)
@@ -108,4 +113,4 @@ async def test_a_read_only_store_finds_commit_log_bytes_a_newer_log_object_holds
         got += more
     assert [m.body for m in got] == [body(0, i) for i in range(len(got))]
     await reader.close()
-    await writer.close()
+    await writer.store.close()
