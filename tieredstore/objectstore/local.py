@@ -15,6 +15,10 @@ Layout under ``root``::
 
 An object file holds the data, then its user metadata and ETag as JSON, then
 the JSON's length (8 bytes, big-endian) and the magic ``TSO1``.
+
+Over 400 lines because it is the whole ObjectStore interface (objects,
+conditional creates, listing, multipart uploads) on one directory layout
+whose atomic steps (write, fsync, link, rename) every operation shares.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ What is allowed:
   the past than ``timestamp_before_max`` (0: the topic's retention time,
   which would delete it at once). A timestamp in seconds (or micro-, nano-
   seconds) is refused with a message that says so.
+
+Over 400 lines because it is every argument check of the public API in one
+place, each a few lines: what a user may pass is read here, and the store's
+methods stay one ``check_*`` call long.
 """
 
 from __future__ import annotations
