@@ -332,9 +332,8 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
         # snapshot look inconsistent: a queue with errors is checked once more, and
         # what that second look finds is the report (real damage shows again).
         # A queue whose planning fails now has its report in ``failed``.
-        again = await _plan_queues(store, config, [(p.check.topic, p.check.queue_id)
-                                                   for p in plans if p.check.error_count],
-                                   failed) if any(p.check.error_count for p in plans) else []
+        retry = [(p.check.topic, p.check.queue_id) for p in plans if p.check.error_count]
+        again = await _plan_queues(store, config, retry, failed) if retry else []
         await asyncio.gather(*(read_one(p) for p in again))
         final = [*(p for p in plans if not p.check.error_count), *again]
     checks = sorted([*(p.check for p in final), *failed], key=lambda c: (c.topic, c.queue_id))

@@ -121,27 +121,22 @@ class Fetcher:
                     self.metrics.readahead_hits += 1
                 self.metrics.served(Source.MEMORY, piece.end - piece.start)
                 datas.append(found[0])
-        ahead = False
-        if missing:
-            waits = [self.loads.demand(path, slices[i].unit) for i in missing]
-            # The read-ahead's GETs go out with the demanded ones, not after them.
-            self._read_ahead(path, layout, position, length, slices)
-            ahead = True
+        waits = [self.loads.demand(path, slices[i].unit) for i in missing]
+        # The read-ahead's GETs go out with the demanded ones, not after them.
+        self._read_ahead(path, layout, position, length, slices)
+        if waits:
             loaded = [await waits[0]] if len(waits) == 1 else await asyncio.gather(*waits)
             for i, (data, source) in zip(missing, loaded, strict=True):
                 datas[i] = data
                 self.metrics.served(source, slices[i].end - slices[i].start)
         result = assemble(slices, datas)
-        if not self.loads.closed:
-            if not ahead:
-                self._read_ahead(path, layout, position, length, slices)
-            if self.loads and started - self._yielded >= YIELD_EVERY:
-                # Let loads in flight move on: a reader served from memory never
-                # waits on the loop otherwise, so its read-ahead would neither
-                # send its GETs nor take in their bytes until it needs them.
-                # (At most every YIELD_EVERY: each yield costs a loop turn.)
-                self._yielded = started
-                await asyncio.sleep(0)
+        if not self.loads.closed and self.loads and started - self._yielded >= YIELD_EVERY:
+            # Let loads in flight move on: a reader served from memory never
+            # waits on the loop otherwise, so its read-ahead would neither
+            # send its GETs nor take in their bytes until it needs them.
+            # (At most every YIELD_EVERY: each yield costs a loop turn.)
+            self._yielded = started
+            await asyncio.sleep(0)
         self.metrics.observe_read(time.perf_counter() - started)
         return result
 

@@ -19,7 +19,6 @@ class Outgoing(NamedTuple):
     timestamp: int | None = None
 
 
-
 def bare(messages: Sequence[Outgoing]) -> bool:
     """Whether no message has keys, tags or properties (bodies and timestamps
     alone: the records ``append_batch`` encodes a batch at a time)."""

@@ -138,4 +138,3 @@ class PendingUnits:
     def bytes_held(self) -> int:
         """The consume-queue bytes these units will take."""
         return len(self) * UNIT_SIZE
-
