@@ -1,4 +1,4 @@
-"""SegmentBuffer against a plain bytearray model: push, head, drop, read."""
+"""SegmentBuffer against a plain bytearray model: push, head, join, drop, read."""
 
 from __future__ import annotations
 
@@ -38,6 +38,18 @@ class BufferMachine(RuleBasedStateMachine):
         assert body == self.model[:length]
         # asking again (a retry) gives the same bytes, joined once already
         assert self.buffer.head(length) is body
+
+    @rule(data=st.data())
+    @precondition(lambda self: len(self.model) > 0)
+    def join(self, data: st.DataObject) -> None:
+        """Any range joined ahead (the next chunk, while one uploads) reads the
+        same, and a later head or join of it gives the very bytes joined."""
+        lo = data.draw(st.integers(0, len(self.model) - 1))
+        length = data.draw(st.integers(1, len(self.model) - lo))
+        body = self.buffer.join(self.start + lo, length)
+        assert isinstance(body, bytes)
+        assert body == self.model[lo : lo + length]
+        assert self.buffer.join(self.start + lo, length) is body
 
     @rule(data=st.data())
     def drop(self, data: st.DataObject) -> None:
@@ -82,6 +94,16 @@ def test_a_read_outside_the_buffered_bytes_is_refused() -> None:
     with pytest.raises(ReadOutOfRange):
         buffer.read(104, 3)
     assert buffer.read(102, 4) == b"cdef"
+
+
+def test_a_join_outside_the_buffered_bytes_is_refused() -> None:
+    buffer = SegmentBuffer(100)
+    buffer.push(b"abcdef")
+    for position, length in ((99, 2), (104, 3), (101, 0)):
+        with pytest.raises(ValueError, match="join of"):
+            buffer.join(position, length)
+    assert buffer.join(101, 5) == b"bcdef"
+    assert buffer.read(100, 6) == b"abcdef"
 
 
 def test_a_head_that_ends_inside_a_piece_keeps_the_rest_of_that_piece() -> None:

@@ -256,10 +256,13 @@ class FlatFile:
             self.started_ms = now_ms()
         self.stats.add(offset, timestamp)
 
-    async def flush(self) -> None:
+    async def flush(self, until: int | None = None) -> None:
+        """Commit every byte appended; return once those before ``until`` (by
+        default all) are durable."""
         if self._rolling:
             await self.roll()  # a roll that failed midway: finish it
-        await self.ctx.pool.flush(self._active)
+        relative = None if until is None else until - self.active_base
+        await self.ctx.pool.flush(self._active, relative)
 
     async def skip_lost(self, position: int) -> None:
         """Continue at ``position``: the bytes from the end up to it are lost from

@@ -414,10 +414,24 @@ class QueueLog(QueueReading):
         await self.index.append_pending()
 
     async def _flush_unlocked(self) -> None:
-        await self.cl.flush()
+        await self._flush_commit_log()
         await self._dispatch()
         await self.cq.flush()
         await self.index.flush()
+
+    async def _flush_commit_log(self) -> None:
+        """Flush the commit log, dispatching as each of its commits lands: the
+        consume queue's units are built while the rest of the commit log is
+        still uploading, not all after it."""
+        end = self.cl.end
+        while (landed := self.cl.committed_end) < end:
+            await self.cl.flush(until=landed + 1)
+            if self.cl.committed_end == landed:
+                break  # nothing moved (the bytes are not the pool's): the plain flush
+            if self.cl.committed_end < end:  # the next commit is starting: it goes first
+                self.ctx.pool.hand_off()
+                await self._dispatch()
+        await self.cl.flush()
 
     async def flush(self) -> None:
         """Every append before this call is durable (CL and CQ)."""

@@ -74,38 +74,50 @@ class SegmentBuffer:
         return b"".join(out)
 
     def head(self, length: int) -> bytes:
-        """The first ``length`` bytes as one ``bytes``, joined once.
-
-        The joined bytes replace the pieces they came from (a piece cut at
-        ``start + length`` keeps its tail as a view), so a retry of the same
-        commit reuses them and nothing is held twice.
-        """
+        """The first ``length`` bytes as one ``bytes``, joined once (:meth:`join`)."""
         if not 0 < length <= self.size:
             raise ValueError(f"head of {length} bytes from a buffer of {self.size}")
-        h = self._head
-        first = self._pieces[h]
-        if len(first) == length:
+        return self.join(self.start, length)
+
+    def join(self, position: int, length: int) -> bytes:
+        """Bytes ``[position, position + length)`` as one ``bytes``, joined once.
+
+        The joined bytes replace the pieces they came from (a piece cut at
+        either end keeps its other part as a view), so a retry of the same
+        commit, or a commit of bytes joined ahead of it, reuses them and
+        nothing is held twice.
+        """
+        stop = position + length
+        if length <= 0 or position < self.start or stop > self.end:
+            raise ValueError(f"join of [{position}, {stop}) from a buffer of "
+                             f"[{self.start}, {self.end})")
+        i = self._cut(position)
+        j = self._cut(stop)
+        pieces = self._pieces
+        if j == i + 1:
+            first = pieces[i]
             if not isinstance(first, bytes):
-                first = self._pieces[h] = bytes(first)
+                first = pieces[i] = bytes(first)
             return first
-        stop = self.start + length
-        # the last piece that starts at or before ``stop``
-        i = bisect.bisect_right(self._offsets, stop, lo=h) - 1
-        replacement: list[Piece]
-        if self._offsets[i] == stop or self._offsets[i] + len(self._pieces[i]) == stop:
-            if self._offsets[i] != stop:
-                i += 1  # the last piece ends exactly at stop
-            body = b"".join(self._pieces[h:i])
-            replacement = [body]
-        else:  # piece i holds byte ``stop``: cut it, keep its tail as a view
-            cut = memoryview(self._pieces[i])
-            k = stop - self._offsets[i]
-            body = b"".join([*self._pieces[h:i], cut[:k]])
-            replacement = [body, cut[k:]]
-            i += 1
-        self._pieces[h:i] = replacement
-        self._offsets[h:i] = [self.start, stop][: len(replacement)]
+        body = b"".join(pieces[i:j])
+        pieces[i:j] = [body]
+        self._offsets[i:j] = [position]
         return body
+
+    def _cut(self, position: int) -> int:
+        """Make a piece start at ``position`` (splitting the one holding it into
+        two views): its index, or the end of the list at ``end``."""
+        if position == self.end:
+            return len(self._pieces)
+        i = bisect.bisect_right(self._offsets, position, lo=self._head) - 1
+        offset = self._offsets[i]
+        if offset == position:
+            return i
+        view = memoryview(self._pieces[i])
+        k = position - offset
+        self._pieces[i : i + 1] = [view[:k], view[k:]]
+        self._offsets.insert(i + 1, position)
+        return i + 1
 
     def drop(self, length: int) -> None:
         """Forget the first ``length`` bytes: they are committed."""

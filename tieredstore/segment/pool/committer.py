@@ -199,14 +199,16 @@ class SegmentCommitter:
             self._shared.metrics.waited_for_chunk += 1
         return fills
 
-    async def flush(self) -> None:
-        """Return when every byte buffered now is committed; raise what stops that."""
+    async def flush(self, until: int | None = None) -> None:
+        """Make every byte buffered now due, and return when the bytes before
+        ``until`` (default: all of them) are committed; raise what stops that."""
         self.surface()
         target = self.buffer.end
-        if self.buffer.start >= target:
+        wait_for = target if until is None else min(until, target)
+        if self.buffer.start >= wait_for:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.append((target, fut))
+        self.waiters.append((wait_for, fut))
         self.schedule(target, "flush")
         await fut
 
@@ -300,6 +302,7 @@ class SegmentCommitter:
             if sink is not None:
                 await sink.put(self.segment, position, body)
             else:
+                asyncio.get_running_loop().call_soon(self._join_ahead, position + length)
                 await self.segment.commit0(position, body)
         except CommitFailed as exc:
             metrics.commit_errors[type(exc.__cause__ or exc).__name__] += 1
@@ -329,6 +332,15 @@ class SegmentCommitter:
         metrics.commit(time.perf_counter() - started, length)
         self._landed(length)
         return Outcome.LANDED, None
+
+    def _join_ahead(self, position: int) -> None:
+        """While a chunk uploads, join the next one if its bytes are here, so that
+        its commit can start the moment this one lands (the join, 8 MiB of
+        fresh memory, would otherwise keep the upload waiting)."""
+        buf, size = self.buffer, self.commit_size
+        if buf.start <= position and position + size <= min(buf.end, self.due_end):
+            self._shared.hand_off()  # the upload's thread first, to its system calls
+            buf.join(position, size)
 
     def _inconsistent(
         self, exc: CommitFailed | CommitPositionError, position: int

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from types import TracebackType
 from typing import Any
 
@@ -80,6 +79,7 @@ class UploadBufferPool:
             self._budget, self.metrics,
             group_commit_interval=self.options.group_commit_interval,
             chunk_wait=self.options.chunk_wait,
+            thread_handoff=self.options.thread_handoff,
             upload_concurrency=self.options.upload_concurrency)
         # by id(segment); the committer holds the segment
         self._committers: dict[int, SegmentCommitter] = {}
@@ -158,10 +158,13 @@ class UploadBufferPool:
         if self._unyielded < YIELD_BYTES:
             return False
         self._unyielded = 0
-        handoff = self.options.thread_handoff
-        if handoff > 0 and self._shared.inflight:
-            time.sleep(handoff)
+        self._shared.hand_off()
         return True
+
+    def hand_off(self) -> None:
+        """Before a burst of work on the loop's thread: let commits running in
+        worker threads take the GIL (:meth:`PoolShared.hand_off`)."""
+        self._shared.hand_off()
 
     def try_append(
         self, segment: FileSegment, data: bytes | bytearray | memoryview
@@ -224,9 +227,11 @@ class UploadBufferPool:
 
     # --- flushing and closing -----------------------------------------------
 
-    async def flush(self, segment: FileSegment | None = None) -> None:
+    async def flush(self, segment: FileSegment | None = None, until: int | None = None) -> None:
         """Return when everything appended before the call (to ``segment``, or to
-        every segment) is committed; raise what stopped it otherwise.
+        every segment) is committed; raise what stopped it otherwise. With
+        ``segment`` and ``until``, everything is still made due, but the call
+        returns once ``segment``'s bytes before position ``until`` are committed.
 
         With several failed segments, the others still complete; the first
         error is raised and the rest are logged.
@@ -234,7 +239,7 @@ class UploadBufferPool:
         if segment is not None:
             committer = self._committers.get(id(segment))
             if committer is not None:
-                await committer.flush()
+                await committer.flush(until)
             return
         committers = [c for c in self._committers.values()
                       if c.buffer.size or c.error is not None]

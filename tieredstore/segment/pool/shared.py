@@ -13,6 +13,7 @@ not summed over them).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +31,14 @@ class PoolShared:
     """Budget, timer, slots, tasks, metrics and tallies of one pool."""
 
     __slots__ = ("budget", "chunk_wait", "errored", "group_commit", "group_commit_interval",
-                 "inflight", "log_sink", "metrics", "not_due", "slots", "tasks", "timer")
+                 "inflight", "log_sink", "metrics", "not_due", "slots", "tasks",
+                 "thread_handoff", "timer")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, *, group_commit_interval: float,
-                 upload_concurrency: int, chunk_wait: float = 0.0) -> None:
+                 upload_concurrency: int, chunk_wait: float = 0.0,
+                 thread_handoff: float = 0.0) -> None:
         self.budget = budget
+        self.thread_handoff = thread_handoff
         self.metrics = metrics
         self.group_commit_interval = group_commit_interval
         self.chunk_wait = chunk_wait
@@ -57,6 +61,14 @@ class PoolShared:
             self.group_commit()
         else:
             committer.interval_passed()
+
+    def hand_off(self) -> None:
+        """Sleep ``thread_handoff`` seconds if commits are in flight: a commit
+        running in a worker thread (``ObjectStore.runs_in_threads``) waits for
+        the GIL at each of its system calls, up to the switch interval (5 ms)
+        while this thread computes; a short sleep lets it take the GIL now."""
+        if self.thread_handoff > 0 and self.inflight:
+            time.sleep(self.thread_handoff)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run a commit worker; it stays in :attr:`tasks` until it ends."""
