@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import InvalidRequest
-from tieredstore.objectstore import LocalObjectStore
+from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData
 
 
 async def _keys(store: LocalObjectStore, prefix: str) -> list[str]:
@@ -65,3 +66,26 @@ async def test_a_full_disk_is_an_object_store_error_naming_it(
     monkeypatch.undo()
     assert await store.list_all("") == []  # nothing stored
     await store.close()
+
+
+class _Flipping(LocalObjectStore):
+    """A fault injector of the kind tests write: its get_object flips a byte."""
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        got = await super().get_object(key, byte_range)
+        return ObjectData(bytes([got.data[0] ^ 1]) + got.data[1:], got.info)
+
+
+async def test_a_crc_read_goes_through_a_subclass_that_reads_its_own_way(
+    tmp_path: Path,
+) -> None:
+    """The local store computes a read's CRC32C in its worker thread, beside the
+    read; a subclass whose get_object changes the bytes is not bypassed: the
+    CRC is of what it returns."""
+    store = _Flipping(tmp_path)
+    await store.put("k", b"abcdef")
+    got = await store.get_object_with_crc("k")
+    assert got.data == b"`bcdef"
+    assert got.crc32c == crc32c(b"`bcdef") != crc32c(b"abcdef")
+    plain = await LocalObjectStore(tmp_path).get_object_with_crc("k", ByteRange(1, 3))
+    assert (plain.data, plain.crc32c) == (b"bcd", crc32c(b"bcd"))

@@ -88,6 +88,9 @@ class Fetcher:
         self.readahead_chunk_max = options.readahead_chunk_max
         self.drop_behind = options.drop_behind
         self._yielded = 0.0  # when a read last let loads in flight move on
+        # The read-ahead the last read saw through whole: (segment, first unit,
+        # units); a read that asks for the same one has nothing to start.
+        self._planned: tuple[SegmentPath, int, int] | None = None
         self.loads = LoadRegistry(self._load, concurrency=options.read_concurrency,
                                   metrics=self.metrics)
         # Which disk work predates a forget() of its segment (see _load, forget).
@@ -180,6 +183,7 @@ class Fetcher:
         self.metrics.prefetch_waste += self.memory.forget(path)
         self.loads.forget(path)
         self.windows.forget(path)
+        self._planned = None
         if self.disk is not None and not self.loads.closed:
             try:
                 asyncio.get_running_loop()
@@ -295,7 +299,14 @@ class Fetcher:
         for tailing readers; so does everything a random reader touches.
         """
         units = self.windows.advise(path, layout, position, length)
-        if not units:
+        plan = (path, units[0].position, len(units)) if units else None
+        if plan is not None and plan == self._planned:
+            # The reader is still in the unit of its last read (1 MiB reads of
+            # 4 MiB units: 3 reads in 4): that read dropped what lay behind and
+            # started or found every unit of this same window.
+            return
+        self._planned = None
+        if plan is None:
             return
         if self.drop_behind:
             self.metrics.dropped_behind += self.memory.drop_behind(
@@ -314,9 +325,10 @@ class Fetcher:
                 continue
             if need + pending + unit.length > self.memory.budget:
                 self.metrics.prefetch_skipped += len(units) - i
-                return
+                return  # the next read tries again
             self.loads.start(path, unit, prefetch=True)
             pending += unit.length
+        self._planned = plan
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -335,6 +347,7 @@ class Fetcher:
         await self.loads.close()
         self.memory.clear()
         self.windows.clear()
+        self._planned = None
         if self.disk is not None:
             await self.disk.close()
 

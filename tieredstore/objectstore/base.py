@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import InvalidRequest
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics
 
@@ -60,10 +61,12 @@ class ObjectInfo:
 @dataclass(frozen=True, slots=True)
 class ObjectData:
     """A GET's answer: the bytes, and the object's info (its whole size and user
-    metadata, which S3 returns with ranged GETs too)."""
+    metadata, which S3 returns with ranged GETs too). ``crc32c``: the CRC32C of
+    ``data``, from :meth:`ObjectStore.get_object_with_crc` only."""
 
     data: bytes
     info: ObjectInfo
+    crc32c: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,15 @@ class ObjectStore(abc.ABC):
         bytes that exist (as S3 does); callers that need the exact length check
         it. A range that starts at or past the end raises ``InvalidRequest``.
         """
+
+    async def get_object_with_crc(self, key: str, byte_range: ByteRange | None = None
+                                  ) -> ObjectData:
+        """:meth:`get_object`, with the CRC32C of the bytes in ``crc32c``, for a
+        reader that checks them. A backend that reads in worker threads computes
+        it there (the C function lets go of the GIL), off the event loop's
+        thread; this default computes it here."""
+        got = await self.get_object(key, byte_range)
+        return ObjectData(got.data, got.info, crc32c(got.data))
 
     async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
         """The object's bytes, or the range of them (see :meth:`get_object`)."""

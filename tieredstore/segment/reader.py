@@ -83,14 +83,16 @@ def _check_not_hole(path: SegmentPath, unit: ChunkRef) -> None:
 
 
 async def _get_range(store: ObjectStore, path: SegmentPath, unit: ChunkRef, start: int,
-                     length: int) -> ObjectData:
+                     length: int, *, with_crc: bool = False) -> ObjectData:
     """GET bytes ``[start, start + length)`` of ``unit`` (from its start), exactly
-    that many: a missing object raises :class:`ChunkMissing`, a short one
-    :class:`IntegrityError`, both naming the range."""
+    that many (``with_crc``: and their CRC32C): a missing object raises
+    :class:`ChunkMissing`, a short one :class:`IntegrityError`, both naming the
+    range."""
     segment = str(path)
     span = (unit.position + start, unit.position + start + length)
+    get = store.get_object_with_crc if with_crc else store.get_object
     try:
-        got = await store.get_object(unit.key, ByteRange(unit.object_offset + start, length))
+        got = await get(unit.key, ByteRange(unit.object_offset + start, length))
     except ObjectNotFound:
         raise ChunkMissing(
             f"object {unit.key!r} holding [{unit.position}, {unit.end}) is missing",
@@ -114,7 +116,7 @@ async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
                            ) -> tuple[bytes, int]:
     segment = str(path)
     span = (unit.position, unit.end)
-    got = await _get_range(store, path, unit, 0, unit.length)
+    got = await _get_range(store, path, unit, 0, unit.length, with_crc=True)
     data = got.data
     expected = unit.crc32c
     if expected is None:
@@ -133,7 +135,7 @@ async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
             raise IntegrityError(
                 f"chunk {unit.key!r} has bad crc32c metadata {text!r}", segment=segment, span=span
             ) from None
-    actual = crc32c(data)
+    actual = crc32c(data) if got.crc32c is None else got.crc32c
     if actual != expected:
         raise IntegrityError(
             f"bytes [{unit.position}, {unit.end}) from {unit.key!r} have CRC32C "

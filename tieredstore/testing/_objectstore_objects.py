@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
 from tieredstore.objectstore.base import ByteRange, ObjectInfo
 from tieredstore.testing._check import raises
@@ -67,6 +68,19 @@ class ObjectCases(ObjectStoreSuite):
             assert part.info.etag == whole.info.etag == (await store.head("m/k")).etag
             clipped = await store.get_object("m/k", ByteRange(8, 100))
             assert (clipped.data, clipped.info.size) == (b"89", 10), clipped
+
+    async def test_get_object_with_crc_gives_the_crc32c_of_the_bytes_read(self) -> None:
+        async with self.store() as store:
+            data = payload(70_000, seed=7)
+            await store.put("c/k", data, metadata={"m": "v"})
+            whole = await store.get_object_with_crc("c/k")
+            assert (whole.data, whole.crc32c) == (data, crc32c(data))
+            assert dict(whole.info.metadata) == {"m": "v"}, whole.info
+            part = await store.get_object_with_crc("c/k", ByteRange(1000, 5000))
+            assert (part.data, part.crc32c) == (data[1000:6000], crc32c(data[1000:6000]))
+            assert part.info.size == len(data), part.info
+            with raises(ObjectNotFound, "get_object_with_crc of a missing key"):
+                await store.get_object_with_crc("c/none")
 
     async def test_empty_object(self) -> None:
         async with self.store() as store:
