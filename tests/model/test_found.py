@@ -168,3 +168,46 @@ async def test_a_segment_written_again_never_reads_the_old_bytes(
     await writer.commit0(0, b"B" * 64)
     reader = await ChunkedSegment.open(bucket, PATH, repair=False, reader=fetcher)
     assert await reader.read0(0, 64) == b"B" * 64
+
+
+# Was: a writer that opened a queue whose every consume-queue unit had expired
+# (retention took the consume-queue segment, while the commit-log segment with
+# its last records had a newer message and stayed) re-dispatched from the first
+# live commit-log byte and met a record already dispatched: the queue was
+# declared corrupt and the messages the old writer had made durable were lost
+# to it (and verify reported the same healthy bucket as damaged).
+async def test_records_whose_units_expired_are_passed_over_by_recovery_and_verify() -> None:
+    from tests.model.test_store_model import TICK, make_body
+    from tieredstore.cli.verify import verify_store
+
+    bucket = MemoryObjectStore()
+    opened = 0
+
+    async def writer() -> AsyncMessageStore:
+        nonlocal opened
+        opened += 1
+        return await AsyncMessageStore.open(config(), store=ForwardingObjectStore(bucket),
+                                            writer_id=f"writer-{opened}")
+
+    first = await writer()
+    bodies = [make_body(i, (2604 * (i + 1)) % 3001) for i in range(8)]
+    for i, body in enumerate(bodies):
+        assert await first.append("ta", 0, body, timestamp=T0 + (i + 1) * TICK) == i
+    await first.delete_expired(now=(T0 + 5 * TICK) / 1000)
+    min_offset, durable = await first.min_offset("ta", 0), await first.commit_offset("ta", 0)
+    assert (min_offset, durable) == (4, 7)  # units 0-3 expired; 4-6 durable in the log only
+    report = await verify_store(bucket, config())
+    assert [e for c in report.queues for e in c.errors] == []
+    assert report.queues[0].undispatched == durable - min_offset
+
+    second = await writer()  # replaces the first, which made offsets 4-6 durable
+    try:
+        assert await second.max_offset("ta", 0) == durable
+        got = await second.get("ta", 0, min_offset, max_count=100)
+        assert [(m.offset, m.body) for m in got] == [
+            (i, bodies[i]) for i in range(min_offset, durable)]
+    finally:
+        with contextlib.suppress(*FENCED):
+            await first.close()
+        await second.close()
+        await bucket.close()

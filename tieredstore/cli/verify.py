@@ -193,8 +193,10 @@ async def _read_queue(store: ObjectStore, plan: _Plan, bar: Progress) -> None:
                                              cl_first=cl_first)
             offset += count
         if tail_known:
-            start = cl_first if position is None else position
-            await _check_tail(cl, plan, max(start, plan.clean_from), cl_end)
+            # No unit read: the tail is found from the first live commit-log
+            # byte, past records whose units expired (as recovery finds it).
+            start, behind = (cl_first, True) if position is None else (position, False)
+            await _check_tail(cl, plan, max(start, plan.clean_from), cl_end, behind=behind)
         for stream, what in ((cq, "consumequeue"), (cl, "commitlog")):
             for bad in await stream.finish():
                 check.error(f"{what} bytes [{bad.start}, {bad.end}) (no message read "
@@ -270,8 +272,11 @@ async def _check_unit(cl: UnitStream, plan: _Plan, offset: int, unit: CqUnit, *,
     return unit.end
 
 
-async def _check_tail(cl: UnitStream, plan: _Plan, position: int, end: int) -> None:
-    """Records after the last unit: what the next open would re-dispatch."""
+async def _check_tail(cl: UnitStream, plan: _Plan, position: int, end: int, *,
+                      behind: bool) -> None:
+    """Records after the last unit: what the next open would re-dispatch
+    (``behind``: ``position`` is not where the last unit's record ends, and
+    records before the consume queue's end are passed over)."""
     check = plan.check
     offset = check.max_offset
     segment_ends = [v.end for v in plan.live[FileType.COMMIT_LOG]]
@@ -280,7 +285,8 @@ async def _check_tail(cl: UnitStream, plan: _Plan, position: int, end: int) -> N
         return next((e for e in segment_ends if e > at), end)
 
     try:
-        async for found in scan_records(cl.read, segment_end, position, end):
+        async for found in scan_records(cl.read, segment_end, position, end,
+                                        skip_below=offset if behind else 0):
             if isinstance(found, ScanStop):
                 if found.dead:  # cut short by a crash at the very end: dead space
                     check.dead_bytes += end - found.position

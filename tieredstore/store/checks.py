@@ -26,6 +26,7 @@ from tieredstore.store.record import (
     CqUnit,
     Message,
     RecordError,
+    record_head,
     record_size,
     tags_hash,
 )
@@ -117,14 +118,20 @@ class ScanStop:
 
 
 async def scan_records(read: Callable[[int, int], Awaitable[bytes | memoryview]],
-                       segment_end: Callable[[int], Awaitable[int]], position: int, end: int
-                       ) -> AsyncIterator[Scanned | ScanStop]:
+                       segment_end: Callable[[int], Awaitable[int]], position: int, end: int,
+                       *, skip_below: int = 0) -> AsyncIterator[Scanned | ScanStop]:
     """The commit-log records from ``position`` up to ``end``, one after another.
 
     Records never cross a segment's end. A header that is no record's, or a
     record running past its segment's end, stops the scan: as dead space when
     that segment is the last (``end``), as a problem otherwise. Errors of
-    ``read`` propagate."""
+    ``read`` propagate.
+
+    ``skip_below``: whole records whose offsets are below it are passed over,
+    each CRC-checked, up to the first that is not: for a scan from the first
+    live commit-log byte because retention took every unit that said where
+    the next record starts (docs/format.md, "Claim")."""
+    skipping = skip_below > 0
     while position < end:
         seg_end = await segment_end(position)
         size = 0
@@ -141,5 +148,16 @@ async def scan_records(read: Callable[[int, int], Awaitable[bytes | memoryview]]
                 yield ScanStop(position, False, f"record at commit-log byte {position} runs "
                                f"past the end of its segment at {seg_end}")
             return
-        yield Scanned(position, await read(position, size))
+        data = await read(position, size)
+        if skipping:
+            try:
+                offset, _ = record_head(data)
+            except RecordError as exc:
+                yield ScanStop(position, False, f"commit log byte {position}: {exc}")
+                return
+            if offset < skip_below:
+                position += size
+                continue
+            skipping = False
+        yield Scanned(position, data)
         position += size

@@ -203,10 +203,11 @@ class QueueLog(QueueReading):
 
     async def _redispatch(self) -> None:
         """Append the CQ units of CL records committed after the last unit."""
+        skip_below = 0
         if self.next_offset > self.min_offset:
             units_end = (await self.units(self.next_offset - 1, self.next_offset))[0].end
-        else:
-            units_end = self.cl.first
+        else:  # no unit left to say where the next record is (none yet, or expired)
+            units_end, skip_below = self.cl.first, self.next_offset
         end = self.cl.end
         if units_end > end:
             if self.cl._active.sealed or units_end < self.cl.active_base:
@@ -222,7 +223,7 @@ class QueueLog(QueueReading):
                                 f"the commit log's end {end}")
         try:
             async for found in scan_records(self.cl.read, self.commit_log_segment_end,
-                                            position, end):
+                                            position, end, skip_below=skip_below):
                 if isinstance(found, ScanStop):
                     if not found.dead:
                         raise self._corrupt(found.problem)
