@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
 from tieredstore.log import LogWriter
 from tieredstore.objectstore.base import ObjectStore
@@ -36,6 +37,9 @@ class StoreContext:
     writer_id: str
     segment_options: SegmentOptions
     _sealed: OrderedDict[SegmentPath, ChunkedSegment] = field(default_factory=OrderedDict)
+    # Segments retention deleted (the newest max_open_sealed): a merge owed to
+    # one of them has nothing left to merge.
+    _expired: OrderedDict[SegmentPath, None] = field(default_factory=OrderedDict)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _merge_limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
     max_open_sealed: int = 256
@@ -105,8 +109,13 @@ class StoreContext:
         while len(self._sealed) > self.max_open_sealed:
             self._sealed.popitem(last=False)
 
-    def forget_sealed(self, path: SegmentPath) -> None:
+    def expired(self, path: SegmentPath) -> None:
+        """Retention deletes the sealed segment at ``path``: no more reads of it
+        through this context, and a merge of it under way stops quietly."""
         self._sealed.pop(path, None)
+        self._expired[path] = None
+        while len(self._expired) > self.max_open_sealed:
+            self._expired.popitem(last=False)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
         """Run background work, tracked so that close() can wait for it."""
@@ -125,11 +134,23 @@ class StoreContext:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def merge(self, segment: ChunkedSegment) -> None:
-        """Finish a seal begun without merge, a couple at a time."""
+    async def merge(self, segment: ChunkedSegment) -> bool:
+        """Finish a seal begun without merge, a couple at a time. False: retention
+        deleted the segment before or while it merged (its merge is owed no more;
+        what a merge under way leaves, GC collects)."""
         async with self._merge_limit:
-            # merge=True: a segment from open_sealed() has merge_on_seal=False.
-            await segment.seal(merge=True)
+            if segment.path in self._expired:
+                return False
+            try:
+                # merge=True: a segment from open_sealed() has merge_on_seal=False.
+                await segment.seal(merge=True)
+            except TieredStoreError as exc:
+                if segment.path not in self._expired:
+                    raise
+                log.info("merge of %s stopped: retention deleted the segment (%s)",
+                         segment.path, exc)
+                return False
+            return True
 
     async def drain(self) -> None:
         while self._tasks:

@@ -337,7 +337,8 @@ class FlatFile:
         self._rolling = False
 
     async def _merge(self, segment: ChunkedSegment) -> None:
-        await self.ctx.merge(segment)
+        if not await self.ctx.merge(segment):
+            return  # expired meanwhile: retention dropped what it owed
         if self.after_merge is not None:
             await self.after_merge(segment)
         base = segment.path.base_offset

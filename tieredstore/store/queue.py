@@ -556,7 +556,7 @@ class QueueLog(QueueReading):
                 for record in expired:
                     path = self.ctx.segment_path(self.topic, self.queue_id, flat.file_type,
                                                  record.base_offset)
-                    self.ctx.forget_sealed(path)
+                    self.ctx.expired(path)
                     self.ctx.fetcher.forget(path)
                     # Its fences stay: a writer this one replaced may still hold the
                     # segment open, and its next entry must find its id taken.
