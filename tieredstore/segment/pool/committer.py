@@ -200,8 +200,7 @@ class SegmentCommitter:
         return fills
 
     async def flush(self, until: int | None = None) -> None:
-        """Make every byte buffered now due, and return when the bytes before
-        ``until`` (default: all of them) are committed; raise what stops that."""
+        """Make every buffered byte due; return when those before ``until`` (or all) land."""
         self.surface()
         target = self.buffer.end
         wait_for = target if until is None else min(until, target)
@@ -334,9 +333,8 @@ class SegmentCommitter:
         return Outcome.LANDED, None
 
     def _join_ahead(self, position: int) -> None:
-        """While a chunk uploads, join the next one if its bytes are here, so that
-        its commit can start the moment this one lands (the join, 8 MiB of
-        fresh memory, would otherwise keep the upload waiting)."""
+        """While a chunk uploads, join the next one if its bytes are here: its
+        commit then starts the moment this one lands, not after its join."""
         buf, size = self.buffer, self.commit_size
         if buf.start <= position and position + size <= min(buf.end, self.due_end):
             self._shared.hand_off()  # the upload's thread first, to its system calls
