@@ -150,7 +150,7 @@ class StoreContext:
                 log.info("merge of %s stopped: retention deleted the segment (%s)",
                          segment.path, exc)
                 return False
-            return True
+            return segment.path not in self._expired  # deleted meanwhile: owes nothing
 
     async def drain(self) -> None:
         while self._tasks:
