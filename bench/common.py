@@ -8,10 +8,12 @@ directory for the local backend.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import statistics
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -202,6 +204,15 @@ class WireCounter:
 
 
 # --- figures ----------------------------------------------------------------------
+
+
+def start_clock() -> float:
+    """``time.perf_counter()`` once the garbage collector has run: a collection
+    that an earlier run's garbage made due falls before the clock starts, not
+    in whichever timed run comes next (timeit turns the collector off for the
+    same reason). Readers compared in one table each start this way."""
+    gc.collect()
+    return time.perf_counter()
 
 
 def percentile(samples: Sequence[float], p: float) -> float:

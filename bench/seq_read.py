@@ -54,6 +54,7 @@ from bench.common import (
     mb_per_s,
     median,
     requests_text,
+    start_clock,
 )
 from bench.segments import (
     bench_path,
@@ -93,7 +94,7 @@ async def read_with_fetcher(store: ObjectStore, path: SegmentPath, chunk_size: i
     reset_counts(store, wire)
     size = segment.commit_position
     crc = 0
-    started = time.perf_counter()
+    started = start_clock()
     for position in range(0, size, request):
         data = await segment.read0(position, min(request, size - position))
         crc = crc32c(data, crc)
@@ -156,7 +157,7 @@ async def read_raw_s3(env: BenchEnv, store: S3ObjectStore, key: str | None,
                 data: bytes = await body.read()
             return data
 
-        started = time.perf_counter()
+        started = start_clock()
         crc = await read_pipelined(get, keyed, request, RAW_CONCURRENCY)
         seconds = time.perf_counter() - started
         return Run(seconds, {"get": wire.counts["GetObject"]}, crc)
@@ -168,7 +169,7 @@ async def read_raw_local(store: ObjectStore, key: str, units: list[tuple[int, in
         return await store.get(key, ByteRange(offset, length))
 
     store.metrics.reset()
-    started = time.perf_counter()
+    started = start_clock()
     crc = await read_pipelined(get, units, request, RAW_CONCURRENCY)
     seconds = time.perf_counter() - started
     return Run(seconds, {op: n for op, n in store.metrics.requests.items() if n}, crc)
@@ -192,7 +193,7 @@ def read_s3fs(env: BenchEnv, bucket: str, key: str, *, size: int, request: int, 
         wire = WireCounter()
         wire.attach(fs.s3)
         crc = 0
-        started = time.perf_counter()
+        started = start_clock()
         with fs.open(f"{bucket}/{key}", "rb", block_size=block, cache_type="readahead") as f:
             for position in range(0, size, request):
                 data = f.read(min(request, size - position))
@@ -210,7 +211,7 @@ def read_s3fs(env: BenchEnv, bucket: str, key: str, *, size: int, request: int, 
 def read_file(path: str, size: int, request: int) -> Run:
     """Plain ``read()`` of the local object file (blocking: run it in a thread)."""
     crc = 0
-    started = time.perf_counter()
+    started = start_clock()
     with open(path, "rb", buffering=0) as f:
         for position in range(0, size, request):
             data = f.read(min(request, size - position))

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import botocore.exceptions
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     NoSuchBucket,
     NoSuchUpload,
@@ -180,12 +181,27 @@ class S3ObjectStore(ObjectStore):
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         # docstring inherited
+        return await self._get(key, byte_range, with_crc=False)
+
+    async def get_object_with_crc(self, key: str, byte_range: ByteRange | None = None
+                                  ) -> ObjectData:
+        """:meth:`get_object`, with the CRC32C of the bytes computed block by block
+        as the body arrives, while each block is still in the CPU's cache (a
+        second pass over the whole body would read it back from memory)."""
+        return await self._get(key, byte_range, with_crc=True)
+
+    async def _get(self, key: str, byte_range: ByteRange | None, *, with_crc: bool
+                   ) -> ObjectData:
         extra = {"Range": byte_range.http_header()} if byte_range is not None else {}
 
         async def request(client: Any) -> ObjectData:
             resp = await client.get_object(Bucket=self.bucket, Key=key, **extra)
+            crc: int | None = None
             async with resp["Body"] as stream:
-                data: bytes = await stream.read()
+                if with_crc:
+                    data, crc = await _read_with_crc(stream.content)
+                else:
+                    data = await stream.read()
             expected = resp.get("ContentLength")
             if expected is not None and len(data) != expected:
                 raise TransientError(
@@ -195,7 +211,7 @@ class S3ObjectStore(ObjectStore):
             content_range = str(resp.get("ContentRange") or "")
             total = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else len(data)
             info = ObjectInfo(key, total, resp.get("ETag", ""), resp.get("Metadata", {}))
-            return ObjectData(data, info)
+            return ObjectData(data, info, crc)
 
         return await self._call("get", key, request)
 
@@ -369,3 +385,15 @@ class S3ObjectStore(ObjectStore):
             }
         found.sort(key=lambda u: (u.key, u.upload_id))
         return found
+
+
+async def _read_with_crc(content: Any) -> tuple[bytes, int]:
+    """The whole body of an aiohttp response stream and its CRC32C, taken over
+    each block as it is handed over (``readany`` returns the blocks the socket
+    gave, uncopied)."""
+    blocks: list[bytes] = []
+    crc = 0
+    while block := await content.readany():
+        crc = crc32c(block, crc)
+        blocks.append(block)
+    return b"".join(blocks), crc

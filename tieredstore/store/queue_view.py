@@ -79,6 +79,13 @@ class QueueView(QueueReading):
     async def commit_log_segment_end(self, position: int) -> int:
         return (await self.cl.locate(position)).end
 
+    async def commit_log_view_end(self, position: int) -> int:
+        view = await self.cl.locate(position)
+        local = position - view.base
+        if view.state is None or not 0 <= local < view.layout.size:
+            return view.end  # its read raises, or reads past the listing
+        return min(view.end, view.base + view.layout.unit_at(local).end)
+
     async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
         return await self.cl.read(position, length)
 

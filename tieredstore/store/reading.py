@@ -182,6 +182,13 @@ class QueueReading(abc.ABC):
     async def commit_log_segment_end(self, position: int) -> int:
         """Where the commit-log segment holding ``position`` ends."""
 
+    async def commit_log_view_end(self, position: int) -> int:
+        """Where the commit-log bytes read from ``position`` stop coming back as
+        one view of what the reader holds (the end of the unit holding it, at
+        most the segment's end): a read up to there is not copied, a read across
+        it is joined. This default: the segment's end."""
+        return await self.commit_log_segment_end(position)
+
     @abc.abstractmethod
     async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
         """Commit-log bytes, within one segment, every unit checked."""
@@ -258,18 +265,21 @@ class QueueReading(abc.ABC):
         count = len(units)
         while i < count and (total < max_bytes or not messages):
             first = units[i]
-            segment_end = await self.commit_log_segment_end(first.position)
+            # A run stops where the read would be joined (a copy of the whole
+            # run): at the end of the reader's unit, or of the segment. A record
+            # across two units is a run of its own, joined alone.
+            run_end = await self.commit_log_view_end(first.position)
             j, run, end = i, first.size, first.position + first.size
             last = units[-1]
             span = last.end - first.position
-            if (last.end <= segment_end and total + span <= max_bytes
+            if (last.end <= run_end and total + span <= max_bytes
                     and sum(map(_SIZE, units[i:])) == span):
                 # The rest, back to back (as a writer lays them) and within bounds:
                 # one run, without the walk below.
                 j, run, end = count - 1, span, last.end
             while j + 1 < count and total + run < max_bytes:
                 position, size, _, _ = units[j + 1]
-                if position != end or position + size > segment_end:
+                if position != end or position + size > run_end:
                     break
                 j += 1
                 run += size
