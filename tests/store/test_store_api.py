@@ -82,33 +82,41 @@ async def test_rolling_seals_segments_and_reads_span_them(open_store: Opener,
     await ms.close()
 
 
-async def test_read_only_gets_return_every_record_across_units_and_segments(
+async def test_gets_return_every_record_across_units_and_segments(
         open_store: Opener, backend: ObjectStore) -> None:
-    """A read-only store's get reads back-to-back records in runs that end at a
-    unit's end; records that cross one (4 KiB chunks, records of 30..300 bytes)
-    and segment ends come back whole, in order, in chunks and once merged."""
+    """get reads back-to-back records in runs that end at a unit's end (the
+    writer's store and a read-only one); records that cross one (4 KiB chunks,
+    records of 30..300 bytes) and segment ends come back whole, in order, from
+    sealed segments in chunks and merged."""
     ms = await open_store()
     count = 1500
     for i in range(count):
         await ms.append("t", 0, body(i) * (1 + i % 3))
     await ms.flush()
-
-    async def read_all(max_count: int, max_bytes: int) -> list[bytes]:
-        async with await AsyncMessageStore.open_read_only(ms.config, store=backend) as reader:
-            out: list[bytes] = []
-            while len(out) < count:
-                batch = await reader.get("t", 0, len(out), max_count=max_count,
-                                         max_bytes=max_bytes)
-                assert batch and [m.offset for m in batch] == list(
-                    range(len(out), len(out) + len(batch)))
-                out.extend(m.body for m in batch)
-            return out
-
     expected = [body(i) * (1 + i % 3) for i in range(count)]
-    assert await read_all(256, 4 * 1024 * 1024) == expected  # the active segment in chunks
-    await ms.close()  # seals and merges
-    for max_count, max_bytes in ((256, 4 * 1024 * 1024), (7, 1000), (1000, 5000)):
-        assert await read_all(max_count, max_bytes) == expected
+
+    async def read_all(reader: AsyncMessageStore, max_count: int, max_bytes: int
+                       ) -> list[bytes]:
+        out: list[bytes] = []
+        while len(out) < count:
+            batch = await reader.get("t", 0, len(out), max_count=max_count, max_bytes=max_bytes)
+            assert batch and [m.offset for m in batch] == list(
+                range(len(out), len(out) + len(batch)))
+            out.extend(m.body for m in batch)
+        return out
+
+    cases = ((256, 4 * 1024 * 1024), (7, 1000), (1000, 5000))
+    for max_count, max_bytes in cases:
+        assert await read_all(ms, max_count, max_bytes) == expected
+    async with await AsyncMessageStore.open_read_only(ms.config, store=backend) as reader:
+        assert await read_all(reader, 256, 4 * 1024 * 1024) == expected
+    await ms.close()  # merges the sealed segments
+    again = await open_store()
+    for max_count, max_bytes in cases:
+        assert await read_all(again, max_count, max_bytes) == expected
+        async with await AsyncMessageStore.open_read_only(again.config, store=backend) as reader:
+            assert await read_all(reader, max_count, max_bytes) == expected
+    await again.close()
 
 
 async def test_restart_recovers_offsets_and_data(open_store: Opener) -> None:

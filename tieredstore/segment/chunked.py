@@ -541,15 +541,24 @@ class ChunkedSegment(FileSegment):
 
     async def read0(self, position: int, length: int) -> bytes:
         # docstring inherited
+        return _kept(await self._read(self.reader.read, position, length))
+
+    async def read_view0(self, position: int, length: int) -> bytes | memoryview:
+        # docstring inherited
         return await self._read(self.reader.read, position, length)
+
+    def view_end(self, position: int) -> int:
+        # docstring inherited: the end of the reader's unit holding ``position``
+        layout = self._layout
+        return layout.unit_at(position).end if 0 <= position < layout.size else layout.size
 
     async def read_span0(self, position: int, length: int) -> bytes:
         # docstring inherited
-        return await self._read(self.reader.read_span, position, length)
+        return _kept(await self._read(self.reader.read_span, position, length))
 
     async def _read(self, read: Callable[[SegmentPath, SegmentLayout, int, int],
                                          Awaitable[bytes | memoryview]], position: int,
-                    length: int) -> bytes:
+                    length: int) -> bytes | memoryview:
         if self._destroyed:
             raise StoreClosed(f"segment {self.path} was destroyed")
         size = self._layout.size
@@ -564,10 +573,7 @@ class ChunkedSegment(FileSegment):
         while True:
             layout = self._layout
             try:
-                data = await read(self.path, layout, position, length)
-                # A segment's callers keep what they read: a copy, not a view that
-                # would keep a whole unit alive.
-                return data if isinstance(data, bytes) else bytes(data)
+                return await read(self.path, layout, position, length)
             except ChunkMissing:
                 if self._layout is not layout:
                     continue  # our own merge replaced the chunks: read the new object
@@ -587,3 +593,9 @@ class ChunkedSegment(FileSegment):
             await destroy_segment(self.store, self.path)
             self._destroyed = True
             self.reader.forget(self.path)
+
+
+def _kept(data: bytes | memoryview) -> bytes:
+    """What a caller of ``read0`` may keep: a copy, not a view that would keep a
+    whole unit alive."""
+    return data if isinstance(data, bytes) else bytes(data)

@@ -383,9 +383,21 @@ class FlatFile:
         reads it whole)."""
         return [(self.active_base, self.end)] if self.end > self.active_base else []
 
-    async def read(self, position: int, length: int, *, span: bool = False) -> bytes:
+    async def view_end(self, position: int) -> int:
+        """Where bytes :meth:`read` with ``view`` reads from ``position`` stop being
+        one view (``FileSegment.view_end``); for bytes not yet committed, which
+        are copied from the pool anyway, the segment's end."""
+        segment, end = await self.locate(position)
+        base = segment.path.base_offset
+        if position - base >= segment.commit_position:
+            return end
+        return min(end, base + segment.view_end(position - base))
+
+    async def read(self, position: int, length: int, *, span: bool = False,
+                   view: bool = False) -> bytes | memoryview:
         """Bytes ``[position, position + length)``, which must lie in one segment
-        (``span``: just these bytes, unchecked, see ``FileSegment.read_span0``)."""
+        (``span``: just these bytes, unchecked, see ``FileSegment.read_span0``;
+        ``view``: maybe a view, see ``FileSegment.read_view0``)."""
         segment, end = await self.locate(position)
         if position + length > end:
             raise OffsetOutOfRange(
@@ -393,7 +405,9 @@ class FlatFile:
                 f"segment end {end}", topic=self.topic, queue_id=self.queue_id)
         local = position - segment.path.base_offset
         if segment is self.active:
-            return await self.ctx.pool.read(segment, local, length, span=span)
+            return await self.ctx.pool.read(segment, local, length, span=span, view=view)
         if span:
             return await segment.read_span0(local, length)
+        if view:
+            return await segment.read_view0(local, length)
         return await segment.read0(local, length)

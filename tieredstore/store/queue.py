@@ -508,7 +508,7 @@ class QueueLog(QueueReading):
         segment, end = await self.cq.locate(position)
         return segment.path.base_offset, end
 
-    async def read_consume_queue(self, position: int, length: int) -> bytes:
+    async def read_consume_queue(self, position: int, length: int) -> bytes | memoryview:
         return await self.cq.read(position, length)
 
     @property
@@ -518,10 +518,14 @@ class QueueLog(QueueReading):
     async def commit_log_segment_end(self, position: int) -> int:
         return (await self.cl.locate(position))[1]
 
-    async def read_commit_log(self, position: int, length: int) -> bytes:
-        return await self.cl.read(position, length)
+    async def commit_log_view_end(self, position: int) -> int:
+        return await self.cl.view_end(position)
 
-    async def read_commit_log_span(self, position: int, length: int) -> bytes:
+    async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
+        # Its callers decode the records and keep copies: a view will do.
+        return await self.cl.read(position, length, view=True)
+
+    async def read_commit_log_span(self, position: int, length: int) -> bytes | memoryview:
         return await self.cl.read(position, length, span=True)
 
     # --- retention -------------------------------------------------------------------------

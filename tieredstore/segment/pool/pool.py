@@ -208,13 +208,15 @@ class UploadBufferPool:
         return committer.buffer.read(position, length, segment=committer.label)
 
     async def read(self, segment: FileSegment, position: int, length: int, *,
-                   span: bool = False) -> bytes:
+                   span: bool = False, view: bool = False) -> bytes | memoryview:
         """Bytes ``[position, position + length)`` of ``segment``, committed or buffered
-        (committed ones by ``read_span0`` with ``span``)."""
+        (committed ones by ``read_span0`` with ``span``, ``read_view0`` with ``view``)."""
         committer = self._committers.get(id(segment))
         if committer is None or position + length <= committer.buffer.start:
             if span:
                 return await segment.read_span0(position, length)
+            if view:
+                return await segment.read_view0(position, length)
             return await segment.read0(position, length)
         buf = committer.buffer
         start = buf.start
