@@ -236,8 +236,9 @@ async def run(env: BenchEnv) -> list[Table]:
         finally:
             await store.close()
     table.notes += [
-        f"median of {sizes.seq_repeats} run(s) per reader, readers taking turns; "
-        "requests counted on the wire for S3 clients (botocore before-send hooks), by the "
+        f"median of {sizes.seq_repeats} run(s) per reader, readers taking turns, each run "
+        "started once the garbage collector has run (bench.common.start_clock); requests "
+        "counted on the wire for S3 clients (botocore before-send hooks), by the "
         "store's metrics on the local backend",
         f"raw = a sliding window of {RAW_CONCURRENCY} ranged GETs of the same "
         f"{human(chunk)} units (the fetcher's read-ahead maximum: readahead_chunk_max="

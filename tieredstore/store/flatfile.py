@@ -384,9 +384,8 @@ class FlatFile:
         return [(self.active_base, self.end)] if self.end > self.active_base else []
 
     async def view_end(self, position: int) -> int:
-        """Where bytes :meth:`read` with ``view`` reads from ``position`` stop being
-        one view (``FileSegment.view_end``); for bytes not yet committed, which
-        are copied from the pool anyway, the segment's end."""
+        """Where a ``view`` :meth:`read` from ``position`` stops being one view
+        (``FileSegment.view_end``); for bytes the pool copies, the segment's end."""
         segment, end = await self.locate(position)
         base = segment.path.base_offset
         if position - base >= segment.commit_position:
@@ -406,8 +405,5 @@ class FlatFile:
         local = position - segment.path.base_offset
         if segment is self.active:
             return await self.ctx.pool.read(segment, local, length, span=span, view=view)
-        if span:
-            return await segment.read_span0(local, length)
-        if view:
-            return await segment.read_view0(local, length)
-        return await segment.read0(local, length)
+        read = segment.read_span0 if span else segment.read_view0 if view else segment.read0
+        return await read(local, length)

@@ -213,11 +213,8 @@ class UploadBufferPool:
         (committed ones by ``read_span0`` with ``span``, ``read_view0`` with ``view``)."""
         committer = self._committers.get(id(segment))
         if committer is None or position + length <= committer.buffer.start:
-            if span:
-                return await segment.read_span0(position, length)
-            if view:
-                return await segment.read_view0(position, length)
-            return await segment.read0(position, length)
+            read = segment.read_span0 if span else segment.read_view0 if view else segment.read0
+            return await read(position, length)
         buf = committer.buffer
         start = buf.start
         tail_from = max(position, start)
