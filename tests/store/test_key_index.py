@@ -191,6 +191,46 @@ async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None
     await store.close()
 
 
+class _NoHeadWrites(ForwardingObjectStore):
+    """Fails every write of a queue head (the one that opens the key index with
+    its ``index.from`` property among them)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.failing = False
+
+    async def put(self, key: str, data: Any, **kwargs: Any) -> Any:
+        if self.failing and "/heads/" in key:
+            raise TransientError(f"injected: no write of {key}")
+        return await super().put(key, data, **kwargs)
+
+
+async def test_keys_are_indexed_after_the_head_write_that_opens_the_index_failed() -> None:
+    """The head write that opens the index fails; the process goes on flushing,
+    then dies. The units of its keyed messages must not be stored without
+    ``index.from``: a new process would find the consume queue complete and
+    no index, and never index those keys (found by the chaos harness)."""
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
+    failing = _NoHeadWrites(backend)
+    store = await AsyncMessageStore.open(config, store=failing)
+    await store.append("t", 0, b"body-0", timestamp=T0)  # no keys: opens the queue
+    await store.flush()
+    failing.failing = True
+    for i in range(1, 30):
+        await store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+    for _ in range(2):  # a second flush commits what the first one dispatched, if any
+        with pytest.raises(Exception, match="injected"):
+            await store.flush()
+    # The process dies: it never closes. A new one opens the queue.
+    failing.failing = False
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert await store.max_offset("t", 0) == 30
+    for key in ("k4", "id-7"):
+        assert numbers(await store.query_by_key("t", key, max_count=100)) == expected(key, 30)
+    await store.close()
+
+
 async def test_retention_expires_index_segments_with_their_messages() -> None:
     backend = MemoryObjectStore()
     config = small_config(**INDEX)

@@ -127,16 +127,23 @@ class KeyIndex:
             self._last = offset
             k = bisect.bisect_left(offsets, offset + WATERMARK_GAP, k + 1)
 
+    async def start(self, first: int) -> None:
+        """Say in the head that the index covers the queue from offset ``first``
+        (``index.from``), unless it already does. Called before the consume
+        queue takes the unit of the first message with keys: an open that
+        finds that unit stored then also finds where to re-derive entries from
+        (docs/format.md, "Key index"). A head write: it fails if a newer writer
+        claimed the queue since."""
+        if properties.index_from(self.meta.properties) is None:
+            await self.meta.set_properties(properties.index_from_update(first))
+
     async def append_pending(self) -> None:
         """Append the queued entries; the first ever opens the index."""
         if not self._pending:
             return
         flat = self.flat
         if flat is None:
-            first = self._pending[0][1]
-            if properties.index_from(self.meta.properties) is None:
-                # A head write: it fails if a newer writer claimed the queue since.
-                await self.meta.set_properties(properties.index_from_update(first))
+            await self.start(self._pending[0][1])
             flat = await self._open_flat(first=True)
         positions: list[int] = []
         try:

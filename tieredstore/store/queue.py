@@ -401,6 +401,8 @@ class QueueLog(QueueReading):
         if not ready:
             return
         first, stamps = pending.first, pending.stamps(ready)
+        if self.index.flat is None and pending.keyed_within(ready):
+            await self.index.start(first)  # before any of their units can be stored
         positions: list[int] = []
         try:
             await self.cq.append_joined(pending.encode(ready), [UNIT_SIZE] * ready,
