@@ -84,10 +84,10 @@ async def test_rolling_seals_segments_and_reads_span_them(open_store: Opener,
 
 async def test_gets_return_every_record_across_units_and_segments(
         open_store: Opener, backend: ObjectStore) -> None:
-    """get reads back-to-back records in runs (a read-only store's end at a
-    unit's end; the writer's read committed bytes as views): records that cross
-    units (4 KiB chunks, records of 30..300 bytes) and segment ends come back
-    whole, in order, from segments in chunks and merged."""
+    """get reads back-to-back records in runs that end at a unit's end (the
+    writer's store and a read-only one); records that cross one (4 KiB chunks,
+    records of 30..300 bytes) and segment ends come back whole, in order, from
+    sealed segments in chunks and merged."""
     ms = await open_store()
     count = 1500
     for i in range(count):

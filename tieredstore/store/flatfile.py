@@ -383,6 +383,15 @@ class FlatFile:
         reads it whole)."""
         return [(self.active_base, self.end)] if self.end > self.active_base else []
 
+    async def view_end(self, position: int) -> int:
+        """Where a ``view`` :meth:`read` from ``position`` stops being one view
+        (``FileSegment.view_end``); for bytes the pool copies, the segment's end."""
+        segment, end = await self.locate(position)
+        base = segment.path.base_offset
+        if position - base >= segment.commit_position:
+            return end
+        return min(end, base + segment.view_end(position - base))
+
     async def read(self, position: int, length: int, *, span: bool = False,
                    view: bool = False) -> bytes | memoryview:
         """Bytes ``[position, position + length)``, which must lie in one segment

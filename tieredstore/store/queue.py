@@ -520,6 +520,9 @@ class QueueLog(QueueReading):
     async def commit_log_segment_end(self, position: int) -> int:
         return (await self.cl.locate(position))[1]
 
+    async def commit_log_view_end(self, position: int) -> int:
+        return await self.cl.view_end(position)
+
     async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
         # Its callers decode the records and keep copies: a view will do.
         return await self.cl.read(position, length, view=True)
