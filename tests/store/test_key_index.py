@@ -157,15 +157,18 @@ async def test_a_sealed_segment_costs_two_ranged_gets_of_its_slot_object() -> No
     await store.close()
 
 
-class _NoIndexWrites(ForwardingObjectStore):
-    """Fails every write of a key-index object (direct mode: its chunks)."""
+class _FailsWrites(ForwardingObjectStore):
+    """Fails every write of an object whose key holds ``part``, while ``failing``:
+    ``/index/``, the key index's chunks (direct mode); ``/heads/``, the queue
+    heads (the one that opens the key index with ``index.from`` among them)."""
 
-    def __init__(self, inner: ObjectStore) -> None:
+    def __init__(self, inner: ObjectStore, part: str, *, failing: bool) -> None:
         super().__init__(inner)
-        self.failing = True
+        self.part = part
+        self.failing = failing
 
     async def put(self, key: str, data: Any, **kwargs: Any) -> Any:
-        if self.failing and "/index/" in key:
+        if self.failing and self.part in key:
             raise TransientError(f"injected: no write of {key}")
         return await super().put(key, data, **kwargs)
 
@@ -173,7 +176,7 @@ class _NoIndexWrites(ForwardingObjectStore):
 async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None:
     backend = MemoryObjectStore()
     config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
-    failing = _NoIndexWrites(backend)
+    failing = _FailsWrites(backend, "/index/", failing=True)
     store = await AsyncMessageStore.open(config, store=failing)
     for i in range(60):
         await store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
@@ -191,20 +194,6 @@ async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None
     await store.close()
 
 
-class _NoHeadWrites(ForwardingObjectStore):
-    """Fails every write of a queue head (the one that opens the key index with
-    its ``index.from`` property among them)."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner)
-        self.failing = False
-
-    async def put(self, key: str, data: Any, **kwargs: Any) -> Any:
-        if self.failing and "/heads/" in key:
-            raise TransientError(f"injected: no write of {key}")
-        return await super().put(key, data, **kwargs)
-
-
 async def test_keys_are_indexed_after_the_head_write_that_opens_the_index_failed() -> None:
     """The head write that opens the index fails; the process goes on flushing,
     then dies. The units of its keyed messages must not be stored without
@@ -212,7 +201,7 @@ async def test_keys_are_indexed_after_the_head_write_that_opens_the_index_failed
     no index, and never index those keys (found by the chaos harness)."""
     backend = MemoryObjectStore()
     config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
-    failing = _NoHeadWrites(backend)
+    failing = _FailsWrites(backend, "/heads/", failing=False)
     store = await AsyncMessageStore.open(config, store=failing)
     await store.append("t", 0, b"body-0", timestamp=T0)  # no keys: opens the queue
     await store.flush()
