@@ -195,7 +195,7 @@ async def run(env: BenchEnv) -> list[Table]:
             await store.close()
     tables[0].notes.append("MB/s counts the commit-log bytes (records); get also reads and "
                            "checks the consume queue, which the baselines do not")
-    tables[0].notes.append(f"median of {CATCH_UP_ROUNDS * max(1, env.sizes.seq_repeats)} "
+    tables[0].notes.append(f"median of {_rounds(env)} "
                            "runs per reader, the readers taking turns in a rotating order")
     tables[0].notes.append("every timed run starts once the garbage collector has run (as timeit "
                            "does), so that no reader pays for the garbage of the one before")
@@ -228,7 +228,7 @@ async def _catch_up(env: BenchEnv, table: Table, backend: str, store: ObjectStor
         readers["raw ranged GETs (get_object)"] = lambda: raw_gets(local_get, units)
     runs: dict[str, list[float]] = {name: [] for name in readers}
     order = list(readers)
-    for turn in range(CATCH_UP_ROUNDS * max(1, env.sizes.seq_repeats)):
+    for turn in range(_rounds(env)):
         # The readers take turns, in an order that rotates every round: none
         # always runs right after the same other one.
         for name in order[turn % len(order):] + order[:turn % len(order)]:
@@ -244,6 +244,11 @@ async def _catch_up(env: BenchEnv, table: Table, backend: str, store: ObjectStor
         table.verdict(raw / get_s >= 0.9 and get_s < median(runs["s3fs readahead"]),
                       f"{backend}: get at {raw / get_s:.2f}x raw, s3fs at "
                       f"{raw / median(runs['s3fs readahead']):.2f}x raw")
+
+
+def _rounds(env: BenchEnv) -> int:
+    """Rounds of the catch-up readers."""
+    return CATCH_UP_ROUNDS * max(1, env.sizes.seq_repeats)
 
 
 async def _raw_s3(env: BenchEnv, store: Any, units: list[tuple[ObjectInfo, int, int]]

@@ -549,8 +549,7 @@ class ChunkedSegment(FileSegment):
 
     def view_end(self, position: int) -> int:
         # docstring inherited: the end of the reader's unit holding ``position``
-        layout = self._layout
-        return layout.unit_at(position).end if 0 <= position < layout.size else layout.size
+        return self._layout.unit_end(position)
 
     async def read_span0(self, position: int, length: int) -> bytes:
         # docstring inherited

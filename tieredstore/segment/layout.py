@@ -108,6 +108,11 @@ class SegmentLayout:
     def unit_at(self, position: int) -> ChunkRef:
         return self._units[self.index_of(position)]
 
+    def unit_end(self, position: int) -> int:
+        """The end of the unit holding ``position``; the layout's size for a
+        position outside it."""
+        return self.unit_at(position).end if 0 <= position < self.size else self.size
+
     def slices(self, position: int, length: int) -> list[Slice]:
         """The unit slices that make up ``[position, position + length)``."""
         if length <= 0:

@@ -82,9 +82,9 @@ class QueueView(QueueReading):
     async def commit_log_view_end(self, position: int) -> int:
         view = await self.cl.locate(position)
         local = position - view.base
-        if view.state is None or not 0 <= local < view.layout.size:
+        if view.state is None or local >= view.layout.size:
             return view.end  # its read raises, or reads past the listing
-        return min(view.end, view.base + view.layout.unit_at(local).end)
+        return min(view.end, view.base + view.layout.unit_end(local))
 
     async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
         return await self.cl.read(position, length)

@@ -182,12 +182,12 @@ class QueueReading(abc.ABC):
     async def commit_log_segment_end(self, position: int) -> int:
         """Where the commit-log segment holding ``position`` ends."""
 
+    @abc.abstractmethod
     async def commit_log_view_end(self, position: int) -> int:
         """Where the commit-log bytes read from ``position`` stop coming back as
         one view of what the reader holds (the end of the unit holding it, at
         most the segment's end): a read up to there is not copied, a read across
-        it is joined. This default: the segment's end."""
-        return await self.commit_log_segment_end(position)
+        it is joined."""
 
     @abc.abstractmethod
     async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
