@@ -12,7 +12,7 @@ from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
-from tieredstore.log.recover import has_log_objects, recover_log
+from tieredstore.log.recover import recover_log
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.snapshot import LogSnapshot
 from tieredstore.log.tracker import LogTracker
@@ -30,7 +30,6 @@ __all__ = [
     "LogSnapshot",
     "Piece",
     "encode_log_object",
-    "has_log_objects",
     "read_index",
     "recover_log",
 ]

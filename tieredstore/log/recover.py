@@ -26,11 +26,6 @@ log = logging.getLogger(__name__)
 READ_CONCURRENCY = 16
 
 
-async def has_log_objects(writer: LogWriter) -> bool:
-    """Whether the broker's log holds any data entry (one LIST)."""
-    return any(not e.fence for e in await writer.series.entries())
-
-
 async def recover_log(writer: LogWriter) -> None:
     """Claim the log for ``writer`` and tell it every piece the log holds."""
     entries = await writer.series.claim()

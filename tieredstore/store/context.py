@@ -43,7 +43,8 @@ class StoreContext:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _merge_limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
     max_open_sealed: int = 256
-    # The broker's log (write mode log, or pieces a log-mode store left).
+    # The broker's log, claimed at open in either write mode (only the log mode
+    # writes log objects; the direct mode compacts what a log-mode store left).
     log: LogWriter | None = None
     codec: RecordCodec | None = None  # compresses and encrypts records, if configured
 

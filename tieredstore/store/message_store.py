@@ -34,7 +34,7 @@ from tieredstore.errors import (
     TieredStoreError,
     TransientError,
 )
-from tieredstore.log import LogSeries, LogWriter, has_log_objects, recover_log
+from tieredstore.log import LogSeries, LogWriter, recover_log
 from tieredstore.metadata import list_queues
 from tieredstore.metrics import TieredStoreCollector
 from tieredstore.objectstore import ObjectStore
@@ -168,16 +168,16 @@ class AsyncMessageStore:
         return await ReadOnlyMessageStore.open(config, store=store, key_provider=key_provider)
 
     async def _open_log(self) -> None:
-        """Write mode log: claim the broker's log and read what it holds. Direct
-        mode: the same if a log-mode store left log objects (their bytes move
-        into chunks), else nothing (one LIST)."""
+        """Claim the broker's log and read what it holds, in either write mode:
+        the store replaced may be a log-mode one, idle or busy, and its next log
+        object must meet our fence (docs/format.md, "Across the two write
+        modes"). Only the log mode sends commits to it; the direct mode moves
+        the pieces a log-mode store left into chunks, and deletes old fences."""
         ctx = self.ctx
         options = compose.log_options(self.config)
         series = LogSeries(ctx.store, keys.log_path(self.config), uuid.uuid4().hex,
                            recheck_after=options.delete_age / 2)
         writer = LogWriter(ctx.store, series, options)
-        if self.config.write_mode != "log" and not await has_log_objects(writer):
-            return
         await recover_log(writer)
         ctx.log = writer
         if self.config.write_mode == "log":
