@@ -153,7 +153,7 @@ def test_a_ledger_filter_reads_only_that_ledgers_objects(offloaded: Offloaded) -
     assert count == len(offloaded.entries[big]) - lo
     assert slices == 1  # the entry range reaches the last block only
     lists = [k for op, k in planning if op == "list"]
-    assert lists == [SPACE.prefix + "/"]
+    assert lists == ["managed-ledgers/ml/", SPACE.prefix + "/"]  # no metadata: none to read
     # Planning reads the ledger's indexes and heads their data objects (one
     # attempt's is gone: left out), nothing of another ledger; the task reads
     # only the complete attempt's objects.
@@ -161,3 +161,75 @@ def test_a_ledger_filter_reads_only_that_ledgers_objects(offloaded: Offloaded) -
     assert ("get", attempt.index_key) in touched and ("head", attempt.data_key) in touched
     assert len(touched) == 4 and all(name_of(k) == big for _, k in touched), touched
     assert reading and all(k.startswith(attempt.attempt_prefix) for _, k in reading), reading
+
+
+ML_NAME = "tenant/ns/persistent/recorded"
+
+
+async def _managed_with_unrecorded_attempt(data: Path) -> dict[tuple[int, int], bytes]:
+    """A managed ledger's four closed ledgers offloaded, and beside ledger 2's
+    recorded attempt a second complete one its metadata does not record (what a
+    zombie or an abandoned attempt leaves). Returns the entries by (ledger, entry)."""
+    from tieredstore.config import load_config
+    from tieredstore.ledger import LedgerHost, Position
+
+    config = load_config(env={}, backend="local", local_path=str(data), local_fsync=False,
+                         ledger_max_entries=20)
+    host = LedgerHost.create(config, LocalObjectStore(data, fsync=False))
+    entries: dict[tuple[int, int], bytes] = {}
+    try:
+        ml = await host.open(ML_NAME)
+        payloads = [f"entry {n}".encode() for n in range(80)]
+        for position, payload in zip(await ml.add_entries(payloads), payloads, strict=True):
+            entries[(position.ledger_id, position.entry_id)] = payload
+        await ml.rollover()
+        await ml.offload_prefix(Position(max(k[0] for k in entries) + 1, 0))
+        await ml.close()
+        handle = await host.ledgers.open_ledger(2)
+        await host.offloader.offload(handle, uuid.uuid4(), {"ManagedLedgerName": ML_NAME})
+        await handle.close()
+    finally:
+        await host.close()
+        await host.store.close()
+    return entries
+
+
+def test_rows_come_only_from_attempts_the_metadata_records_complete(
+        spark: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    entries = asyncio.run(_managed_with_unrecorded_attempt(data))
+    rows = [(r.managed_ledger, r.ledger_id, r.entry_id, bytes(r.payload)) for r in
+            spark.read.format("tieredstore-ledger").options(path=str(data)).load().collect()]
+    ids = [(ledger, entry) for _, ledger, entry, _ in rows]
+    assert len(ids) == len(set(ids)), "duplicate (ledger_id, entry_id) rows"
+    assert sorted(rows) == sorted((ML_NAME, ledger, entry, payload)
+                                  for (ledger, entry), payload in entries.items())
+
+
+async def _two_complete_attempts(root: Path) -> tuple[int, int]:
+    """Offloads without managed-ledger metadata: ledger A offloaded twice,
+    both attempts complete; ledger B once. Returns (A, B)."""
+    source = LocalLedgerStore(root / "ledgers", fsync=False)
+    store = LocalObjectStore(root / "store", fsync=False)
+    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB,
+                                                               chunk_size=5 * MiB))
+    try:
+        twice = await make_ledger(source, [b"a"] * 10)
+        once = await make_ledger(source, [b"b"] * 10)
+        for attempt in (uuid.UUID(int=3), uuid.UUID(int=4)):
+            await off.offload(twice, attempt, {})
+        await off.offload(once, uuid.UUID(int=5), {})
+        return twice.ledger_id, once.ledger_id
+    finally:
+        await off.close()
+        await store.close()
+
+
+def test_without_metadata_a_ledger_with_two_complete_attempts_is_refused(
+        spark: Any, tmp_path: Path) -> None:
+    twice, once = asyncio.run(_two_complete_attempts(tmp_path))
+    reader = spark.read.format("tieredstore-ledger").options(path=str(tmp_path / "store"))
+    with pytest.raises(Exception, match=f"ledger {twice}: 2 complete offload attempts"):
+        reader.load().collect()
+    rows = reader.options(ledger_id=str(once)).load().collect()
+    assert sorted((r.ledger_id, r.entry_id) for r in rows) == [(once, i) for i in range(10)]

@@ -1,8 +1,16 @@
 """Offloaded ledgers as rows: which to read, planned on the driver, and the read.
 
-Planning lists the offload namespace once (paged) and keeps the attempts
-whose index is there; with ``ledger_id`` selected it never reads another
-ledger's objects (the id is in every key). It then reads each kept index (one
+Planning reads the managed-ledger metadata under the ``ledger_root``
+(:func:`~tieredstore.ledger.managed.recorded_offloads`, as the offload sweep
+does), lists the offload namespace once (paged) and keeps the attempts whose
+index is there and that the metadata records complete: an attempt it does not
+record (given up, or a replaced owner's) or not yet complete is never read,
+so each ledger is read from one attempt. Where no managed ledger has
+metadata under the root (offloads written by a bare offloader), every
+complete attempt is read, and a ledger with two complete attempts is refused,
+naming it: nothing says which is the offload. With ``ledger_id`` selected it
+never reads another ledger's offload objects (the id is in every key). It
+then reads each kept index (one
 GET: the PIP-17 block table, the ledger's metadata, and the managed ledger's
 name from the object's user metadata) and cuts the selected entries into
 slices of ``blocks_per_slice`` blocks, leaving out blocks the entry range
@@ -23,9 +31,10 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from tieredstore.errors import ObjectNotFound
-from tieredstore.ledger import LedgerEntry, OffloadedReadHandle, OffloadNamespace
+from tieredstore.ledger import LedgerEntry, OffloadedReadHandle, OffloadError, OffloadNamespace
 from tieredstore.ledger.index import OffloadIndex
 from tieredstore.ledger.location import parse_offload_key
+from tieredstore.ledger.managed import recorded_offloads
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentReader
 from tieredstore.spark.selection import ints, names, one_int
@@ -79,28 +88,54 @@ def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
 
 
 async def plan_ledgers(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection,
-                       *, blocks_per_slice: int = 1) -> list[LedgerSlice]:
-    """The slices to read, by ledger id, attempt and entry id."""
-    attempts = [a async for a in _attempts(store, space, selection)]
+                       *, root: str = "managed-ledgers", blocks_per_slice: int = 1
+                       ) -> list[LedgerSlice]:
+    """The slices to read, by ledger id, attempt and entry id: of the attempts
+    the managed-ledger metadata under ``root`` records complete; where no
+    managed ledger has metadata there, of every complete attempt, and a ledger
+    with two of them is refused (:class:`OffloadError` naming it)."""
+    recorded = await recorded_offloads(store, root)
+    attempts = [a async for a in _attempts(store, space, selection)
+                if recorded is None or recorded.get(a, False)]
     limit = asyncio.Semaphore(READ_CONCURRENCY)
 
-    async def one(ledger_id: int, uuid: uuid_mod.UUID) -> list[LedgerSlice]:
+    async def one(ledger_id: int, uuid: uuid_mod.UUID) -> list[LedgerSlice] | None:
+        """None: not complete, or not selected."""
         where = space.locate(ledger_id, uuid)
         async with limit:
             try:
                 got = await store.get_object(where.index_key)
                 await store.head(where.data_key)
             except ObjectNotFound:
-                return []  # an offload that did not finish, or deleted meanwhile
+                return None  # an offload that did not finish, or deleted meanwhile
         name = got.info.metadata.get(MANAGED_LEDGER_KEY)
         if selection.managed_ledgers is not None and name not in selection.managed_ledgers:
-            return []
+            return None
         return _slices(OffloadIndex.decode(got.data), selection, blocks_per_slice,
                        LedgerSlice(space.prefix, space.cluster, space.namespace, name, ledger_id,
                                    str(uuid), 0, -1))
 
     found = await asyncio.gather(*(one(*a) for a in attempts))
-    return [s for slices in found for s in slices]
+    kept = [(a, slices) for a, slices in zip(attempts, found, strict=True) if slices is not None]
+    if recorded is None:
+        _one_attempt_each([a for a, _ in kept], root)
+    return [s for _, slices in kept for s in slices]
+
+
+def _one_attempt_each(attempts: list[tuple[int, uuid_mod.UUID]], root: str) -> None:
+    """Without metadata nothing says which of two complete attempts of a ledger
+    is the offload: refuse rather than read its entries twice."""
+    by_ledger: dict[int, list[str]] = {}
+    for ledger_id, uuid in attempts:
+        by_ledger.setdefault(ledger_id, []).append(str(uuid))
+    for ledger_id, uuids in sorted(by_ledger.items()):
+        if len(uuids) > 1:
+            raise OffloadError(
+                f"{len(uuids)} complete offload attempts ({', '.join(sorted(uuids))}) and no "
+                f"managed-ledger metadata under {root!r} to say which one is recorded: "
+                "refusing to read the ledger more than once (select other ledgers with "
+                "'ledger_id', or delete the attempts that are not the offload)",
+                ledger_id=ledger_id)
 
 
 async def _attempts(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection

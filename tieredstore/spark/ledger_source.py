@@ -3,16 +3,19 @@
 Columns: ``managed_ledger`` string (null when the offload did not name it),
 ``ledger_id`` long, ``entry_id`` long, ``payload`` binary, ``offload_uuid``
 string. One input partition per PIP-17 block (``blocks_per_partition``
-joins neighbours) of each complete offload attempt.
+joins neighbours) of each offload attempt the managed-ledger metadata (under
+``ledger_root``) records complete; without any managed-ledger metadata there,
+of each complete attempt, and a ledger with two complete attempts is an
+error naming it (see :mod:`tieredstore.spark.ledger`).
 
 Options: the store as for ``tieredstore`` (``path``, or ``backend=s3`` with
 ``bucket``...); the offloader's namespace, as the store's config keys (a
 ``config`` file's ``[ledger]`` section, or the options): ``offload_prefix``
 (default ``offload``), ``offload_cluster`` (``pulsar``), ``offload_namespace``
-(``ledgers``); the selection, applied before anything is read:
-``ledger_id`` and ``managed_ledger`` (comma-separated), ``entry_from``
-(inclusive) and ``entry_to`` (exclusive). As for ``tieredstore``, Spark's
-own filters are applied to the rows and not pushed down (see
+(``ledgers``), and ``ledger_root`` (``managed-ledgers``); the selection,
+applied before anything is read: ``ledger_id`` and ``managed_ledger``
+(comma-separated), ``entry_from`` (inclusive) and ``entry_to`` (exclusive).
+As for ``tieredstore``, Spark's own filters are applied to the rows and not pushed down (see
 :mod:`tieredstore.spark.datasource`): select with the options to prune.
 """
 
@@ -93,11 +96,13 @@ class LedgerReader(DataSourceReader):
         self.blocks_per_partition = blocks_per_partition
 
     def partitions(self) -> list[InputPartition]:
+        config = config_of(self.config)
+
         def plan(store: ObjectStore) -> Awaitable[list[LedgerSlice]]:
-            return plan_ledgers(store, self.space, self.selection,
+            return plan_ledgers(store, self.space, self.selection, root=config.ledger_root,
                                 blocks_per_slice=self.blocks_per_partition)
 
-        return [LedgerPartition(s) for s in on_store(config_of(self.config), plan)]
+        return [LedgerPartition(s) for s in on_store(config, plan)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, LedgerPartition):

@@ -9,6 +9,7 @@ from tieredstore.ledger.managed.sources import LedgerCopy
 from tieredstore.ledger.managed.sweep import (
     OffloadGarbage,
     find_offload_garbage,
+    recorded_offloads,
     referenced_offloads,
     sweep_offloads,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Position",
     "ReadPriority",
     "find_offload_garbage",
+    "recorded_offloads",
     "referenced_offloads",
     "sweep_offloads",
 ]

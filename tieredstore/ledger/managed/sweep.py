@@ -51,6 +51,7 @@ from tieredstore.ledger.managed.codec import offload_uuid
 from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.managed.state import is_offloaded
 from tieredstore.ledger.offloader import SegmentLedgerOffloader
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore, UploadInfo
 from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_chunk_name
@@ -82,32 +83,45 @@ class _Listed:
     uploads: list[UploadInfo] = field(default_factory=list)
 
 
-async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Attempt]:
-    """Every ``(ledger_id, uuid)`` the newest metadata of a managed ledger
-    under ``root`` records. Raises :class:`CorruptManagedLedger` if a newest
-    head cannot be read."""
+async def recorded_offloads(metadata_store: ObjectStore, root: str) -> dict[Attempt, bool] | None:
+    """What the newest metadata (head and pages) of every managed ledger under
+    ``root`` records of its offloads: each attempt ``(ledger_id, uuid)``, and
+    whether it is recorded complete. None when no managed ledger under ``root``
+    has a head (no metadata to go by). Raises :class:`CorruptManagedLedger` if a
+    newest head cannot be read: it could record any attempt."""
     base = f"{root}/ml/" if root else "ml/"
     names = sorted({info.key[len(base):].split("/", 1)[0]
                     for info in await metadata_store.list_all(base)})
-    out: set[Attempt] = set()
+    out: dict[Attempt, bool] | None = None
     for encoded in names:
         path = ManagedLedgerPath(root, urllib.parse.unquote(encoded))
         if path.encoded_name != encoded:
-            raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's "
-                                       "metadata: refusing to sweep")
+            raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's metadata")
         loaded = await ManagedLedgerHeadLog(metadata_store, path).load()
         if loaded is None:
-            continue  # no head: it references nothing
+            continue  # no head: it records nothing
         version, head = loaded
         if head.version != version:
-            raise CorruptManagedLedger(f"its newest head, version {version}, is damaged: "
-                                       "refusing to sweep", name=path.name)
+            raise CorruptManagedLedger(f"its newest head, version {version}, is damaged",
+                                       name=path.name)
+        out = {} if out is None else out
         meta = ManagedLedgerMetadata(metadata_store, path, head, version, writer_id="")
         async for info in meta.ledgers():
             uuid = offload_uuid(info)
             if uuid is not None:
-                out.add((info.ledgerId, uuid))
+                out[(info.ledgerId, uuid)] = is_offloaded(info)
     return out
+
+
+async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Attempt]:
+    """Every ``(ledger_id, uuid)`` the newest metadata of a managed ledger
+    under ``root`` records, complete or not (:func:`recorded_offloads`).
+    Raises :class:`CorruptManagedLedger` if a newest head cannot be read."""
+    try:
+        return set(await recorded_offloads(metadata_store, root) or ())
+    except CorruptManagedLedger as exc:
+        exc.args = (f"{exc}: refusing to sweep",)
+        raise
 
 
 async def _list_attempts(offloader: SegmentLedgerOffloader) -> dict[Attempt, _Listed]:
