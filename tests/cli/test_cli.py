@@ -130,11 +130,30 @@ def test_make_demo_runs_the_console_script_with_no_arguments(tmp_path: Path) -> 
     command = [str(script), "demo"] if script.exists() else \
         [sys.executable, "-m", "tieredstore.cli", "demo"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIEREDSTORE_")}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "demo: OK" in done.stdout
-    assert (tmp_path / "demo-data" / "objects").is_dir()
+    for _ in range(2):  # and again: `make demo` twice in a row clears its own demo-data
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "demo: OK" in done.stdout
+        assert (tmp_path / "demo-data" / "objects").is_dir()
+
+
+def test_demo_refuses_a_directory_it_did_not_create(cli: Cli) -> None:
+    cli.data.mkdir()
+    notes = cli.data / "notes.txt"
+    notes.write_text("mine")
+    code, out, err = cli("demo", "--messages", "50")
+    assert notes.exists() and notes.read_text() == "mine", "the demo deleted a user's file"
+    assert sorted(cli.data.iterdir()) == [notes]  # nothing written either
+    assert code == 2 and str(cli.data) in err and "not a demo directory" in err, out + err
+
+
+def test_demo_runs_again_in_its_own_directory_and_in_an_empty_one(cli: Cli) -> None:
+    cli.data.mkdir()  # empty: the demo takes it
+    assert "demo: OK" in cli.ok("demo", "--messages", "50")
+    assert "demo: OK" in cli.ok("demo", "--messages", "50")  # its own: cleared, run again
+    code, out, err = cli("verify")
+    assert code == 0 and "messages 50," in out, out + err  # only the last run's messages
 
 
 # --- produce and consume ----------------------------------------------------------------

@@ -6,7 +6,8 @@ commit logs and consume queues roll, seal and merge; flushes and closes;
 reopens (recovery from the bucket alone); consumes every message and
 compares each byte with what was produced; runs ``verify``; prints a summary
 table and the object-store requests of each phase. Exits 1 if anything
-differs.
+differs. The local store's directory is new, empty, or one an earlier demo
+made (it holds ``.tieredstore-demo``), which it clears: it refuses any other.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
@@ -28,6 +30,7 @@ from tieredstore.store import AsyncMessageStore, Message, list_segments, open_ob
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    CliError,
     format_requests,
     human_bytes,
     positive_int,
@@ -49,6 +52,7 @@ DEMO_SIZES: dict[str, int] = {
     "max_message_size": 128 * KiB,  # its largest message, 64 KiB, fits; a segment holds 4
 }
 BATCH = 256
+DEMO_MARKER = ".tieredstore-demo"  # in a --data-dir the demo created: it may clear it
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,15 +281,41 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         help="messages to produce (default 4800)")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
     parser.add_argument("--backend", choices=("local", "memory", "s3"), default="local",
-                        help="local (default): a fresh --data-dir (default demo-data); "
-                             "s3: the configured bucket under a fresh key prefix")
+                        help="local (default): --data-dir (default demo-data), new, empty "
+                             "or made by an earlier demo (then cleared; any other is "
+                             "refused); s3: the configured bucket under a fresh key prefix")
     parser.set_defaults(run=run)
+
+
+def take_demo_dir(data_dir: str) -> None:
+    """Make ``data_dir`` an empty directory of the demo's own: create it, take an
+    empty one, or clear one an earlier demo made. Such a directory holds
+    :data:`DEMO_MARKER`, written before anything else and kept while the rest
+    is cleared, so one a demo died in is cleared too. Anything else is refused
+    with :class:`CliError`, untouched: the demo deletes only what it created."""
+    where = Path(data_dir)
+    marker = where / DEMO_MARKER
+    if where.exists() and not where.is_dir():
+        raise CliError(f"--data-dir {data_dir!r} ({where.absolute()}) is not a directory")
+    if where.is_dir() and not marker.is_file() and any(where.iterdir()):
+        raise CliError(f"--data-dir {data_dir!r} ({where.absolute()}) is not empty and is not "
+                       f"a demo directory (no {DEMO_MARKER} in it): the demo clears only a "
+                       "directory it created; give a new or an empty directory")
+    where.mkdir(parents=True, exist_ok=True)
+    marker.write_text("Made by `tieredstore demo`, which clears this directory on its next run.\n")
+    for child in where.iterdir():
+        if child.name == DEMO_MARKER:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def run(args: argparse.Namespace) -> int:
     if args.backend == "local":
         data_dir = getattr(args, "data_dir", None) or "demo-data"
-        shutil.rmtree(data_dir, ignore_errors=True)
+        take_demo_dir(data_dir)
         args.data_dir = data_dir
         config = resolve_config(args, **DEMO_SIZES)
     else:
