@@ -10,14 +10,13 @@ metadata under the root (offloads written by a bare offloader), every
 complete attempt is read, and a ledger with two complete attempts is refused,
 naming it: nothing says which is the offload. With ``ledger_id`` selected it
 never reads another ledger's offload objects (the id is in every key). It
-then reads each kept index (one
-GET: the PIP-17 block table, the ledger's metadata, and the managed ledger's
-name from the object's user metadata) and cuts the selected entries into
-slices of ``blocks_per_slice`` blocks, leaving out blocks the entry range
-does not reach. A task opens the attempt as ``read_offloaded`` does
-(:class:`~tieredstore.ledger.OffloadedReadHandle`: its index, a HEAD and the
-data object's unit table) and reads its entries, every unit CRC-checked.
-An attempt without its data object (an offload that did not finish) is left
+then reads each kept index (one GET: the PIP-17 block table, the ledger's
+metadata, and the managed ledger's name from the object's user metadata) and
+cuts the selected entries into slices of ``blocks_per_slice`` blocks,
+leaving out blocks the entry range does not reach. A task opens the attempt
+as ``read_offloaded`` does (:class:`~tieredstore.ledger.OffloadedReadHandle`:
+its index, a HEAD and the data object's unit table) and reads its entries,
+every unit CRC-checked. An attempt without its data object (an offload that did not finish) is left
 out at planning; one whose objects vanish before its task runs (deleted after
 the deletion lag) fails the task, naming it.
 """
