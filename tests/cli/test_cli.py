@@ -156,6 +156,11 @@ def test_demo_runs_again_in_its_own_directory_and_in_an_empty_one(cli: Cli) -> N
     assert code == 0 and "messages 50," in out, out + err  # only the last run's messages
 
 
+def test_demo_of_fewer_messages_than_queues_leaves_the_others_out(cli: Cli) -> None:
+    out = cli.ok("demo", "--messages", "3")  # 6 queues: at least three get nothing
+    assert "demo: OK" in out and "consumed 3 messages" in out
+
+
 # --- produce and consume ----------------------------------------------------------------
 
 
