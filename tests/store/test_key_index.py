@@ -7,6 +7,7 @@ queue after a crash is caught up on open; retention and bad input."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -326,3 +327,43 @@ async def test_a_read_only_lookup_loads_the_log_once_for_all_queues() -> None:
     assert numbers(found) == expected("k2", 90)
     assert {m.queue_id for m in found} == {1, 2}  # queue 0 gets the messages without keys
     assert counting.lists == 1
+
+
+class _PausesASlotRead(ForwardingObjectStore):
+    """Holds the next GET of a slot object, once ``armed``, until ``go`` is set
+    (``held`` says it is held): what another task does meanwhile happens in the
+    middle of the lookup that reads it."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.armed = False
+        self.held = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def get_object(self, key: str, byte_range: Any = None) -> Any:
+        if self.armed and key.endswith("/slots"):
+            self.armed = False
+            self.held.set()
+            await self.go.wait()
+        return await super().get_object(key, byte_range)
+
+
+@pytest.mark.parametrize("write_mode", ["log", "direct"])
+async def test_a_lookup_finds_the_index_segment_that_rolls_while_it_runs(
+        write_mode: str) -> None:
+    backend = _PausesASlotRead(MemoryObjectStore())
+    config = small_config(**INDEX, write_mode=write_mode)  # 64 entries an index segment
+    store = await AsyncMessageStore.open(config, store=backend)
+    for i in range(100):  # one sealed index segment of 64, 36 in the active one
+        await store.append("t", 0, b"body-%d" % i, keys=["k"], timestamp=T0 + i)
+    await store.close()  # waits for the merge, which writes the slot object
+    store = await AsyncMessageStore.open(config, store=backend)
+    backend.armed = True
+    lookup = asyncio.create_task(store.query_by_key("t", "k", max_count=1000))
+    await backend.held.wait()  # the lookup is reading the sealed segment's slots
+    for i in range(100, 140):  # 28 more fill the active segment: it rolls
+        await store.append("t", 0, b"body-%d" % i, keys=["other"], timestamp=T0 + i)
+    await store.flush()
+    backend.go.set()
+    assert numbers(await lookup) == list(range(100))
+    await store.close()

@@ -74,7 +74,8 @@ class IndexReads(Protocol):
     async def read(self, position: int, length: int) -> bytes | memoryview: ...
 
     async def unrecorded(self) -> list[tuple[int, int]]:
-        """``[start, end)`` of each segment not yet recorded (the active one)."""
+        """``[start, end)`` of each segment not yet recorded (the active one), in
+        order: the segments from the first ``start`` on, as of the call."""
         ...
 
 
@@ -83,13 +84,21 @@ async def find_entries(store: ObjectStore, path_of: Callable[[int], SegmentPath]
                        ) -> list[IndexEntry]:
     """Entries of the key's hash stamped in the range: from the slot objects of
     the sealed segments whose time range meets it, and the unrecorded segments
-    read whole (a hash may be another key's: :func:`query` checks)."""
+    read whole (a hash may be another key's: :func:`query` checks).
+
+    The unrecorded segments are taken first: one that rolls later is recorded,
+    and the records then skipped from its base on, so every segment is read
+    once. (Records first, a roll in between left one segment in neither.)"""
+    unrecorded = await index.unrecorded()
+    recorded_end = unrecorded[0][0] if unrecorded else None
     found: list[IndexEntry] = []
     async for record in meta.records(FileType.INDEX):
+        if recorded_end is not None and record.base_offset >= recorded_end:
+            break
         if record.end_timestamp_ms >= q.begin_ms and record.begin_timestamp_ms <= q.end_ms:
             found.extend(await _in_sealed(store, path_of(record.base_offset), index, record,
                                           q.hash))
-    for start, end in await index.unrecorded():
+    for start, end in unrecorded:
         found.extend(e for e in decode_entries(await index.read(start, end - start))
                      if e.key_hash == q.hash)
     return [e for e in found if q.in_range(e.store_timestamp)]

@@ -167,7 +167,9 @@ class KeyIndex:
 
     async def candidates(self, q: KeyQuery) -> list[IndexEntry]:
         """Entries of the key's hash stamped in the range, stored or pending (see
-        :func:`find_entries`)."""
+        :func:`find_entries`). The pending ones and the flat file's unrecorded
+        segment are taken with no await between them (``FlatFile.unrecorded``
+        does not wait): an entry appended meanwhile is in one of the two."""
         found = [e for d, _, _ in self._pending for e in decode_entries(d)
                  if e.key_hash == q.hash and q.in_range(e.store_timestamp)]
         if self.flat is not None:

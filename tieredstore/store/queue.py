@@ -499,12 +499,13 @@ class QueueLog(QueueReading):
         return out
 
     async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
-        """The index's entries, and entries for messages not yet dispatched."""
-        entries = await self.index.candidates(q)
-        entries.extend(IndexEntry(q.hash, p.offset, p.unit.store_timestamp, p.unit.position,
-                                  p.unit.size) for p in self._pending.keyed()
-                       if q.key in p.keys and q.in_range(p.unit.store_timestamp))
-        return entries
+        """The index's entries, and entries for messages not yet dispatched (taken
+        first, with no await before the index takes its own: a message dispatched
+        meanwhile is in one of the two)."""
+        undispatched = [IndexEntry(q.hash, p.offset, p.unit.store_timestamp, p.unit.position,
+                                   p.unit.size) for p in self._pending.keyed()
+                        if q.key in p.keys and q.in_range(p.unit.store_timestamp)]
+        return await self.index.candidates(q) + undispatched
 
     async def consume_queue_segment(self, position: int) -> tuple[int, int]:
         segment, end = await self.cq.locate(position)
