@@ -157,6 +157,12 @@ def check_record(record: pb.SegmentRecord) -> None:
             f"record at base offset {record.base_offset}: timestamps "
             f"[{record.begin_timestamp_ms}, {record.end_timestamp_ms}] not ascending from 0"
         )
+    if record.HasField("min_timestamp_ms") and not (
+            0 <= record.min_timestamp_ms <= record.begin_timestamp_ms):
+        raise RecordOrderError(
+            f"record at base offset {record.base_offset}: smallest timestamp "
+            f"{record.min_timestamp_ms} not in [0, {record.begin_timestamp_ms}]"
+        )
 
 
 def check_follows(last: pb.SegmentRecord, record: pb.SegmentRecord) -> None:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0emetadata.proto\x12\x14tieredstore.metadata\"\xa3\x02\n\rSegmentRecord\x12\x31\n\tfile_type\x18\x01 \x01(\x0e\x32\x1e.tieredstore.metadata.FileType\x12\x13\n\x0b\x62\x61se_offset\x18\x02 \x01(\x04\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x1c\n\x14\x66irst_message_offset\x18\x04 \x01(\x04\x12\x1b\n\x13last_message_offset\x18\x05 \x01(\x04\x12\x1a\n\x12\x62\x65gin_timestamp_ms\x18\x06 \x01(\x03\x12\x18\n\x10\x65nd_timestamp_ms\x18\x07 \x01(\x03\x12\x15\n\rmessage_count\x18\x08 \x01(\x04\x12\x14\n\x0csealed_at_ms\x18\t \x01(\x03\x12\x13\n\x06\x63rc32c\x18\n \x01(\x07H\x00\x88\x01\x01\x42\t\n\x07_crc32c\"\xdf\x02\n\tFileState\x12\x31\n\tfile_type\x18\x01 \x01(\x0e\x32\x1e.tieredstore.metadata.FileType\x12\x19\n\x11\x66irst_base_offset\x18\x02 \x01(\x04\x12\x1c\n\x14\x66irst_message_offset\x18\x03 \x01(\x04\x12\x15\n\rpaged_through\x18\x04 \x01(\x04\x12\"\n\x1apaged_max_end_timestamp_ms\x18\x05 \x01(\x03\x12\x31\n\x04last\x18\x06 \x01(\x0b\x32#.tieredstore.metadata.SegmentRecord\x12\x31\n\x04tail\x18\x07 \x03(\x0b\x32#.tieredstore.metadata.SegmentRecord\x12\x16\n\x0e\x61ppended_count\x18\x08 \x01(\x04\x12\x15\n\rpages_written\x18\t \x01(\x04\x12\x16\n\x0elast_page_hash\x18\n \x01(\x06\"\xad\x02\n\tQueueHead\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x11\n\twriter_id\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x15\n\rwritten_at_ms\x18\x05 \x01(\x03\x12\x11\n\tpage_size\x18\x06 \x01(\r\x12.\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x1f.tieredstore.metadata.FileState\x12\x43\n\nproperties\x18\x08 \x03(\x0b\x32/.tieredstore.metadata.QueueHead.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8f\x01\n\x0cMetadataPage\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x31\n\tfile_type\x18\x02 \x01(\x0e\x32\x1e.tieredstore.metadata.FileType\x12\x34\n\x07records\x18\x03 \x03(\x0b\x32#.tieredstore.metadata.SegmentRecord*S\n\x08\x46ileType\x12\x19\n\x15\x46ILE_TYPE_UNSPECIFIED\x10\x00\x12\x0e\n\nCOMMIT_LOG\x10\x01\x12\x11\n\rCONSUME_QUEUE\x10\x02\x12\t\n\x05INDEX\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0emetadata.proto\x12\x14tieredstore.metadata\"\xd7\x02\n\rSegmentRecord\x12\x31\n\tfile_type\x18\x01 \x01(\x0e\x32\x1e.tieredstore.metadata.FileType\x12\x13\n\x0b\x62\x61se_offset\x18\x02 \x01(\x04\x12\x0c\n\x04size\x18\x03 \x01(\x04\x12\x1c\n\x14\x66irst_message_offset\x18\x04 \x01(\x04\x12\x1b\n\x13last_message_offset\x18\x05 \x01(\x04\x12\x1a\n\x12\x62\x65gin_timestamp_ms\x18\x06 \x01(\x03\x12\x18\n\x10\x65nd_timestamp_ms\x18\x07 \x01(\x03\x12\x15\n\rmessage_count\x18\x08 \x01(\x04\x12\x14\n\x0csealed_at_ms\x18\t \x01(\x03\x12\x13\n\x06\x63rc32c\x18\n \x01(\x07H\x00\x88\x01\x01\x12\x1d\n\x10min_timestamp_ms\x18\x0b \x01(\x03H\x01\x88\x01\x01\x42\t\n\x07_crc32cB\x13\n\x11_min_timestamp_ms\"\xdf\x02\n\tFileState\x12\x31\n\tfile_type\x18\x01 \x01(\x0e\x32\x1e.tieredstore.metadata.FileType\x12\x19\n\x11\x66irst_base_offset\x18\x02 \x01(\x04\x12\x1c\n\x14\x66irst_message_offset\x18\x03 \x01(\x04\x12\x15\n\rpaged_through\x18\x04 \x01(\x04\x12\"\n\x1apaged_max_end_timestamp_ms\x18\x05 \x01(\x03\x12\x31\n\x04last\x18\x06 \x01(\x0b\x32#.tieredstore.metadata.SegmentRecord\x12\x31\n\x04tail\x18\x07 \x03(\x0b\x32#.tieredstore.metadata.SegmentRecord\x12\x16\n\x0e\x61ppended_count\x18\x08 \x01(\x04\x12\x15\n\rpages_written\x18\t \x01(\x04\x12\x16\n\x0elast_page_hash\x18\n \x01(\x06\"\xad\x02\n\tQueueHead\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x11\n\twriter_id\x18\x03 \x01(\t\x12\x12\n\nsession_id\x18\x04 \x01(\t\x12\x15\n\rwritten_at_ms\x18\x05 \x01(\x03\x12\x11\n\tpage_size\x18\x06 \x01(\r\x12.\n\x05\x66iles\x18\x07 \x03(\x0b\x32\x1f.tieredstore.metadata.FileState\x12\x43\n\nproperties\x18\x08 \x03(\x0b\x32/.tieredstore.metadata.QueueHead.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8f\x01\n\x0cMetadataPage\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x31\n\tfile_type\x18\x02 \x01(\x0e\x32\x1e.tieredstore.metadata.FileType\x12\x34\n\x07records\x18\x03 \x03(\x0b\x32#.tieredstore.metadata.SegmentRecord*S\n\x08\x46ileType\x12\x19\n\x15\x46ILE_TYPE_UNSPECIFIED\x10\x00\x12\x0e\n\nCOMMIT_LOG\x10\x01\x12\x11\n\rCONSUME_QUEUE\x10\x02\x12\t\n\x05INDEX\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,16 +33,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_QUEUEHEAD_PROPERTIESENTRY']._loaded_options = None
   _globals['_QUEUEHEAD_PROPERTIESENTRY']._serialized_options = b'8\001'
-  _globals['_FILETYPE']._serialized_start=1138
-  _globals['_FILETYPE']._serialized_end=1221
+  _globals['_FILETYPE']._serialized_start=1190
+  _globals['_FILETYPE']._serialized_end=1273
   _globals['_SEGMENTRECORD']._serialized_start=41
-  _globals['_SEGMENTRECORD']._serialized_end=332
-  _globals['_FILESTATE']._serialized_start=335
-  _globals['_FILESTATE']._serialized_end=686
-  _globals['_QUEUEHEAD']._serialized_start=689
-  _globals['_QUEUEHEAD']._serialized_end=990
-  _globals['_QUEUEHEAD_PROPERTIESENTRY']._serialized_start=941
-  _globals['_QUEUEHEAD_PROPERTIESENTRY']._serialized_end=990
-  _globals['_METADATAPAGE']._serialized_start=993
-  _globals['_METADATAPAGE']._serialized_end=1136
+  _globals['_SEGMENTRECORD']._serialized_end=384
+  _globals['_FILESTATE']._serialized_start=387
+  _globals['_FILESTATE']._serialized_end=738
+  _globals['_QUEUEHEAD']._serialized_start=741
+  _globals['_QUEUEHEAD']._serialized_end=1042
+  _globals['_QUEUEHEAD_PROPERTIESENTRY']._serialized_start=993
+  _globals['_QUEUEHEAD_PROPERTIESENTRY']._serialized_end=1042
+  _globals['_METADATAPAGE']._serialized_start=1045
+  _globals['_METADATAPAGE']._serialized_end=1188
 # @@protoc_insertion_point(module_scope)

@@ -19,7 +19,7 @@ CONSUME_QUEUE: FileType
 INDEX: FileType
 
 class SegmentRecord(_message.Message):
-    __slots__ = ("file_type", "base_offset", "size", "first_message_offset", "last_message_offset", "begin_timestamp_ms", "end_timestamp_ms", "message_count", "sealed_at_ms", "crc32c")
+    __slots__ = ("file_type", "base_offset", "size", "first_message_offset", "last_message_offset", "begin_timestamp_ms", "end_timestamp_ms", "message_count", "sealed_at_ms", "crc32c", "min_timestamp_ms")
     FILE_TYPE_FIELD_NUMBER: _ClassVar[int]
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class SegmentRecord(_message.Message):
     MESSAGE_COUNT_FIELD_NUMBER: _ClassVar[int]
     SEALED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CRC32C_FIELD_NUMBER: _ClassVar[int]
+    MIN_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     file_type: FileType
     base_offset: int
     size: int
@@ -40,7 +41,8 @@ class SegmentRecord(_message.Message):
     message_count: int
     sealed_at_ms: int
     crc32c: int
-    def __init__(self, file_type: _Optional[_Union[FileType, str]] = ..., base_offset: _Optional[int] = ..., size: _Optional[int] = ..., first_message_offset: _Optional[int] = ..., last_message_offset: _Optional[int] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., message_count: _Optional[int] = ..., sealed_at_ms: _Optional[int] = ..., crc32c: _Optional[int] = ...) -> None: ...
+    min_timestamp_ms: int
+    def __init__(self, file_type: _Optional[_Union[FileType, str]] = ..., base_offset: _Optional[int] = ..., size: _Optional[int] = ..., first_message_offset: _Optional[int] = ..., last_message_offset: _Optional[int] = ..., begin_timestamp_ms: _Optional[int] = ..., end_timestamp_ms: _Optional[int] = ..., message_count: _Optional[int] = ..., sealed_at_ms: _Optional[int] = ..., crc32c: _Optional[int] = ..., min_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class FileState(_message.Message):
     __slots__ = ("file_type", "first_base_offset", "first_message_offset", "paged_through", "paged_max_end_timestamp_ms", "last", "tail", "appended_count", "pages_written", "last_page_hash")

@@ -95,13 +95,22 @@ async def find_entries(store: ObjectStore, path_of: Callable[[int], SegmentPath]
     async for record in meta.records(FileType.INDEX):
         if recorded_end is not None and record.base_offset >= recorded_end:
             break
-        if record.end_timestamp_ms >= q.begin_ms and record.begin_timestamp_ms <= q.end_ms:
+        if _may_hold(record, q):
             found.extend(await _in_sealed(store, path_of(record.base_offset), index, record,
                                           q.hash))
     for start, end in unrecorded:
         found.extend(e for e in decode_entries(await index.read(start, end - start))
                      if e.key_hash == q.hash)
     return [e for e in found if q.in_range(e.store_timestamp)]
+
+
+def _may_hold(record: SegmentRecord, q: KeyQuery) -> bool:
+    """Whether a sealed segment may hold entries stamped in the query's range.
+    Timestamps come in any order: only a record with ``min_timestamp_ms`` bounds
+    them (by it and ``end_timestamp_ms``); one without is always read."""
+    if not record.HasField("min_timestamp_ms"):
+        return True
+    return record.min_timestamp_ms <= q.end_ms and record.end_timestamp_ms >= q.begin_ms
 
 
 async def _in_sealed(store: ObjectStore, path: SegmentPath, index: IndexReads,

@@ -35,23 +35,35 @@ def now_ms() -> int:
 @dataclass
 class SegmentStats:
     """Messages in the active segment, for its record when it is sealed (the
-    offsets mean nothing while ``count`` is 0)."""
+    offsets mean nothing while ``count`` is 0).
+
+    ``begin_ts`` is the first message's timestamp (rolling by time counts from
+    it), ``end_ts`` the largest seen, ``min_ts`` the smallest. Store timestamps
+    may come in any order (within ``timestamp_before_max``), so only
+    ``min_ts`` and ``end_ts`` bound them, and only when these stats saw every
+    message: ``min_ts`` is None for stats taken over from a segment's first and
+    last message (a reopen), and the record then says it bounds nothing."""
 
     first_offset: int = 0
     last_offset: int = 0
     begin_ts: int = 0
     end_ts: int = 0
     count: int = 0
+    min_ts: int | None = None
 
     def add(self, offset: int, timestamp: int) -> None:
-        self.add_run(offset, offset, timestamp, timestamp, 1)
+        self.add_run(offset, offset, timestamp, timestamp, 1, min_ts=timestamp)
 
-    def add_run(self, first: int, last: int, first_ts: int, max_ts: int, count: int) -> None:
+    def add_run(self, first: int, last: int, first_ts: int, max_ts: int, count: int, *,
+                min_ts: int) -> None:
         """``count`` messages, offsets ``first..last``, the first stamped
-        ``first_ts``, the latest ``max_ts``."""
+        ``first_ts``, the latest ``max_ts``, the earliest ``min_ts``."""
         if self.count == 0:
             self.first_offset = first
             self.begin_ts = first_ts
+            self.min_ts = min_ts
+        elif self.min_ts is not None:
+            self.min_ts = min(self.min_ts, min_ts)
         self.last_offset = last
         self.end_ts = max(self.end_ts, max_ts)
         self.count += count
@@ -67,6 +79,7 @@ class SegmentStats:
             end_timestamp_ms=max(self.begin_ts, self.end_ts, 0),
             message_count=self.count,
             sealed_at_ms=now_ms(),
+            min_timestamp_ms=None if self.min_ts is None else max(0, self.min_ts),
         )
 
 
@@ -242,7 +255,8 @@ class FlatFile:
             position = self.active_base + await self.ctx.pool.append(self._active, data)
             if self.stats.count == 0:
                 self.started_ms = now_ms()
-            self.stats.add_run(offsets[i], offsets[j - 1], timestamp, latest, j - i)
+            self.stats.add_run(offsets[i], offsets[j - 1], timestamp, latest, j - i,
+                               min_ts=min(stamps[i:j]))
             positions.extend(itertools.accumulate(sizes[i : j - 1], initial=position))
             i = j
 
