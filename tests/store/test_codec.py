@@ -10,6 +10,7 @@ import struct
 from typing import Any
 
 import pytest
+import zstandard
 
 from tests.store.conftest import KiB, Opener, small_config
 from tieredstore.checksum import crc32c
@@ -18,13 +19,14 @@ from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.store import (
     AsyncMessageStore,
     MessageStore,
+    MessageTooLarge,
     QueueCorrupt,
     ReadOnlyMessageStore,
     RecordCodec,
     RecordError,
     decode_record,
 )
-from tieredstore.store.record import encode_record
+from tieredstore.store.record import MIN_RECORD_SIZE, encode_record
 
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER_KEY = base64.b64encode(b"o" * 32).decode()
@@ -199,3 +201,55 @@ def test_the_config_repr_hides_the_key() -> None:
     codec = RecordCodec.from_config(config)
     assert KEY not in repr(codec) and "k" * 32 not in repr(codec)
     assert os.environ.get("TIEREDSTORE_ENCRYPTION_KEY") is None
+
+
+
+def zstd_frame(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
+
+
+# What sealing adds to a record (docs/format.md, Commit-log record): plain_len and
+# plain_crc32c; encrypted, also the key id ("key-1") with its length, a nonce and a tag.
+SEALING = {("none", "none"): 0, ("zstd", "none"): 8,
+           ("none", "aes-gcm"): 8 + 2 + 5 + 12 + 16, ("zstd", "aes-gcm"): 8 + 2 + 5 + 12 + 16}
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+@pytest.mark.parametrize("encryption", ["none", "aes-gcm"])
+async def test_every_body_round_trips_with_every_compression_and_encryption(
+        compression: str, encryption: str) -> None:
+    """Bodies zstd does not shrink, and the largest the store takes: the whole
+    record, as stored, within max_message_size = commit_log_max_size."""
+    settings: dict[str, Any] = {"compression": compression, "encryption": encryption,
+                                "max_message_size": 32 * KiB, "commit_log_max_size": 32 * KiB}
+    if encryption == "aes-gcm":
+        settings["encryption_key"] = KEY
+    largest = 32 * KiB - MIN_RECORD_SIZE - SEALING[compression, encryption]
+    bodies = {"empty": b"", "one byte": b"x", "hello": b"hello",
+              "random 4 KiB": os.urandom(4 * KiB),
+              "incompressible": zstd_frame(os.urandom(8 * KiB)),
+              "largest": os.urandom(largest)}
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(small_config(**settings), store=backend)
+    with pytest.raises(MessageTooLarge, match="max_message_size"):
+        await store.append("t", 0, os.urandom(largest + 1))
+    for k, data in enumerate(bodies.values()):
+        assert await store.append("t", 0, data) == k
+    await store.flush()
+    for attempt in ("in the writer", "after a reopen"):
+        got = await store.get("t", 0, 0, max_count=100, max_bytes=2**40)
+        assert {name: m.body for name, m in zip(bodies, got, strict=True)} == bodies, attempt
+        await store.close()
+        store = await AsyncMessageStore.open(small_config(**settings), store=backend)
+    await store.close()
+
+
+def test_a_record_older_stores_sealed_with_flags_0_still_reads() -> None:
+    """Before the fix an unshrunk, unencrypted record was written in the sealed
+    layout with flags 0: plain_len and plain_crc32c, then the plain tail."""
+    plain = encode_record(7, 1_700_000_000_000, b"hello")
+    tail = plain[32:]
+    fields = plain[12:32] + struct.pack(">II", len(tail), crc32c(tail)) + tail
+    old = struct.pack(">III", 12 + len(fields), 0x54534D31, crc32c(fields)) + fields
+    message = decode_record(old, "t", 0)
+    assert (message.offset, message.body) == (7, b"hello")

@@ -40,6 +40,7 @@ from typing import Any
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
 from tieredstore.errors import ArgumentError, InvalidArgument, InvalidArgumentType
 from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
+from tieredstore.store.codec import sealing_framing
 from tieredstore.store.errors import MessageTooLarge
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.record import MIN_RECORD_SIZE, NO_TAGS
@@ -257,7 +258,7 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
         raise InvalidArgumentType("messages", f"must be a sequence (a list or tuple) of "
                                   f"bytes or Outgoing, got {type_name(messages)}")
     if messages and set(map(type, messages)) == {bytes} and \
-            max(map(len, messages)) <= config.max_message_size - MIN_RECORD_SIZE:
+            max(map(len, messages)) <= largest_record(config) - MIN_RECORD_SIZE:
         # Bodies alone, each small enough (check_message's common message): as
         # Outgoing, built in C.
         n = len(messages)
@@ -292,7 +293,7 @@ def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
     """One message's fields (its queue checked already) and its record's size."""
     if (type(body) is bytes and not keys and type(keys) in (tuple, list) and tags is None
             and properties is None and timestamp is None and offset is None
-            and len(body) <= config.max_message_size - MIN_RECORD_SIZE):
+            and len(body) <= largest_record(config) - MIN_RECORD_SIZE):
         return  # the common message: a body alone, small enough
     sizes = {"body": check_body(body), "keys": check_keys(keys), "tags": check_tags(tags),
              "properties": check_properties(properties)}
@@ -303,16 +304,25 @@ def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
         check_timestamp(timestamp, config=config, retention=retention,
                         retention_source=source, now=now)
     total = MIN_RECORD_SIZE + sum(sizes.values())
-    limit = config.max_message_size
+    limit = largest_record(config)
     if total > limit:
         part, size = max(sizes.items(), key=lambda kv: kv[1])
         parts = ", ".join(f"{name} {human_size(n)}" for name, n in sizes.items())
         verb = "is" if part in ("body", "tags") else "are"
+        sealing = config.max_message_size - limit
+        less = f", less {sealing} B compression and encryption add" if sealing else ""
         raise MessageTooLarge(
             f"message too large: its {part} {verb} {human_size(size)}; the whole record is "
             f"{total} bytes, the limit is {limit} bytes (max_message_size = "
-            f"{human_size(limit)}): {parts}, framing {MIN_RECORD_SIZE} B",
+            f"{human_size(config.max_message_size)}{less}): {parts}, "
+            f"framing {MIN_RECORD_SIZE} B",
             topic=topic, queue_id=queue_id)
+
+
+def largest_record(config: TieredStoreConfig) -> int:
+    """The largest plain record a message may make: ``max_message_size`` bounds
+    the record as stored, after compression and encryption framing."""
+    return config.max_message_size - sealing_framing(config)
 
 
 def check_get(topic: Any, queue_id: Any, offset: Any, max_count: Any, max_bytes: Any) -> None:

@@ -9,6 +9,8 @@ replaced by a transformed tail (docs/format.md, *Commit-log record*):
 ``payload`` is the tail compressed (flag 0x1, kept only where it is smaller)
 then encrypted (flag 0x2; AES-GCM, the record's fixed fields, lengths and key
 id as associated data, so a record moved to another offset fails to open).
+A record neither compressed (zstd does not shrink it) nor encrypted stays the
+plain record: flags 0 always means the plain layout.
 The record's CRC32C covers the stored bytes, ``plain_crc32c`` the tail once
 restored: both are checked. Positions, chunks, merges and recovery see
 records as bytes and are unchanged.
@@ -52,6 +54,19 @@ _PLAIN = struct.Struct(">II")  # plain_len, plain_crc32c
 _U16 = struct.Struct(">H")
 NONCE_SIZE = 12
 FLAGS_AT = TAIL_AT - _FLAGS.size
+
+
+SEAL_FRAMING = _PLAIN.size  # plain_len, plain_crc32c: what a compressed record adds at most
+CIPHER_FRAMING = _U16.size + NONCE_SIZE + 16  # key id length, nonce, AES-GCM tag
+
+
+def sealing_framing(config: TieredStoreConfig) -> int:
+    """The most bytes sealing adds to a record under ``config`` (a record
+    compression does not shrink stays plain; a compressed one grows by at most
+    :data:`SEAL_FRAMING`); ``max_message_size`` bounds the stored record."""
+    if config.encryption == "aes-gcm":
+        return SEAL_FRAMING + CIPHER_FRAMING + len(config.encryption_key_id.encode())
+    return SEAL_FRAMING if config.compression == "zstd" else 0
 
 
 class RecordCodec:
@@ -123,6 +138,8 @@ class RecordCodec:
             packed = self._compressor.compress(tail)
             if len(packed) < len(tail):
                 payload, flags = packed, FLAG_ZSTD
+        if flags == 0 and self.key_id is None:
+            return record  # neither compressed nor encrypted: the plain record (flags 0)
         plain = _PLAIN.pack(len(tail), crc32c(tail))
         parts: list[bytes | memoryview] = [b"", record[HEAD_SIZE:FLAGS_AT], b"", plain]
         if self.key_id is not None:

@@ -49,6 +49,7 @@ _PREFIX = struct.Struct(">IIIQqIH")  # head, fixed fields, the tags' length: one
 _BARE = struct.Struct(">HHI")  # after "no tags": key count, property count, body length
 _PLAIN = struct.Struct(">IIIQqIHHHI")  # a record without tags, keys or properties: all fields
 _PLAIN_FIELDS = struct.Struct(">QqIHHHI")  # the same, after the head
+_PLAIN_TAIL = struct.Struct(">II")  # plain_len, plain_crc32c of an unshrunk sealed tail
 _UNIT = struct.Struct(">QIqq")
 _UNIT_CRC = struct.Struct(">I")
 _UNIT_ALL = struct.Struct(">QIqqI")
@@ -203,7 +204,28 @@ def decode_record(data: bytes | memoryview, topic: str, queue_id: int,
             # The common record: a body and nothing else.
             return Message(topic, queue_id, queue_offset, view[pos + _BARE.size :].tobytes(),
                            store_ts, (), None, {})
-    return _parse_fields(view, Message(topic, queue_id, queue_offset, b"", store_ts))
+    head = Message(topic, queue_id, queue_offset, b"", store_ts)
+    try:
+        return _parse_fields(view, head)
+    except RecordError:
+        tail = _unshrunk_tail(view)
+        if tail is None:
+            raise
+        return _parse_fields(tail, head, start=0)
+
+
+def _unshrunk_tail(view: memoryview) -> memoryview | None:
+    """The tail of a record an older store sealed with flags 0 (zstd did
+    not shrink it, no encryption): ``plain_len u32 | plain_crc32c u32 | tail``
+    after the fixed fields (docs/format.md, *Commit-log record*). None unless
+    both match: then it is such a record, and its tail is the plain one's."""
+    if len(view) < TAIL_AT + _PLAIN_TAIL.size:
+        return None
+    plain_len, plain_crc = _PLAIN_TAIL.unpack_from(view, TAIL_AT)
+    tail = view[TAIL_AT + _PLAIN_TAIL.size :]
+    if len(tail) != plain_len or crc32c(tail) != plain_crc:
+        return None
+    return tail
 
 
 def _parse_fields(view: memoryview, head: Message, start: int = TAIL_AT) -> Message:
