@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from tests.store.conftest import KiB, small_config
-from tieredstore.errors import RequestTimeout, SegmentFenced
+from tieredstore.errors import InvalidArgument, RequestTimeout, SegmentFenced
 from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
 from tieredstore.segment.pool import CommitRetriesExhausted
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, MessageStore, arguments
 from tieredstore.testing import ForwardingObjectStore
 
 LOG_DIR = "/default-cluster/broker-0/log/"
@@ -549,3 +549,87 @@ async def test_consume_queue_bytes_wait_chunk_wait_and_crash_loses_nothing() -> 
 
 async def _log_holds(backend: _PutBytes, n: int) -> bool:
     return backend.log >= n
+
+
+WIDEST = 2**32 - 1  # the largest queue id: a log object's index holds it in a u32
+REFUSED = r"queue_id: 4294967296 is too large .*\[0, 4294967295\]"
+
+
+async def _nothing_of_queue(backend: ObjectStore, queue_id: int) -> bool:
+    return not [o.key for o in await objects(backend) if f"/t/{queue_id}/" in o.key]
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["append", "append_batch"])
+async def test_a_queue_id_past_u32_is_refused_and_the_largest_works(batch: bool) -> None:
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+
+    async def put(queue: int, *bodies: bytes) -> None:
+        if batch:
+            await store.append_batch("t", queue, list(bodies))
+        for data in () if batch else bodies:
+            await store.append("t", queue, data)
+
+    await put(0, b"before")
+    with pytest.raises(InvalidArgument, match=REFUSED):
+        await put(WIDEST + 1, b"refused")
+    await put(0, b"after")
+    await put(WIDEST, b"widest")
+    await store.flush()
+    assert await read_all(store, 0) == [b"before", b"after"]
+    await store.close()  # raises nothing
+    assert await _nothing_of_queue(backend, WIDEST + 1)
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+    assert await read_all(store, 0) == [b"before", b"after"]
+    assert await read_all(store, WIDEST) == [b"widest"]
+    assert sorted(store.queues()) == [("t", 0), ("t", WIDEST)]
+    await store.close()
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["append", "append_batch"])
+def test_the_sync_store_refuses_a_queue_id_past_u32_and_takes_the_largest(
+        batch: bool) -> None:
+    backend = MemoryObjectStore()
+    store = MessageStore.open(log_config(), store=backend)
+
+    def put(queue: int, data: bytes) -> None:
+        if batch:
+            store.append_batch("t", queue, [data])
+        else:
+            store.append("t", queue, data)
+
+    put(0, b"before")
+    with pytest.raises(InvalidArgument, match=REFUSED):
+        put(WIDEST + 1, b"refused")
+    put(0, b"after")
+    put(WIDEST, b"widest")
+    store.flush()
+    store.close()
+    store = MessageStore.open(log_config(), store=backend)
+    assert [m.body for m in store.get("t", 0, 0)] == [b"before", b"after"]
+    assert [m.body for m in store.get("t", WIDEST, 0)] == [b"widest"]
+    assert sorted(store.queues()) == [("t", 0), ("t", WIDEST)]
+    store.close()
+
+
+async def test_a_piece_the_log_index_cannot_hold_fails_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the argument check (were it missing), a queue whose pieces the log
+    index cannot hold fails its own flush; the group commit carries the others."""
+    monkeypatch.setattr(arguments, "check_queue_to_append", arguments.check_queue)
+    backend = MemoryObjectStore()
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+    await store.append("t", WIDEST + 1, b"refused")
+    await store.append("t", 0, b"kept")
+    with pytest.raises(Exception, match="4294967296 does not fit a log index"):
+        await store.flush()
+    await until(lambda: _committed(store, 1))  # the flush of queue 0 goes on
+    with contextlib.suppress(Exception):
+        await store.close()
+    store = await AsyncMessageStore.open(log_config(), store=backend)
+    assert await read_all(store, 0) == [b"kept"]
+    await store.close()
+
+
+async def _committed(store: AsyncMessageStore, count: int) -> bool:
+    return await store.commit_offset("t", 0) == count

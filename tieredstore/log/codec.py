@@ -41,6 +41,7 @@ HEADER_SIZE = _HEADER.size  # 8
 FOOTER_SIZE = _FOOTER.size  # 32
 TAIL_READ = 64 * KiB
 MAX_TOPIC_BYTES = 0xFFFF
+MAX_QUEUE_ID = 0xFFFF_FFFF  # an index entry's queue u32: the narrowest field a queue id has
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +98,23 @@ def encode_log_object(pieces: Sequence[tuple[Piece, bytes | memoryview]]
     return b"".join(parts), stored
 
 
+def check_indexable(topic: str, queue_id: int) -> bytes:
+    """The topic in UTF-8, once ``topic`` and ``queue_id`` are known to fit an
+    index entry (else a ValueError naming the one that does not)."""
+    data = topic.encode()
+    if len(data) > MAX_TOPIC_BYTES:
+        raise ValueError(f"topic of {len(data)} bytes does not fit a log index (at most "
+                         f"{MAX_TOPIC_BYTES})")
+    if not 0 <= queue_id <= MAX_QUEUE_ID:
+        raise ValueError(f"queue id {queue_id} does not fit a log index: it must be in "
+                         f"[0, {MAX_QUEUE_ID}]")
+    return data
+
+
 def encode_index(pieces: Sequence[Piece]) -> bytes:
     out: list[bytes] = []
     for p in pieces:
-        topic = p.topic.encode()
-        if len(topic) > MAX_TOPIC_BYTES:
-            raise ValueError(f"topic of {len(topic)} bytes does not fit a log index")
+        topic = check_indexable(p.topic, p.queue_id)
         out += [_TOPIC_LEN.pack(len(topic)), topic,
                 _ENTRY.pack(p.queue_id, int(p.file_type), p.segment_base, p.position,
                             p.length, p.object_offset, p.crc32c)]

@@ -51,7 +51,7 @@ from tieredstore.errors import (
     SegmentFenced,
     TieredStoreError,
 )
-from tieredstore.log.codec import Piece, encode_log_object
+from tieredstore.log.codec import Piece, check_indexable, encode_log_object
 from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
@@ -136,6 +136,9 @@ class LogWriter:
         label = str(segment.path)
         if self._fenced is not None:
             raise SegmentFenced(str(self._fenced), segment=label)
+        # A piece the index cannot hold fails here, its own put alone: never the
+        # group commit that carries other queues' pieces.
+        check_indexable(segment.path.topic, segment.path.queue_id)
         owner = self._owners.setdefault(segment_key(segment.path), segment)
         if owner is not segment:
             raise SegmentFenced("the segment was opened again: this handle writes no more",

@@ -16,6 +16,8 @@ What is allowed:
 * ``tags``: ``None`` or a ``str``;
 * ``properties``: ``None`` or a mapping of ``str`` to ``str``;
 * text: valid Unicode (no lone surrogates), names under 64 KiB in UTF-8;
+* ``queue_id`` of an append: at most 2**32 - 1 (a log object's index holds it in
+  a u32; reads take any queue id a name can carry);
 * offsets, counts, timestamps: ``int`` (not ``bool``) in range;
 * ``timestamp``: milliseconds since the epoch, within the store's window:
   no further in the future than ``timestamp_after_max`` and no further in
@@ -39,6 +41,7 @@ from typing import Any
 
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
 from tieredstore.errors import ArgumentError, InvalidArgument, InvalidArgumentType
+from tieredstore.log.codec import MAX_QUEUE_ID
 from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
 from tieredstore.store.codec import sealing_framing
 from tieredstore.store.errors import MessageTooLarge
@@ -224,6 +227,16 @@ def check_queue(topic: Any, queue_id: Any) -> None:
     validate_offset("queue_id", queue_id)
 
 
+def check_queue_to_append(topic: Any, queue_id: Any) -> None:
+    """:func:`check_queue`, and a queue id the narrowest field any format stores
+    it in holds: a log object's index, u32 (a read takes any queue id)."""
+    check_queue(topic, queue_id)
+    if queue_id > MAX_QUEUE_ID:
+        raise InvalidArgument("queue_id", f"{queue_id} is too large to append to: a queue id "
+                                          f"must be in [0, {MAX_QUEUE_ID}] (a log object's "
+                                          "index stores it in 4 bytes)")
+
+
 @functools.lru_cache(maxsize=4096)
 def _valid_topic(topic: str) -> str:
     """A topic name checked once (a refused one raises, and is not kept)."""
@@ -242,7 +255,7 @@ def check_append(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
                  properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
                  topic_reserved_time: Mapping[str, float], now: int | None = None) -> None:
     """Every argument of ``append``, and the size of the record it would write."""
-    check_queue(topic, queue_id)
+    check_queue_to_append(topic, queue_id)
     check_message(topic, queue_id, body, keys=keys, tags=tags, properties=properties,
                   timestamp=timestamp, offset=offset, config=config,
                   topic_reserved_time=topic_reserved_time, now=now)
@@ -252,7 +265,7 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
                 topic_reserved_time: Mapping[str, float]) -> list[Outgoing]:
     """Every message of ``append_batch`` (bytes, or :class:`Outgoing`), as Outgoing
     with bytes bodies; a bad one raises naming its index, before anything is written."""
-    check_queue(topic, queue_id)
+    check_queue_to_append(topic, queue_id)
     if isinstance(messages, (str, bytes, bytearray, memoryview)) or \
             not isinstance(messages, Sequence):
         raise InvalidArgumentType("messages", f"must be a sequence (a list or tuple) of "
