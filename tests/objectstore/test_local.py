@@ -37,7 +37,7 @@ async def test_local_refuses_key_components_longer_than_a_file_name(
     with pytest.raises(InvalidRequest, match="longer than a file name"):
         await store.head(key)
     with pytest.raises(InvalidRequest):
-        await store.put("a/" + "\u00e9" * 43, b"1")  # 258 bytes once escaped
+        await store.put("a/\x01" + "\u00e9" * 43, b"1")  # a control character: escaped
 
 
 async def test_local_takes_a_component_of_exactly_a_file_name(tmp_path: Path) -> None:
@@ -46,6 +46,27 @@ async def test_local_takes_a_component_of_exactly_a_file_name(tmp_path: Path) ->
     await store.put(key, b"fits")
     assert await store.get(key) == b"fits"
     assert await _keys(store, "a/") == [key]
+
+
+@pytest.mark.parametrize("part", ["主题" * 33 + "ab", "%" * 200, "+" + "é" * 99 + "+",
+                                  "%obj" * 50, "x" * 200],
+                         ids=["cjk", "percent", "plus", "suffix", "ascii"])
+async def test_local_takes_every_component_of_200_utf8_bytes(tmp_path: Path, part: str) -> None:
+    """Any name the store allows (200 bytes of UTF-8) is a file name, as a
+    directory and as an object: kept as it is where percent-encoding is too long."""
+    assert len(part.encode()) == 200
+    store = LocalObjectStore(tmp_path, fsync=False)
+    keys = sorted([f"a/{part}", f"a/{part}/b", f"a/{part}/{part}", "a/z", f"{part}%obj"])
+    for key in keys:
+        await store.put(key, key.encode())
+    for key in keys:
+        assert await store.get(key) == key.encode()
+        assert (await store.head(key)).size == len(key.encode())
+    assert await _keys(store, "") == keys
+    assert (tmp_path / "objects" / "a" / "z%obj").is_file()  # what fits stays percent-encoded
+    assert await _keys(store, f"a/{part}/") == sorted([f"a/{part}/b", f"a/{part}/{part}"])
+    await store.delete_many(keys)
+    assert await _keys(store, "") == []
 
 
 async def test_a_full_disk_is_an_object_store_error_naming_it(

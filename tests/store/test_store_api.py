@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 
-from tests.store.conftest import Opener, small_config
+from tests.store.conftest import KiB, Opener, small_config
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import InvalidName, SegmentFenced
 from tieredstore.metadata import MetadataFenced, SegmentRecord
@@ -293,3 +293,24 @@ async def test_reads_during_background_merges_follow_the_merged_object() -> None
     await ms.ctx.drain()  # merges land and delete the chunks
     assert await read_all() == expected
     await ms.close()
+
+
+@pytest.mark.parametrize("write_mode", ["direct", "log"])
+async def test_a_topic_of_200_utf8_bytes_round_trips_on_every_backend(
+        open_store: Opener, backend: ObjectStore, write_mode: str) -> None:
+    """The documented name limit (200 bytes of UTF-8) holds on every backend:
+    66 CJK characters are 198 bytes, 594 once percent-encoded."""
+    topic = "主题" * 33
+    assert len(topic.encode()) == 198
+    ms = await open_store(write_mode=write_mode, chunk_size=1 * KiB)
+    for i in range(40):
+        assert await ms.append(topic, 3, body(i), keys=[f"k{i}"], tags="t") == i
+    await ms.flush()
+    await ms.close()
+    assert any(f"/{topic}/3/" in o.key for o in await backend.list_all(""))
+    again = await open_store(write_mode=write_mode)
+    assert again.queues() == [(topic, 3)]
+    got = await again.get(topic, 3, 0, max_count=100)
+    assert [m.body for m in got] == [body(i) for i in range(40)]
+    assert [m.offset for m in await again.query_by_key(topic, "k7")] == [7]
+    await again.close()

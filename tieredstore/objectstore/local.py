@@ -8,7 +8,7 @@ per upload and refuse parts under 5 MiB but the last, as S3 does.
 
 Layout under ``root``::
 
-    objects/<k1>/<k2>/.../<kn>%obj     one file per object (see _object_path)
+    objects/<k1>/<k2>/.../<kn>%obj     one file per object (see _encode_key)
     uploads/<upload-id>/info.json      key, metadata, start time of an upload
     uploads/<upload-id>/<part>.part    part bytes; <part>.etag beside it
     tmp/                               files being written
@@ -64,6 +64,9 @@ _OBJ_SUFFIX = "%obj"  # '%' is always escaped in components, so no directory end
 _COPY_BLOCK = 8 * 1024 * 1024
 _IOV_MAX = 1024  # buffers per writev(2) (Linux and macOS allow this many)
 _NAME_MAX = 255  # bytes in one file name on ext4, xfs, btrfs, tmpfs, APFS
+# Brackets a component kept as it is (too long percent-encoded): percent-encoding
+# escapes '+', so no percent-encoded name starts with it.
+_RAW = "+"
 
 
 def _encode_key(key: str) -> Path:
@@ -74,9 +77,9 @@ def _encode_key(key: str) -> Path:
                 f"key {key!r} has an empty, '.' or '..' component; the local store refuses it",
                 key=key,
             )
-    encoded = [quote(p, safe="") for p in parts]
-    encoded[-1] += _OBJ_SUFFIX
-    if any(len(name) > _NAME_MAX for name in encoded):
+    encoded = [_encode_part(p) for p in parts[:-1]]
+    encoded.append(_encode_part(parts[-1], _OBJ_SUFFIX))
+    if any(len(name.encode()) > _NAME_MAX for name in encoded):
         raise InvalidRequest(
             f"key {key!r} has a component longer than a file name can be once escaped "
             f"({_NAME_MAX} bytes); the local store refuses it",
@@ -85,8 +88,25 @@ def _encode_key(key: str) -> Path:
     return Path(*encoded)
 
 
+def _encode_part(part: str, suffix: str = "") -> str:
+    """One key component as a file name (``suffix`` appended): percent-encoded
+    where that fits a file name, else, if it holds no control character, its
+    UTF-8 as it is between ``+`` and ``+`` (docs/format.md, *Local directory
+    backend*), so that any component of up to 200 UTF-8 bytes fits."""
+    quoted = quote(part, safe="") + suffix
+    if len(quoted) <= _NAME_MAX or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in part):
+        return quoted
+    return f"{_RAW}{part}{_RAW}{suffix}"
+
+
+def _decode_part(name: str) -> str:
+    if len(name) >= 2 and name[0] == _RAW and name[-1] == _RAW:
+        return name[1:-1]
+    return unquote(name)
+
+
 def _decode_path(rel: str) -> str:
-    return "/".join(unquote(p) for p in rel[: -len(_OBJ_SUFFIX)].split(os.sep))
+    return "/".join(_decode_part(p) for p in rel[: -len(_OBJ_SUFFIX)].split(os.sep))
 
 
 def content_etag(data: bytes | memoryview) -> str:
@@ -281,7 +301,7 @@ class LocalObjectStore(BlockingBackedObjectStore):
         whole = prefix.split("/")[:-1]
         if any(p in ("", ".", "..") for p in whole):
             return []  # no key here has such a component; and '..' would walk outside root
-        dir_parts = [quote(p, safe="") for p in whole]
+        dir_parts = [_encode_part(p) for p in whole]
         base = self._objects.joinpath(*dir_parts)
         found: list[ObjectInfo] = []
         for dirpath, _dirs, files in os.walk(base):
