@@ -161,7 +161,20 @@ CASES = cases_by_id(
     Case("L14", lambda cli: cli("consume", "--topic", "t", "--queue", "0", "--data-dir",
                                 str(cli.tmp / "missing"), common=False), SystemExit,
          r"^tieredstore: no local store at '.*missing'"),
+    Case("L16", lambda cli: cli("gc", "--safety-age", "nan"), SystemExit,
+         r"^tieredstore gc: argument --safety-age: must be a number of seconds in "
+         r"\[0, 3\.1536e\+07\], got 'nan' \(see tieredstore gc --help\)$"),
 )
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "-1", "1e12", "soon"])
+def test_gc_refuses_a_safety_age_it_cannot_use(cli: Cli, value: str) -> None:
+    """Row L16 for the other values ``float`` reads but no age is (and text)."""
+    code, _, err = cli("gc", "--safety-age", value)
+    assert code == 2, err
+    assert err.startswith("tieredstore gc: argument --safety-age: "), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert cli.bodies() == LINES
 
 
 @pytest.mark.parametrize("case_id", sorted(CASES))

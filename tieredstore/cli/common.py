@@ -7,7 +7,7 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
@@ -143,6 +143,20 @@ def nonnegative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
     return value
+
+
+def seconds(lo: float, hi: float) -> Callable[[str], float]:
+    """An argparse type: a number of seconds in ``[lo, hi]`` (never nan or inf)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not lo <= value <= hi:  # False for nan
+            raise argparse.ArgumentTypeError(f"must be a number of seconds in [{lo:g}, {hi:g}], "
+                                             f"got {text!r}")
+        return value
+    return parse
 
 
 def timestamp_ms(text: str) -> int:

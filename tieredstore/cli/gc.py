@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 
 from tieredstore import sync
-from tieredstore.config import TieredStoreConfig
+from tieredstore.config import YEAR, TieredStoreConfig
 from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
 from tieredstore.store import GcReport, collect_garbage, metadata_root
 
-from .common import EXIT_OK, open_existing_store, resolve_config, table
+from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
 
 
 async def gc(config: TieredStoreConfig, *, dry_run: bool, safety_age: float) -> GcReport:
@@ -40,16 +40,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parser = sub.add_parser("gc", parents=[common], help="delete what no metadata "
                             "references (--dry-run: list it)", description=__doc__)
     parser.add_argument("--dry-run", action="store_true", help="list, delete nothing")
-    parser.add_argument("--safety-age", type=float, default=None, metavar="SECONDS",
-                        help="leave anything younger alone (default: gc_safety_age)")
+    parser.add_argument("--safety-age", type=seconds(0.0, YEAR), default=None,
+                        metavar="SECONDS", help="leave anything younger alone; 0 to a year, "
+                        "as gc_safety_age (default: gc_safety_age)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
     age = config.gc_safety_age if args.safety_age is None else args.safety_age
-    if age < 0:
-        raise SystemExit("tieredstore gc: --safety-age must be >= 0")
     report = sync.run(gc(config, dry_run=args.dry_run, safety_age=age))
     if report.found:
         print(table([[g.kind, g.key, g.detail] for g in report.found],
