@@ -279,6 +279,30 @@ async def test_lost_heads_rebuild_the_index_records_too(open_store: Opener,
     await store.close()
 
 
+@pytest.mark.parametrize("write_mode", ["log", "direct"])
+async def test_lost_heads_of_a_young_keyed_queue_opened_twice_rebuild_its_index(
+        write_mode: str) -> None:
+    """No sealed segment to rebuild records from (the index's bytes in chunks, or
+    only in log objects, behind the second open's fence): the rebuild still sets
+    ``index.from`` back, lookups find the keys, and keyed appends go on."""
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX, write_mode=write_mode)
+    for first in (0, 10):  # opened twice: the second open fences the index segment
+        store = await AsyncMessageStore.open(config, store=backend)
+        await produce(store, first, 10)
+        await store.close()
+    await backend.delete_many(await heads(backend))
+    store = await AsyncMessageStore.open(config, store=backend)
+    await store.max_offset("t", 0), await store.max_offset("t", 1)  # direct: opened lazily
+    assert numbers(await store.query_by_key("t", "k1", max_count=100)) == expected("k1", 20)
+    await produce(store, 20, 10)  # keyed appends after the rebuild: no SegmentFenced
+    assert numbers(await store.query_by_key("t", "k1", max_count=100)) == expected("k1", 30)
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert numbers(await store.query_by_key("t", "k1", max_count=100)) == expected("k1", 30)
+    await store.close()
+
+
 @pytest.mark.parametrize("damage", ["deleted", "garbled", "truncated"])
 async def test_a_lost_or_damaged_slot_object_reads_the_index_segment_instead(
         damage: str, caplog: pytest.LogCaptureFixture) -> None:

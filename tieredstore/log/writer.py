@@ -51,6 +51,7 @@ from tieredstore.errors import (
     SegmentFenced,
     TieredStoreError,
 )
+from tieredstore.filetype import FileType
 from tieredstore.log.codec import Piece, check_indexable, encode_log_object
 from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
@@ -346,6 +347,17 @@ class LogWriter:
     def queues(self) -> set[tuple[str, int]]:
         """The queues with pieces not yet in chunks (some may have no metadata head)."""
         return {(topic, queue) for topic, queue, _, _ in self._pieces}
+
+    def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
+        """The segments of one flat file the log holds pieces of (as
+        ``LogSnapshot.bases``)."""
+        return sorted(base for t, q, f, base in self._pieces
+                      if (t, q, f) == (topic, queue_id, file_type))
+
+    def of(self, path: SegmentPath) -> list[ChunkRef]:
+        """The pieces the log holds of the segment at ``path``, for a reader that
+        does not write it (as ``LogSnapshot.of``; a writer :meth:`adopt` s them)."""
+        return list(self._pieces.get(segment_key(path), {}).values())
 
     async def adopt(self, segment: ChunkedSegment) -> None:
         """``segment`` was just opened for writing: it takes the pieces the log holds

@@ -197,8 +197,9 @@ class QueueMetadata(QueueWriter):
         """Append records in order with one head write (and the pages they fill).
 
         For bulk loads. Pages are cut where single appends would cut them.
-        Nothing is written unless every record is in order. Returns how many
-        records were new. After a failure the outcome is unknown (this
+        Nothing is written unless every record is in order, nor when no record
+        is new and ``properties`` change nothing. Returns how many records were
+        new. After a failure the outcome is unknown (this
         instance's next write finds out first): resume after the
         :meth:`next_base_offset` of a reopened instance. A retried batch whose
         head landed is refused as out of order, bar a first record equal to
@@ -224,7 +225,7 @@ class QueueMetadata(QueueWriter):
                     )
                     state.last_page_hash = ref.page_hash
                     pages.append(NewPage(file_type, ref, outcome.page, data))
-            if applied:
+            if applied or dict(head.properties) != dict(self._head.properties):
                 await self._commit(head, pages)
             return applied
 

@@ -65,9 +65,10 @@ class Rebuilt:
 
 async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                         file_type: FileType) -> list[int]:
-    """Base offsets of the segments a file has in the bucket (one paged LIST)."""
+    """Base offsets of the segments a file has in the bucket (one paged LIST), and
+    of those whose bytes are pieces of the broker's log (loaded at the open)."""
     prefix = ctx.segment_path(topic, queue_id, file_type, 0).file_prefix
-    bases: set[int] = set()
+    bases: set[int] = set(ctx.log.bases(topic, queue_id, file_type) if ctx.log else ())
     async for page in ctx.store.list_pages(prefix):
         for info in page:
             if not info.size:  # fences and seals alone: a segment retention deleted
@@ -119,10 +120,14 @@ class _File:
 async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
                     out: Rebuilt) -> _File:
     options = SegmentOptions(chunk_size=ctx.segment_options.chunk_size, merge_on_seal=False)
-    opened = [await ChunkedSegment.open(ctx.store, ctx.segment_path(topic, queue_id, file_type,
-                                                                    base),
-                                        options=options, reader=ctx.fetcher, repair=False)
-              for base in await segment_bases(ctx, topic, queue_id, file_type)]
+    opened = []
+    for base in await segment_bases(ctx, topic, queue_id, file_type):
+        path = ctx.segment_path(topic, queue_id, file_type, base)
+        seg = await ChunkedSegment.open(ctx.store, path, options=options, reader=ctx.fetcher,
+                                        repair=False)
+        if ctx.log is not None:  # its bytes past the chunks: log pieces (read, not adopted)
+            seg.adopt_log(ctx.log.of(path))
+        opened.append(seg)
     run: list[ChunkedSegment] = []
     for seg in reversed(opened):
         if run and seg.path.base_offset + seg.commit_position != run[0].path.base_offset:
