@@ -280,6 +280,21 @@ def test_verify_names_the_queue_and_offset_of_a_corrupted_object(cli: Cli, targe
     assert key in err
 
 
+def test_verify_finds_no_gap_in_a_key_index_that_skips_offsets_without_keys(cli: Cli
+                                                                           ) -> None:
+    """Key-index segments hold entries of keyed messages only: the next one may
+    start offsets after the last one ends (and one message's entries may
+    straddle two), which is no gap in the metadata."""
+    cli.config.write_text(SMALL.replace("[segments]\n", '[segments]\nindex_max_size = "1KiB"\n'))
+    for count, keys in (("32", ("--key", "k")), ("10", ()), ("40", ("--key", "k")),
+                        ("40", ("--key", "a", "--key", "b"))):
+        cli.ok("produce", "--topic", "t", "--queue", "0", "--count", count, *keys)
+    index = cli.json("inspect", "segments", "--topic", "t", "--type", "index")
+    assert [s["first_offset"] for s in index[:2]] == [0, 42], index  # offsets 32..41: no key
+    out = cli.ok("verify")
+    assert "errors 0" in out and "messages 122" in out, out
+
+
 # --- recover --------------------------------------------------------------------------------
 
 

@@ -136,7 +136,7 @@ async def _plan_file(store: ObjectStore, config: TieredStoreConfig, plan: _Plan,
     next_base = meta.next_base_offset(file_type)
     first = min(meta.first(file_type).base_offset, next_base)
     records = [r async for r in meta.records(file_type)]
-    for problem in record_chain(records, consume_queue=file_type is FileType.CONSUME_QUEUE):
+    for problem in record_chain(records, file_type=file_type):
         check.error(f"offset {problem.offset}: {problem.text}")
     for record in records:
         view = by_base.get(record.base_offset)

@@ -217,7 +217,7 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
             complete = True
     plan.problems.extend(
         f"{topic}/{queue_id} offset {p.offset}: {p.text}"
-        for p in record_chain(checked, consume_queue=True,
+        for p in record_chain(checked, file_type=CONSUME_QUEUE,
                               tail_offset=plan.tail_offset if complete else None))
     tail_wanted = plan.tail_offset <= offsets.hi and (
         last_sealed is None or last_sealed.end_timestamp_ms <= times.hi)

@@ -9,7 +9,8 @@ queue one of them accepts, the others accept too.
   that points to it (offset, store timestamp, tags hash);
 - :func:`unit_order_problem`: a unit that points inside the previous record;
 - :func:`record_chain`: sealed segment records one after another (no gap, no
-  overlap; a consume-queue record holds one unit per offset);
+  overlap; a consume-queue record holds one unit per offset; a key-index
+  record's offsets only do not go back);
 - :func:`scan_records`: the commit-log records from a position on, one after
   another (recovery's re-dispatch and ``verify``'s check of the tail).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from tieredstore.filetype import FileType
 from tieredstore.metadata import SegmentRecord
 from tieredstore.store.record import (
     HEAD_SIZE,
@@ -62,12 +64,20 @@ class ChainProblem:
     text: str
 
 
-def record_chain(records: Iterable[SegmentRecord], *, consume_queue: bool,
+def record_chain(records: Iterable[SegmentRecord], *, file_type: FileType,
                  tail_offset: int | None = None) -> Iterator[ChainProblem]:
-    """Sealed segment records in order: each starts at the byte and the offset
-    where the one before ended; a consume-queue record holds one unit per offset
-    and starts at its first offset's unit. With ``tail_offset`` (all records
-    given), the last must end where the active segment starts."""
+    """Sealed segment records of ``file_type`` in order: each starts at the byte
+    where the one before ended, and at the offset after its last; a
+    consume-queue record holds one unit per offset and starts at its first
+    offset's unit. A key index holds entries of keyed messages only (and
+    watermarks), so its offsets skip the others, and the entries of one
+    message may straddle two segments: a key-index record only must not start
+    before the offset the one before ends at. With ``tail_offset`` (all
+    records given), the last must end where the active segment starts."""
+    if file_type is FileType.INDEX:
+        yield from _index_chain(records)
+        return
+    consume_queue = file_type is FileType.CONSUME_QUEUE
     expected: int | None = None
     position: int | None = None
     what = "consume-queue" if consume_queue else "commit-log"
@@ -92,6 +102,21 @@ def record_chain(records: Iterable[SegmentRecord], *, consume_queue: bool,
     if tail_offset is not None and expected is not None and expected != tail_offset:
         yield ChainProblem(expected, f"the last sealed {what} segment ends here, the active "
                            f"one starts at offset {tail_offset}")
+
+
+def _index_chain(records: Iterable[SegmentRecord]) -> Iterator[ChainProblem]:
+    last: int | None = None
+    position: int | None = None
+    for r in records:
+        first = r.first_message_offset
+        if last is not None and first < last:
+            yield ChainProblem(first, f"overlap in the key-index metadata: segment "
+                               f"@{r.base_offset} starts at offset {first}, the one before "
+                               f"ends at offset {last}")
+        elif position is not None and r.base_offset != position:
+            yield ChainProblem(first, f"key-index segment @{r.base_offset} does not start "
+                               f"where the one before ends, at byte {position}")
+        last, position = r.last_message_offset, r.base_offset + r.size
 
 
 @dataclass(frozen=True, slots=True)
