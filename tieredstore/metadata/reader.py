@@ -292,17 +292,17 @@ class QueueReader:
 
     async def _read_page(self, file_type: FileType, ref: PageRef) -> list[pb.SegmentRecord]:
         """A page, read again if it fails its checks (a read damaged on the way is
-        not the page's damage: only a failure that repeats is believed)."""
+        not the page's damage: only a failure that repeats is believed). A page
+        not there is not read again: a 404 is no damage on the way, and the
+        open's look for a page a crash left (usually none) costs one GET."""
 
         async def once() -> list[pb.SegmentRecord]:
-            try:
-                data = await self._store.get(ref.key)
-            except ObjectNotFound:
-                raise PageMissing(f"page {ref.key} is missing",
-                                  queue=self._queue.name) from None
-            return decode_page(data, file_type, ref)
+            return decode_page(await self._store.get(ref.key), file_type, ref)
 
-        return await read_again_if(CorruptMetadata, once)
+        try:
+            return await read_again_if(CorruptMetadata, once)
+        except ObjectNotFound:
+            raise PageMissing(f"page {ref.key} is missing", queue=self._queue.name) from None
 
     def _forget_pagesets(self) -> None:
         """Drop the page listings (pages were written that this process did not see)."""

@@ -130,8 +130,9 @@ class QueueLog(QueueReading):
         rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
         records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX)
                    for r in rebuilt.records.get(ft, [])]
-        if not records and not rebuilt.notes and rebuilt.index_from is None:
-            return None
+        if not records and not rebuilt.notes and rebuilt.index_from in (
+                None, properties.index_from(self.meta.properties)):
+            return None  # nothing the metadata does not say (a young queue's clean reopen)
         found: dict[str, str | None] = {}
         for file_type, bases in rebuilt.merging.items():
             found.update(properties.merging_set(file_type, bases))
