@@ -8,8 +8,11 @@
   merged object) with their CRC32C.
 
 Nothing is written and no queue is claimed: the metadata is read with
-``QueueMetadata.open_read_only`` and segments are found by listing. Numbers
-are what is durable in the bucket (see :mod:`tieredstore.store.view`).
+``QueueMetadata.open_read_only`` and segments are found by listing, after one
+load of the broker's log. The queues are those an open finds: those with
+metadata, and those whose bytes are in log objects (a queue with no head
+there shows with no writer). Numbers are what is durable in the bucket (see
+:mod:`tieredstore.store.view`).
 """
 
 from __future__ import annotations
@@ -49,9 +52,9 @@ QUEUE_CONCURRENCY = 8
 Row = dict[str, Any]
 
 
-async def _queues(store: ObjectStore, config: TieredStoreConfig,
-                  args: argparse.Namespace) -> list[tuple[str, int]]:
-    found = await list_queues(store, metadata_root(config))
+async def _queues(store: ObjectStore, config: TieredStoreConfig, args: argparse.Namespace,
+                  log: LogSnapshot) -> list[tuple[str, int]]:
+    found = sorted({*await list_queues(store, metadata_root(config)), *log.queues()})
     return [(t, q) for t, q in found
             if (args.topic is None or t == args.topic) and (args.queue is None or q == args.queue)]
 
@@ -67,9 +70,11 @@ async def _gather(items: Sequence[tuple[str, int]], fn: Any) -> list[Any]:
 
 
 async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
-                     queues: Sequence[tuple[str, int]]) -> list[Row]:
+                     queues: Sequence[tuple[str, int]], log: LogSnapshot | None = None
+                     ) -> list[Row]:
+    """``log``: the broker's log as loaded before this call (loaded here if None)."""
     reader = DirectReader(store)
-    log = await LogSnapshot.load(store, log_path(config))
+    log = log or await LogSnapshot.load(store, log_path(config))
 
     async def one(topic: str, queue_id: int) -> Row:
         got = await summarize(store, config, topic, queue_id, reader, log=log, timestamps=False)
@@ -100,15 +105,16 @@ def topic_rows(queues: Sequence[Row]) -> list[Row]:
 
 
 async def segment_views(store: ObjectStore, config: TieredStoreConfig,
-                        queues: Sequence[tuple[str, int]], types: Sequence[FileType]
+                        queues: Sequence[tuple[str, int]], types: Sequence[FileType],
+                        log: LogSnapshot | None = None
                         ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
     """Every segment of the queues' flat files, with its metadata record, and the
-    first live position of each flat file."""
-    log = await LogSnapshot.load(store, log_path(config))
+    first live position of each flat file (``log``: as for :func:`queue_rows`)."""
+    log = log or await LogSnapshot.load(store, log_path(config))
 
     async def one(topic: str, queue_id: int
                   ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
-        meta = await open_metadata(store, config, topic, queue_id)
+        meta = await open_metadata(store, config, topic, queue_id, log=log)
         out = []
         for file_type in types:
             views = await list_segments(store, config, topic, queue_id, file_type, log=log)
@@ -197,14 +203,15 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
     config = resolve_config(args)
     store = open_existing_store(config)
     try:
-        queues = await _queues(store, config, args)
+        log = await LogSnapshot.load(store, log_path(config))
+        queues = await _queues(store, config, args, log)
         if args.what in ("topics", "queues"):
-            rows = await queue_rows(store, config, queues)
+            rows = await queue_rows(store, config, queues, log)
             return topic_rows(rows) if args.what == "topics" else rows
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
         rows = []
         for topic, queue_id, file_type, first, views in await segment_views(
-                store, config, queues, types):
+                store, config, queues, types, log):
             for view in views:
                 if args.segment is not None and view.base != args.segment:
                     continue

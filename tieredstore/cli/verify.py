@@ -7,7 +7,9 @@ queue is read front to back, every unit's CRC checked, and each unit's
 commit-log record read and checked (record CRC, offset, timestamp, tag hash);
 commit-log records after the last unit (not yet dispatched: the next open
 re-dispatches them) are checked too. Every unit of every live segment is
-fetched once with its CRC32C checked, also where no record points.
+fetched once with its CRC32C checked, also where no record points. A queue
+whose segments or log pieces no metadata references (its heads are lost) is
+reported: its next open, or ``tieredstore repair``, rebuilds it.
 """
 
 from __future__ import annotations

@@ -68,6 +68,11 @@ class LogSnapshot:
         return [(f, base, unit) for (t, q, f, base), units in sorted(self._pieces.items())
                 if (t, q) == (topic, queue_id) for unit in units]
 
+    def queues(self) -> set[tuple[str, int]]:
+        """The queues with pieces (as ``LogWriter.queues``: some may have no
+        metadata head, and a writer's open opens them too)."""
+        return {(topic, queue) for topic, queue, _, _ in self._pieces}
+
     def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
         """The segments of one flat file that have pieces."""
         return sorted(base for t, q, f, base in self._pieces

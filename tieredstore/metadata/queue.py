@@ -150,6 +150,13 @@ class QueueMetadata(QueueWriter):
         return cls(store, queue, head, version, writer_id="", read_only=True,
                    cache_pages=cache_pages)
 
+    @classmethod
+    def empty(cls, store: ObjectStore, queue: QueuePath) -> QueueMetadata:
+        """A read-only snapshot of a queue with no head: no record, no property
+        (what a writer's open of it starts from)."""
+        return cls(store, queue, pb.QueueHead(format_version=FORMAT_VERSION), 0, writer_id="",
+                   read_only=True, cache_pages=DEFAULT_CACHE_PAGES)
+
     async def refresh(self) -> None:
         """Read-only: move to the newest head."""
         if not self._read_only:

@@ -46,7 +46,7 @@ class QueueView(QueueReading):
         its key if it has one, if None)."""
         if log is None:
             log = await LogSnapshot.load(store, log_path(config))
-        meta = await open_metadata(store, config, topic, queue_id)
+        meta = await open_metadata(store, config, topic, queue_id, log=log)
         cl, cq, index = (FlatView(store, config, meta, topic=topic, queue_id=queue_id,
                                   file_type=t, reader=reader, log=log)
                          for t in (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE, FileType.INDEX))

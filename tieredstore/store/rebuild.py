@@ -29,6 +29,7 @@ import logging
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import SegmentRecord
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
@@ -36,7 +37,7 @@ from tieredstore.segment.path import parse_segment_dir
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
 from tieredstore.store.keyindex import ENTRY_SIZE, decode_entries
-from tieredstore.store.keys import parse_segment_key
+from tieredstore.store.keys import log_path, parse_segment_key
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -82,8 +83,14 @@ async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
 async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
                                ) -> dict[tuple[str, int], int]:
     """Every queue of this cluster and broker that has segments in the bucket, with
-    how many (one paged LIST of the whole store prefix: for checks and repair)."""
+    how many: those the broker's log holds pieces of (loaded as a reader loads
+    it, first: every byte is in one of the two listings), and those with chunks
+    or a merged object (one paged LIST of the whole store prefix). What a
+    writer's open finds, for checks and repair."""
     segments: dict[tuple[str, int], set[tuple[FileType, int]]] = {}
+    log = await LogSnapshot.load(store, log_path(config))
+    for queue in log.queues():
+        segments[queue] = {(file_type, base) for file_type, base, _ in log.of_queue(*queue)}
     prefix = f"{config.key_prefix}/" if config.key_prefix else ""
     async for page in store.list_pages(prefix):
         for info in page:

@@ -165,11 +165,17 @@ async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: s
 
 
 async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                        queue_id: int) -> QueueMetadata:
+                        queue_id: int, *, log: LogSnapshot | None = None) -> QueueMetadata:
+    """The queue's metadata, read-only (:class:`NoSuchQueue` if it has no head). A
+    queue with no head whose bytes ``log`` holds has empty metadata, as a
+    writer's open takes it (docs/format.md, Recovery): its segments are then
+    all past the records."""
+    path = QueuePath(metadata_root(config), topic, queue_id)
     try:
-        return await QueueMetadata.open_read_only(
-            store, QueuePath(metadata_root(config), topic, queue_id))
+        return await QueueMetadata.open_read_only(store, path)
     except MetadataNotFound:
+        if log is not None and (topic, queue_id) in log.queues():
+            return QueueMetadata.empty(store, path)
         raise NoSuchQueue(topic, queue_id) from None
 
 
