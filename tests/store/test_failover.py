@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.servers import free_port
 from tests.store.conftest import KiB, small_config
 from tieredstore.errors import CommitFailed, RequestTimeout, SegmentFenced
 from tieredstore.metadata import MetadataFenced
-from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.segment.pool import CommitRetriesExhausted
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, MessageStore
 from tieredstore.testing import ForwardingObjectStore
 
 FENCED = (SegmentFenced, MetadataFenced)
@@ -366,3 +368,39 @@ async def test_a_crash_between_a_commit_log_seal_and_its_record(seals: int) -> N
         await again.close()
     got = await read_all(bucket)
     assert got[:appended] == [body(i, 1000) for i in range(appended)]
+
+
+class _Closes(ForwardingObjectStore):
+    """Counts its close() calls (closes the store it wraps)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner, close_inner=True)
+        self.closed = 0
+
+    async def close(self) -> None:
+        self.closed += 1
+        await super().close()
+
+
+def test_a_fenced_close_still_releases_the_metrics_port_and_the_object_store(
+        tmp_path: Path) -> None:
+    """close() raises the fenced flush only after releasing everything: the old
+    endpoint stops, its port opens again, and its object store is closed."""
+    port = free_port()
+    config = small_config(backend="local", local_path=str(tmp_path), gc_interval=0)
+    bucket = _Closes(LocalObjectStore(tmp_path, fsync=False))
+    old = MessageStore.open(config.replace(metrics_port=port), store=bucket)
+    assert old.metrics_port == port
+    old.append("t", 0, b"before")
+    old.flush()
+    with MessageStore.open(config) as new:
+        new.append("t", 0, b"new")
+        new.flush()
+        for i in range(5):
+            old.append("t", 0, b"old %d" % i)
+        with pytest.raises(FENCED):
+            old.close()
+    assert bucket.closed == 1
+    with MessageStore.open(config.replace(metrics_port=port)) as again:
+        assert again.metrics_port == port
+        assert [m.body for m in again.get("t", 0, 0)] == [b"before", b"new"]

@@ -165,8 +165,11 @@ class MessageStore:
             if not self._loop_closed:
                 try:
                     self._outbox.run(self.core.close, errors="report")
-                except BaseException:
-                    self._loop.run(self.core.close())  # idempotent: closed either way
+                except BaseException as exc:  # a kept failure, raised before the close
+                    try:
+                        self._loop.run(self.core.close())  # idempotent: closed either way
+                    except Exception as later:  # the first failure is the one raised
+                        exc.add_note(f"closing then failed too: {later!r}")
                     raise
         finally:
             self._loop.close()

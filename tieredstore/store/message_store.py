@@ -484,27 +484,38 @@ class AsyncMessageStore:
         }
 
     async def close(self) -> None:
-        """Flush, finish background merges, release connections. Idempotent."""
+        """Flush, finish background merges, release connections. Idempotent.
+
+        Everything is released whatever fails on the way (a fenced flush, say):
+        background tasks, the upload pool, the fetcher, the object store's
+        client and the metrics endpoint; then the first failure is raised."""
         if self._closed:
             return
-        try:
-            await self.flush()
-        finally:
+        first: BaseException | None = None
+        for step in (self.flush, self._stop_background, self.ctx.pool.close,
+                     self.ctx.fetcher.close, self.ctx.store.close, self._stop_metrics):
+            try:
+                await step()
+            except BaseException as exc:  # raised below, after the rest
+                first = first or exc
             self._closed = True
-            for task in (self._ticker, self._collector, self._roller, self._retention,
-                         self._log_keeper):
-                if task is not None:
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
-            await self.ctx.drain()
-            if self.ctx.log is not None:
-                await self.ctx.log.drain()
-            await self.ctx.pool.close()
-            await self.ctx.fetcher.close()
-            await self.ctx.store.close()
-            if self._metrics_server is not None:
-                self._metrics_server.stop()
+        if first is not None:
+            raise first
+
+    async def _stop_background(self) -> None:
+        for task in (self._ticker, self._collector, self._roller, self._retention,
+                     self._log_keeper):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self.ctx.drain()
+        if self.ctx.log is not None:
+            await self.ctx.log.drain()
+
+    async def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
 
     async def __aenter__(self) -> AsyncMessageStore:
         return self

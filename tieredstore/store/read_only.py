@@ -138,9 +138,11 @@ class ReadOnlyMessageStore:
         if self._closed:
             return
         self._closed = True
-        await self.fetcher.close()
-        if self._owns_store:
-            await self.store.close()
+        try:
+            await self.fetcher.close()
+        finally:
+            if self._owns_store:
+                await self.store.close()
 
     async def __aenter__(self) -> ReadOnlyMessageStore:
         return self
