@@ -88,6 +88,7 @@ class TieredStoreConfig:
     memory_cache_bytes: int = size_knob(_FETCHER.memory_bytes, 0, 1024 * GiB)
     disk_cache_bytes: int = size_knob(0, 0, 100 * 1024 * GiB)
     disk_cache_path: str = knob("")
+    disk_cache_required: bool = knob(False)
 
     # upload buffer pool
     pool_bytes: int = size_knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)

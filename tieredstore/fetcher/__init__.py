@@ -17,7 +17,14 @@ parts that each do one thing:
 - ``stats``: :class:`FetcherMetrics`.
 """
 
-from tieredstore.fetcher.disk import CorruptEntry, DiskTier, Lookup, decode_entry, encode_entry
+from tieredstore.fetcher.disk import (
+    CorruptEntry,
+    DiskTier,
+    DiskTierUnavailable,
+    Lookup,
+    decode_entry,
+    encode_entry,
+)
 from tieredstore.fetcher.fetcher import Fetcher, UnitKey, unit_key
 from tieredstore.fetcher.generations import DiskGenerations
 from tieredstore.fetcher.loads import LoadRegistry
@@ -32,6 +39,7 @@ __all__ = [
     "CorruptEntry",
     "DiskGenerations",
     "DiskTier",
+    "DiskTierUnavailable",
     "Fetcher",
     "FetcherMetrics",
     "FetcherOptions",

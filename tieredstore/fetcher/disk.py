@@ -21,6 +21,7 @@ import asyncio
 import enum
 import functools
 import os
+import sqlite3
 import struct
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +30,21 @@ from typing import IO, Any, TypeVar
 import diskcache
 
 from tieredstore.checksum import crc32c
+from tieredstore.errors import TieredStoreError
 
 T = TypeVar("T")
 
 _HEADER = struct.Struct(">4sI")
 _MAGIC = b"TSU1"
+
+
+class DiskTierUnavailable(TieredStoreError, OSError):
+    """The disk tier's directory cannot hold a cache (a full disk, say): names it."""
+
+    def __init__(self, directory: str, error: BaseException) -> None:
+        super().__init__(f"the disk cache in {directory!r} cannot be used: "
+                         f"{error} ({type(error).__name__})")
+        self.directory = directory
 
 
 class CorruptEntry(ValueError):
@@ -98,12 +109,15 @@ class DiskTier:
         self.directory = os.fspath(directory)
         self.size_limit = size_limit
         # Opening creates the directory and the SQLite schema: a one-time cost.
-        self._cache = diskcache.Cache(
-            self.directory,
-            size_limit=size_limit,
-            eviction_policy="least-recently-used",
-            tag_index=True,
-        )
+        try:
+            self._cache = diskcache.Cache(
+                self.directory,
+                size_limit=size_limit,
+                eviction_policy="least-recently-used",
+                tag_index=True,
+            )
+        except (OSError, sqlite3.Error) as exc:  # raw, they name no path
+            raise DiskTierUnavailable(self.directory, exc) from exc
         self._pool = ThreadPoolExecutor(max_workers=workers,
                                         thread_name_prefix="tieredstore-disk")
         self._closed = False

@@ -81,7 +81,8 @@ class Fetcher:
             options = replace(options, **overrides)
         self.options = options
         self.store = store
-        self.disk = disk
+        self.disk = disk  # None once it failed (see _drop_disk)
+        self._dropped_disk: DiskTier | None = None
         self.metrics = FetcherMetrics()
         self.memory: MemoryTier[UnitKey, SegmentPath] = MemoryTier(options.memory_bytes)
         self.readahead_chunk_num = options.readahead_chunk_num
@@ -189,7 +190,10 @@ class Fetcher:
                 asyncio.get_running_loop()
             except RuntimeError:  # called outside the event loop: drop them now
                 self.generations.forget(path, evicting=False)
-                self.disk.evict_now(path.base_dir)
+                try:
+                    self.disk.evict_now(path.base_dir)
+                except Exception as exc:
+                    self._drop_disk(f"dropping the entries of {path}", exc)
             else:
                 self.generations.forget(path, evicting=True)
                 self.loads.spawn(self._evict_disk(path))
@@ -241,44 +245,59 @@ class Fetcher:
 
     async def _disk_get(self, load: Load) -> tuple[Lookup, bytes, int]:
         """A disk lookup; a failing disk tier is a miss, never a failed read."""
-        assert self.disk is not None
+        disk = self.disk
+        if disk is None:  # dropped meanwhile
+            return Lookup.MISS, b"", 0
         try:
-            return await self.disk.get(disk_key(load.key), load.unit.length,
-                                       load.unit.crc32c)
+            return await disk.get(disk_key(load.key), load.unit.length, load.unit.crc32c)
         except Exception as exc:
             self.metrics.disk_errors += 1
-            log.warning("%s: disk cache lookup of %s failed: %s", load.path,
-                        disk_key(load.key), exc)
+            self._drop_disk(f"{load.path}: looking up {disk_key(load.key)}", exc)
             return Lookup.MISS, b"", 0
 
     async def _write_disk(self, load: Load, data: bytes, crc: int, generation: int) -> None:
         """Store a loaded unit; if its segment was forgotten meanwhile, delete it
         again before this write counts as done (:class:`DiskGenerations`)."""
-        assert self.disk is not None
         path, key = load.path, disk_key(load.key)
         generations = self.generations
+        disk = self.disk
         try:
-            stored = await self.disk.put(
+            if disk is None:  # dropped meanwhile
+                return
+            stored = await disk.put(
                 key, data, crc, tag=path.base_dir,
                 still_wanted=lambda: load.keep and generations.current(path) == generation)
             if stored:
                 self.metrics.disk_writes += 1
                 if generations.stale(path, generation):
-                    await self.disk.delete(key)
+                    await disk.delete(key)
         except Exception as exc:
             self.metrics.disk_write_errors += 1
-            log.warning("%s: disk cache write of %s failed: %s", path, key, exc)
+            self._drop_disk(f"{path}: storing {key}", exc)
         finally:
             generations.end_write(path, generation)
 
     async def _evict_disk(self, path: SegmentPath) -> None:
-        assert self.disk is not None
+        disk = self.disk
         try:
-            await self.disk.evict(path.base_dir)
+            if disk is not None:  # else dropped meanwhile: no read sees its entries
+                await disk.evict(path.base_dir)
         except Exception as exc:
-            log.warning("%s: dropping disk cache entries failed: %s", path, exc)
+            self._drop_disk(f"dropping the entries of {path}", exc)
         finally:
             self.generations.end_eviction(path)
+
+    def _drop_disk(self, what: str, error: Exception) -> None:
+        """A disk tier that failed (a full disk, say) is dropped: from now on this
+        fetcher reads from memory and the store only, and never fails a read for
+        it. Its entries stay on disk and are checked when read again (after a
+        restart), as after a crash; :meth:`close` closes it."""
+        disk, self.disk = self.disk, None
+        if disk is None:
+            return
+        self._dropped_disk = disk
+        log.warning("the disk cache in %r failed (%s: %s); reading from memory and the "
+                    "store only from now on", disk.directory, what, error)
 
     # --- read-ahead ---------------------------------------------------------------------
 
@@ -348,8 +367,9 @@ class Fetcher:
         self.memory.clear()
         self.windows.clear()
         self._planned = None
-        if self.disk is not None:
-            await self.disk.close()
+        for disk in (self.disk, self._dropped_disk):
+            if disk is not None:
+                await disk.close()
 
     async def __aenter__(self) -> Fetcher:
         return self

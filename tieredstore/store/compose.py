@@ -19,11 +19,12 @@ command line and the Spark jobs open what they need through them.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
-from tieredstore.fetcher.disk import DiskTier
+from tieredstore.fetcher.disk import DiskTier, DiskTierUnavailable
 from tieredstore.fetcher.fetcher import Fetcher, FetcherOptions
 from tieredstore.log import LogOptions
 from tieredstore.objectstore.base import ObjectStore
@@ -33,6 +34,8 @@ from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
 from tieredstore.objectstore.s3 import S3Settings
 from tieredstore.segment.chunked import SegmentOptions
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "disk_tier",
@@ -120,11 +123,20 @@ def fetcher_options(config: TieredStoreConfig) -> FetcherOptions:
 
 def disk_tier(config: TieredStoreConfig) -> DiskTier | None:
     """The disk tier when ``disk_cache_bytes`` > 0: in ``disk_cache_path`` or, when
-    that is empty, in ``<local_path>/cache``."""
+    that is empty, in ``<local_path>/cache``. It is a cache: one that cannot be
+    opened (a full disk) is left out with a warning, unless ``disk_cache_required``."""
     if config.disk_cache_bytes <= 0:
         return None
     path = config.disk_cache_path or os.path.join(config.local_path, "cache")
-    return DiskTier(path, config.disk_cache_bytes)
+    try:
+        return DiskTier(path, config.disk_cache_bytes)
+    except DiskTierUnavailable as exc:
+        if config.disk_cache_required:
+            key = "disk_cache_path" if config.disk_cache_path else "local_path"
+            raise ConfigError(key, f"{exc} (disk_cache_required is on)") from exc
+        log.warning("%s: reading without the disk cache (from memory and the store); "
+                    "set disk_cache_required to make this an error", exc)
+        return None
 
 
 def open_fetcher(store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
