@@ -4,16 +4,20 @@ reads that see them, several threads, and failures never hidden by a flush."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
 from collections import defaultdict
+from collections.abc import Mapping
 
 import pytest
 
-from tests.store.conftest import small_config
+from tests.store.conftest import KiB, small_config
 from tieredstore.errors import SegmentFenced
 from tieredstore.metadata import MetadataFenced
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.store import MessageStore, OffsetError, Outgoing
+from tieredstore.testing import ForwardingObjectStore
 
 FENCED = (SegmentFenced, MetadataFenced)
 
@@ -150,3 +154,59 @@ def test_threads_mixing_append_and_append_batch_on_one_queue() -> None:
         ms.flush()
         assert sorted(taken) == list(range(1, 9001))
         assert ms.max_offset("t", 0) == 9001
+
+
+class _HeldPuts(ForwardingObjectStore):
+    """A bucket whose puts wait while ``landing`` is clear (uploads that do not land)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.landing = threading.Event()
+        self.landing.set()
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        if not self.landing.is_set():
+            await asyncio.to_thread(self.landing.wait)
+        return await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+
+def test_appends_wait_once_the_bytes_outside_the_upload_pool_reach_pool_bytes() -> None:
+    """The sync facade's appends queue at most pool_bytes beside the pool: while
+    no upload lands, a producer stops after about twice pool_bytes (the pool's,
+    then the outbox's), as the async store's append waits when the pool is full,
+    and goes on once uploads land again; nothing is lost."""
+    pool_bytes, size = 256 * KiB, 8 * KiB
+    bucket = _HeldPuts(MemoryObjectStore())
+    bodies = [b"%06d" % i + os.urandom(size - 6) for i in range(400)]  # 12 x pool_bytes
+    returned = 0
+    with MessageStore.open(small_config(pool_bytes=pool_bytes), store=bucket) as ms:
+        ms.append("t", 0, b"first")  # the first append to a queue hops: after it, none
+        ms.flush()
+        bucket.landing.clear()
+
+        def produce() -> None:
+            nonlocal returned
+            for body in bodies:
+                ms.append("t", 0, body)
+                returned += 1
+
+        producer = threading.Thread(target=produce)
+        producer.start()
+        try:
+            stalled_at, last = -1, time.monotonic()
+            while time.monotonic() - last < 0.5 and producer.is_alive():
+                if returned != stalled_at:
+                    stalled_at, last = returned, time.monotonic()
+                time.sleep(0.05)
+            assert producer.is_alive(), "every append returned while no upload landed"
+            assert returned * size <= 2 * pool_bytes + size
+        finally:
+            bucket.landing.set()
+            producer.join(timeout=60)
+        assert not producer.is_alive()
+        ms.flush()
+        got: list[bytes] = []
+        while len(got) < len(bodies) + 1:
+            got += [m.body for m in ms.get("t", 0, len(got), max_count=64)]
+        assert got == [b"first", *bodies]

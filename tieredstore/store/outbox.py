@@ -23,8 +23,12 @@ What the caller can rely on:
   too (so no flush returns after a dropped append without saying so), and
   the next append to each queue after that hops again to learn where it
   stands. Reads do not raise it.
-- **Back-pressure**: past :data:`MAX_QUEUED` queued appends, an append waits
-  for the loop as before.
+- **Back-pressure**, as the async store's: its append waits while the upload
+  pool is full, and so does this one once the bodies taken here and not yet
+  in the pool (queued, or in the batch being sent) reach ``pool_bytes``, or
+  :data:`MAX_QUEUED` appends are queued. It then goes through the loop, after
+  what is queued: it returns once all of it and itself are in the pool. So a
+  producer holds at most about ``pool_bytes`` beside the pool's own.
 
 Appending through the async core behind the facade's back, to a queue the
 facade appends to, makes the offsets disagree: the batch then is not
@@ -65,6 +69,10 @@ class Outbox:
         # appended part of its messages: the next offset is learned again).
         self._hop_end: dict[Key, int | None] = {}
         self._error: BaseException | None = None
+        # Body bytes queued or being sent, not yet appended to the store (its
+        # upload pool): past max_bytes, appends wait (see Back-pressure above).
+        self._bytes = 0
+        self.max_bytes = core.config.pool_bytes
         self._sending = False
         self._task: asyncio.Task[None] | None = None
 
@@ -76,9 +84,12 @@ class Outbox:
         with self._lock:
             self._raise_kept("raise")
             offset = self._next.get(key)
-            if offset is not None and len(self._queued) < MAX_QUEUED:
+            size = len(message.body)
+            if (offset is not None and len(self._queued) < MAX_QUEUED
+                    and self._bytes + size <= self.max_bytes):
                 self._queued.append((key, message, offset))
                 self._next[key] = offset + 1
+                self._bytes += size
                 if not self._sending:
                     self._sending = True
                     self._loop.loop.call_soon_threadsafe(self._start)
@@ -156,8 +167,9 @@ class Outbox:
             j = i + 1
             while j < len(batch) and batch[j][0] == key:
                 j += 1
+            run = [m for _, m, _ in batch[i:j]]
             try:
-                await self._core.append_checked(*key, [m for _, m, _ in batch[i:j]], first)
+                await self._core.append_checked(*key, run, first)
             except OffsetError as exc:
                 exc.add_note("the sync facade gave out these offsets, and something appended "
                              "to this queue through the async core behind the facade's back; "
@@ -167,6 +179,8 @@ class Outbox:
             except Exception as exc:
                 self._fail(exc)
                 return False
+            with self._lock:
+                self._bytes -= sum(len(m.body) for m in run)
             i = j
         return True
 
@@ -177,6 +191,7 @@ class Outbox:
             if self._error is None:
                 self._error = error
             self._queued = []
+            self._bytes = 0  # what was queued or being sent is dropped
             self._next.clear()
             self._hop_end.clear()
             self._sending = False
