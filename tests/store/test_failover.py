@@ -401,6 +401,7 @@ def test_a_fenced_close_still_releases_the_metrics_port_and_the_object_store(
         with pytest.raises(FENCED):
             old.close()
     assert bucket.closed == 1
+    assert old.core.ctx.fetcher.closed
     with MessageStore.open(config.replace(metrics_port=port)) as again:
         assert again.metrics_port == port
         assert [m.body for m in again.get("t", 0, 0)] == [b"before", b"new"]
