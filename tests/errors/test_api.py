@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import tests.store.test_disk_cache as disk_cache
 from tests.errors.helpers import (
     QUEUE,
     SEEDED,
@@ -291,7 +292,10 @@ def test_bytes_like_bodies_and_sequences_of_keys_round_trip() -> None:
                 (want, ("a", ""), "", {"": ""})
 
 
-CASES_WITHOUT_ERROR = {"A51": test_a_timestamp_in_seconds_never_reaches_retention}
+CASES_WITHOUT_ERROR = {
+    "A51": test_a_timestamp_in_seconds_never_reaches_retention,
+    "P09": disk_cache.test_a_full_cache_disk_opens_writer_and_reader_without_the_disk_tier,
+}
 
 
 async def test_a_refused_first_append_creates_no_queue() -> None:
