@@ -4,9 +4,15 @@ Long-lived: it reads one JSON command a line on stdin and writes one JSON report
 a line on stdout, so that one process serves many rounds without paying for its
 imports again. Commands:
 
-``{"cmd": "run", "round": n, "role": "A"|"B", "seed": s, "spec": {...}}``
-    open a fresh message store on ``spec`` (its own key prefix per round) and
-    write to it at random until stopped or fenced.
+``{"cmd": "run", "round": n, "role": "A"|"B", "seed": s, "spec": {...},
+"write_mode": "log"|"direct", "compression": "none"|"zstd"}``
+    open a fresh message store on ``spec`` (its own key prefix per round) with
+    that write mode and codec, and write to it at random until stopped or fenced.
+``{"cmd": "idle"}``
+    stop writing (appenders and flusher end; the store stays open), report ``idle``.
+``{"cmd": "wake"}``
+    after ``idle``: append one message, flush once, report ``woke``; then wait
+    for ``stop``.
 ``{"cmd": "stop"}``
     stop writing, close the store (which flushes), report ``done``.
 ``{"cmd": "exit"}``
@@ -24,6 +30,8 @@ every process on Linux, so stamps compare across processes):
 ``["f", fid, t, [[qi, offset, seq], ...]]``  ... returned: these are acknowledged
 ``["fenced", t, where, type, message]`` a fenced error: the writer stops writing
 ``["error", t, where, type, message]``  any other error: the writer stops writing
+``["idle", t]``                        after ``idle``: no append starts from here on
+``["woke", t]``                        after ``wake``: its append and flush are over
 ``["done", t, {...}]``                 the round is over (store closed or given up)
 
 A flush with fid ``"close"`` is the flush that ``close()`` does.
@@ -81,7 +89,10 @@ def body(writer: str, round_no: int, qi: int, seq: int) -> bytes:
         size = rng.randint(1500, CHUNK)
     else:
         size = rng.randint(len(head), 700)
-    return head + rng.randbytes(max(0, size - len(head)))
+    rest = max(0, size - len(head))
+    if rng.random() < 0.5:  # a body zstd shrinks: a short pattern over and over
+        return head + (rng.randbytes(rng.randint(1, 16)) * rest)[:rest]
+    return head + rng.randbytes(rest)
 
 
 def message_key(role: str, seq: int) -> str:
@@ -108,7 +119,11 @@ class Round:
         self.role = str(command["role"])
         self.rng = random.Random(f"{command['seed']}/{self.role}")
         self.spec = command["spec"]
+        self.write_mode = str(command.get("write_mode", "log"))
+        self.compression = str(command.get("compression", "none"))
         self.stop = asyncio.Event()
+        self.idle = asyncio.Event()  # the "idle" command came
+        self.wake = asyncio.Event()  # the "wake" command came
         self.seq = 0
         self.appended: list[tuple[int, int, int]] = []  # (qi, offset, seq), in return order
         self.acked_upto = 0
@@ -188,6 +203,7 @@ class Round:
         rng = self.rng
         overrides: dict[str, Any] = {
             "group_commit_interval": rng.choice([0.005, 0.02, 0.2]),
+            "write_mode": self.write_mode, "compression": self.compression,
         }
         cfg = config(self.spec, self.round, **overrides)
         store = await AsyncMessageStore.open(cfg, writer_id=f"{self.role}-{self.round}")
@@ -206,9 +222,12 @@ class Round:
                  for _ in range(rng.randint(1, 3))]
         flush_pause = rng.choice([0.003, 0.01, 0.03, 0.08])
         tasks.append(asyncio.ensure_future(self.flusher(store, flush_pause)))
-        await stopped.wait()
+        await first_of(stopped, self.idle)
         self.stop.set()
         await asyncio.gather(*tasks)
+        if self.idle.is_set() and not stopped.is_set():
+            await self.idle_then_wake(store, stopped)
+        await stopped.wait()
         if self.gave_up:
             try:
                 await store.close()
@@ -220,6 +239,36 @@ class Round:
             except Exception as exc:
                 self.halt("close", exc)
         return {"appends": self.seq, "flushes": self.flushes}
+
+
+    async def idle_then_wake(self, store: AsyncMessageStore, stopped: asyncio.Event) -> None:
+        """Idle (no append) until woken, then append once and flush once: the
+        store of an idle producer that a takeover overtook."""
+        emit(["idle", time.monotonic()])
+        await first_of(stopped, self.wake)
+        if not self.wake.is_set() or self.gave_up:
+            return
+        try:
+            await self.append(store, self.rng.randrange(len(QUEUES)))
+        except Exception as exc:
+            self.halt("append", exc)
+        if not self.gave_up:
+            self.flushes += 1
+            try:
+                await self.flush(store, "wake")
+            except Exception as exc:
+                self.halt("flush", exc)
+        emit(["woke", time.monotonic()])
+
+
+async def first_of(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def emit(report: list[Any]) -> None:
@@ -240,14 +289,19 @@ async def main() -> None:
     threading.Thread(target=read_stdin, daemon=True).start()
     emit(["hello"])
     current: asyncio.Task[dict[str, Any]] | None = None
+    playing: Round | None = None
     stopped = asyncio.Event()
     while True:
         command = await commands.get()
         if command["cmd"] == "run":
             assert current is None, "one round at a time"
             stopped = asyncio.Event()
-            current = asyncio.ensure_future(Round(command).run(stopped))
+            playing = Round(command)
+            current = asyncio.ensure_future(playing.run(stopped))
             current.add_done_callback(_report_done)
+        elif command["cmd"] in ("idle", "wake"):
+            assert playing is not None, f"{command['cmd']} outside a round"
+            (playing.idle if command["cmd"] == "idle" else playing.wake).set()
         elif command["cmd"] == "stop":
             stopped.set()
             if current is not None:

@@ -11,6 +11,16 @@ acknowledged by both; nothing A started to append after B's open returned is
 readable; A is fenced when it flushed what it appended after B's open; the
 reader's offsets are contiguous and its open finds nothing corrupt.
 
+Each round chooses, seeded, A's and B's write modes ("log" or "direct")
+independently, so a takeover crosses the modes both ways (the reader's mode
+too), and the round's codec (no compression or zstd; one for all three stores:
+a store without compression reads a zstd record as corrupt).
+In some rounds A goes idle before B opens (appends nothing from there on, its
+store open) and, a short pause after B's open returned, appends one message
+and flushes once: that flush must be fenced, and the message neither readable
+nor acknowledged by both (issue 28: an idle log-mode writer went on writing
+after a direct-mode takeover).
+
 Two long-lived worker processes (``tests/store/failover_worker.py``) play the
 rounds, so a round costs no interpreter start. Their reports carry
 ``time.monotonic()`` stamps, which compare across processes on Linux.
@@ -26,6 +36,7 @@ reports of any round that broke a rule are kept in ``violations.jsonl`` in its
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -158,6 +169,7 @@ class Writer:
 
     role: str
     open_t: float | None = None
+    idle_t: float | None = None  # A went idle (no append starts after this but the wake's)
     starts: dict[int, tuple[int, float]] = field(default_factory=dict)  # seq -> (qi, t)
     offsets: dict[int, int] = field(default_factory=dict)  # seq -> offset it returned
     acked: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> (qi, offset)
@@ -175,6 +187,8 @@ class Writer:
             kind = r[0]
             if kind == "open":
                 w.open_t = r[1]
+            elif kind == "idle":
+                w.idle_t = r[1]
             elif kind == "as":
                 w.starts[r[1]] = (r[2], r[3])
             elif kind == "a":
@@ -202,11 +216,12 @@ class Readback:
     problems: list[str] = field(default_factory=list)
 
 
-async def read_back(spec: dict[str, Any], round_no: int) -> Readback:
+async def read_back(spec: dict[str, Any], round_no: int, **overrides: Any) -> Readback:
     """Open a third store on the round's data and read every queue, min to max."""
     out = Readback()
     try:
-        store = await AsyncMessageStore.open(config(spec, round_no), writer_id="reader")
+        store = await AsyncMessageStore.open(config(spec, round_no, **overrides),
+                                             writer_id="reader")
     except Exception as exc:
         out.problems.append(f"the store does not reopen: {type(exc).__name__}: {exc}")
         return out
@@ -279,6 +294,11 @@ class Tally:
     frozen: int = 0  # runs where A's process was stopped while B opened
     a_zombie_runs: int = 0  # runs where A started appends after B's open returned
     a_zombie_appends: int = 0  # ... how many
+    pairs: collections.Counter[str] = field(default_factory=collections.Counter)  # A>B modes
+    zstd: int = 0  # runs where a writer compressed
+    idle: int = 0  # runs where A went idle before B's open
+    idle_woke: int = 0  # ... and appended and flushed after it (the wake)
+    idle_fenced: int = 0  # ... and was fenced
     acked_checked: int = 0
     readable: int = 0
     a_readable: int = 0
@@ -288,6 +308,9 @@ class Tally:
     def line(self, seconds: float) -> str:
         return " ".join([
             f"failover[{self.backend}]: runs={self.runs}",
+            "modes(A>B)=" + ",".join(f"{k}:{self.pairs[k]}" for k in sorted(self.pairs)),
+            f"zstd={self.zstd}",
+            f"A_idle={self.idle}(woke={self.idle_woke},A_fenced_in={self.idle_fenced})",
             f"A_fenced={self.a_fenced}",
             f"A_flushed_after_B_open={self.a_flushed_after_b}"
             f"(A_fenced_in={self.a_fenced_when_flushed_after_b};"
@@ -320,6 +343,15 @@ def check_round(tag: str, a: Writer, b: Writer, back: Readback, tally: Tally) ->
         return v
 
     zombie = sum(1 for _, t in a.starts.values() if t > b_open)
+    if a.idle_t is not None:
+        tally.idle += 1
+        woke = [s for s, (_, t) in a.starts.items() if t > a.idle_t]
+        if len(woke) > 1 or any(a.starts[s][1] < b_open for s in woke):
+            v.append(f"{tag}: A, idle, started appends {woke} (only the wake's, after B's "
+                     f"open, expected)")
+        if woke:
+            tally.idle_woke += 1
+            tally.idle_fenced += a.fenced is not None
     tally.a_zombie_appends += zombie
     tally.a_zombie_runs += zombie > 0
 
@@ -426,25 +458,41 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
     first, second = bench.workers if rng.random() < 0.5 else bench.workers[::-1]
     for w in (first, second):
         w.reports = []
-    tag = f"{bench.backend} round {round_no} seed {seed}"
-    run = {"cmd": "run", "round": round_no, "seed": seed, "spec": spec}
+    modes = {role: rng.choice(["log", "direct"]) for role in ("A", "B", "reader")}
+    codec = rng.choice(["none", "zstd"])
+    tally.pairs[f"{modes['A']}>{modes['B']}"] += 1
+    tally.zstd += codec == "zstd"
+    tag = (f"{bench.backend} round {round_no} seed {seed} "
+           f"(A {modes['A']}, B {modes['B']}, {codec})")
+    run = {"cmd": "run", "round": round_no, "seed": seed, "spec": spec, "compression": codec}
 
-    await first.send({**run, "role": "A"})
+    await first.send({**run, "role": "A", "write_mode": modes["A"]})
     if (await first.until("ready", "done"))[0] != "ready":
         await stop_or_respawn(bench, first)
         return [f"{tag}: A did not get going: {first.reports[-3:]}"]
     await asyncio.sleep(0 if rng.random() < 0.15 else rng.uniform(0, 0.25))
+    # An idle A: it appends nothing from before B's open until, a short pause after,
+    # it wakes for one append and one flush.
+    idle = rng.random() < 0.35
+    if idle:
+        await first.send({"cmd": "idle"})
+        if (await first.until("idle", "done"))[0] != "idle":
+            await stop_or_respawn(bench, first)
+            return [f"{tag}: A did not go idle: {first.reports[-3:]}"]
     # A zombie: in some rounds A's whole process stops (SIGSTOP, as in a long GC
     # pause or a partition) while B opens, and goes on after B's open returned.
     frozen = rng.random() < 0.4
     if frozen:
         tally.frozen += 1
         first.signal(signal.SIGSTOP)
-    await second.send({**run, "role": "B"})
+    await second.send({**run, "role": "B", "write_mode": modes["B"]})
     await second.until("open", "done")
     if frozen:
         await asyncio.sleep(rng.uniform(0, 0.1))
         first.signal(signal.SIGCONT)
+    if idle:
+        await asyncio.sleep(rng.uniform(0.01, 0.15))
+        await first.send({"cmd": "wake"})
     await asyncio.sleep(rng.uniform(0.03, 0.35))
 
     how = rng.random()
@@ -469,7 +517,7 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
 
     a = Writer.of("A", first.reports, kill[first])
     b = Writer.of("B", second.reports, kill[second])
-    back = await read_back(spec, round_no)
+    back = await read_back(spec, round_no, write_mode=modes["reader"], compression=codec)
     found = check_round(tag, a, b, back, tally)
     if found:  # keep the evidence: every report of both writers, and the data
         _keep(bench.base / "violations.jsonl", {
