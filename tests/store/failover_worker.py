@@ -5,9 +5,12 @@ a line on stdout, so that one process serves many rounds without paying for its
 imports again. Commands:
 
 ``{"cmd": "run", "round": n, "role": "A"|"B", "seed": s, "spec": {...},
-"write_mode": "log"|"direct", "compression": "none"|"zstd"}``
+"write_mode": "log"|"direct", "compression": "none"|"zstd", "idle": "open"|None}``
     open a fresh message store on ``spec`` (its own key prefix per round) with
     that write mode and codec, and write to it at random until stopped or fenced.
+    ``"idle": "open"`` (A only): an earlier store of A, in the other write mode,
+    first writes one message to each queue and closes; then A's store opens and
+    goes idle at once (as after ``idle``), holding the queues and appending nothing.
 ``{"cmd": "idle"}``
     stop writing (appenders and flusher end; the store stays open), report ``idle``.
 ``{"cmd": "wake"}``
@@ -121,6 +124,7 @@ class Round:
         self.spec = command["spec"]
         self.write_mode = str(command.get("write_mode", "log"))
         self.compression = str(command.get("compression", "none"))
+        self.idle_from_open = command.get("idle") == "open"
         self.stop = asyncio.Event()
         self.idle = asyncio.Event()  # the "idle" command came
         self.wake = asyncio.Event()  # the "wake" command came
@@ -205,10 +209,16 @@ class Round:
             "group_commit_interval": rng.choice([0.005, 0.02, 0.2]),
             "write_mode": self.write_mode, "compression": self.compression,
         }
+        if self.idle_from_open:
+            other = "direct" if self.write_mode == "log" else "log"
+            await self.prelude({**overrides, "write_mode": other})
         cfg = config(self.spec, self.round, **overrides)
         store = await AsyncMessageStore.open(cfg, writer_id=f"{self.role}-{self.round}")
         emit(["open", time.monotonic(), [list(q) for q in store.queues()]])
-        if self.role == "A":
+        if self.idle_from_open:
+            self.idle.set()  # it holds every queue and writes nothing until woken
+            emit(["ready", time.monotonic()])
+        elif self.role == "A":
             # Every queue exists before B may open: B's open claims them all.
             try:
                 for qi in range(len(QUEUES)):
@@ -240,6 +250,17 @@ class Round:
                 self.halt("close", exc)
         return {"appends": self.seq, "flushes": self.flushes}
 
+
+    async def prelude(self, overrides: dict[str, Any]) -> None:
+        """An earlier store of this writer: one message to each queue, then closed."""
+        cfg = config(self.spec, self.round, **overrides)
+        store = await AsyncMessageStore.open(cfg, writer_id=f"{self.role}0-{self.round}")
+        try:
+            for qi in range(len(QUEUES)):
+                await self.append(store, qi)
+            await self.flush(store, "prelude")
+        finally:
+            await store.close()
 
     async def idle_then_wake(self, store: AsyncMessageStore, stopped: asyncio.Event) -> None:
         """Idle (no append) until woken, then append once and flush once: the

@@ -16,7 +16,8 @@ independently, so a takeover crosses the modes both ways (the reader's mode
 too), and the round's codec (no compression or zstd; one for all three stores:
 a store without compression reads a zstd record as corrupt).
 In some rounds A goes idle before B opens (appends nothing from there on, its
-store open) and, a short pause after B's open returned, appends one message
+store open; or from its open on, its store then a reopen of queues an earlier
+store of A wrote in the other mode) and, a short pause after B's open returned, appends one message
 and flushes once: that flush must be fenced, and the message neither readable
 nor acknowledged by both (issue 28: an idle log-mode writer went on writing
 after a direct-mode takeover).
@@ -297,6 +298,7 @@ class Tally:
     pairs: collections.Counter[str] = field(default_factory=collections.Counter)  # A>B modes
     zstd: int = 0  # runs where a writer compressed
     idle: int = 0  # runs where A went idle before B's open
+    idle_from_open: int = 0  # ... from its open on (its store a reopen)
     idle_woke: int = 0  # ... and appended and flushed after it (the wake)
     idle_fenced: int = 0  # ... and was fenced
     acked_checked: int = 0
@@ -310,7 +312,7 @@ class Tally:
             f"failover[{self.backend}]: runs={self.runs}",
             "modes(A>B)=" + ",".join(f"{k}:{self.pairs[k]}" for k in sorted(self.pairs)),
             f"zstd={self.zstd}",
-            f"A_idle={self.idle}(woke={self.idle_woke},A_fenced_in={self.idle_fenced})",
+            f"A_idle={self.idle}(from_open={self.idle_from_open},woke={self.idle_woke},A_fenced_in={self.idle_fenced})",
             f"A_fenced={self.a_fenced}",
             f"A_flushed_after_B_open={self.a_flushed_after_b}"
             f"(A_fenced_in={self.a_fenced_when_flushed_after_b};"
@@ -462,20 +464,23 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
     codec = rng.choice(["none", "zstd"])
     tally.pairs[f"{modes['A']}>{modes['B']}"] += 1
     tally.zstd += codec == "zstd"
+    # An idle A: it appends nothing from before B's open until, a short pause after,
+    # it wakes for one append and one flush. Idle from its open on ("open"), its
+    # store is a reopen: an earlier store of A, in the other mode, wrote the queues.
+    idle = rng.choices(["open", "late", None], [0.25, 0.15, 0.6])[0]
+    tally.idle_from_open += idle == "open"
     tag = (f"{bench.backend} round {round_no} seed {seed} "
-           f"(A {modes['A']}, B {modes['B']}, {codec})")
+           f"(A {modes['A']}, B {modes['B']}, {codec}, idle {idle})")
     run = {"cmd": "run", "round": round_no, "seed": seed, "spec": spec, "compression": codec}
 
-    await first.send({**run, "role": "A", "write_mode": modes["A"]})
+    await first.send({**run, "role": "A", "write_mode": modes["A"], "idle": idle})
     if (await first.until("ready", "done"))[0] != "ready":
         await stop_or_respawn(bench, first)
         return [f"{tag}: A did not get going: {first.reports[-3:]}"]
     await asyncio.sleep(0 if rng.random() < 0.15 else rng.uniform(0, 0.25))
-    # An idle A: it appends nothing from before B's open until, a short pause after,
-    # it wakes for one append and one flush.
-    idle = rng.random() < 0.35
     if idle:
-        await first.send({"cmd": "idle"})
+        if idle == "late":
+            await first.send({"cmd": "idle"})
         if (await first.until("idle", "done"))[0] != "idle":
             await stop_or_respawn(bench, first)
             return [f"{tag}: A did not go idle: {first.reports[-3:]}"]
