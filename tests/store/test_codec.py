@@ -88,6 +88,27 @@ async def produce_more(store: AsyncMessageStore) -> None:
     await store.flush()
 
 
+@pytest.mark.parametrize("write_mode", ["log", "direct"])
+async def test_a_writer_that_turned_compression_off_reads_what_it_compressed(
+        write_mode: str) -> None:
+    """A broker whose compression is switched off (and on again) reads its
+    past: compressed records open without any setting, as plain ones do."""
+    backend = MemoryObjectStore()
+    settings: list[dict[str, Any]] = [{"compression": "zstd"}, {}, {"compression": "zstd"}]
+    for n, extra in enumerate(settings):
+        store = await AsyncMessageStore.open(
+            small_config(write_mode=write_mode, **extra), store=backend)
+        await store.append("t", 0, body(n), keys=[f"k{n % 5}"], tags="odd" if n % 2 else None,
+                           properties={"p": str(n)})
+        await store.flush()
+        got = await store.get("t", 0, 0, max_count=10)
+        assert [m.body for m in got] == [body(i) for i in range(n + 1)]
+        assert [m.offset for m in await store.query_by_key("t", "k0")] == [0]
+        tagged = await store.get_by_tags("t", 0, 0, "odd", max_count=10)
+        assert [m.offset for m in tagged.messages] == [1] * (n >= 1)
+        await store.close()
+
+
 async def test_compression_stores_fewer_bytes() -> None:
     sizes = {}
     for mode in ("none", "zstd"):

@@ -47,6 +47,9 @@ class StoreContext:
     # writes log objects; the direct mode compacts what a log-mode store left).
     log: LogWriter | None = None
     codec: RecordCodec | None = None  # compresses and encrypts records, if configured
+    # Opens records whatever the store seals with: compressed ones always, encrypted
+    # ones with the store's keys (a broker that turned compression off reads its past).
+    opener: RecordCodec | None = None
 
     def __repr__(self) -> str:
         """Where and who, never the configuration's secrets (its own repr redacts them)."""

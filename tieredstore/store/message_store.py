@@ -125,6 +125,7 @@ class AsyncMessageStore:
             writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
             segment_options=compose.segment_options(config),
             codec=codec,
+            opener=codec or RecordCodec.from_config(config, strict=False),
         )
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
         await self.writers.register()  # before any claim: see store/writers.py
@@ -375,7 +376,7 @@ class AsyncMessageStore:
         if view is None:
             try:
                 view = await QueueView.open(self.ctx.store, self.config, topic, queue_id,
-                                            self.ctx.fetcher, codec=self.ctx.codec)
+                                            self.ctx.fetcher, codec=self.ctx.opener)
             except TieredStoreError:
                 raise self.corrupt[key] from None
             self._corrupt_views[key] = view

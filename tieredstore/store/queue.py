@@ -68,7 +68,7 @@ class QueueLog(QueueReading):
         self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
         self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
         self.index = KeyIndex(ctx, topic, queue_id, meta)
-        self.codec = ctx.codec
+        self.codec = ctx.opener  # reads records sealed with any settings
         self.next_offset = 0
         self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
