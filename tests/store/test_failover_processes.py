@@ -13,8 +13,8 @@ reader's offsets are contiguous and its open finds nothing corrupt.
 
 Each round chooses, seeded, A's and B's write modes ("log" or "direct")
 independently, so a takeover crosses the modes both ways (the reader's mode
-too), and the round's codec (no compression or zstd; one for all three stores:
-a store without compression reads a zstd record as corrupt).
+too), and each store's codec (no compression or zstd, chosen the same way: a
+store reads what another compressed whatever its own setting).
 In some rounds A goes idle before B opens (appends nothing from there on, its
 store open; or from its open on, its store then a reopen of queues an earlier
 store of A wrote in the other mode) and, a short pause after B's open returned, appends one message
@@ -461,19 +461,20 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
     for w in (first, second):
         w.reports = []
     modes = {role: rng.choice(["log", "direct"]) for role in ("A", "B", "reader")}
-    codec = rng.choice(["none", "zstd"])
+    codecs = {role: rng.choice(["none", "zstd"]) for role in ("A", "B", "reader")}
     tally.pairs[f"{modes['A']}>{modes['B']}"] += 1
-    tally.zstd += codec == "zstd"
+    tally.zstd += "zstd" in (codecs["A"], codecs["B"])
     # An idle A: it appends nothing from before B's open until, a short pause after,
     # it wakes for one append and one flush. Idle from its open on ("open"), its
     # store is a reopen: an earlier store of A, in the other mode, wrote the queues.
     idle = rng.choices(["open", "late", None], [0.25, 0.15, 0.6])[0]
     tally.idle_from_open += idle == "open"
     tag = (f"{bench.backend} round {round_no} seed {seed} "
-           f"(A {modes['A']}, B {modes['B']}, {codec}, idle {idle})")
-    run = {"cmd": "run", "round": round_no, "seed": seed, "spec": spec, "compression": codec}
+           f"(A {modes['A']} {codecs['A']}, B {modes['B']} {codecs['B']}, idle {idle})")
+    run = {"cmd": "run", "round": round_no, "seed": seed, "spec": spec}
 
-    await first.send({**run, "role": "A", "write_mode": modes["A"], "idle": idle})
+    await first.send({**run, "role": "A", "write_mode": modes["A"], "idle": idle,
+                      "compression": codecs["A"]})
     if (await first.until("ready", "done"))[0] != "ready":
         await stop_or_respawn(bench, first)
         return [f"{tag}: A did not get going: {first.reports[-3:]}"]
@@ -493,7 +494,8 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
     if frozen:
         tally.frozen += 1
         first.signal(signal.SIGSTOP)
-    await second.send({**run, "role": "B", "write_mode": modes["B"]})
+    await second.send({**run, "role": "B", "write_mode": modes["B"],
+                       "compression": codecs["B"]})
     await second.until("open", "done")
     if frozen:
         await asyncio.sleep(rng.uniform(0, 0.1))
@@ -525,7 +527,8 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
 
     a = Writer.of("A", first.reports, kill[first])
     b = Writer.of("B", second.reports, kill[second])
-    back = await read_back(spec, round_no, write_mode=modes["reader"], compression=codec)
+    back = await read_back(spec, round_no, write_mode=modes["reader"],
+                           compression=codecs["reader"])
     found = check_round(tag, a, b, back, tally)
     if found:  # keep the evidence: every report of both writers, and the data
         _keep(bench.base / "violations.jsonl", {
