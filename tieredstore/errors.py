@@ -13,6 +13,18 @@ class TieredStoreError(Exception):
     """Base of every error raised by tieredstore."""
 
 
+class Fenced(TieredStoreError):
+    """Another writer took over what this one wrote (a segment, a queue's
+    metadata, the broker's log, a ledger...): it takes no more writes. Every
+    ``*Fenced`` error of the library derives from it, after its own layer's base."""
+
+
+class Corrupt(TieredStoreError):
+    """Bytes in the bucket are damaged or do not agree with each other (a failed
+    checksum, a gap, a head or page that fails its checks). Every ``Corrupt*``
+    error of the library derives from it, after its own layer's base."""
+
+
 # --- object store -----------------------------------------------------------
 
 
@@ -149,7 +161,7 @@ class CommitFailed(SegmentError):
         self.resume_position = resume_position
 
 
-class SegmentFenced(SegmentError):
+class SegmentFenced(SegmentError, Fenced):
     """Another writer owns this segment; it is now read-only for us."""
 
 
@@ -161,11 +173,11 @@ class SegmentFull(SegmentError):
     """The commit would grow the segment past its maximum size."""
 
 
-class CorruptSegment(SegmentError):
+class CorruptSegment(SegmentError, Corrupt):
     """The objects of a segment do not form a valid segment (gap, overlap...)."""
 
 
-class IntegrityError(SegmentError):
+class IntegrityError(SegmentError, Corrupt):
     """Bytes read back do not match their checksum, or are short."""
 
 

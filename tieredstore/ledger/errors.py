@@ -8,7 +8,7 @@ where a built-in type fits too it is a base as well. The codec's own errors
 
 from __future__ import annotations
 
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import Corrupt, Fenced, TieredStoreError
 
 
 class LedgerError(TieredStoreError):
@@ -30,7 +30,7 @@ class LedgerExists(LedgerError, FileExistsError):
     """A ledger with this id exists already."""
 
 
-class LedgerFenced(LedgerError):
+class LedgerFenced(LedgerError, Fenced):
     """The ledger was fenced (opened for recovery by a new owner) or closed: this
     writer may add no more entries (BookKeeper's ``LedgerFencedException``)."""
 
@@ -39,12 +39,12 @@ class LedgerClosed(LedgerError):
     """The handle was closed, or the ledger is closed and takes no more entries."""
 
 
-class DigestMismatch(LedgerError):
+class DigestMismatch(LedgerError, Corrupt):
     """An entry read back does not match its CRC32C digest, or its header does
     not name the entry asked for (BookKeeper's ``BKDigestMatchException``)."""
 
 
-class CorruptLedger(LedgerError):
+class CorruptLedger(LedgerError, Corrupt):
     """A ledger's files do not agree with each other or with its metadata."""
 
 
@@ -68,7 +68,7 @@ class OffloadNotFound(OffloadError, FileNotFoundError):
     """No complete offload of this ledger under this uuid."""
 
 
-class OffloadFenced(OffloadError):
+class OffloadFenced(OffloadError, Fenced):
     """Another writer wrote different bytes under this attempt's names."""
 
 
@@ -96,7 +96,7 @@ class ManagedLedgerError(TieredStoreError):
         self.name = name
 
 
-class ManagedLedgerFenced(ManagedLedgerError):
+class ManagedLedgerFenced(ManagedLedgerError, Fenced):
     """Another instance wrote a newer head of this managed ledger's metadata:
     this one lost the compare-and-swap and refuses every further write."""
 
@@ -105,7 +105,7 @@ class ManagedLedgerClosed(ManagedLedgerError):
     """The managed ledger was closed."""
 
 
-class CorruptManagedLedger(ManagedLedgerError):
+class CorruptManagedLedger(ManagedLedgerError, Corrupt):
     """A head or page of the managed ledger's metadata fails its checks."""
 
 

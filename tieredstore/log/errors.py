@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import Corrupt, Fenced
 
 
-class LogCorrupt(TieredStoreError):
+class LogCorrupt(Corrupt):
     """A log object's bytes are not what its format or its CRCs say; names the key."""
 
     def __init__(self, key: str, message: str) -> None:
@@ -13,5 +13,5 @@ class LogCorrupt(TieredStoreError):
         self.key = key
 
 
-class LogFenced(TieredStoreError):
+class LogFenced(Fenced):
     """A newer store took the broker's log over: this one may not write to it."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import Corrupt, Fenced, TieredStoreError
 
 
 class MetadataError(TieredStoreError):
@@ -13,7 +13,7 @@ class MetadataError(TieredStoreError):
         self.queue = queue
 
 
-class MetadataFenced(MetadataError):
+class MetadataFenced(MetadataError, Fenced):
     """Another writer wrote a newer head: this instance lost the compare-and-swap
     and refuses every further write. Reopen to continue (as the new owner's reader)."""
 
@@ -26,7 +26,7 @@ class MetadataNotFound(MetadataError, FileNotFoundError):
     """A read-only open found no head for the queue."""
 
 
-class CorruptMetadata(MetadataError):
+class CorruptMetadata(MetadataError, Corrupt):
     """A head or page fails its checks: magic, CRC32C, format version, or it does
     not agree with its key or with the records around it."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import Corrupt, TieredStoreError
 
 
 class StoreError(TieredStoreError):
@@ -28,7 +28,7 @@ class MessageTooLarge(StoreError, ValueError):
     """A message is larger than ``max_message_size``."""
 
 
-class QueueCorrupt(StoreError):
+class QueueCorrupt(StoreError, Corrupt):
     """Recovery found this queue's data inconsistent; it is kept read-only."""
 
 

@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from tieredstore.errors import Fenced
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
-    LedgerFenced,
     ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
@@ -84,7 +84,7 @@ class ManagedLedgerBase:
         if self._closed:
             raise ManagedLedgerClosed("closed", name=self.name)
         if self._failed is not None:
-            if isinstance(self._failed, LedgerFenced | ManagedLedgerFenced):
+            if isinstance(self._failed, Fenced):
                 raise ManagedLedgerFenced(f"fenced earlier: {self._failed}", name=self.name)
             raise ManagedLedgerError(f"failed earlier, reopen it: {self._failed}",
                                      name=self.name)
