@@ -5,4 +5,5 @@ from tieredstore.errors import Corrupt, Fenced, TieredStoreError
 
 __version__ = "0.1.0"
 
-__all__ = ["Corrupt", "Fenced", "TieredStoreConfig", "TieredStoreError", "__version__", "load_config"]
+__all__ = ["Corrupt", "Fenced", "TieredStoreConfig", "TieredStoreError", "__version__",
+           "load_config"]
