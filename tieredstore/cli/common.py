@@ -14,8 +14,7 @@ from typing import Any, NoReturn
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError, TieredStoreError
-from tieredstore.objectstore import ObjectStore
-from tieredstore.store import ReadOnlyMessageStore, open_object_store
+from tieredstore.store import ObjectStore, ReadOnlyMessageStore, open_object_store
 
 DEFAULT_CONFIG = "conf/tieredstore.toml"
 

@@ -22,10 +22,16 @@ from pathlib import Path
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
-from tieredstore.objectstore import MemoryObjectStore, ObjectStore
-from tieredstore.segment import FileType, SegmentState
 from tieredstore.sizes import KiB
-from tieredstore.store import AsyncMessageStore, Message, list_segments, open_object_store
+from tieredstore.store import (
+    AsyncMessageStore,
+    FileType,
+    Message,
+    ObjectStore,
+    SegmentState,
+    list_segments,
+    open_object_store,
+)
 
 from .common import (
     EXIT_FAILED,
@@ -227,7 +233,7 @@ class Demo:
 async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
                    show_progress: bool) -> bool:
     """Run the demo on ``config``'s backend (which must be fresh); True if all matched."""
-    shared = MemoryObjectStore() if config.backend == "memory" else None
+    shared = open_object_store(config) if config.backend == "memory" else None
     demo = Demo(config, messages=messages, seed=seed, show_progress=show_progress,
                 shared=shared)
     where = {"local": f"local directory {config.local_path!r}",

@@ -17,8 +17,7 @@ import argparse
 
 from tieredstore import sync
 from tieredstore.config import YEAR, TieredStoreConfig
-from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
-from tieredstore.store import GcReport, collect_garbage, metadata_root
+from tieredstore.store import GcReport, collect_garbage
 
 from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
 
@@ -26,11 +25,7 @@ from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
 async def gc(config: TieredStoreConfig, *, dry_run: bool, safety_age: float) -> GcReport:
     store = open_existing_store(config)
     try:
-        root = metadata_root(config)
-        metas = [await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
-                 for topic, queue_id in await list_queues(store, root)]
-        return await collect_garbage(store, config, metas, safety_age=safety_age,
-                                     dry_run=dry_run)
+        return await collect_garbage(store, config, safety_age=safety_age, dry_run=dry_run)
     finally:
         await store.close()
 

@@ -24,19 +24,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from tieredstore import sync
-from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
-from tieredstore.log import LogSnapshot
-from tieredstore.metadata import list_queues
-from tieredstore.objectstore import CRC_METADATA_KEY, ObjectStore
-from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.store import (
+    FileType,
+    LogSnapshot,
+    ObjectStore,
+    SegmentState,
     SegmentView,
     list_segments,
-    log_path,
-    metadata_root,
+    listed_queues,
+    load_log,
     open_metadata,
     summarize,
+    unit_crc,
 )
 
 from .common import (
@@ -54,7 +54,7 @@ Row = dict[str, Any]
 
 async def _queues(store: ObjectStore, config: TieredStoreConfig, args: argparse.Namespace,
                   log: LogSnapshot) -> list[tuple[str, int]]:
-    found = sorted({*await list_queues(store, metadata_root(config)), *log.queues()})
+    found = await listed_queues(store, config, log=log)
     return [(t, q) for t, q in found
             if (args.topic is None or t == args.topic) and (args.queue is None or q == args.queue)]
 
@@ -73,11 +73,10 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
                      queues: Sequence[tuple[str, int]], log: LogSnapshot | None = None
                      ) -> list[Row]:
     """``log``: the broker's log as loaded before this call (loaded here if None)."""
-    reader = DirectReader(store)
-    log = log or await LogSnapshot.load(store, log_path(config))
+    log = log or await load_log(store, config)
 
     async def one(topic: str, queue_id: int) -> Row:
-        got = await summarize(store, config, topic, queue_id, reader, log=log, timestamps=False)
+        got = await summarize(store, config, topic, queue_id, log=log, timestamps=False)
         row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
                     "max_offset": got.max_offset, "messages": got.messages}
         for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue),
@@ -110,7 +109,7 @@ async def segment_views(store: ObjectStore, config: TieredStoreConfig,
                         ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
     """Every segment of the queues' flat files, with its metadata record, and the
     first live position of each flat file (``log``: as for :func:`queue_rows`)."""
-    log = log or await LogSnapshot.load(store, log_path(config))
+    log = log or await load_log(store, config)
 
     async def one(topic: str, queue_id: int
                   ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
@@ -149,10 +148,7 @@ async def chunk_rows(store: ObjectStore, topic: str, queue_id: int, file_type: F
                      view: SegmentView) -> list[Row]:
     rows = []
     for unit in view.layout.units:
-        crc = unit.crc32c
-        if crc is None:  # a listed chunk: its CRC is in the object's metadata
-            text = (await store.head(unit.key)).metadata.get(CRC_METADATA_KEY)
-            crc = parse_crc(text) if text else None
+        crc = await unit_crc(store, unit)
         rows.append({"topic": topic, "queue": queue_id, "type": file_type.label,
                      "base": view.base, "position": unit.position, "length": unit.length,
                      "object": unit.key[len(view.path.file_prefix):],
@@ -203,7 +199,7 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
     config = resolve_config(args)
     store = open_existing_store(config)
     try:
-        log = await LogSnapshot.load(store, log_path(config))
+        log = await load_log(store, config)
         queues = await _queues(store, config, args, log)
         if args.what in ("topics", "queues"):
             rows = await queue_rows(store, config, queues, log)

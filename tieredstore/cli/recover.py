@@ -24,15 +24,13 @@ from typing import Any
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.metadata import list_queues
-from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import DirectReader, FileType, SegmentState
 from tieredstore.store import (
     AsyncMessageStore,
+    ObjectStore,
     QueueView,
+    listed_queues,
     merges_owed,
-    metadata_root,
-    segment_states,
+    sealing_segments,
 )
 
 from .common import (
@@ -63,25 +61,16 @@ async def _before(store: ObjectStore, config: TieredStoreConfig, topic: str, que
                   ) -> tuple[int | None, int]:
     """What a read-only look sees before recovery: max offset, unfinished merges."""
     try:
-        view = await QueueView.open(store, config, topic, queue_id, DirectReader(store))
+        view = await QueueView.open(store, config, topic, queue_id)
     except TieredStoreError:
         return None, 0
     return view.max_offset, merges_owed(view.meta.properties)
 
 
-async def _unmerged(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                    queue_id: int) -> int:
-    count = 0
-    for file_type in FileType:  # commit log, consume queue and key index
-        states = await segment_states(store, config, topic, queue_id, file_type)
-        count += sum(s is SegmentState.SEALING for s in states.values())
-    return count
-
-
 async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[str, Any]]:
     probe = open_existing_store(config)
     try:
-        found = await list_queues(probe, metadata_root(config))
+        found = await listed_queues(probe, config)
         before = {key: await _before(probe, config, *key) for key in found}
     finally:
         await probe.close()
@@ -109,7 +98,8 @@ async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[
     probe = open_existing_store(config)
     try:
         for result in results:
-            result.unmerged_after = await _unmerged(probe, config, result.topic, result.queue)
+            result.unmerged_after = await sealing_segments(probe, config, result.topic,
+                                                           result.queue)
     finally:
         await probe.close()
     return results, requests

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.metadata import QueueMetadata, QueuePath, list_queues
-from tieredstore.store import AsyncMessageStore, metadata_root, queues_with_segments
+from tieredstore.store import AsyncMessageStore, queues_to_rebuild, recorded_segments
 
 from .common import EXIT_FAILED, EXIT_OK, open_existing_store, resolve_config, table
 
@@ -37,18 +36,8 @@ class Repaired:
 async def _needing_repair(config: TieredStoreConfig) -> list[Repaired]:
     store = open_existing_store(config)
     try:
-        root = metadata_root(config)
-        with_heads = set(await list_queues(store, root))
-        found: list[Repaired] = []
-        for topic, queue_id in await queues_with_segments(store, config):
-            if (topic, queue_id) not in with_heads:
-                found.append(Repaired(topic, queue_id, "no head"))
-                continue
-            try:
-                await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
-            except TieredStoreError:
-                found.append(Repaired(topic, queue_id, "every head damaged"))
-        return found
+        return [Repaired(topic, queue_id, why)
+                for topic, queue_id, why in await queues_to_rebuild(store, config)]
     finally:
         await store.close()
 
@@ -56,9 +45,7 @@ async def _needing_repair(config: TieredStoreConfig) -> list[Repaired]:
 async def _records(config: TieredStoreConfig, topic: str, queue_id: int) -> int:
     store = open_existing_store(config)
     try:
-        meta = await QueueMetadata.open_read_only(
-            store, QueuePath(metadata_root(config), topic, queue_id))
-        return sum([len([r async for r in meta.records(t)]) for t in meta.file_types])
+        return await recorded_segments(store, config, topic, queue_id)
     finally:
         await store.close()
 

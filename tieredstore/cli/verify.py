@@ -21,23 +21,27 @@ from dataclasses import dataclass
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.log import LogSnapshot
-from tieredstore.metadata import QueueMetadata, list_queues
-from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import (
     UNIT_SIZE,
+    BadBytes,
     CqUnit,
+    FileType,
+    LogSnapshot,
+    ObjectStore,
+    QueueMetadata,
     RecordCodec,
     RecordError,
     ScanStop,
+    SegmentState,
     SegmentView,
+    ShortFile,
+    UnitStream,
     clean_from,
     decode_record,
     decode_unit,
     list_segments,
-    log_path,
-    metadata_root,
+    listed_queues,
+    load_log,
     open_metadata,
     queues_with_segments,
     record_chain,
@@ -56,7 +60,6 @@ from .common import (
     progress_enabled,
     resolve_config,
 )
-from .stream import BadBytes, ShortFile, UnitStream
 from .verify_report import QueueCheck, VerifyReport, print_report
 
 UNIT_BATCH = 4096  # consume-queue units read at a time
@@ -110,9 +113,9 @@ async def _plan_queues(store: ObjectStore, config: TieredStoreConfig,
                 return None
         return plan
 
-    log = await LogSnapshot.load(store, log_path(config))
+    log = await load_log(store, config)
     plans = [p for p in await asyncio.gather(*(plan_one(t, q, log) for t, q in queues)) if p]
-    log = await LogSnapshot.load(store, log_path(config))
+    log = await load_log(store, config)
     return [p for p in await asyncio.gather(*(list_rest(p, log) for p in plans)) if p]
 
 
@@ -311,7 +314,7 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
                        show_progress: bool = False, topic: str | None = None,
                        queue_id: int | None = None) -> VerifyReport:
     """Verify every queue (or the one named); never writes."""
-    found = await list_queues(store, metadata_root(config))
+    found = await listed_queues(store, config)
     found = [(t, q) for t, q in found
              if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
     limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
@@ -321,7 +324,7 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
                and (queue_id is None or key[1] == queue_id)}
     if orphans:  # a queue created since the first listing has its head by now
         orphans = {key: count for key, count in orphans.items()
-                   if key not in set(await list_queues(store, metadata_root(config)))}
+                   if key not in set(await listed_queues(store, config))}
     for (t, q), count in orphans.items():
         check = QueueCheck(t, q)
         check.error(f"{count} segment(s) in the bucket but no queue metadata references "

@@ -4,10 +4,17 @@ tiered segments, metadata in the bucket, recovery after restart.
 Besides the store itself, what the command line and tools build on: the
 read-only queue and segment views, the checks every verifier shares, the
 record and unit codecs, the head properties, garbage collection and the
-listing of the queues that have segments. Nothing outside this package needs
-its submodules.
+listing of the queues that have segments; and the lower layers' types these
+hand out (the backend, the flat file types, segment states, the broker's log,
+a queue's metadata). Nothing outside this package needs its submodules, nor
+the command line the packages below it.
 """
 
+from tieredstore.filetype import FileType
+from tieredstore.log import LogSnapshot
+from tieredstore.metadata import QueueMetadata
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import SegmentState
 from tieredstore.store.checks import (
     ScanStop,
     record_chain,
@@ -34,7 +41,7 @@ from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
-from tieredstore.store.rebuild import queues_with_segments
+from tieredstore.store.rebuild import queues_to_rebuild, queues_with_segments
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -43,17 +50,37 @@ from tieredstore.store.record import (
     decode_record,
     decode_unit,
 )
+from tieredstore.store.stream import BadBytes, ShortFile, UnitStream
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
 from tieredstore.store.view import (
     SegmentView,
     list_segments,
+    listed_queues,
+    load_log,
     open_metadata,
     open_segment,
+    recorded_segments,
+    sealing_segments,
     segment_states,
+    unit_crc,
 )
 
 __all__ = [
+    "BadBytes",
+    "FileType",
+    "LogSnapshot",
+    "ObjectStore",
+    "QueueMetadata",
+    "SegmentState",
+    "ShortFile",
+    "UnitStream",
+    "listed_queues",
+    "load_log",
+    "queues_to_rebuild",
+    "recorded_segments",
+    "sealing_segments",
+    "unit_crc",
     "FlatSummary",
     "Outgoing",
     "QueueFigures",

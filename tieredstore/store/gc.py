@@ -42,6 +42,7 @@ from tieredstore.segment.path import (
     parse_segment_dir,
 )
 from tieredstore.store.keys import segment_path
+from tieredstore.store.view import listed_queues, open_metadata
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +154,16 @@ async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
 
 
 async def collect_garbage(store: ObjectStore, config: TieredStoreConfig,
-                          queues: Iterable[QueueMetadata], *, safety_age: float,
-                          dry_run: bool = False, now: datetime | None = None) -> GcReport:
+                          queues: Iterable[QueueMetadata] | None = None, *,
+                          safety_age: float, dry_run: bool = False,
+                          now: datetime | None = None) -> GcReport:
     """Find what no metadata references and is older than ``safety_age`` seconds,
-    and (unless ``dry_run``) delete it."""
+    and (unless ``dry_run``) delete it. ``queues``: the metadata of the queues to
+    look at; if None, every queue whose metadata the bucket holds, read-only
+    (never claiming one: safe beside a live writer)."""
+    if queues is None:
+        queues = [await open_metadata(store, config, topic, queue_id)
+                  for topic, queue_id in await listed_queues(store, config)]
     found = await find_garbage(store, config, queues, safety_age=safety_age, now=now)
     report = GcReport(found, dry_run=dry_run)
     if not dry_run and found:

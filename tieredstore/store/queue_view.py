@@ -12,7 +12,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import FileType
+from tieredstore.segment import DirectReader, FileType
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery, find_entries
@@ -39,11 +39,14 @@ class QueueView(QueueReading):
 
     @classmethod
     async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
-                   queue_id: int, reader: SegmentReader, *, log: LogSnapshot | None = None,
-                   codec: RecordCodec | None = None) -> QueueView:
-        """``log``: the broker's log as loaded before this call (loaded here if None);
-        ``codec``: what opens compressed or encrypted records (from ``config``, with
-        its key if it has one, if None)."""
+                   queue_id: int, reader: SegmentReader | None = None, *,
+                   log: LogSnapshot | None = None, codec: RecordCodec | None = None
+                   ) -> QueueView:
+        """``reader``: what reads segments (one GET per read, if None); ``log``: the
+        broker's log as loaded before this call (loaded here if None); ``codec``:
+        what opens compressed or encrypted records (from ``config``, with its key if
+        it has one, if None)."""
+        reader = reader or DirectReader(store)
         if log is None:
             log = await LogSnapshot.load(store, log_path(config))
         meta = await open_metadata(store, config, topic, queue_id, log=log)

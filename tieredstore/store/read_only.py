@@ -17,7 +17,6 @@ from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
 from tieredstore.log import LogSnapshot
-from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments
@@ -25,10 +24,11 @@ from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import open_fetcher, open_object_store
-from tieredstore.store.keys import log_path, metadata_root
+from tieredstore.store.keys import log_path
 from tieredstore.store.queue_view import QueueView
 from tieredstore.store.record import Message
 from tieredstore.store.tagged import MAX_SCAN, Tagged
+from tieredstore.store.view import listed_queues
 
 
 class ReadOnlyMessageStore:
@@ -61,7 +61,7 @@ class ReadOnlyMessageStore:
     async def queues(self) -> list[tuple[str, int]]:
         """Every queue whose metadata the bucket holds."""
         self._check_open()
-        return await list_queues(self.store, metadata_root(self.config))
+        return await listed_queues(self.store, self.config)
 
     async def queue(self, topic: str, queue_id: int, *, fresh: bool = False) -> QueueView:
         """The view of one queue (:class:`NoSuchQueue` if there is none); ``fresh``

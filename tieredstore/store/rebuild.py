@@ -29,6 +29,7 @@ import logging
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import SegmentRecord
 from tieredstore.objectstore.base import ObjectStore
@@ -46,6 +47,7 @@ from tieredstore.store.record import (
     record_head,
     record_size,
 )
+from tieredstore.store.view import listed_queues, open_metadata
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,24 @@ async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
                 topic, queue_id, file_type, base = parsed
                 segments.setdefault((topic, queue_id), set()).add((file_type, base))
     return {queue: len(found) for queue, found in sorted(segments.items())}
+
+
+async def queues_to_rebuild(store: ObjectStore, config: TieredStoreConfig
+                            ) -> list[tuple[str, int, str]]:
+    """The queues with segments (:func:`queues_with_segments`) whose metadata is
+    lost, with why: ``"no head"``, or ``"every head damaged"`` (none can be read).
+    Read-only: what a writer's open rebuilds, for ``tieredstore repair``."""
+    with_heads = set(await listed_queues(store, config))
+    found: list[tuple[str, int, str]] = []
+    for topic, queue_id in await queues_with_segments(store, config):
+        if (topic, queue_id) not in with_heads:
+            found.append((topic, queue_id, "no head"))
+            continue
+        try:
+            await open_metadata(store, config, topic, queue_id)
+        except TieredStoreError:
+            found.append((topic, queue_id, "every head damaged"))
+    return found
 
 
 async def has_segments(ctx: StoreContext, topic: str, queue_id: int) -> bool:

@@ -56,11 +56,12 @@ class QueueSummary:
 
 
 async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
-                    reader: SegmentReader, *, log: LogSnapshot | None = None,
+                    reader: SegmentReader | None = None, *, log: LogSnapshot | None = None,
                     timestamps: bool = True) -> QueueSummary:
-    """``log``: the broker's log as loaded before this call (loaded here if None).
-    Raises :class:`~tieredstore.store.NoSuchQueue`, and what reading the first or
-    last message raises (with ``timestamps``)."""
+    """``reader``: as :meth:`QueueView.open`'s; ``log``: the broker's log as loaded
+    before this call (loaded here if None). Raises
+    :class:`~tieredstore.store.NoSuchQueue`, and what reading the first or last
+    message raises (with ``timestamps``)."""
     view = await QueueView.open(store, config, topic, queue_id, reader, log=log)
     oldest = newest = None
     if timestamps and view.max_offset > view.min_offset:

@@ -24,13 +24,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, TieredStoreError
 from tieredstore.log import LogSnapshot
-from tieredstore.metadata import First, MetadataNotFound, QueueMetadata, QueuePath, pb_type
+from tieredstore.metadata import (
+    First,
+    MetadataNotFound,
+    QueueMetadata,
+    QueuePath,
+    list_queues,
+    pb_type,
+)
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.objectstore import ObjectInfo, ObjectStore
-from tieredstore.segment import FileType, SegmentLayout, SegmentPath, SegmentState
+from tieredstore.objectstore import CRC_METADATA_KEY, ObjectInfo, ObjectStore
+from tieredstore.segment import ChunkRef, FileType, SegmentLayout, SegmentPath, SegmentState
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.path import (
     MERGED_NAME,
@@ -42,7 +50,7 @@ from tieredstore.segment.path import (
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
-from tieredstore.store.keys import metadata_root, segment_path
+from tieredstore.store.keys import log_path, metadata_root, segment_path
 
 OPEN_CONCURRENCY = 16
 
@@ -81,6 +89,20 @@ class SegmentView:
     @property
     def state_name(self) -> str:
         return "CORRUPT" if self.state is None else self.state.value
+
+
+async def load_log(store: ObjectStore, config: TieredStoreConfig) -> LogSnapshot:
+    """The broker's log as a view loads it (listed, its indexes read): load it
+    before listing any segment."""
+    return await LogSnapshot.load(store, log_path(config))
+
+
+async def listed_queues(store: ObjectStore, config: TieredStoreConfig, *,
+                        log: LogSnapshot | None = None) -> list[tuple[str, int]]:
+    """Every queue whose metadata the bucket holds; with ``log``, sorted, and with
+    the queues whose bytes are in its log objects too (those an open finds)."""
+    found = await list_queues(store, metadata_root(config))
+    return sorted({*found, *log.queues()}) if log is not None else found
 
 
 async def open_segment(store: ObjectStore, path: SegmentPath,
@@ -164,6 +186,26 @@ async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: s
     return {base: segment.state for base, segment in listed.items()}
 
 
+async def sealing_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                           queue_id: int) -> int:
+    """Sealed segments not merged yet, of the queue's commit log, consume queue and
+    key index, from their object names alone (:func:`segment_states`)."""
+    count = 0
+    for file_type in FileType:
+        states = await segment_states(store, config, topic, queue_id, file_type)
+        count += sum(s is SegmentState.SEALING for s in states.values())
+    return count
+
+
+async def unit_crc(store: ObjectStore, unit: ChunkRef) -> int | None:
+    """A unit's CRC32C as stored: in the layout, or for a listed chunk in its
+    object's metadata (one HEAD); None if it has none."""
+    if unit.crc32c is not None:
+        return unit.crc32c
+    text = (await store.head(unit.key)).metadata.get(CRC_METADATA_KEY)
+    return parse_crc(text) if text else None
+
+
 async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: str,
                         queue_id: int, *, log: LogSnapshot | None = None) -> QueueMetadata:
     """The queue's metadata, read-only (:class:`NoSuchQueue` if it has no head). A
@@ -177,6 +219,13 @@ async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: st
         if log is not None and (topic, queue_id) in log.queues():
             return QueueMetadata.empty(store, path)
         raise NoSuchQueue(topic, queue_id) from None
+
+
+async def recorded_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                            queue_id: int) -> int:
+    """How many segment records the queue's metadata holds, of every flat file."""
+    meta = await open_metadata(store, config, topic, queue_id)
+    return sum([len([r async for r in meta.records(t)]) for t in meta.file_types])
 
 
 class SegmentRecords(Protocol):

@@ -1,6 +1,6 @@
 """UnitStream: a flat file's segments read front to back, every unit once.
 
-``verify`` reads each unit (a chunk object, or a range of a merged segment
+``tieredstore verify`` reads each unit (a chunk object, or a range of a merged segment
 object) exactly once, in order, with one checked GET (:func:`fetch_unit`),
 and serves the ascending reads of records and consume-queue units from a
 small window of those bytes. Units that no read asks for (dead space after a
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from tieredstore.errors import ChunkMissing, TieredStoreError
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkRef, DirectReader, fetch_unit
-from tieredstore.store import SegmentView, open_segment
+from tieredstore.store.view import SegmentView, open_segment
 
 PREFETCH = 4
 
