@@ -428,3 +428,58 @@ async def test_a_time_range_finds_messages_stamped_out_of_order() -> None:
     await store.close()
     async with await ReadOnlyMessageStore.open(config, store=backend) as reader:
         await check(reader.query_by_key)
+
+
+def split_keys(i: int) -> tuple[list[str], dict[str, str]]:
+    """Two or three keys and a unique id: 3 or 4 entries a message, so 64-entry
+    index segments roll in the middle of a message's entries."""
+    keys = [f"a{i % 5}", f"b-{i}"] + ([f"c-{i}"] if i % 2 else [])
+    return keys, {"UNIQ_KEY": f"u-{i}"}
+
+
+async def produce_split(store: AsyncMessageStore, first: int, count: int) -> None:
+    for i in range(first, first + count):
+        keys, props = split_keys(i)
+        await store.append("t", 0, b"body-%d" % i, keys=keys, properties=props,
+                           timestamp=T0 + i)
+    await store.flush()
+
+
+async def check_split(lookup: Any, count: int) -> None:
+    for i in range(count):
+        keys, props = split_keys(i)
+        for key in (*keys[1:], props["UNIQ_KEY"]):
+            assert numbers(await lookup("t", key, max_count=10)) == [i], key
+    for shared in ("a0", "a3"):
+        found = await lookup("t", shared, max_count=1000)
+        assert numbers(found) == [i for i in range(count) if f"a{i % 5}" == shared]
+
+
+@pytest.mark.parametrize("write_mode", ["log", "direct"])
+async def test_a_message_whose_entries_straddle_an_index_segment_roll_is_found(
+        write_mode: str) -> None:
+    """Index segments of 64 entries, messages of 3 or 4: most rolls split one
+    message's entries between two segments. Every key of every message is found
+    by the writer, a read-only store, after a reopen and after a takeover, and
+    each (re)open succeeds."""
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX, write_mode=write_mode)
+    store = await AsyncMessageStore.open(config, store=backend)
+    await produce_split(store, 0, 60)
+    await check_split(store.query_by_key, 60)
+    async with await ReadOnlyMessageStore.open(config, store=backend) as reader:
+        await check_split(reader.query_by_key, 60)
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)  # a reopen
+    await check_split(store.query_by_key, 60)
+    await produce_split(store, 60, 40)
+    taker = await AsyncMessageStore.open(config, store=backend)  # a takeover: no close
+    await check_split(taker.query_by_key, 100)
+    await produce_split(taker, 100, 40)
+    await check_split(taker.query_by_key, 140)
+    await taker.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    await check_split(store.query_by_key, 140)
+    await store.close()
+    async with await ReadOnlyMessageStore.open(config, store=backend) as reader:
+        await check_split(reader.query_by_key, 140)
