@@ -483,3 +483,26 @@ async def test_a_message_whose_entries_straddle_an_index_segment_roll_is_found(
     await store.close()
     async with await ReadOnlyMessageStore.open(config, store=backend) as reader:
         await check_split(reader.query_by_key, 140)
+
+
+async def test_a_crash_after_an_index_roll_that_split_a_message_keeps_its_other_keys() -> None:
+    """Message 21's first entry ends the first index segment (64 entries, 3 a
+    message); the process dies before its other two reach the next segment.
+    The next open re-derives them from that message on, not after it."""
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
+    failing = _FailsWrites(backend, f"/index/seg-{2 * KiB:020d}/", failing=True)
+    store = await AsyncMessageStore.open(config, store=failing)
+    for i in range(22):
+        await store.append("t", 0, b"body-%d" % i, keys=[f"a{i % 5}", f"b-{i}"],
+                           properties={"UNIQ_KEY": f"u-{i}"}, timestamp=T0 + i)
+    with pytest.raises(Exception, match="injected"):
+        await store.flush()
+    # The process dies: it never closes. A new one opens the queue.
+    failing.failing = False
+    for _ in range(2):
+        store = await AsyncMessageStore.open(config, store=backend)
+        for key in ("a1", "b-21", "u-21"):
+            assert 21 in numbers(await store.query_by_key("t", key, max_count=100)), key
+        assert numbers(await store.query_by_key("t", "u-20")) == [20]
+        await store.close()

@@ -35,6 +35,7 @@ from tieredstore.store.keyindex import (
 from tieredstore.store.record import CqUnit
 
 Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
+TAIL_STEP = 64  # entries read back at a time on open, for the last message's
 
 
 class KeyIndex:
@@ -49,6 +50,9 @@ class KeyIndex:
         self.flat: FlatFile | None = None  # open once the queue has an index
         self._pending: list[Entry] = []  # entries not yet appended to the flat file
         self._last = -1  # offset of the last entry (watermarks too), appended or pending
+        # After an open: offset ``_last`` has entries of these key hashes stored; its
+        # other keys' are added when it is handed back (see :meth:`open`).
+        self._resume: tuple[int, frozenset[int]] | None = None
 
     # --- opening ---------------------------------------------------------------------
 
@@ -61,12 +65,44 @@ class KeyIndex:
         flat = await self._open_flat()
         await flat.record_if_sealed(await self._stats(flat.active_base, flat.end))
         flat.stats = await self._stats(flat.active_base, flat.end)
-        if flat.end > flat.active_base:
-            last = (await self._entry_at(flat.end - ENTRY_SIZE)).offset
-        else:  # the active segment is empty: the last sealed one ends the index
-            last = self.meta.next_message_offset(FileType.INDEX) - 1
-        self._last = max(start - 1, last)
-        return self._last + 1
+        last, stored = await self._tail(flat)
+        if last < start:
+            self._last = start - 1
+            return start
+        self._last = last
+        if not stored:
+            return last + 1
+        # The last message's entries may straddle a roll or a chunk, and a crash
+        # lose the rest: it is handed back, and only the entries of its other keys
+        # are added (after the stored ones; one entry serves every key of its hash).
+        self._resume = (last, stored)
+        return last
+
+    async def _tail(self, flat: FlatFile) -> tuple[int, frozenset[int]]:
+        """The offset of the index's last entry, and the key hashes of the entries
+        of that offset that end the index (none for a watermark's): read back in steps of
+        :data:`TAIL_STEP` entries, across segments, until an entry of another
+        offset (or the records' last offset, with none live to read)."""
+        end = flat.end
+        if end == flat.active_base and self.meta.last_record(FileType.INDEX) is None:
+            return self.meta.next_message_offset(FileType.INDEX) - 1, frozenset()
+        last: int | None = None
+        stored: set[int] = set()
+        while end > flat.first:
+            segment, _ = await flat.locate(end - ENTRY_SIZE)
+            begin = max(segment.path.base_offset, end - TAIL_STEP * ENTRY_SIZE)
+            for entry in reversed(list(decode_entries(await flat.read(begin, end - begin)))):
+                if last is None:
+                    last = entry.offset
+                    if entry.key_hash == WATERMARK:
+                        return last, frozenset()
+                if entry.offset != last:
+                    return last, frozenset(stored)
+                stored.add(entry.key_hash)
+            end = begin
+        if last is None:
+            return self.meta.next_message_offset(FileType.INDEX) - 1, frozenset()
+        return last, frozenset(stored)
 
     async def _open_flat(self, *, first: bool = False) -> FlatFile:
         """Open the flat file: claimed (an open of the queue), or, for the ``first``
@@ -104,13 +140,18 @@ class KeyIndex:
             return
         pending = self._pending
         for offset, unit, keys in messages:
+            stored: frozenset[int] = frozenset()
             if offset <= self._last:
-                continue  # handed back twice (an open that re-derives)
+                if self._resume is None or offset != self._resume[0]:
+                    continue  # handed back twice (an open that re-derives)
+                stored = self._resume[1]  # the rest of a message cut by a crash
+            self._resume = None
             ts = unit.store_timestamp
             if keys:
-                for key in keys:
-                    pending.append((encode_entry(IndexEntry(
-                        key_hash(key), offset, ts, unit.position, unit.size)), offset, ts))
+                for hashed in dict.fromkeys(map(key_hash, keys)):
+                    if hashed not in stored:
+                        pending.append((encode_entry(IndexEntry(
+                            hashed, offset, ts, unit.position, unit.size)), offset, ts))
                 self._last = offset
             elif (self.flat is not None or pending) and offset - self._last >= WATERMARK_GAP:
                 pending.append((encode_entry(IndexEntry(WATERMARK, offset, ts)), offset, ts))
