@@ -506,3 +506,19 @@ async def test_a_crash_after_an_index_roll_that_split_a_message_keeps_its_other_
             assert 21 in numbers(await store.query_by_key("t", key, max_count=100)), key
         assert numbers(await store.query_by_key("t", "u-20")) == [20]
         await store.close()
+
+
+async def test_lost_heads_rebuild_index_records_whose_messages_straddle_a_roll() -> None:
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX)
+    store = await AsyncMessageStore.open(config, store=backend)
+    await produce_split(store, 0, 60)
+    await store.close()
+    await backend.delete_many(await heads(backend))
+    store = await AsyncMessageStore.open(config, store=backend)
+    await check_split(store.query_by_key, 60)
+    await produce_split(store, 60, 30)
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    await check_split(store.query_by_key, 90)
+    await store.close()
