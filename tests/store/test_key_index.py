@@ -522,3 +522,27 @@ async def test_lost_heads_rebuild_index_records_whose_messages_straddle_a_roll()
     store = await AsyncMessageStore.open(config, store=backend)
     await check_split(store.query_by_key, 90)
     await store.close()
+
+
+async def test_a_store_whose_old_writer_could_not_record_a_straddling_index_segment_opens(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written by a version that refused a key-index record starting at the offset
+    the one before ends at: its roll sealed the segment, then failed to record
+    it, and every flush after failed. A takeover records it and finds every key."""
+    from tieredstore.metadata import state
+    from tieredstore.metadata.errors import RecordOrderError
+
+    def strict(last: Any, record: Any) -> None:
+        if record.first_message_offset <= last.last_message_offset:
+            raise RecordOrderError("first message offset is not after the last one's")
+
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX)
+    monkeypatch.setattr(state, "check_follows", strict)
+    old = await AsyncMessageStore.open(config, store=backend)
+    with pytest.raises(RecordOrderError):
+        await produce_split(old, 0, 60)
+    monkeypatch.undo()
+    store = await AsyncMessageStore.open(config, store=backend)
+    await check_split(store.query_by_key, 60)
+    await store.close()
