@@ -175,7 +175,7 @@ def check_follows(last: pb.SegmentRecord, record: pb.SegmentRecord) -> None:
             f"record at base offset {record.base_offset} overlaps or precedes the last one, "
             f"which ends at {record_end(last)}"
         )
-    straddles = record.file_type == FileType.INDEX
+    straddles = record.file_type == pb_type(FileType.INDEX)
     if record.first_message_offset < last.last_message_offset + (0 if straddles else 1):
         raise RecordOrderError(
             f"record's first message offset {record.first_message_offset} is not after the "
