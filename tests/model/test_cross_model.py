@@ -17,9 +17,12 @@ through the writer's ``get``, ``get_by_tags``, ``query_by_key`` with random
 time ranges and a :class:`ReadOnlyMessageStore`, and ``verify`` must be
 clean. (Spark's reader is not used: a Spark session costs more than the run.)
 
-``KNOWN`` holds the numbers of issue 28's defects not fixed yet (and 100, one
-this machine found): the axis that finds each is off while its number is in
-it. ``TIEREDSTORE_CROSS_KNOWN="1 4"`` (or ``""``) overrides it;
+What it found (issue 28): a takeover across write modes acknowledging one
+offset twice, zstd records that do not shrink read as malformed, a queue id
+past u32 wedging the log, keyed queues unwritable after lost heads, and a
+message whose key-index entries a roll splits (lost keys, a queue that no
+longer opens); each has its own test beside the fix.
+
 ``TIEREDSTORE_CROSS_EXAMPLES=N`` runs the slow tier with N examples,
 ``TIEREDSTORE_CROSS_SEED=S`` derandomizes with seed S.
 Hypothesis prints the steps and a reproduction blob of any failure;
@@ -71,29 +74,6 @@ from tieredstore.testing import FaultKind, FaultSchedule, FaultyObjectStore, For
 
 T = TypeVar("T")
 Key = tuple[str, int]
-
-# Issue 28's defects whose axis is off until they are fixed (remove a number once it is):
-#  1 a takeover across write modes (log <-> direct): every owner uses one mode
-#  2 a record sealed with flags 0 (zstd that does not shrink it, or a key provider with
-#    neither compression nor encryption) reads as malformed: no owner is plain (it
-#    compresses instead), and bodies are made compressible under zstd alone
-#  3 queue id 2**32 accepted: the refused-queue-id rule does not run
-#  4 lost heads of a keyed queue: only unkeyed queues lose heads; no keys after; verify
-#    is not asked to see every queue
-#  5 query_by_key while a key-index segment rolls: no query runs beside appends
-#  6 out-of-order timestamps: a sealed segment's range starts at its first message's
-#    stamp (query_by_key time ranges miss; retention after lost heads + repair deleted
-#    messages newer than its cutoff, once): timestamps are in order, queries ask for all time
-#  9 verify's false "gap in the commit-log metadata" with keys: that error is ignored
-# 10 a clean reopen warns "page ... is missing": the warnings are not checked
-# 100 (new, found here) a message with two keys whose index entries a key-index roll splits
-#    (after a takeover): query_by_key misses it, or the queue's next open fails with
-#    RecordOrderError ("first message offset 32 is not after the last one's 32"): a
-#    message carries at most one key
-DEFAULT_KNOWN = frozenset({1, 2, 3, 4, 5, 6, 9, 10, 100})
-_known = os.environ.get("TIEREDSTORE_CROSS_KNOWN")
-KNOWN = DEFAULT_KNOWN if _known is None else frozenset(
-    int(n) for n in _known.replace(",", " ").split())
 
 KEY_ID = "key-1"
 KEY = b"c" * 32
@@ -222,7 +202,6 @@ class CrossModel(RuleBasedStateMachine):
         self.opens = 0
         self.cutoff = 0  # the latest retention cutoff (ms)
         self.steps = 0
-        self.mode = "direct"
         self.rng = random.Random(0)
         self.store: AsyncMessageStore | None = None
         self.owner = TOOLS
@@ -236,11 +215,6 @@ class CrossModel(RuleBasedStateMachine):
     def w(self) -> AsyncMessageStore:
         assert self.store is not None
         return self.store
-
-    def owner_of(self, owner: Owner) -> Owner:
-        mode = self.mode if 1 in KNOWN else owner.mode
-        zstd = owner.zstd or (2 in KNOWN and not owner.aes)
-        return Owner(mode, zstd, owner.aes)
 
     async def open(self, owner: Owner, *, heads_lost: bool = False) -> AsyncMessageStore:
         """A new owner; unless heads were lost, its open warns of no missing page."""
@@ -256,7 +230,7 @@ class CrossModel(RuleBasedStateMachine):
         finally:
             logging.getLogger("tieredstore").removeHandler(seen)
         missing = [r.getMessage() for r in seen.buffer if "is missing" in r.getMessage()]
-        assert 10 in KNOWN or heads_lost or not missing, missing
+        assert heads_lost or not missing, missing
         return store
 
     @contextlib.contextmanager
@@ -274,8 +248,8 @@ class CrossModel(RuleBasedStateMachine):
 
     @initialize(owner=owners, seed=st.integers(0, 2**32))
     def first_owner(self, owner: Owner, seed: int) -> None:
-        self.mode, self.rng = owner.mode, random.Random(seed)
-        self.store = self.run(self.open(self.owner_of(owner)))
+        self.rng = random.Random(seed)
+        self.store = self.run(self.open(owner))
 
     def teardown(self) -> None:
         try:
@@ -299,14 +273,7 @@ class CrossModel(RuleBasedStateMachine):
     def sent_of(self, key: Key, m: dict[str, Any]) -> Sent:
         self.clock += 1000
         body, keys = m["body"], m["keys"]
-        if 2 in KNOWN and self.owner.zstd and not self.owner.aes:
-            body = body + bytes(len(body) + 64)  # zstd shrinks it (defect 2)
-        if 4 in KNOWN and self.model.get(key, QueueModel()).rebuilt:
-            keys = ()  # a rebuilt queue takes no keyed append (defect 4)
-        if 100 in KNOWN:
-            keys = keys[:1]  # (new defect 100)
-        back = 0 if 6 in KNOWN else m["back"]  # (defect 6)
-        return Sent(body, keys, m["tags"], m["properties"], self.clock - back)
+        return Sent(body, keys, m["tags"], m["properties"], self.clock - m["back"])
 
     async def append_one(self, key: Key, sent: Sent) -> None:
         q = self.model.setdefault(key, QueueModel())
@@ -353,7 +320,6 @@ class CrossModel(RuleBasedStateMachine):
     def take_over(self, owner: Owner, busy: bool, lossy: bool) -> None:
         """A new owner opens while this one is open, idle or flushing its appends.
         A flush that returned is held by the new owner; the old one is fenced."""
-        owner = self.owner_of(owner)
         old = self.w
 
         async def old_flush() -> bool:
@@ -404,7 +370,7 @@ class CrossModel(RuleBasedStateMachine):
         async def go() -> None:
             await self.close_old()
             await self.w.close()
-            self.store = await self.open(self.owner_of(owner))
+            self.store = await self.open(owner)
             for key, q in self.model.items():
                 q.acked = len(q.messages)
                 assert await self.w.max_offset(*key) == len(q.messages), key
@@ -415,8 +381,7 @@ class CrossModel(RuleBasedStateMachine):
         """Between owners the heads of a queue holding messages are deleted;
         ``repair`` rebuilds them, or the next owner's first access does. (An
         empty queue that loses its heads is gone: no such queue.)"""
-        keys = sorted(k for k, q in self.model.items() if len(q.messages) > q.min_offset
-                      and (4 not in KNOWN or not any(m.keys for m in q.messages)))
+        keys = sorted(k for k, q in self.model.items() if len(q.messages) > q.min_offset)
         if not keys:
             return self.reopen(owner)
         key = pick(data, keys)
@@ -436,7 +401,7 @@ class CrossModel(RuleBasedStateMachine):
             other.acked = len(other.messages)
         if repair:
             self.cli("repair")
-        self.store = self.run(self.open(self.owner_of(owner), heads_lost=True))
+        self.store = self.run(self.open(owner, heads_lost=True))
 
     def cli(self, *args: str) -> str:
         path = self.tmp / "cli.toml"
@@ -473,14 +438,12 @@ class CrossModel(RuleBasedStateMachine):
 
         self.run(go())
 
-    @precondition(lambda self: 3 not in KNOWN)
     @rule(queue_id=st.sampled_from([2**32, 2**40, 10**20]))
     def queue_id_too_large_is_refused(self, queue_id: int) -> None:
         with pytest.raises(TieredStoreError, match="queue_id"):
             self.run(self.w.append("ta", queue_id, b"x"))
         assert ("ta", queue_id) not in self.w.queues()
 
-    @precondition(lambda self: 5 not in KNOWN)
     @rule(key=queues, batch=st.lists(messages, min_size=4, max_size=20),
           wanted=st.sampled_from(KEYS))
     def query_by_key_beside_appends(self, key: Key, batch: list[dict[str, Any]],
@@ -559,7 +522,7 @@ class CrossModel(RuleBasedStateMachine):
         if self.rng.random() < 0.5:
             a = b = self.rng.choice(stamps)
             a, b = a - self.rng.randint(0, 3000), b + self.rng.randint(0, 3000)
-        return (0, MAX_TS) if 6 in KNOWN or self.rng.random() < 0.2 else (max(0, a), max(0, b))
+        return (0, MAX_TS) if self.rng.random() < 0.2 else (max(0, a), max(0, b))
 
     async def check_keys(self, reader: AsyncMessageStore | ReadOnlyMessageStore,
                          acked: bool) -> None:
@@ -604,12 +567,10 @@ class CrossModel(RuleBasedStateMachine):
 
     async def check_verify(self) -> None:
         report = await verify_store(self.bucket, config(TOOLS, **TOOLS_KEY))
-        errors = [e for c in report.queues for e in c.errors
-                  if not (9 in KNOWN and "gap in the commit-log metadata" in e)]
+        errors = [e for c in report.queues for e in c.errors]
         assert not errors, f"verify: {errors}"
-        if 4 not in KNOWN:
-            seen = {(c.topic, c.queue_id) for c in report.queues}
-            assert {k for k, q in self.model.items() if q.acked} <= seen, seen
+        seen = {(c.topic, c.queue_id) for c in report.queues}
+        assert {k for k, q in self.model.items() if q.acked} <= seen, seen
 
     @invariant()
     def reads_back(self) -> None:
