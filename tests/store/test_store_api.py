@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from tests.store.conftest import KiB, Opener, small_config
+from tests.store.test_rebuild import heads
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import InvalidName, SegmentFenced
 from tieredstore.metadata import MetadataFenced, SegmentRecord
@@ -222,6 +223,55 @@ async def test_retention_deletes_old_segments_cq_first_with_topic_override(
     again = await open_store()
     assert await again.min_offset("old", 0) == first
     await again.close()
+
+
+T0 = 1_700_000_000_000  # ms
+CUTOFF = T0 + 50_000  # ms: retention's cutoff in the tests below
+NEWER = T0 + 100_000  # ms: a stamp after it, on a message among older ones
+
+
+async def retain_from_cutoff(store: AsyncMessageStore) -> int:
+    store.topic_reserved_time = {"t": 0}
+    return await store.delete_expired(now=CUTOFF / 1000)
+
+
+async def test_retention_keeps_a_newer_message_the_sealing_writer_did_not_see(
+    open_store: Opener, backend: ObjectStore,
+) -> None:
+    # Offset 1 is stamped after the cutoff, every other message before it. The
+    # writer that seals the consume-queue segment opened after offset 1 was written.
+    ms = await open_store()
+    for i in range(10):
+        await ms.append("t", 0, body(i), timestamp=NEWER if i == 1 else T0 + i)
+    await ms.close()
+    ms = await open_store()
+    for i in range(10, 70):  # 64 units a consume-queue segment: it seals
+        await ms.append("t", 0, body(i), timestamp=T0 + i)
+    await ms.flush()
+    await ms.ctx.drain()
+    # The seal read the units it took over unseen: its record bounds them all.
+    first = (await sealed_records(backend, ms.config, "t", 0, FileType.CONSUME_QUEUE))[0]
+    assert (first.min_timestamp_ms, first.end_timestamp_ms) == (T0, NEWER)
+    await retain_from_cutoff(ms)
+    [kept] = await ms.get("t", 0, 1, max_count=1)
+    assert (kept.offset, kept.store_timestamp) == (1, NEWER)
+    await ms.close()
+
+
+async def test_retention_keeps_a_newer_message_of_a_record_rebuilt_after_lost_heads(
+    open_store: Opener, backend: ObjectStore,
+) -> None:
+    ms = await open_store()
+    for i in range(70):  # 64 units a consume-queue segment: it seals
+        await ms.append("t", 0, body(i), timestamp=NEWER if i == 1 else T0 + i)
+    await ms.close()
+    await backend.delete_many(await heads(backend))
+    ms = await open_store()
+    assert await ms.max_offset("t", 0) == 70  # opens the queue: rebuilt from its segments
+    await retain_from_cutoff(ms)
+    [kept] = await ms.get("t", 0, 1, max_count=1)
+    assert (kept.offset, kept.store_timestamp) == (1, NEWER)
+    await ms.close()
 
 
 async def test_second_writer_fences_the_first(open_store: Opener) -> None:

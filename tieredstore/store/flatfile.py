@@ -11,13 +11,14 @@ lists merges not yet finished, so that the next open resumes them.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from tieredstore.errors import SegmentFenced
+from tieredstore.errors import SegmentFenced, TieredStoreError
 from tieredstore.metadata import QueueMetadata, SegmentRecord, pb_type
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.store import properties
@@ -42,7 +43,10 @@ class SegmentStats:
     may come in any order (within ``timestamp_before_max``), so only
     ``min_ts`` and ``end_ts`` bound them, and only when these stats saw every
     message: ``min_ts`` is None for stats taken over from a segment's first and
-    last message (a reopen), and the record then says it bounds nothing."""
+    last message (a reopen). ``unseen`` is then how many bytes at the
+    segment's start they took over unseen (0: all of it), and ``seen_min`` the
+    smallest timestamp of the messages added since: the seal reads the unseen
+    bytes' timestamps (:meth:`FlatFile.record_sealed`)."""
 
     first_offset: int = 0
     last_offset: int = 0
@@ -50,6 +54,8 @@ class SegmentStats:
     end_ts: int = 0
     count: int = 0
     min_ts: int | None = None
+    unseen: int = 0
+    seen_min: int | None = None
 
     def add(self, offset: int, timestamp: int) -> None:
         self.add_run(offset, offset, timestamp, timestamp, 1, min_ts=timestamp)
@@ -64,6 +70,7 @@ class SegmentStats:
             self.min_ts = min_ts
         elif self.min_ts is not None:
             self.min_ts = min(self.min_ts, min_ts)
+        self.seen_min = min_ts if self.seen_min is None else min(self.seen_min, min_ts)
         self.last_offset = last
         self.end_ts = max(self.end_ts, max_ts)
         self.count += count
@@ -105,6 +112,9 @@ class FlatFile:
         # Work a sealed segment owes after its merge, under the same owed-merge
         # property (the key index's slot object).
         self.after_merge: Callable[[ChunkedSegment], Awaitable[None]] | None = None
+        # The store timestamps of whole entries' bytes (each checked), for a file
+        # of fixed-size entries (consume queue, key index): exact record bounds.
+        self.stamps: Callable[[bytes | memoryview], list[int]] | None = None
 
     # --- positions --------------------------------------------------------------
 
@@ -307,6 +317,8 @@ class FlatFile:
             raise QueueCorrupt(f"sealed segment {segment.path} holds no message",
                                topic=self.topic, queue_id=self.queue_id)
         base = segment.path.base_offset
+        if stats.min_ts is None and self.stamps is not None:
+            stats = await self._with_unseen(segment, stats)
         record = stats.record(self.file_type, base, segment.commit_position)
         merge = self.ctx.segment_options.merge_on_seal and not segment.merged
         # The record and the note that its merge is owed land in one head write.
@@ -315,6 +327,40 @@ class FlatFile:
         self.ctx.keep_sealed(segment)
         if merge:
             self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
+
+    async def _with_unseen(self, segment: ChunkedSegment, stats: SegmentStats) -> SegmentStats:
+        """``stats`` bounded exactly: the timestamps of the bytes they took over
+        unseen (one read) folded in. If that read fails, ``stats`` as they are
+        (the record then bounds nothing, and retention reads it, see
+        :meth:`newest_timestamp`)."""
+        assert self.stamps is not None
+        length = stats.unseen or segment.commit_position
+        try:
+            stamps = self.stamps(await segment.read0(0, length))
+        except TieredStoreError as exc:
+            log.warning("%s: the timestamps of its first %d bytes cannot be read (%s): its "
+                        "record bounds none", segment.path, length, exc)
+            return stats
+        if not stamps:
+            return stats
+        seen = [] if stats.seen_min is None else [stats.seen_min]
+        return dataclasses.replace(stats, min_ts=min([*stamps, *seen]),
+                                   end_ts=max([stats.end_ts, *stamps]))
+
+    async def newest_timestamp(self, record: SegmentRecord) -> int | None:
+        """The largest timestamp in ``record``'s segment: its ``end_timestamp_ms``
+        if it bounds its timestamps (has ``min_timestamp_ms``), else read from its
+        entries (one read of the segment); None if they cannot be read."""
+        if record.HasField("min_timestamp_ms") or self.stamps is None:
+            return record.end_timestamp_ms
+        try:
+            stamps = self.stamps(await self.read(record.base_offset, record.size))
+        except TieredStoreError as exc:
+            log.warning("%s/%d: %s segment at %d: its timestamps cannot be read: %s",
+                        self.topic, self.queue_id, self.file_type.label, record.base_offset,
+                        exc)
+            return None
+        return max([record.end_timestamp_ms, *stamps])
 
     async def open_first(self) -> None:
         """Open a file that had no segment, as one more segment of this writer's

@@ -38,6 +38,11 @@ Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
 TAIL_STEP = 64  # entries read back at a time on open, for the last message's
 
 
+def entry_stamps(data: bytes | memoryview) -> list[int]:
+    """The store timestamps of the whole entries of ``data`` (:attr:`FlatFile.stamps`)."""
+    return [e.store_timestamp for e in decode_entries(data[: len(data) - len(data) % ENTRY_SIZE])]
+
+
 class KeyIndex:
     """The key index of one queue."""
 
@@ -109,6 +114,7 @@ class KeyIndex:
         entries ever, as a segment this writer adds (see :meth:`FlatFile.open_first`)."""
         flat = FlatFile(self.ctx, self.topic, self.queue_id, FileType.INDEX, self.meta)
         flat.after_merge = self._write_slots
+        flat.stamps = entry_stamps
         await (flat.open_first() if first else flat.open())
         self.flat = flat
         return flat
@@ -127,7 +133,7 @@ class KeyIndex:
         last = await self._entry_at(end - ENTRY_SIZE)
         return SegmentStats(first.offset, last.offset, first.store_timestamp,
                             max(first.store_timestamp, last.store_timestamp),
-                            (end - start) // ENTRY_SIZE)
+                            (end - start) // ENTRY_SIZE, unseen=end - start)
 
     # --- writing ---------------------------------------------------------------------
 

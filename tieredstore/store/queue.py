@@ -44,6 +44,7 @@ from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
+    decode_units,
     encode_bare_records,
     encode_record,
     tags_hash,
@@ -54,6 +55,12 @@ log = logging.getLogger(__name__)
 assert UNIT_SIZE == UNIT_ALIGN
 CATCH_UP_STEP = 1024  # records read at a time to re-derive key index entries
 CATCH_UP_BYTES = 4 * 1024 * 1024
+
+
+def unit_stamps(data: bytes | memoryview) -> list[int]:
+    """The store timestamps of consume-queue units, each one's CRC checked
+    (:attr:`FlatFile.stamps`)."""
+    return [unit.store_timestamp for unit in decode_units(data)]
 
 
 class QueueLog(QueueReading):
@@ -67,6 +74,7 @@ class QueueLog(QueueReading):
         self.meta = meta
         self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
         self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
+        self.cq.stamps = unit_stamps
         self.index = KeyIndex(ctx, topic, queue_id, meta)
         self.codec = ctx.opener  # reads records sealed with any settings
         self.next_offset = 0
@@ -152,11 +160,13 @@ class QueueLog(QueueReading):
         if self.cq._active.sealed:  # sealed, not yet recorded: its units say what it holds
             stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
                                                  self.cq.end // UNIT_SIZE)
+            stats.unseen = self.cq.end - self.cq.active_base
             await self.cq.record_sealed(self.cq._active, stats)
             await self.cq._open_next(self.cq.end)
         self.next_offset = self.cq.end // UNIT_SIZE
         self.cq.stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
                                                      self.next_offset)
+        self.cq.stats.unseen = self.cq.end - self.cq.active_base
         await self._catch_up_index()
         await self._redispatch()
         cl_first = self.meta.next_message_offset(self.cl.file_type)
@@ -551,6 +561,9 @@ class QueueLog(QueueReading):
                     end = record.base_offset + record.size
                     if record.end_timestamp_ms >= cutoff_ms or (limit is not None and
                                                                  end > limit):
+                        break
+                    newest = await flat.newest_timestamp(record)  # read if unbounded
+                    if newest is None or newest >= cutoff_ms:
                         break
                     expired.append(record)
                 if not expired:
