@@ -126,7 +126,8 @@ class KeyIndex:
     async def _stats(self, start: int, end: int) -> SegmentStats:
         """Stats of the entries in ``[start, end)`` of one segment, from the first
         and last (as the consume queue's are from its first and last unit): no
-        ``min_ts``, since the entries between may be stamped out of order."""
+        ``min_ts``, since the entries between may be stamped out of order (the
+        seal reads them: ``unseen``)."""
         if end <= start:
             return SegmentStats()
         first = await self._entry_at(start)
