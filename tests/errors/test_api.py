@@ -23,7 +23,7 @@ from tests.errors.helpers import (
     memory_config,
     raises,
 )
-from tieredstore.config import KiB, MiB, TieredStoreConfig
+from tieredstore.config import GiB, KiB, MiB, TieredStoreConfig
 from tieredstore.errors import ConfigError, InvalidArgument, InvalidArgumentType, InvalidName
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.store import MessageStore, MessageTooLarge, OffsetError, OffsetOutOfRange
@@ -230,6 +230,9 @@ CASES = cases_by_id(
     Case("P08", lambda s: MessageStore.open(TieredStoreConfig(commit_log_max_size=64 * KiB)),
          ConfigError, r"config 'max_message_size': 4 MiB cannot fit a commit-log segment "
                       r"\(commit_log_max_size = 64 KiB\)"),
+    Case("P10", lambda s: MessageStore.open(TieredStoreConfig(chunk_size=5 * GiB)),
+         ConfigError, r"config 'chunk_size': 5 GiB is too large for write_mode = 'log': a log "
+                      r"piece's length is 32 bits, so chunk_size must not exceed 4194303 KiB"),
 )
 
 

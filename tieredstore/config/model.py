@@ -16,6 +16,7 @@ from tieredstore.config.names import check_names
 from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import FetcherOptions
+from tieredstore.log.codec import MAX_PIECE_LENGTH
 from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
@@ -24,6 +25,8 @@ from tieredstore.objectstore.s3_settings import SSE_MODES, S3Settings
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.pool.options import PoolOptions
 from tieredstore.sizes import GiB, KiB, MiB
+
+MAX_LOG_PIECE = MAX_PIECE_LENGTH // KiB * KiB  # the largest chunk_size in write mode log
 
 # Smallest max_message_size: a record's framing alone is 42 bytes.
 MIN_MESSAGE_SIZE = 64
@@ -157,6 +160,12 @@ class TieredStoreConfig:
             # or a crash between two chunks of a commit would leave half a unit.
             raise ConfigError("chunk_size", "must be a multiple of 1 KiB, got "
                                             f"{human(self.chunk_size, 'bytes')}")
+        if self.write_mode == "log" and self.chunk_size > MAX_LOG_PIECE:
+            # A group commit's piece of a segment is below a chunk, and its length
+            # is a u32 in the log object's index (docs/format.md, Log objects).
+            raise ConfigError("chunk_size", f"{human(self.chunk_size, 'bytes')} is too large "
+                              "for write_mode = 'log': a log piece's length is 32 bits, so "
+                              f"chunk_size must not exceed {human(MAX_LOG_PIECE, 'bytes')}")
         if self.max_message_size > self.commit_log_max_size:
             # A record never spans two commit-log segments.
             raise ConfigError(

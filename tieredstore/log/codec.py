@@ -42,6 +42,7 @@ FOOTER_SIZE = _FOOTER.size  # 32
 TAIL_READ = 64 * KiB
 MAX_TOPIC_BYTES = 0xFFFF
 MAX_QUEUE_ID = 0xFFFF_FFFF  # an index entry's queue u32: the narrowest field a queue id has
+MAX_PIECE_LENGTH = 0xFFFF_FFFF  # an index entry's length u32
 
 
 @dataclass(frozen=True, slots=True)
