@@ -100,36 +100,3 @@ async def test_an_unknown_queue_is_still_no_such_queue(open_store: Opener) -> No
     with pytest.raises(Exception, match="no such queue"):
         await store.get("nothing", 0, 0)
     await store.close()
-
-
-async def test_lost_heads_after_retention_trimmed_every_sealed_segment_keep_the_trimmed_min(
-        open_store: Opener, backend: ObjectStore) -> None:
-    """Write mode log: retention deleted the sealed consume-queue segments (their
-    pieces may stay in log objects, kept by a long ``gc_safety_age``), then the
-    heads are lost. The rebuild neither brings the trimmed segments back nor opens
-    the consume queue at 0: the min offset stays, every message after it reads,
-    and appends go on."""
-    t0, day = 1_700_000_000_000, 24 * 3600
-    store = await open_store(write_mode="log", gc_safety_age=30 * day)
-    for offset in range(70):  # 64 units fill a consume-queue segment: it rolls
-        old = offset < 64
-        ts = t0 + offset if old else t0 + 10 * day * 1000 + offset
-        assert await store.append("orders", 0, body("orders", 0, offset), timestamp=ts) == offset
-        await store.flush()
-    assert await store.delete_expired(now=t0 / 1000 + 10 * day) >= 1
-    assert await store.min_offset("orders", 0) == 64
-    await store.close()
-    await backend.delete_many(await heads(backend))
-
-    for _ in range(2):  # the rebuild's open, then a plain reopen of what it wrote
-        store = await open_store(write_mode="log", gc_safety_age=30 * day)
-        assert await store.min_offset("orders", 0) == 64
-        count = await store.max_offset("orders", 0)
-        got = await store.get("orders", 0, 64, max_count=100)
-        assert [m.offset for m in got] == list(range(64, count))
-        assert all(m.body == body("orders", 0, m.offset) for m in got)
-        assert await store.append("orders", 0, body("orders", 0, count),
-                                   timestamp=t0 + 10 * day * 1000 + count) == count
-        await store.flush()
-        assert not store.corrupt
-        await store.close()
