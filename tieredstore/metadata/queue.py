@@ -35,7 +35,7 @@ leaves exactly that page at the key the next open computes: it is adopted
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from tieredstore.errors import ConfigError
 from tieredstore.filetype import FileType
@@ -200,12 +200,8 @@ class QueueMetadata(QueueWriter):
         records: Iterable[pb.SegmentRecord],
         *,
         properties: Mapping[str, str | None] | PropertyUpdate | None = None,
-        trimmed: Collection[FileType] = (),
     ) -> int:
         """Append records in order with one head write (and the pages they fill).
-
-        ``trimmed`` file types have ``first`` moved past all their records in the
-        same head write (a rebuild's record of what retention deleted).
 
         For bulk loads. Pages are cut where single appends would cut them.
         Nothing is written unless every record is in order, nor when no record
@@ -236,12 +232,6 @@ class QueueMetadata(QueueWriter):
                     )
                     state.last_page_hash = ref.page_hash
                     pages.append(NewPage(file_type, ref, outcome.page, data))
-            for file_type in trimmed:
-                state = find_state(head, check_file_type(file_type))
-                if state is not None and state.HasField("last"):
-                    first = first_after_all(state)
-                    state.first_base_offset = first.base_offset
-                    state.first_message_offset = first.message_offset
             if applied or dict(head.properties) != dict(self._head.properties):
                 await self._commit(head, pages)
             return applied

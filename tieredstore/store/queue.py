@@ -146,7 +146,7 @@ class QueueLog(QueueReading):
             found.update(properties.merging_set(file_type, bases))
         if rebuilt.index_from is not None:
             found.update(properties.index_from_update(rebuilt.index_from))
-        await self.meta.append_many(records, properties=found, trimmed=rebuilt.trimmed)
+        await self.meta.append_many(records, properties=found)
         log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
                     len(records), "".join(f"; {n}" for n in rebuilt.notes))

@@ -60,9 +60,6 @@ class Rebuilt:
     merging: dict[FileType, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     index_from: int | None = None  # the first offset the key index covers, if any
-    # Files whose first record is the span retention deleted before a run that
-    # has no sealed segment: recorded trimmed (see :func:`_trimmed_span`).
-    trimmed: set[FileType] = field(default_factory=set)
 
     @property
     def found(self) -> bool:
@@ -71,26 +68,17 @@ class Rebuilt:
 
 async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                         file_type: FileType) -> list[int]:
-    """Base offsets of the segments a file has in the bucket (one paged LIST): those
-    with data (chunks or a merged object), and the newest segment if its bytes are
-    pieces of the broker's log alone (loaded at the open). Pieces of an older
-    segment are spent (a seal takes every piece into chunks first): a segment
-    retention deleted, whose zero-byte entries alone are listed, is not brought
-    back by pieces of it that log objects still hold."""
+    """Base offsets of the segments a file has in the bucket (one paged LIST), and
+    of those whose bytes are pieces of the broker's log (loaded at the open)."""
     prefix = ctx.segment_path(topic, queue_id, file_type, 0).file_prefix
-    bases: set[int] = set()
-    listed = -1  # the newest segment listed, data or zero-byte entries alone
+    bases: set[int] = set(ctx.log.bases(topic, queue_id, file_type) if ctx.log else ())
     async for page in ctx.store.list_pages(prefix):
         for info in page:
-            base = parse_segment_dir(info.key[len(prefix):].partition("/")[0])
-            if base is None:
+            if not info.size:  # fences and seals alone: a segment retention deleted
                 continue
-            listed = max(listed, base)
-            if info.size:  # fences and seals alone: a segment retention deleted
+            base = parse_segment_dir(info.key[len(prefix):].partition("/")[0])
+            if base is not None:
                 bases.add(base)
-    pieces = ctx.log.bases(topic, queue_id, file_type) if ctx.log else []
-    if pieces and max(pieces) >= listed:
-        bases.add(max(pieces))
     return sorted(bases)
 
 
@@ -298,35 +286,5 @@ async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt
     await _cq_records(cq, out)
     cq_end = max((s.path.base_offset + s.commit_position for s in cq.segments), default=0)
     await _cl_records(cl, cq, cq_end // UNIT_SIZE, out)
-    index = await _open_run(ctx, topic, queue_id, FileType.INDEX, out)
-    await _index_records(index, out)
-    for file_type, run in ((FileType.CONSUME_QUEUE, cq), (FileType.COMMIT_LOG, cl),
-                           (FileType.INDEX, index)):
-        await _trimmed_span(file_type, run, cq_end // UNIT_SIZE, out)
+    await _index_records(await _open_run(ctx, topic, queue_id, FileType.INDEX, out), out)
     return out
-
-
-async def _trimmed_span(file_type: FileType, run: _File, next_offset: int,
-                        out: Rebuilt) -> None:
-    """A run of no sealed segment whose active one starts past 0: every segment
-    before it was deleted by retention. Nothing else would say where the file
-    goes on (a writer opens the segment after the last record, 0 without one):
-    a record of the span ``[0, base)`` before it, recorded trimmed."""
-    if out.records.get(file_type) or not run.segments:
-        return
-    seg = run.segments[0]
-    base = seg.path.base_offset
-    if base == 0:
-        return
-    first = next_offset  # the active segment's first message offset
-    if file_type is FileType.CONSUME_QUEUE:
-        first = base // UNIT_SIZE
-    elif file_type is FileType.COMMIT_LOG:
-        found = await _record_at(seg, 0)
-        first = found[1] if found is not None else first
-    elif seg.commit_position >= ENTRY_SIZE:
-        first = next(decode_entries(await seg.read0(0, ENTRY_SIZE))).offset
-    if first < 1:
-        return
-    out.records[file_type] = [SegmentStats(0, first - 1, 0, 0, first).record(file_type, 0, base)]
-    out.trimmed.add(file_type)
