@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.log import LogSnapshot
 from tieredstore.metadata import SegmentRecord
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
@@ -38,7 +37,7 @@ from tieredstore.segment.path import parse_segment_dir
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
 from tieredstore.store.keyindex import ENTRY_SIZE, decode_entries
-from tieredstore.store.keys import log_path, parse_segment_key
+from tieredstore.store.keys import parse_segment_key
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -47,7 +46,7 @@ from tieredstore.store.record import (
     record_head,
     record_size,
 )
-from tieredstore.store.view import listed_queues, open_metadata
+from tieredstore.store.view import listed_queues, load_log, open_metadata
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
     or a merged object (one paged LIST of the whole store prefix). What a
     writer's open finds, for checks and repair."""
     segments: dict[tuple[str, int], set[tuple[FileType, int]]] = {}
-    log = await LogSnapshot.load(store, log_path(config))
+    log = await load_log(store, config)
     for queue in log.queues():
         segments[queue] = {(file_type, base) for file_type, base, _ in log.of_queue(*queue)}
     prefix = f"{config.key_prefix}/" if config.key_prefix else ""
