@@ -23,7 +23,7 @@ from tieredstore.metadata import QueueMetadata, SegmentRecord, pb_type
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.store import properties
 from tieredstore.store.context import StoreContext
-from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.flatreader import FlatReader
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,8 @@ class SegmentStats:
         )
 
 
-class FlatFile:
-    """The segments of one queue's file of one type."""
+class FlatFile(FlatReader[ChunkedSegment]):
+    """The segments of one queue's file of one type, written and read."""
 
     def __init__(
         self, ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
@@ -101,7 +101,7 @@ class FlatFile:
         self.topic = topic
         self.queue_id = queue_id
         self.file_type = file_type
-        self.meta = meta
+        self.meta = self.records = meta
         self.max_size = ctx.max_size(file_type)
         self.active: ChunkedSegment | None = None
         self.stats = SegmentStats()
@@ -137,12 +137,6 @@ class FlatFile:
     def committed_end(self) -> int:
         """Bytes durable in the object store."""
         return self.active_base + self._active.commit_position
-
-    @property
-    def first(self) -> int:
-        """The first live position (earlier segments were deleted)."""
-        recorded = self.meta.first(self.file_type).base_offset
-        return min(recorded, self.active_base)
 
     # --- opening -----------------------------------------------------------------
 
@@ -272,8 +266,7 @@ class FlatFile:
 
     def _check_fits(self, size: int) -> None:
         if size > self.max_size:
-            raise QueueCorrupt(f"{size}-byte entry exceeds the segment size {self.max_size}",
-                               topic=self.topic, queue_id=self.queue_id)
+            raise self._corrupt(f"{size}-byte entry exceeds the segment size {self.max_size}")
 
     def _added(self, offset: int, timestamp: int) -> None:
         if self.stats.count == 0:
@@ -305,8 +298,8 @@ class FlatFile:
             await self.ctx.pool.flush(segment)
             leftover = await self.ctx.pool.detach(segment)
             if leftover:
-                raise QueueCorrupt(f"{len(leftover)} bytes could not be committed before "
-                                   "rolling", topic=self.topic, queue_id=self.queue_id)
+                raise self._corrupt(f"{len(leftover)} bytes could not be committed before "
+                                    "rolling")
             await segment.seal(merge=False)
         await self.record_sealed(segment, self.stats)
         await self._open_next(segment.path.base_offset + segment.commit_position)
@@ -314,8 +307,7 @@ class FlatFile:
     async def record_sealed(self, segment: ChunkedSegment, stats: SegmentStats) -> None:
         """Record a sealed segment in the metadata and start its merge."""
         if stats.count == 0:
-            raise QueueCorrupt(f"sealed segment {segment.path} holds no message",
-                               topic=self.topic, queue_id=self.queue_id)
+            raise self._corrupt(f"sealed segment {segment.path} holds no message")
         base = segment.path.base_offset
         if stats.min_ts is None and self.stamps is not None:
             stats = await self._with_unseen(segment, stats)
@@ -415,54 +407,25 @@ class FlatFile:
             await self.meta.set_properties(lambda current: properties.merging_update(
                 current, self.file_type, remove=bases))
 
-    # --- reading -------------------------------------------------------------------
+    # --- reading (the rules are FlatReader's) ------------------------------------------
 
-    async def locate(self, position: int) -> tuple[ChunkedSegment, int]:
-        """The segment holding ``position`` and where it ends (flat positions)."""
-        active = self._active
-        if position >= self.active_base:
-            return active, self.end
-        record = await self.meta.find_by_base_offset(self.file_type, position)
-        if record is None:
-            raise OffsetOutOfRange(
-                f"{self.file_type.label} position {position} is no longer stored "
-                f"(first live position {self.first})",
-                topic=self.topic, queue_id=self.queue_id)
-        path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type,
-                                     record.base_offset)
-        segment = await self.ctx.open_sealed(path)
-        if segment.commit_position != record.size:
-            raise QueueCorrupt(
-                f"segment {path} holds {segment.commit_position} bytes, "
-                f"its record says {record.size}",
-                topic=self.topic, queue_id=self.queue_id)
-        return segment, record.base_offset + record.size
+    @property
+    def next_base(self) -> int:
+        return self.active_base
 
-    async def unrecorded(self) -> list[tuple[int, int]]:
-        """The active segment's ``[start, end)``, if it holds bytes (a key lookup
-        reads it whole)."""
-        return [(self.active_base, self.end)] if self.end > self.active_base else []
+    async def _tail(self, reach: int) -> list[tuple[ChunkedSegment, int]]:
+        return [(self._active, self.end)]
 
-    async def view_end(self, position: int) -> int:
-        """Where a ``view`` :meth:`read` from ``position`` stops being one view
-        (``FileSegment.view_end``); for bytes the pool copies, the segment's end."""
-        segment, end = await self.locate(position)
-        base = segment.path.base_offset
-        if position - base >= segment.commit_position:
-            return end
-        return min(end, base + segment.view_end(position - base))
+    async def _recorded(self, record: SegmentRecord) -> ChunkedSegment:
+        segment = await self.ctx.open_sealed(self.ctx.segment_path(
+            self.topic, self.queue_id, self.file_type, record.base_offset))
+        problem = self._size_problem(segment, record)
+        if problem is not None:
+            raise self._corrupt(problem)
+        return segment
 
-    async def read(self, position: int, length: int, *, span: bool = False,
-                   view: bool = False) -> bytes | memoryview:
-        """Bytes ``[position, position + length)``, which must lie in one segment
-        (``span``: just these bytes, unchecked, see ``FileSegment.read_span0``;
-        ``view``: maybe a view, see ``FileSegment.read_view0``)."""
-        segment, end = await self.locate(position)
-        if position + length > end:
-            raise OffsetOutOfRange(
-                f"{self.file_type.label} read [{position}, {position + length}) crosses the "
-                f"segment end {end}", topic=self.topic, queue_id=self.queue_id)
-        local = position - segment.path.base_offset
+    async def _read(self, segment: ChunkedSegment, local: int, length: int, *, span: bool,
+                    view: bool) -> bytes | memoryview:
         if segment is self.active:
             return await self.ctx.pool.read(segment, local, length, span=span, view=view)
         read = segment.read_span0 if span else segment.read_view0 if view else segment.read0

@@ -94,7 +94,7 @@ class KeyIndex:
         last: int | None = None
         stored: set[int] = set()
         while end > flat.first:
-            segment, _ = await flat.locate(end - ENTRY_SIZE)
+            segment, _ = await flat.segment_at(end - ENTRY_SIZE)
             begin = max(segment.path.base_offset, end - TAIL_STEP * ENTRY_SIZE)
             for entry in reversed(list(decode_entries(await flat.read(begin, end - begin)))):
                 if last is None:

@@ -66,6 +66,9 @@ def unit_stamps(data: bytes | memoryview) -> list[int]:
 class QueueLog(QueueReading):
     """The flat files of one queue and the offsets over them."""
 
+    cl: FlatFile
+    cq: FlatFile
+
     def __init__(self, ctx: StoreContext, topic: str, queue_id: int, meta: QueueMetadata
                  ) -> None:
         self.ctx = ctx
@@ -476,10 +479,6 @@ class QueueLog(QueueReading):
     # --- offsets -------------------------------------------------------------------------
 
     @property
-    def min_offset(self) -> int:
-        return self.cq.first // UNIT_SIZE
-
-    @property
     def max_offset(self) -> int:
         """The next offset to be appended."""
         return self.next_offset
@@ -517,30 +516,6 @@ class QueueLog(QueueReading):
                                    p.unit.size) for p in self._pending.keyed()
                         if q.key in p.keys and q.in_range(p.unit.store_timestamp)]
         return await self.index.candidates(q) + undispatched
-
-    async def consume_queue_segment(self, position: int) -> tuple[int, int]:
-        segment, end = await self.cq.locate(position)
-        return segment.path.base_offset, end
-
-    async def read_consume_queue(self, position: int, length: int) -> bytes | memoryview:
-        return await self.cq.read(position, length)
-
-    @property
-    def tail_offset(self) -> int:
-        return self.cq.active_base // UNIT_SIZE
-
-    async def commit_log_segment_end(self, position: int) -> int:
-        return (await self.cl.locate(position))[1]
-
-    async def commit_log_view_end(self, position: int) -> int:
-        return await self.cl.view_end(position)
-
-    async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
-        # Its callers decode the records and keep copies: a view will do.
-        return await self.cl.read(position, length, view=True)
-
-    async def read_commit_log_span(self, position: int, length: int) -> bytes | memoryview:
-        return await self.cl.read(position, length, span=True)
 
     # --- retention -------------------------------------------------------------------------
 

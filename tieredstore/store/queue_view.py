@@ -28,6 +28,9 @@ class QueueView(QueueReading):
     """One queue, read-only: offsets, ``get`` and ``offset_for_time`` as the store
     answers them (the same code), over what is durable in the bucket."""
 
+    cl: FlatView
+    cq: FlatView
+
     def __init__(self, topic: str, queue_id: int, meta: QueueMetadata, cl: FlatView,
                  cq: FlatView, *, index: FlatView | None = None) -> None:
         self.topic = topic
@@ -63,10 +66,6 @@ class QueueView(QueueReading):
         return view
 
     @property
-    def min_offset(self) -> int:
-        return self.cq.first // UNIT_SIZE
-
-    @property
     def max_offset(self) -> int:
         """One past the last offset whose consume-queue unit is durable."""
         return self.cq.end // UNIT_SIZE
@@ -75,36 +74,9 @@ class QueueView(QueueReading):
     def clean_from(self) -> int:
         return properties.clean_from(self.meta.properties)
 
-    @property
-    def tail_offset(self) -> int:
-        return self.cq.next_base // UNIT_SIZE
-
-    async def commit_log_segment_end(self, position: int) -> int:
-        return (await self.cl.locate(position)).end
-
-    async def commit_log_view_end(self, position: int) -> int:
-        view = await self.cl.locate(position)
-        local = position - view.base
-        if view.state is None or local >= view.layout.size:
-            return view.end  # its read raises, or reads past the listing
-        return min(view.end, view.base + view.layout.unit_end(local))
-
-    async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
-        return await self.cl.read(position, length)
-
-    async def read_commit_log_span(self, position: int, length: int) -> bytes | memoryview:
-        return await self.cl.read(position, length, span=True)
-
     async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
         return await self.stored_units(start, min(end, self.max_offset), chained=chained)
-
-    async def consume_queue_segment(self, position: int) -> tuple[int, int]:
-        view = await self.cq.locate(position)
-        return view.base, view.end
-
-    async def read_consume_queue(self, position: int, length: int) -> bytes | memoryview:
-        return await self.cq.read(position, length)
 
     async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
         index = self.index

@@ -3,7 +3,9 @@
 One implementation for every reader of a queue: the store's own
 (:class:`tieredstore.store.queue.QueueLog`, which also sees what is still
 buffered) and the read-only views of the CLI, which see only what is durable
-in the bucket. Subclasses say where units and commit-log bytes come from.
+in the bucket. Both read their flat files through
+:class:`~tieredstore.store.flatreader.FlatReader`; subclasses say which
+offsets they hold and where their units come from.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import functools
 import logging
 from collections.abc import Collection
 from operator import itemgetter
+from typing import Any
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import FileType, QueueMetadata
 from tieredstore.store.bykey import KeyQuery, query
 from tieredstore.store.checks import ScanStop, record_problem, scan_records
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.keyindex import IndexEntry
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -42,11 +46,13 @@ REBUILT_UNITS_KEPT = 1 << 20  # units rebuilt from the commit log, kept per queu
 
 
 class QueueReading(abc.ABC):
-    """``get`` and ``offset_for_time`` of one queue."""
+    """``get`` and ``offset_for_time`` of one queue, over its flat files."""
 
     topic: str
     queue_id: int
     meta: QueueMetadata
+    cl: FlatReader[Any]  # the commit log
+    cq: FlatReader[Any]  # the consume queue
     codec: RecordOpener | None = None  # opens compressed or encrypted records
 
     @functools.cached_property
@@ -55,9 +61,9 @@ class QueueReading(abc.ABC):
         return {}
 
     @property
-    @abc.abstractmethod
     def min_offset(self) -> int:
         """The first offset still stored."""
+        return self.cq.first // UNIT_SIZE
 
     @property
     @abc.abstractmethod
@@ -65,22 +71,23 @@ class QueueReading(abc.ABC):
         """One past the last offset this reader sees."""
 
     @property
-    @abc.abstractmethod
     def tail_offset(self) -> int:
         """The first offset of the consume queue's segment not yet recorded."""
+        return self.cq.next_base // UNIT_SIZE
 
     @abc.abstractmethod
     async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)`` (``chained``: for a
         caller that checks each against its record, see :func:`decode_units`)."""
 
-    @abc.abstractmethod
     async def consume_queue_segment(self, position: int) -> tuple[int, int]:
         """Where the consume-queue segment holding ``position`` starts and ends."""
+        segment, end = await self.cq.segment_at(position)
+        return segment.path.base_offset, end
 
-    @abc.abstractmethod
     async def read_consume_queue(self, position: int, length: int) -> bytes | memoryview:
         """Consume-queue bytes, within one segment, every unit checked."""
+        return await self.cq.read(position, length)
 
     async def stored_units(self, start: int, stop: int, *, chained: bool = False
                            ) -> list[CqUnit]:
@@ -178,25 +185,26 @@ class QueueReading(abc.ABC):
             return self.unit_of_record(found.data, position, offset)
         raise self._corrupt(f"no record at commit-log byte {position}")
 
-    @abc.abstractmethod
     async def commit_log_segment_end(self, position: int) -> int:
         """Where the commit-log segment holding ``position`` ends."""
+        return (await self.cl.segment_at(position))[1]
 
-    @abc.abstractmethod
     async def commit_log_view_end(self, position: int) -> int:
         """Where the commit-log bytes read from ``position`` stop coming back as
         one view of what the reader holds (the end of the unit holding it, at
         most the segment's end): a read up to there is not copied, a read across
         it is joined."""
+        return await self.cl.view_end(position)
 
-    @abc.abstractmethod
     async def read_commit_log(self, position: int, length: int) -> bytes | memoryview:
-        """Commit-log bytes, within one segment, every unit checked."""
+        """Commit-log bytes, within one segment, every unit checked: maybe a view
+        (its callers decode the records and keep copies)."""
+        return await self.cl.read(position, length, view=True)
 
     async def read_commit_log_span(self, position: int, length: int) -> bytes | memoryview:
         """Commit-log bytes, within one segment, read alone (not the whole units
         around them) where the store can: the caller checks every record."""
-        return await self.read_commit_log(position, length)
+        return await self.cl.read(position, length, span=True)
 
     async def get_by_tags(self, offset: int, tags: Collection[str], max_count: int,
                           max_bytes: int = 4 * 1024 * 1024, max_scan: int = MAX_SCAN

@@ -22,7 +22,6 @@ import asyncio
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
@@ -49,7 +48,8 @@ from tieredstore.segment.path import (
 )
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
-from tieredstore.store.errors import NoSuchQueue, OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.errors import NoSuchQueue
+from tieredstore.store.flatreader import FlatReader, SegmentRecords
 from tieredstore.store.keys import log_path, metadata_root, segment_path
 
 OPEN_CONCURRENCY = 16
@@ -228,24 +228,6 @@ async def recorded_segments(store: ObjectStore, config: TieredStoreConfig, topic
     return sum([len([r async for r in meta.records(t)]) for t in meta.file_types])
 
 
-class SegmentRecords(Protocol):
-    """Where a flat file's sealed segments are recorded: the queue metadata
-    (:class:`QueueMetadata` is one), or the segments a read plan took from it."""
-
-    def next_base_offset(self, file_type: FileType) -> int:
-        """Where the first segment not recorded begins."""
-        ...
-
-    def first(self, file_type: FileType) -> First:
-        """The first live record (its base offset)."""
-        ...
-
-    async def find_by_base_offset(self, file_type: FileType, position: int
-                                  ) -> pb.SegmentRecord | None:
-        """The record of the segment holding ``position``, if one does."""
-        ...
-
-
 class PlannedSegments:
     """The segments of one flat file a plan took from the metadata, as
     ``(base, size)`` in order; the last is ``(base, None)`` when it was the
@@ -280,13 +262,14 @@ class PlannedSegments:
 RELISTS = 2  # a merge in flight: the chunks, then possibly the chunks again
 
 
-class FlatView:
+class FlatView(FlatReader[SegmentView]):
     """One queue's flat file of one type, read-only.
 
     Sealed segments are found through their records (the queue metadata, or a
-    read plan); the segments from ``next_base_offset`` on (the active one, and
-    one sealed but not yet recorded if a writer stopped between the two) by
-    listing, when first needed.
+    read plan); the segments from ``next_base`` on (the active one, and one
+    sealed but not yet recorded if a writer stopped between the two) by
+    listing, when first needed. A segment that cannot be read is a view with
+    no state (``locate`` returns it, a read raises its error).
     """
 
     def __init__(self, store: ObjectStore, config: TieredStoreConfig, records: SegmentRecords,
@@ -302,8 +285,12 @@ class FlatView:
         self.log = log
         self.tail: list[SegmentView] = []
         self._sealed: dict[int, SegmentView] = {}
-        self.next_base = records.next_base_offset(self.file_type)
+        self._next_base = records.next_base_offset(self.file_type)
         self._relisted = False  # the tail listed again after a fresh load of the log
+
+    @property
+    def next_base(self) -> int:
+        return self._next_base
 
     async def open(self) -> None:
         """List the segments from ``next_base`` on (once)."""
@@ -321,76 +308,52 @@ class FlatView:
     def path_of(self, base: int) -> SegmentPath:
         return segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
 
-    async def unrecorded(self) -> list[tuple[int, int]]:
-        """``[start, end)`` of the listed segments past the records that hold bytes."""
-        await self.open()
-        return [(v.base, v.end) for v in self.tail if v.state is not None and v.end > v.base]
-
-    @property
-    def first(self) -> int:
-        """The first live position (earlier segments were trimmed)."""
-        return min(self.records.first(self.file_type).base_offset, self.next_base)
-
     @property
     def end(self) -> int:
-        last = self.tail[-1]
-        return last.base if last.state is None else last.end
-
-    def _corrupt(self, message: str) -> QueueCorrupt:
-        return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)
+        return self.tail[-1].end
 
     async def locate(self, position: int, length: int = 1) -> SegmentView:
-        """The segment holding ``position`` (and, if stored, the ``length`` bytes
-        from it: a read past the last listed byte lists the tail again, once)."""
-        if position >= self.next_base:
+        """The segment holding ``position`` (see :meth:`segment_at`)."""
+        return (await self.segment_at(position, length))[0]
+
+    async def _tail(self, reach: int) -> list[tuple[SegmentView, int]]:
+        await self.open()
+        if reach > self.end and self.log is not None and not self._relisted:
+            # The bytes a unit listed after the log's load points to may be in a
+            # newer log object (docs/format.md, "Reading the log").
+            self._relisted = True
+            self.log = await self.log.reload()
+            self.tail = []
             await self.open()
-            if position + length > self.end and self.log is not None and not self._relisted:
-                # The bytes a unit listed after the log's load points to may be in a
-                # newer log object (docs/format.md, "Reading the log").
-                self._relisted = True
-                self.log = await self.log.reload()
-                self.tail = []
-                await self.open()
-        for view in self.tail:
-            if view.base <= position < view.end or (view is self.tail[-1]
-                                                     and position >= view.base):
-                return view
-        record = await self.records.find_by_base_offset(self.file_type, position)
-        if record is None:
-            raise OffsetOutOfRange(f"{self.file_type.label} position {position} is not "
-                                   f"stored (first live position {self.first})",
-                                   topic=self.topic, queue_id=self.queue_id)
+        return [(view, view.end) for view in self.tail]
+
+    async def _recorded(self, record: pb.SegmentRecord) -> SegmentView:
         sealed = self._sealed.get(record.base_offset)
         if sealed is None:
             sealed = await open_segment(self.store, self.path_of(record.base_offset))
             sealed.record = record
-            if sealed.state is not None and sealed.size != record.size:
-                sealed.error = (f"segment {sealed.path} holds {sealed.size} bytes, "
-                                f"its record says {record.size}")
-                sealed.state = None
+            problem = None if sealed.state is None else self._size_problem(sealed, record)
+            if problem is not None:
+                sealed.state, sealed.error = None, problem
             self._sealed[record.base_offset] = sealed
         return sealed
 
-    async def read(self, position: int, length: int, *, span: bool = False
-                   ) -> bytes | memoryview:
-        """Bytes ``[position, position + length)`` of one segment, every unit checked
-        (``span``: just these bytes, unchecked, see ``SegmentReader.read_span``)."""
-        view = await self.locate(position, length)
-        if view.state is None:
-            raise self._corrupt(view.error)
-        if position + length > view.end:
-            raise self._corrupt(f"{self.file_type.label} read [{position}, "
-                                f"{position + length}) crosses the segment end {view.end}")
+    def _problem(self, segment: SegmentView) -> str | None:
+        return segment.error if segment.state is None else None
+
+    async def _read(self, segment: SegmentView, local: int, length: int, *, span: bool,
+                    view: bool) -> bytes | memoryview:
+        """Every read may be a view; one that finds chunks gone lists them again."""
         for relists in range(RELISTS + 1):
             try:
                 read = self.reader.read_span if span else self.reader.read
-                return await read(view.path, view.layout, position - view.base, length)
+                return await read(segment.path, segment.layout, local, length)
             except ChunkMissing:
                 # A live writer's merge replaced the chunks since they were listed
                 # (listed again while the merge deleted them: once more).
                 if relists == RELISTS:
                     raise
-                await self._relist(view)
+                await self._relist(segment)
         raise AssertionError("unreachable")
 
     async def _relist(self, view: SegmentView) -> None:
