@@ -13,9 +13,9 @@ never a wrong answer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tieredstore.errors import (
     IntegrityError,
@@ -24,9 +24,10 @@ from tieredstore.errors import (
     TieredStoreError,
 )
 from tieredstore.metadata import QueueMetadata, SegmentRecord
-from tieredstore.objectstore.base import ByteRange, ObjectStore
-from tieredstore.segment import FileType, SegmentPath
+from tieredstore.objectstore.base import ByteRange
+from tieredstore.segment import FileType
 from tieredstore.segment.path import SLOTS_NAME
+from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.keyindex import (
     IndexEntry,
     check_items,
@@ -68,19 +69,7 @@ class KeyQuery:
         return self.begin_ms <= timestamp <= self.end_ms
 
 
-class IndexReads(Protocol):
-    """A queue's index flat file as a lookup reads it (the writer's or a view's)."""
-
-    async def read(self, position: int, length: int) -> bytes | memoryview: ...
-
-    async def unrecorded(self) -> list[tuple[int, int]]:
-        """``[start, end)`` of each segment not yet recorded (the active one), in
-        order: the segments from the first ``start`` on, as of the call."""
-        ...
-
-
-async def find_entries(store: ObjectStore, path_of: Callable[[int], SegmentPath],
-                       meta: QueueMetadata, index: IndexReads, q: KeyQuery
+async def find_entries(meta: QueueMetadata, index: FlatReader[Any], q: KeyQuery
                        ) -> list[IndexEntry]:
     """Entries of the key's hash stamped in the range: from the slot objects of
     the sealed segments whose time range meets it, and the unrecorded segments
@@ -96,8 +85,7 @@ async def find_entries(store: ObjectStore, path_of: Callable[[int], SegmentPath]
         if recorded_end is not None and record.base_offset >= recorded_end:
             break
         if _may_hold(record, q):
-            found.extend(await _in_sealed(store, path_of(record.base_offset), index, record,
-                                          q.hash))
+            found.extend(await _in_sealed(index, record, q.hash))
     for start, end in unrecorded:
         found.extend(e for e in decode_entries(await index.read(start, end - start))
                      if e.key_hash == q.hash)
@@ -113,11 +101,11 @@ def _may_hold(record: SegmentRecord, q: KeyQuery) -> bool:
     return record.min_timestamp_ms <= q.end_ms and record.end_timestamp_ms >= q.begin_ms
 
 
-async def _in_sealed(store: ObjectStore, path: SegmentPath, index: IndexReads,
-                     record: SegmentRecord, wanted: int) -> list[IndexEntry]:
+async def _in_sealed(index: FlatReader[Any], record: SegmentRecord, wanted: int
+                     ) -> list[IndexEntry]:
     """A sealed segment's entries of hash ``wanted``: two ranged GETs of its
     slot object, or the whole segment if it has none (yet) or it is damaged."""
-    key = path.base_dir + SLOTS_NAME
+    key, store = index.path_of(record.base_offset).base_dir + SLOTS_NAME, index.store
     slots = slot_count(record.size)
     try:
         first, end, crc = parse_directory(await store.get(

@@ -97,7 +97,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         self, ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
         meta: QueueMetadata,
     ) -> None:
-        self.ctx = ctx
+        self.ctx, self.store, self.config = ctx, ctx.store, ctx.config
         self.topic = topic
         self.queue_id = queue_id
         self.file_type = file_type
@@ -148,11 +148,10 @@ class FlatFile(FlatReader[ChunkedSegment]):
         before its record. The caller then records it (it knows the stats) and
         calls :meth:`roll`.
         """
-        base = self.meta.next_base_offset(self.file_type)
-        path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
+        path = self.path_of(self.meta.next_base_offset(self.file_type))
         # claim: a writer that still has it open (one we replace) is fenced.
         self.active = await ChunkedSegment.open(
-            self.ctx.store, path, options=self.ctx.options_for(self.file_type),
+            self.store, path, options=self.ctx.options_for(self.file_type),
             reader=self.ctx.fetcher,
             claim=True,
         )
@@ -161,8 +160,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         owed = properties.merging(self.meta.properties, self.file_type)
         await self.forget_merges({b for b in owed if b < first})  # trimmed since
         for base in (b for b in owed if b >= first):
-            sealed = await self.ctx.open_sealed(
-                self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base))
+            sealed = await self.ctx.open_sealed(self.path_of(base))
             self.ctx.spawn(self._merge(sealed), f"merge {sealed.path}")
 
     # --- writing ------------------------------------------------------------------
@@ -368,7 +366,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
             await self._open_next(self.end)
 
     async def _open_next(self, base: int) -> None:
-        path = self.ctx.segment_path(self.topic, self.queue_id, self.file_type, base)
+        path = self.path_of(base)
         # repair=False: a next segment with entries is a newer writer's, and ours to
         # leave alone (repairing it raced that writer's merge: a HEAD of a chunk its
         # cleanup had just deleted failed this store's append with ObjectNotFound).
@@ -417,8 +415,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         return [(self._active, self.end)]
 
     async def _recorded(self, record: SegmentRecord) -> ChunkedSegment:
-        segment = await self.ctx.open_sealed(self.ctx.segment_path(
-            self.topic, self.queue_id, self.file_type, record.base_offset))
+        segment = await self.ctx.open_sealed(self.path_of(record.base_offset))
         problem = self._size_problem(segment, record)
         if problem is not None:
             raise self._corrupt(problem)

@@ -14,10 +14,13 @@ from __future__ import annotations
 import abc
 from typing import Generic, Protocol, TypeVar
 
+from tieredstore.config import TieredStoreConfig
 from tieredstore.metadata import First
 from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
+from tieredstore.store.keys import segment_path
 
 
 class SegmentRecords(Protocol):
@@ -53,6 +56,8 @@ S = TypeVar("S", bound=Segment)
 class FlatReader(abc.ABC, Generic[S]):
     """Positions of one flat file to its segments, and reads of them."""
 
+    store: ObjectStore
+    config: TieredStoreConfig
     records: SegmentRecords
     topic: str
     queue_id: int
@@ -80,6 +85,9 @@ class FlatReader(abc.ABC, Generic[S]):
     def _problem(self, segment: S) -> str | None:
         """Why ``segment`` cannot be read, if it cannot."""
         return None
+
+    def path_of(self, base: int) -> SegmentPath:
+        return segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
 
     @property
     def first(self) -> int:
@@ -112,9 +120,10 @@ class FlatReader(abc.ABC, Generic[S]):
         return await self._recorded(record), record.base_offset + record.size
 
     async def unrecorded(self) -> list[tuple[int, int]]:
-        """``[start, end)`` of the tail's segments that hold bytes (a key lookup
-        reads them whole). The writer's does not wait: nothing appended between
-        its caller's look at what is pending and this is missed."""
+        """``[start, end)`` of the tail's segments that hold bytes, in order, as of
+        the call (a key lookup reads them whole). The writer's does not wait:
+        nothing appended between its caller's look at what is pending and this
+        is missed."""
         return [(segment.path.base_offset, end) for segment, end in await self._tail(0)
                 if self._problem(segment) is None and end > segment.path.base_offset]
 

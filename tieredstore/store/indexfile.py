@@ -222,9 +222,5 @@ class KeyIndex:
         found = [e for d, _, _ in self._pending for e in decode_entries(d)
                  if e.key_hash == q.hash and q.in_range(e.store_timestamp)]
         if self.flat is not None:
-            found += await find_entries(
-                self.ctx.store,
-                lambda base: self.ctx.segment_path(self.topic, self.queue_id, FileType.INDEX,
-                                                   base),
-                self.meta, self.flat, q)
+            found += await find_entries(self.meta, self.flat, q)
         return found

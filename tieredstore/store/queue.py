@@ -550,8 +550,7 @@ class QueueLog(QueueReading):
                 # way fails on the missing chunks; what it leaves GC collects).
                 await flat.forget_merges({r.base_offset for r in expired})
                 for record in expired:
-                    path = self.ctx.segment_path(self.topic, self.queue_id, flat.file_type,
-                                                 record.base_offset)
+                    path = flat.path_of(record.base_offset)
                     self.ctx.expired(path)
                     self.ctx.fetcher.forget(path)
                     # Its fences stay: a writer this one replaced may still hold the

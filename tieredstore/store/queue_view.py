@@ -79,8 +79,5 @@ class QueueView(QueueReading):
         return await self.stored_units(start, min(end, self.max_offset), chained=chained)
 
     async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
-        index = self.index
-        if index is None:
-            return []
-        return await find_entries(index.store, index.path_of, self.meta, index, q)
+        return [] if self.index is None else await find_entries(self.meta, self.index, q)
 

@@ -305,9 +305,6 @@ class FlatView(FlatReader[SegmentView]):
                 continue
             break
 
-    def path_of(self, base: int) -> SegmentPath:
-        return segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
-
     @property
     def end(self) -> int:
         return self.tail[-1].end
