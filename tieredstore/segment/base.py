@@ -67,12 +67,6 @@ class FileSegment(abc.ABC):
         of what the segment's reader holds, alive while the view is."""
         return await self.read0(position, length)
 
-    def view_end(self, position: int) -> int:
-        """Where bytes :meth:`read_view0` reads from ``position`` stop being one
-        view (a read across it is joined: a copy). This default: the commit
-        position."""
-        return self.commit_position
-
     async def read_span0(self, position: int, length: int) -> bytes:
         """As :meth:`read0`, for a reader that checks the bytes itself and wants a
         few records out of large units (see ``SegmentReader.read_span``): segments

@@ -547,10 +547,6 @@ class ChunkedSegment(FileSegment):
         # docstring inherited
         return await self._read(self.reader.read, position, length)
 
-    def view_end(self, position: int) -> int:
-        # docstring inherited: the end of the reader's unit holding ``position``
-        return self._layout.unit_end(position)
-
     async def read_span0(self, position: int, length: int) -> bytes:
         # docstring inherited
         return _kept(await self._read(self.reader.read_span, position, length))

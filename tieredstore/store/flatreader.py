@@ -128,10 +128,10 @@ class FlatReader(abc.ABC, Generic[S]):
                 if self._problem(segment) is None and end > segment.path.base_offset]
 
     async def view_end(self, position: int) -> int:
-        """Where a ``view`` :meth:`read` from ``position`` stops being one view (the
-        end of the unit holding it, at most the segment's end); for bytes past
-        the stored units (the pool's), or a segment that cannot be read, the
-        segment's end."""
+        """Where a ``view`` :meth:`read` from ``position`` stops being one view (a
+        read across it is joined: a copy): the end of the unit holding it, at
+        most the segment's end; for bytes past the stored units (the pool's), or
+        a segment that cannot be read, the segment's end."""
         segment, end = await self.segment_at(position)
         base = segment.path.base_offset
         layout = segment.layout
