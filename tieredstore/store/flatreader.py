@@ -110,8 +110,11 @@ class FlatReader(abc.ABC, Generic[S]):
         tail listed before the ``length`` bytes from it were stored is listed
         again (a view's, once)."""
         if position >= self.next_base:
-            *before, last = await self._tail(position + length)
-            return next(((s, end) for s, end in before if position < end), last)
+            tail = await self._tail(position + length)
+            for segment, end in tail:
+                if position < end:
+                    return segment, end
+            return tail[-1]
         record = await self.records.find_by_base_offset(self.file_type, position)
         if record is None:
             raise OffsetOutOfRange(f"{self.file_type.label} position {position} is not "
