@@ -1,11 +1,11 @@
 """FlatFile: one queue's file of one type (commit log or consume queue) as segments.
 
-Positions are bytes of the whole flat file. Sealed segments are found through
-the queue metadata (``find_by_base_offset``), the active one is held open and
-written through the upload buffer pool. Rolling flushes the active segment,
-seals it without merging (durable at once), records it in the metadata, and
-leaves the merge to a background task; a ``merging.<type>`` head property
-lists merges not yet finished, so that the next open resumes them.
+Read as every flat file is (:class:`~tieredstore.store.flatreader.FlatReader`:
+sealed segments through the queue metadata, the tail is the active segment,
+held open and written through the upload buffer pool). Rolling flushes the
+active segment, seals it without merging (durable at once), records it in the
+metadata, and leaves the merge to a background task; a ``merging.<type>`` head
+property lists merges not yet finished, so that the next open resumes them.
 """
 
 from __future__ import annotations
