@@ -29,16 +29,13 @@ class SegmentRecords(Protocol):
 
     def next_base_offset(self, file_type: FileType) -> int:
         """Where the first segment not recorded begins."""
-        ...
 
     def first(self, file_type: FileType) -> First:
         """The first live record (its base offset)."""
-        ...
 
     async def find_by_base_offset(self, file_type: FileType, position: int
                                   ) -> pb.SegmentRecord | None:
         """The record of the segment holding ``position``, if one does."""
-        ...
 
 
 class Segment(Protocol):
