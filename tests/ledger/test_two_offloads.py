@@ -60,10 +60,10 @@ from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed import ManagedLedgerPath, sweep_offloads
 from tieredstore.ledger.managed import attempt as attempt_mod
 from tieredstore.ledger.managed.codec import decode_head, offload_uuid
-from tieredstore.ledger.managed.sweep import BESIDE_MERGED, UNREFERENCED
 from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment.chunked import ChunkedSegment
+from tieredstore.segment.garbage import BESIDE_MERGED, UNREFERENCED
 
 NAME = "tenant/ns/persistent/topic"
 ROOT = "managed-ledgers"
@@ -148,7 +148,7 @@ class Owners:
         now = datetime.now(UTC) + (LATER if later else timedelta())
         found = await sweep_offloads(self.newer_offloader, self.store, root=ROOT,
                                      safety_age=SAFETY_AGE, now=now)
-        return [g.kind for g in found]
+        return [g.kind for g in found.found]
 
 
 def owners(tmp_path: Path, *, store: ObjectStore | None = None,
@@ -478,5 +478,6 @@ async def test_the_sweep_reads_every_managed_ledger_and_its_pages(tmp_path: Path
     await offloader.offload(other, orphan, {})  # ledger 0 again, as a dead writer left it
     now = datetime.now(UTC) + LATER
     found = await sweep_offloads(offloader, store, root=ROOT, safety_age=SAFETY_AGE, now=now)
-    assert [(g.kind, g.ledger_id, g.uuid) for g in found] == [(UNREFERENCED, 0, orphan)]
+    assert [(g.kind, g.key) for g in found.found] == [
+        (UNREFERENCED, offloader.locate(0, orphan).attempt_prefix)]
     assert sorted(await offload_objects(store)) == sorted(recorded)

@@ -1,11 +1,14 @@
-"""``tieredstore gc``: delete what no queue metadata references, or list it.
+"""``tieredstore gc``: delete what nothing needs, or list it.
 
 One pass of the garbage collection the store also runs in the background
 (``gc_interval``): segments below a queue's first live record (a retention
 pass that crashed before its deletes), data chunks and sealed markers beside
 a merged object, multipart uploads begun before the safety age (a merge
-whose writer died), the local backend's temporary files. Anything younger
-than ``--safety-age`` seconds (default ``gc_safety_age``) is left alone.
+whose writer died), log objects with nothing live and log fences of every
+broker of the cluster (running or not; never a log's newest entry), the
+offload attempts no managed ledger records with their uploads, and the local
+backend's temporary files. Anything younger than ``--safety-age`` seconds
+(default ``gc_safety_age``) is left alone.
 
 Read-only on metadata: it never claims a queue, so it is safe beside a live
 writer. ``--dry-run`` lists what a pass would delete and deletes nothing.
@@ -17,6 +20,7 @@ import argparse
 
 from tieredstore import sync
 from tieredstore.config import YEAR, TieredStoreConfig
+from tieredstore.ledger import offload_garbage
 from tieredstore.store import GcReport, collect_garbage
 
 from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
@@ -25,7 +29,8 @@ from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
 async def gc(config: TieredStoreConfig, *, dry_run: bool, safety_age: float) -> GcReport:
     store = open_existing_store(config)
     try:
-        return await collect_garbage(store, config, safety_age=safety_age, dry_run=dry_run)
+        return await collect_garbage(store, config, safety_age=safety_age, dry_run=dry_run,
+                                     finders=[offload_garbage(config, store)])
     finally:
         await store.close()
 

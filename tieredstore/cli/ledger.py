@@ -91,16 +91,16 @@ async def _sweep(host: LedgerHost, config: TieredStoreConfig, ml: ManagedLedger 
     attempts; with no ``ml`` (a dry run), list the attempts only."""
     dry_run = ml is None
     local = [] if ml is None else await ml.delete_offloaded_local_copies()
-    garbage = await sweep_offloads(host.offloader, host.store, root=config.ledger_root,
-                                   safety_age=config.gc_safety_age, dry_run=dry_run)
+    report = await sweep_offloads(host.offloader, host.store, root=config.ledger_root,
+                                  safety_age=config.gc_safety_age, dry_run=dry_run)
     if ml is None:
         print("local copies: left alone (a dry run does not take the managed ledger over)")
     else:
         print(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
-    print(f"offload garbage {'would delete' if dry_run else 'deleted'}: {len(garbage)} "
-          "item(s)")
-    for item in garbage:
-        print(f"  {item.kind}: ledger {item.ledger_id} attempt {item.uuid}")
+    print(f"offload garbage {'would delete' if dry_run else 'deleted'}: "
+          f"{len(report.found)} item(s)")
+    for item in report.found:
+        print(f"  {item.kind}: {item.key} ({item.detail})")
     return EXIT_OK
 
 

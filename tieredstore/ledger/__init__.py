@@ -12,6 +12,7 @@ from tieredstore.ledger.compose import (
     LedgerHost,
     ledger_dir,
     managed_ledger_config,
+    offload_garbage,
     offload_namespace,
     offload_options,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "LedgerHost",
     "ledger_dir",
     "managed_ledger_config",
+    "offload_garbage",
     "offload_namespace",
     "offload_options",
     "sweep_offloads",

@@ -4,9 +4,12 @@ ledger store and offloader a host (or ``tieredstore ledger``) opens."""
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid as uuid_mod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import managed_ledger_pb2 as pb
@@ -23,8 +26,10 @@ from tieredstore.ledger.managed import (
     state,
 )
 from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.sweep import find_offload_garbage
 from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
 from tieredstore.objectstore import ObjectStore
+from tieredstore.segment.garbage import Garbage
 
 
 def managed_ledger_config(config: TieredStoreConfig) -> ManagedLedgerConfig:
@@ -48,6 +53,15 @@ def offload_options(config: TieredStoreConfig) -> OffloadOptions:
     """How offloads are written (``offload_*``, the store's ``chunk_size``)."""
     return OffloadOptions(block_size=config.offload_block_size, chunk_size=config.chunk_size,
                           namespace=offload_namespace(config))
+
+
+def offload_garbage(config: TieredStoreConfig, store: ObjectStore
+                    ) -> Callable[[datetime], Awaitable[list[Garbage]]]:
+    """The offload attempts no managed ledger under ``ledger_root`` records, and
+    their leftovers and uploads (:func:`find_offload_garbage`), as a finder of
+    the store's garbage collection (``finders``)."""
+    offloader = SegmentLedgerOffloader(store, options=offload_options(config))
+    return functools.partial(find_offload_garbage, offloader, store, root=config.ledger_root)
 
 
 def ledger_dir(config: TieredStoreConfig) -> str:

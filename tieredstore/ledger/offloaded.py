@@ -32,8 +32,9 @@ from tieredstore.ledger.user_metadata import check_format_version
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions
 from tieredstore.segment.layout import SegmentLayout
+from tieredstore.segment.listing import SegmentState
 from tieredstore.segment.reader import SegmentReader
-from tieredstore.segment.recovery import SegmentState, read_merged_units
+from tieredstore.segment.recovery import read_merged_units
 from tieredstore.sizes import MiB
 
 DEFAULT_SCAN_BYTES = 1 * MiB

@@ -1,16 +1,26 @@
-"""Segments: keys, layouts, chunked segments with merge on seal, recovery."""
+"""Segments: keys, the one listing of their directories, layouts, chunked segments
+with merge on seal, recovery."""
 
 from tieredstore.filetype import FileType
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.chunked import ChunkedSegment
 from tieredstore.segment.cleanup import destroy_segment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
+from tieredstore.segment.listing import (
+    SegmentListing,
+    SegmentState,
+    classify,
+    group_segments,
+    list_file,
+    list_segment,
+    segment_of_key,
+)
 from tieredstore.segment.merge import MergeStats
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import SegmentPath, validate_name
 from tieredstore.segment.planner import PartKind, PlannedPart, plan_merge
 from tieredstore.segment.reader import DirectReader, SegmentReader, fetch_unit
-from tieredstore.segment.recovery import SegmentState, recover_segment
+from tieredstore.segment.recovery import recover_segment
 
 __all__ = [
     "ChunkRef",
@@ -22,13 +32,19 @@ __all__ = [
     "PartKind",
     "PlannedPart",
     "SegmentLayout",
+    "SegmentListing",
     "SegmentOptions",
     "SegmentPath",
     "SegmentReader",
     "SegmentState",
+    "classify",
     "destroy_segment",
+    "group_segments",
+    "list_file",
+    "list_segment",
     "fetch_unit",
     "plan_merge",
     "recover_segment",
+    "segment_of_key",
     "validate_name",
 ]

@@ -51,6 +51,7 @@ from tieredstore.segment.base import FileSegment
 from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
 from tieredstore.segment.conditional import create_entry, create_marker
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with
+from tieredstore.segment.listing import SegmentState
 from tieredstore.segment.merge import MergeStats, merge_chunks
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import EntryId, SegmentPath
@@ -59,7 +60,6 @@ from tieredstore.segment.recovery import (
     FENCE_ENTRY,
     SEAL_ENTRY,
     Recovered,
-    SegmentState,
     recover_segment,
 )
 

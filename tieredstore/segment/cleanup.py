@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from tieredstore.errors import ObjectNotFound
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.segment.path import SegmentPath, parse_chunk_name
+from tieredstore.segment.listing import list_segment
+from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.recovery import ENTRY_METADATA_KEY, SEAL_ENTRY
 
 
@@ -21,17 +22,16 @@ async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
     must find it taken (retention keeps them; GC removes them after its
     safety age, see docs/format.md).
     """
-    for upload in await store.list_multipart_uploads(path.base_dir):
+    listing = await list_segment(store, path, uploads=True)
+    for upload in listing.uploads:
         await store.abort_multipart(upload.key, upload.upload_id)
-    keys = [o.key for o in await store.list_all(path.base_dir)
-            if not (keep_fences and o.size == 0
-                    and parse_chunk_name(o.key[len(path.base_dir):]) is not None)]
-    merged = [k for k in keys if k == path.merged_key]
-    marker = [k for k in keys if k == path.sealed_key]
-    rest = sorted((k for k in keys if k not in (path.merged_key, path.sealed_key)), reverse=True)
-    if merged:
+    fences = {c.key for c in listing.chunks if not c.size} if keep_fences else set()
+    rest = sorted((o.key for o in listing.objects if o.key not in fences
+                   and o is not listing.merged and o is not listing.marker), reverse=True)
+    marker = [listing.marker.key] if listing.marker is not None else []
+    if listing.merged is not None:
         await store.delete_many(rest + marker)
-        await store.delete_many(merged)
+        await store.delete_many([listing.merged.key])
     else:
         await store.delete_many(marker)
         await store.delete_many(rest)

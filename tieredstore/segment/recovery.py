@@ -21,7 +21,6 @@ logged and reported in ``foreign``, never read and never deleted.
 
 from __future__ import annotations
 
-import enum
 import json
 import logging
 from collections.abc import Sequence
@@ -31,14 +30,8 @@ from tieredstore.errors import CorruptSegment, InvalidRequest, ObjectNotFound
 from tieredstore.objectstore.base import ByteRange, ObjectInfo, ObjectStore, UploadInfo
 from tieredstore.objectstore.reads import read_again_if, read_intact
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
-from tieredstore.segment.path import (
-    MERGED_NAME,
-    SEALED_NAME,
-    SLOTS_NAME,
-    EntryId,
-    SegmentPath,
-    parse_chunk_name,
-)
+from tieredstore.segment.listing import SegmentListing, SegmentState, list_segment
+from tieredstore.segment.path import EntryId, SegmentPath, parse_chunk_name
 from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer, decode_table
 
 log = logging.getLogger(__name__)
@@ -49,22 +42,6 @@ ENTRY_METADATA_KEY = "entry"
 WRITER_METADATA_KEY = "writer"
 FENCE_ENTRY = "fence"
 SEAL_ENTRY = "seal"
-
-
-class SegmentState(enum.Enum):
-    OPEN = "open"
-    SEALING = "sealing"  # sealed marker written, merge not finished
-    SEALED = "sealed"
-
-
-@dataclass(slots=True)
-class Listing:
-    """A segment prefix's objects, sorted into what they are."""
-
-    chunks: list[ObjectInfo] = field(default_factory=list)
-    merged: ObjectInfo | None = None
-    marker: ObjectInfo | None = None
-    foreign: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -87,27 +64,6 @@ class Recovered:
     uploads: list[UploadInfo]
     series: Series = field(default_factory=Series)
     foreign: list[str] = field(default_factory=list)  # keys tieredstore did not write
-
-
-def classify(path: SegmentPath, objects: Sequence[ObjectInfo]) -> Listing:
-    """Sort a listing of ``path.base_dir``; foreign keys are set aside."""
-    listing = Listing()
-    for obj in objects:
-        name = obj.key[len(path.base_dir) :]
-        if name == MERGED_NAME:
-            listing.merged = obj
-        elif name == SEALED_NAME:
-            listing.marker = obj
-        elif parse_chunk_name(name) is not None:
-            listing.chunks.append(obj)
-        elif name == SLOTS_NAME:
-            pass  # derived from the sealed segment, read by key lookups only
-        else:
-            # Not ours: read around it (only what it displaces could be missing,
-            # and the series says so), never delete it. verify reports it.
-            listing.foreign.append(obj.key)
-    listing.chunks.sort(key=lambda o: o.key)
-    return listing
 
 
 def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo], *, holes: bool = False
@@ -235,7 +191,7 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
 
 async def _recover_once(store: ObjectStore, path: SegmentPath, *, holes: bool
                         ) -> Recovered | None:
-    listing = classify(path, await store.list_all(path.base_dir))
+    listing = await list_segment(store, path)
     recovered = await _from_listing(store, path, listing, holes=holes)
     if recovered is not None and listing.foreign:
         log.warning("%s: ignoring object(s) tieredstore did not write: %s", path,
@@ -244,10 +200,8 @@ async def _recover_once(store: ObjectStore, path: SegmentPath, *, holes: bool
     return recovered
 
 
-async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing, *,
+async def _from_listing(store: ObjectStore, path: SegmentPath, listing: SegmentListing, *,
                         holes: bool) -> Recovered | None:
-    chunk_keys = [c.key for c in listing.chunks if c.size]  # zero-byte entries stay
-    marker_keys = [listing.marker.key] if listing.marker else []
     # Uploads exist only while a seal is under way: the marker goes last.
     uploads = (
         await store.list_multipart_uploads(path.base_dir) if listing.marker is not None else []
@@ -260,7 +214,7 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: Listing,
         remains = Series(zero_keys=zero, ends_in_zero=bool(listing.chunks)
                          and not listing.chunks[-1].size)
         return Recovered(SegmentState.SEALED, SegmentLayout(units), units[-1].end if units else 0,
-                         chunk_keys + marker_keys, uploads, remains)
+                         [o.key for o in listing.leftovers], uploads, remains)
     series = chunk_series(path, listing.chunks, holes=holes)
     layout = series.layout
     if listing.marker is None:

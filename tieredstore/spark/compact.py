@@ -18,7 +18,6 @@ succeeds, but the writer's cached chunk layout of that segment goes stale.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from tieredstore import sync
@@ -27,16 +26,10 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import MetadataNotFound, QueueMetadata, QueuePath
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
-from tieredstore.segment.path import (
-    MERGED_NAME,
-    SEALED_NAME,
-    parse_chunk_name,
-    parse_segment_dir,
-)
 from tieredstore.spark.options import ConfigValues, config_of
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection
-from tieredstore.store import open_object_store
+from tieredstore.store import list_flat_file, open_object_store
 from tieredstore.store.keys import metadata_root, segment_path
 
 
@@ -97,18 +90,10 @@ async def _survey_file(store: ObjectStore, config: TieredStoreConfig, meta: Queu
     topic, queue_id = meta.queue.topic, meta.queue.queue_id
     live = {r.base_offset async for r in meta.records(file_type)}
     active = meta.next_base_offset(file_type)
-    prefix = segment_path(config, topic, queue_id, file_type, 0).file_prefix
-    names: defaultdict[int, list[str]] = defaultdict(list)
-    async for page in store.list_pages(prefix):
-        for info in page:
-            parts = info.key[len(prefix):].split("/")
-            base = parse_segment_dir(parts[0]) if len(parts) == 2 else None
-            if base is not None and (info.size or parse_chunk_name(parts[1]) is None):
-                names[base].append(parts[1])  # zero-byte fence and seal entries stay
     where = f"{topic}/{queue_id} {file_type.label}"
-    for base, found in sorted(names.items()):
-        chunks = sum(1 for n in found if parse_chunk_name(n) is not None)
-        marker, merged = SEALED_NAME in found, MERGED_NAME in found
+    for base, listed in (await list_flat_file(store, config, topic, queue_id, file_type)).items():
+        chunks = len(listed.data_chunks)  # zero-byte fence and seal entries stay
+        marker, merged = listed.marker is not None, listed.merged is not None
         if base >= active or not (chunks or marker):
             continue  # the active segment (or later), or merged and clean
         if base not in live:

@@ -55,6 +55,7 @@ from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
 from tieredstore.store.view import (
     SegmentView,
+    list_flat_file,
     list_segments,
     listed_queues,
     load_log,
@@ -110,6 +111,7 @@ __all__ = [
     "collect_garbage",
     "decode_record",
     "decode_unit",
+    "list_flat_file",
     "list_segments",
     "merges_owed",
     "log_path",

@@ -1,79 +1,81 @@
-"""Garbage collection: what no metadata references, older than a safety age.
+"""Garbage collection: what nothing needs, older than a safety age.
 
-A pass looks at each queue's files (commit log, consume queue, key index: one
-paged LIST per file type and one LIST of multipart uploads) against its
-metadata, read-only, and finds:
+A pass lists the store's prefix once (all pages, and its multipart uploads),
+reads the queue metadata read-only and each broker's log index, and finds
+(docs/format.md, *Garbage collection*):
 
-- **trimmed segments**: every segment below the file's first live record
-  (retention moved the first pointer, then a crash stopped its deletes);
+- **trimmed segments** of the queues looked at: every segment below its
+  file's first live record (retention moved the first pointer, then a crash
+  stopped its deletes);
 - **chunks beside a merged object**: data chunks, and the sealed marker, of
   a segment whose ``segment`` object stands (a cleanup that did not finish);
-  zero-byte fence entries stay (see docs/format.md);
+  zero-byte fence entries stay;
 - **multipart uploads** begun before the safety age (a merge whose writer
   died; a live merge finishes in far less);
-- **temporary files** the backend keeps (a local directory's ``tmp/``).
+- **log objects with nothing live**, of every broker of the cluster, running
+  or not: a data entry none of whose pieces a reader would take (each lies in
+  its segment's chunks, merged object or a longer piece, or below its file's
+  first live record), and **log fences**; never the newest entry of a log;
+- **temporary files** the backend keeps (a local directory's ``tmp/``);
+- whatever the ``finders`` passed in find (the offload attempts no managed
+  ledger records: :func:`tieredstore.ledger.offload_garbage`).
 
-It never deletes what a live writer may still reference: the first pointer
-only moves forward, so nothing below it is referenced again; a merged
-object replaces its chunks for every reader (one that listed the chunks
-lists again when one is gone); and everything younger than the safety age
-is left alone, which covers an upload in flight, a segment a concurrent
-retention pass is deleting, and a temporary file being written. Nothing at
-or after the first live record is deleted but the leftovers named above.
+It never deletes what a live writer may still need: the first pointer only
+moves forward, so nothing below it is referenced again; a merged object
+replaces its chunks for every reader (one that listed the chunks lists again
+when one is gone); a piece a reader would take keeps its log object; and
+everything younger than the safety age is left alone, which covers an upload
+in flight, a segment a concurrent retention pass is deleting, a compaction or
+consolidation in flight (a segment with a young object or piece keeps every
+piece), an idle writer's next log id (docs/format.md, *Deletion*), and a
+temporary file being written.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.metadata import QueueMetadata
+from tieredstore.errors import CorruptSegment, TieredStoreError
+from tieredstore.log import LogPath, LogSnapshot, log_of_key
+from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore
-from tieredstore.segment import FileType, destroy_segment
-from tieredstore.segment.path import (
-    MERGED_NAME,
-    SEALED_NAME,
+from tieredstore.segment import (
+    ChunkRef,
+    FileType,
+    SegmentListing,
     SegmentPath,
-    parse_chunk_name,
-    parse_segment_dir,
+    SegmentState,
+    classify,
+    group_segments,
 )
-from tieredstore.store.keys import segment_path
+from tieredstore.segment.garbage import (
+    BESIDE_MERGED,
+    DEAD_LOG,
+    LOG_FENCE,
+    TEMPORARY,
+    TRIMMED,
+    UPLOAD,
+    Garbage,
+    GcReport,
+    beside_merged,
+    collect,
+    stale_uploads,
+)
+from tieredstore.segment.layout import continue_with
+from tieredstore.segment.recovery import chunk_series
+from tieredstore.store.keys import metadata_root
 from tieredstore.store.view import listed_queues, open_metadata
+
+__all__ = ["BESIDE_MERGED", "DEAD_LOG", "LOG_FENCE", "TEMPORARY", "TRIMMED", "UPLOAD",
+           "Finder", "Garbage", "GcReport", "collect_garbage", "find_garbage"]
 
 log = logging.getLogger(__name__)
 
-TRIMMED = "trimmed segment"
-BESIDE_MERGED = "chunk beside a merged object"
-UPLOAD = "multipart upload"
-TEMPORARY = "temporary file"
-
-
-@dataclass(frozen=True, slots=True)
-class Garbage:
-    """One thing a pass deletes: its kind, its key (a segment's directory for a
-    trimmed segment, ``key#upload-id`` for an upload), and why."""
-
-    kind: str
-    key: str
-    detail: str
-    segment: SegmentPath | None = None  # a trimmed segment's path
-
-
-@dataclass
-class GcReport:
-    found: list[Garbage] = field(default_factory=list)
-    deleted: int = 0
-    dry_run: bool = False
-
-    def by_kind(self) -> dict[str, int]:
-        counts: dict[str, int] = defaultdict(int)
-        for item in self.found:
-            counts[item.kind] += 1
-        return dict(counts)
+Finder = Callable[[datetime], Awaitable[list[Garbage]]]
+"""Finds more garbage, older than the cutoff it is given (the ledger's offloads)."""
 
 
 def _old(info: ObjectInfo, cutoff: datetime) -> bool:
@@ -81,92 +83,145 @@ def _old(info: ObjectInfo, cutoff: datetime) -> bool:
 
 
 async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
-                       queues: Iterable[QueueMetadata], *, safety_age: float,
-                       now: datetime | None = None) -> list[Garbage]:
+                       queues: Iterable[QueueMetadata], *, cutoff: datetime,
+                       finders: Sequence[Finder] = ()) -> list[Garbage]:
     """Everything a pass would delete, without deleting it."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
+    prefix = f"{config.key_prefix}/" if config.key_prefix else ""
+    objects = await store.list_all(prefix)
+    segments = group_segments(config.key_prefix, objects,
+                              await store.list_multipart_uploads(prefix))
+    metas = {(m.queue.topic, m.queue.queue_id): m for m in queues}
     found: list[Garbage] = []
-    for meta in queues:
-        topic, queue_id = meta.queue.topic, meta.queue.queue_id
-        for file_type in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX):
-            first = meta.first(file_type).base_offset
-            path = segment_path(config, topic, queue_id, file_type)
-            prefix = path.file_prefix
-            found += _segments(path, first, await store.list_all(prefix), cutoff)
-            for upload in await store.list_multipart_uploads(prefix):
-                if upload.initiated is not None and upload.initiated < cutoff:
-                    found.append(Garbage(UPLOAD, f"{upload.key}#{upload.upload_id}",
-                                         f"begun {upload.initiated:%Y-%m-%d %H:%M:%S}Z"))
-    for name in await store.stale_temporary_files(cutoff):
-        found.append(Garbage(TEMPORARY, name, "left by a writer that was killed"))
+    for path, listing in sorted(segments.items()):
+        meta = metas.get((path.topic, path.queue_id))
+        if meta is not None and (path.cluster, path.broker) == (config.cluster, config.broker):
+            found += _segment_garbage(listing, meta.first(path.file_type).base_offset, cutoff)
+    found += await _log_garbage(store, config, objects=objects, segments=segments,
+                                metas=metas, cutoff=cutoff)
+    found += [Garbage(TEMPORARY, name, "left by a writer that was killed", temporary=True)
+              for name in await store.stale_temporary_files(cutoff)]
+    for finder in finders:
+        found += await finder(cutoff)
     return found
 
 
-def _segments(path: SegmentPath, first: int, objects: Sequence[ObjectInfo],
-              cutoff: datetime) -> list[Garbage]:
-    prefix = path.file_prefix
-    groups: dict[int, list[ObjectInfo]] = defaultdict(list)
+def _segment_garbage(listing: SegmentListing, first: int, cutoff: datetime) -> list[Garbage]:
+    path = listing.path
+    if path.base_offset < first:
+        if not listing.older_than(cutoff):
+            return []
+        return [Garbage(TRIMMED, path.base_dir, f"{len(listing.objects)} object(s) below the "
+                        f"first live segment at {first}", segment=path)]
+    return beside_merged(listing, cutoff) + stale_uploads(listing.uploads, cutoff)
+
+
+async def _log_garbage(store: ObjectStore, config: TieredStoreConfig, *,
+                       objects: Sequence[ObjectInfo],
+                       segments: dict[SegmentPath, SegmentListing],
+                       metas: dict[tuple[str, int], QueueMetadata],
+                       cutoff: datetime) -> list[Garbage]:
+    """Every broker's log entries, but the newest, that nothing needs."""
+    logs: dict[str, tuple[LogPath, list[ObjectInfo]]] = {}
     for info in objects:
-        directory, _, _name = info.key[len(prefix):].partition("/")
-        base = parse_segment_dir(directory)
-        if base is not None:
-            groups[base].append(info)
-    out: list[Garbage] = []
-    for base, infos in sorted(groups.items()):
-        segment = path.with_base_offset(base)
-        directory = segment.base_dir
-        if base < first:
-            if all(_old(i, cutoff) for i in infos):
-                out.append(Garbage(TRIMMED, directory,
-                                   f"{len(infos)} object(s) below the first live segment "
-                                   f"at {first}", segment))
+        path = log_of_key(info.key, config.key_prefix)
+        if path is not None and path.cluster == config.cluster:
+            logs.setdefault(path.directory, (path, []))[1].append(info)
+    firsts = _Firsts(store, config, metas)
+    found: list[Garbage] = []
+    for path, entries in (logs[d] for d in sorted(logs)):
+        entries.sort(key=lambda e: e.key)
+        old = {e.key: e for e in entries[:-1] if _old(e, cutoff)}  # never the newest
+        if not old:
             continue
-        names = {i.key[len(directory):]: i for i in infos}
-        if MERGED_NAME not in names:
+        try:
+            live = await _live_log_objects(store, path, segments=segments, firsts=firsts,
+                                           cutoff=cutoff, old=set(old))
+        except TieredStoreError as exc:
+            log.warning("garbage collection leaves %s alone: %s", path.directory, exc)
             continue
-        for name, info in sorted(names.items()):
-            stale = name == SEALED_NAME or (parse_chunk_name(name) is not None and info.size)
-            if stale and _old(info, cutoff):
-                out.append(Garbage(BESIDE_MERGED, info.key, f"{info.size} bytes"))
-    return out
+        for key, entry in old.items():
+            if not entry.size:
+                found.append(Garbage(LOG_FENCE, key, "a newer entry stands", keys=(key,)))
+            elif key not in live:
+                found.append(Garbage(DEAD_LOG, key, f"{entry.size} bytes", keys=(key,)))
+    return found
 
 
-async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
-    """Delete what :func:`find_garbage` found; returns how many items went."""
-    deleted = 0
-    beside = [g.key for g in found if g.kind == BESIDE_MERGED]
-    markers = [k for k in beside if k.endswith("/" + SEALED_NAME)]
-    await store.delete_many([k for k in beside if k not in markers])
-    await store.delete_many(markers)  # the marker last, as a merge's cleanup does
-    deleted += len(beside)
-    for item in found:
-        if item.segment is not None:
-            await destroy_segment(store, item.segment)
-        elif item.kind == UPLOAD:
-            key, _, upload_id = item.key.rpartition("#")
-            await store.abort_multipart(key, upload_id)
-        else:
-            continue
-        deleted += 1
-    temporary = [g.key for g in found if g.kind == TEMPORARY]
-    await store.delete_temporary_files(temporary)
-    return deleted + len(temporary)
+class _Firsts:
+    """Each queue's first live base offset per file type, read-only (0 when its
+    metadata cannot be read: then nothing is taken as trimmed)."""
+
+    def __init__(self, store: ObjectStore, config: TieredStoreConfig,
+                 metas: dict[tuple[str, int], QueueMetadata]) -> None:
+        self.store, self.config = store, config
+        self.metas: dict[tuple[str, str, int], QueueMetadata | None] = {
+            (config.broker, topic, queue_id): meta for (topic, queue_id), meta in metas.items()}
+
+    async def first(self, path: SegmentPath) -> int:
+        key = (path.broker, path.topic, path.queue_id)
+        if key not in self.metas:
+            root = metadata_root(self.config.replace(broker=path.broker))
+            try:
+                self.metas[key] = await QueueMetadata.open_read_only(
+                    self.store, QueuePath(root, path.topic, path.queue_id))
+            except TieredStoreError:
+                self.metas[key] = None
+        meta = self.metas[key]
+        return 0 if meta is None else meta.first(path.file_type).base_offset
+
+
+async def _live_log_objects(store: ObjectStore, path: LogPath, *,
+                            segments: dict[SegmentPath, SegmentListing], firsts: _Firsts,
+                            cutoff: datetime, old: set[str]) -> set[str]:
+    """The keys of ``path``'s log objects holding a piece a reader would take.
+    The log is loaded after the segments were listed: a piece compacted in
+    between is taken (kept), never the other way round."""
+    snapshot = await LogSnapshot.load(store, path)
+    live: set[str] = set()
+    for topic, queue_id in sorted(snapshot.queues()):
+        pieces: dict[tuple[FileType, int], list[ChunkRef]] = {}
+        for file_type, base, unit in snapshot.of_queue(topic, queue_id):
+            pieces.setdefault((file_type, base), []).append(unit)
+        for (file_type, base), units in pieces.items():
+            seg = SegmentPath(path.cluster, path.broker, topic, queue_id, file_type, base,
+                              path.prefix)
+            if base < await firsts.first(seg):
+                continue  # trimmed: nothing reads it again
+            live |= _taken(segments.get(seg) or classify(seg, ()), units, cutoff, old)
+    return live
+
+
+def _taken(listing: SegmentListing, units: list[ChunkRef], cutoff: datetime,
+           old: set[str]) -> set[str]:
+    """The log objects holding a piece a reader of the segment would take, as
+    the view continues its chunks (:func:`continue_with`); every one while the
+    segment or a piece's object is younger than the cutoff, or it is damaged."""
+    keys = {u.key for u in units}
+    if not listing.older_than(cutoff) or not keys <= old:
+        return keys
+    if listing.merged is not None:
+        return set()  # a seal takes every piece into chunks first
+    try:
+        layout = chunk_series(listing.path, listing.chunks).layout
+        rest = continue_with(layout, units, sealed=listing.state is not SegmentState.OPEN)
+    except (CorruptSegment, ValueError):
+        return keys
+    left = {id(u) for u in rest}
+    return {u.key for u in units if id(u) not in left}
 
 
 async def collect_garbage(store: ObjectStore, config: TieredStoreConfig,
                           queues: Iterable[QueueMetadata] | None = None, *,
                           safety_age: float, dry_run: bool = False,
-                          now: datetime | None = None) -> GcReport:
-    """Find what no metadata references and is older than ``safety_age`` seconds,
-    and (unless ``dry_run``) delete it. ``queues``: the metadata of the queues to
+                          now: datetime | None = None,
+                          finders: Sequence[Finder] = ()) -> GcReport:
+    """Find what nothing needs and is older than ``safety_age`` seconds, and
+    (unless ``dry_run``) delete it. ``queues``: the metadata of the queues to
     look at; if None, every queue whose metadata the bucket holds, read-only
     (never claiming one: safe beside a live writer)."""
     if queues is None:
         queues = [await open_metadata(store, config, topic, queue_id)
                   for topic, queue_id in await listed_queues(store, config)]
-    found = await find_garbage(store, config, queues, safety_age=safety_age, now=now)
-    report = GcReport(found, dry_run=dry_run)
-    if not dry_run and found:
-        report.deleted = await delete_garbage(store, found)
-        log.info("garbage collection deleted %d item(s): %s", report.deleted, report.by_kind())
-    return report
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
+    found = await find_garbage(store, config, queues, cutoff=cutoff, finders=finders)
+    return await collect(store, found, dry_run=dry_run)

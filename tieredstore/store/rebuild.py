@@ -32,12 +32,16 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import SegmentRecord
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions
-from tieredstore.segment.path import parse_segment_dir
+from tieredstore.segment import (
+    ChunkedSegment,
+    FileType,
+    SegmentOptions,
+    group_segments,
+    list_file,
+)
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
 from tieredstore.store.keyindex import ENTRY_SIZE, decode_entries
-from tieredstore.store.keys import parse_segment_key
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
@@ -69,16 +73,10 @@ async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                         file_type: FileType) -> list[int]:
     """Base offsets of the segments a file has in the bucket (one paged LIST), and
     of those whose bytes are pieces of the broker's log (loaded at the open)."""
-    prefix = ctx.segment_path(topic, queue_id, file_type, 0).file_prefix
     bases: set[int] = set(ctx.log.bases(topic, queue_id, file_type) if ctx.log else ())
-    async for page in ctx.store.list_pages(prefix):
-        for info in page:
-            if not info.size:  # fences and seals alone: a segment retention deleted
-                continue
-            base = parse_segment_dir(info.key[len(prefix):].partition("/")[0])
-            if base is not None:
-                bases.add(base)
-    return sorted(bases)
+    listed = await list_file(ctx.store, ctx.segment_path(topic, queue_id, file_type, 0))
+    # Fences and seals alone: a segment retention deleted.
+    return sorted(bases | {base for base, seg in listed.items() if seg.holds_bytes})
 
 
 async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
@@ -93,14 +91,10 @@ async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
     for queue in log.queues():
         segments[queue] = {(file_type, base) for file_type, base, _ in log.of_queue(*queue)}
     prefix = f"{config.key_prefix}/" if config.key_prefix else ""
-    async for page in store.list_pages(prefix):
-        for info in page:
-            if not info.size:  # fences and seals alone: a segment retention deleted
-                continue
-            parsed = parse_segment_key(config, info.key)
-            if parsed is not None:
-                topic, queue_id, file_type, base = parsed
-                segments.setdefault((topic, queue_id), set()).add((file_type, base))
+    for path, listed in group_segments(config.key_prefix, await store.list_all(prefix)).items():
+        if listed.holds_bytes and (path.cluster, path.broker) == (config.cluster, config.broker):
+            segments.setdefault((path.topic, path.queue_id), set()).add(
+                (path.file_type, path.base_offset))
     return {queue: len(found) for queue, found in sorted(segments.items())}
 
 

@@ -82,7 +82,7 @@ async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView) -
     listed = await list_flat_file(store, config, flat.topic, flat.queue_id, flat.file_type)
     recorded = [s for base, s in listed.items() if flat.first <= base < flat.next_base]
     tail = [v for v in flat.tail if v.size]
-    chunks = sum(s.chunks for base, s in listed.items() if base >= flat.first)
+    chunks = sum(len(s.data_chunks) for base, s in listed.items() if base >= flat.first)
     unmerged = sum(1 for s in recorded if s.state is not SegmentState.SEALED) + \
         sum(1 for v in tail if v.state is SegmentState.SEALING)
     return FlatSummary(len(recorded) + len(tail), flat.end - flat.first, chunks, unmerged)

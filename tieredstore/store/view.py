@@ -37,15 +37,17 @@ from tieredstore.metadata import (
 )
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectInfo, ObjectStore
-from tieredstore.segment import ChunkRef, FileType, SegmentLayout, SegmentPath, SegmentState
-from tieredstore.segment.layout import continue_with
-from tieredstore.segment.path import (
-    MERGED_NAME,
-    SEALED_NAME,
-    EntryId,
-    parse_chunk_name,
-    parse_segment_dir,
+from tieredstore.segment import (
+    ChunkRef,
+    FileType,
+    SegmentLayout,
+    SegmentListing,
+    SegmentPath,
+    SegmentState,
+    list_file,
 )
+from tieredstore.segment.layout import continue_with
+from tieredstore.segment.path import EntryId
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.errors import NoSuchQueue
@@ -130,12 +132,8 @@ async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: st
     """Every segment of one flat file that has objects, by base offset, trimmed
     ones (deletion still pending) included; open ones continued by their pieces
     in ``log`` (loaded before this call), one that is only in the log too."""
-    prefix = segment_path(config, topic, queue_id, file_type).file_prefix
-    groups: dict[int, list[ObjectInfo]] = {}
-    for info in await store.list_all(prefix):
-        base = parse_segment_dir(info.key[len(prefix):].split("/", 1)[0])
-        if base is not None:
-            groups.setdefault(base, []).append(info)
+    groups = {base: listed.objects for base, listed in (await list_flat_file(
+        store, config, topic, queue_id, file_type)).items()}
     for base in log.bases(topic, queue_id, file_type) if log else ():
         groups.setdefault(base, [])
     limit = asyncio.Semaphore(OPEN_CONCURRENCY)
@@ -150,33 +148,10 @@ async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: st
     return list(await asyncio.gather(*(one(b) for b in sorted(groups))))
 
 
-@dataclass(frozen=True, slots=True)
-class ListedSegment:
-    """One segment as its object names show it: its state (a ``segment`` object
-    means merged, a ``sealed`` marker alone a seal under way) and its chunk
-    objects holding bytes (fence and seal entries are empty)."""
-
-    state: SegmentState
-    chunks: int
-
-
 async def list_flat_file(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                         queue_id: int, file_type: FileType) -> dict[int, ListedSegment]:
+                         queue_id: int, file_type: FileType) -> dict[int, SegmentListing]:
     """Each segment of one flat file by base, from one paged LIST (no GET)."""
-    prefix = segment_path(config, topic, queue_id, file_type).file_prefix
-    names: dict[int, set[str]] = {}
-    chunks: dict[int, int] = {}
-    for info in await store.list_all(prefix):
-        directory, _, name = info.key[len(prefix):].partition("/")
-        base = parse_segment_dir(directory)
-        if base is not None:
-            names.setdefault(base, set()).add(name)
-            if info.size and parse_chunk_name(name) is not None:
-                chunks[base] = chunks.get(base, 0) + 1
-    return {base: ListedSegment(SegmentState.SEALED if MERGED_NAME in found else
-                                SegmentState.SEALING if SEALED_NAME in found else
-                                SegmentState.OPEN, chunks.get(base, 0))
-            for base, found in sorted(names.items())}
+    return await list_file(store, segment_path(config, topic, queue_id, file_type))
 
 
 async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: str,

@@ -7,7 +7,6 @@ from tieredstore.ledger.managed.metadata import DEFAULT_PAGE_SIZE, ManagedLedger
 from tieredstore.ledger.managed.position import Position
 from tieredstore.ledger.managed.sources import LedgerCopy
 from tieredstore.ledger.managed.sweep import (
-    OffloadGarbage,
     find_offload_garbage,
     recorded_offloads,
     referenced_offloads,
@@ -22,7 +21,6 @@ __all__ = [
     "ManagedLedgerConfig",
     "ManagedLedgerMetadata",
     "ManagedLedgerPath",
-    "OffloadGarbage",
     "Position",
     "ReadPriority",
     "find_offload_garbage",

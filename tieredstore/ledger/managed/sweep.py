@@ -38,10 +38,8 @@ root, another host's metadata store) would look unreferenced.
 
 from __future__ import annotations
 
-import logging
 import urllib.parse
 import uuid as uuid_mod
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -54,26 +52,17 @@ from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.state import is_offloaded
 from tieredstore.ledger.offloader import SegmentLedgerOffloader
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore, UploadInfo
-from tieredstore.segment.path import MERGED_NAME, SEALED_NAME, parse_chunk_name
-
-log = logging.getLogger(__name__)
-
-UNREFERENCED = "unreferenced attempt"
-BESIDE_MERGED = "leftover beside a merged object"
-UPLOAD = "multipart upload"
+from tieredstore.segment import classify
+from tieredstore.segment.garbage import (
+    UNREFERENCED,
+    Garbage,
+    GcReport,
+    beside_merged,
+    collect,
+    stale_uploads,
+)
 
 Attempt = tuple[int, uuid_mod.UUID]
-
-
-@dataclass(frozen=True, slots=True)
-class OffloadGarbage:
-    """What a sweep deletes: its kind, the attempt, and the keys (an upload
-    as ``key#upload-id``)."""
-
-    kind: str
-    ledger_id: int
-    uuid: uuid_mod.UUID
-    keys: tuple[str, ...]
 
 
 @dataclass
@@ -151,66 +140,41 @@ async def _list_attempts(offloader: SegmentLedgerOffloader) -> dict[Attempt, _Li
 
 
 async def find_offload_garbage(
-    offloader: SegmentLedgerOffloader, metadata_store: ObjectStore, *,
-    root: str = "managed-ledgers", safety_age: float, now: datetime | None = None,
-) -> list[OffloadGarbage]:
-    """Everything a sweep would delete, without deleting it."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
-
-    def old(when: datetime | None) -> bool:
-        return when is not None and when < cutoff
-
+    offloader: SegmentLedgerOffloader, metadata_store: ObjectStore, cutoff: datetime, *,
+    root: str = "managed-ledgers",
+) -> list[Garbage]:
+    """Everything a sweep would delete, older than ``cutoff``, without deleting it."""
     listed = await _list_attempts(offloader)  # first the objects...
     referenced = await referenced_offloads(metadata_store, root)  # ...then the metadata
-    found: list[OffloadGarbage] = []
+    found: list[Garbage] = []
     for attempt, got in sorted(listed.items()):
-        ledger_id, uuid = attempt
-        uploads = [u for u in got.uploads if old(u.initiated)]
-        upload_keys = tuple(f"{u.key}#{u.upload_id}" for u in uploads)
+        location = got.location
+        segment = classify(location.path, [o for o in got.objects
+                                           if o.key.startswith(location.path.base_dir)],
+                           got.uploads)
         if attempt not in referenced:
-            if uploads == got.uploads and all(old(o.modified) for o in got.objects):
-                keys = tuple(o.key for o in got.objects) + upload_keys
-                found.append(OffloadGarbage(UNREFERENCED, ledger_id, uuid, keys))
-            continue
-        base = got.location.path.base_dir
-        names = {o.key[len(base):]: o for o in got.objects if o.key.startswith(base)}
-        if MERGED_NAME not in names:
-            continue  # not merged yet: its owner may be writing it
-        stale = tuple(o.key for name, o in sorted(names.items())
-                      if (name == SEALED_NAME or parse_chunk_name(name) is not None)
-                      and old(o.modified))
-        if stale:
-            found.append(OffloadGarbage(BESIDE_MERGED, ledger_id, uuid, stale))
-        if upload_keys:
-            found.append(OffloadGarbage(UPLOAD, ledger_id, uuid, upload_keys))
+            others = [o for o in got.objects if o not in segment.objects]
+            if segment.older_than(cutoff) and all(_before(o.modified, cutoff) for o in others):
+                found.append(Garbage(UNREFERENCED, location.attempt_prefix,
+                                     f"ledger {location.ledger_id} attempt {location.uuid}",
+                                     keys=tuple(o.key for o in others), segment=location.path))
+        elif segment.merged is not None:  # not merged yet: its owner may be writing it
+            found += beside_merged(segment, cutoff, entries=True)
+            found += stale_uploads(segment.uploads, cutoff)
     return found
+
+
+def _before(when: datetime | None, cutoff: datetime) -> bool:
+    return when is not None and when < cutoff
 
 
 async def sweep_offloads(
     offloader: SegmentLedgerOffloader, metadata_store: ObjectStore, *,
     root: str = "managed-ledgers", safety_age: float, now: datetime | None = None,
     dry_run: bool = False,
-) -> list[OffloadGarbage]:
+) -> GcReport:
     """Find (see :func:`find_offload_garbage`) and, unless ``dry_run``,
     delete what no managed ledger references in ``offloader``'s namespace."""
-    found = await find_offload_garbage(offloader, metadata_store, root=root,
-                                       safety_age=safety_age, now=now)
-    if dry_run:
-        return found
-    store = offloader.store
-    by_kind: dict[str, int] = defaultdict(int)
-    for item in found:
-        if item.kind == UNREFERENCED:
-            await offloader.delete_offloaded(item.ledger_id, item.uuid)
-        elif item.kind == BESIDE_MERGED:
-            markers = [k for k in item.keys if k.endswith("/" + SEALED_NAME)]
-            await store.delete_many([k for k in item.keys if k not in markers])
-            await store.delete_many(markers)  # the marker last, as a merge's cleanup
-        else:
-            for key in item.keys:
-                object_key, _, upload_id = key.rpartition("#")
-                await store.abort_multipart(object_key, upload_id)
-        by_kind[item.kind] += 1
-    if found:
-        log.info("offload sweep deleted %s", dict(by_kind))
-    return found
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
+    found = await find_offload_garbage(offloader, metadata_store, cutoff, root=root)
+    return await collect(offloader.store, found, dry_run=dry_run)

@@ -1,0 +1,120 @@
+"""Garbage: what a collection pass found, and the one way it is deleted.
+
+The finders decide what is garbage (the store's for queues, log objects and
+temporary files, the ledger adapter's for offload attempts; docs/format.md,
+*Garbage collection*); each item says how it goes, and :func:`collect`
+deletes a pass's items in an order a crash midway can resume from:
+
+1. plain objects (data chunks beside a merged object, an attempt's index,
+   dead log objects and fences), then the ``sealed`` markers: a marker's
+   absence means a merge's cleanup is done, so it goes last;
+2. whole segments, in :func:`destroy_segment`'s order (the merged object last);
+3. multipart uploads, aborted;
+4. the backend's temporary files.
+
+``dry_run`` lists and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from tieredstore.objectstore.base import ObjectStore, UploadInfo
+from tieredstore.segment.cleanup import destroy_segment
+from tieredstore.segment.listing import SegmentListing
+from tieredstore.segment.path import SEALED_NAME, SegmentPath
+
+log = logging.getLogger(__name__)
+
+TRIMMED = "trimmed segment"
+BESIDE_MERGED = "leftovers beside a merged object"
+UPLOAD = "multipart upload"
+TEMPORARY = "temporary file"
+DEAD_LOG = "log object with nothing live"
+LOG_FENCE = "log fence"
+UNREFERENCED = "unreferenced offload attempt"
+
+
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    """One thing a pass deletes: its kind, the key it is shown by (a segment's
+    directory, ``key#upload-id`` for an upload), why, and what goes: ``keys``
+    (objects), then ``segment`` (every object of it), ``upload`` (aborted), or
+    the backend's temporary file ``key`` (``temporary``)."""
+
+    kind: str
+    key: str
+    detail: str
+    keys: tuple[str, ...] = ()
+    segment: SegmentPath | None = None
+    upload: tuple[str, str] | None = None  # (key, upload id)
+    temporary: bool = False
+
+
+@dataclass
+class GcReport:
+    found: list[Garbage] = field(default_factory=list)
+    deleted: int = 0
+    dry_run: bool = False
+
+    def by_kind(self) -> dict[str, int]:
+        return dict(Counter(item.kind for item in self.found))
+
+
+def stale_upload(upload: UploadInfo) -> Garbage:
+    """An upload to abort (its finder checked its age)."""
+    begun = f"begun {upload.initiated:%Y-%m-%d %H:%M:%S}Z" if upload.initiated else ""
+    return Garbage(UPLOAD, f"{upload.key}#{upload.upload_id}", begun,
+                   upload=(upload.key, upload.upload_id))
+
+
+def beside_merged(listing: SegmentListing, cutoff: datetime, *, entries: bool = False
+                  ) -> list[Garbage]:
+    """A merged segment's data chunks and sealed marker (a merge's cleanup that
+    did not finish), if all are older than ``cutoff``: one item. Zero-byte
+    entries stay, unless ``entries`` (an offload attempt: written once, no
+    replaced writer of its own to stop)."""
+    keys = [o for o in listing.leftovers if o.modified is not None and o.modified < cutoff]
+    if entries and listing.merged is not None:
+        keys += [c for c in listing.chunks if not c.size and c.modified is not None
+                 and c.modified < cutoff]
+    if not keys:
+        return []
+    return [Garbage(BESIDE_MERGED, listing.path.base_dir,
+                    f"{len(keys)} object(s), {sum(o.size for o in keys)} bytes",
+                    keys=tuple(sorted(o.key for o in keys)))]
+
+
+def stale_uploads(uploads: Iterable[UploadInfo], cutoff: datetime) -> list[Garbage]:
+    """The uploads begun before ``cutoff`` (a merge whose writer died)."""
+    return [stale_upload(u) for u in uploads if u.initiated is not None and u.initiated < cutoff]
+
+
+async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
+    """Delete ``found`` (see the module's order); returns how many items went."""
+    keys = [k for item in found for k in item.keys]
+    markers = [k for k in keys if k.endswith("/" + SEALED_NAME)]
+    await store.delete_many([k for k in keys if not k.endswith("/" + SEALED_NAME)])
+    await store.delete_many(markers)
+    for item in found:
+        if item.segment is not None:
+            await destroy_segment(store, item.segment)
+    for item in found:
+        if item.upload is not None:
+            await store.abort_multipart(*item.upload)
+    await store.delete_temporary_files([item.key for item in found if item.temporary])
+    return len(found)
+
+
+async def collect(store: ObjectStore, found: Sequence[Garbage], *, dry_run: bool = False
+                  ) -> GcReport:
+    """A pass's report: ``found``, deleted unless ``dry_run``."""
+    report = GcReport(list(found), dry_run=dry_run)
+    if not dry_run and found:
+        report.deleted = await delete_garbage(store, found)
+        log.info("garbage collection deleted %d item(s): %s", report.deleted, report.by_kind())
+    return report
