@@ -401,6 +401,9 @@ def test_gc_lists_with_dry_run_then_deletes(cli: Cli) -> None:
     assert "dry run: 1 item(s) would be deleted" in out and stale.exists()
     out = cli.ok("gc")
     assert "deleted 1 item(s) (1 temporary file)" in out and not stale.exists()
+    # At no safety age: the log fences below the newest log entry, nothing else.
+    out = cli.ok("gc", "--safety-age", "0")
+    assert out.splitlines()[-1] in ("deleted 0 item(s)", "deleted 1 item(s) (1 log fence)")
     assert "deleted 0 item(s)" in cli.ok("gc", "--safety-age", "0")
     rows = consume_json(cli, "--topic", "orders", "--queue", "0")
     assert len(rows) == 50

@@ -534,7 +534,7 @@ class ChunkedSegment(FileSegment):
         await self._delete_leftovers()
 
     async def _delete_leftovers(self) -> None:
-        await delete_leftovers(self.store, self.path, self._leftovers)
+        await delete_leftovers(self.store, self._leftovers)
         self._leftovers = []
 
     # --- reading and deleting ---------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from tieredstore.errors import ObjectNotFound
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment.listing import list_segment
-from tieredstore.segment.path import SegmentPath
+from tieredstore.segment.path import SEALED_NAME, SegmentPath
 from tieredstore.segment.recovery import ENTRY_METADATA_KEY, SEAL_ENTRY
 
 
@@ -37,13 +37,11 @@ async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
         await store.delete_many(rest)
 
 
-async def delete_leftovers(store: ObjectStore, path: SegmentPath, leftovers: Sequence[str]
-                           ) -> None:
-    """What a merge leaves (chunks, the seal entry, the sealed marker): chunks
-    first, the marker last: its absence means cleanup is done."""
-    marker = [k for k in leftovers if k == path.sealed_key]
-    chunks = [k for k in leftovers if k != path.sealed_key]
-    await store.delete_many(chunks)
+async def delete_leftovers(store: ObjectStore, keys: Sequence[str]) -> None:
+    """What a merge leaves (chunks, the seal entry, the sealed marker), of one
+    segment or many: the markers last, as their absence means cleanup is done."""
+    marker = [k for k in keys if k.endswith("/" + SEALED_NAME)]
+    await store.delete_many([k for k in keys if not k.endswith("/" + SEALED_NAME)])
     await store.delete_many(marker)
 
 

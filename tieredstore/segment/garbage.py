@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
-from tieredstore.segment.cleanup import destroy_segment
+from tieredstore.segment.cleanup import delete_leftovers, destroy_segment
 from tieredstore.segment.listing import SegmentListing
-from tieredstore.segment.path import SEALED_NAME, SegmentPath
+from tieredstore.segment.path import SegmentPath
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +96,7 @@ def stale_uploads(uploads: Iterable[UploadInfo], cutoff: datetime) -> list[Garba
 
 async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
     """Delete ``found`` (see the module's order); returns how many items went."""
-    keys = [k for item in found for k in item.keys]
-    markers = [k for k in keys if k.endswith("/" + SEALED_NAME)]
-    await store.delete_many([k for k in keys if not k.endswith("/" + SEALED_NAME)])
-    await store.delete_many(markers)
+    await delete_leftovers(store, [k for item in found for k in item.keys])
     for item in found:
         if item.segment is not None:
             await destroy_segment(store, item.segment)
