@@ -29,10 +29,10 @@ from tieredstore.objectstore import (
 from tieredstore.segment import FileType, SegmentState
 from tieredstore.store import (
     AsyncMessageStore,
+    list_flat_file,
     merges_owed,
     metadata_root,
     open_metadata,
-    segment_states,
 )
 
 KiB = 1024
@@ -120,7 +120,7 @@ async def fill(ms: AsyncMessageStore) -> None:
 
 async def first_commit_log_segment(store: ObjectStore, config: TieredStoreConfig
                                    ) -> SegmentState:
-    return (await segment_states(store, config, "t", 0, FileType.COMMIT_LOG))[0]
+    return (await list_flat_file(store, config, "t", 0, FileType.COMMIT_LOG))[0].state
 
 
 async def owed(store: ObjectStore, config: TieredStoreConfig) -> int:

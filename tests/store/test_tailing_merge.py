@@ -9,7 +9,7 @@ import asyncio
 from tests.store.conftest import small_config
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.segment import FileType, SegmentState
-from tieredstore.store import AsyncMessageStore, segment_states
+from tieredstore.store import AsyncMessageStore, list_flat_file
 
 
 async def test_reading_back_merged_segments_costs_no_get() -> None:
@@ -22,8 +22,8 @@ async def test_reading_back_merged_segments_costs_no_get() -> None:
     await ms.flush()
 
     async def merged() -> int:
-        states = await segment_states(backend, config, "t", 0, FileType.COMMIT_LOG)
-        return sum(1 for s in states.values() if s is SegmentState.SEALED)
+        listed = await list_flat_file(backend, config, "t", 0, FileType.COMMIT_LOG)
+        return sum(1 for s in listed.values() if s.state is SegmentState.SEALED)
 
     for _ in range(200):  # merges run in the background
         if await merged() >= 3:

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
 from tieredstore.segment.cleanup import delete_leftovers, destroy_segment
-from tieredstore.segment.listing import SegmentListing
+from tieredstore.segment.listing import SegmentListing, before
 from tieredstore.segment.path import SegmentPath
 
 log = logging.getLogger(__name__)
@@ -78,10 +78,8 @@ def beside_merged(listing: SegmentListing, cutoff: datetime, *, entries: bool = 
     did not finish), if all are older than ``cutoff``: one item. Zero-byte
     entries stay, unless ``entries`` (an offload attempt: written once, no
     replaced writer of its own to stop)."""
-    keys = [o for o in listing.leftovers if o.modified is not None and o.modified < cutoff]
-    if entries and listing.merged is not None:
-        keys += [c for c in listing.chunks if not c.size and c.modified is not None
-                 and c.modified < cutoff]
+    zero = [c for c in listing.chunks if not c.size] if entries and listing.merged else []
+    keys = [o for o in listing.leftovers + zero if before(o.modified, cutoff)]
     if not keys:
         return []
     return [Garbage(BESIDE_MERGED, listing.path.base_dir,
@@ -91,7 +89,7 @@ def beside_merged(listing: SegmentListing, cutoff: datetime, *, entries: bool = 
 
 def stale_uploads(uploads: Iterable[UploadInfo], cutoff: datetime) -> list[Garbage]:
     """The uploads begun before ``cutoff`` (a merge whose writer died)."""
-    return [stale_upload(u) for u in uploads if u.initiated is not None and u.initiated < cutoff]
+    return [stale_upload(u) for u in uploads if before(u.initiated, cutoff)]
 
 
 async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:

@@ -83,11 +83,12 @@ class SegmentListing:
 
     def older_than(self, cutoff: datetime) -> bool:
         """Whether every object and upload was last written before ``cutoff``."""
-        return (all(_before(o.modified, cutoff) for o in self.objects)
-                and all(_before(u.initiated, cutoff) for u in self.uploads))
+        return (all(before(o.modified, cutoff) for o in self.objects)
+                and all(before(u.initiated, cutoff) for u in self.uploads))
 
 
-def _before(when: datetime | None, cutoff: datetime) -> bool:
+def before(when: datetime | None, cutoff: datetime) -> bool:
+    """Whether a listed time (last modified, upload begun) is known and before ``cutoff``."""
     return when is not None and when < cutoff
 
 

@@ -63,7 +63,6 @@ from tieredstore.store.view import (
     open_segment,
     recorded_segments,
     sealing_segments,
-    segment_states,
     unit_crc,
 )
 
@@ -125,7 +124,6 @@ __all__ = [
     "record_chain",
     "record_problem",
     "scan_records",
-    "segment_states",
     "summarize",
     "unit_order_problem",
 ]

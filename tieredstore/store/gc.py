@@ -65,6 +65,7 @@ from tieredstore.segment.garbage import (
     stale_uploads,
 )
 from tieredstore.segment.layout import continue_with
+from tieredstore.segment.listing import before
 from tieredstore.segment.recovery import chunk_series
 from tieredstore.store.keys import metadata_root
 from tieredstore.store.view import listed_queues, open_metadata
@@ -76,10 +77,6 @@ log = logging.getLogger(__name__)
 
 Finder = Callable[[datetime], Awaitable[list[Garbage]]]
 """Finds more garbage, older than the cutoff it is given (the ledger's offloads)."""
-
-
-def _old(info: ObjectInfo, cutoff: datetime) -> bool:
-    return info.modified is not None and info.modified < cutoff
 
 
 async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
@@ -130,7 +127,7 @@ async def _log_garbage(store: ObjectStore, config: TieredStoreConfig, *,
     found: list[Garbage] = []
     for path, entries in (logs[d] for d in sorted(logs)):
         entries.sort(key=lambda e: e.key)
-        old = {e.key: e for e in entries[:-1] if _old(e, cutoff)}  # never the newest
+        old = {e.key: e for e in entries[:-1] if before(e.modified, cutoff)}  # never the newest
         if not old:
             continue
         try:

@@ -154,22 +154,12 @@ async def list_flat_file(store: ObjectStore, config: TieredStoreConfig, topic: s
     return await list_file(store, segment_path(config, topic, queue_id, file_type))
 
 
-async def segment_states(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                         queue_id: int, file_type: FileType) -> dict[int, SegmentState]:
-    """Each segment's state from its object names alone (:func:`list_flat_file`)."""
-    listed = await list_flat_file(store, config, topic, queue_id, file_type)
-    return {base: segment.state for base, segment in listed.items()}
-
-
 async def sealing_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
                            queue_id: int) -> int:
     """Sealed segments not merged yet, of the queue's commit log, consume queue and
-    key index, from their object names alone (:func:`segment_states`)."""
-    count = 0
-    for file_type in FileType:
-        states = await segment_states(store, config, topic, queue_id, file_type)
-        count += sum(s is SegmentState.SEALING for s in states.values())
-    return count
+    key index, from their object names alone (:func:`list_flat_file`)."""
+    return sum([s.state is SegmentState.SEALING for t in FileType
+                for s in (await list_flat_file(store, config, topic, queue_id, t)).values()])
 
 
 async def unit_crc(store: ObjectStore, unit: ChunkRef) -> int | None:

@@ -52,7 +52,6 @@ from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.state import is_offloaded
 from tieredstore.ledger.offloader import SegmentLedgerOffloader
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore, UploadInfo
-from tieredstore.segment import classify
 from tieredstore.segment.garbage import (
     UNREFERENCED,
     Garbage,
@@ -61,6 +60,7 @@ from tieredstore.segment.garbage import (
     collect,
     stale_uploads,
 )
+from tieredstore.segment.listing import before, classify
 
 Attempt = tuple[int, uuid_mod.UUID]
 
@@ -154,7 +154,7 @@ async def find_offload_garbage(
                            got.uploads)
         if attempt not in referenced:
             others = [o for o in got.objects if o not in segment.objects]
-            if segment.older_than(cutoff) and all(_before(o.modified, cutoff) for o in others):
+            if segment.older_than(cutoff) and all(before(o.modified, cutoff) for o in others):
                 found.append(Garbage(UNREFERENCED, location.attempt_prefix,
                                      f"ledger {location.ledger_id} attempt {location.uuid}",
                                      keys=tuple(o.key for o in others), segment=location.path))
@@ -162,10 +162,6 @@ async def find_offload_garbage(
             found += beside_merged(segment, cutoff, entries=True)
             found += stale_uploads(segment.uploads, cutoff)
     return found
-
-
-def _before(when: datetime | None, cutoff: datetime) -> bool:
-    return when is not None and when < cutoff
 
 
 async def sweep_offloads(
