@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tieredstore.errors import ObjectNotFound
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment.listing import list_segment
 from tieredstore.segment.path import SEALED_NAME, SegmentPath
-from tieredstore.segment.recovery import ENTRY_METADATA_KEY, SEAL_ENTRY
+from tieredstore.segment.recovery import is_seal
 
 
 async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
@@ -49,10 +48,4 @@ async def find_seal(store: ObjectStore, last_zero: str | None) -> str | None:
     """The seal entry's key, if the series ends in one: ``last_zero`` is its
     last entry if that is zero bytes (a fence or a seal), which one HEAD tells
     apart. Cleanup deletes a seal entry, never a fence."""
-    if last_zero is None:
-        return None
-    try:
-        info = await store.head(last_zero)
-    except ObjectNotFound:
-        return None
-    return last_zero if info.metadata.get(ENTRY_METADATA_KEY) == SEAL_ENTRY else None
+    return last_zero if last_zero and await is_seal(store, last_zero) else None

@@ -114,10 +114,14 @@ async def ends_in_seal(store: ObjectStore, path: SegmentPath, series: Series) ->
     """Whether the series' last entry is a seal (one HEAD, only when it is zero
     bytes); None if that entry is gone (the segment was destroyed meanwhile:
     list again)."""
-    if not series.ends_in_zero:
-        return False
+    return series.ends_in_zero and await is_seal(store, series.zero_keys[-1])
+
+
+async def is_seal(store: ObjectStore, key: str) -> bool | None:
+    """Whether the zero-byte entry ``key`` is a seal, not a fence (one HEAD);
+    None if it is gone."""
     try:
-        info = await store.head(series.zero_keys[-1])
+        info = await store.head(key)
     except ObjectNotFound:
         return None
     return info.metadata.get(ENTRY_METADATA_KEY) == SEAL_ENTRY
