@@ -10,7 +10,7 @@ and readers other than the writing store come next.
 from tieredstore.log.codec import Piece, encode_log_object
 from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.index import read_index
-from tieredstore.log.keys import LogPath, log_of_key
+from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
 from tieredstore.log.recover import recover_log
 from tieredstore.log.series import LogEntry, LogSeries
@@ -30,7 +30,6 @@ __all__ = [
     "LogSnapshot",
     "Piece",
     "encode_log_object",
-    "log_of_key",
     "read_index",
     "recover_log",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from tieredstore.errors import InvalidName
 from tieredstore.segment import validate_name
 from tieredstore.segment.path import MAX_OFFSET, validate_prefix
 
@@ -52,16 +51,3 @@ class LogPath:
             return int(digits)
         return None
 
-
-def log_of_key(key: str, prefix: str) -> LogPath | None:
-    """The broker's log a key under ``prefix`` belongs to (any broker of any
-    cluster), or None for any other key."""
-    head = f"{prefix}/" if prefix else ""
-    parts = key[len(head):].split("/") if key.startswith(head) else []
-    if len(parts) != 5 or parts[3] != "log":  # h/cluster/broker/log/log-{seq}
-        return None
-    try:
-        path = LogPath(parts[1], parts[2], prefix)
-    except InvalidName:
-        return None
-    return path if path.parse(key) is not None else None

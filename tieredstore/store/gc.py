@@ -1,7 +1,8 @@
 """Garbage collection: what nothing needs, older than a safety age.
 
-A pass lists the store's prefix once (all pages, and its multipart uploads),
-reads the queue metadata read-only and each broker's log index, and finds
+A pass reads the queue metadata read-only, lists each queue's files (one
+paged LIST and one LIST of uploads per file type) and each broker's log (its
+indexes, then the segments its old objects hold pieces of), and finds
 (docs/format.md, *Garbage collection*):
 
 - **trimmed segments** of the queues looked at: every segment below its
@@ -12,8 +13,8 @@ reads the queue metadata read-only and each broker's log index, and finds
   zero-byte fence entries stay;
 - **multipart uploads** begun before the safety age (a merge whose writer
   died; a live merge finishes in far less);
-- **log objects with nothing live**, of every broker of the cluster, running
-  or not: a data entry none of whose pieces a reader would take (each lies in
+- **log objects with nothing live**, of every broker of the cluster with
+  metadata, running or not: a data entry none of whose pieces a reader would take (each lies in
   its segment's chunks, merged object or a longer piece, or below its file's
   first live record), and **log fences**; never the newest entry of a log;
 - **temporary files** the backend keeps (a local directory's ``tmp/``);
@@ -33,23 +34,24 @@ temporary file being written.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import CorruptSegment, TieredStoreError
-from tieredstore.log import LogPath, LogSnapshot, log_of_key
+from tieredstore.errors import CorruptSegment, InvalidName, TieredStoreError
+from tieredstore.log import LogPath, LogSnapshot
 from tieredstore.metadata import QueueMetadata, QueuePath
-from tieredstore.objectstore.base import ObjectInfo, ObjectStore
+from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import (
     ChunkRef,
     FileType,
     SegmentListing,
     SegmentPath,
     SegmentState,
-    classify,
-    group_segments,
+    list_file,
+    list_segment,
 )
 from tieredstore.segment.garbage import (
     BESIDE_MERGED,
@@ -67,7 +69,7 @@ from tieredstore.segment.garbage import (
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.listing import before
 from tieredstore.segment.recovery import chunk_series
-from tieredstore.store.keys import metadata_root
+from tieredstore.store.keys import metadata_root, segment_path
 from tieredstore.store.view import listed_queues, open_metadata
 
 __all__ = ["BESIDE_MERGED", "DEAD_LOG", "LOG_FENCE", "TEMPORARY", "TRIMMED", "UPLOAD",
@@ -83,18 +85,17 @@ async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
                        queues: Iterable[QueueMetadata], *, cutoff: datetime,
                        finders: Sequence[Finder] = ()) -> list[Garbage]:
     """Everything a pass would delete, without deleting it."""
-    prefix = f"{config.key_prefix}/" if config.key_prefix else ""
-    objects = await store.list_all(prefix)
-    segments = group_segments(config.key_prefix, objects,
-                              await store.list_multipart_uploads(prefix))
     metas = {(m.queue.topic, m.queue.queue_id): m for m in queues}
     found: list[Garbage] = []
-    for path, listing in sorted(segments.items()):
-        meta = metas.get((path.topic, path.queue_id))
-        if meta is not None and (path.cluster, path.broker) == (config.cluster, config.broker):
-            found += _segment_garbage(listing, meta.first(path.file_type).base_offset, cutoff)
-    found += await _log_garbage(store, config, objects=objects, segments=segments,
-                                metas=metas, cutoff=cutoff)
+    for (topic, queue_id), meta in sorted(metas.items()):
+        for file_type in FileType:
+            first = meta.first(file_type).base_offset
+            path = segment_path(config, topic, queue_id, file_type)
+            for listing in (await list_file(store, path, uploads=True)).values():
+                found += _segment_garbage(listing, first, cutoff)
+    firsts = _Firsts(store, config, metas)
+    for log_path in await _logs(store, config):
+        found += await _log_garbage(store, log_path, firsts, cutoff)
     found += [Garbage(TEMPORARY, name, "left by a writer that was killed", temporary=True)
               for name in await store.stale_temporary_files(cutoff)]
     for finder in finders:
@@ -112,35 +113,38 @@ def _segment_garbage(listing: SegmentListing, first: int, cutoff: datetime) -> l
     return beside_merged(listing, cutoff) + stale_uploads(listing.uploads, cutoff)
 
 
-async def _log_garbage(store: ObjectStore, config: TieredStoreConfig, *,
-                       objects: Sequence[ObjectInfo],
-                       segments: dict[SegmentPath, SegmentListing],
-                       metas: dict[tuple[str, int], QueueMetadata],
+async def _logs(store: ObjectStore, config: TieredStoreConfig) -> list[LogPath]:
+    """The log of every broker of the cluster that has metadata (every store
+    that opened registers under its broker's metadata root), running or not."""
+    cluster_root = metadata_root(config).rpartition("/")[0] + "/"
+    brokers = {config.broker} | {info.key[len(cluster_root):].split("/", 1)[0]
+                                 for info in await store.list_all(cluster_root)}
+    paths = []
+    for broker in sorted(brokers):
+        with contextlib.suppress(InvalidName):
+            paths.append(LogPath(config.cluster, broker, config.key_prefix))
+    return paths
+
+
+async def _log_garbage(store: ObjectStore, path: LogPath, firsts: _Firsts,
                        cutoff: datetime) -> list[Garbage]:
-    """Every broker's log entries, but the newest, that nothing needs."""
-    logs: dict[str, tuple[LogPath, list[ObjectInfo]]] = {}
-    for info in objects:
-        path = log_of_key(info.key, config.key_prefix)
-        if path is not None and path.cluster == config.cluster:
-            logs.setdefault(path.directory, (path, []))[1].append(info)
-    firsts = _Firsts(store, config, metas)
+    """The log's entries, but the newest, that nothing needs."""
+    entries = sorted((e for e in await store.list_all(path.directory)
+                      if path.parse(e.key) is not None), key=lambda e: e.key)
+    old = {e.key: e for e in entries[:-1] if before(e.modified, cutoff)}  # never the newest
+    if not old:
+        return []
+    try:
+        live = await _live_log_objects(store, path, firsts, cutoff, set(old))
+    except TieredStoreError as exc:
+        log.warning("garbage collection leaves %s alone: %s", path.directory, exc)
+        return []
     found: list[Garbage] = []
-    for path, entries in (logs[d] for d in sorted(logs)):
-        entries.sort(key=lambda e: e.key)
-        old = {e.key: e for e in entries[:-1] if before(e.modified, cutoff)}  # never the newest
-        if not old:
-            continue
-        try:
-            live = await _live_log_objects(store, path, segments=segments, firsts=firsts,
-                                           cutoff=cutoff, old=set(old))
-        except TieredStoreError as exc:
-            log.warning("garbage collection leaves %s alone: %s", path.directory, exc)
-            continue
-        for key, entry in old.items():
-            if not entry.size:
-                found.append(Garbage(LOG_FENCE, key, "a newer entry stands", keys=(key,)))
-            elif key not in live:
-                found.append(Garbage(DEAD_LOG, key, f"{entry.size} bytes", keys=(key,)))
+    for key, entry in old.items():
+        if not entry.size:
+            found.append(Garbage(LOG_FENCE, key, "a newer entry stands", keys=(key,)))
+        elif key not in live:
+            found.append(Garbage(DEAD_LOG, key, f"{entry.size} bytes", keys=(key,)))
     return found
 
 
@@ -167,12 +171,11 @@ class _Firsts:
         return 0 if meta is None else meta.first(path.file_type).base_offset
 
 
-async def _live_log_objects(store: ObjectStore, path: LogPath, *,
-                            segments: dict[SegmentPath, SegmentListing], firsts: _Firsts,
+async def _live_log_objects(store: ObjectStore, path: LogPath, firsts: _Firsts,
                             cutoff: datetime, old: set[str]) -> set[str]:
     """The keys of ``path``'s log objects holding a piece a reader would take.
-    The log is loaded after the segments were listed: a piece compacted in
-    between is taken (kept), never the other way round."""
+    As a reader does, the log is loaded before its segments are listed: a
+    piece compacted in between lies in a chunk the listing shows."""
     snapshot = await LogSnapshot.load(store, path)
     live: set[str] = set()
     for topic, queue_id in sorted(snapshot.queues()):
@@ -182,19 +185,22 @@ async def _live_log_objects(store: ObjectStore, path: LogPath, *,
         for (file_type, base), units in pieces.items():
             seg = SegmentPath(path.cluster, path.broker, topic, queue_id, file_type, base,
                               path.prefix)
+            keys = {u.key for u in units}
             if base < await firsts.first(seg):
                 continue  # trimmed: nothing reads it again
-            live |= _taken(segments.get(seg) or classify(seg, ()), units, cutoff, old)
+            if not keys <= old:
+                live |= keys  # a piece in a young object: in flight
+            else:
+                live |= _taken(await list_segment(store, seg), units, cutoff)
     return live
 
 
-def _taken(listing: SegmentListing, units: list[ChunkRef], cutoff: datetime,
-           old: set[str]) -> set[str]:
+def _taken(listing: SegmentListing, units: list[ChunkRef], cutoff: datetime) -> set[str]:
     """The log objects holding a piece a reader of the segment would take, as
     the view continues its chunks (:func:`continue_with`); every one while the
-    segment or a piece's object is younger than the cutoff, or it is damaged."""
+    segment has an object younger than the cutoff, or is damaged."""
     keys = {u.key for u in units}
-    if not listing.older_than(cutoff) or not keys <= old:
+    if not listing.older_than(cutoff):
         return keys
     if listing.merged is not None:
         return set()  # a seal takes every piece into chunks first
