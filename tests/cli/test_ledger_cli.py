@@ -68,7 +68,7 @@ def test_list_offload_read_sweep_and_delete(tmp_path: Path,
     monkeypatch.setenv("TIEREDSTORE_LEDGER_DELETION_LAG", "0")
     before = run(capsys, data, "list")
     dry = run(capsys, data, "sweep", "--dry-run")
-    assert "would delete: 0 item(s)" in dry and "left alone" in dry
+    assert "dry run: 0 item(s) would be deleted" in dry and "left alone" in dry
     assert run(capsys, data, "list") == before, "a dry run took the managed ledger over"
     swept = run(capsys, data, "sweep")
     assert "local copies deleted: 0, 1, 2" in swept

@@ -49,14 +49,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
     age = config.gc_safety_age if args.safety_age is None else args.safety_age
-    report = sync.run(gc(config, dry_run=args.dry_run, safety_age=age))
-    if report.found:
-        print(table([[g.kind, g.key, g.detail] for g in report.found],
-                    ["kind", "key", "detail"]))
-    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(report.by_kind().items()))
-    if args.dry_run:
-        print(f"dry run: {len(report.found)} item(s) would be deleted"
-              + (f" ({counts})" if counts else ""))
-    else:
-        print(f"deleted {report.deleted} item(s)" + (f" ({counts})" if counts else ""))
+    print(render(sync.run(gc(config, dry_run=args.dry_run, safety_age=age))))
     return EXIT_OK
+
+
+def render(report: GcReport) -> str:
+    """A pass's items as a table, then what went (or, dry, would go) by kind."""
+    lines = [table([[g.kind, g.key, g.detail] for g in report.found],
+                   ["kind", "key", "detail"])] if report.found else []
+    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(report.by_kind().items()))
+    if report.dry_run:
+        lines.append(f"dry run: {len(report.found)} item(s) would be deleted")
+    else:
+        lines.append(f"deleted {report.deleted} item(s)")
+    return "\n".join(lines) + (f" ({counts})" if counts else "")

@@ -26,6 +26,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import LedgerHost, ManagedLedger, Position, sweep_offloads
 
 from .common import EXIT_OK, open_existing_store, resolve_config, table
+from .gc import render
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -97,10 +98,7 @@ async def _sweep(host: LedgerHost, config: TieredStoreConfig, ml: ManagedLedger 
         print("local copies: left alone (a dry run does not take the managed ledger over)")
     else:
         print(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
-    print(f"offload garbage {'would delete' if dry_run else 'deleted'}: "
-          f"{len(report.found)} item(s)")
-    for item in report.found:
-        print(f"  {item.kind}: {item.key} ({item.detail})")
+    print(f"offload garbage: {render(report)}")
     return EXIT_OK
 
 
