@@ -65,19 +65,12 @@ class GcReport:
         return dict(Counter(item.kind for item in self.found))
 
 
-def stale_upload(upload: UploadInfo) -> Garbage:
-    """An upload to abort (its finder checked its age)."""
-    begun = f"begun {upload.initiated:%Y-%m-%d %H:%M:%S}Z" if upload.initiated else ""
-    return Garbage(UPLOAD, f"{upload.key}#{upload.upload_id}", begun,
-                   upload=(upload.key, upload.upload_id))
-
-
 def beside_merged(listing: SegmentListing, cutoff: datetime, *, entries: bool = False
                   ) -> list[Garbage]:
-    """A merged segment's data chunks and sealed marker (a merge's cleanup that
-    did not finish), if all are older than ``cutoff``: one item. Zero-byte
-    entries stay, unless ``entries`` (an offload attempt: written once, no
-    replaced writer of its own to stop)."""
+    """A merged segment's data chunks and sealed marker older than ``cutoff`` (a
+    merge's cleanup that did not finish), as one item. Zero-byte entries stay,
+    unless ``entries`` (an offload attempt: written once, no replaced writer of
+    its own to stop)."""
     zero = [c for c in listing.chunks if not c.size] if entries and listing.merged else []
     keys = [o for o in listing.leftovers + zero if before(o.modified, cutoff)]
     if not keys:
@@ -89,7 +82,9 @@ def beside_merged(listing: SegmentListing, cutoff: datetime, *, entries: bool = 
 
 def stale_uploads(uploads: Iterable[UploadInfo], cutoff: datetime) -> list[Garbage]:
     """The uploads begun before ``cutoff`` (a merge whose writer died)."""
-    return [stale_upload(u) for u in uploads if before(u.initiated, cutoff)]
+    return [Garbage(UPLOAD, f"{u.key}#{u.upload_id}", f"begun {u.initiated:%Y-%m-%d %H:%M:%S}Z",
+                    upload=(u.key, u.upload_id))
+            for u in uploads if u.initiated is not None and before(u.initiated, cutoff)]
 
 
 async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
