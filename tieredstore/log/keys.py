@@ -50,4 +50,3 @@ class LogPath:
         if name.startswith(LOG_NAME) and len(digits) == 20 and digits.isdigit():
             return int(digits)
         return None
-

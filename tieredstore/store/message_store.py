@@ -240,9 +240,9 @@ class AsyncMessageStore:
 
     async def collect_garbage(self, *, dry_run: bool = False,
                               safety_age: float | None = None) -> GcReport:
-        """One garbage-collection pass over this store's queues (see
-        :mod:`tieredstore.store.gc`): what no metadata references and is older
-        than ``safety_age`` (default ``gc_safety_age``) seconds."""
+        """One garbage-collection pass over this store's queues and the logs of
+        its cluster's brokers (see :mod:`tieredstore.store.gc`): what nothing
+        needs and is older than ``safety_age`` (default ``gc_safety_age``) seconds."""
         age = self.config.gc_safety_age if safety_age is None else safety_age
         metas = [q.meta for q in list(self._queues.values())]
         return await collect_garbage(self.ctx.store, self.config, metas, safety_age=age,
