@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from tieredstore.errors import ConfigError, PreconditionFailed
+from tieredstore.errors import ConfigError
 from tieredstore.fetcher import Fetcher
 from tieredstore.ledger.errors import (
     NoOffloader,
@@ -52,7 +52,7 @@ from tieredstore.ledger.offloaded import DEFAULT_SCAN_BYTES, OffloadedReadHandle
 from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.reads import stored_matches
+from tieredstore.objectstore.conditional import create_once
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
 from tieredstore.segment.merge import FORMAT_METADATA
 from tieredstore.segment.reader import SegmentReader
@@ -281,16 +281,12 @@ class SegmentLedgerOffloader(LedgerOffloader):
     async def _put_index(
         self, location: OffloadLocation, data: bytes, user_metadata: Mapping[str, str]
     ) -> None:
-        try:
-            await self.store.put(location.index_key, data, if_none_match=True,
-                                 metadata=user_metadata)
-        except PreconditionFailed:
-            # Our own earlier request landed (its answer was lost), or another
-            # writer of this attempt got there first: the bytes tell which.
-            if not await stored_matches(self.store, location.index_key,
-                                        lambda stored: stored == data):
-                raise OffloadFenced(f"a different index {location.index_name} exists",
-                                    ledger_id=location.ledger_id) from None
+        # Taken: our own earlier request landed (its answer was lost), or another
+        # writer of this attempt got there first: the bytes tell which.
+        if not await create_once(self.store, location.index_key, data,
+                                 metadata=user_metadata):
+            raise OffloadFenced(f"a different index {location.index_name} exists",
+                                ledger_id=location.ledger_id)
 
     # --- read and delete ------------------------------------------------------------
 

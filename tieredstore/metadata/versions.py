@@ -24,14 +24,10 @@ import logging
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
-from tieredstore.errors import (
-    ObjectNotFound,
-    ObjectStoreError,
-    PreconditionFailed,
-    ServerError,
-)
+from tieredstore.errors import ObjectNotFound, ObjectStoreError, ServerError
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.reads import crc_metadata, stored_matches
+from tieredstore.objectstore.conditional import create_once
+from tieredstore.objectstore.reads import crc_metadata
 
 log = logging.getLogger(__name__)
 
@@ -188,13 +184,8 @@ class VersionedHeads(Generic[H]):
         (a retried request whose first answer was lost): the bytes carry this
         writer's random session id, so nobody else writes them.
         """
-        key = self.keys.head_key(version)
-        try:
-            await self.store.put(key, data, if_none_match=True, metadata=crc_metadata(data))
-            return
-        except PreconditionFailed:
-            pass
-        if await stored_matches(self.store, key, lambda existing: existing == data):
+        if await create_once(self.store, self.keys.head_key(version), data,
+                             metadata=crc_metadata(data)):
             return
         self.fenced = self._fenced(f"head version {version} was written by another writer")
         raise self.fenced

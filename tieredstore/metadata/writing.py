@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tieredstore.errors import PreconditionFailed
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
@@ -29,6 +28,7 @@ from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.reader import QueueReader
 from tieredstore.metadata.state import find_state, page_out_tail
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.conditional import create_once
 
 log = logging.getLogger(__name__)
 
@@ -129,17 +129,9 @@ class QueueWriter(QueueReader):
         damaged, writing the right bytes in its place repairs it."""
         assert page.data is not None
         for attempt in range(2):
-            try:
-                await self._store.put(page.ref.key, page.data, if_none_match=True)
+            if await create_once(self._store, page.ref.key, page.data):
                 return
-            except PreconditionFailed:
-                pass
-            try:
-                if await self._read_page(page.file_type, page.ref) == page.records:
-                    return
-            except CorruptMetadata:  # damaged, or gone meanwhile
-                pass
-            if attempt == 0:
+            if attempt == 0:  # damaged (or gone meanwhile)
                 log.warning("%s: replacing damaged page %s", self._queue.name, page.ref.key)
                 await self._store.delete(page.ref.key)
                 self._cache.discard([page.ref.key])

@@ -47,9 +47,11 @@ from tieredstore.errors import (
     StoreClosed,
 )
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
+from tieredstore.objectstore.conditional import create_once
+from tieredstore.objectstore.reads import crc_metadata
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
-from tieredstore.segment.conditional import create_entry, create_marker
+from tieredstore.segment.conditional import create_entry
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with
 from tieredstore.segment.listing import SegmentState
 from tieredstore.segment.merge import MergeStats, merge_chunks
@@ -60,6 +62,7 @@ from tieredstore.segment.recovery import (
     FENCE_ENTRY,
     SEAL_ENTRY,
     Recovered,
+    encode_marker,
     recover_segment,
 )
 
@@ -505,7 +508,9 @@ class ChunkedSegment(FileSegment):
 
     async def _write_marker(self) -> None:
         size = self._layout.size
-        if not await create_marker(self.store, self.path, size):
+        marker = encode_marker(size)
+        if not await create_once(self.store, self.path.sealed_key, marker,
+                                 metadata=crc_metadata(marker)):
             raise self._fence(
                 f"a sealed marker that does not say {size} bytes is there: another writer")
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import uuid
 
-from tieredstore.errors import PreconditionFailed
 from tieredstore.metadata import MetadataFenced
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.reads import crc_metadata, stored_matches
+from tieredstore.objectstore.conditional import create_once
+from tieredstore.objectstore.reads import crc_metadata
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +69,9 @@ class WriterRegistry:
         for _ in range(REGISTER_ATTEMPTS):
             listed = await self._listed()
             seq = listed[-1] + 1 if listed else 0
-            try:
-                await self.store.put(self._key(seq), body, if_none_match=True,
-                                     metadata=crc_metadata(body))
-            except PreconditionFailed:
-                if not await stored_matches(self.store, self._key(seq),
-                                            lambda data: data == body):
-                    continue  # another store took this number: the next one
+            if not await create_once(self.store, self._key(seq), body,
+                                     metadata=crc_metadata(body)):
+                continue  # another store took this number: the next one
             self.seq = seq
             stale = [self._key(s) for s in listed if s < seq - KEEP + 1]
             if stale:

@@ -34,7 +34,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
-from tieredstore.errors import ObjectNotFound, PreconditionFailed
+from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger, ManagedLedgerFenced
 from tieredstore.ledger.managed.codec import (
@@ -48,6 +48,7 @@ from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.ledger.managed.state import copy_info, cut_pages, find
 from tieredstore.ledger.managed.state import trim as trim_head
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.conditional import create_once
 
 log = logging.getLogger(__name__)
 
@@ -193,18 +194,10 @@ class ManagedLedgerMetadata:
         there are ours (a retry, or a write whose head never landed and is
         adopted now) or damaged (replaced)."""
         for attempt in range(2):
-            try:
-                await self.store.put(ref.key, data, if_none_match=True)
+            if await create_once(self.store, ref.key, data):
                 self.page_writes += 1
                 return
-            except PreconditionFailed:
-                pass
-            try:
-                if await self.store.get(ref.key) == data:
-                    return
-            except ObjectNotFound:
-                pass
-            if attempt == 0:
+            if attempt == 0:  # damaged (or gone meanwhile)
                 log.warning("%s: replacing damaged page %s", self.name, ref.key)
                 await self.store.delete(ref.key)
         raise CorruptManagedLedger(f"page {ref.key} could not be written", name=self.name)
