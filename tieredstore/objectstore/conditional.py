@@ -1,29 +1,24 @@
 """Conditional creates: the next object of a fenced series, created once.
 
-Every series of objects that writers race for (a segment's chunk entries and
-sealed marker, the broker's log, queue and managed-ledger heads, the broker's
-writer entries, an offload's index, content-addressed metadata pages) creates
-each object with ``If-None-Match: *``, through :func:`create_once`. A create
-refused because its key is taken (412: the chokepoint's retry after a lost
-reply gets one too) is one of two things, told apart here:
+Every object that writers race for (chunk-series entries, the sealed marker,
+heads, the broker's writer entries, an offload's index, digest-keyed pages) is
+created with ``If-None-Match: *`` through :func:`create_once`. A create refused
+because its key is taken (412, also what a retry after a lost reply gets) is
+our own earlier attempt that landed (True: it succeeded) or another writer's
+object, or one taken and gone (False: the caller raises its layer's fenced
+error, or takes the next position of its series). The proof of "ours":
 
-- this writer's own earlier attempt that landed and lost its reply: the
-  create succeeded (True);
-- another writer's object, or nothing any more (taken, then deleted): the
-  caller lost the race (False) and raises its layer's fenced error, or takes
-  the next position of its series.
-
-What proves an object ours is chosen by the series:
-
-- ``compare="bytes"`` (the default): the object holds exactly our bytes, read
-  back through :func:`~tieredstore.objectstore.reads.stored_matches` (a read
-  damaged on the way is read again, never taken for another writer's). For
-  objects whose bytes are unique to their writer (a session id or nonce in
-  them) or where equal bytes are as good as ours (a digest-keyed page).
-- ``compare="metadata"``: one HEAD shows our size and every metadata entry we
+- ``compare="bytes"``: the object holds exactly our bytes. One read can be
+  damaged on the way, and one wrong answer would fence a live writer: so a
+  read that does not match is read again, and the object is another's only
+  when two reads return the same other bytes that pass the CRC32C in its
+  metadata, if it has one (:func:`~tieredstore.objectstore.reads.crc_metadata`).
+  Reads that keep differing are a transient failure. For bytes unique to their
+  writer (a session id or nonce in them), or where equal bytes are as good as
+  ours (a digest-keyed page).
+- ``compare="metadata"``: a HEAD shows our size and every metadata entry we
   sent, which must name the writer and carry the CRC32C of the bytes. For
-  objects whose bytes do not say who wrote them (zero-byte fences) or are too
-  large to read back (chunks).
+  bytes that do not say who wrote them (empty fences) or are large (chunks).
 """
 
 from __future__ import annotations
@@ -31,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from tieredstore.errors import ObjectNotFound, PreconditionFailed
+from tieredstore.errors import ObjectNotFound, PreconditionFailed, ServerError
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.reads import stored_matches
+from tieredstore.objectstore.reads import read_intact
+
+MATCH_ATTEMPTS = 6
 
 
 async def create_once(store: ObjectStore, key: str, data: bytes, *,
@@ -47,11 +44,21 @@ async def create_once(store: ObjectStore, key: str, data: bytes, *,
         return True
     except PreconditionFailed:
         pass
-    if compare == "bytes":
-        return await stored_matches(store, key, lambda stored: stored == data)
     try:
-        info = await store.head(key)
+        if compare == "metadata":
+            info = await store.head(key)
+            return info.size == len(data) and all(
+                info.metadata.get(name) == value for name, value in (metadata or {}).items())
+        previous: bytes | None = None
+        for _ in range(MATCH_ATTEMPTS):
+            got = await store.get_object(key)
+            if got.data == data:
+                return True
+            if read_intact(got.data, dict(got.info.metadata)):  # else damaged on the way
+                if got.data == previous:
+                    return False
+                previous = got.data
     except ObjectNotFound:
         return False
-    return info.size == len(data) and all(
-        info.metadata.get(name) == value for name, value in (metadata or {}).items())
+    raise ServerError(f"{key}: {MATCH_ATTEMPTS} reads came back different; cannot tell whose "
+                      "it is", op="get", key=key)
