@@ -748,8 +748,7 @@ class ChaosRun:
         """Let the writer's background merges and commits finish. The ledger store
         works in threads: whatever ran beside them would interleave at random, and
         a seed would no longer replay the same faults."""
-        await self.w.ctx.drain()
-        await self.w.ctx.pool.wait_idle()
+        await self.w.wait_idle()
 
     async def open_ledger(self) -> ManagedLedger | None:
         assert self.tmp is not None

@@ -131,7 +131,7 @@ async def test_one_corrupted_read_of_the_newest_head_loses_no_change() -> None:
     for i in range(200):  # small messages: retention empties a CQ segment, no CL one
         assert await store.append(T, Q, body(i, 100), timestamp=1_000 * (i + 1)) == i
     await store.flush()
-    await store.ctx.drain()
+    await store.wait_idle()
     assert await store.delete_expired(now=100) == 1  # the newest head is this trim
     assert await store.min_offset(T, Q) == 64
     await store.close()

@@ -90,7 +90,7 @@ async def test_read_ahead_holds_at_most_half_the_get_permits() -> None:
     assert fake.most == 4, "demands take the permits read-ahead left"
     fake.release.set()
     await asyncio.gather(*reads)
-    await fake.registry.wait_idle()
+    await fake.registry.background.wait_idle()
     assert fake.most == 4
 
 
@@ -104,7 +104,7 @@ async def test_forget_cancels_prefetches_and_keeps_demanded_loads_running() -> N
     assert len(fake.registry) == 1 and not prefetch.keep and other.keep
     fake.release.set()
     assert await read == (b"chunk-2", Source.STORE)
-    await fake.registry.wait_idle()
+    await fake.registry.background.wait_idle()
     assert prefetch.task is not None and prefetch.task.cancelled()
     assert fake.registry.prefetch_bytes == 0
 
@@ -117,7 +117,7 @@ async def test_a_failed_prefetch_is_counted_a_failed_demand_is_raised() -> None:
     fake.release.set()
     with pytest.raises(OSError, match="boom"):
         await read
-    await fake.registry.wait_idle()
+    await fake.registry.background.wait_idle()
     assert fake.metrics.prefetch_errors == 1
 
 
@@ -131,7 +131,7 @@ async def test_close_cancels_loads_waits_for_background_work_and_refuses_demands
         await asyncio.sleep(0.01)
         finished.append("write")
 
-    fake.registry.spawn(write())
+    fake.registry.background.spawn(write(), "write")
     await settle()
     await fake.registry.close()
     assert finished == ["write"] and len(fake.registry) == 0

@@ -282,7 +282,7 @@ async def test_a_merge_keeps_the_fences_a_replaced_writer_would_hit() -> None:
     for i in range(3, 73):  # past a commit-log and a consume-queue roll
         assert await new.append("t", 0, body(i, 1000)) == i
     await new.flush()
-    await new.ctx.drain()  # the background merges, and their cleanup, are done
+    await new.wait_idle()  # the background merges, and their cleanup, are done
     with pytest.raises(FENCED):
         for i in range(3, 6):
             await old.append("t", 0, b"OLD-" + body(i, 100))

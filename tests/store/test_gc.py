@@ -93,7 +93,7 @@ async def test_chunks_beside_a_merged_object_and_stale_uploads() -> None:
     backend = MemoryObjectStore()
     store = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
     await produce(store, 200)
-    await store.ctx.drain()  # merges done
+    await store.wait_idle()  # merges done
     merged = sorted(o.key for o in await backend.list_all("") if o.key.endswith("/segment"))
     assert merged
     directory = merged[0].rsplit("/", 1)[0]
@@ -165,7 +165,7 @@ async def test_trimmed_key_index_segments_are_collected_too() -> None:
     for i in range(300):
         await store.append("t", 0, b"m" * 700, keys=[f"k{i}"], timestamp=T0 + i * 1000)
     await store.flush()
-    await store.ctx.drain()
+    await store.wait_idle()
     backend.crashing = True
     with pytest.raises(Crash):
         await store.delete_expired(now=T0 / 1000 + 250 + 72 * 3600)

@@ -228,7 +228,7 @@ async def test_retention_expires_index_segments_with_their_messages() -> None:
     store = await AsyncMessageStore.open(config, store=backend)
     await produce(store)
     sealed_before = len(await index_keys(backend, "/segment"))
-    await store.ctx.drain()
+    await store.wait_idle()
     deleted = await store.delete_expired(now=(T0 + 400) / 1000 + 3 * 24 * 3600)
     assert deleted > 0
     assert len(await index_keys(backend, "/segment")) < sealed_before

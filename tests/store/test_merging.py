@@ -155,7 +155,7 @@ async def test_a_crash_right_after_recording_a_seal_loses_no_merge() -> None:
     store.crash_at = "begin"
     ms = await AsyncMessageStore.open(config, store=store)
     await fill(ms)
-    await ms.ctx.drain()
+    await ms.wait_idle()
     assert await first_commit_log_segment(store, config) is SegmentState.SEALING
     store.crash_at = None
     # The crashed process never closes; a new one opens (and claims) the queue.

@@ -72,7 +72,7 @@ async def test_rolling_seals_segments_and_reads_span_them(open_store: Opener,
     for i in range(1000):  # ~100 KiB of records: several 32 KiB commit-log segments
         await ms.append("t", 0, body(i))
     await ms.flush()
-    await ms.ctx.drain()  # background merges
+    await ms.wait_idle()  # background merges
     sealed = await sealed_records(backend, ms.config, "t", 0, FileType.COMMIT_LOG)
     assert len(sealed) >= 2, "commit log did not roll"
     assert len(await sealed_records(backend, ms.config, "t", 0, FileType.CONSUME_QUEUE)) >= 2
@@ -209,7 +209,7 @@ async def test_retention_deletes_old_segments_cq_first_with_topic_override(
         for i in range(400):
             await ms.append(topic, 0, body(i), timestamp=1_000 + i)
     await ms.flush()
-    await ms.ctx.drain()
+    await ms.wait_idle()
     deleted = await ms.delete_expired(now=1_000 + 1_000_000)
     assert deleted >= 2
     assert await ms.min_offset("old", 0) > 0
@@ -248,7 +248,7 @@ async def test_retention_keeps_a_newer_message_the_sealing_writer_did_not_see(
     for i in range(10, 70):  # 64 units a consume-queue segment: it seals
         await ms.append("t", 0, body(i), timestamp=T0 + i)
     await ms.flush()
-    await ms.ctx.drain()
+    await ms.wait_idle()
     # The seal read the units it took over unseen: its record bounds them all.
     first = (await sealed_records(backend, ms.config, "t", 0, FileType.CONSUME_QUEUE))[0]
     assert (first.min_timestamp_ms, first.end_timestamp_ms) == (T0, NEWER)
@@ -275,7 +275,9 @@ async def test_retention_keeps_a_newer_message_of_a_record_rebuilt_after_lost_he
 
 
 async def test_second_writer_fences_the_first(open_store: Opener) -> None:
+    before = asyncio.all_tasks()
     first = await open_store()
+    first_tasks = asyncio.all_tasks() - before  # its periodic passes
     await first.append("t", 0, b"one")
     await first.flush()
     second = await open_store()  # claims every queue it finds
@@ -285,11 +287,11 @@ async def test_second_writer_fences_the_first(open_store: Opener) -> None:
         for _ in range(200):
             await first.append("t", 0, b"x" * 500)
         await first.flush()
-        await first.ctx.drain()
+        await first.wait_idle()
         raise AssertionError("the first writer was never fenced")
     with contextlib.suppress(SegmentFenced, MetadataFenced):
         await first.close()  # its flush fails again; its tasks still stop
-    assert first._ticker is not None and first._ticker.done()
+    assert first_tasks and all(task.done() for task in first_tasks)
     await second.close()
 
 
@@ -298,11 +300,12 @@ def test_sync_facade_has_the_same_names() -> None:
     with MessageStore.open(small_config(), store=store) as ms:
         assert ms.append("t", 0, b"hello", keys=["k"]) == 0
         ms.flush()
+        ms.wait_idle()
         assert ms.get("t", 0, 0)[0].body == b"hello"
         assert (ms.min_offset("t", 0), ms.max_offset("t", 0), ms.commit_offset("t", 0)) == \
             (0, 1, 1)
     for name in ("append", "flush", "get", "offset_for_time", "min_offset", "max_offset",
-                 "commit_offset", "delete_expired", "close"):
+                 "commit_offset", "delete_expired", "wait_idle", "close"):
         assert hasattr(AsyncMessageStore, name) and hasattr(MessageStore, name)
 
 
@@ -343,7 +346,7 @@ async def test_reads_during_background_merges_follow_the_merged_object() -> None
 
     assert await read_all() == expected  # sealed segments read as chunks, merges held
     release.set()
-    await ms.ctx.drain()  # merges land and delete the chunks
+    await ms.wait_idle()  # merges land and delete the chunks
     assert await read_all() == expected
     await ms.close()
 

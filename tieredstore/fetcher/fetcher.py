@@ -196,7 +196,7 @@ class Fetcher:
                     self._drop_disk(f"dropping the entries of {path}", exc)
             else:
                 self.generations.forget(path, evicting=True)
-                self.loads.spawn(self._evict_disk(path))
+                self.loads.background.spawn(self._evict_disk(path), f"evict {path} from disk")
 
     def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
         # docstring inherited
@@ -235,7 +235,8 @@ class Fetcher:
             # Taken now, not when the write task first runs: a forget in between
             # must find it.
             generation = self.generations.begin_write(load.path)
-            self.loads.spawn(self._write_disk(load, data, crc, generation))
+            self.loads.background.spawn(self._write_disk(load, data, crc, generation),
+                                        f"write {load.unit.key} to disk")
         return data, Source.STORE
 
     def _loaded(self, load: Load, data: bytes) -> None:
@@ -355,9 +356,10 @@ class Fetcher:
     def closed(self) -> bool:
         return self.loads.closed
 
-    async def wait_idle(self) -> None:
-        """Wait until no load and no disk write is under way (tests, benchmarks)."""
-        await self.loads.wait_idle()
+    async def wait_idle(self) -> bool:
+        """Wait until no load and no disk write is under way (tests, benchmarks);
+        whether any was."""
+        return await self.loads.background.wait_idle()
 
     async def close(self) -> None:
         """Cancel background loads, finish disk writes, close the disk tier."""

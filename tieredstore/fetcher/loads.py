@@ -25,6 +25,7 @@ from tieredstore.fetcher.keys import UnitKey, unit_key
 from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.segment.layout import ChunkRef
 from tieredstore.segment.path import SegmentPath
+from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ class LoadRegistry:
         self._prefetch_limit = asyncio.Semaphore(max(1, concurrency // 2))
         self._inflight: dict[UnitKey, Load] = {}
         self.prefetch_bytes = 0  # bytes of read-ahead loads in flight
-        self._tasks: set[asyncio.Task[Any]] = set()  # loads: cancelled on close
-        self._writes: set[asyncio.Task[Any]] = set()  # background work: awaited on close
+        # Loads (started: cancelled on close) and disk work (spawned: awaited on close).
+        self.background = Background()
         self.closed = False
 
     def __len__(self) -> int:
@@ -120,9 +121,8 @@ class LoadRegistry:
         if prefetch:
             self.prefetch_bytes += unit.length
             self.metrics.prefetch_units += 1
-        task = asyncio.get_running_loop().create_task(self._run(load))
+        task = self.background.start(self._run(load), "load")
         load.task = task
-        self._tasks.add(task)
         task.add_done_callback(lambda t: self._finished(load, t))
         return load
 
@@ -146,7 +146,6 @@ class LoadRegistry:
     def _finished(self, load: Load, task: asyncio.Task[Loaded]) -> None:
         # Here, not in a ``finally`` of the load: a task cancelled before its
         # first step never runs its coroutine.
-        self._tasks.discard(task)
         if self._inflight.get(load.key) is load:
             del self._inflight[load.key]
         if load.prefetch:
@@ -159,24 +158,7 @@ class LoadRegistry:
             log.warning("%s: read-ahead of [%d, %d) from %r failed: %s", load.path,
                         load.unit.position, load.unit.end, load.unit.key, exc)
 
-    # --- background work and lifecycle ---------------------------------------------------
-
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run ``coro`` in the background; :meth:`close` waits for it to finish."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
-
-    async def wait_idle(self) -> None:
-        """Wait until no load and no background work is under way."""
-        while self._tasks or self._writes:
-            await asyncio.gather(*self._tasks, *self._writes, return_exceptions=True)
-
     async def close(self) -> None:
         """Refuse new demands, cancel the loads, wait for background work."""
         self.closed = True
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.gather(*self._writes, return_exceptions=True)
+        await self.background.close()

@@ -41,9 +41,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tieredstore.errors import (
     CommitFailed,
@@ -63,6 +62,7 @@ from tieredstore.log.tracker import LogTracker
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileSegment, SegmentPath
 from tieredstore.segment.layout import ChunkRef
+from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class LogWriter:
         self._series_lock = asyncio.Lock()
         self._fenced: LogFenced | None = None
         self._compacting: set[int] = set()  # id() of segments being compacted by size
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self.background = Background()  # group commits and compactions
         # Every live piece known, by segment and position; the object writing each.
         self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
         self._owners: dict[SegmentKey, ChunkedSegment] = {}
@@ -153,7 +153,7 @@ class LogWriter:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._batch.append(_Put(segment, position, bytes(data), done))
         if self._writer is None:
-            self._writer = self._spawn(self._write_batches(), "log group commit")
+            self._writer = self.background.spawn(self._write_batches(), "log group commit")
         await done
 
     async def _write_batches(self) -> None:
@@ -431,14 +431,14 @@ class LogWriter:
             finally:
                 self._compacting.discard(id(segment))
 
-        self._spawn(run(), f"compact {segment.path}")
+        self.background.spawn(run(), f"compact {segment.path}")
 
     async def maintain(self, now: float | None = None) -> None:
         """Compact the segments holding pieces ``compact_age`` old, then delete the
         log objects left without a live piece that are ``delete_age`` old."""
         now = time.time() if now is None else now
         if self._writer is None and self._consolidation_due():
-            self._writer = self._spawn(self._write_batches(), "log group commit")
+            self._writer = self.background.spawn(self._write_batches(), "log group commit")
         due = [s for s in self.tracker.due(now, self.options.compact_age)
                if not (s.sealed or s.fenced)]
         recent = {unit.key for _, unit, _ in self._held}
@@ -470,19 +470,6 @@ class LogWriter:
                 "bytes_held": self._held_bytes,
                 "bytes_kept": self._memory.bytes}
 
-    # --- tasks ------------------------------------------------------------------------------
-
-    def _spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(_logged(work, name), name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def drain(self) -> None:
-        """Wait for the group commits and compactions under way."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
 
 def _already_landed(put: _Put) -> bool:
     """Whether ``put``'s bytes are in its segment (a retry of an object in doubt)."""
@@ -496,12 +483,3 @@ def _already_landed(put: _Put) -> bool:
 def _fail(put: _Put, error: BaseException) -> None:
     if not put.done.done():
         put.done.set_exception(error)
-
-
-async def _logged(work: Coroutine[Any, Any, None], name: str) -> None:
-    try:
-        await work
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        log.exception("%s failed", name)

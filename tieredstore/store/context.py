@@ -6,9 +6,7 @@ import asyncio
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
@@ -20,6 +18,7 @@ from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import keys
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.keyindex import ENTRY_SIZE as INDEX_ENTRY
+from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,8 @@ class StoreContext:
     # Segments retention deleted (the newest max_open_sealed): a merge owed to
     # one of them has nothing left to merge.
     _expired: OrderedDict[SegmentPath, None] = field(default_factory=OrderedDict)
-    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    # Merges and the store's periodic passes (see tieredstore.tasks).
+    background: Background = field(default_factory=Background)
     _merge_limit: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(2))
     max_open_sealed: int = 256
     # The broker's log, claimed at open in either write mode (only the log mode
@@ -121,23 +121,6 @@ class StoreContext:
         while len(self._expired) > self.max_open_sealed:
             self._expired.popitem(last=False)
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
-        """Run background work, tracked so that close() can wait for it."""
-
-        async def guarded() -> Any:
-            try:
-                return await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("background %s failed; recovery will resume it", what)
-                return None
-
-        task = asyncio.get_running_loop().create_task(guarded(), name=what)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
     async def merge(self, segment: ChunkedSegment) -> bool:
         """Finish a seal begun without merge, a couple at a time. False: retention
         deleted the segment before or while it merged (its merge is owed no more;
@@ -155,7 +138,3 @@ class StoreContext:
                          segment.path, exc)
                 return False
             return segment.path not in self._expired  # deleted meanwhile: owes nothing
-
-    async def drain(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)

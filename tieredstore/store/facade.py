@@ -107,6 +107,11 @@ class MessageStore:
         outbox could not store since the last flush."""
         self._outbox.run(self.core.flush, errors="report")
 
+    def wait_idle(self) -> None:
+        """Once what the outbox holds is sent, wait for the background work under
+        way (see :meth:`AsyncMessageStore.wait_idle`). Raises nothing."""
+        self._outbox.run(self.core.wait_idle)
+
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
             max_bytes: int = 4 * MiB) -> list[Message]:
         return self._outbox.run(lambda: self.core.get(topic, queue_id, offset, max_count,

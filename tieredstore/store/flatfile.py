@@ -161,7 +161,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         await self.forget_merges({b for b in owed if b < first})  # trimmed since
         for base in (b for b in owed if b >= first):
             sealed = await self.ctx.open_sealed(self.path_of(base))
-            self.ctx.spawn(self._merge(sealed), f"merge {sealed.path}")
+            self.ctx.background.spawn(self._merge(sealed), f"merge {sealed.path}")
 
     # --- writing ------------------------------------------------------------------
 
@@ -316,7 +316,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
             current, self.file_type, add=base if merge else None))
         self.ctx.keep_sealed(segment)
         if merge:
-            self.ctx.spawn(self._merge(segment), f"merge {segment.path}")
+            self.ctx.background.spawn(self._merge(segment), f"merge {segment.path}")
 
     async def _with_unseen(self, segment: ChunkedSegment, stats: SegmentStats) -> SegmentStats:
         """``stats`` bounded exactly: the timestamps of the bytes they took over

@@ -23,7 +23,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
@@ -84,11 +84,6 @@ class AsyncMessageStore:
         self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id)
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
-        self._ticker: asyncio.Task[None] | None = None
-        self._collector: asyncio.Task[None] | None = None
-        self._roller: asyncio.Task[None] | None = None
-        self._retention: asyncio.Task[None] | None = None
-        self._log_keeper: asyncio.Task[None] | None = None
         self._metrics_server: MetricsServer | None = None
 
     @classmethod
@@ -131,20 +126,17 @@ class AsyncMessageStore:
         await self.writers.register()  # before any claim: see store/writers.py
         await self._open_log()
         await self._recover()
-        self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="dispatch")
-        loop = asyncio.get_running_loop()
+        background = ctx.background
+        background.every(max(0.01, config.group_commit_interval), "dispatch", self._tick)
         if config.gc_interval > 0:
-            self._collector = loop.create_task(self._periodically(
-                config.gc_interval, "garbage collection", self.collect_garbage), name="gc")
+            background.every(config.gc_interval, "garbage collection", self.collect_garbage)
         if config.rolling_interval > 0:
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
-            self._roller = loop.create_task(self._roll_periodically(every), name="roll")
+            background.every(every, "rolling by time", self._roll_old)
         if ctx.log is not None:
-            self._log_keeper = loop.create_task(self._periodically(
-                ctx.log.options.check_every, "log compaction", ctx.log.maintain), name="log")
+            background.every(ctx.log.options.check_every, "log compaction", ctx.log.maintain)
         if config.retention_interval > 0:
-            self._retention = loop.create_task(self._periodically(
-                config.retention_interval, "retention", self.delete_expired), name="retention")
+            background.every(config.retention_interval, "retention", self.delete_expired)
         if config.metrics_port:
             try:
                 self._metrics_server = MetricsServer.start(
@@ -209,34 +201,19 @@ class AsyncMessageStore:
         await asyncio.gather(*(one(t, q) for t, q in found))
 
     async def _tick(self) -> None:
-        """Dispatch what group commits made durable, every group-commit interval."""
-        interval = max(0.01, self.config.group_commit_interval)
-        while True:
-            await asyncio.sleep(interval)
-            for queue in list(self._queues.values()):
-                with contextlib.suppress(TieredStoreError):
-                    await queue.tick()
+        """Dispatch what group commits made durable (every group-commit interval)."""
+        for queue in list(self._queues.values()):
+            with contextlib.suppress(TieredStoreError):
+                await queue.tick()
 
-    async def _roll_periodically(self, every: float) -> None:
+    async def _roll_old(self) -> None:
         """Roll the queues whose active segments are ``rolling_interval`` old."""
-        while True:
-            await asyncio.sleep(every)
-            now = now_ms()
-            for (topic, queue_id), queue in list(self._queues.items()):
-                try:
-                    await queue.roll_if_old(now)
-                except TieredStoreError as exc:  # the next check tries again
-                    log.warning("%s/%d: rolling by time failed: %s", topic, queue_id, exc)
-
-    @staticmethod
-    async def _periodically(interval: float, what: str,
-                            work: Callable[[], Awaitable[object]]) -> None:
-        while True:
-            await asyncio.sleep(interval)
+        now = now_ms()
+        for (topic, queue_id), queue in list(self._queues.items()):
             try:
-                await work()
-            except TieredStoreError as exc:  # the next pass tries again
-                log.warning("%s failed: %s", what, exc)
+                await queue.roll_if_old(now)
+            except TieredStoreError as exc:  # the next check tries again
+                log.warning("%s/%d: rolling by time failed: %s", topic, queue_id, exc)
 
     async def collect_garbage(self, *, dry_run: bool = False,
                               safety_age: float | None = None) -> GcReport:
@@ -504,15 +481,25 @@ class AsyncMessageStore:
             raise first
 
     async def _stop_background(self) -> None:
-        for task in (self._ticker, self._collector, self._roller, self._retention,
-                     self._log_keeper):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        await self.ctx.drain()
+        await self.ctx.background.close()  # the periodic passes first, then merges
         if self.ctx.log is not None:
-            await self.ctx.log.drain()
+            await self.ctx.log.background.close()
+
+    async def wait_idle(self) -> None:
+        """Return once the background work under way has finished (the pool's due
+        commits, the log's group commits and compactions, merges, the fetcher's
+        loads and disk writes, and what they started meanwhile; not the periodic
+        passes). Makes nothing due (that is :meth:`flush`) and raises nothing: a
+        failure is logged (see :mod:`tieredstore.tasks`). For tests, benchmarks,
+        and hosts that want merges done before they look."""
+        ctx = self.ctx
+        parts = [ctx.pool.wait_idle, ctx.background.wait_idle, ctx.fetcher.wait_idle]
+        if ctx.log is not None:
+            parts.insert(1, ctx.log.background.wait_idle)
+        while True:  # until a round finds every part idle
+            waited = [await wait() for wait in parts]
+            if not any(waited):
+                return
 
     async def _stop_metrics(self) -> None:
         if self._metrics_server is not None:

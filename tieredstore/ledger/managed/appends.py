@@ -162,4 +162,4 @@ class Appending(Offloading):
 
         await self._commit_rollover(new, mutate)
         if self.config.auto_offload and self.config.offload_triggers and self.offloader:
-            self._spawn(self.maybe_offload())
+            self._background.spawn(self.maybe_offload(), f"offload of {self.name}")

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from tieredstore.errors import Fenced
 from tieredstore.ledger import managed_ledger_pb2 as pb
@@ -28,6 +27,7 @@ from tieredstore.ledger.managed.config import ManagedLedgerConfig
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.sources import HandleCache, LedgerCopy
 from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,7 @@ class ManagedLedgerBase:
         self._offloading = False
         self._trigger_pending = False
         self._handles = HandleCache()
-        self._tasks: set[asyncio.Task[object]] = set()
-        self._sweeper: asyncio.Task[None] | None = None
+        self._background = Background()  # offloads and the deletion-lag sweep
         self._failed: BaseException | None = None
         self._closed = False
         self.offloads_completed = 0
@@ -106,18 +105,6 @@ class ManagedLedgerBase:
 
     # --- background work ----------------------------------------------------------------
 
-    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
-        async def run() -> None:
-            try:
-                await coro
-            except Exception as exc:
-                log.warning("%s: background offload failed: %s", self.name, exc)
-
-        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def wait_idle(self) -> None:
-        """Wait for background offloads (tests)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+    async def wait_idle(self) -> bool:
+        """Wait for background offloads (tests); whether any was under way."""
+        return await self._background.wait_idle()

@@ -21,7 +21,6 @@ injectable for tests.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -82,27 +81,21 @@ class ManagedLedger(Appending, Reading, Deleting):
                     raise
                 continue
             if config.sweep_interval_seconds > 0:
-                self._sweeper = asyncio.get_running_loop().create_task(
-                    self._sweep_periodically(config.sweep_interval_seconds),
-                    name=f"sweep {name}")
+                self._background.every(config.sweep_interval_seconds,
+                                       f"{name}: deleting local copies past the lag",
+                                       self._sweep)
             return self
         raise AssertionError("unreachable")
 
-    async def _sweep_periodically(self, every: float) -> None:
-        """The deletion-lag sweep, every ``every`` seconds, until closed or fenced."""
-        while True:
-            await asyncio.sleep(every)
-            try:
-                deleted = await self.delete_offloaded_local_copies()
-            except ManagedLedgerError:
-                return  # closed, fenced (replaced) or failed: its owner's business now
-            except Exception as exc:  # the next pass tries again
-                log.warning("%s: deleting local copies past the lag failed: %s",
-                            self.name, exc)
-                continue
-            if deleted:
-                log.info("%s: deleted the local copies of offloaded ledgers %s",
-                         self.name, deleted)
+    async def _sweep(self) -> bool:
+        """One pass of the deletion-lag sweep; False once closed or fenced."""
+        try:
+            deleted = await self.delete_offloaded_local_copies()
+        except ManagedLedgerError:
+            return False  # closed, fenced (replaced) or failed: its owner's business now
+        if deleted:
+            log.info("%s: deleted the local copies of offloaded ledgers %s", self.name, deleted)
+        return True
 
     async def close(self) -> None:
         """Wait for background work, close the handles and the current ledger.
@@ -111,11 +104,7 @@ class ManagedLedger(Appending, Reading, Deleting):
         recovers it (it is closed already, so nothing is fenced)."""
         if self._closed:
             return
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-        await self.wait_idle()
+        await self._background.close()  # the sweep first, then the offloads
         self._closed = True
         await self._handles.close()
         if self._writer is not None:

@@ -49,7 +49,7 @@ class Offloading(ManagedLedgerBase):
             if self._trigger_pending and not self._closed:
                 # A trigger fired while this ran and backed off: check it again.
                 self._trigger_pending = False
-                self._spawn(self.maybe_offload())
+                self._background.spawn(self.maybe_offload(), f"offload of {self.name}")
 
     def _first_not_offloaded(self) -> Position:
         head = self.meta.head

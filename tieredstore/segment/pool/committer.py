@@ -164,7 +164,7 @@ class SegmentCommitter:
         if trigger is not None:
             shared.metrics.scheduled_by[trigger] += 1
         if self.worker is None and self.runnable:
-            self.worker = shared.spawn(self._drain(), name=f"commit {self.label}")
+            self.worker = shared.tasks.spawn(self._drain(), f"commit {self.label}")
 
     def interval_passed(self) -> None:
         """The group-commit interval of the oldest byte not yet due has passed."""

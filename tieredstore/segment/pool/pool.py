@@ -83,7 +83,6 @@ class UploadBufferPool:
             upload_concurrency=self.options.upload_concurrency)
         # by id(segment); the committer holds the segment
         self._committers: dict[int, SegmentCommitter] = {}
-        self._tasks = self._shared.tasks  # the commit workers
         self._closing = False
         self._closed = False
         self._unyielded = 0  # bytes appended since append last yielded to the loop
@@ -269,13 +268,12 @@ class UploadBufferPool:
         del self._committers[id(segment)]
         return committer.take_back()
 
-    async def wait_idle(self) -> None:
+    async def wait_idle(self) -> bool:
         """Return when no commit is under way: the commits due so far have landed
-        or failed. Unlike :meth:`flush` it makes nothing due and raises nothing;
-        bytes not yet due stay buffered (for a caller that needs the pool quiet,
-        such as a deterministic test or a benchmark between phases)."""
-        while self._tasks:
-            await asyncio.wait(set(self._tasks))
+        or failed; whether any was. Unlike :meth:`flush` it makes nothing due and
+        raises nothing; bytes not yet due stay buffered (for a caller that needs
+        the pool quiet, such as a deterministic test or a benchmark between phases)."""
+        return await self._shared.tasks.wait_idle()
 
     async def close(self) -> None:
         """Flush everything, wait for commits in flight, stop the timer.

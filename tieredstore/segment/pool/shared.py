@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tieredstore.errors import BufferFull
 from tieredstore.segment.pool.budget import Budget
 from tieredstore.segment.pool.metrics import PoolMetrics
 from tieredstore.segment.pool.sink import LogSink
 from tieredstore.segment.pool.timer import GroupCommitTimer
+from tieredstore.tasks import Background
 
 if TYPE_CHECKING:
     from tieredstore.segment.pool.committer import SegmentCommitter
@@ -54,7 +55,7 @@ class PoolShared:
         self.log_sink: LogSink | None = None
         self.group_commit: Callable[[], None] | None = None
         self.slots = asyncio.Semaphore(upload_concurrency)  # commits in flight, all segments
-        self.tasks: set[asyncio.Task[None]] = set()  # the commit workers
+        self.tasks = Background()  # the commit workers
 
     def _interval_passed(self, committer: SegmentCommitter) -> None:
         if self.group_commit is not None:
@@ -69,13 +70,6 @@ class PoolShared:
         while this thread computes; a short sleep lets it take the GIL now."""
         if self.thread_handoff > 0 and self.inflight:
             time.sleep(self.thread_handoff)
-
-    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        """Run a commit worker; it stays in :attr:`tasks` until it ends."""
-        task = asyncio.get_running_loop().create_task(work, name=name)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
 
     def stuck(self, n: int) -> BufferFull:
         """The error for ``n`` bytes that cannot fit beside the stopped segments' bytes."""

@@ -1,0 +1,109 @@
+"""Background tasks: one supervisor per component, with its periodic loops.
+
+Every component that runs work nobody awaits in line (the store's merges and
+periodic passes, the log's group commits, the upload pool's commit workers,
+the fetcher's loads and disk writes, a managed ledger's offloads and sweep)
+holds one :class:`Background`. Its rules:
+
+- :meth:`~Background.spawn` runs background work: its failure is logged here,
+  and whatever retries that work (the next flush, pass or open) resumes it.
+  :meth:`~Background.start` runs a task whose result callers await: its
+  failure is theirs. :meth:`~Background.every` runs a periodic loop: a failed
+  pass is logged and the next one tries again; a pass returning False ends it.
+- An expected failure (a ``TieredStoreError``: an outage, a fence) is logged as
+  a warning, anything else as a bug, with its traceback. Cancellation passes.
+- :meth:`~Background.wait_idle` returns once no spawned or started task is under
+  way, including those started meanwhile (loops are not waited for).
+- :meth:`~Background.close` cancels the loops and started tasks, then waits for
+  the spawned work: a pass is cut short, background work is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from tieredstore.errors import TieredStoreError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    if isinstance(exc, TieredStoreError):
+        log.warning("%s failed: %s", what, exc)
+    else:
+        log.error("%s failed", what, exc_info=exc)
+
+
+class Background:
+    """The background tasks of one component (see the module's rules)."""
+
+    __slots__ = ("_cancel", "_work")
+
+    def __init__(self) -> None:
+        self._work: set[asyncio.Task[Any]] = set()  # spawned and started: waited for
+        self._cancel: set[asyncio.Task[Any]] = set()  # started and loops: cancelled
+
+    @property
+    def busy(self) -> bool:
+        """Whether a spawned or started task is under way."""
+        return bool(self._work)
+
+    def _track(self, coro: Coroutine[Any, Any, T], name: str, *into: set[asyncio.Task[Any]]
+               ) -> asyncio.Task[T]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        for tasks in into:
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        return task
+
+    def spawn(self, work: Coroutine[Any, Any, object], name: str) -> asyncio.Task[None]:
+        """Run ``work`` in the background; a failure is logged, naming ``name``."""
+
+        async def logged() -> None:
+            try:
+                await work
+            except Exception as exc:
+                _log_failure(f"background {name}", exc)
+
+        return self._track(logged(), name, self._work)
+
+    def start(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        """Run ``work`` as a task its callers await; cancelled on close."""
+        return self._track(work, name, self._work, self._cancel)
+
+    def every(self, interval: float, name: str, work: Callable[[], Awaitable[object]]
+              ) -> asyncio.Task[None]:
+        """Run ``work()`` every ``interval`` seconds until close, or a pass returns False."""
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    if await work() is False:
+                        return
+                except Exception as exc:  # the next pass tries again
+                    _log_failure(name, exc)
+
+        return self._track(loop(), name, self._cancel)
+
+    async def wait_idle(self) -> bool:
+        """Return once no spawned or started task is under way; whether one was."""
+        waited = False
+        while self._work:  # asyncio.wait: a caller cancelled cancels none of them
+            waited = True
+            await asyncio.wait(set(self._work))
+        return waited
+
+    async def close(self) -> None:
+        """Cancel the loops and started tasks, then wait for the spawned work."""
+        cancelled = set(self._cancel)
+        for task in cancelled:
+            task.cancel()
+        if cancelled:
+            await asyncio.wait(cancelled)
+        await self.wait_idle()
