@@ -33,7 +33,7 @@ from typing import Any
 from bench.common import DEFAULTS, LOCAL, BenchEnv, KiB, MiB, Table, mb_per_s, median
 from bench.consume import _KeepOpen
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, reading_fetcher
 
 QUEUES = 4
 MESSAGE = 4 * KiB
@@ -76,8 +76,8 @@ async def get_loop(store: ObjectStore) -> tuple[float, int, int]:
 
 async def task_gets(path: Path) -> tuple[int, int]:
     """Slices planned, and GETs of the DataSource's plan and slice scans."""
+    from tieredstore.spark.datasource import scan_slice
     from tieredstore.spark.plan import plan_read, slices_of
-    from tieredstore.spark.scan import SliceScanner, fetcher_for
     from tieredstore.spark.selection import Selection
 
     config = DEFAULTS.replace(backend=LOCAL, local_path=str(path))
@@ -85,9 +85,9 @@ async def task_gets(path: Path) -> tuple[int, int]:
     try:
         slices = slices_of(await plan_read(store, config, Selection()))
         for part in slices:
-            fetcher = fetcher_for(store, config)
+            fetcher = reading_fetcher(store, config)
             try:
-                async for _ in SliceScanner(store, fetcher, config, part).batches():
+                async for _ in scan_slice(config, part, on=(store, fetcher)):
                     pass
             finally:
                 await fetcher.close()

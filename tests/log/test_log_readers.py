@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 from tests.log.test_log_mode import body, log_config, until
 from tests.store.conftest import KiB
-from tieredstore.cli.verify import verify_store
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, verify_store
 from tieredstore.testing import ForwardingObjectStore
 
 UNITS_PER_SEGMENT = 64

@@ -66,11 +66,16 @@ from hypothesis.stateful import (
 from tests.model.test_store_model import FENCED
 from tests.store.conftest import KiB, small_config
 from tieredstore.cli import main as cli
-from tieredstore.cli.verify import verify_store
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.objectstore import Chokepoint, LocalObjectStore, RetryPolicy
-from tieredstore.store import AsyncMessageStore, Message, ReadOnlyMessageStore, metadata_root
+from tieredstore.store import (
+    AsyncMessageStore,
+    Message,
+    ReadOnlyMessageStore,
+    metadata_root,
+    verify_store,
+)
 from tieredstore.testing import FaultKind, FaultSchedule, FaultyObjectStore, ForwardingObjectStore
 
 T = TypeVar("T")

@@ -178,7 +178,7 @@ async def test_a_segment_written_again_never_reads_the_old_bytes(
 # to it (and verify reported the same healthy bucket as damaged).
 async def test_records_whose_units_expired_are_passed_over_by_recovery_and_verify() -> None:
     from tests.model.test_store_model import TICK, make_body
-    from tieredstore.cli.verify import verify_store
+    from tieredstore.store import verify_store
 
     bucket = MemoryObjectStore()
     opened = 0

@@ -13,11 +13,10 @@ import pytest
 
 from tests.corpus.damage import CASES, TOPIC, Case, build_case
 from tests.spark.conftest import BuiltStore
-from tieredstore.cli.verify import verify_store
 from tieredstore.errors import TieredStoreError
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.spark import jobs
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, verify_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

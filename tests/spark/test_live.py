@@ -34,10 +34,15 @@ import pytest
 from tieredstore.config import load_config
 from tieredstore.errors import ObjectNotFound
 from tieredstore.objectstore import ByteRange, ObjectData
+from tieredstore.spark.datasource import scan_slice
 from tieredstore.spark.plan import plan_read, slices_of
-from tieredstore.spark.scan import SliceScanner, fetcher_for
 from tieredstore.spark.selection import Selection
-from tieredstore.store import AsyncMessageStore, MessageStore, open_object_store
+from tieredstore.store import (
+    AsyncMessageStore,
+    MessageStore,
+    open_object_store,
+    reading_fetcher,
+)
 from tieredstore.testing import ForwardingObjectStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,15 +265,15 @@ def test_a_segment_merged_between_listing_and_reading(tmp_path: Path, mode: str,
 
         inner = open_object_store(config)
         store = MergeOnFirstGet(inner, kind)
-        fetcher = fetcher_for(store, config)
+        fetcher = reading_fetcher(store, config)
         selection = Selection()
         offsets: list[int] = []
         try:
             parts = slices_of(await plan_read(store, config, selection))
             assert [(p.sealed, p.first_offset) for p in parts] == [(False, 0)]
             store.before = roll_and_merge
-            async for batch in SliceScanner(store, fetcher, config, parts[0],
-                                            selection).batches():
+            async for batch in scan_slice(config, parts[0], selection.wants,
+                                          on=(store, fetcher)):
                 offsets.extend(m.offset for m in batch.messages)
             assert store.gone, "the writer did not merge the segment the task listed"
         finally:

@@ -21,10 +21,10 @@ from tests.spark.conftest import (
     build_store,
 )
 from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectInfo
+from tieredstore.spark.datasource import scan_slice
 from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
-from tieredstore.spark.scan import SliceScanner, fetcher_for
 from tieredstore.spark.selection import Selection, Span
-from tieredstore.store import log_path
+from tieredstore.store import log_path, reading_fetcher
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -194,14 +194,14 @@ class Read:
 async def read_selected(built: BuiltStore, selection: Selection) -> Read:
     """Plan and read as the DataSource does, on a recording store."""
     store = RecordingStore(built.path)
-    fetcher = fetcher_for(store, built.config)
+    fetcher = reading_fetcher(store, built.config)
     count = 0
     try:
         slices = slices_of(await plan_read(store, built.config, selection))
         planned, ranged = len(store.touched), len(store.ranges)
         for part in slices:
-            scanner = SliceScanner(store, fetcher, built.config, part, selection)
-            async for batch in scanner.batches():
+            async for batch in scan_slice(built.config, part, selection.wants,
+                                          on=(store, fetcher)):
                 count += len(batch.messages)
     finally:
         await fetcher.close()

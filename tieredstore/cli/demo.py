@@ -29,8 +29,10 @@ from tieredstore.store import (
     Message,
     ObjectStore,
     SegmentState,
+    VerifyReport,
     list_segments,
     open_object_store,
+    verify_store,
 )
 
 from .common import (
@@ -45,8 +47,6 @@ from .common import (
     resolve_config,
     table,
 )
-from .verify import verify_store
-from .verify_report import VerifyReport
 
 QUEUES: dict[str, int] = {"demo-orders": 3, "demo-clicks": 2, "demo-audit": 1}
 TAGS = ("created", "paid", "shipped", None)
@@ -193,7 +193,8 @@ class Demo:
         store = self.shared or open_object_store(self.config)
         before = dict(store.metrics.snapshot()["requests"])
         try:
-            report = await verify_store(store, self.config, show_progress=self.show_progress)
+            with progress(self.show_progress, desc="verify", unit="B") as bar:
+                report = await verify_store(store, self.config, on_bytes=bar.update)
         finally:
             if self.shared is None:
                 await store.close()

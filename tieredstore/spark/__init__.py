@@ -47,8 +47,8 @@ from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import main as run_job
 from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerDataSource
 from tieredstore.spark.options import FORMAT_NAME
-from tieredstore.spark.scan import ScanError
 from tieredstore.spark.session import get_session, register, ship_package
+from tieredstore.store import ScanError
 
 __all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "ScanError", "TieredStoreDataSource",
            "TieredStoreLedgerDataSource", "get_session", "register", "run_job",

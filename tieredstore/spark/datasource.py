@@ -23,7 +23,7 @@ writes an object).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +42,8 @@ from pyspark.sql.types import (
 )
 
 from tieredstore import sync
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
-from tieredstore.objectstore import ObjectStore
 from tieredstore.spark.options import (
     FORMAT_NAME,
     ConfigValues,
@@ -55,9 +55,8 @@ from tieredstore.spark.options import (
     on_store,
 )
 from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
-from tieredstore.spark.scan import scan_slice
 from tieredstore.spark.selection import Selection, selection_from_options
-from tieredstore.store.record import Message
+from tieredstore.store import Batch, Message, ObjectStore, scan_planned
 
 SCHEMA = StructType([
     StructField("topic", StringType(), False),
@@ -137,7 +136,7 @@ class TieredStoreReader(DataSourceReader):
         config, selection = config_of(self.config), self.selection
         pending: list[Message] = []
         size = 0
-        for batch in sync.iterate(lambda: scan_slice(config, part, selection)):
+        for batch in sync.iterate(lambda: scan_slice(config, part, selection.wants)):
             for message in batch.messages:
                 pending.append(message)
                 size += len(message.body)
@@ -146,6 +145,16 @@ class TieredStoreReader(DataSourceReader):
                     pending, size = [], 0
         if pending:
             yield to_record_batch(pending)
+
+
+def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
+               wants: Callable[[int, int], bool] | None = None, *,
+               on: tuple[ObjectStore, Any] | None = None) -> AsyncIterator[Batch]:
+    """Strictly scan one planned slice with the store's queue scan, on ``on`` (a
+    store and a reader) or a store and fetcher of its own."""
+    return scan_planned(config, part.topic, part.queue_id, cq_segments=part.cq_segments,
+                        cl_segments=part.cl_segments, first=part.scan_from,
+                        end=part.scan_end, log_pieces=part.log_pieces, wants=wants, on=on)
 
 
 class TieredStoreDataSource(DataSource):

@@ -41,17 +41,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tieredstore.log import LogSnapshot
-from tieredstore.objectstore import ObjectStore
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
-from tieredstore.spark.plan import QueuePlan, find_queues, plan_read, slices_of
+from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, names
 from tieredstore.spark.session import get_session, session_running
 from tieredstore.spark.stats import STATS_SCHEMA, StatsTask, queue_stats
-from tieredstore.spark.verify import QueueReport, fold, verify_slice
-from tieredstore.store import log_path, metadata_root
+from tieredstore.spark.verify import QueueReport, verify_task
+from tieredstore.store import ObjectStore, load_log, metadata_root, queue_log_pieces
 
 VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
                  "next_offset long, ok boolean, problems array<string>")
@@ -112,11 +110,6 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
     return int(spark.read.parquet(output).count())
 
 
-def _plan(options: dict[str, str], selection: Selection) -> list[QueuePlan]:
-    config = config_from_options(options)
-    return on_store(config, lambda store: plan_read(store, config, selection))
-
-
 def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
     """``func`` over ``items``, one Spark task each."""
     if not items:
@@ -127,11 +120,13 @@ def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
 
 def verify_reports(spark: Any, options: dict[str, str], filters: Filters | None = None
                    ) -> list[QueueReport]:
-    """Verify the selected queues: one task per slice; one report per queue."""
-    plans = _plan(options, (filters or Filters()).selection())
-    config = config_values(config_from_options(options))
-    reports = _run_tasks(spark, functools.partial(verify_slice, config), slices_of(plans))
-    return fold(plans, reports)
+    """Verify the selected queues (:func:`tieredstore.store.verify_queue`): one
+    task and one report per queue."""
+    config = config_from_options(options)
+    selection = (filters or Filters()).selection()
+    queues = on_store(config, lambda store: find_queues(store, metadata_root(config), selection))
+    reports = _run_tasks(spark, functools.partial(verify_task, config_values(config)), queues)
+    return sorted((r for r in reports if r is not None), key=lambda r: (r.topic, r.queue_id))
 
 
 def verify(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
@@ -179,8 +174,8 @@ def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -
 
     async def find(store: ObjectStore) -> list[StatsTask]:
         queues = await find_queues(store, metadata_root(config), selection)
-        log = await LogSnapshot.load(store, log_path(config))
-        return [StatsTask(t, q, tuple(log.of_queue(t, q))) for t, q in queues]
+        log = await load_log(store, config)
+        return [StatsTask(t, q, queue_log_pieces(log, t, q)) for t, q in queues]
 
     tasks = on_store(config, find)
     rows = _run_tasks(spark, functools.partial(queue_stats, config_values(config)), tasks)

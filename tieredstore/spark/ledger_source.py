@@ -48,7 +48,7 @@ from tieredstore.spark.options import (
     lower_options,
     on_store,
 )
-from tieredstore.spark.scan import opened
+from tieredstore.store import open_reading as opened
 
 LEDGER_FORMAT = "tieredstore-ledger"
 LEDGER_OPTIONS = frozenset({"ledger_id", "managed_ledger", "entry_from", "entry_to",

@@ -26,32 +26,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import InvalidName
-from tieredstore.filetype import FileType
-from tieredstore.log import LogSnapshot
-from tieredstore.metadata import (
-    COMMIT_LOG,
-    CONSUME_QUEUE,
-    MetadataNotFound,
-    QueueMetadata,
-    QueuePath,
-    SegmentRecord,
-)
-from tieredstore.metadata.keys import heads_root, parse_queue_head_key
-from tieredstore.objectstore.base import ObjectStore
-from tieredstore.segment import validate_name
-from tieredstore.segment.layout import ChunkRef
 from tieredstore.spark.selection import Selection
-from tieredstore.store.checks import record_chain
-from tieredstore.store.keys import log_path, metadata_root
-from tieredstore.store.record import UNIT_SIZE
+from tieredstore.store import (
+    UNIT_SIZE,
+    FileType,
+    LogPiece,
+    NoSuchQueue,
+    ObjectStore,
+    QueueMetadata,
+    load_log,
+    metadata_root,
+    open_metadata,
+    queue_log_pieces,
+    queues_of_topics,
+)
 
 OPEN_CONCURRENCY = 16
 NO_END = 2**63 - 1
 
-# A log piece of a slice's queue: file type, segment base, position, length, log
-# object key, offset in it, CRC32C (plain values: pickled to executors).
-PlannedPiece = tuple[int, int, int, int, str, int, int | None]
+COMMIT_LOG, CONSUME_QUEUE = FileType.COMMIT_LOG, FileType.CONSUME_QUEUE
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +68,7 @@ class SegmentSlice:
     cl_segments: tuple[tuple[int, int | None], ...]
     # The queue's log pieces when the slice was planned; None: not loaded (a slice
     # of sealed segments only, or one planned without the log).
-    log_pieces: tuple[PlannedPiece, ...] | None = None
+    log_pieces: tuple[LogPiece, ...] | None = None
 
     @property
     def sealed(self) -> bool:
@@ -90,6 +83,20 @@ class SegmentSlice:
     def base_offset(self) -> int:
         """The queue offset of the CQ segment's first unit."""
         return self.cq_base // UNIT_SIZE
+
+    @property
+    def cq_segments(self) -> tuple[tuple[int, int | None]]:
+        return ((self.cq_base, self.cq_size),)
+
+    @property
+    def scan_from(self) -> int:
+        """The first offset to scan."""
+        return max(self.first_offset, self.base_offset)
+
+    @property
+    def scan_end(self) -> int | None:
+        """One past the last offset to scan (None: the end of the queue)."""
+        return None if self.last_offset == NO_END else self.last_offset + 1
 
     def __str__(self) -> str:
         kind = "sealed" if self.sealed else "active"
@@ -107,37 +114,18 @@ class QueuePlan:
     slices: list[SegmentSlice] = field(default_factory=list)
     first_offset: int = 0  # the first live offset
     tail_offset: int = 0  # the first offset of the active CQ segment
-    problems: list[str] = field(default_factory=list)
 
 
 async def find_queues(store: ObjectStore, root: str, selection: Selection
                       ) -> list[tuple[str, int]]:
     """The queues the selection wants. Named topics and queues need no listing of
-    the others: only the heads of the named topics are listed. A name that no
-    queue can have (see :func:`validate_name`) selects nothing."""
-    topics = None if selection.topics is None else sorted(
-        t for t in selection.topics if _valid_topic(t))
-    if topics is not None and selection.queue_ids is not None:
-        return sorted((t, q) for t in topics for q in selection.queue_ids
+    the others: only the heads of the named topics are listed."""
+    if selection.topics is not None and selection.queue_ids is not None:
+        return sorted((t, q) for t in selection.topics for q in selection.queue_ids
                       if q >= 0 and selection.wants_queue(t, q))
-    prefixes = ([heads_root(root) + f"{t}/" for t in topics]
-                if topics is not None else [heads_root(root)])
-    found: set[tuple[str, int]] = set()
-    for prefix in prefixes:
-        async for page in store.list_pages(prefix):
-            for info in page:
-                queue = parse_queue_head_key(root, info.key)
-                if queue is not None and selection.wants_queue(*queue):
-                    found.add(queue)
-    return sorted(found)
-
-
-def _valid_topic(topic: str) -> bool:
-    try:
-        validate_name("topic", topic)
-    except InvalidName:
-        return False
-    return True
+    topics = None if selection.topics is None else sorted(selection.topics)
+    return [q for q in await queues_of_topics(store, root, topics)
+            if selection.wants_queue(*q)]
 
 
 async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
@@ -145,41 +133,26 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
     """Plan every selected queue (a queue without metadata is skipped)."""
     if selection.empty:
         return []
-    root = metadata_root(config)
-    queues = await find_queues(store, root, selection)
+    queues = await find_queues(store, metadata_root(config), selection)
     limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
     async def one(topic: str, queue_id: int) -> QueuePlan | None:
         async with limit:
             try:
-                meta = await QueueMetadata.open_read_only(store, QueuePath(root, topic, queue_id))
-            except MetadataNotFound:
+                meta = await open_metadata(store, config, topic, queue_id)
+            except NoSuchQueue:
                 return None
             return await plan_queue(meta, topic, queue_id, selection,
                                     messages_per_slice=messages_per_slice)
 
     plans = [p for p in await asyncio.gather(*(one(t, q) for t, q in queues)) if p is not None]
     if any(s.reaches_open for p in plans for s in p.slices):
-        log = await LogSnapshot.load(store, log_path(config))
+        log = await load_log(store, config)
         for p in plans:
-            p.slices = [dataclasses.replace(s, log_pieces=_pieces(log, s)) if s.reaches_open
-                        else s for s in p.slices]
+            p.slices = [dataclasses.replace(s, log_pieces=queue_log_pieces(log, s.topic,
+                                                                           s.queue_id))
+                        if s.reaches_open else s for s in p.slices]
     return plans
-
-
-def _pieces(log: LogSnapshot, part: SegmentSlice) -> tuple[PlannedPiece, ...]:
-    """The log's pieces of ``part``'s queue, of every segment it has pieces of."""
-    return tuple((int(file_type), base, u.position, u.length, u.key, u.object_offset, u.crc32c)
-                 for file_type, base, u in log.of_queue(part.topic, part.queue_id))
-
-
-def planned_log(part: SegmentSlice) -> dict[tuple[str, int, FileType, int], list[ChunkRef]]:
-    """The pieces ``part`` carries, by segment, as a :class:`LogSnapshot` holds them."""
-    pieces: dict[tuple[str, int, FileType, int], list[ChunkRef]] = {}
-    for file_type, base, position, length, key, offset, crc in part.log_pieces or ():
-        pieces.setdefault((part.topic, part.queue_id, FileType(file_type), base), []).append(
-            ChunkRef(position, length, key, offset, crc))
-    return pieces
 
 
 def slices_of(plans: Iterable[QueuePlan]) -> list[SegmentSlice]:
@@ -200,25 +173,16 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
         found = await meta.find_by_time(CONSUME_QUEUE, times.lo)
         start = max(start, found.base_offset if found is not None else cq_active)
     ranges: list[tuple[int, int | None, int, int]] = []  # cq base, cq size, first, last
-    checked: list[SegmentRecord] = []
-    complete = False
     if start < cq_active:
         async for record in meta.records(CONSUME_QUEUE, from_base_offset=start):
             if record.first_message_offset > offsets.hi or record.begin_timestamp_ms > times.hi:
                 break
-            checked.append(record)
             if selection.wants_segment(record.first_message_offset,
                                        record.last_message_offset,
                                        record.begin_timestamp_ms, record.end_timestamp_ms):
                 ranges.append((record.base_offset, record.size,
                                max(record.first_message_offset, offsets.lo),
                                min(record.last_message_offset, offsets.hi)))
-        else:
-            complete = True
-    plan.problems.extend(
-        f"{topic}/{queue_id} offset {p.offset}: {p.text}"
-        for p in record_chain(checked, file_type=CONSUME_QUEUE,
-                              tail_offset=plan.tail_offset if complete else None))
     tail_wanted = plan.tail_offset <= offsets.hi and (
         last_sealed is None or last_sealed.end_timestamp_ms <= times.hi)
     if tail_wanted:

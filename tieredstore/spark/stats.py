@@ -14,12 +14,8 @@ from dataclasses import dataclass
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.filetype import FileType
-from tieredstore.log import LogSnapshot
-from tieredstore.segment import DirectReader
-from tieredstore.segment.layout import ChunkRef
 from tieredstore.spark.options import ConfigValues, config_of
-from tieredstore.store import open_object_store, summarize
+from tieredstore.store import LogPiece, open_object_store, planned_log, summarize
 
 STATS_SCHEMA = ("topic string, queue_id int, messages long, min_offset long, max_offset long, "
                 "commitlog_bytes long, consumequeue_bytes long, index_bytes long, "
@@ -33,7 +29,7 @@ class StatsTask:
 
     topic: str
     queue_id: int
-    pieces: tuple[tuple[FileType, int, ChunkRef], ...]
+    pieces: tuple[LogPiece, ...]
 
 
 def queue_stats(config: ConfigValues, task: StatsTask) -> tuple[object, ...]:
@@ -41,20 +37,16 @@ def queue_stats(config: ConfigValues, task: StatsTask) -> tuple[object, ...]:
 
     async def run() -> tuple[object, ...]:
         settings = config_of(config)
-        pieces: dict[tuple[str, int, FileType, int], list[ChunkRef]] = {}
-        for f, base, unit in task.pieces:
-            pieces.setdefault((task.topic, task.queue_id, f, base), []).append(unit)
-        log = LogSnapshot(pieces)
+        log = planned_log(task.topic, task.queue_id, task.pieces)
         store = open_object_store(settings)
         try:
-            got = await summarize(store, settings, task.topic, task.queue_id,
-                                  DirectReader(store), log=log)
+            got = await summarize(store, settings, task.topic, task.queue_id, log=log)
         finally:
             await store.close()
         files = (got.commit_log, got.consume_queue, got.index)
         return (task.topic, task.queue_id, got.messages, got.min_offset, got.max_offset,
                 got.commit_log.bytes, got.consume_queue.bytes, got.index.bytes,
-                sum(f.segments for f in files), sum(f.chunks for f in files),
+                got.segments, sum(f.chunks for f in files),
                 sum(f.unmerged for f in files), _time(got.oldest_ms), _time(got.newest_ms), None)
 
     try:

@@ -1,37 +1,17 @@
-"""Verify a store: every message read back, every CRC checked, offsets continuous.
-
-The driver plans every slice of the selected queues (checking the chain of
-sealed consume-queue records on the way); one Spark task per slice reads it
-all, not strictly: a damaged record is reported and the scan goes on, so one
-run names every damaged offset. The driver folds the slice reports into one
-row per queue.
+"""Verify a store: one Spark task per queue runs the store's own
+:func:`tieredstore.store.verify_queue` (every message read back, every CRC
+checked, offsets continuous) and the driver renders one row per queue, the
+same findings ``tieredstore verify`` prints.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
 from tieredstore.spark.options import ConfigValues, config_of
-from tieredstore.spark.plan import NO_END, QueuePlan, SegmentSlice
-from tieredstore.spark.scan import SliceScanner, opened
-
-
-@dataclass(frozen=True, slots=True)
-class SliceReport:
-    """What reading one slice found."""
-
-    topic: str
-    queue_id: int
-    first_offset: int  # as planned
-    last_offset: int  # as planned (NO_END for an active tail)
-    sealed: bool
-    messages: int  # read and checked
-    units: int  # consume-queue units read: offsets looked at
-    problems: tuple[str, ...]
+from tieredstore.store import NoSuchQueue, open_object_store, verify_queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +20,7 @@ class QueueReport:
 
     topic: str
     queue_id: int
-    segments: int
+    segments: int  # as QueueSummary.segments counts them
     messages: int
     first_offset: int
     next_offset: int
@@ -48,54 +28,26 @@ class QueueReport:
     problems: tuple[str, ...]
 
 
-def verify_slice(config: ConfigValues, part: SegmentSlice) -> SliceReport:
-    """Read a whole slice, reporting (not raising) what is damaged. Runs in a task,
-    on an event loop and a store of its own."""
-    messages = units = 0
-    problems: list[str] = []
+def verify_task(config: ConfigValues, queue: tuple[str, int]) -> QueueReport | None:
+    """Verify one queue (None: it has no metadata). Runs in a task, on an event
+    loop and a store of its own."""
+    topic, queue_id = queue
 
-    async def scan() -> None:
-        nonlocal messages, units
+    async def run() -> QueueReport:
         settings = config_of(config)
-        async with opened(settings) as (store, fetcher):
-            scanner = SliceScanner(store, fetcher, settings, part, strict=False)
-            async for batch in scanner.batches():
-                messages += len(batch.messages)
-                units += batch.units
-                problems.extend(str(e) for e in batch.errors)
+        store = open_object_store(settings)
+        try:
+            c = await verify_queue(store, settings, topic, queue_id)
+        finally:
+            await store.close()
+        return QueueReport(topic, queue_id, c.segments, c.messages + c.undispatched,
+                           c.min_offset, c.max_offset + c.undispatched, not c.error_count,
+                           tuple(c.errors))
 
     try:
-        sync.run(scan())
+        return sync.run(run())
+    except NoSuchQueue:
+        return None
     except (TieredStoreError, OSError) as exc:
-        problems.append(f"{part}: {type(exc).__name__}: {exc}")
-    if part.sealed and units != part.last_offset - part.first_offset + 1:
-        problems.append(f"{part.topic}/{part.queue_id} offset {part.first_offset + units}: "
-                        f"the segment has {units} units for offsets "
-                        f"{part.first_offset}..{part.last_offset}")
-    return SliceReport(part.topic, part.queue_id, part.first_offset, part.last_offset,
-                       part.sealed, messages, units, tuple(problems))
-
-
-def fold(plans: Sequence[QueuePlan], reports: Iterable[SliceReport]) -> list[QueueReport]:
-    """One row per planned queue, in topic and queue order."""
-    by_queue: defaultdict[tuple[str, int], list[SliceReport]] = defaultdict(list)
-    for report in reports:
-        by_queue[(report.topic, report.queue_id)].append(report)
-    rows: list[QueueReport] = []
-    for plan in sorted(plans, key=lambda p: (p.topic, p.queue_id)):
-        slices = sorted(by_queue[(plan.topic, plan.queue_id)], key=lambda r: r.first_offset)
-        problems = list(plan.problems)
-        expected = plan.first_offset
-        next_offset = plan.first_offset
-        for report in slices:
-            if report.first_offset != expected:
-                problems.append(f"{plan.topic}/{plan.queue_id} offset {expected}: no segment "
-                                f"holds it (the next starts at {report.first_offset})")
-            problems.extend(report.problems)
-            end = (report.first_offset + report.units if report.last_offset == NO_END
-                   else report.last_offset + 1)
-            expected = next_offset = end
-        rows.append(QueueReport(
-            plan.topic, plan.queue_id, len(slices), sum(r.messages for r in slices),
-            plan.first_offset, next_offset, not problems, tuple(problems)))
-    return rows
+        return QueueReport(topic, queue_id, 0, 0, 0, 0, False,
+                           (f"{topic}/{queue_id}: {type(exc).__name__}: {exc}",))

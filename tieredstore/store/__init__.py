@@ -50,9 +50,20 @@ from tieredstore.store.record import (
     decode_record,
     decode_unit,
 )
-from tieredstore.store.stream import BadBytes, ShortFile, UnitStream
+from tieredstore.store.scan import (
+    Batch,
+    LogPiece,
+    QueueScan,
+    ScanError,
+    open_reading,
+    planned_log,
+    queue_log_pieces,
+    reading_fetcher,
+    scan_planned,
+)
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
+from tieredstore.store.verify import QueueCheck, VerifyReport, verify_queue, verify_store
 from tieredstore.store.view import (
     SegmentView,
     list_flat_file,
@@ -61,20 +72,31 @@ from tieredstore.store.view import (
     load_log,
     open_metadata,
     open_segment,
+    queues_of_topics,
     recorded_segments,
     sealing_segments,
     unit_crc,
 )
 
 __all__ = [
-    "BadBytes",
+    "Batch",
+    "LogPiece",
+    "QueueCheck",
+    "QueueScan",
+    "ScanError",
+    "VerifyReport",
+    "open_reading",
+    "planned_log",
+    "queue_log_pieces",
+    "reading_fetcher",
+    "scan_planned",
+    "verify_queue",
+    "verify_store",
     "FileType",
     "LogSnapshot",
     "ObjectStore",
     "QueueMetadata",
     "SegmentState",
-    "ShortFile",
-    "UnitStream",
     "listed_queues",
     "load_log",
     "queues_to_rebuild",
@@ -120,6 +142,7 @@ __all__ = [
     "open_object_store",
     "open_segment",
     "pool_options",
+    "queues_of_topics",
     "queues_with_segments",
     "record_chain",
     "record_problem",

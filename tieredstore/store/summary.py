@@ -54,6 +54,16 @@ class QueueSummary:
     def messages(self) -> int:
         return self.max_offset - self.min_offset
 
+    @property
+    def segments(self) -> int:
+        """The queue's segments, the one count that ``inspect``, ``verify`` and
+        Spark's ``stats`` and ``verify`` show: the live segments of its commit
+        log, consume queue and key index (see :class:`FlatSummary`), that is
+        the sealed ones from the first live one on and, past the records, the
+        active one and any sealed one not recorded yet that hold bytes
+        (trimmed segments whose deletion is pending are not counted)."""
+        return self.commit_log.segments + self.consume_queue.segments + self.index.segments
+
 
 async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
                     reader: SegmentReader | None = None, *, log: LogSnapshot | None = None,

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import ChunkMissing, TieredStoreError
+from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import (
     First,
@@ -36,6 +36,7 @@ from tieredstore.metadata import (
     pb_type,
 )
 from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.metadata.keys import heads_root, parse_queue_head_key
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectInfo, ObjectStore
 from tieredstore.segment import (
     ChunkRef,
@@ -45,6 +46,7 @@ from tieredstore.segment import (
     SegmentPath,
     SegmentState,
     list_file,
+    validate_name,
 )
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.path import EntryId
@@ -105,6 +107,26 @@ async def listed_queues(store: ObjectStore, config: TieredStoreConfig, *,
     the queues whose bytes are in its log objects too (those an open finds)."""
     found = await list_queues(store, metadata_root(config))
     return sorted({*found, *log.queues()}) if log is not None else found
+
+
+async def queues_of_topics(store: ObjectStore, root: str, topics: Collection[str] | None
+                           ) -> list[tuple[str, int]]:
+    """The queues with metadata under ``root`` (:func:`metadata_root`) of the
+    ``topics`` named (None: of every topic), sorted: only the named topics'
+    heads are listed. A name that no queue can have (see
+    :func:`validate_name`) selects nothing."""
+    if topics is None:
+        return await list_queues(store, root)
+    found: set[tuple[str, int]] = set()
+    for topic in topics:
+        try:
+            validate_name("topic", topic)
+        except InvalidName:
+            continue
+        async for page in store.list_pages(heads_root(root) + f"{topic}/"):
+            found.update(q for q in (parse_queue_head_key(root, i.key) for i in page)
+                         if q is not None and q[0] == topic)
+    return sorted(found)
 
 
 async def open_segment(store: ObjectStore, path: SegmentPath,

@@ -1,0 +1,327 @@
+"""Verify a queue: read every message and check every CRC, read-only.
+
+One verifier, rendered by ``tieredstore verify`` and Spark's verify job:
+
+- the metadata head (read-only) and a listing of every segment of each flat
+  file: from the first live position on they must follow one another without
+  a gap and match their metadata records (:func:`record_chain` too); the
+  consume queue is listed before the commit log, with the broker's log loaded
+  again in between (docs/format.md, "Reading the log");
+- the queue's :class:`~tieredstore.store.scan.QueueScan`, not strict: every
+  consume-queue unit and the record it points to checked, damage read around
+  and reported;
+- commit-log records after the last unit (not yet dispatched: the next open
+  re-dispatches them), each checked;
+- every unit of every live commit-log and consume-queue segment that no read
+  fetched (dead space after a crash, a segment's unused tail) fetched once,
+  so that every stored CRC is checked.
+
+A queue whose segments or log pieces no metadata references (its heads are
+lost) is reported by :func:`verify_store`: its next open, or ``tieredstore
+repair``, rebuilds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
+from tieredstore.filetype import FileType
+from tieredstore.log import LogSnapshot
+from tieredstore.metadata import QueueMetadata
+from tieredstore.objectstore import ObjectStore
+from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentReader, SegmentState
+from tieredstore.store.checks import ScanStop, record_chain, scan_records
+from tieredstore.store.codec import RecordCodec
+from tieredstore.store.properties import clean_from
+from tieredstore.store.rebuild import queues_with_segments
+from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
+from tieredstore.store.scan import QueueScan, queue_files, reading_fetcher
+from tieredstore.store.summary import summarize
+from tieredstore.store.view import (
+    FlatView,
+    SegmentView,
+    list_segments,
+    listed_queues,
+    load_log,
+    open_metadata,
+)
+
+QUEUE_CONCURRENCY = 4
+KEEP_ERRORS = 50  # per queue; all are counted
+
+
+@dataclass
+class QueueCheck:
+    """What verifying one queue found."""
+
+    topic: str
+    queue_id: int
+    min_offset: int = 0
+    max_offset: int = 0
+    segments: int = 0  # the queue's segments, as QueueSummary.segments counts them
+    messages: int = 0  # records checked through their consume-queue unit
+    undispatched: int = 0  # commit-log records after the last unit, checked too
+    dead_bytes: int = 0  # commit-log bytes between records (a record torn by a crash)
+    units: int = 0  # object units (chunks, merged ranges) fetched and CRC-checked
+    bytes: int = 0
+    errors: list[str] = field(default_factory=list)  # "topic/queue: what", the first ones
+    error_count: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}/{self.queue_id}"
+
+    def error(self, message: str) -> None:
+        self.error_count += 1
+        if len(self.errors) < KEEP_ERRORS:
+            self.errors.append(f"{self.name}: {message}")
+
+
+@dataclass
+class VerifyReport:
+    queues: list[QueueCheck]
+    requests: dict[str, dict[str, int | float]]
+
+    @property
+    def error_count(self) -> int:
+        return sum(q.error_count for q in self.queues)
+
+    @property
+    def messages(self) -> int:
+        return sum(q.messages + q.undispatched for q in self.queues)
+
+
+class _Counted:
+    """A :class:`SegmentReader` that notes the units each read touches (each
+    counted once, when first read back whole and checked)."""
+
+    def __init__(self, inner: SegmentReader, check: QueueCheck,
+                 on_bytes: Callable[[int], None]) -> None:
+        self.inner = inner
+        self.check = check
+        self.on_bytes = on_bytes
+        self.asked: set[tuple[str, int]] = set()
+        self._counted: set[tuple[str, int]] = set()
+
+    def was_read(self, unit: ChunkRef) -> bool:
+        return (unit.key, unit.object_offset) in self.asked
+
+    async def read(self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
+                   ) -> bytes | memoryview:
+        units = [s.unit for s in layout.slices(position, length)] if length > 0 else []
+        self.asked.update((u.key, u.object_offset) for u in units)
+        data = await self.inner.read(path, layout, position, length)
+        for u in units:
+            if (u.key, u.object_offset) not in self._counted:
+                self._counted.add((u.key, u.object_offset))
+                self.check.units += 1
+                self.check.bytes += u.length
+                self.on_bytes(u.length)
+        return data
+
+    async def read_span(self, path: SegmentPath, layout: SegmentLayout, position: int,
+                        length: int) -> bytes:
+        return await self.inner.read_span(path, layout, position, length)
+
+    def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
+        self.inner.committed(path, unit, data)
+
+    def forget(self, path: SegmentPath) -> None:
+        self.inner.forget(path)
+
+    def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
+        self.inner.replaced(path, old, new)
+
+
+@dataclass
+class _Listed:
+    """One flat file's live segments, as listed, and where they start and end."""
+
+    live: list[SegmentView]
+    first: int
+    end: int
+
+
+async def _list_file(store: ObjectStore, config: TieredStoreConfig, check: QueueCheck,
+                     meta: QueueMetadata, file_type: FileType, *,
+                     log: LogSnapshot) -> _Listed:
+    """List one flat file's segments against its records; report what does not fit."""
+    views = await list_segments(store, config, check.topic, check.queue_id, file_type,
+                                log=log)
+    by_base = {v.base: v for v in views}
+    first = min(meta.first(file_type).base_offset, meta.next_base_offset(file_type))
+    records = [r async for r in meta.records(file_type)]
+    for problem in record_chain(records, file_type=file_type):
+        check.error(f"offset {problem.offset}: {problem.text}")
+    for record in records:
+        view = by_base.get(record.base_offset)
+        where = f"{file_type.label} segment at {record.base_offset}"
+        if view is None:
+            check.error(f"{where} is recorded in the metadata but has no objects")
+            continue
+        view.record = record
+        if view.state is SegmentState.OPEN:
+            check.error(f"{where} is recorded as sealed but is not sealed")
+        elif view.state is not None and view.size != record.size:
+            check.error(f"{where} holds {view.size} bytes, its record says {record.size}")
+    live = [v for v in views if v.base >= first]
+    expected = first
+    for view in live:
+        if view.base != expected:
+            what = "missing" if view.base > expected else "overlapping"
+            check.error(f"{file_type.label} bytes [{min(expected, view.base)}, "
+                        f"{max(expected, view.base)}) are {what} before segment {view.path}")
+        if view.state is None:
+            check.error(f"{file_type.label} segment {view.path} is corrupt: {view.error}")
+        for key in view.foreign:
+            check.error(f"foreign object {key!r} in segment {view.path}: not written by "
+                        "tieredstore; ignored (move it away)")
+        expected = view.end
+    return _Listed(live, first, expected)
+
+
+async def verify_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                       queue_id: int, *, on_bytes: Callable[[int], None] = lambda n: None
+                       ) -> QueueCheck:
+    """Verify one queue (see the module's docstring); never writes. Every
+    problem is in the returned check; only what reading the queue's metadata
+    raises (:class:`NoSuchQueue`: it has none) is raised."""
+    check = QueueCheck(topic, queue_id)
+    log = await load_log(store, config)
+    meta = await open_metadata(store, config, topic, queue_id)
+    try:
+        cq_file = await _list_file(store, config, check, meta, FileType.CONSUME_QUEUE, log=log)
+        log = await log.reload()
+        cl_file = await _list_file(store, config, check, meta, FileType.COMMIT_LOG, log=log)
+        await _list_file(store, config, check, meta, FileType.INDEX, log=log)
+    except TieredStoreError as exc:
+        check.error(f"cannot list the queue's segments: {exc}")
+        return check
+    try:
+        check.segments = (await summarize(store, config, topic, queue_id, log=log,
+                                          timestamps=False)).segments
+    except TieredStoreError as exc:
+        check.error(f"cannot count the queue's segments: {exc}")
+    check.min_offset, check.max_offset = cq_file.first // UNIT_SIZE, cq_file.end // UNIT_SIZE
+    if cq_file.end % UNIT_SIZE:
+        check.error(f"the consume queue ends at byte {cq_file.end}, inside a unit")
+    fetcher = reading_fetcher(store, config)
+    reader = _Counted(fetcher, check, on_bytes)
+    codec = RecordCodec.from_config(config, strict=False)
+    try:
+        cl, cq = queue_files(store, config, topic, queue_id, records=(meta, meta),
+                             reader=reader, log=log)
+        scan = QueueScan(topic, queue_id, cl=cl, cq=cq, codec=codec, first=check.min_offset,
+                         end=check.max_offset, strict=False)
+        try:
+            async for batch in scan.batches():
+                check.messages += len(batch.messages)
+                for problem in batch.errors:
+                    check.error(problem.text)
+        except TieredStoreError as exc:
+            check.error(f"offset {scan.last_read + 1}: {exc}")
+        check.dead_bytes += scan.dead_bytes
+        if scan.record_end is not None or check.max_offset == check.min_offset:
+            # No unit read: the tail is found from the first live commit-log byte,
+            # past records whose units expired (as recovery finds it).
+            start, behind = ((cl_file.first, True) if scan.record_end is None
+                             else (scan.record_end, False))
+            await _check_tail(cl, check, codec, cl_file, max(start, clean_from(meta.properties)),
+                              behind=behind)
+        for flat, listed in ((cq, cq_file), (cl, cl_file)):
+            await _read_the_rest(flat, listed, reader, check)
+    finally:
+        await fetcher.close()
+    return check
+
+
+async def _check_tail(cl: FlatView, check: QueueCheck, codec: RecordCodec | None,
+                      listed: _Listed, position: int, *, behind: bool) -> None:
+    """Records after the last unit: what the next open would re-dispatch
+    (``behind``: ``position`` is not where the last unit's record ends, and
+    records before the consume queue's end are passed over)."""
+    offset, end = check.max_offset, listed.end
+    segment_ends = [v.end for v in listed.live]
+
+    async def segment_end(at: int) -> int:
+        return next((e for e in segment_ends if e > at), end)
+
+    try:
+        async for found in scan_records(cl.read, segment_end, position, end,
+                                        skip_below=offset if behind else 0):
+            if isinstance(found, ScanStop):
+                if found.dead:  # cut short by a crash at the very end: dead space
+                    check.dead_bytes += end - found.position
+                else:
+                    check.error(found.problem)
+                return
+            message = decode_record(found.data, check.topic, check.queue_id, codec)
+            if message.offset != offset:
+                check.error(f"commit-log byte {found.position} holds offset "
+                            f"{message.offset}, expected {offset}")
+                return
+            check.undispatched += 1
+            offset += 1
+            position = found.end
+    except (TieredStoreError, RecordError) as exc:
+        check.error(f"offset {offset} (not yet dispatched): commit-log byte {position}: {exc}")
+
+
+async def _read_the_rest(flat: FlatView, listed: _Listed, reader: _Counted,
+                         check: QueueCheck) -> None:
+    """Fetch every unit of the live segments that no read fetched, each checked."""
+    for view in listed.live:
+        if view.state is None:
+            continue  # reported as corrupt
+        for unit in view.layout.units:
+            if reader.was_read(unit):
+                continue
+            try:
+                await flat.read(view.base + unit.position, unit.length)
+            except TieredStoreError as exc:
+                check.error(f"{flat.file_type.label} bytes [{view.base + unit.position}, "
+                            f"{view.base + unit.end}) (no message read them): {exc}")
+
+
+async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
+                       topic: str | None = None, queue_id: int | None = None,
+                       on_bytes: Callable[[int], None] = lambda n: None) -> VerifyReport:
+    """:func:`verify_queue` for every queue (or the one named), and the queues
+    whose segments no metadata references; never writes."""
+    found = [(t, q) for t, q in await listed_queues(store, config)
+             if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
+    orphans = {key: count for key, count in (await queues_with_segments(store, config)).items()
+               if key not in found and (topic is None or key[0] == topic)
+               and (queue_id is None or key[1] == queue_id)}
+    if orphans:  # a queue created since the first listing has its head by now
+        orphans = {key: count for key, count in orphans.items()
+                   if key not in set(await listed_queues(store, config))}
+    failed: list[QueueCheck] = []
+    for (t, q), count in orphans.items():
+        check = QueueCheck(t, q)
+        check.error(f"{count} segment(s) in the bucket but no queue metadata references "
+                    "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
+        failed.append(check)
+    limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
+
+    async def one(t: str, q: int) -> QueueCheck:
+        async with limit:
+            try:
+                return await verify_queue(store, config, t, q, on_bytes=on_bytes)
+            except TieredStoreError as exc:  # gone since the listing
+                check = QueueCheck(t, q)
+                check.error(f"cannot read the queue's metadata: {exc}")
+                return check
+
+    checks = list(await asyncio.gather(*(one(t, q) for t, q in found)))
+    # A writer that went on during the check (rolled, merged, trimmed) can make a
+    # snapshot look inconsistent: a queue with errors is checked once more, and
+    # what that second look finds is the report (real damage shows again).
+    again = await asyncio.gather(*(one(c.topic, c.queue_id) for c in checks if c.error_count))
+    final = [*(c for c in checks if not c.error_count), *again, *failed]
+    return VerifyReport(sorted(final, key=lambda c: (c.topic, c.queue_id)),
+                        store.metrics.snapshot())
