@@ -1,6 +1,8 @@
 """On every damaged store of the corpus, ``tieredstore verify`` and the Spark
 verify job name the same damaged offsets, and the store's own reads fail at
-exactly those offsets (and return every other message)."""
+exactly those offsets (and return every other message). ``inspect``, Spark's
+``stats`` and ``verify`` count the same segments, on the intact store and on
+every damaged one."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from tests.corpus.damage import CASES, TOPIC, Case, build_case
 from tests.spark.conftest import BuiltStore
+from tieredstore.cli.inspector import queue_rows
 from tieredstore.errors import TieredStoreError
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.spark import jobs
@@ -46,6 +49,20 @@ def cli_problems(built: BuiltStore) -> dict[int, list[str]]:
     return asyncio.run(run())
 
 
+def inspected_segments(built: BuiltStore) -> dict[int, int]:
+    """The segments ``tieredstore inspect`` counts per queue of the topic."""
+
+    async def run() -> dict[int, int]:
+        store = LocalObjectStore(built.path, fsync=False)
+        try:
+            rows = await queue_rows(store, built.config, [(TOPIC, 0), (TOPIC, 1)])
+        finally:
+            await store.close()
+        return {r["queue"]: r["segments"] for r in rows}
+
+    return asyncio.run(run())
+
+
 def store_unreadable(built: BuiltStore, queue_id: int) -> set[int]:
     """The offsets ``get`` cannot return; every other message must read back."""
 
@@ -75,9 +92,13 @@ def store_unreadable(built: BuiltStore, queue_id: int) -> set[int]:
 def test_every_checker_names_the_same_offsets(case: Case, spark: Any, tmp_path: Path) -> None:
     built = build_case(case, tmp_path / "store")
     cli = cli_problems(built)
-    spark_rows = {r.queue_id: list(r.problems)
-                  for r in jobs.verify_reports(spark, built.options, jobs.Filters(
-                      topics=(TOPIC,)))}
+    reports = jobs.verify_reports(spark, built.options, jobs.Filters(topics=(TOPIC,)))
+    spark_rows = {r.queue_id: list(r.problems) for r in reports}
+    stats = jobs.stats(spark, built.options, jobs.Filters(topics=(TOPIC,))).collect()
+    segments = inspected_segments(built)
+    assert segments == {r.queue_id: r.segments for r in stats} \
+        == {r.queue_id: r.segments for r in reports}, (segments, stats, reports)
+    assert min(segments.values()) > 2
     assert sorted(cli) == sorted(spark_rows) == [0, 1]
     assert cli[1] == spark_rows[1] == []  # the other queue is intact
     cli_bad, spark_bad = offsets_named(cli[0]), offsets_named(spark_rows[0])

@@ -78,7 +78,8 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
     async def one(topic: str, queue_id: int) -> Row:
         got = await summarize(store, config, topic, queue_id, log=log, timestamps=False)
         row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
-                    "max_offset": got.max_offset, "messages": got.messages}
+                    "max_offset": got.max_offset, "messages": got.messages,
+                    "segments": got.segments}
         for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue),
                             ("index", got.index)):
             row[f"{label}_segments"] = flat.segments
@@ -173,11 +174,11 @@ def render(what: str, rows: list[Row]) -> str:
                       for r in rows], ["topic", "queues", "messages", "bytes"])
     if what == "queues":
         return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
-                       r["commitlog_segments"], r["consumequeue_segments"],
+                       r["segments"], r["commitlog_segments"], r["consumequeue_segments"],
                        human_bytes(r["commitlog_bytes"]), human_bytes(r["consumequeue_bytes"]),
                        human_bytes(r["index_bytes"]) if r["index_segments"] else "-",
                        r["merges_pending"], r["writer"] or "-"] for r in rows],
-                     ["topic", "queue", "min", "max", "cl segs", "cq segs", "cl bytes",
+                     ["topic", "queue", "min", "max", "segments", "cl segs", "cq segs", "cl bytes",
                       "cq bytes", "key index", "merging", "writer"])
     if what == "segments":
         return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],

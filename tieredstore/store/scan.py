@@ -172,6 +172,9 @@ class QueueScan:
             stop = cq.end // UNIT_SIZE if end is None else min(end, cq.end // UNIT_SIZE)
             if stop <= offset:
                 return
+            # The units listed in the active segment are the scan's last, even if a
+            # writer seals it (and the read finds it merged and longer) meanwhile.
+            active = cq.state is SegmentState.OPEN
             if cq.state is None:
                 batch = Batch(units=stop - offset)
                 self._report(batch, self._error(offset, f"consume-queue segment {cq.path}: "
@@ -182,8 +185,8 @@ class QueueScan:
                 async for batch in self._segment(offset, stop):
                     yield batch
             offset = stop
-            if cq.state is SegmentState.OPEN:
-                return  # the active segment: nothing after it
+            if active:
+                return
 
     async def _segment(self, offset: int, end: int) -> AsyncIterator[Batch]:
         while offset < end:
