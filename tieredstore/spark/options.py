@@ -19,8 +19,7 @@ from typing import Any, TypeVar
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError
-from tieredstore.objectstore import LocalObjectStore, ObjectStore
-from tieredstore.store import open_object_store
+from tieredstore.store import ObjectStore, holds_local_store, open_object_store
 
 FORMAT_NAME = "tieredstore"
 
@@ -70,7 +69,7 @@ def local_store_path(path: str) -> str:
     where = Path(path).expanduser().absolute()
     if not where.is_dir():
         raise ConfigError("path", f"{path!r} ({where}) is not a directory: no store to read")
-    if not LocalObjectStore.holds_store(where):
+    if not holds_local_store(where):
         raise ConfigError("path", f"{path!r} ({where}) holds no tieredstore local store "
                           "(no 'objects' directory in it)")
     return str(where)

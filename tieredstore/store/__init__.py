@@ -23,7 +23,12 @@ from tieredstore.store.checks import (
     unit_order_problem,
 )
 from tieredstore.store.codec import KeyProvider, RecordCodec
-from tieredstore.store.compose import open_fetcher, open_object_store, pool_options
+from tieredstore.store.compose import (
+    holds_local_store,
+    open_fetcher,
+    open_object_store,
+    pool_options,
+)
 from tieredstore.store.errors import (
     MessageTooLarge,
     NoSuchQueue,
@@ -137,6 +142,7 @@ __all__ = [
     "merges_owed",
     "log_path",
     "metadata_root",
+    "holds_local_store",
     "open_fetcher",
     "open_metadata",
     "open_object_store",

@@ -31,6 +31,7 @@ from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
+from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.s3 import S3Settings
 from tieredstore.segment.chunked import SegmentOptions
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
@@ -99,6 +100,11 @@ def object_store_options(config: TieredStoreConfig) -> ObjectStoreOptions:
 def open_object_store(config: TieredStoreConfig) -> ObjectStore:
     """The configured backend, with the configured retry policy."""
     return open_backend(object_store_options(config))
+
+
+def holds_local_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory the local backend was opened on."""
+    return LocalObjectStore.holds_store(path)
 
 
 async def prepare_bucket(store: ObjectStore, config: TieredStoreConfig) -> None:
