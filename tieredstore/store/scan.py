@@ -217,7 +217,7 @@ class QueueScan:
             if bad_start >= bad_stop:
                 bad_start, bad_stop = start, stop
             before = await self._units(start, bad_start, batch) if bad_start > start else []
-            self._report(batch, self._error(bad_start, f"consume queue unreadable: {exc}",
+            self._report(batch, self._error(bad_start, f"consume-queue units unreadable: {exc}",
                                             bad_stop - 1))
             self.record_end = None
             after = await self._units(bad_stop, stop, batch) if bad_stop < stop else []
