@@ -41,13 +41,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tieredstore.config import TieredStoreConfig
 from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, names
 from tieredstore.spark.session import get_session, session_running
-from tieredstore.spark.stats import STATS_SCHEMA, StatsTask, queue_stats
+from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.verify import QueueReport, verify_task
 from tieredstore.store import ObjectStore, load_log, metadata_root, queue_log_pieces
 
@@ -110,6 +111,14 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
     return int(spark.read.parquet(output).count())
 
 
+async def _queue_tasks(store: ObjectStore, config: TieredStoreConfig, filters: Filters | None
+                       ) -> list[QueueTask]:
+    """The selected queues, each with its pieces of the broker's log, loaded once."""
+    queues = await find_queues(store, metadata_root(config), (filters or Filters()).selection())
+    log = await load_log(store, config)
+    return [QueueTask(t, q, queue_log_pieces(log, t, q)) for t, q in queues]
+
+
 def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
     """``func`` over ``items``, one Spark task each."""
     if not items:
@@ -123,9 +132,8 @@ def verify_reports(spark: Any, options: dict[str, str], filters: Filters | None 
     """Verify the selected queues (:func:`tieredstore.store.verify_queue`): one
     task and one report per queue."""
     config = config_from_options(options)
-    selection = (filters or Filters()).selection()
-    queues = on_store(config, lambda store: find_queues(store, metadata_root(config), selection))
-    reports = _run_tasks(spark, functools.partial(verify_task, config_values(config)), queues)
+    tasks = on_store(config, lambda store: _queue_tasks(store, config, filters))
+    reports = _run_tasks(spark, functools.partial(verify_task, config_values(config)), tasks)
     return sorted((r for r in reports if r is not None), key=lambda r: (r.topic, r.queue_id))
 
 
@@ -170,14 +178,7 @@ def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -
     """One row per selected queue (``STATS_SCHEMA``), one task per queue. Offset and
     time filters do not apply: a queue is summed up whole."""
     config = config_from_options(options)
-    selection = (filters or Filters()).selection()
-
-    async def find(store: ObjectStore) -> list[StatsTask]:
-        queues = await find_queues(store, metadata_root(config), selection)
-        log = await load_log(store, config)
-        return [StatsTask(t, q, queue_log_pieces(log, t, q)) for t, q in queues]
-
-    tasks = on_store(config, find)
+    tasks = on_store(config, lambda store: _queue_tasks(store, config, filters))
     rows = _run_tasks(spark, functools.partial(queue_stats, config_values(config)), tasks)
     return spark.createDataFrame(rows, STATS_SCHEMA)
 

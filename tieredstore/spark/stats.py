@@ -24,7 +24,7 @@ STATS_SCHEMA = ("topic string, queue_id int, messages long, min_offset long, max
 
 
 @dataclass(frozen=True, slots=True)
-class StatsTask:
+class QueueTask:
     """One queue, and the pieces the driver's load of the log found for it."""
 
     topic: str
@@ -32,7 +32,7 @@ class StatsTask:
     pieces: tuple[LogPiece, ...]
 
 
-def queue_stats(config: ConfigValues, task: StatsTask) -> tuple[object, ...]:
+def queue_stats(config: ConfigValues, task: QueueTask) -> tuple[object, ...]:
     """A row of ``STATS_SCHEMA``. Runs in a task, on an event loop of its own."""
 
     async def run() -> tuple[object, ...]:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
 from tieredstore.spark.options import ConfigValues, config_of
-from tieredstore.store import NoSuchQueue, open_object_store, verify_queue
+from tieredstore.spark.stats import QueueTask
+from tieredstore.store import NoSuchQueue, open_object_store, planned_log, verify_queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,16 +29,17 @@ class QueueReport:
     problems: tuple[str, ...]
 
 
-def verify_task(config: ConfigValues, queue: tuple[str, int]) -> QueueReport | None:
-    """Verify one queue (None: it has no metadata). Runs in a task, on an event
-    loop and a store of its own."""
-    topic, queue_id = queue
+def verify_task(config: ConfigValues, queue: QueueTask) -> QueueReport | None:
+    """Verify one queue (None: it has no metadata), its log pieces as the driver
+    loaded them. Runs in a task, on an event loop and a store of its own."""
+    topic, queue_id = queue.topic, queue.queue_id
 
     async def run() -> QueueReport:
         settings = config_of(config)
         store = open_object_store(settings)
         try:
-            c = await verify_queue(store, settings, topic, queue_id)
+            c = await verify_queue(store, settings, topic, queue_id,
+                                   log=planned_log(topic, queue_id, queue.pieces))
         finally:
             await store.close()
         return QueueReport(topic, queue_id, c.segments, c.messages + c.undispatched,

@@ -184,18 +184,51 @@ async def _list_file(store: ObjectStore, config: TieredStoreConfig, check: Queue
     return _Listed(live, first, expected)
 
 
-async def verify_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                       queue_id: int, *, on_bytes: Callable[[int], None] = lambda n: None
-                       ) -> QueueCheck:
-    """Verify one queue (see the module's docstring); never writes. Every
-    problem is in the returned check; only what reading the queue's metadata
-    raises (:class:`NoSuchQueue`: it has none) is raised."""
-    check = QueueCheck(topic, queue_id)
-    log = await load_log(store, config)
-    meta = await open_metadata(store, config, topic, queue_id)
+@dataclass
+class _Planned:
+    """A queue's metadata, and its consume queue as listed (None: it could not be)."""
+
+    check: QueueCheck
+    meta: QueueMetadata
+    cq: _Listed | None = None
+
+
+async def _plan(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
+                log: LogSnapshot) -> _Planned:
+    """Read the queue's metadata (what that raises is raised) and list its consume
+    queue, after ``log`` was loaded."""
+    planned = _Planned(QueueCheck(topic, queue_id),
+                       await open_metadata(store, config, topic, queue_id))
     try:
-        cq_file = await _list_file(store, config, check, meta, FileType.CONSUME_QUEUE, log=log)
-        log = await log.reload()
+        planned.cq = await _list_file(store, config, planned.check, planned.meta,
+                                      FileType.CONSUME_QUEUE, log=log)
+    except TieredStoreError as exc:
+        planned.check.error(f"cannot list the queue's segments: {exc}")
+    return planned
+
+
+async def verify_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                       queue_id: int, *, log: LogSnapshot | None = None,
+                       on_bytes: Callable[[int], None] = lambda n: None) -> QueueCheck:
+    """Verify one queue (see the module's docstring); never writes. ``log``: the
+    broker's log as loaded before this call (loaded here if None); it is loaded
+    again once the consume queue is listed. Every problem is in the returned
+    check; only what reading the queue's metadata raises (:class:`NoSuchQueue`:
+    it has none) is raised."""
+    planned = await _plan(store, config, topic, queue_id,
+                          log or await load_log(store, config))
+    return await _verify(store, config, planned, await load_log(store, config), on_bytes)
+
+
+async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Planned,
+                  log: LogSnapshot, on_bytes: Callable[[int], None]) -> QueueCheck:
+    """The rest of :func:`verify_queue`, with ``log`` loaded after the consume
+    queue was listed."""
+    check, meta, cq_file = planned.check, planned.meta, planned.cq
+    topic, queue_id = check.topic, check.queue_id
+    if cq_file is None:
+        return check
+    try:
         cl_file = await _list_file(store, config, check, meta, FileType.COMMIT_LOG, log=log)
         await _list_file(store, config, check, meta, FileType.INDEX, log=log)
     except TieredStoreError as exc:
@@ -308,20 +341,35 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
         failed.append(check)
     limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
 
-    async def one(t: str, q: int) -> QueueCheck:
+    async def plan(t: str, q: int, log: LogSnapshot) -> _Planned | QueueCheck:
         async with limit:
             try:
-                return await verify_queue(store, config, t, q, on_bytes=on_bytes)
+                return await _plan(store, config, t, q, log)
             except TieredStoreError as exc:  # gone since the listing
                 check = QueueCheck(t, q)
                 check.error(f"cannot read the queue's metadata: {exc}")
                 return check
 
-    checks = list(await asyncio.gather(*(one(t, q) for t, q in found)))
+    async def rest(p: _Planned | QueueCheck, log: LogSnapshot) -> QueueCheck:
+        if isinstance(p, QueueCheck):
+            return p
+        async with limit:
+            return await _verify(store, config, p, log, on_bytes)
+
+    async def verify(queues: list[tuple[str, int]]) -> list[QueueCheck]:
+        """The queues' consume queues listed after one load of the log, the rest
+        after another (as :func:`verify_queue` does, with two loads for all)."""
+        log = await load_log(store, config)
+        planned = await asyncio.gather(*(plan(t, q, log) for t, q in queues))
+        log = await load_log(store, config)
+        return list(await asyncio.gather(*(rest(p, log) for p in planned)))
+
+    checks = await verify(found)
     # A writer that went on during the check (rolled, merged, trimmed) can make a
     # snapshot look inconsistent: a queue with errors is checked once more, and
     # what that second look finds is the report (real damage shows again).
-    again = await asyncio.gather(*(one(c.topic, c.queue_id) for c in checks if c.error_count))
+    retry = [(c.topic, c.queue_id) for c in checks if c.error_count]
+    again = await verify(retry) if retry else []
     final = [*(c for c in checks if not c.error_count), *again, *failed]
     return VerifyReport(sorted(final, key=lambda c: (c.topic, c.queue_id)),
                         store.metrics.snapshot())
