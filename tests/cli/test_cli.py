@@ -113,7 +113,8 @@ def test_demo_produces_restarts_consumes_and_verifies(cli: Cli, tmp_path: Path) 
     rows = [line.split() for line in out.splitlines() if line.startswith("demo-")]
     assert len(rows) == 6 and all(r[-1] == "ok" for r in rows)
     assert sum(int(r[-2]) for r in rows) == 1500  # every message checked
-    assert any(int(r[4].split("/")[0]) >= 1 for r in rows), "no commit-log segment sealed"
+    # a queue's active commit log, consume queue and key index, and sealed segments
+    assert any(int(r[4]) > 3 for r in rows), "no segment sealed"
     assert "0 differences" in out and "0 errors" in out
     verify = re.search(r"verify \(read-only\)\s+\d+ \(([^)]*)\)", out)
     assert verify is not None, out
