@@ -1,9 +1,10 @@
 """The message store a host embeds: per-queue commit log and consume queue on
 tiered segments, metadata in the bucket, recovery after restart.
 
-Besides the store itself, what the command line and tools build on: the
-read-only queue and segment views, the checks every verifier shares, the
-record and unit codecs, the head properties, garbage collection and the
+Besides the store itself, what the command line and Spark build on: the
+read-only queue and segment views, the one scan of a queue
+(:class:`QueueScan`) and the one verifier (:func:`verify_queue`), a queue's
+summary, the record codec, the head properties, garbage collection and the
 listing of the queues that have segments; and the lower layers' types these
 hand out (the backend, the flat file types, segment states, the broker's log,
 a queue's metadata). Nothing outside this package needs its submodules, nor
@@ -15,13 +16,6 @@ from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentState
-from tieredstore.store.checks import (
-    ScanStop,
-    record_chain,
-    record_problem,
-    scan_records,
-    unit_order_problem,
-)
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import (
     holds_local_store,
@@ -49,11 +43,9 @@ from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.rebuild import queues_to_rebuild, queues_with_segments
 from tieredstore.store.record import (
     UNIT_SIZE,
-    CqUnit,
     Message,
     RecordError,
     decode_record,
-    decode_unit,
 )
 from tieredstore.store.scan import (
     Batch,
@@ -114,7 +106,6 @@ __all__ = [
     "QueueSummary",
     "UNIT_SIZE",
     "AsyncMessageStore",
-    "CqUnit",
     "GcReport",
     "Message",
     "MessageStore",
@@ -128,7 +119,6 @@ __all__ = [
     "KeyProvider",
     "RecordCodec",
     "RecordError",
-    "ScanStop",
     "SegmentView",
     "StoreCollector",
     "StoreError",
@@ -136,7 +126,6 @@ __all__ = [
     "clean_from",
     "collect_garbage",
     "decode_record",
-    "decode_unit",
     "list_flat_file",
     "list_segments",
     "merges_owed",
@@ -150,9 +139,5 @@ __all__ = [
     "pool_options",
     "queues_of_topics",
     "queues_with_segments",
-    "record_chain",
-    "record_problem",
-    "scan_records",
     "summarize",
-    "unit_order_problem",
 ]
