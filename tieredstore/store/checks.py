@@ -1,9 +1,10 @@
 """What a valid queue is: the checks the store, ``verify`` and Spark share.
 
 Each check is pure (no IO) or reads through callables it is given, and says
-what it finds; callers only render it. The store's reads and recovery, the
-CLI's ``verify`` and the Spark reader and verify job all call these, so a
-queue one of them accepts, the others accept too.
+what it finds. The store's reads and recovery, its queue scan
+(:mod:`tieredstore.store.scan`: Spark's reader) and its verifier
+(:mod:`tieredstore.store.verify`: ``tieredstore verify`` and Spark's verify
+job) all call these, so a queue one of them accepts, the others accept too.
 
 - :func:`record_problem`: a commit-log record against the consume-queue unit
   that points to it (offset, store timestamp, tags hash);
@@ -12,7 +13,7 @@ queue one of them accepts, the others accept too.
   overlap; a consume-queue record holds one unit per offset; a key-index
   record's offsets only do not go back);
 - :func:`scan_records`: the commit-log records from a position on, one after
-  another (recovery's re-dispatch and ``verify``'s check of the tail).
+  another (recovery's re-dispatch and the verifier's check of the tail).
 """
 
 from __future__ import annotations
