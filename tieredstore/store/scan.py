@@ -170,17 +170,19 @@ class QueueScan:
             except TieredStoreError as exc:
                 raise self._error(offset, f"consume queue: {exc}") from exc
             stop = cq.end // UNIT_SIZE if end is None else min(end, cq.end // UNIT_SIZE)
-            if stop <= offset:
-                return
             # The units listed in the active segment are the scan's last, even if a
             # writer seals it (and the read finds it merged and longer) meanwhile.
             active = cq.state is SegmentState.OPEN
-            if cq.state is None:
-                batch = Batch(units=stop - offset)
+            if cq.state is None:  # its units, as many as its record says, unreadable
+                batch = Batch(units=max(0, stop - offset))
                 self._report(batch, self._error(offset, f"consume-queue segment {cq.path}: "
-                                                f"{cq.error}", stop - 1))
+                                                f"{cq.error}", max(offset, stop - 1)))
                 self.record_end = None
                 yield batch
+                if stop <= offset:
+                    return
+            elif stop <= offset:
+                return
             else:
                 async for batch in self._segment(offset, stop):
                     yield batch
