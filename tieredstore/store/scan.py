@@ -151,11 +151,14 @@ class QueueScan:
         self.last_read = first - 1
         self.record_end: int | None = None
         self.dead_bytes = 0
+        self._bad: list[tuple[int, str]] = []  # unreadable records not yet reported
 
     def _error(self, offset: int, message: str, last: int | None = None) -> ScanError:
         return ScanError(self.topic, self.queue_id, offset, message, last)
 
     def _report(self, batch: Batch, error: ScanError) -> None:
+        if self._bad:  # the unreadable records before it first, in offset order
+            self._flush_bad(batch)
         if self.strict:
             raise error
         batch.errors.append(error)
@@ -163,6 +166,14 @@ class QueueScan:
     async def batches(self) -> AsyncIterator[Batch]:
         """A batch per block of units, in offset order. A consume-queue segment
         that cannot be opened raises (strict) or is reported whole."""
+        async for batch in self._blocks():
+            yield batch
+        if self._bad:
+            batch = Batch()
+            self._flush_bad(batch)
+            yield batch
+
+    async def _blocks(self) -> AsyncIterator[Batch]:
         offset, end = self.first, self.end
         while end is None or offset < end:
             try:
@@ -280,28 +291,30 @@ class QueueScan:
 
     async def _one_by_one(self, run: list[_Wanted], batch: Batch) -> None:
         """A run failed: read its records one at a time to name the damaged ones
-        (neighbours that fail for one reason as one problem)."""
-        bad: list[tuple[int, str]] = []
+        (neighbours that fail for one reason, in this run or the next, as one
+        problem: raised at the end of the run in strict mode)."""
+        bad = self._bad
         for item in run:
             try:
                 data = await self.commit_log.read(item.unit.position, item.unit.size)
             except TieredStoreError as exc:
-                if bad and bad[-1][1] != str(exc):
-                    self._flush_bad(bad, batch)
+                if bad and (bad[-1][1] != str(exc) or bad[-1][0] + 1 != item.offset):
+                    self._flush_bad(batch)
                 bad.append((item.offset, str(exc)))
                 continue
-            if bad:
-                self._flush_bad(bad, batch)
             self._decode(memoryview(data), [item], batch)
-        if bad:
-            self._flush_bad(bad, batch)
+        if self.strict and bad:
+            self._flush_bad(batch)
 
-    def _flush_bad(self, bad: list[tuple[int, str]], batch: Batch) -> None:
+    def _flush_bad(self, batch: Batch) -> None:
+        bad = self._bad
         error = self._error(bad[0][0], f"commit-log bytes unreadable: {bad[0][1]}", bad[-1][0])
         bad.clear()
         self._report(batch, error)
 
     def _decode(self, view: memoryview, run: list[_Wanted], batch: Batch) -> None:
+        if self._bad:
+            self._flush_bad(batch)
         at = 0
         topic, queue_id = self.topic, self.queue_id
         for item in run:
