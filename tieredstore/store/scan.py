@@ -36,6 +36,7 @@ from tieredstore.sizes import MiB
 from tieredstore.store.checks import record_problem, unit_order_problem
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.compose import fetcher_options, open_object_store
+from tieredstore.store.flatreader import SegmentRecords
 from tieredstore.store.keys import log_path
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -45,7 +46,7 @@ from tieredstore.store.record import (
     decode_record,
     decode_unit,
 )
-from tieredstore.store.view import FlatView, PlannedSegments, SegmentRecords, SegmentView
+from tieredstore.store.view import FlatView, PlannedSegments, SegmentView
 
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
 RUN_BYTES = 8 * MiB  # commit-log bytes per read
