@@ -15,14 +15,16 @@ import pytest
 from tests.ledger.helpers import make_ledger
 from tests.spark.test_read import RecordingStore
 from tieredstore.ledger import (
+    LedgerSelection,
     LocalLedgerStore,
     OffloadNamespace,
     OffloadOptions,
     SegmentLedgerOffloader,
+    plan_ledger_slices,
+    read_ledger_slice,
 )
 from tieredstore.ledger.location import parse_offload_key
 from tieredstore.objectstore import LocalObjectStore
-from tieredstore.spark.ledger import LedgerSelection, plan_ledgers, read_slice
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -112,12 +114,12 @@ async def _read_one(offloaded: Offloaded, ledger_id: int, lo: int, hi: int
                     ) -> tuple[list[tuple[str, str]], list[tuple[str, str]], int, int]:
     store = RecordingStore(offloaded.path)
     try:
-        slices = await plan_ledgers(store, SPACE, LedgerSelection(
+        slices = await plan_ledger_slices(store, SPACE, LedgerSelection(
             ledger_ids=frozenset([ledger_id]), entry_from=lo, entry_to=hi))
         planning = list(store.touched)
         count = 0
         for part in slices:
-            async for batch in read_slice(store, part):
+            async for batch in read_ledger_slice(store, part):
                 assert [e.entry_id for e in batch] == list(range(count + lo,
                                                                  count + lo + len(batch)))
                 assert [e.payload for e in batch] == \

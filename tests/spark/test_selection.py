@@ -123,8 +123,7 @@ def test_masters_on_this_machine_get_the_loopback_settings(master: str, loopback
 
 def test_the_ledger_reader_takes_its_namespace_from_the_config_keys(tmp_path: Path) -> None:
     from tieredstore.ledger import OffloadNamespace, offload_namespace
-    from tieredstore.spark.ledger import ledger_selection
-    from tieredstore.spark.ledger_source import LEDGER_OPTIONS
+    from tieredstore.spark.ledger_source import LEDGER_OPTIONS, ledger_selection
 
     LocalObjectStore(tmp_path)
     options = {"path": str(tmp_path), "offload_prefix": "off", "offload_cluster": "c",

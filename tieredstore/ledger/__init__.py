@@ -6,6 +6,7 @@
 - :mod:`.offloader`, :mod:`.offloaded`: ``LedgerOffloader`` on the segment engine, and
   the read handle of an offloaded ledger.
 - :mod:`.managed`: managed ledgers, their offload triggers and their metadata.
+- :mod:`.slices`: offloaded ledgers read in slices (planned, then each read), for Spark.
 """
 
 from tieredstore.ledger.compose import (
@@ -63,6 +64,12 @@ from tieredstore.ledger.offloader import (
     OffloadOptions,
     SegmentLedgerOffloader,
 )
+from tieredstore.ledger.slices import (
+    LedgerSelection,
+    LedgerSlice,
+    plan_ledger_slices,
+    read_ledger_slice,
+)
 
 __all__ = [
     "LedgerHost",
@@ -87,6 +94,8 @@ __all__ = [
     "LedgerMetadata",
     "LedgerNotFound",
     "LedgerOffloader",
+    "LedgerSelection",
+    "LedgerSlice",
     "LedgerState",
     "LocalLedgerStore",
     "LocalLedgerWriter",
@@ -116,4 +125,6 @@ __all__ = [
     "ReadPriority",
     "SegmentLedgerOffloader",
     "parse_offload_key",
+    "plan_ledger_slices",
+    "read_ledger_slice",
 ]

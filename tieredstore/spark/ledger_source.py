@@ -6,7 +6,7 @@ string. One input partition per PIP-17 block (``blocks_per_partition``
 joins neighbours) of each offload attempt the managed-ledger metadata (under
 ``ledger_root``) records complete; without any managed-ledger metadata there,
 of each complete attempt, and a ledger with two complete attempts is an
-error naming it (see :mod:`tieredstore.spark.ledger`).
+error naming it (see :func:`tieredstore.ledger.plan_ledger_slices`).
 
 Options: the store as for ``tieredstore`` (``path``, or ``backend=s3`` with
 ``bucket``...); the offloader's namespace, as the store's config keys (a
@@ -30,14 +30,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from tieredstore import sync
-from tieredstore.ledger import LedgerEntry, OffloadNamespace, offload_namespace
-from tieredstore.objectstore import ObjectStore
-from tieredstore.spark.ledger import (
+from tieredstore.ledger import (
+    LedgerEntry,
     LedgerSelection,
     LedgerSlice,
-    ledger_selection,
-    plan_ledgers,
-    read_slice,
+    OffloadNamespace,
+    offload_namespace,
+    plan_ledger_slices,
+    read_ledger_slice,
 )
 from tieredstore.spark.options import (
     ConfigValues,
@@ -48,6 +48,8 @@ from tieredstore.spark.options import (
     lower_options,
     on_store,
 )
+from tieredstore.spark.selection import ints, names, one_int
+from tieredstore.store import ObjectStore
 from tieredstore.store import open_reading as opened
 
 LEDGER_FORMAT = "tieredstore-ledger"
@@ -76,6 +78,20 @@ class LedgerPartition(InputPartition):
     slice: LedgerSlice
 
 
+def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
+    """From the reader options ``ledger_id``, ``managed_ledger`` (comma-separated),
+    ``entry_from`` (inclusive) and ``entry_to`` (exclusive)."""
+    ids = options.get("ledger_id", "").strip()
+    managed = options.get("managed_ledger", "").strip()
+    first = options.get("entry_from", "").strip()
+    end = options.get("entry_to", "").strip()
+    return LedgerSelection(
+        frozenset(ints("ledger_id", ids)) if ids else None,
+        frozenset(names(managed)) if managed else None,
+        max(0, one_int("entry_from", first)) if first else 0,
+        one_int("entry_to", end) if end else None)
+
+
 def entries_batch(part: LedgerSlice, entries: Sequence[LedgerEntry]) -> Any:
     n = len(entries)
     return pa.RecordBatch.from_arrays([
@@ -99,8 +115,9 @@ class LedgerReader(DataSourceReader):
         config = config_of(self.config)
 
         def plan(store: ObjectStore) -> Awaitable[list[LedgerSlice]]:
-            return plan_ledgers(store, self.space, self.selection, root=config.ledger_root,
-                                blocks_per_slice=self.blocks_per_partition)
+            return plan_ledger_slices(store, self.space, self.selection,
+                                      root=config.ledger_root,
+                                      blocks_per_slice=self.blocks_per_partition)
 
         return [LedgerPartition(s) for s in on_store(config, plan)]
 
@@ -111,7 +128,7 @@ class LedgerReader(DataSourceReader):
 
         async def entries() -> Any:
             async with opened(config) as (store, fetcher):
-                async for batch in read_slice(store, part, fetcher):
+                async for batch in read_ledger_slice(store, part, fetcher):
                     yield batch
 
         return (entries_batch(part, batch) for batch in sync.iterate(entries))

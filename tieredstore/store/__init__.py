@@ -14,7 +14,7 @@ the command line the packages below it.
 from tieredstore.filetype import FileType
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import (
@@ -90,6 +90,7 @@ __all__ = [
     "verify_queue",
     "verify_store",
     "FileType",
+    "LocalObjectStore",
     "LogSnapshot",
     "ObjectStore",
     "QueueMetadata",

@@ -1,24 +1,26 @@
-"""Offloaded ledgers as rows: which to read, planned on the driver, and the read.
+"""Offloaded ledgers read in slices: which attempts to read, and the read of one.
 
-Planning reads the managed-ledger metadata under the ``ledger_root``
-(:func:`~tieredstore.ledger.managed.recorded_offloads`, as the offload sweep
-does), lists the offload namespace once (paged) and keeps the attempts whose
-index is there and that the metadata records complete: an attempt it does not
-record (given up, or a replaced owner's) or not yet complete is never read,
-so each ledger is read from one attempt. Where no managed ledger has
-metadata under the root (offloads written by a bare offloader), every
-complete attempt is read, and a ledger with two complete attempts is refused,
-naming it: nothing says which is the offload. With ``ledger_id`` selected it
-never reads another ledger's offload objects (the id is in every key). It
-then reads each kept index (one GET: the PIP-17 block table, the ledger's
-metadata, and the managed ledger's name from the object's user metadata) and
-cuts the selected entries into slices of ``blocks_per_slice`` blocks,
-leaving out blocks the entry range does not reach. A task opens the attempt
-as ``read_offloaded`` does (:class:`~tieredstore.ledger.OffloadedReadHandle`:
-its index, a HEAD and the data object's unit table) and reads its entries,
-every unit CRC-checked. An attempt without its data object (an offload that did not finish) is left
-out at planning; one whose objects vanish before its task runs (deleted after
-the deletion lag) fails the task, naming it.
+:func:`plan_ledger_slices` reads the managed-ledger metadata under the
+``ledger_root`` (:func:`~tieredstore.ledger.managed.recorded_offloads`, as the
+offload sweep does), lists the offload namespace once (paged) and keeps the
+attempts whose index is there and that the metadata records complete: an
+attempt it does not record (given up, or a replaced owner's) or not yet
+complete is never read, so each ledger is read from one attempt. Where no
+managed ledger has metadata under the root (offloads written by a bare
+offloader), every complete attempt is read, and a ledger with two complete
+attempts is refused, naming it: nothing says which is the offload. With
+``ledger_ids`` selected it never reads another ledger's offload objects (the
+id is in every key). It then reads each kept index (one GET: the PIP-17 block
+table, the ledger's metadata, and the managed ledger's name from the object's
+user metadata) and cuts the selected entries into slices of
+``blocks_per_slice`` blocks, leaving out blocks the entry range does not
+reach. :func:`read_ledger_slice` opens the attempt as ``read_offloaded`` does
+(:class:`~tieredstore.ledger.OffloadedReadHandle`: its index, a HEAD and the
+data object's unit table) and reads its entries, every unit CRC-checked. An
+attempt without its data object (an offload that did not finish) is left out
+when planning; one whose objects vanish before its slice is read (deleted
+after the deletion lag) fails the read, naming it. The Spark source
+``tieredstore-ledger`` is planned and read with these.
 """
 
 from __future__ import annotations
@@ -26,17 +28,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid as uuid_mod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from tieredstore.errors import ObjectNotFound
-from tieredstore.ledger import LedgerEntry, OffloadedReadHandle, OffloadError, OffloadNamespace
+from tieredstore.ledger.errors import OffloadError
+from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.location import parse_offload_key
+from tieredstore.ledger.location import OffloadNamespace, parse_offload_key
 from tieredstore.ledger.managed import recorded_offloads
+from tieredstore.ledger.offloaded import OffloadedReadHandle
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentReader
-from tieredstore.spark.selection import ints, names, one_int
 
 MANAGED_LEDGER_KEY = "managedledgername"  # Pulsar's ManagedLedgerName, lowercased by S3
 READ_CONCURRENCY = 16
@@ -72,23 +75,9 @@ class LedgerSlice:
         return OffloadNamespace(self.prefix, self.cluster, self.namespace)
 
 
-def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
-    """From the reader options ``ledger_id``, ``managed_ledger`` (comma-separated),
-    ``entry_from`` (inclusive) and ``entry_to`` (exclusive)."""
-    ids = options.get("ledger_id", "").strip()
-    managed = options.get("managed_ledger", "").strip()
-    first = options.get("entry_from", "").strip()
-    end = options.get("entry_to", "").strip()
-    return LedgerSelection(
-        frozenset(ints("ledger_id", ids)) if ids else None,
-        frozenset(names(managed)) if managed else None,
-        max(0, one_int("entry_from", first)) if first else 0,
-        one_int("entry_to", end) if end else None)
-
-
-async def plan_ledgers(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection,
-                       *, root: str = "managed-ledgers", blocks_per_slice: int = 1
-                       ) -> list[LedgerSlice]:
+async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
+                             selection: LedgerSelection, *, root: str = "managed-ledgers",
+                             blocks_per_slice: int = 1) -> list[LedgerSlice]:
     """The slices to read, by ledger id, attempt and entry id: of the attempts
     the managed-ledger metadata under ``root`` records complete; where no
     managed ledger has metadata there, of every complete attempt, and a ledger
@@ -167,8 +156,9 @@ def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,
     return out
 
 
-async def read_slice(store: ObjectStore, part: LedgerSlice, reader: SegmentReader | None = None
-                     ) -> AsyncIterator[list[LedgerEntry]]:
+async def read_ledger_slice(store: ObjectStore, part: LedgerSlice,
+                            reader: SegmentReader | None = None
+                            ) -> AsyncIterator[list[LedgerEntry]]:
     """The slice's entries, a few hundred at a time."""
     where = part.space.locate(part.ledger_id, part.offload_uuid)
     handle = await OffloadedReadHandle.open(store, where, reader=reader)
