@@ -100,8 +100,7 @@ def test_bad_encryption_settings_are_refused_naming_the_key(keys: dict[str, str]
                                  sse_kms_key_id=keys.get("s3_sse_kms_key_id"),
                                  sse_kms_context=keys.get("s3_sse_kms_context")))
     with pytest.raises(ConfigError, match=named):
-        from tieredstore.store.compose import s3_settings
-        s3_settings(small_config(backend="s3", s3_bucket="b", **keys))
+        small_config(backend="s3", s3_bucket="b", **keys).options(S3Settings)
 
 
 def test_the_encryption_context_goes_as_base64_json() -> None:

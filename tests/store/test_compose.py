@@ -1,5 +1,5 @@
-"""The composition module: configuration keys onto each layer's own options, one
-default per setting, and the compatibility entry points that mirror it."""
+"""Configuration keys onto each layer's own options (``config.options``), one
+default per setting, and the composition module's entry points over them."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import pytest
 from tieredstore.config import KiB, MiB, TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import FetcherOptions
+from tieredstore.log import LogOptions
 from tieredstore.metadata import DEFAULT_PAGE_SIZE
 from tieredstore.objectstore import (
     LocalObjectStore,
     MemoryObjectStore,
     RetryPolicy,
     S3ObjectStore,
+    S3Settings,
 )
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.segment import SegmentOptions
@@ -33,11 +35,12 @@ S3 = {"backend": "s3", "s3_bucket": "bkt", "s3_endpoint_url": "http://localhost:
 
 def test_the_configurations_defaults_are_the_layers_own() -> None:
     config = TieredStoreConfig()
-    assert compose.retry_policy(config) == RetryPolicy()
+    assert config.options(RetryPolicy) == RetryPolicy()
     assert compose.object_store_options(config) == ObjectStoreOptions()
     assert compose.fetcher_options(config) == FetcherOptions()
     assert compose.pool_options(config) == PoolOptions()
-    assert compose.segment_options(config) == SegmentOptions()
+    assert config.options(SegmentOptions) == SegmentOptions()
+    assert config.options(LogOptions) == LogOptions()
     assert config.metadata_page_size == DEFAULT_PAGE_SIZE == 64
     assert compose.disk_tier(config) is None
 
@@ -73,6 +76,9 @@ def test_s3_settings_take_the_s3_keys() -> None:
     store = open_backend(options)
     assert isinstance(store, S3ObjectStore) and store.settings == s3
     assert "s3cr3t-value" not in repr(options)
+    # an empty text key is unset: the field's default (None), not ""
+    assert TieredStoreConfig(backend="s3", s3_bucket="b").options(S3Settings) == \
+        S3Settings(bucket="b")
 
 
 def test_object_store_options_check_their_fields_and_name_the_config_key() -> None:
@@ -129,7 +135,17 @@ def test_pool_options_refuse_a_budget_below_the_largest_message() -> None:
         compose.pool_options(config)
 
 
+def test_log_options_take_the_log_keys_and_the_gc_safety_age() -> None:
+    config = TieredStoreConfig(log_object_size=2 * MiB, log_compact_age=60.0,
+                               gc_safety_age=120.0, log_consolidate_interval=5.0,
+                               log_consolidate_bytes=3 * MiB, log_compact_bytes=4 * MiB,
+                               log_hold_bytes=5 * MiB)
+    assert config.options(LogOptions) == LogOptions(
+        object_size=2 * MiB, compact_age=60.0, delete_age=120.0, consolidate_interval=5.0,
+        consolidate_bytes=3 * MiB, compact_bytes=4 * MiB, hold_bytes=5 * MiB)
+
+
 def test_segment_options_take_the_chunk_size_and_merge_on_seal() -> None:
     config = TieredStoreConfig(chunk_size=64 * KiB, merge_on_seal=False)
-    assert compose.segment_options(config) == SegmentOptions(chunk_size=64 * KiB,
-                                                             merge_on_seal=False)
+    assert config.options(SegmentOptions) == SegmentOptions(chunk_size=64 * KiB,
+                                                            merge_on_seal=False)

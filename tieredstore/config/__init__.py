@@ -11,11 +11,11 @@ Names (``cluster``, ``broker``, ``key_prefix``) and paths are checked when
 the configuration is built, before anything is written. The S3 secret never
 shows: not in ``repr``/``str`` of the configuration, nor in any error.
 
-Each setting has one default. Keys a layer's own options type also holds
-take that type's default (``RetryPolicy``, ``ObjectStoreOptions``,
-``S3Settings``, ``SegmentOptions``, ``PoolOptions``, ``FetcherOptions``, the
-metadata page size): the layers never read this package, and
-:mod:`tieredstore.store.compose` maps these keys onto their options.
+Each setting is declared once. A key that sets a field of a layer's own
+options (``RetryPolicy``, ``ObjectStoreOptions``, ``S3Settings``,
+``SegmentOptions``, ``PoolOptions``, ``FetcherOptions``, ``LogOptions``) names
+that field and takes its default; ``config.options(Kind)`` builds a layer's
+options from those keys. The layers never read this package.
 
 The package: :mod:`~tieredstore.config.model` (the keys and the checks
 across them), :mod:`~tieredstore.config.loading` (file, environment,

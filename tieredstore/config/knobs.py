@@ -1,12 +1,13 @@
 """A key of the configuration: its declaration (default, range or choices,
-unit) and the check of its value alone; secrets kept out of every message."""
+unit, the layer options fields it sets) and the check of its value alone;
+secrets kept out of every message."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
@@ -16,19 +17,50 @@ SECRET_KEYS = frozenset({"s3_secret_access_key", "encryption_key"})
 REDACTED = "<redacted>"
 
 
+class Feeds(NamedTuple):
+    """Field ``name`` of a layer's options dataclass ``kind``, which a key sets."""
+
+    kind: type
+    name: str
+
+    @property
+    def default(self) -> Any:
+        return {f.name: f for f in dataclasses.fields(self.kind)}[self.name].default
+
+
+class LayerFields:
+    """``LayerFields(FetcherOptions).memory_bytes``: that field, as a key's
+    default (:func:`knob`); a name the options do not have fails at import."""
+
+    def __init__(self, kind: type) -> None:
+        self._kind = kind
+        self._names = {f.name for f in dataclasses.fields(kind)}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in self._names:
+            raise AttributeError(f"{self._kind.__name__} has no field {name!r}")
+        return Feeds(self._kind, name)
+
+
 def knob(default: Any, lo: float | None = None, hi: float | None = None,
-         choices: tuple[str, ...] | None = None, unit: str = "") -> Any:
-    """A key's default, its range or choices, and its unit ("bytes", "s" or "")."""
-    return field(default=default,
-                 metadata={"lo": lo, "hi": hi, "choices": choices, "unit": unit})
+         choices: tuple[str, ...] | None = None, unit: str = "", *,
+         also: tuple[Feeds, ...] = ()) -> Any:
+    """A key's default, its range or choices, its unit ("bytes", "s" or "") and the
+    layer options fields it sets (``also``). A default given as a layer's field
+    (:class:`LayerFields`) is that field's default, and the key sets that field:
+    the layers own their defaults and ``TieredStoreConfig.options`` maps keys onto fields."""
+    if isinstance(default, Feeds):
+        default, also = default.default, (default, *also)
+    return field(default=default, metadata={"lo": lo, "hi": hi, "choices": choices,
+                                            "unit": unit, "feeds": also})
 
 
-def size_knob(default: int, lo: int, hi: int) -> Any:
-    return knob(default, lo, hi, unit="bytes")
+def size_knob(default: Any, lo: int, hi: int, *, also: tuple[Feeds, ...] = ()) -> Any:
+    return knob(default, lo, hi, unit="bytes", also=also)
 
 
-def seconds_knob(default: float, lo: float, hi: float) -> Any:
-    return knob(default, lo, hi, unit="s")
+def seconds_knob(default: Any, lo: float, hi: float, *, also: tuple[Feeds, ...] = ()) -> Any:
+    return knob(default, lo, hi, unit="s", also=also)
 
 
 def repr_value(key: str, value: Any) -> str:

@@ -7,11 +7,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tieredstore.config.coerce import coerce
 from tieredstore.config.crypto import decode_key
-from tieredstore.config.knobs import check_value, knob, repr_value, seconds_knob, size_knob
+from tieredstore.config.knobs import (
+    LayerFields,
+    check_value,
+    knob,
+    repr_value,
+    seconds_knob,
+    size_knob,
+)
 from tieredstore.config.names import check_names
 from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
@@ -34,14 +41,15 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * MiB
 INF = math.inf
 YEAR = 365 * 24 * 3600.0
 
-# The layers' own defaults, which the keys below take.
-_RETRY = RetryPolicy()
-_STORE = ObjectStoreOptions()
-_S3: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(S3Settings)}
-_SEGMENT = SegmentOptions()
-_FETCHER = FetcherOptions()
-_POOL = PoolOptions()
-_LOG = LogOptions()
+# The layers' options fields the keys below set (and take their defaults from).
+_RETRY = LayerFields(RetryPolicy)
+_STORE = LayerFields(ObjectStoreOptions)
+_S3 = LayerFields(S3Settings)
+_SEGMENT = LayerFields(SegmentOptions)
+_FETCHER = LayerFields(FetcherOptions)
+_POOL = LayerFields(PoolOptions)
+_LOG = LayerFields(LogOptions)
+T = TypeVar("T")
 WRITE_MODES = ("direct", "log")
 
 
@@ -53,30 +61,30 @@ class TieredStoreConfig:
     backend: str = knob(_STORE.backend, choices=BACKENDS)
     local_path: str = knob(_STORE.local_path)
     local_fsync: bool = knob(_STORE.local_fsync)
-    s3_bucket: str = knob("")
+    s3_bucket: str = knob("", also=(_S3.bucket,))
     s3_create_bucket: bool = knob(_STORE.create_bucket)
-    s3_endpoint_url: str = knob("")
-    s3_region: str = knob("")
-    s3_addressing_style: str = knob(_S3["addressing_style"], choices=("auto", "path", "virtual"))
-    s3_access_key_id: str = knob("")
-    s3_secret_access_key: str = knob("")
-    s3_max_pool_connections: int = knob(_S3["max_pool_connections"], 1, 1024)
-    s3_sse: str = knob("", choices=SSE_MODES)
-    s3_sse_kms_key_id: str = knob("")
-    s3_sse_kms_context: str = knob("")
+    s3_endpoint_url: str = knob("", also=(_S3.endpoint_url,))
+    s3_region: str = knob("", also=(_S3.region,))
+    s3_addressing_style: str = knob(_S3.addressing_style, choices=("auto", "path", "virtual"))
+    s3_access_key_id: str = knob("", also=(_S3.access_key_id,))
+    s3_secret_access_key: str = knob("", also=(_S3.secret_access_key,))
+    s3_max_pool_connections: int = knob(_S3.max_pool_connections, 1, 1024)
+    s3_sse: str = knob(_S3.sse, choices=SSE_MODES)
+    s3_sse_kms_key_id: str = knob("", also=(_S3.sse_kms_key_id,))
+    s3_sse_kms_context: str = knob("", also=(_S3.sse_kms_context,))
     key_prefix: str = knob("tieredstore")
     cluster: str = knob("default-cluster")
     broker: str = knob("broker-0")
 
     # requests
-    request_timeout: float = seconds_knob(_RETRY.timeout, 0.001, 3600)
-    connect_timeout: float = seconds_knob(_S3["connect_timeout"], 0.001, 600)
+    request_timeout: float = seconds_knob(_RETRY.timeout, 0.001, 3600, also=(_S3.read_timeout,))
+    connect_timeout: float = seconds_knob(_S3.connect_timeout, 0.001, 600)
     retry_max_attempts: int = knob(_RETRY.max_attempts, 1, 100)
     retry_base_delay: float = seconds_knob(_RETRY.base_delay, 0.0, 60)
     retry_max_delay: float = seconds_knob(_RETRY.max_delay, 0.0, 600)
 
     # segments
-    chunk_size: int = size_knob(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB)
+    chunk_size: int = size_knob(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB, also=(_POOL.chunk_size,))
     merge_on_seal: bool = knob(_SEGMENT.merge_on_seal)
     commit_log_max_size: int = size_knob(1 * GiB, 1 * KiB, 5 * 10_000 * GiB)
     consume_queue_max_size: int = size_knob(64 * MiB, 1 * KiB, 5 * 10_000 * GiB)
@@ -114,7 +122,7 @@ class TieredStoreConfig:
     timestamp_after_max: float = seconds_knob(3600.0, 0.0, INF)
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     gc_interval: float = seconds_knob(3600.0, 0.0, 30 * 24 * 3600.0)
-    gc_safety_age: float = seconds_knob(3600.0, 0.0, YEAR)
+    gc_safety_age: float = seconds_knob(_LOG.delete_age, 0.0, YEAR)
     # commit-log records at rest (tieredstore.store.codec)
     compression: str = knob("none", choices=("none", "zstd"))
     compression_level: int = knob(3, 1, 22)
@@ -181,6 +189,18 @@ class TieredStoreConfig:
         if self.backend == "s3" and not self.s3_bucket:
             raise ConfigError("s3_bucket", "is required when backend = 's3'")
         check_names(self)
+
+    def options(self, kind: type[T], **given: Any) -> T:
+        """``kind`` (a layer's options) from the keys that set its fields (see
+        :func:`~tieredstore.config.knobs.knob`) and ``given``. An empty text key
+        is unset: a field whose default is None gets None."""
+        values = dict(given)
+        for f in dataclasses.fields(self):
+            for feeds in f.metadata["feeds"]:
+                if feeds.kind is kind:
+                    value = getattr(self, f.name)
+                    values[feeds.name] = None if value == "" and feeds.default is None else value
+        return kind(**values)
 
     def replace(self, **changes: Any) -> TieredStoreConfig:
         """A copy with some keys changed (validated like any other)."""

@@ -1,20 +1,17 @@
-"""From the configuration to each layer's own options: the one place keys map to layers.
+"""From the configuration to each layer's own objects.
 
 Below :mod:`tieredstore.store` nothing reads :class:`TieredStoreConfig`. Each
 layer takes its own frozen options, which check their own fields (naming the
-configuration key in a :class:`ConfigError`) and own their defaults (the
-configuration's defaults are theirs):
+configuration key in a :class:`ConfigError`) and own their defaults: each key
+says which options fields it sets (``config/model.py``), and
+``config.options(Kind)`` builds them (the object store's :class:`RetryPolicy`,
+:class:`S3Settings` and :class:`ObjectStoreOptions`, the fetcher's
+:class:`FetcherOptions`, :class:`PoolOptions`, :class:`SegmentOptions`,
+:class:`LogOptions`). Queue metadata takes its page size, passed to
+``QueueMetadata.open``.
 
-- the object store: :class:`ObjectStoreOptions`, with its :class:`RetryPolicy`
-  (the chokepoint's retries and timeout) and, for S3, :class:`S3Settings`;
-- the fetcher: :class:`FetcherOptions`, and a :class:`DiskTier` when on;
-- the upload buffer pool: :class:`PoolOptions` (it has no retry keys: the
-  chokepoint retries, a failed commit waits for the next flush);
-- a segment: :class:`SegmentOptions`;
-- queue metadata: the page size, passed to ``QueueMetadata.open``.
-
-The functions here build them from a configuration; the message store, the
-command line and the Spark jobs open what they need through them.
+The functions here open what the message store, the command line and the
+Spark jobs need from a configuration, and add what no single key says.
 """
 
 from __future__ import annotations
@@ -26,14 +23,12 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.disk import DiskTier, DiskTierUnavailable
 from tieredstore.fetcher.fetcher import Fetcher, FetcherOptions
-from tieredstore.log import LogOptions
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.s3 import S3Settings
-from tieredstore.segment.chunked import SegmentOptions
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
 
 log = logging.getLogger(__name__)
@@ -41,60 +36,22 @@ log = logging.getLogger(__name__)
 __all__ = [
     "disk_tier",
     "fetcher_options",
-    "log_options",
     "object_store_options",
     "open_fetcher",
     "open_object_store",
     "open_pool",
     "pool_options",
     "prepare_bucket",
-    "retry_policy",
-    "s3_settings",
-    "segment_options",
 ]
 
 
 # --- object store ------------------------------------------------------------------
 
 
-def retry_policy(config: TieredStoreConfig) -> RetryPolicy:
-    """The chokepoint's retries (``retry_*``) and per-attempt ``request_timeout``."""
-    return RetryPolicy(
-        max_attempts=config.retry_max_attempts,
-        base_delay=config.retry_base_delay,
-        max_delay=config.retry_max_delay,
-        timeout=config.request_timeout,
-    )
-
-
-def s3_settings(config: TieredStoreConfig) -> S3Settings:
-    """The bucket and how to reach it (``s3_*``, ``connect_timeout``, ``request_timeout``)."""
-    return S3Settings(
-        bucket=config.s3_bucket,
-        endpoint_url=config.s3_endpoint_url or None,
-        region=config.s3_region or None,
-        addressing_style=config.s3_addressing_style,
-        access_key_id=config.s3_access_key_id or None,
-        secret_access_key=config.s3_secret_access_key or None,
-        connect_timeout=config.connect_timeout,
-        read_timeout=config.request_timeout,
-        max_pool_connections=config.s3_max_pool_connections,
-        sse=config.s3_sse,
-        sse_kms_key_id=config.s3_sse_kms_key_id or None,
-        sse_kms_context=config.s3_sse_kms_context or None,
-    )
-
-
 def object_store_options(config: TieredStoreConfig) -> ObjectStoreOptions:
     """The backend ``config.backend`` names, where it is, and its retry policy."""
-    return ObjectStoreOptions(
-        backend=config.backend,
-        local_path=config.local_path,
-        local_fsync=config.local_fsync,
-        s3=s3_settings(config) if config.backend == "s3" else None,
-        create_bucket=config.s3_create_bucket,
-        retry=retry_policy(config),
-    )
+    return config.options(ObjectStoreOptions, retry=config.options(RetryPolicy),
+                          s3=config.options(S3Settings) if config.backend == "s3" else None)
 
 
 def open_object_store(config: TieredStoreConfig) -> ObjectStore:
@@ -118,13 +75,7 @@ async def prepare_bucket(store: ObjectStore, config: TieredStoreConfig) -> None:
 
 def fetcher_options(config: TieredStoreConfig) -> FetcherOptions:
     """The ``[fetcher]`` keys: memory tier, read-ahead window, GETs in flight."""
-    return FetcherOptions(
-        memory_bytes=config.memory_cache_bytes,
-        readahead_chunk_num=config.readahead_chunk_num,
-        readahead_chunk_max=config.readahead_chunk_max,
-        drop_behind=config.readahead_drop_behind,
-        read_concurrency=config.read_concurrency,
-    )
+    return config.options(FetcherOptions)
 
 
 def disk_tier(config: TieredStoreConfig) -> DiskTier | None:
@@ -163,14 +114,7 @@ def pool_options(config: TieredStoreConfig, *, threads: bool = False) -> PoolOpt
             f"must be at least max_message_size={config.max_message_size}, "
             f"got {config.pool_bytes}",
         )
-    return PoolOptions(
-        budget_bytes=config.pool_bytes,
-        chunk_size=config.chunk_size,
-        group_commit_interval=config.group_commit_interval,
-        chunk_wait=config.chunk_wait,
-        thread_handoff=THREAD_HANDOFF if threads else 0.0,
-        upload_concurrency=config.upload_concurrency,
-    )
+    return config.options(PoolOptions, thread_handoff=THREAD_HANDOFF if threads else 0.0)
 
 
 # A thread waiting for the GIL wakes and takes it within about 20-50 us of its
@@ -183,19 +127,3 @@ THREAD_HANDOFF = 50e-6
 def open_pool(config: TieredStoreConfig, store: ObjectStore) -> UploadBufferPool:
     """An upload buffer pool with :func:`pool_options`, for ``store``'s segments."""
     return UploadBufferPool(pool_options(config, threads=store.runs_in_threads))
-
-
-def segment_options(config: TieredStoreConfig) -> SegmentOptions:
-    """How the store's segments write: ``chunk_size`` and ``merge_on_seal``."""
-    return SegmentOptions(chunk_size=config.chunk_size, merge_on_seal=config.merge_on_seal)
-
-
-def log_options(config: TieredStoreConfig) -> LogOptions:
-    """How the log mode batches, consolidates, compacts and deletes: ``log_*``, and
-    ``gc_safety_age`` before a spent log object goes."""
-    return LogOptions(object_size=config.log_object_size, compact_age=config.log_compact_age,
-                      delete_age=config.gc_safety_age,
-                      consolidate_interval=config.log_consolidate_interval,
-                      consolidate_bytes=config.log_consolidate_bytes,
-                      compact_bytes=config.log_compact_bytes,
-                      hold_bytes=config.log_hold_bytes)

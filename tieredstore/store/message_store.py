@@ -34,11 +34,11 @@ from tieredstore.errors import (
     TieredStoreError,
     TransientError,
 )
-from tieredstore.log import LogSeries, LogWriter, recover_log
+from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
 from tieredstore.metadata import list_queues
 from tieredstore.metrics import TieredStoreCollector
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import validate_name
+from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.sizes import MiB
@@ -118,7 +118,7 @@ class AsyncMessageStore:
             fetcher=compose.open_fetcher(backend, config),
             pool=compose.open_pool(config, backend),
             writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
-            segment_options=compose.segment_options(config),
+            segment_options=config.options(SegmentOptions),
             codec=codec,
             opener=codec or RecordCodec.from_config(config, strict=False),
         )
@@ -167,7 +167,7 @@ class AsyncMessageStore:
         modes"). Only the log mode sends commits to it; the direct mode moves
         the pieces a log-mode store left into chunks, and deletes old fences."""
         ctx = self.ctx
-        options = compose.log_options(self.config)
+        options = self.config.options(LogOptions)
         series = LogSeries(ctx.store, keys.log_path(self.config), uuid.uuid4().hex,
                            recheck_after=options.delete_age / 2)
         writer = LogWriter(ctx.store, series, options)
