@@ -22,10 +22,7 @@ class Feeds(NamedTuple):
 
     kind: type
     name: str
-
-    @property
-    def default(self) -> Any:
-        return {f.name: f for f in dataclasses.fields(self.kind)}[self.name].default
+    default: Any  # the field's (dataclasses.MISSING if it has none)
 
 
 class LayerFields:
@@ -34,12 +31,12 @@ class LayerFields:
 
     def __init__(self, kind: type) -> None:
         self._kind = kind
-        self._names = {f.name for f in dataclasses.fields(kind)}
+        self._fields = {f.name: f for f in dataclasses.fields(kind)}
 
     def __getattr__(self, name: str) -> Any:
-        if name not in self._names:
+        if name not in self._fields:
             raise AttributeError(f"{self._kind.__name__} has no field {name!r}")
-        return Feeds(self._kind, name)
+        return Feeds(self._kind, name, self._fields[name].default)
 
 
 def knob(default: Any, lo: float | None = None, hi: float | None = None,
@@ -48,7 +45,7 @@ def knob(default: Any, lo: float | None = None, hi: float | None = None,
     """A key's default, its range or choices, its unit ("bytes", "s" or "") and the
     layer options fields it sets (``also``). A default given as a layer's field
     (:class:`LayerFields`) is that field's default, and the key sets that field:
-    the layers own their defaults and ``TieredStoreConfig.options`` maps keys onto fields."""
+    the layers own their defaults, and ``TieredStoreConfig.options`` sets the fields."""
     if isinstance(default, Feeds):
         default, also = default.default, (default, *also)
     return field(default=default, metadata={"lo": lo, "hi": hi, "choices": choices,
