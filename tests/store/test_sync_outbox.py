@@ -4,6 +4,7 @@ reads that see them, several threads, and failures never hidden by a flush."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 import time
@@ -210,3 +211,26 @@ def test_appends_wait_once_the_bytes_outside_the_upload_pool_reach_pool_bytes() 
         while len(got) < len(bodies) + 1:
             got += [m.body for m in ms.get("t", 0, len(got), max_count=64)]
         assert got == [b"first", *bodies]
+
+
+def test_the_facade_has_every_public_method_of_the_async_store_with_its_signature() -> None:
+    """The sync facade states no signature of its own: each is the async store's."""
+    from tieredstore.store import AsyncMessageStore
+
+    internal = {"append_checked", "open_read_only"}  # the outbox's path; async-only reader
+    for name, method in vars(AsyncMessageStore).items():
+        if name.startswith("_") or name in internal:
+            continue
+        mine = getattr(MessageStore, name)
+        if isinstance(method, property):
+            assert isinstance(mine, property), name
+            continue
+        theirs = inspect.signature(getattr(AsyncMessageStore, name))
+        if isinstance(method, classmethod):
+            assert inspect.signature(mine) == theirs.replace(return_annotation="MessageStore")
+        else:
+            assert inspect.signature(mine) == theirs, name
+    with MessageStore.open(small_config(write_mode="log"), store=MemoryObjectStore()) as ms:
+        ms.append("t", 0, b"x")
+        ms.compact_log()
+        assert ms.damaged == {} and ms.get("t", 0, 0)[0].body == b"x"
