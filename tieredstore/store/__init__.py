@@ -60,6 +60,7 @@ from tieredstore.store.scan import (
 )
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
+from tieredstore.store.unmerged import Unmerged, UnmergedSurvey, merge_segment, unmerged_segments
 from tieredstore.store.verify import QueueCheck, VerifyReport, verify_queue, verify_store
 from tieredstore.store.view import (
     SegmentView,
@@ -76,6 +77,10 @@ from tieredstore.store.view import (
 )
 
 __all__ = [
+    "Unmerged",
+    "UnmergedSurvey",
+    "merge_segment",
+    "unmerged_segments",
     "Batch",
     "LogPiece",
     "QueueCheck",

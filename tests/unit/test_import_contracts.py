@@ -1,0 +1,78 @@
+"""The layer contracts in pyproject.toml break on a deliberate violation.
+
+Each case copies the package into a scratch directory, adds one import the
+contract forbids, and runs ``lint-imports`` over the copy: the contract named
+must be reported broken. The unchanged copy keeps every contract.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+pytestmark = pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="lint-imports not installed")
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
+        cwd=tree, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("contracts")
+    shutil.copytree(ROOT / "tieredstore", root / "tieredstore",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_the_package_as_it_is_keeps_every_contract(tree: Path) -> None:
+    result = _lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+VIOLATIONS = [
+    # (contract name, module that imports, the forbidden import)
+    ("Layers: imports point down only", "segment/path.py", "import tieredstore.store"),
+    ("Layers: imports point down only", "tasks.py", "import tieredstore.objectstore"),
+    ("The test kit uses the lower layers only", "testing/faults.py", "import tieredstore.config"),
+    ("The library does not import its test kit", "store/keys.py", "import tieredstore.testing"),
+    ("Nothing below store imports tieredstore.config", "log/options.py",
+     "import tieredstore.config"),
+    ("cli uses each package through its public names only", "cli/query.py",
+     "import tieredstore.store.keys"),
+    ("cli imports nothing below the store", "cli/query.py", "import tieredstore.segment"),
+    ("cli imports nothing below the store", "cli/query.py", "import tieredstore.objectstore"),
+    ("spark uses only the public names of the store, ledger, config and errors",
+     "spark/session.py", "import tieredstore.segment"),
+    ("spark uses only the public names of the store, ledger, config and errors",
+     "spark/session.py", "import tieredstore.store.keys"),
+    ("spark uses only the public names of the store, ledger, config and errors",
+     "spark/session.py", "import tieredstore.ledger.block"),
+]
+
+
+@pytest.mark.parametrize(("contract", "module", "line"), VIOLATIONS,
+                         ids=[f"{m}:{line.split()[-1]}" for _, m, line in VIOLATIONS])
+def test_a_forbidden_import_breaks_its_contract(tree: Path, contract: str, module: str,
+                                                line: str) -> None:
+    path = tree / "tieredstore" / module
+    original = path.read_text()
+    path.write_text(original + f"\n{line}  # deliberate violation\n")
+    try:
+        result = _lint(tree)
+    finally:
+        path.write_text(original)
+    assert result.returncode != 0, result.stdout
+    assert f"{contract} BROKEN" in result.stdout, result.stdout
