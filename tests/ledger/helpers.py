@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Mapping, Sequence
+import struct
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import ObjectStoreError
 from tieredstore.ledger import LocalLedgerStore, LocalReadHandle
+from tieredstore.ledger.block import BlockPlan
+from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.location import parse_offload_key
+from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.objectstore import (
     ByteRange,
     ObjectData,
@@ -53,6 +57,80 @@ async def make_ledger(store: LocalLedgerStore, entries: Sequence[bytes], *,
         await writer.append_many(entries[i : i + batch])
     await writer.close()
     return await store.open_ledger(writer.ledger_id)
+
+
+@dataclass(frozen=True)
+class WrittenBlock:
+    """One data block as the stream writer wrote it: its plan and its bytes."""
+
+    plan: BlockPlan
+    data: bytes
+
+    @property
+    def first_entry_id(self) -> int:
+        return self.plan.first_entry_id
+
+    @property
+    def end_entry_id(self) -> int:
+        return self.plan.end_entry_id
+
+    @property
+    def entry_count(self) -> int:
+        return self.plan.entry_count
+
+    @property
+    def block_len(self) -> int:
+        return self.plan.block_len
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.plan.payload_bytes
+
+
+def stream_blocks(entries: Iterable[tuple[int, BytesLike]], block_size: int, *,
+                  min_block_size: int = 0) -> list[WrittenBlock]:
+    """``(entry_id, payload)`` pairs written by the library's one encoder,
+    :class:`BlockStreamWriter`, cut into its blocks."""
+    entries = list(entries)
+    if not entries:
+        return []
+    writer = BlockStreamWriter(
+        first_entry_id=entries[0][0], last_entry_id=entries[-1][0],
+        length=sum(memoryview(p).nbytes for _, p in entries),
+        block_size=block_size, min_block_size=min_block_size,
+    )
+    out: list[BytesLike] = []
+    for entry_id, payload in entries:
+        out += writer.add(entry_id, payload)
+    out += writer.finish()
+    data = b"".join(bytes(b) for b in out)
+    blocks, offset = [], 0
+    for plan in writer.blocks:
+        blocks.append(WrittenBlock(plan, data[offset : offset + plan.block_len]))
+        offset += plan.block_len
+    assert offset == len(data) == writer.bytes_written
+    return blocks
+
+
+def reference_blocks(entries: Sequence[tuple[int, bytes]], block_size: int
+                     ) -> list[tuple[int, int, bytes]]:
+    """``(first entry id, entry count, bytes)`` of each block, packed all at once
+    from the format's text alone (an oracle for the stream writer): greedy, an
+    entry that does not fit the rest of a block starts the next one; every block
+    but the last is ``block_size`` bytes padded with ``FE DC DE AD ...``, the last
+    is sized exactly."""
+    out, i = [], 0
+    while i < len(entries):
+        first, used = i, 128
+        while i < len(entries) and (i == first or used + 12 + len(entries[i][1]) <= block_size):
+            used += 12 + len(entries[i][1])
+            i += 1
+        size = block_size if i < len(entries) else used
+        head = struct.pack(">IqqQ", 0xFBDBABCB, 128, size, entries[first][0]) + bytes(100)
+        body = b"".join(struct.pack(">iq", len(p), e) + p for e, p in entries[first:i])
+        pad = (b"\xfe\xdc\xde\xad" * (size // 4 + 1))[: size - used]
+        out.append((entries[first][0], i - first, head + body + pad))
+    return out
 
 
 class Clock:

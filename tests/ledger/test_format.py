@@ -1,31 +1,25 @@
 """PIP-17 codec: golden bytes built by hand from the format, round trips, errors.
 
 The expected bytes in the golden tests come from ``struct.pack`` with explicit
-big-endian formats and from hex literals, never from the encoder under test.
+big-endian formats and from hex literals, never from the encoder under test
+(:class:`~tieredstore.ledger.stream.BlockStreamWriter`, the library's one encoder).
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.ledger.helpers import WrittenBlock, stream_blocks
 from tieredstore.errors import TieredStoreError
-from tieredstore.ledger.block import (
-    BlockScan,
-    DataBlock,
-    decode_block,
-    decode_entries,
-    encode_blocks,
-    exact_block_size,
-    next_block_size,
-    plan_blocks,
-)
+from tieredstore.ledger.block import BlockScan, decode_entries, next_block_size
 from tieredstore.ledger.format import (
+    HEADER_SIZE,
     MIN_BLOCK_SIZE,
     BytesLike,
     DataBlockHeader,
@@ -39,6 +33,7 @@ from tieredstore.ledger.format import (
 )
 from tieredstore.ledger.index import IndexEntry, OffloadIndex, parse_ledger_metadata
 from tieredstore.ledger.ledger_metadata_pb2 import LedgerMetadataFormat
+from tieredstore.ledger.stream import BlockStreamWriter
 
 # --- hand-built expectations --------------------------------------------------
 
@@ -80,8 +75,22 @@ BLOCK1 = header_bytes(150, 1) + entry_bytes(1, b"0123456789")
 LEDGER = [(0, b"hello"), (1, b"0123456789")]
 
 
-def blocks(entries: Sequence[tuple[int, BytesLike]], block_size: int) -> list[DataBlock]:
-    return list(encode_blocks(entries, block_size=block_size, min_block_size=0))
+def blocks(entries: Sequence[tuple[int, BytesLike]], block_size: int) -> list[WrittenBlock]:
+    return stream_blocks(entries, block_size)
+
+
+def exact_block_size(payload_sizes: Iterable[int]) -> int:
+    """A block holding entries of these sizes and no padding."""
+    return HEADER_SIZE + sum(12 + size for size in payload_sizes)
+
+
+def decode_block(data: BytesLike, *, partial: bool = False) -> tuple[DataBlockHeader, BlockScan]:
+    """A block from its start: its header, then its entries (``partial``: of a prefix)."""
+    header = DataBlockHeader.decode(data)
+    scan = decode_entries(memoryview(data)[HEADER_SIZE:], offset=HEADER_SIZE,
+                          block_len=header.block_len, expected_entry_id=header.first_entry_id,
+                          partial=partial)
+    return header, scan
 
 
 # --- golden bytes ------------------------------------------------------------
@@ -102,13 +111,13 @@ def test_entry_golden() -> None:
     # One entry: the whole (last) block is header + [len][id][payload], no padding.
     (block,) = blocks([(42, b"abc")], 1000)
     expected = header_bytes(143, 42) + bytes.fromhex("00000003 000000000000002A 616263")
-    assert block.to_bytes() == expected
+    assert block.data == expected
     assert (block.first_entry_id, block.entry_count, block.block_len) == (42, 1, 143)
 
 
 def test_empty_entry_golden() -> None:
     (block,) = blocks([(0, b""), (1, b"")], 1000)
-    assert block.to_bytes() == header_bytes(152, 0) + bytes.fromhex(
+    assert block.data == header_bytes(152, 0) + bytes.fromhex(
         "00000000 0000000000000000 00000000 0000000000000001"
     )
 
@@ -117,14 +126,14 @@ def test_padding_starts_at_odd_offset_golden() -> None:
     # Padding begins at block offset 145 (145 % 4 == 1) and still starts with FE:
     # Pulsar restarts the cycle at the first padding byte, not at a block-aligned phase.
     block0 = blocks(LEDGER, 160)[0]
-    assert block0.to_bytes() == BLOCK0
+    assert block0.data == BLOCK0
     assert BLOCK0[145:] == bytes.fromhex("FEDCDEADFEDCDEADFEDCDEADFEDCDE")
     assert len(BLOCK0) == 160
 
 
 def test_two_block_ledger_with_spill_golden() -> None:
     out = blocks(LEDGER, 160)
-    assert [b.to_bytes() for b in out] == [BLOCK0, BLOCK1]
+    assert [b.data for b in out] == [BLOCK0, BLOCK1]
     assert [(b.first_entry_id, b.entry_count, b.payload_bytes) for b in out] == [
         (0, 1, 5),
         (1, 1, 10),
@@ -134,11 +143,11 @@ def test_two_block_ledger_with_spill_golden() -> None:
 def test_short_padding_and_no_padding_golden() -> None:
     # 3 bytes left: padding FE DC DE.
     out = blocks([(0, b"x" * 9), (1, b"")], 152)
-    assert out[0].to_bytes() == header_bytes(152, 0) + entry_bytes(0, b"x" * 9) + b"\xfe\xdc\xde"
+    assert out[0].data == header_bytes(152, 0) + entry_bytes(0, b"x" * 9) + b"\xfe\xdc\xde"
     # Entry 0 fills the block exactly: no padding, entry 1 opens the next block.
     out = blocks([(0, b"x" * 12), (1, b"")], 152)
-    assert out[0].to_bytes() == header_bytes(152, 0) + entry_bytes(0, b"x" * 12)
-    assert out[1].to_bytes() == header_bytes(140, 1) + entry_bytes(1, b"")
+    assert out[0].data == header_bytes(152, 0) + entry_bytes(0, b"x" * 12)
+    assert out[1].data == header_bytes(140, 1) + entry_bytes(1, b"")
 
 
 def test_last_block_exact_size() -> None:
@@ -147,13 +156,12 @@ def test_last_block_exact_size() -> None:
     out = blocks(entries, 1 << 20)
     assert len(out) == 1
     assert out[0].block_len == 128 + (12 + 100) + 12 + (12 + 37) + (12 + 250) == 563
-    assert exact_block_size(sizes) == 563
-    assert len(out[0].to_bytes()) == 563
+    assert len(out[0].data) == 563
     # With spills: every block but the last is the block size, the last is exact.
     out = blocks(entries, 400)
     assert [b.block_len for b in out] == [400, 128 + 12 + 250]
     assert [b.entry_count for b in out] == [3, 1]
-    assert [len(b.to_bytes()) for b in out] == [400, 390]
+    assert [len(b.data) for b in out] == [400, 390]
 
 
 def test_ledger_metadata_golden() -> None:
@@ -229,7 +237,7 @@ def test_decode_golden_blocks() -> None:
 
 
 def test_decode_partial_and_resume() -> None:
-    block = blocks([(5, b"aaaa"), (6, b""), (7, b"bbbbbbbb")], 1000)[0].to_bytes()
+    block = blocks([(5, b"aaaa"), (6, b""), (7, b"bbbbbbbb")], 1000)[0].data
     # Cut inside entry 6's header: entry 5 only, resume at entry 6.
     _, scan = decode_block(block[: 128 + 16 + 5], partial=True)
     assert payloads(scan) == [(5, b"aaaa", 128)]
@@ -257,24 +265,21 @@ def test_decode_partial_padding() -> None:
 def test_oversized_entry_is_an_error_naming_it() -> None:
     # block 200: room for 200 - 128 - 12 = 60 payload bytes at most.
     assert len(blocks([(0, bytes(60))], 200)) == 1
-    gen = encode_blocks([(0, b"a"), (1, bytes(61)), (2, b"b")], block_size=200, min_block_size=0)
     with pytest.raises(EntryTooLarge) as err:
-        list(gen)
+        blocks([(0, b"a"), (1, bytes(61)), (2, b"b")], 200)
     assert (err.value.entry_id, err.value.payload_len, err.value.block_size) == (1, 61, 200)
     assert "entry 1" in str(err.value) and "61" in str(err.value) and "200" in str(err.value)
     assert isinstance(err.value, ValueError) and isinstance(err.value, TieredStoreError)
-    with pytest.raises(EntryTooLarge):
-        list(plan_blocks([0, 61], block_size=200, min_block_size=0))
 
 
 def test_block_size_limits() -> None:
     with pytest.raises(LedgerFormatError, match="block size 1024"):
-        list(encode_blocks([(0, b"")], block_size=1024))  # default minimum: 5 MiB
-    assert len(list(encode_blocks([(0, b"")], block_size=MIN_BLOCK_SIZE))) == 1
+        BlockStreamWriter(last_entry_id=0, length=0, block_size=1024)  # default minimum: 5 MiB
+    assert len(stream_blocks([(0, b"")], MIN_BLOCK_SIZE, min_block_size=MIN_BLOCK_SIZE)) == 1
     with pytest.raises(LedgerFormatError, match="block size 139"):
-        list(encode_blocks([(0, b"")], block_size=139, min_block_size=0))
+        blocks([(0, b"")], 139)
     with pytest.raises(LedgerFormatError):
-        list(encode_blocks([(0, b"")], block_size=2**31, min_block_size=0))
+        blocks([(0, b"")], 2**31)
 
 
 def test_entry_ids_must_be_consecutive() -> None:
@@ -285,8 +290,8 @@ def test_entry_ids_must_be_consecutive() -> None:
 
 
 def test_bad_values_are_refused() -> None:
-    with pytest.raises(LedgerFormatError, match="negative payload size"):
-        list(plan_blocks([1, -1], block_size=1000, min_block_size=0))
+    with pytest.raises(LedgerFormatError, match="negative ledger length"):
+        BlockStreamWriter(last_entry_id=1, length=-1, block_size=1000, min_block_size=0)
     with pytest.raises(LedgerFormatError, match="first_entry_id"):
         DataBlockHeader(block_len=200, first_entry_id=-1)
     with pytest.raises(LedgerFormatError, match="block_len"):
@@ -403,7 +408,7 @@ def test_round_trip(sizes: list[int], block_size: int, first: int) -> None:
     out = blocks(entries, block_size)
     decoded: list[tuple[int, bytes]] = []
     for i, block in enumerate(out):
-        data = block.to_bytes()
+        data = block.data
         assert len(data) == block.block_len
         held = entries[block.first_entry_id - first : block.end_entry_id - first]
         if i < len(out) - 1:
@@ -416,11 +421,8 @@ def test_round_trip(sizes: list[int], block_size: int, first: int) -> None:
         header, scan = decode_block(data)
         assert header.first_entry_id == block.first_entry_id and scan.at_end
         decoded += [(e.entry_id, bytes(e.payload)) for e in scan.entries]
+        assert block.payload_bytes == sum(len(p) for _, p in held)
     assert decoded == entries
-    plans = list(plan_blocks(sizes, block_size=block_size, first_entry_id=first, min_block_size=0))
-    assert [(p.first_entry_id, p.entry_count, p.block_len, p.payload_bytes) for p in plans] == [
-        (b.first_entry_id, b.entry_count, b.block_len, b.payload_bytes) for b in out
-    ]
 
 
 def pulsar_blocks(sizes: list[int], max_block: int) -> list[tuple[int, int, int]]:
@@ -444,7 +446,7 @@ def pulsar_blocks(sizes: list[int], max_block: int) -> list[tuple[int, int, int]
 @given(sizes=sizes_st, block_size=st.integers(140, 700))
 def test_same_blocks_as_pulsar(sizes: list[int], block_size: int) -> None:
     sizes = [min(s, block_size - 140) for s in sizes]
-    plans = list(plan_blocks(sizes, block_size=block_size, min_block_size=0))
+    plans = [b.plan for b in blocks(ledger(sizes, 0), block_size)]
     assert [(p.first_entry_id, p.entry_count, p.block_len) for p in plans] == pulsar_blocks(
         sizes, block_size
     )
@@ -465,7 +467,7 @@ def test_partial_reads_resume(sizes: list[int], block_size: int, cuts: list[int]
     entries = ledger(sizes, 0)
     decoded: list[tuple[int, bytes]] = []
     for block in blocks(entries, block_size):
-        data = block.to_bytes()
+        data = block.data
         ends = sorted({128 + c % (len(data) - 127) for c in cuts} | {len(data)})
         header, scan = decode_block(data[: ends[0]], partial=True)
         got = list(scan.entries)
@@ -486,7 +488,7 @@ def test_partial_reads_resume(sizes: list[int], block_size: int, cuts: list[int]
 @given(sizes=sizes_st.filter(bool), block_size=st.integers(140, 500), first=st.integers(0, 99))
 def test_index_round_trip_and_lookup(sizes: list[int], block_size: int, first: int) -> None:
     sizes = [min(s, block_size - 140) for s in sizes]
-    plans = list(plan_blocks(sizes, block_size=block_size, first_entry_id=first, min_block_size=0))
+    plans = [b.plan for b in blocks(ledger(sizes, first), block_size)]
     last = first + len(sizes) - 1
     index = OffloadIndex.for_blocks(plans, metadata_for(last, sum(sizes)))
     data = index.encode()
@@ -507,8 +509,9 @@ def test_index_round_trip_and_lookup(sizes: list[int], block_size: int, first: i
 
 def test_payloads_are_not_copied() -> None:
     big = bytearray(b"z" * 1000)
+    writer = BlockStreamWriter(last_entry_id=1, length=1010, block_size=4096, min_block_size=0)
+    assert any(chunk is big for chunk in writer.add(0, big))
     (block,) = blocks([(0, big), (1, memoryview(b"q" * 10))], 4096)
-    assert any(chunk is big for chunk in block.chunks)
-    assert block.to_bytes() == header_bytes(1162, 0) + entry_bytes(0, bytes(big)) + entry_bytes(
+    assert block.data == header_bytes(1162, 0) + entry_bytes(0, bytes(big)) + entry_bytes(
         1, b"q" * 10
     )

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.ledger.helpers import MiB, make_ledger, offload_objects, payloads, random_sizes
+from tests.ledger.helpers import (
+    MiB,
+    make_ledger,
+    offload_objects,
+    payloads,
+    random_sizes,
+    reference_blocks,
+)
 from tieredstore.checksum import crc32c, format_crc
 from tieredstore.errors import SegmentFenced
 from tieredstore.fetcher import Fetcher
@@ -31,7 +38,6 @@ from tieredstore.ledger import (
     SegmentLedgerOffloader,
     parse_offload_key,
 )
-from tieredstore.ledger.block import encode_blocks
 from tieredstore.ledger.format import data_object_name, index_object_name
 from tieredstore.ledger.index import OffloadIndex
 from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
@@ -91,13 +97,12 @@ async def check_objects_are_pip17(store: ObjectStore, off: SegmentLedgerOffloade
     index = OffloadIndex.decode(await store.get(location.index_key))
     assert index.ledger_metadata == source.metadata.to_bytes()
     data = await store.get(location.data_key)
-    blocks = encode_blocks(enumerate(entries), block_size=block_size)
+    blocks = reference_blocks(list(enumerate(entries)), block_size)
     offset = 0
-    for i, block in enumerate(blocks):
-        expected = block.to_bytes()
+    for i, (first_entry_id, _, expected) in enumerate(blocks):
         assert data[offset : offset + len(expected)] == expected, f"block {i} differs"
         assert index.entries[i].offset == offset and index.entries[i].part_id == i + 1
-        assert index.entries[i].first_entry_id == block.first_entry_id
+        assert index.entries[i].first_entry_id == first_entry_id
         offset += len(expected)
     assert index.data_object_len == offset
     footer = decode_footer(data[-FOOTER_SIZE:], segment="test")

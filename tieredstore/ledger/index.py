@@ -22,10 +22,10 @@ import bisect
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from google.protobuf.message import DecodeError, EncodeError
 
+from tieredstore.ledger.block import BlockPlan
 from tieredstore.ledger.format import (
     HEADER_SIZE,
     INDEX_MAGIC,
@@ -75,16 +75,6 @@ class IndexEntry:
     def data_offset(self) -> int:
         """Offset of the block's first entry in the data object (Pulsar's ``getDataOffset``)."""
         return self.offset + HEADER_SIZE
-
-
-class SizedBlock(Protocol):
-    """A block as :func:`~tieredstore.ledger.block.plan_blocks` and
-    :func:`~tieredstore.ledger.block.encode_blocks` describe it."""
-
-    @property
-    def first_entry_id(self) -> int: ...
-    @property
-    def block_len(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +135,7 @@ class OffloadIndex:
         object.__setattr__(self, "_first_ids", [e.first_entry_id for e in self.entries])
 
     @classmethod
-    def for_blocks(cls, blocks: Iterable[SizedBlock], ledger_metadata: bytes) -> OffloadIndex:
+    def for_blocks(cls, blocks: Iterable[BlockPlan], ledger_metadata: bytes) -> OffloadIndex:
         """The index of a data object made of ``blocks``, in order, parts 1, 2, ..."""
         entries = []
         offset = 0

@@ -1,15 +1,13 @@
 """PIP-17 data blocks written as a stream, as Pulsar writes them. Pure: no IO.
 
-:func:`~tieredstore.ledger.block.encode_blocks` packs entries it is given all
-at once. An offload reads its ledger in batches and must not hold a 64 MiB
-block, so :class:`BlockStreamWriter` does what Pulsar's
+The one PIP-17 encoder. An offload reads its ledger in batches and must not
+hold a 64 MiB block, so :class:`BlockStreamWriter` does what Pulsar's
 ``BlockAwareSegmentInputStreamImpl`` does: it knows each block's size before
 the block's first byte, from the ledger's length and last entry id
 (``calculateBlockSize``: the block size, or the exact size of what is left),
 writes the 128-byte header, then entries as they come, and pads a block when
-the next entry does not fit. The bytes are those ``encode_blocks`` makes for
-the same entries (a test checks it); what differs is memory: at most the
-entry in hand.
+the next entry does not fit. It holds at most the entry in hand. (Tests check
+its bytes against hand-built golden blocks and a reference packer.)
 
 The ledger's ``length`` must be the sum of its payload sizes: a ledger whose
 entries do not add up to it is refused with a
