@@ -28,20 +28,14 @@ import enum
 import logging
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from tieredstore.errors import ConfigError, RequestTimeout, ServerError, Throttled
-from tieredstore.objectstore.base import (
-    ByteRange,
-    ObjectData,
-    ObjectInfo,
-    ObjectStore,
-    PartInfo,
-    UploadInfo,
-)
+from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint
+from tieredstore.testing.forwarding import ForwardingObjectStore
 
 T = TypeVar("T")
 
@@ -137,12 +131,14 @@ class InjectedFault:
     kind: FaultKind
 
 
-class FaultyObjectStore(ObjectStore):
+class FaultyObjectStore(ForwardingObjectStore):
     """Wraps ``inner``; injects the faults ``schedule`` picks (see the module doc).
 
-    ``enabled`` switches injection off and on at run time. ``injected`` counts
-    faults by (op, kind); ``log`` lists them in order. ``close`` closes the inner
-    store.
+    Every request runs through :meth:`_forward`, on this store's own chokepoint;
+    ``get_object`` also corrupts bodies, ``list_pages`` reads a listing whole per
+    attempt. ``enabled`` switches injection off and on at run time. ``injected``
+    counts faults by (op, kind); ``log`` lists them in order. ``close`` closes
+    the inner store.
     """
 
     def __init__(
@@ -154,11 +150,9 @@ class FaultyObjectStore(ObjectStore):
         timeout_delay: float = 0.0,
         enabled: bool = True,
     ) -> None:
-        super().__init__(chokepoint=chokepoint)
+        super().__init__(inner, close_inner=True, chokepoint=chokepoint or Chokepoint())
         if timeout_delay < 0:
             raise ConfigError("timeout_delay", f"must be >= 0, got {timeout_delay}")
-        self.inner = inner
-        self.name = inner.name
         self.timeout_delay = timeout_delay
         self.enabled = enabled
         self.injected: Counter[tuple[str, FaultKind]] = Counter()
@@ -222,9 +216,10 @@ class FaultyObjectStore(ObjectStore):
         flipped[bit // 8] ^= 1 << (bit % 8)
         return ObjectData(bytes(flipped), found.info)
 
-    async def _call(
+    async def _forward(
         self, op: str, key: str, call: Callable[[], Awaitable[T]], *, bytes_up: int = 0
     ) -> T:
+        # docstring inherited
         async def attempt() -> T:
             kind = await self._before(op, key)
             result = await call()
@@ -233,22 +228,7 @@ class FaultyObjectStore(ObjectStore):
 
         return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
 
-    # --- the ObjectStore interface -----------------------------------------
-
-    async def put(
-        self,
-        key: str,
-        data: bytes | memoryview,
-        *,
-        if_none_match: bool = False,
-        metadata: Mapping[str, str] | None = None,
-    ) -> ObjectInfo:
-        # docstring inherited
-        return await self._call(
-            "put", key,
-            lambda: self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata),
-            bytes_up=len(data),
-        )
+    # --- the operations with more to them ----------------------------------
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         # docstring inherited
@@ -260,89 +240,18 @@ class FaultyObjectStore(ObjectStore):
 
         return await self.chokepoint.call("get", attempt)
 
-    async def head(self, key: str) -> ObjectInfo:
-        # docstring inherited
-        return await self._call("head", key, lambda: self.inner.head(key))
-
     async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
         # docstring inherited
         async def listing() -> list[list[ObjectInfo]]:
             return [page async for page in self.inner.list_pages(prefix)]
 
-        for page in await self._call("list", prefix, listing):
+        for page in await self._forward("list", prefix, listing):
             yield page
 
     async def delete_many(self, keys: Sequence[str]) -> None:
         # docstring inherited
-        if not keys:
-            return
-        await self._call("delete", keys[0], lambda: self.inner.delete_many(keys))
-
-    async def create_multipart(
-        self, key: str, *, metadata: Mapping[str, str] | None = None
-    ) -> str:
-        # docstring inherited
-        return await self._call(
-            "create_multipart", key, lambda: self.inner.create_multipart(key, metadata=metadata)
-        )
-
-    async def upload_part(
-        self, key: str, upload_id: str, part_number: int, data: bytes | memoryview
-    ) -> PartInfo:
-        # docstring inherited
-        return await self._call(
-            "upload_part", key,
-            lambda: self.inner.upload_part(key, upload_id, part_number, data),
-            bytes_up=len(data),
-        )
-
-    async def upload_part_copy(
-        self,
-        key: str,
-        upload_id: str,
-        part_number: int,
-        source_key: str,
-        source_range: ByteRange,
-    ) -> PartInfo:
-        # docstring inherited
-        return await self._call(
-            "upload_part_copy", key,
-            lambda: self.inner.upload_part_copy(
-                key, upload_id, part_number, source_key, source_range
-            ),
-        )
-
-    async def complete_multipart(
-        self,
-        key: str,
-        upload_id: str,
-        parts: Sequence[PartInfo],
-        *,
-        if_none_match: bool = False,
-    ) -> ObjectInfo:
-        # docstring inherited
-        return await self._call(
-            "complete_multipart", key,
-            lambda: self.inner.complete_multipart(
-                key, upload_id, parts, if_none_match=if_none_match
-            ),
-        )
-
-    async def abort_multipart(self, key: str, upload_id: str) -> None:
-        # docstring inherited
-        await self._call(
-            "abort_multipart", key, lambda: self.inner.abort_multipart(key, upload_id)
-        )
-
-    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
-        # docstring inherited
-        return await self._call(
-            "list_multipart_uploads", prefix, lambda: self.inner.list_multipart_uploads(prefix)
-        )
-
-    async def close(self) -> None:
-        # docstring inherited
-        await self.inner.close()
+        if keys:
+            await super().delete_many(keys)
 
 
 __all__ = [
