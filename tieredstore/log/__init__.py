@@ -12,9 +12,9 @@ from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
+from tieredstore.log.pieces import LogSnapshot
 from tieredstore.log.recover import recover_log
 from tieredstore.log.series import LogEntry, LogSeries
-from tieredstore.log.snapshot import LogSnapshot
 from tieredstore.log.tracker import LogTracker
 from tieredstore.log.writer import LogWriter
 

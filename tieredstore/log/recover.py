@@ -11,19 +11,10 @@ out their positions again.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 
-from tieredstore.errors import ObjectNotFound
-from tieredstore.log.index import read_index
-from tieredstore.log.series import LogEntry
+from tieredstore.log.pieces import load_pieces
 from tieredstore.log.writer import LogWriter
-from tieredstore.segment.layout import ChunkRef
-
-log = logging.getLogger(__name__)
-
-READ_CONCURRENCY = 16
 
 
 async def recover_log(writer: LogWriter) -> None:
@@ -40,17 +31,7 @@ async def recover_log(writer: LogWriter) -> None:
     if writer.options.delete_age > 0:
         for seq in [e.seq for e in entries if e.fence] + writer.series.own_fills:
             writer.tracker.landed(seq, 0, now)
-    limit = asyncio.Semaphore(READ_CONCURRENCY)
-
-    async def one(entry: LogEntry) -> None:
-        async with limit:
-            try:
-                pieces = await read_index(writer.store, entry.key, entry.size)
-            except ObjectNotFound:
-                return  # deleted after its pieces moved into chunks
+    for entry, pieces in await load_pieces(writer.store, entries):
         writer.tracker.landed(entry.seq, len(pieces), time.time())
-        for p in pieces:
-            writer.found(p.segment, ChunkRef(p.position, p.length, entry.key, p.object_offset,
-                                             p.crc32c))
-
-    await asyncio.gather(*(one(e) for e in entries if not e.fence))
+        for key, unit in pieces:
+            writer.found(key, unit)

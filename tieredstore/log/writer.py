@@ -50,27 +50,23 @@ from tieredstore.errors import (
     SegmentFenced,
     TieredStoreError,
 )
-from tieredstore.filetype import FileType
 from tieredstore.log.codec import Piece, check_indexable, encode_log_object
 from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
 from tieredstore.log.hold import LogHold
 from tieredstore.log.options import LogOptions
+from tieredstore.log.pieces import LogPieces, segment_key
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import ChunkedSegment, FileSegment, SegmentPath
+from tieredstore.segment import ChunkedSegment, FileSegment
 from tieredstore.segment.layout import ChunkRef
 from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
 DELETE_BATCH = 1000
-
-
-def segment_key(path: SegmentPath) -> SegmentKey:
-    return path.topic, path.queue_id, path.file_type, path.base_offset
 
 
 @dataclass(slots=True)
@@ -92,10 +88,12 @@ class _Object:
     consolidated: list[bytes] | None = None
 
 
-class LogWriter:
-    """One store's group committer, compactor and deleter of its broker's log."""
+class LogWriter(LogPieces):
+    """One store's group committer, compactor and deleter of its broker's log; the
+    map of every live piece known (found at open, or landed since), by segment."""
 
     def __init__(self, store: ObjectStore, series: LogSeries, options: LogOptions) -> None:
+        super().__init__()
         self.store = store
         self.series = series
         self.options = options
@@ -110,8 +108,7 @@ class LogWriter:
         self._fenced: LogFenced | None = None
         self._compacting: set[int] = set()  # id() of segments being compacted by size
         self.background = Background()  # group commits and compactions
-        # Every live piece known, by segment and position; the object writing each.
-        self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
+        # The object writing each segment.
         self._owners: dict[SegmentKey, ChunkedSegment] = {}
         # When each segment's oldest piece still in the log landed (its rate).
         self._since: dict[SegmentKey, float] = {}
@@ -334,30 +331,6 @@ class LogWriter:
             self._watch(segment, [unit])
 
     # --- segments opened ---------------------------------------------------------------------
-
-    def found(self, key: SegmentKey, unit: ChunkRef) -> None:
-        """A piece the log held at open (see :func:`~tieredstore.log.recover.recover_log`);
-        of two at one position (a consolidated one and a small one it took in),
-        the longer, of equal ones the newer (see ``continue_with``)."""
-        held = self._pieces.setdefault(key, {})
-        other = held.get(unit.position)
-        if other is None or (other.end, other.key) < (unit.end, unit.key):
-            held[unit.position] = unit
-
-    def queues(self) -> set[tuple[str, int]]:
-        """The queues with pieces not yet in chunks (some may have no metadata head)."""
-        return {(topic, queue) for topic, queue, _, _ in self._pieces}
-
-    def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
-        """The segments of one flat file the log holds pieces of (as
-        ``LogSnapshot.bases``)."""
-        return sorted(base for t, q, f, base in self._pieces
-                      if (t, q, f) == (topic, queue_id, file_type))
-
-    def of(self, path: SegmentPath) -> list[ChunkRef]:
-        """The pieces the log holds of the segment at ``path``, for a reader that
-        does not write it (as ``LogSnapshot.of``; a writer :meth:`adopt` s them)."""
-        return list(self._pieces.get(segment_key(path), {}).values())
 
     async def adopt(self, segment: ChunkedSegment) -> None:
         """``segment`` was just opened for writing: it takes the pieces the log holds
