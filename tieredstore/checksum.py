@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Protocol, cast
 
 import crc32c as _crc32c
@@ -16,14 +15,6 @@ crc32c = cast(_Crc32c, _crc32c.crc32c)
 """CRC32C of ``data``, continuing from ``value`` (the CRC of what came before).
 
 The C function itself: it sits on every record's and unit's read path."""
-
-
-def crc32c_of(parts: Iterable[bytes | bytearray | memoryview]) -> int:
-    """CRC32C of the concatenation of ``parts``, without joining them."""
-    value = 0
-    for part in parts:
-        value = crc32c(part, value)
-    return value
 
 
 def format_crc(value: int) -> str:

@@ -189,10 +189,6 @@ class ChunkMissing(SegmentError, FileNotFoundError):
     """A chunk the metadata points to is not in the object store."""
 
 
-class SegmentNotFound(SegmentError, FileNotFoundError):
-    """There is no segment at this path."""
-
-
 # --- write path -------------------------------------------------------------
 
 

@@ -15,7 +15,6 @@ from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
     ConfigError,
-    ReadOutOfRange,
     RequestTimeout,
     SegmentFenced,
     SegmentFull,
@@ -379,10 +378,8 @@ async def test_read_returns_committed_and_buffered_bytes_alike() -> None:
     assert await pool.append(segment, data[100:]) == 100
     assert pool.append_position(segment) == 150
     assert pool.buffered_range(segment) == (100, 150)
-    assert pool.read_buffered(segment, 110, 30) == data[110:140]
+    assert await pool.read(segment, 110, 30) == data[110:140]
     assert await pool.read(segment, 50, 100) == data[50:150]
-    with pytest.raises(ReadOutOfRange):
-        pool.read_buffered(segment, 50, 10)
     await pool.close()
 
 
@@ -630,7 +627,8 @@ async def test_a_commit_position_behind_the_buffer_stops_the_segment() -> None:
     assert "disagree" in "".join(getattr(info.value, "__notes__", []))
     with pytest.raises(CommitPositionError):
         await pool.append(segment, b"c")
-    assert pool.read_buffered(segment, 100, 50) == b"b" * 50
+    assert pool.buffered_range(segment) == (100, 150)
+    assert await pool.read(segment, 100, 50) == b"b" * 50
     assert await pool.detach(segment) == b"b" * 50
     assert pool.bytes_in_use == 0
     await pool.close()
@@ -651,7 +649,8 @@ async def test_a_fenced_segment_surfaces_on_flush_and_others_keep_working() -> N
     assert await other.read0(0, 100) == b"y" * 100
     with pytest.raises(SegmentFenced):
         await pool.append(fenced, b"z")
-    assert pool.read_buffered(fenced, 0, 100) == b"x" * 100  # kept, never dropped
+    assert pool.buffered_range(fenced) == (0, 100)  # kept, never dropped
+    assert await pool.read(fenced, 0, 100) == b"x" * 100
     await pool.append(third, b"w" * 10)
     with pytest.raises(SegmentFenced):
         await pool.flush()
@@ -675,7 +674,8 @@ async def test_a_commit_failing_after_the_chokepoints_retries_surfaces_and_stays
     assert isinstance(info.value.__cause__, CommitFailed)
     assert info.value.attempts == 1 and info.value.buffered == 300
     assert store.failed == 3  # the chokepoint's attempts, and no more
-    assert pool.read_buffered(segment, 0, 300) == b"q" * 300
+    assert pool.buffered_range(segment) == (0, 300)
+    assert await pool.read(segment, 0, 300) == b"q" * 300
     with pytest.raises(CommitRetriesExhausted) as info:  # each flush: one more commit
         await pool.flush(segment)
     assert info.value.attempts == 2 and store.failed == 6
@@ -766,7 +766,8 @@ async def test_a_full_segment_stops_and_keeps_the_bytes_that_do_not_fit() -> Non
         await pool.flush(segment)
     with pytest.raises(SegmentFull):
         await pool.append(segment, b"g")
-    assert pool.read_buffered(segment, 0, 150) == b"f" * 150
+    assert pool.buffered_range(segment) == (0, 150)
+    assert await pool.read(segment, 0, 150) == b"f" * 150
     assert await pool.detach(segment) == b"f" * 150
     await pool.close()
 

@@ -11,7 +11,6 @@ bounded: past ``capacity`` it keeps every other entry, so it stays useful
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
 
 
 class OffsetCache:
@@ -47,10 +46,6 @@ class OffsetCache:
             self._ids = ids[::2]
             self._offsets = self._offsets[::2]
             self.thinned += 1
-
-    def add_all(self, pairs: Iterable[tuple[int, int]]) -> None:
-        for entry_id, offset in pairs:
-            self.add(entry_id, offset)
 
     def floor(self, entry_id: int) -> tuple[int, int] | None:
         """The known entry with the largest id at or before ``entry_id``, and its offset."""

@@ -106,10 +106,6 @@ class QueueReader:
         """The file types that ever had a record."""
         return [check_file_type(s.file_type) for s in self._head.files if s.HasField("last")]
 
-    @property
-    def page_cache(self) -> PageCache:
-        return self._cache
-
     def first(self, file_type: FileType) -> First:
         """The first live record's base and message offset (see :class:`First`)."""
         return first_of(find_state(self._head, check_file_type(file_type)))

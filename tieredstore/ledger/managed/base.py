@@ -72,10 +72,6 @@ class ManagedLedgerBase:
     def current_ledger_id(self) -> int:
         return self._check_writer().ledger_id
 
-    @property
-    def first_ledger_id(self) -> int:
-        return self.meta.head.firstLedgerId
-
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 

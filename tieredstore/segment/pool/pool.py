@@ -44,7 +44,7 @@ import logging
 from types import TracebackType
 from typing import Any
 
-from tieredstore.errors import ReadOutOfRange, SegmentSealed, StoreClosed
+from tieredstore.errors import SegmentSealed, StoreClosed
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.pool.budget import Budget
 from tieredstore.segment.pool.committer import SegmentCommitter
@@ -191,20 +191,6 @@ class UploadBufferPool:
         if committer is None:
             return segment.commit_position, segment.commit_position
         return committer.buffer.start, committer.buffer.end
-
-    def read_buffered(self, segment: FileSegment, position: int, length: int) -> bytes:
-        """Appended bytes ``[position, position + length)`` not yet dropped from the
-        buffer (all within :meth:`buffered_range`), committed or not."""
-        committer = self._committers.get(id(segment))
-        if committer is None:
-            start = segment.commit_position
-            if length == 0 and position == start:
-                return b""
-            raise ReadOutOfRange(
-                f"buffered read [{position}, {position + length}): nothing is buffered",
-                segment=str(segment.path),
-            )
-        return committer.buffer.read(position, length, segment=committer.label)
 
     async def read(self, segment: FileSegment, position: int, length: int, *,
                    span: bool = False, view: bool = False) -> bytes | memoryview:
