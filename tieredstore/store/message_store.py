@@ -36,7 +36,6 @@ from tieredstore.errors import (
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
 from tieredstore.metadata import list_queues
-from tieredstore.metrics import TieredStoreCollector
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
@@ -429,11 +428,10 @@ class AsyncMessageStore:
         register it on the host's registry (``registry.register(collector)``),
         or let the store serve it (``metrics_port``)."""
         ctx = self.ctx
-        counters = TieredStoreCollector(store=ctx.store.metrics, fetcher=ctx.fetcher,
-                                        pool=ctx.pool.metrics, namespace=namespace,
-                                        const_labels=const_labels)
         prices = Prices(self.config.price_per_1000_put, self.config.price_per_1000_get)
-        return StoreCollector(counters, self._figures, lambda: len(self.corrupt), prices)
+        return StoreCollector(self._figures, lambda: len(self.corrupt), prices,
+                              store=ctx.store.metrics, fetcher=ctx.fetcher, pool=ctx.pool.metrics,
+                              namespace=namespace, const_labels=const_labels)
 
     def _figures(self) -> list[QueueFigures]:
         # Called on the scraping thread while the loop goes on: a queue's pending

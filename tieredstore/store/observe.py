@@ -20,12 +20,12 @@ server, on a registry of its own), bound to ``metrics_host``
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import start_http_server
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tieredstore.errors import ConfigError
@@ -57,29 +57,19 @@ class Prices:
     get: float = 0.0004
 
 
-class StoreCollector(Collector):
-    """The library's counters and the store's own figures (see the module)."""
+class StoreCollector(TieredStoreCollector):
+    """The library's counters (``sources``: :class:`TieredStoreCollector`'s
+    arguments) and the store's own figures (see the module)."""
 
-    def __init__(self, counters: TieredStoreCollector,
-                 queues: Callable[[], Sequence[QueueFigures]], corrupt: Callable[[], int],
-                 prices: Prices) -> None:
-        self.counters = counters
+    def __init__(self, queues: Callable[[], Sequence[QueueFigures]], corrupt: Callable[[], int],
+                 prices: Prices, **sources: Any) -> None:
+        super().__init__(**sources)
         self.queues = queues
         self.corrupt = corrupt
         self.prices = prices
 
-    def describe(self) -> Iterator[Metric]:
-        return self.collect()
-
     def collect(self) -> Iterator[Metric]:
-        yield from self.counters.collect()
-        namespace = self.counters.namespace
-        labels = list(self.counters.const_labels)
-        values = list(self.counters.const_labels.values())
-
-        def name(metric: str) -> str:
-            return f"{namespace}_{metric}" if namespace else metric
-
+        yield from super().collect()
         figures = list(self.queues())
         for field, doc in (
             ("min_offset", "The queue's first live offset."),
@@ -88,29 +78,25 @@ class StoreCollector(Collector):
             ("unflushed_bytes", "Bytes appended to the queue and not yet in the bucket."),
             ("merges_pending", "Sealed segments of the queue whose merge is owed."),
         ):
-            gauge = GaugeMetricFamily(name(f"queue_{field}"), doc,
-                                      labels=[*labels, "topic", "queue"])
+            gauge = GaugeMetricFamily(self._name(f"queue_{field}"), doc,
+                                      labels=self._labels("topic", "queue"))
             for q in figures:
-                gauge.add_metric([*values, q.topic, str(q.queue_id)], getattr(q, field))
+                gauge.add_metric(self._values(q.topic, str(q.queue_id)), getattr(q, field))
             yield gauge
         for metric, doc, value in (("queues", "Queues open in the store.", len(figures)),
                                    ("corrupt_queues", "Queues whose damage stops appends.",
                                     self.corrupt())):
-            gauge = GaugeMetricFamily(name(metric), doc, labels=labels)
-            gauge.add_metric(values, value)
+            gauge = GaugeMetricFamily(self._name(metric), doc, labels=self._labels())
+            gauge.add_metric(self._values(), value)
             yield gauge
-        cost = CounterMetricFamily(name("store_request_cost_dollars"), "Estimated cost of "
-                                   "the object-store requests made, at the configured prices.",
-                                   labels=[*labels, "class"])
-        requests = self._requests()
+        cost = self._counter("store_request_cost_dollars", "Estimated cost of the object-store "
+                             "requests made, at the configured prices.", "class")
+        requests = {} if self.store is None else self.store.snapshot()["requests"]
         for cls, ops, price in (("put", PUT_CLASS, self.prices.put),
                                 ("get", GET_CLASS, self.prices.get)):
-            cost.add_metric([*values, cls], sum(requests.get(op, 0) for op in ops) * price / 1000)
+            count = sum(requests.get(op, 0) for op in ops)
+            cost.add_metric(self._values(cls), count * price / 1000)
         yield cost
-
-    def _requests(self) -> Mapping[str, float]:
-        store = self.counters.store
-        return {} if store is None else {op: n for op, n in store.snapshot()["requests"].items()}
 
 
 class MetricsServer:
