@@ -136,47 +136,40 @@ class QueueReader:
         self, file_type: FileType, position: int
     ) -> pb.SegmentRecord | None:
         """The live record whose segment holds byte ``position`` of the flat file."""
-        head = self._head
-        state = find_state(head, check_file_type(file_type))
-        if state is None or not has_live(state) or position < state.first_base_offset:
-            return None
-        tail = state.tail
-        if tail and position >= tail[0].base_offset:
-            candidates: Sequence[pb.SegmentRecord] = tail
-        elif position >= state.paged_through:
-            return None
-        else:
-            view = await self._view(state)
-            i = view.locate_base(position)
-            if i is None:
-                return None
-            candidates = await self._page(state.file_type, view.refs[i])
-        record = _last_at_or_before(candidates, position, _base)
-        if record is None or position >= record_end(record) or not is_live(state, record):
-            return None
-        return copy_record(record)
+        return await self._find(file_type, position, by_message=False)
 
     async def find_by_message_offset(
         self, file_type: FileType, offset: int
     ) -> pb.SegmentRecord | None:
         """The live record holding queue offset ``offset`` (None in a gap)."""
-        head = self._head
-        state = find_state(head, check_file_type(file_type))
-        if state is None or not has_live(state) or offset < state.first_message_offset:
+        return await self._find(file_type, offset, by_message=True)
+
+    async def _find(
+        self, file_type: FileType, at: int, *, by_message: bool
+    ) -> pb.SegmentRecord | None:
+        """The live record holding ``at``: a queue offset ``by_message``, else a
+        byte position. From the head's tail when ``at`` is in it, else from the
+        one page that can hold it."""
+        state = find_state(self._head, check_file_type(file_type))
+        if state is None or not has_live(state):
             return None
+        key = _first_message if by_message else _base
         tail = state.tail
-        if tail and offset >= tail[0].first_message_offset:
+        if at < (state.first_message_offset if by_message else state.first_base_offset):
+            return None
+        if tail and at >= key(tail[0]):
             candidates: Sequence[pb.SegmentRecord] = tail
-        elif state.paged_through <= state.first_base_offset:
+        elif state.paged_through <= (state.first_base_offset if by_message else at):
             return None
         else:
             view = await self._view(state)
-            i = view.locate_message(offset)
+            i = view.locate_message(at) if by_message else view.locate_base(at)
             if i is None:
                 return None
             candidates = await self._page(state.file_type, view.refs[i])
-        record = _last_at_or_before(candidates, offset, _first_message)
-        if record is None or offset > record.last_message_offset or not is_live(state, record):
+        record = _last_at_or_before(candidates, at, key)
+        end = record_end if not by_message else lambda r: r.last_message_offset + 1
+        if record is None or at >= end(record) or not is_live(state, record):
             return None
         return copy_record(record)
 
