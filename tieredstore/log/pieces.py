@@ -2,10 +2,8 @@
 
 One map for the writer (:class:`~tieredstore.log.writer.LogWriter`, which
 changes it as pieces land and move into chunks) and for readers that never
-write (:class:`LogSnapshot`). At one position it keeps one piece: the longer,
-of equal ones the newer object's (keys sort as the log's sequence), as
-``continue_with`` chooses: a consolidated piece covers the small ones it was
-made of.
+write (:class:`LogSnapshot`). At one position it keeps one piece, the one
+``continue_with`` reads (:func:`~tieredstore.segment.layout.keep_best`).
 
 A reader (a read-only view, a Spark task, ``verify``) lists the log and reads
 every index *before* it lists the segments' chunks (docs/format.md, "Reading
@@ -26,7 +24,7 @@ from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment.layout import ChunkRef
+from tieredstore.segment.layout import ChunkRef, keep_best
 from tieredstore.segment.path import SegmentPath
 
 READ_CONCURRENCY = 16
@@ -45,12 +43,8 @@ class LogPieces:
         self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
 
     def found(self, key: SegmentKey, unit: ChunkRef) -> None:
-        """A piece the log holds; of two at one position the longer, of equal
-        ones the newer."""
-        held = self._pieces.setdefault(key, {})
-        other = held.get(unit.position)
-        if other is None or (other.end, other.key) < (unit.end, unit.key):
-            held[unit.position] = unit
+        """A piece the log holds (of two at one position, see :func:`keep_best`)."""
+        keep_best(self._pieces.setdefault(key, {}), unit)
 
     def of(self, path: SegmentPath) -> list[ChunkRef]:
         """The pieces of the segment at ``path`` (a writer adopts them)."""

@@ -161,6 +161,16 @@ class SegmentLayout:
                                       crc, unit.missing)
 
 
+def keep_best(best: dict[int, ChunkRef], unit: ChunkRef) -> None:
+    """Keep ``unit`` in ``best`` (log pieces by position) if it is the one to read
+    at its position: the longest, of equal ones the newest object's (keys sort as
+    the log's sequence). A consolidated piece covers the small ones it was made
+    of, which are then within, and which its writer deletes first."""
+    other = best.get(unit.position)
+    if other is None or (other.end, other.key) < (unit.end, unit.key):
+        best[unit.position] = unit
+
+
 def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
                   sealed: bool = False,
                   hole_key: Callable[[int], str] | None = None) -> list[ChunkRef]:
@@ -177,17 +187,13 @@ def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
     chunk series goes on, and the units after it continue the layout."""
     if sealed and any(u.end > layout.size for u in units):
         raise ValueError(f"log pieces past the end of a sealed segment ({layout.size} bytes)")
-    # From the end on, at each position the longest piece, of equal ones the newest
-    # object's (keys sort as the log's sequence): a consolidated piece covers the
-    # small ones it was made of, which are then within, and which its writer
-    # deletes first. A piece that starts before the end and reaches past it (a
-    # consolidated one whose start moved into a chunk meanwhile) is not needed
-    # when other pieces continue the end.
+    # From the end on, at each position the piece :func:`keep_best` keeps. A piece
+    # that starts before the end and reaches past it (a consolidated one whose
+    # start moved into a chunk meanwhile) is not needed when other pieces
+    # continue the end.
     best: dict[int, ChunkRef] = {}
     for unit in units:
-        other = best.get(unit.position)
-        if other is None or (other.end, other.key) < (unit.end, unit.key):
-            best[unit.position] = unit
+        keep_best(best, unit)
     taken: set[int] = set()
     while True:
         while (step := best.get(layout.size)) is not None:
