@@ -65,9 +65,6 @@ class LogPieces:
         return sorted(base for t, q, f, base in self._pieces
                       if (t, q, f) == (topic, queue_id, file_type))
 
-    def __bool__(self) -> bool:
-        return bool(self._pieces)
-
 
 async def load_pieces(store: ObjectStore, entries: Iterable[LogEntry]) -> list[Found]:
     """Each data entry of the log with its pieces: one ranged GET of its index
@@ -113,3 +110,6 @@ class LogSnapshot(LogPieces):
         if self._source is None:
             return self
         return await LogSnapshot.load(*self._source)
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces)
