@@ -307,7 +307,7 @@ async def test_a_merge_that_finds_the_segment_merged_leaves_no_upload() -> None:
 # --- 7. retention destroys a segment whose merge is under way: the queue is lost ------
 
 
-# Was: QueueLog.delete_expired (tieredstore/store/queue.py) destroys an expired segment while
+# Was: OwnedQueue.delete_expired (tieredstore/store/queue.py) destroys an expired segment while
 # its background merge (FlatFile._merge, spawned at the roll or resumed at open) is under way,
 # and leaves it in the 'merging.commitlog' head property. The merge's ChunkedSegment.seal ->
 # _write_marker re-creates the 'sealed' marker that destroy_segment just deleted (If-None-Match

@@ -32,7 +32,7 @@ from tieredstore.ledger import (
     SegmentLedgerOffloader,
 )
 from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath, state
-from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 
 HOUR = 3600.0

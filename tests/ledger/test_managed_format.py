@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import OffloadMetadataTooLarge
 from tieredstore.ledger.location import OffloadNamespace, parse_offload_key
-from tieredstore.ledger.managed.codec import (
+from tieredstore.ledger.managed.format import (
     build_page,
     decode_head,
     decode_page,

@@ -59,7 +59,7 @@ from tieredstore.ledger.index import OffloadIndex
 from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed import ManagedLedgerPath, sweep_offloads
 from tieredstore.ledger.managed import attempt as attempt_mod
-from tieredstore.ledger.managed.codec import decode_head, offload_uuid
+from tieredstore.ledger.managed.format import decode_head, offload_uuid
 from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.segment.chunked import ChunkedSegment

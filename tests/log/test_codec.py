@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
 from tieredstore.log import LogCorrupt, Piece, encode_log_object, read_index
-from tieredstore.log.codec import FOOTER_SIZE, HEADER_SIZE, TAIL_READ, decode_footer
+from tieredstore.log.format import FOOTER_SIZE, HEADER_SIZE, TAIL_READ, decode_footer
 from tieredstore.objectstore import ByteRange, MemoryObjectStore, ObjectData
 from tieredstore.testing.forwarding import ForwardingObjectStore
 

@@ -20,7 +20,7 @@ from tieredstore.metadata import (
     QueuePath,
     SegmentRecord,
 )
-from tieredstore.metadata.codec import build_page, record_end
+from tieredstore.metadata.format import build_page, record_end
 from tieredstore.objectstore import ByteRange, ObjectData, ObjectStore
 
 QUEUE = QueuePath("root", "t", 0)

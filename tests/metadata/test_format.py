@@ -18,7 +18,7 @@ from tieredstore.metadata import (
     RecordOrderError,
     SegmentRecord,
 )
-from tieredstore.metadata.codec import (
+from tieredstore.metadata.format import (
     build_page,
     check_follows,
     check_record,

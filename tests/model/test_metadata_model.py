@@ -43,7 +43,7 @@ from tieredstore.metadata import (
     RecordOrderError,
     SegmentRecord,
 )
-from tieredstore.metadata.reader import QueueReader
+from tieredstore.metadata.reader import MetadataReader
 from tieredstore.objectstore import MemoryObjectStore
 
 T = TypeVar("T")
@@ -188,7 +188,7 @@ class MetadataModel(RuleBasedStateMachine):
 
     # --- checks -------------------------------------------------------------------
 
-    async def check(self, reader: QueueReader) -> None:
+    async def check(self, reader: MetadataReader) -> None:
         """Everything a reader says from its head, and every record through pages."""
         assert reader.version == self.version
         assert reader.page_size == self.page_size

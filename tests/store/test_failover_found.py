@@ -126,7 +126,7 @@ async def test_a_takeover_between_a_commit_log_seal_and_its_record(old_writer: s
     allows (format.md, "Claim", step 2), or a crash leaves it, so the queue
     must open and keep every acknowledged message.
 
-    Was: QueueLog._recover re-dispatched (and so flushed the commit log) before
+    Was: OwnedQueue._recover re-dispatched (and so flushed the commit log) before
     it recorded the sealed segment; FlatFile.flush() saw the sealed active
     segment and rolled it with empty stats, so the queue opened corrupt
     ("sealed segment ... holds no message")."""

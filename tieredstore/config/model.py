@@ -23,7 +23,7 @@ from tieredstore.config.names import check_names
 from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import FetcherOptions
-from tieredstore.log.codec import MAX_PIECE_LENGTH
+from tieredstore.log.format import MAX_PIECE_LENGTH
 from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy

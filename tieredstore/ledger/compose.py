@@ -25,8 +25,8 @@ from tieredstore.ledger.managed import (
     ReadPriority,
     state,
 )
-from tieredstore.ledger.managed.codec import offload_uuid
-from tieredstore.ledger.managed.sweep import find_offload_garbage
+from tieredstore.ledger.managed.format import offload_uuid
+from tieredstore.ledger.managed.gc import find_offload_garbage
 from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.garbage import Garbage

@@ -7,13 +7,13 @@ and deletion of spent objects, and recovery at open are here; consolidation
 and readers other than the writing store come next.
 """
 
-from tieredstore.log.codec import Piece, encode_log_object
 from tieredstore.log.errors import LogCorrupt, LogFenced
+from tieredstore.log.format import Piece, encode_log_object
 from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
 from tieredstore.log.pieces import LogSnapshot
-from tieredstore.log.recover import recover_log
+from tieredstore.log.recovery import recover_log
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
 from tieredstore.log.writer import LogWriter

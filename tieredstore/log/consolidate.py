@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tieredstore.filetype import FileType
-from tieredstore.log.codec import Piece
+from tieredstore.log.format import Piece
 from tieredstore.segment.layout import ChunkRef
 
 SegmentKey = tuple[str, int, FileType, int]  # topic, queue, file type, base offset

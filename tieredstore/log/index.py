@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tieredstore.log.codec import TAIL_READ, Piece, decode_footer, decode_index
 from tieredstore.log.errors import LogCorrupt
+from tieredstore.log.format import TAIL_READ, Piece, decode_footer, decode_index
 from tieredstore.objectstore import ByteRange, ObjectStore
 from tieredstore.objectstore.reads import read_again_if
 

@@ -50,10 +50,10 @@ from tieredstore.errors import (
     SegmentFenced,
     TieredStoreError,
 )
-from tieredstore.log.codec import Piece, check_indexable, encode_log_object
 from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
+from tieredstore.log.format import Piece, check_indexable, encode_log_object
 from tieredstore.log.hold import LogHold
 from tieredstore.log.options import LogOptions
 from tieredstore.log.pieces import LogPieces, segment_key

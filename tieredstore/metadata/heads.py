@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.codec import decode_head
 from tieredstore.metadata.errors import CorruptMetadata, MetadataError, MetadataFenced
+from tieredstore.metadata.format import decode_head
 from tieredstore.metadata.keys import QueuePath
 from tieredstore.metadata.versions import KEEP_VERSIONS, VersionedHeads
 from tieredstore.objectstore.base import ObjectStore

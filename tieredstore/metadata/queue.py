@@ -40,13 +40,13 @@ from collections.abc import Iterable, Mapping
 from tieredstore.errors import ConfigError
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.codec import FORMAT_VERSION, build_page
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,
     MetadataFenced,
     MetadataNotFound,
 )
+from tieredstore.metadata.format import FORMAT_VERSION, build_page
 from tieredstore.metadata.heads import HeadLog
 from tieredstore.metadata.keys import QueuePath, check_file_type
 from tieredstore.metadata.properties import PropertyUpdate, apply_properties, property_updates

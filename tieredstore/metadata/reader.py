@@ -1,6 +1,6 @@
 """Reading one queue's metadata: what the head says, and lookups through pages.
 
-:class:`QueueReader` stands on one head version. Lookups answer from the
+:class:`MetadataReader` stands on one head version. Lookups answer from the
 head's tail when they can; otherwise the file type's page keys are listed
 once (and kept up to date by this process's own writes), the page is chosen
 from its key and read, one GET, into a small LRU.
@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.codec import decode_page, record_end
 from tieredstore.metadata.errors import CorruptMetadata, PageMissing
+from tieredstore.metadata.format import decode_page, record_end
 from tieredstore.metadata.heads import HeadLog
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.pages import PageCache, PageSet, PageView
@@ -42,7 +42,7 @@ DEFAULT_CACHE_PAGES = 16
 CommittedPage = tuple[FileType, PageRef, Sequence[pb.SegmentRecord]]
 
 
-class QueueReader:
+class MetadataReader:
     """Lookups over one queue's metadata at one head version.
 
     Reads see the head this instance stands on; pages are immutable, so a

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.codec import check_follows, check_record, record_end
+from tieredstore.metadata.format import check_follows, check_record, record_end
 from tieredstore.metadata.keys import check_file_type
 
 

@@ -1,6 +1,6 @@
 """How a write to one queue's metadata lands: its new pages, then its head.
 
-:class:`QueueWriter` holds a writer's side of :class:`QueueReader`: its ids
+:class:`QueueWriter` holds a writer's side of :class:`MetadataReader`: its ids
 and write lock, and the commit. Pages a head will reference are created
 first (``If-None-Match: *``; a page's key names a digest of its bytes, so
 identical bytes found in place mean it was written before), then the head
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.codec import FORMAT_VERSION, build_page, encode_head
 from tieredstore.metadata.errors import CorruptMetadata, MetadataReadOnly, PageMissing
+from tieredstore.metadata.format import FORMAT_VERSION, build_page, encode_head
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
-from tieredstore.metadata.reader import QueueReader
+from tieredstore.metadata.reader import MetadataReader
 from tieredstore.metadata.state import find_state, page_out_tail
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
@@ -45,7 +45,7 @@ class NewPage:
     data: bytes | None
 
 
-class QueueWriter(QueueReader):
+class QueueWriter(MetadataReader):
     """A queue's metadata as its writer (or a read-only open) holds it: the
     commit of pages and head, on which :class:`QueueMetadata`'s writes stand."""
 

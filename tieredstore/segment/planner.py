@@ -33,7 +33,7 @@ class PartKind(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Piece:
+class ChunkRange:
     """Bytes ``[start, start + length)`` of chunk number ``chunk``."""
 
     chunk: int
@@ -45,7 +45,7 @@ class Piece:
 class PlannedPart:
     number: int  # 1-based part number
     kind: PartKind
-    pieces: tuple[Piece, ...]
+    pieces: tuple[ChunkRange, ...]
 
     @property
     def size(self) -> int:
@@ -75,10 +75,10 @@ def plan_merge(
         raise MergePlanError(f"{total} bytes cannot be merged within {budget} parts")
 
     parts: list[PlannedPart] = []
-    pending: list[Piece] = []
+    pending: list[ChunkRange] = []
     pending_size = 0
 
-    def emit(kind: PartKind, pieces: Sequence[Piece]) -> None:
+    def emit(kind: PartKind, pieces: Sequence[ChunkRange]) -> None:
         parts.append(PlannedPart(len(parts) + 1, kind, tuple(pieces)))
 
     def flush() -> None:
@@ -97,22 +97,22 @@ def plan_merge(
             if 0 < pending_size < min_part:
                 need = min_part - pending_size
                 if length - need < min_part:
-                    pending.append(Piece(index, 0, length))
+                    pending.append(ChunkRange(index, 0, length))
                     pending_size += length
                     if pending_size >= target:
                         flush()
                     continue
-                pending.append(Piece(index, 0, need))
+                pending.append(ChunkRange(index, 0, need))
                 start = need
             flush()
             remaining = length - start
             count = -(-remaining // max_part)
             for i in range(count):
                 size = remaining // count + (1 if i < remaining % count else 0)
-                emit(PartKind.COPY, [Piece(index, start, size)])
+                emit(PartKind.COPY, [ChunkRange(index, start, size)])
                 start += size
         else:
-            pending.append(Piece(index, 0, length))
+            pending.append(ChunkRange(index, 0, length))
             pending_size += length
             if pending_size >= target:
                 flush()

@@ -40,13 +40,13 @@ from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
-from tieredstore.store.rebuild import queues_to_rebuild, queues_with_segments
 from tieredstore.store.record import (
     UNIT_SIZE,
     Message,
     RecordError,
     decode_record,
 )
+from tieredstore.store.repair import queues_to_rebuild, queues_with_segments
 from tieredstore.store.scan import (
     Batch,
     LogPiece,

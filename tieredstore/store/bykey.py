@@ -28,8 +28,8 @@ from tieredstore.objectstore.base import ByteRange
 from tieredstore.segment import FileType
 from tieredstore.segment.path import SLOTS_NAME
 from tieredstore.store.flatreader import FlatReader
-from tieredstore.store.keyindex import (
-    IndexEntry,
+from tieredstore.store.keyentries import (
+    KeyEntry,
     check_items,
     decode_entries,
     directory_range,
@@ -70,7 +70,7 @@ class KeyQuery:
 
 
 async def find_entries(meta: QueueMetadata, index: FlatReader[Any], q: KeyQuery
-                       ) -> list[IndexEntry]:
+                       ) -> list[KeyEntry]:
     """Entries of the key's hash stamped in the range: from the slot objects of
     the sealed segments whose time range meets it, and the unrecorded segments
     read whole (a hash may be another key's: :func:`query` checks).
@@ -80,7 +80,7 @@ async def find_entries(meta: QueueMetadata, index: FlatReader[Any], q: KeyQuery
     once. (Records first, a roll in between left one segment in neither.)"""
     unrecorded = await index.unrecorded()
     recorded_end = unrecorded[0][0] if unrecorded else None
-    found: list[IndexEntry] = []
+    found: list[KeyEntry] = []
     async for record in meta.records(FileType.INDEX):
         if recorded_end is not None and record.base_offset >= recorded_end:
             break
@@ -102,7 +102,7 @@ def _may_hold(record: SegmentRecord, q: KeyQuery) -> bool:
 
 
 async def _in_sealed(index: FlatReader[Any], record: SegmentRecord, wanted: int
-                     ) -> list[IndexEntry]:
+                     ) -> list[KeyEntry]:
     """A sealed segment's entries of hash ``wanted``: two ranged GETs of its
     slot object, or the whole segment if it has none (yet) or it is damaged."""
     key, store = index.path_of(record.base_offset).base_dir + SLOTS_NAME, index.store
@@ -124,7 +124,7 @@ async def _in_sealed(index: FlatReader[Any], record: SegmentRecord, wanted: int
     return [e for e in decode_entries(data) if e.key_hash == wanted]
 
 
-async def query(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
+async def query(queue: QueueReading, entries: list[KeyEntry], q: KeyQuery
                 ) -> list[Message]:
     """The newest ``q.max_count`` messages of ``queue`` among ``entries`` that
     hold the key and are stamped in the range, newest first."""
@@ -149,7 +149,7 @@ def newest(answers: Iterable[list[Message]], max_count: int) -> list[Message]:
     return found[-max_count:]
 
 
-async def _confirm(queue: QueueReading, entries: list[IndexEntry], q: KeyQuery
+async def _confirm(queue: QueueReading, entries: list[KeyEntry], q: KeyQuery
                    ) -> list[Message]:
     """The records of ``entries`` (in position order) that hold the key."""
     out: list[Message] = []

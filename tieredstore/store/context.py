@@ -17,7 +17,7 @@ from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, Segmen
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import keys
 from tieredstore.store.codec import RecordCodec
-from tieredstore.store.keyindex import ENTRY_SIZE as INDEX_ENTRY
+from tieredstore.store.keyentries import ENTRY_SIZE as INDEX_ENTRY
 from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)

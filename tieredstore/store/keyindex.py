@@ -1,139 +1,226 @@
-"""The key index's bytes: entries of the ``index`` flat file, and slot objects.
+"""KeyIndex: one queue's key index, a third flat file beside the commit log and
+consume queue (docs/format.md, *Key index*).
 
-See docs/format.md, *Key index*. An entry says where one key of one message
-is; a *watermark* (``key_hash`` 0) says every message up to its offset has
-its entries before it. A sealed index segment gets a slot object: its
-entries grouped by ``key_hash mod slot_count``, behind a directory that
-says where each slot's items start and their CRC32C, so that a lookup reads
-two small ranges instead of the segment.
+Entries are added as the queue dispatches units (their commit-log bytes are
+committed), kept in order, and appended through the upload buffer pool. The
+index is opened only once the queue has seen a key (the ``index.from`` head
+property): a queue without keys pays nothing for it. It may trail the
+consume queue after a crash; :meth:`KeyIndex.open` says from which offset the
+queue must hand its records back (:meth:`add`) to close the gap.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+import bisect
+from collections.abc import Sequence
+from operator import itemgetter
 
-from tieredstore.checksum import crc32c
-from tieredstore.errors import IntegrityError
+from tieredstore.metadata import QueueMetadata
+from tieredstore.segment import ChunkedSegment, FileType
+from tieredstore.segment.path import SLOTS_NAME
+from tieredstore.store import properties
+from tieredstore.store.bykey import KeyQuery, find_entries
+from tieredstore.store.context import StoreContext
+from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats
+from tieredstore.store.keyentries import (
+    ENTRY_SIZE,
+    WATERMARK,
+    WATERMARK_GAP,
+    KeyEntry,
+    build_slots,
+    decode_entries,
+    encode_entry,
+    key_hash,
+)
+from tieredstore.store.record import CqUnit
 
-if TYPE_CHECKING:
-    from tieredstore.store.record import Message
-
-_ENTRY = struct.Struct(">IQqQI")
-# 32 bytes, as a consume-queue unit: chunk boundaries (multiples of 1 KiB from the
-# segment's start) never cut an entry, so a crash between two chunks leaves none half
-# written.
-ENTRY_SIZE = _ENTRY.size
-WATERMARK = 0  # the key_hash of a watermark entry
-WATERMARK_GAP = 1024  # messages the last entry may trail a dispatch by
-
-_HEADER = struct.Struct(">4sHHII")
-HEADER_SIZE = _HEADER.size  # 16
-_SLOT = struct.Struct(">II")
-SLOT_SIZE = _SLOT.size  # 8
-assert ENTRY_SIZE == 32
-SLOTS_MAGIC = b"TSIX"
-SLOTS_VERSION = 1
-ENTRIES_PER_SLOT = 4
-
-
-class IndexEntry(NamedTuple):
-    """One key of one message (or a watermark), and where its record is."""
-
-    key_hash: int
-    offset: int
-    store_timestamp: int
-    position: int = 0  # of the record in the commit-log flat file
-    size: int = 0  # of the record
+Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
+TAIL_STEP = 64  # entries read back at a time on open, for the last message's
 
 
-UNIQUE_ID = "UNIQ_KEY"  # the property RocketMQ clients put a message's unique id in
+def entry_stamps(data: bytes | memoryview) -> list[int]:
+    """The store timestamps of the whole entries of ``data`` (:attr:`FlatFile.stamps`)."""
+    return [e.store_timestamp for e in decode_entries(data[: len(data) - len(data) % ENTRY_SIZE])]
 
 
-def indexed_keys(keys: Sequence[str], properties: Mapping[str, str] | None) -> Sequence[str]:
-    """What a message is indexed by: its keys, and its unique id if it has one."""
-    unique = properties.get(UNIQUE_ID) if properties else None
-    if not unique or unique in keys:
-        return keys
-    return (*keys, unique)
+class KeyIndex:
+    """The key index of one queue."""
 
+    def __init__(self, ctx: StoreContext, topic: str, queue_id: int, meta: QueueMetadata
+                 ) -> None:
+        self.ctx = ctx
+        self.topic = topic
+        self.queue_id = queue_id
+        self.meta = meta
+        self.flat: FlatFile | None = None  # open once the queue has an index
+        self._pending: list[Entry] = []  # entries not yet appended to the flat file
+        self._last = -1  # offset of the last entry (watermarks too), appended or pending
+        # After an open: offset ``_last`` has entries of these key hashes stored; its
+        # other keys' are added when it is handed back (see :meth:`open`).
+        self._resume: tuple[int, frozenset[int]] | None = None
 
-def has_key(message: Message, key: str) -> bool:
-    """Whether ``message`` is indexed by ``key`` (see :func:`indexed_keys`)."""
-    return key in message.keys or message.properties.get(UNIQUE_ID) == key
+    # --- opening ---------------------------------------------------------------------
 
+    async def open(self) -> int | None:
+        """Open the index if the queue has one; the offset from which its entries
+        may be missing (the caller hands those records back), or None."""
+        start = properties.index_from(self.meta.properties)
+        if start is None:
+            return None
+        flat = await self._open_flat()
+        await flat.record_if_sealed(await self._stats(flat.active_base, flat.end))
+        flat.stats = await self._stats(flat.active_base, flat.end)
+        last, stored = await self._tail(flat)
+        if last < start:
+            self._last = start - 1
+            return start
+        self._last = last
+        if not stored:
+            return last + 1
+        # The last message's entries may straddle a roll or a chunk, and a crash
+        # lose the rest: it is handed back, and only the entries of its other keys
+        # are added (after the stored ones; one entry serves every key of its hash).
+        self._resume = (last, stored)
+        return last
 
-def key_hash(key: str) -> int:
-    """The key's hash (CRC32C of its UTF-8), never :data:`WATERMARK`."""
-    return crc32c(key.encode()) or 1
+    async def _tail(self, flat: FlatFile) -> tuple[int, frozenset[int]]:
+        """The offset of the index's last entry, and the key hashes of the entries
+        of that offset that end the index (none for a watermark's): read back in steps of
+        :data:`TAIL_STEP` entries, across segments, until an entry of another
+        offset (or the records' last offset, with none live to read)."""
+        end = flat.end
+        if end == flat.active_base and self.meta.last_record(FileType.INDEX) is None:
+            return self.meta.next_message_offset(FileType.INDEX) - 1, frozenset()
+        last: int | None = None
+        stored: set[int] = set()
+        while end > flat.first:
+            segment, _ = await flat.segment_at(end - ENTRY_SIZE)
+            begin = max(segment.path.base_offset, end - TAIL_STEP * ENTRY_SIZE)
+            for entry in reversed(list(decode_entries(await flat.read(begin, end - begin)))):
+                if last is None:
+                    last = entry.offset
+                    if entry.key_hash == WATERMARK:
+                        return last, frozenset()
+                if entry.offset != last:
+                    return last, frozenset(stored)
+                stored.add(entry.key_hash)
+            end = begin
+        if last is None:
+            return self.meta.next_message_offset(FileType.INDEX) - 1, frozenset()
+        return last, frozenset(stored)
 
+    async def _open_flat(self, *, first: bool = False) -> FlatFile:
+        """Open the flat file: claimed (an open of the queue), or, for the ``first``
+        entries ever, as a segment this writer adds (see :meth:`FlatFile.open_first`)."""
+        flat = FlatFile(self.ctx, self.topic, self.queue_id, FileType.INDEX, self.meta)
+        flat.after_merge = self._write_slots
+        flat.stamps = entry_stamps
+        await (flat.open_first() if first else flat.open())
+        self.flat = flat
+        return flat
 
-def encode_entry(entry: IndexEntry) -> bytes:
-    return _ENTRY.pack(*entry)
+    async def _entry_at(self, position: int) -> KeyEntry:
+        assert self.flat is not None
+        return next(decode_entries(await self.flat.read(position, ENTRY_SIZE)))
 
+    async def _stats(self, start: int, end: int) -> SegmentStats:
+        """Stats of the entries in ``[start, end)`` of one segment, from the first
+        and last (as the consume queue's are from its first and last unit): no
+        ``min_ts``, since the entries between may be stamped out of order (the
+        seal reads them: ``unseen``)."""
+        if end <= start:
+            return SegmentStats()
+        first = await self._entry_at(start)
+        last = await self._entry_at(end - ENTRY_SIZE)
+        return SegmentStats(first.offset, last.offset, first.store_timestamp,
+                            max(first.store_timestamp, last.store_timestamp),
+                            (end - start) // ENTRY_SIZE, unseen=end - start)
 
-def decode_entries(data: bytes | memoryview) -> Iterator[IndexEntry]:
-    """The entries of whole-entry bytes (a trailing partial entry is an error)."""
-    if len(data) % ENTRY_SIZE:
-        raise IntegrityError(f"{len(data)} index bytes are not whole {ENTRY_SIZE}-byte entries")
-    return (IndexEntry(*t) for t in _ENTRY.iter_unpack(data))
+    # --- writing ---------------------------------------------------------------------
 
+    def add(self, messages: Sequence[Keyed]) -> None:
+        """Queue the entries of dispatched messages (in offset order); a watermark
+        when the last entry trails by :data:`WATERMARK_GAP` messages."""
+        if not any(map(itemgetter(2), messages)):
+            self.add_watermarks(list(map(itemgetter(0), messages)),
+                                [unit.store_timestamp for _, unit, _ in messages])
+            return
+        pending = self._pending
+        for offset, unit, keys in messages:
+            stored: frozenset[int] = frozenset()
+            if offset <= self._last:
+                if self._resume is None or offset != self._resume[0]:
+                    continue  # handed back twice (an open that re-derives)
+                stored = self._resume[1]  # the rest of a message cut by a crash
+            self._resume = None
+            ts = unit.store_timestamp
+            if keys:
+                for hashed in dict.fromkeys(map(key_hash, keys)):
+                    if hashed not in stored:
+                        pending.append((encode_entry(KeyEntry(
+                            hashed, offset, ts, unit.position, unit.size)), offset, ts))
+                self._last = offset
+            elif (self.flat is not None or pending) and offset - self._last >= WATERMARK_GAP:
+                pending.append((encode_entry(KeyEntry(WATERMARK, offset, ts)), offset, ts))
+                self._last = offset
 
-def slot_count(segment_size: int) -> int:
-    """The slots of a sealed index segment of ``segment_size`` bytes: a power of
-    two near one per :data:`ENTRIES_PER_SLOT` entries, known from its record."""
-    wanted = max(1, segment_size // ENTRY_SIZE // ENTRIES_PER_SLOT)
-    return 1 << (wanted - 1).bit_length()
+    def add_watermarks(self, offsets: Sequence[int], stamps: Sequence[int]) -> None:
+        """:meth:`add` for messages without keys (``offsets`` ascending, stamped
+        ``stamps``): only their watermarks, found by bisection."""
+        if self.flat is None and not self._pending:
+            return
+        k = bisect.bisect_left(offsets, self._last + WATERMARK_GAP)
+        while k < len(offsets):
+            offset, ts = offsets[k], stamps[k]
+            self._pending.append((encode_entry(KeyEntry(WATERMARK, offset, ts)), offset, ts))
+            self._last = offset
+            k = bisect.bisect_left(offsets, offset + WATERMARK_GAP, k + 1)
 
+    async def start(self, first: int) -> None:
+        """Say in the head that the index covers the queue from offset ``first``
+        (``index.from``), unless it already does. Called before the consume
+        queue takes the unit of the first message with keys: an open that
+        finds that unit stored then also finds where to re-derive entries from
+        (docs/format.md, "Key index"). A head write: it fails if a newer writer
+        claimed the queue since."""
+        if properties.index_from(self.meta.properties) is None:
+            await self.meta.set_properties(properties.index_from_update(first))
 
-def slot_of(hash_value: int, slots: int) -> int:
-    return hash_value % slots
+    async def append_pending(self) -> None:
+        """Append the queued entries; the first ever opens the index."""
+        if not self._pending:
+            return
+        flat = self.flat
+        if flat is None:
+            await self.start(self._pending[0][1])
+            flat = await self._open_flat(first=True)
+        positions: list[int] = []
+        try:
+            await flat.append_many(self._pending, positions)
+        finally:
+            del self._pending[: len(positions)]
 
+    async def flush(self) -> None:
+        await self.append_pending()
+        if self.flat is not None:
+            await self.flat.flush()
 
-def build_slots(entries: Iterable[IndexEntry], segment_size: int) -> bytes:
-    """The slot object of a sealed index segment of ``segment_size`` bytes."""
-    slots = slot_count(segment_size)
-    items = sorted((slot_of(e.key_hash, slots), e.offset, e) for e in entries
-                   if e.key_hash != WATERMARK)
-    by_slot: list[list[bytes]] = [[] for _ in range(slots)]
-    for slot, _, entry in items:
-        by_slot[slot].append(encode_entry(entry))
-    directory = bytearray()
-    first = 0
-    for encoded in by_slot:
-        directory += _SLOT.pack(first, crc32c(b"".join(encoded)))
-        first += len(encoded)
-    directory += _SLOT.pack(first, 0)
-    header = _HEADER.pack(SLOTS_MAGIC, SLOTS_VERSION, 0, slots, len(items))
-    return header + bytes(directory) + b"".join(b"".join(e) for e in by_slot)
+    async def _write_slots(self, segment: ChunkedSegment) -> None:
+        """The slot object of a sealed, merged segment (same bytes every time)."""
+        size = segment.commit_position
+        data = await segment.read0(0, size) if size else b""
+        await self.ctx.store.put(segment.path.base_dir + SLOTS_NAME,
+                                 build_slots(decode_entries(data), size))
 
+    # --- lookup ------------------------------------------------------------------------
 
-def directory_range(slot: int) -> tuple[int, int]:
-    """Where directory entries ``slot`` and ``slot + 1`` are: (start, length)."""
-    return HEADER_SIZE + slot * SLOT_SIZE, 2 * SLOT_SIZE
-
-
-def items_range(slots: int, first: int, end: int) -> tuple[int, int]:
-    """Where items ``[first, end)`` of a slot object with ``slots`` slots are."""
-    return HEADER_SIZE + (slots + 1) * SLOT_SIZE + first * ENTRY_SIZE, (end - first) * ENTRY_SIZE
-
-
-def parse_directory(data: bytes) -> tuple[int, int, int]:
-    """A slot's first item, its end and its CRC32C, from :func:`directory_range`'s bytes."""
-    if len(data) != 2 * SLOT_SIZE:
-        raise IntegrityError(f"slot directory read gave {len(data)} bytes, expected "
-                             f"{2 * SLOT_SIZE}")
-    first, crc = _SLOT.unpack_from(data, 0)
-    end, _ = _SLOT.unpack_from(data, SLOT_SIZE)
-    if end < first:
-        raise IntegrityError(f"slot directory is damaged: items [{first}, {end})")
-    return first, end, crc
-
-
-def check_items(data: bytes, count: int, crc: int) -> list[IndexEntry]:
-    """A slot's items, checked against the directory's count and CRC32C."""
-    if len(data) != count * ENTRY_SIZE or crc32c(data) != crc:
-        raise IntegrityError(f"slot items ({len(data)} bytes) do not match the slot "
-                             f"directory ({count} items, crc32c 0x{crc:08x})")
-    return list(decode_entries(data))
+    async def candidates(self, q: KeyQuery) -> list[KeyEntry]:
+        """Entries of the key's hash stamped in the range, stored or pending (see
+        :func:`find_entries`). The pending ones and the flat file's unrecorded
+        segment are taken with no await between them (``FlatFile.unrecorded``
+        does not wait): an entry appended meanwhile is in one of the two."""
+        found = [e for d, _, _ in self._pending for e in decode_entries(d)
+                 if e.key_hash == q.hash and q.in_range(e.store_timestamp)]
+        if self.flat is not None:
+            found += await find_entries(self.meta, self.flat, q)
+        return found

@@ -51,12 +51,12 @@ from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.observe import MetricsServer, Prices, QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
-from tieredstore.store.queue import QueueLog
+from tieredstore.store.queue import OwnedQueue
 from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
-from tieredstore.store.rebuild import has_segments
 from tieredstore.store.record import Message
+from tieredstore.store.repair import has_segments
 from tieredstore.store.tagged import MAX_SCAN, Tagged
 from tieredstore.store.writers import WriterRegistry
 
@@ -75,8 +75,8 @@ class AsyncMessageStore:
     def __init__(self, ctx: StoreContext, *, topic_reserved_time: Mapping[str, float]) -> None:
         self.ctx = ctx
         self.config = ctx.config
-        self._queues: dict[tuple[str, int], QueueLog] = {}
-        self._opening: dict[tuple[str, int], asyncio.Task[QueueLog]] = {}
+        self._queues: dict[tuple[str, int], OwnedQueue] = {}
+        self._opening: dict[tuple[str, int], asyncio.Task[OwnedQueue]] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._corrupt_views: dict[tuple[str, int], QueueView] = {}
@@ -185,7 +185,7 @@ class AsyncMessageStore:
         async def one(topic: str, queue_id: int) -> None:
             async with limit:
                 try:
-                    self._queues[(topic, queue_id)] = await QueueLog.open(self.ctx, topic,
+                    self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
                                                                           queue_id)
                 except (TransientError, CommitFailed, CommitRetriesExhausted,
                         IntegrityError) as exc:
@@ -240,7 +240,7 @@ class AsyncMessageStore:
         """Every queue this store holds, including corrupt ones."""
         return sorted({*self._queues, *self.corrupt})
 
-    async def _queue(self, topic: str, queue_id: int, *, create: bool) -> QueueLog:
+    async def _queue(self, topic: str, queue_id: int, *, create: bool) -> OwnedQueue:
         if self._closed:
             raise StoreClosed("the message store is closed")
         if type(topic) is str and type(queue_id) is int:  # held queues: names checked
@@ -270,11 +270,11 @@ class AsyncMessageStore:
         self._queues[key] = queue
         return queue
 
-    async def _claim(self, topic: str, queue_id: int) -> QueueLog:
+    async def _claim(self, topic: str, queue_id: int) -> OwnedQueue:
         """Open and claim a queue this store does not hold yet, if it is still the
         newest store of the broker (before and after: see store/writers.py)."""
         await self.writers.check()
-        queue = await QueueLog.open(self.ctx, topic, queue_id)
+        queue = await OwnedQueue.open(self.ctx, topic, queue_id)
         await self.writers.check()  # replaced meanwhile: give the queue up unwritten
         return queue
 

@@ -1,4 +1,4 @@
-"""QueueLog: one queue's commit log and consume queue, and how they stay in step.
+"""OwnedQueue: one queue's commit log and consume queue, and how they stay in step.
 
 A message is appended to the commit log (CL) first. Its consume-queue (CQ)
 unit is *dispatched* to the CQ only once the CL bytes it points to are
@@ -34,13 +34,12 @@ from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import MessageTooLarge, OffsetError
 from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
-from tieredstore.store.indexfile import KeyIndex
-from tieredstore.store.keyindex import IndexEntry, indexed_keys
+from tieredstore.store.keyentries import KeyEntry, indexed_keys
+from tieredstore.store.keyindex import KeyIndex
 from tieredstore.store.observe import QueueFigures
 from tieredstore.store.outgoing import Outgoing, bare
 from tieredstore.store.pending import PendingUnits
 from tieredstore.store.reading import QueueReading
-from tieredstore.store.rebuild import Rebuilt, rebuild_queue
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -49,6 +48,7 @@ from tieredstore.store.record import (
     encode_record,
     tags_hash,
 )
+from tieredstore.store.repair import Rebuilt, rebuild_queue
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def unit_stamps(data: bytes | memoryview) -> list[int]:
     return [unit.store_timestamp for unit in decode_units(data)]
 
 
-class QueueLog(QueueReading):
+class OwnedQueue(QueueReading):
     """The flat files of one queue and the offsets over them."""
 
     cl: FlatFile
@@ -102,12 +102,12 @@ class QueueLog(QueueReading):
     # --- opening and recovery -------------------------------------------------------
 
     @classmethod
-    async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> QueueLog:
+    async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> OwnedQueue:
         """Open (or create) a queue and recover it from the bucket.
 
         A queue whose metadata holds no segment record (new, or its heads were
         lost or all damaged) gets the records of the sealed segments the bucket
-        holds for it back first (:mod:`tieredstore.store.rebuild`), in one head
+        holds for it back first (:mod:`tieredstore.store.repair`), in one head
         write; the log says so.
         """
         meta = await QueueMetadata.open(
@@ -508,11 +508,11 @@ class QueueLog(QueueReading):
             out.extend(self._pending.units(offset, end))
         return out
 
-    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
+    async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         """The index's entries, and entries for messages not yet dispatched (taken
         first, with no await before the index takes its own: a message dispatched
         meanwhile is in one of the two)."""
-        undispatched = [IndexEntry(q.hash, p.offset, p.unit.store_timestamp, p.unit.position,
+        undispatched = [KeyEntry(q.hash, p.offset, p.unit.store_timestamp, p.unit.position,
                                    p.unit.size) for p in self._pending.keyed()
                         if q.key in p.keys and q.in_range(p.unit.store_timestamp)]
         return await self.index.candidates(q) + undispatched

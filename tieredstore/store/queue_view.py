@@ -17,7 +17,7 @@ from tieredstore.segment.reader import SegmentReader
 from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery, find_entries
 from tieredstore.store.codec import RecordCodec
-from tieredstore.store.keyindex import IndexEntry
+from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.keys import log_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import UNIT_SIZE, CqUnit
@@ -78,6 +78,6 @@ class QueueView(QueueReading):
         """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
         return await self.stored_units(start, min(end, self.max_offset), chained=chained)
 
-    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
+    async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         return [] if self.index is None else await find_entries(self.meta, self.index, q)
 

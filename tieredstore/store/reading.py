@@ -1,7 +1,7 @@
 """Reading a queue: ``get`` and ``offset_for_time`` over consume-queue units.
 
 One implementation for every reader of a queue: the store's own
-(:class:`tieredstore.store.queue.QueueLog`, which also sees what is still
+(:class:`tieredstore.store.queue.OwnedQueue`, which also sees what is still
 buffered) and the read-only views of the CLI, which see only what is durable
 in the bucket. Both read their flat files through
 :class:`~tieredstore.store.flatreader.FlatReader`; subclasses say which
@@ -23,7 +23,7 @@ from tieredstore.store.bykey import KeyQuery, query
 from tieredstore.store.checks import ScanStop, record_problem, scan_records
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
-from tieredstore.store.keyindex import IndexEntry
+from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -214,7 +214,7 @@ class QueueReading(abc.ABC):
         return await get_by_tags(self, offset, tags, max_count=max_count, max_bytes=max_bytes,
                                  max_scan=max_scan)
 
-    async def key_entries(self, q: KeyQuery) -> list[IndexEntry]:
+    async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         """The key index's entries that may be the key's (none: no index)."""
         return []
 

@@ -37,8 +37,8 @@ from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentRea
 from tieredstore.store.checks import ScanStop, record_chain, scan_records
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.properties import clean_from
-from tieredstore.store.rebuild import queues_with_segments
 from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
+from tieredstore.store.repair import queues_with_segments
 from tieredstore.store.scan import QueueScan, queue_files, reading_fetcher
 from tieredstore.store.summary import summarize
 from tieredstore.store.view import (

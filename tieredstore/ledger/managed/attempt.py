@@ -22,7 +22,7 @@
 
 What a replaced owner leaves is deleted by the new owner's next attempt
 through the uuid its head records, or, when the new owner had replaced that
-uuid already, by :func:`~tieredstore.ledger.managed.sweep.sweep_offloads`.
+uuid already, by :func:`~tieredstore.ledger.managed.gc.sweep_offloads`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from tieredstore.errors import SegmentFenced
 from tieredstore.ledger.errors import ManagedLedgerFenced, OffloadExists, OffloadFenced
 from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.managed import state
-from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.offloader import LedgerOffloader
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import ManagedLedgerBase
-from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.policy import retention_trims
 from tieredstore.ledger.managed.sources import LedgerCopy
 

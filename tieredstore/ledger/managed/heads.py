@@ -10,7 +10,7 @@ from tieredstore.ledger.errors import (
     ManagedLedgerError,
     ManagedLedgerFenced,
 )
-from tieredstore.ledger.managed.codec import decode_head
+from tieredstore.ledger.managed.format import decode_head
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.metadata.versions import KEEP_VERSIONS, VersionedHeads
 from tieredstore.objectstore.base import ObjectStore

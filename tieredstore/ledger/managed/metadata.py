@@ -15,7 +15,7 @@ offload context: uuid, complete, local copy deleted) and may only be paged
 once it stops changing. The approach is the same (head CAS by
 ``If-None-Match`` on ``head-{version}``, a listing after each write, pages
 chained by hashes in their keys, the same framing and page digest); this
-module reuses :mod:`tieredstore.metadata.codec`'s framing and digest and
+module reuses :mod:`tieredstore.metadata.format`'s framing and digest and
 mirrors its head log (:mod:`.heads`) over its own head message.
 
 Methods are safe to call concurrently from one event loop: writes are
@@ -37,7 +37,7 @@ from typing import TypeVar
 from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger, ManagedLedgerFenced
-from tieredstore.ledger.managed.codec import (
+from tieredstore.ledger.managed.format import (
     FORMAT_VERSION,
     build_page,
     decode_page,

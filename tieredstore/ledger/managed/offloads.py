@@ -7,7 +7,7 @@ attempt's uuid is recorded in the metadata *before* the attempt starts; a
 previous attempt that did not complete is deleted through its uuid first;
 the offload is recorded complete only once its objects are all written (see
 :mod:`.attempt`; what a replaced or dead owner leaves unreferenced,
-:func:`~tieredstore.ledger.managed.sweep.sweep_offloads` deletes). One
+:func:`~tieredstore.ledger.managed.gc.sweep_offloads` deletes). One
 offload runs at a time per managed ledger: a second request meanwhile gets
 :class:`~tieredstore.ledger.errors.OffloadInProgress`. ``maybe_offload`` applies
 the size and age triggers (after each rollover too, with ``auto_offload``).

@@ -14,7 +14,7 @@ from tieredstore.ledger.errors import LedgerNotFound, ManagedLedgerError, Positi
 from tieredstore.ledger.handle import LedgerEntry, ReadHandle
 from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import ManagedLedgerBase
-from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.position import Position
 from tieredstore.ledger.managed.sources import LedgerCopy, choose_sources
 

@@ -14,7 +14,7 @@ import bisect
 
 from tieredstore.errors import ReadOutOfRange
 
-Piece = bytes | memoryview
+BytesLike = bytes | memoryview
 
 # Drop consumed slots from the front of the piece list once this many pile up.
 _COMPACT_AT = 64
@@ -28,7 +28,7 @@ class SegmentBuffer:
     def __init__(self, start: int) -> None:
         self.start = start
         self.end = start
-        self._pieces: list[Piece] = []
+        self._pieces: list[BytesLike] = []
         self._offsets: list[int] = []  # segment position of each piece's first byte
         self._head = 0  # index of the first live piece
 
@@ -61,7 +61,7 @@ class SegmentBuffer:
             return b""
         stop = position + length
         i = bisect.bisect_right(self._offsets, position, lo=self._head) - 1
-        out: list[Piece] = []
+        out: list[BytesLike] = []
         while position < stop:
             piece, offset = self._pieces[i], self._offsets[i]
             lo = position - offset

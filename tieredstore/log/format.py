@@ -70,7 +70,7 @@ class Piece:
 
 
 @dataclass(frozen=True, slots=True)
-class Footer:
+class LogFooter:
     index_offset: int
     index_length: int
     piece_count: int
@@ -122,7 +122,7 @@ def encode_index(pieces: Sequence[Piece]) -> bytes:
     return b"".join(out)
 
 
-def decode_footer(tail: bytes | memoryview, *, key: str, size: int) -> Footer:
+def decode_footer(tail: bytes | memoryview, *, key: str, size: int) -> LogFooter:
     """The footer from the last bytes of an object of ``size`` bytes, checked."""
     if size < HEADER_SIZE + FOOTER_SIZE or len(tail) < FOOTER_SIZE:
         raise LogCorrupt(key, f"{size} bytes is too short for a log object")
@@ -138,10 +138,10 @@ def decode_footer(tail: bytes | memoryview, *, key: str, size: int) -> Footer:
     if index_offset < HEADER_SIZE or index_offset + index_length + FOOTER_SIZE != size:
         raise LogCorrupt(key, f"index [{index_offset}, +{index_length}) does not end at the "
                               f"footer of a {size}-byte object")
-    return Footer(index_offset, index_length, count, index_crc)
+    return LogFooter(index_offset, index_length, count, index_crc)
 
 
-def decode_index(index: bytes | memoryview, footer: Footer, *, key: str) -> list[Piece]:
+def decode_index(index: bytes | memoryview, footer: LogFooter, *, key: str) -> list[Piece]:
     """The pieces an index lists, checked: its CRC, each piece inside the data."""
     if len(index) != footer.index_length or crc32c(index) != footer.index_crc:
         raise LogCorrupt(key, "index fails its CRC32C")

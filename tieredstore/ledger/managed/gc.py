@@ -45,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.location import OffloadLocation, parse_offload_key
-from tieredstore.ledger.managed.codec import offload_uuid
+from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata

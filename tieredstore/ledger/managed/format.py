@@ -1,6 +1,6 @@
 """Bytes of managed-ledger heads and pages, and offload uuids. Pure: no IO.
 
-A head or page object is the framing of :mod:`tieredstore.metadata.codec`: a
+A head or page object is the framing of :mod:`tieredstore.metadata.format`: a
 4-byte magic (``TMH1`` for a head, ``TMP1`` for a page), the CRC32C of the
 payload (uint32, big-endian), then the protobuf payload
 (``managed_ledger.proto``), serialized deterministically.
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
-from tieredstore.metadata.codec import frame, page_hash, unframe
 from tieredstore.metadata.errors import CorruptMetadata
+from tieredstore.metadata.format import frame, page_hash, unframe
 
 FORMAT_VERSION = 1
 HEAD_MAGIC = b"TMH1"

@@ -41,7 +41,7 @@ from tieredstore.segment import (
 )
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatfile import SegmentStats
-from tieredstore.store.keyindex import ENTRY_SIZE, decode_entries
+from tieredstore.store.keyentries import ENTRY_SIZE, decode_entries
 from tieredstore.store.record import (
     HEAD_SIZE,
     UNIT_SIZE,
