@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.model.test_store_model import T0, config
+from tests.store.conftest import KiB, small_config
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import SegmentFenced
 from tieredstore.fetcher import DiskTier, Fetcher
 from tieredstore.metadata import MetadataFenced
@@ -210,4 +212,83 @@ async def test_records_whose_units_expired_are_passed_over_by_recovery_and_verif
         with contextlib.suppress(*FENCED):
             await first.close()
         await second.close()
+        await bucket.close()
+
+
+# --- lost heads after retention -------------------------------------------------------
+#
+# Was (cross model, seed 2811): retention deleted every sealed segment of a
+# queue's files, so the bucket held, per file, a directory of zero-byte entries
+# (kept on purpose, see docs/format.md "Chunk series") and the active segment.
+# When the heads were lost, the rebuild found no sealed segment to record, took
+# the leftover directory for an unsealed segment before a later one, and the
+# next owner opened every file at base 0: the messages past the deleted
+# segments were invisible and the key index was declared corrupt (its next
+# segment "already had entries").
+
+
+def _rolling_config(mode: str) -> TieredStoreConfig:
+    """1 KiB consume-queue and key-index segments (32 units or entries), 8 KiB
+    commit-log segments: every file rolls within the first 33 messages."""
+    return small_config(
+        chunk_size=1 * KiB, commit_log_max_size=8 * KiB, consume_queue_max_size=1 * KiB,
+        index_max_size=1 * KiB, log_object_size=1 * KiB, rolling_interval=0.0,
+        group_commit_interval=3600.0, gc_interval=0.0, retention_interval=0.0,
+        file_reserved_time=0.0, write_mode=mode)
+
+
+@pytest.mark.parametrize("first_mode", ["log", "direct"])
+@pytest.mark.parametrize("then_mode", ["direct", "log"])
+async def test_lost_heads_after_retention_deleted_every_sealed_segment(
+        first_mode: str, then_mode: str) -> None:
+    bucket = MemoryObjectStore()
+    opened = 0
+
+    async def owner(mode: str) -> AsyncMessageStore:
+        nonlocal opened
+        opened += 1
+        return await AsyncMessageStore.open(_rolling_config(mode),
+                                            store=ForwardingObjectStore(bucket),
+                                            writer_id=f"owner-{opened}")
+
+    def body(i: int) -> bytes:
+        return bytes([i]) * 300  # 27 records fill an 8 KiB commit-log segment
+
+    first = await owner(first_mode)
+    old, new = T0, T0 + 10_000
+    for i in range(40):  # offsets 0-31 old (the first consume-queue segment), 32-39 new
+        assert await first.append("ta", 0, body(i), keys=(f"k{i % 3}",),
+                                  timestamp=old if i < 32 else new) == i
+    await first.flush()
+    assert await first.delete_expired(now=new / 1000) >= 3  # CL, CQ and index at base 0
+    assert await first.min_offset("ta", 0) == 32
+    second = await owner(then_mode)  # takes the queue over
+    for i in range(40, 45):
+        assert await second.append("ta", 0, body(i), keys=(f"k{i % 3}",), timestamp=new) == i
+    await second.flush()
+    with contextlib.suppress(*FENCED):
+        await first.close()
+    await second.close()
+    heads = [o.key for o in await bucket.list_all("") if "/meta/heads/ta/0/" in o.key]
+    assert heads
+    await bucket.delete_many(heads)
+
+    third = await owner(then_mode)  # rebuilds ta/0 from the bucket
+    try:
+        assert (await third.min_offset("ta", 0), await third.max_offset("ta", 0)) == (32, 45)
+        got = await third.get("ta", 0, 32, max_count=100)
+        assert [(m.offset, m.body) for m in got] == [(i, body(i)) for i in range(32, 45)]
+        assert third.corrupt == {}
+        assert await third.append("ta", 0, body(45), keys=("k0",), timestamp=new) == 45
+        await third.flush()
+        found = await third.query_by_key("ta", "k0", begin_ms=new)
+        assert [m.offset for m in found] == [i for i in range(32, 46) if i % 3 == 0]
+    finally:
+        await third.close()
+    fourth = await owner(first_mode)  # and the rebuilt metadata holds on the next open
+    try:
+        assert (await fourth.min_offset("ta", 0), await fourth.max_offset("ta", 0)) == (32, 46)
+        assert fourth.corrupt == {}
+    finally:
+        await fourth.close()
         await bucket.close()

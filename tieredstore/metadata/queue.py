@@ -54,6 +54,7 @@ from tieredstore.metadata.reader import DEFAULT_CACHE_PAGES
 from tieredstore.metadata.state import (
     First,
     apply_append,
+    apply_start,
     find_state,
     first_after_all,
     first_of,
@@ -200,12 +201,16 @@ class QueueMetadata(QueueWriter):
         records: Iterable[pb.SegmentRecord],
         *,
         properties: Mapping[str, str | None] | PropertyUpdate | None = None,
+        starts: Mapping[FileType, First] | None = None,
     ) -> int:
         """Append records in order with one head write (and the pages they fill).
 
         For bulk loads. Pages are cut where single appends would cut them.
+        ``starts`` says where a file type left with no record begins (a
+        rebuild's: retention deleted its earlier segments, see
+        :func:`~tieredstore.metadata.state.apply_start`), in the same write.
         Nothing is written unless every record is in order, nor when no record
-        is new and ``properties`` change nothing. Returns how many records were
+        is new and ``properties`` and ``starts`` change nothing. Returns how many records were
         new. After a failure the outcome is unknown (this
         instance's next write finds out first): resume after the
         :meth:`next_base_offset` of a reopened instance. A retried batch whose
@@ -232,7 +237,8 @@ class QueueMetadata(QueueWriter):
                     )
                     state.last_page_hash = ref.page_hash
                     pages.append(NewPage(file_type, ref, outcome.page, data))
-            if applied or dict(head.properties) != dict(self._head.properties):
+            started = [apply_start(head, t, start) for t, start in (starts or {}).items()]
+            if applied or any(started) or dict(head.properties) != dict(self._head.properties):
                 await self._commit(head, pages)
             return applied
 

@@ -30,6 +30,7 @@ from tieredstore.metadata.state import (
     first_of,
     has_live,
     is_live,
+    next_of,
 )
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.reads import read_again_if
@@ -119,16 +120,14 @@ class MetadataReader:
 
     def next_base_offset(self, file_type: FileType) -> int:
         """Where the next record may begin: the end of the last one appended,
-        live or trimmed (0 before the first)."""
-        state = find_state(self._head, check_file_type(file_type))
-        return record_end(state.last) if state is not None and state.HasField("last") else 0
+        live or trimmed (before the first, the first pointer: 0, or where a
+        rebuild found the file going on)."""
+        return next_of(find_state(self._head, check_file_type(file_type))).base_offset
 
     def next_message_offset(self, file_type: FileType) -> int:
-        """The queue offset after the last record appended (0 before the first)."""
-        state = find_state(self._head, check_file_type(file_type))
-        if state is None or not state.HasField("last"):
-            return 0
-        return state.last.last_message_offset + 1
+        """The queue offset after the last record appended (before the first,
+        the first pointer's, as :meth:`next_base_offset`)."""
+        return next_of(find_state(self._head, check_file_type(file_type))).message_offset
 
     # --- reading ------------------------------------------------------------------
 

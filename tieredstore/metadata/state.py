@@ -1,7 +1,10 @@
 """How a head changes: appending, paging out the tail, the first pointer. No IO.
 
 A record is *live* when its base offset is at or past the file type's
-``first_base_offset``. Every function here works on a :class:`pb.QueueHead`
+``first_base_offset``. A file type with no record yet may still have its
+first pointer past 0: a rebuild after lost heads found its earlier segments
+deleted by retention (:func:`apply_start`), and its first record begins
+there or later. Every function here works on a :class:`pb.QueueHead`
 the caller owns (a copy of the committed head), never on the committed one.
 """
 
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.metadata.errors import RecordOrderError
 from tieredstore.metadata.format import check_follows, check_record, record_end
 from tieredstore.metadata.keys import check_file_type
 
@@ -57,6 +61,29 @@ def first_of(state: pb.FileState | None) -> First:
 def first_after_all(state: pb.FileState) -> First:
     """The first pointer once every record is trimmed: where the next begins."""
     return First(record_end(state.last), state.last.last_message_offset + 1)
+
+
+def next_of(state: pb.FileState | None) -> First:
+    """Where the next record begins: after the last one appended, live or
+    trimmed; before the first, at the first pointer (0, or where a rebuild
+    found the file going on, :func:`apply_start`)."""
+    if state is not None and state.HasField("last"):
+        return first_after_all(state)
+    return first_of(state)
+
+
+def apply_start(head: pb.QueueHead, file_type: FileType, start: First) -> bool:
+    """A file type with no record yet begins at ``start``: every segment before
+    it is gone (a rebuild after retention deleted them and the heads were
+    lost). The first pointer says so, as a trim of every record would: no
+    record stands for the deleted span. Returns whether ``head`` changed (a
+    file type with records keeps its own first pointer)."""
+    state = state_for_update(head, check_file_type(file_type))
+    if state.HasField("last") or first_of(state) == start:
+        return False
+    state.first_base_offset = start.base_offset
+    state.first_message_offset = start.message_offset
+    return True
 
 
 def copy_record(record: pb.SegmentRecord) -> pb.SegmentRecord:
@@ -113,6 +140,9 @@ def apply_append(head: pb.QueueHead, record: pb.SegmentRecord) -> Appended:
         if _same_segment(record, state.last):
             return Appended(applied=False)
         check_follows(state.last, record)
+    elif record.base_offset < state.first_base_offset:
+        raise RecordOrderError(f"record at base offset {record.base_offset} precedes the "
+                               f"file's start at {state.first_base_offset}")
     page: list[pb.SegmentRecord] | None = None
     if len(state.tail) >= head.page_size:
         tail = page_out_tail(state)

@@ -105,10 +105,11 @@ class OwnedQueue(QueueReading):
     async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> OwnedQueue:
         """Open (or create) a queue and recover it from the bucket.
 
-        A queue whose metadata holds no segment record (new, or its heads were
-        lost or all damaged) gets the records of the sealed segments the bucket
-        holds for it back first (:mod:`tieredstore.store.repair`), in one head
-        write; the log says so.
+        A queue whose metadata holds no segment record, live or trimmed, and no
+        file start past 0 (new, or its heads were lost or all damaged) gets the
+        records of the sealed segments the bucket holds for it back first, and
+        where each file goes on after segments retention deleted
+        (:mod:`tieredstore.store.repair`), in one head write; the log says so.
         """
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
@@ -117,7 +118,7 @@ class OwnedQueue(QueueReading):
         )
         queue = cls(ctx, topic, queue_id, meta)
         try:
-            if not meta.file_types or not any(meta.last_record(t) for t in meta.file_types):
+            if not any(meta.next_base_offset(t) for t in FileType):
                 queue.rebuilt = await queue._rebuild()
             await queue._recover()
         except BaseException:
@@ -141,7 +142,7 @@ class OwnedQueue(QueueReading):
         rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
         records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX)
                    for r in rebuilt.records.get(ft, [])]
-        if not records and not rebuilt.notes and rebuilt.index_from in (
+        if not records and not rebuilt.notes and not rebuilt.starts and rebuilt.index_from in (
                 None, properties.index_from(self.meta.properties)):
             return None  # nothing the metadata does not say (a young queue's clean reopen)
         found: dict[str, str | None] = {}
@@ -149,7 +150,7 @@ class OwnedQueue(QueueReading):
             found.update(properties.merging_set(file_type, bases))
         if rebuilt.index_from is not None:
             found.update(properties.index_from_update(rebuilt.index_from))
-        await self.meta.append_many(records, properties=found)
+        await self.meta.append_many(records, properties=found, starts=rebuilt.starts)
         log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
                     len(records), "".join(f"; {n}" for n in rebuilt.notes))

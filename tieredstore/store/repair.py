@@ -21,6 +21,16 @@ Every sealed segment of that run gets its record back:
 Segments sealed but not merged are noted in ``merging.<type>`` so that the
 open resumes their merges. What cannot be known is said: ``clean_from`` is
 not rebuilt.
+
+A directory of zero-byte entries alone (fences, a seal) is what retention
+leaves of a segment it deleted (docs/format.md, "Chunk series"): not a
+segment, even while log objects still hold pieces of it, unless it is the
+file's newest (in write mode ``log`` an open segment may be a fence and
+pieces alone). A file whose earlier segments retention deleted so has no
+record to say where it goes on: its *start* (the first segment of its run,
+and the first message offset there) sets its first pointer, in the same head
+write (``QueueMetadata.append_many``, ``starts``), so that the writer opens
+the active segment and ``min_offset`` is where retention left it.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.metadata import SegmentRecord
+from tieredstore.metadata import First, SegmentRecord
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import (
     ChunkedSegment,
@@ -63,6 +73,8 @@ class Rebuilt:
     merging: dict[FileType, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     index_from: int | None = None  # the first offset the key index covers, if any
+    # Where a file with no record begins, when not at 0 (see the module's docstring).
+    starts: dict[FileType, First] = field(default_factory=dict)
 
     @property
     def found(self) -> bool:
@@ -72,11 +84,15 @@ class Rebuilt:
 async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                         file_type: FileType) -> list[int]:
     """Base offsets of the segments a file has in the bucket (one paged LIST), and
-    of those whose bytes are pieces of the broker's log (loaded at the open)."""
-    bases: set[int] = set(ctx.log.bases(topic, queue_id, file_type) if ctx.log else ())
+    of those whose bytes are pieces of the broker's log (loaded at the open).
+    A directory of zero-byte entries alone is a segment retention deleted,
+    whose pieces were spent (a seal takes them in first), unless it is the
+    newest segment: an open one in write mode ``log``."""
+    pieces = set(ctx.log.bases(topic, queue_id, file_type) if ctx.log else ())
     listed = await list_file(ctx.store, ctx.segment_path(topic, queue_id, file_type, 0))
-    # Fences and seals alone: a segment retention deleted.
-    return sorted(bases | {base for base, seg in listed.items() if seg.holds_bytes})
+    newest = max(pieces | listed.keys(), default=0)
+    return sorted({base for base, seg in listed.items() if seg.holds_bytes}
+                  | {base for base in pieces if base == newest or base not in listed})
 
 
 async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
@@ -279,5 +295,32 @@ async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt
     await _cq_records(cq, out)
     cq_end = max((s.path.base_offset + s.commit_position for s in cq.segments), default=0)
     await _cl_records(cl, cq, cq_end // UNIT_SIZE, out)
-    await _index_records(await _open_run(ctx, topic, queue_id, FileType.INDEX, out), out)
+    index = await _open_run(ctx, topic, queue_id, FileType.INDEX, out)
+    await _index_records(index, out)
+    for file_type, run in ((FileType.CONSUME_QUEUE, cq), (FileType.COMMIT_LOG, cl),
+                           (FileType.INDEX, index)):
+        await _start(file_type, run, cq_end // UNIT_SIZE, out)
     return out
+
+
+async def _start(file_type: FileType, run: _File, next_offset: int, out: Rebuilt) -> None:
+    """Where a file with no record goes on, if not at 0: the first segment of its
+    run (every segment before it was deleted by retention), and its first
+    message offset: a consume queue's from its base, a commit log's from the
+    record at its start, a key index's from its first entry; an empty
+    segment's is ``next_offset`` (the consume queue's end)."""
+    if out.records.get(file_type) or not run.segments:
+        return
+    seg = run.segments[0]
+    base = seg.path.base_offset
+    if base == 0:
+        return
+    first = next_offset
+    if file_type is FileType.CONSUME_QUEUE:
+        first = base // UNIT_SIZE
+    elif file_type is FileType.COMMIT_LOG:
+        found = await _record_at(seg, 0)
+        first = found[1] if found is not None else first
+    elif seg.commit_position >= ENTRY_SIZE:
+        first = next(decode_entries(await seg.read0(0, ENTRY_SIZE))).offset
+    out.starts[file_type] = First(base, first)
