@@ -151,9 +151,12 @@ class OwnedQueue(QueueReading):
         if rebuilt.index_from is not None:
             found.update(properties.index_from_update(rebuilt.index_from))
         await self.meta.append_many(records, properties=found, starts=rebuilt.starts)
+        said = rebuilt.notes + [f"{t.label} goes on at {s.base_offset} (offset "
+                                f"{s.message_offset}): retention deleted the segments before"
+                                for t, s in rebuilt.starts.items()]
         log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
-                    len(records), "".join(f"; {n}" for n in rebuilt.notes))
+                    len(records), "".join(f"; {n}" for n in said))
         return rebuilt
 
     async def _recover(self) -> None:
