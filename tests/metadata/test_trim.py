@@ -12,6 +12,7 @@ from tieredstore.metadata import (
     PageMissing,
     QueueMetadata,
     QueuePath,
+    RecordOrderError,
 )
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 
@@ -130,3 +131,29 @@ async def test_a_read_only_snapshot_overtaken_by_a_trim_says_so_and_refresh_reco
     await reader.refresh()
     assert await reader.find_by_base_offset(COMMIT_LOG, 450) is None
     assert await reader.find_by_base_offset(COMMIT_LOG, 950) == record(9)
+
+
+async def test_a_start_is_a_first_pointer_with_no_record_behind_it() -> None:
+    """A rebuild after lost heads says where a file whose earlier segments retention
+    deleted goes on: its first pointer, with no record (nothing to trim)."""
+    store = MemoryObjectStore()
+    md = await QueueMetadata.open(store, QUEUE, writer_id="w", page_size=4)
+    assert await md.append_many([record(0, CONSUME_QUEUE)],
+                                starts={COMMIT_LOG: First(500, 50)}) == 1
+    version = md.version
+    assert await md.append_many([], starts={COMMIT_LOG: First(500, 50)}) == 0
+    assert md.version == version  # the same start again writes nothing
+    for opened in (md, await QueueMetadata.open_read_only(store, QUEUE)):
+        assert opened.first(COMMIT_LOG) == First(500, 50)
+        assert (opened.next_base_offset(COMMIT_LOG), opened.next_message_offset(COMMIT_LOG)) \
+            == (500, 50)
+        assert opened.last_record(COMMIT_LOG) is None
+        assert [r async for r in opened.records(COMMIT_LOG)] == []
+    with pytest.raises(RecordOrderError, match="precedes the file's start"):
+        await md.append(record(4))  # base 400: before the start
+    await md.append(record(5))
+    assert md.first(COMMIT_LOG) == First(500, 50)
+    assert md.next_base_offset(COMMIT_LOG) == 600
+    # A file with records keeps its own first pointer.
+    assert await md.append_many([], starts={COMMIT_LOG: First(900, 90)}) == 0
+    assert md.first(COMMIT_LOG) == First(500, 50)

@@ -239,8 +239,9 @@ def _rolling_config(mode: str) -> TieredStoreConfig:
 
 @pytest.mark.parametrize("first_mode", ["log", "direct"])
 @pytest.mark.parametrize("then_mode", ["direct", "log"])
+@pytest.mark.parametrize("more", [5, 0])  # messages the take-over appends
 async def test_lost_heads_after_retention_deleted_every_sealed_segment(
-        first_mode: str, then_mode: str) -> None:
+        first_mode: str, then_mode: str, more: int) -> None:
     bucket = MemoryObjectStore()
     opened = 0
 
@@ -263,7 +264,7 @@ async def test_lost_heads_after_retention_deleted_every_sealed_segment(
     assert await first.delete_expired(now=new / 1000) >= 3  # CL, CQ and index at base 0
     assert await first.min_offset("ta", 0) == 32
     second = await owner(then_mode)  # takes the queue over
-    for i in range(40, 45):
+    for i in range(40, 40 + more):
         assert await second.append("ta", 0, body(i), keys=(f"k{i % 3}",), timestamp=new) == i
     await second.flush()
     with contextlib.suppress(*FENCED):
@@ -274,20 +275,22 @@ async def test_lost_heads_after_retention_deleted_every_sealed_segment(
     await bucket.delete_many(heads)
 
     third = await owner(then_mode)  # rebuilds ta/0 from the bucket
+    end = 40 + more
     try:
-        assert (await third.min_offset("ta", 0), await third.max_offset("ta", 0)) == (32, 45)
+        assert (await third.min_offset("ta", 0), await third.max_offset("ta", 0)) == (32, end)
         got = await third.get("ta", 0, 32, max_count=100)
-        assert [(m.offset, m.body) for m in got] == [(i, body(i)) for i in range(32, 45)]
+        assert [(m.offset, m.body) for m in got] == [(i, body(i)) for i in range(32, end)]
         assert third.corrupt == {}
-        assert await third.append("ta", 0, body(45), keys=("k0",), timestamp=new) == 45
+        assert await third.append("ta", 0, body(end), keys=("k0",), timestamp=new) == end
         await third.flush()
         found = await third.query_by_key("ta", "k0", begin_ms=new)
-        assert [m.offset for m in found] == [i for i in range(32, 46) if i % 3 == 0]
+        assert [m.offset for m in found] == [i for i in range(32, end) if i % 3 == 0] + [end]
     finally:
         await third.close()
     fourth = await owner(first_mode)  # and the rebuilt metadata holds on the next open
     try:
-        assert (await fourth.min_offset("ta", 0), await fourth.max_offset("ta", 0)) == (32, 46)
+        assert (await fourth.min_offset("ta", 0), await fourth.max_offset("ta", 0)) \
+            == (32, end + 1)
         assert fourth.corrupt == {}
     finally:
         await fourth.close()
