@@ -78,7 +78,7 @@ class Rebuilt:
 
     @property
     def found(self) -> bool:
-        return any(self.records.values()) or bool(self.notes)
+        return any(self.records.values()) or bool(self.notes) or bool(self.starts)
 
 
 async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
