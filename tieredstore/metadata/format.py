@@ -50,6 +50,13 @@ def _check_format(version: int, key: str) -> None:
 # --- heads ------------------------------------------------------------------
 
 
+def stamp_head(head: pb.QueueHead, version: int, writer_id: str, session_id: str,
+               written_at_ms: int) -> None:
+    """Set who wrote ``head`` as ``version``, and when."""
+    head.format_version, head.version, head.writer_id = FORMAT_VERSION, version, writer_id
+    head.session_id, head.written_at_ms = session_id, written_at_ms
+
+
 def encode_head(head: pb.QueueHead) -> bytes:
     return frame(HEAD_MAGIC, head.SerializeToString(deterministic=True))
 

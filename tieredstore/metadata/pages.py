@@ -14,8 +14,8 @@ import bisect
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import PageMissing
 from tieredstore.metadata.keys import PageRef
 
@@ -147,7 +147,10 @@ def _order(ref: PageRef) -> tuple[int, str]:
     return ref.first_base_offset, ref.key
 
 
-class PageCache:
+R = TypeVar("R")
+
+
+class PageCache(Generic[R]):
     """The records of the most recently used pages, at most ``capacity`` pages."""
 
     def __init__(self, capacity: int) -> None:
@@ -156,12 +159,12 @@ class PageCache:
         self.capacity = capacity
         self.hits = 0
         self.misses = 0
-        self._pages: OrderedDict[str, tuple[pb.SegmentRecord, ...]] = OrderedDict()
+        self._pages: OrderedDict[str, tuple[R, ...]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._pages)
 
-    def get(self, key: str) -> tuple[pb.SegmentRecord, ...] | None:
+    def get(self, key: str) -> tuple[R, ...] | None:
         records = self._pages.get(key)
         if records is None:
             self.misses += 1
@@ -170,7 +173,7 @@ class PageCache:
         self._pages.move_to_end(key)
         return records
 
-    def put(self, key: str, records: Sequence[pb.SegmentRecord]) -> None:
+    def put(self, key: str, records: Sequence[R]) -> None:
         self._pages[key] = tuple(records)
         self._pages.move_to_end(key)
         while len(self._pages) > self.capacity:

@@ -169,17 +169,13 @@ class QueueMetadata(QueueWriter):
         version, head = loaded
         if version != self._version:
             self._head, self._version = head, version
-            self._forget_pagesets()  # its new pages are not in the listings
+            self._forget_pages()  # its new pages are not in the listings
 
     # --- state ----------------------------------------------------------------------
 
     @property
     def read_only(self) -> bool:
         return self._read_only
-
-    @property
-    def fenced(self) -> bool:
-        return self._heads.fenced is not None
 
     # --- writing ------------------------------------------------------------------
 
@@ -319,7 +315,7 @@ class QueueMetadata(QueueWriter):
                     keep = {r.key for r in (await self._view(state)).refs}
                     stray = [r.key for r in pageset.refs if r.key not in keep]
                     if stray:
-                        await self._store.delete_many(stray)
+                        await self._delete_pages(stray)
                         pageset.discard(stray)
                         deleted += len(stray)
             return deleted

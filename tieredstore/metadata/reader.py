@@ -1,6 +1,7 @@
 """Reading one queue's metadata: what the head says, and lookups through pages.
 
-:class:`MetadataReader` stands on one head version. Lookups answer from the
+:class:`MetadataReader` stands on one head version (held by its
+:class:`~tieredstore.metadata.headwriter.HeadWriter` base). Lookups answer from the
 head's tail when they can; otherwise the file type's page keys are listed
 once (and kept up to date by this process's own writes), the page is chosen
 from its key and read, one GET, into a small LRU.
@@ -19,10 +20,11 @@ from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import CorruptMetadata, PageMissing
-from tieredstore.metadata.format import decode_page, record_end
+from tieredstore.metadata.format import decode_page, encode_head, record_end, stamp_head
 from tieredstore.metadata.heads import HeadLog
+from tieredstore.metadata.headwriter import HeadWriter
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
-from tieredstore.metadata.pages import PageCache, PageSet, PageView
+from tieredstore.metadata.pages import PageSet, PageView
 from tieredstore.metadata.state import (
     First,
     copy_record,
@@ -43,7 +45,7 @@ DEFAULT_CACHE_PAGES = 16
 CommittedPage = tuple[FileType, PageRef, Sequence[pb.SegmentRecord]]
 
 
-class MetadataReader:
+class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
     """Lookups over one queue's metadata at one head version.
 
     Reads see the head this instance stands on; pages are immutable, so a
@@ -57,28 +59,25 @@ class MetadataReader:
         head: pb.QueueHead,
         version: int,
         *,
+        writer_id: str = "",
         cache_pages: int = DEFAULT_CACHE_PAGES,
     ) -> None:
-        self._store = store
+        super().__init__(
+            store, HeadLog(store, queue), head, version, writer_id=writer_id,
+            stamp=stamp_head, session_of=lambda head: head.session_id, encode=encode_head,
+            corrupt=lambda message: CorruptMetadata(message, queue=queue.name),
+            cache_pages=cache_pages,
+        )
         self._queue = queue
-        self._heads = HeadLog(store, queue)
-        self._head = head
-        self._version = version
         self._pagesets: dict[int, PageSet] = {}
         self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pages_generation: defaultdict[int, int] = defaultdict(int)
-        self._cache = PageCache(cache_pages)
 
     # --- what the head says -------------------------------------------------------
 
     @property
     def queue(self) -> QueuePath:
         return self._queue
-
-    @property
-    def version(self) -> int:
-        """The version of the head this instance stands on (0: none written yet)."""
-        return self._version
 
     @property
     def head(self) -> pb.QueueHead:
@@ -292,8 +291,8 @@ class MetadataReader:
         except ObjectNotFound:
             raise PageMissing(f"page {ref.key} is missing", queue=self._queue.name) from None
 
-    def _forget_pagesets(self) -> None:
-        """Drop the page listings (pages were written that this process did not see)."""
+    def _forget_pages(self) -> None:
+        # docstring inherited
         for file_type in list(self._pagesets):
             del self._pagesets[file_type]
             self._pages_generation[file_type] += 1

@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import CorruptMetadata, MetadataReadOnly, PageMissing
-from tieredstore.metadata.format import FORMAT_VERSION, build_page, encode_head
+from tieredstore.metadata.format import build_page
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.reader import MetadataReader
 from tieredstore.metadata.state import find_state, page_out_tail
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.conditional import create_once
 
 log = logging.getLogger(__name__)
 
@@ -60,31 +57,15 @@ class QueueWriter(MetadataReader):
         read_only: bool,
         cache_pages: int,
     ) -> None:
-        super().__init__(store, queue, head, version, cache_pages=cache_pages)
-        self._writer_id = writer_id
-        self._session_id = uuid.uuid4().hex
+        super().__init__(store, queue, head, version, writer_id=writer_id,
+                         cache_pages=cache_pages)
         self._read_only = read_only
-        self._write_lock = asyncio.Lock()
         self.created = False  # QueueMetadata.open says whether no valid head was found
-
-    async def _begin_write(self) -> None:
-        self._check_writable()
-        if self._heads.unsettled:
-            await self._settle()
-
-    async def _settle(self) -> None:
-        """A head create failed without an answer (an error, a cancellation): it
-        may have landed. Our session id in the newest head says it did."""
-        adopted = await self._heads.settle(self._version, self._session_id,
-                                           lambda head: head.session_id)
-        if adopted is not None:
-            self._version, self._head = adopted
-            self._forget_pagesets()  # its pages: list again when needed
 
     def _check_writable(self) -> None:
         if self._read_only:
             raise MetadataReadOnly("opened read-only", queue=self._queue.name)
-        self._heads.check_not_fenced()
+        super()._check_writable()
 
     def _next_head(self) -> pb.QueueHead:
         head = pb.QueueHead()
@@ -93,49 +74,27 @@ class QueueWriter(MetadataReader):
 
     async def _commit(self, head: pb.QueueHead, pages: Sequence[NewPage] = ()) -> None:
         """Write ``pages``, then ``head`` as the next version; then stand on it."""
-        await self._write_pages([p for p in pages if p.data is not None])
-        version = self._version + 1
-        head.format_version = FORMAT_VERSION
-        head.version = version
-        head.writer_id = self._writer_id
-        head.session_id = self._session_id
-        head.written_at_ms = time.time_ns() // 1_000_000
+        await self._write_pages([(p.ref.key, p.data) for p in pages if p.data is not None])
 
         def landed() -> None:
-            self._head, self._version = head, version
             self._pages_committed([(p.file_type, p.ref, p.records) for p in pages])
 
-        await self._heads.publish(version, encode_head(head), landed)
+        await self._publish(head, landed)
 
-    async def _write_pages(self, pages: Sequence[NewPage]) -> None:
+    async def _write_pages(self, pages: Sequence[tuple[str, bytes]]) -> None:
         limit = asyncio.Semaphore(_PAGE_WRITE_CONCURRENCY)
 
-        async def one(page: NewPage) -> None:
+        async def one(key: str, data: bytes) -> None:
             async with limit:
-                await self._write_page(page)
+                await self._write_page(key, data)
 
-        tasks = [asyncio.ensure_future(one(page)) for page in pages]
+        tasks = [asyncio.ensure_future(one(key, data)) for key, data in pages]
         try:
             await asyncio.gather(*tasks)  # raises the first failure as it is
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _write_page(self, page: NewPage) -> None:
-        """Create the page. Its key names a digest of its bytes, so a page found
-        at the key must hold exactly these bytes: if it does, it was written
-        before (a retried request, or a writer at the same head); if it is
-        damaged, writing the right bytes in its place repairs it."""
-        assert page.data is not None
-        for attempt in range(2):
-            if await create_once(self._store, page.ref.key, page.data):
-                return
-            if attempt == 0:  # damaged (or gone meanwhile)
-                log.warning("%s: replacing damaged page %s", self._queue.name, page.ref.key)
-                await self._store.delete(page.ref.key)
-                self._cache.discard([page.ref.key])
-        raise CorruptMetadata(f"page {page.ref.key} could not be written", queue=self._queue.name)
 
     async def _recover_unreferenced_page(self) -> None:
         """Adopt the page a crash may have left between cutting a full tail and
@@ -177,7 +136,6 @@ class QueueWriter(MetadataReader):
         pageset = await self._pageset(file_type)
         keys = [r.key for r in pageset.dead(state.first_base_offset)]
         if keys:
-            await self._store.delete_many(keys)
+            await self._delete_pages(keys)
             pageset.discard(keys)
-            self._cache.discard(keys)
         return len(keys)

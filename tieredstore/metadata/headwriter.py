@@ -1,0 +1,136 @@
+"""One writer of a series of heads and the immutable pages they reference.
+
+The write rules of queue metadata (:class:`~tieredstore.metadata.QueueMetadata`)
+and of managed-ledger metadata (:class:`~tieredstore.ledger.ManagedLedgerMetadata`),
+each over its own head message, once:
+
+- Writes are serialized (``_write_lock``); reads see the head stood on.
+- Before a write (``_begin_write``): a fenced writer refuses, and a head create
+  that failed without an answer is settled first: this writer's random session
+  id in the newest head says it landed (adopt it); another head there fences.
+- A head is stamped (format version, version, writer id, session id, time) by
+  the caller's ``stamp`` and published as the next version
+  (:class:`~tieredstore.metadata.versions.VersionedHeads` holds the CAS); the
+  writer stands on it only once it has landed.
+- A page is created once (``If-None-Match: *``) before the head that references
+  it. Its key names a digest of its bytes, so bytes found in place are these
+  (a retry, or a write whose head never landed); damaged ones are deleted and
+  written again, once.
+- The records of the most recently used pages are kept (:class:`PageCache`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+from tieredstore.metadata.pages import PageCache
+from tieredstore.metadata.versions import VersionedHeads
+from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.conditional import create_once
+
+log = logging.getLogger(__name__)
+
+H = TypeVar("H")
+R = TypeVar("R")
+
+# stamp(head, version, writer_id, session_id, written_at_ms): the head's own fields.
+Stamp = Callable[[H, int, str, str, int], None]
+
+
+class HeadWriter(Generic[H, R]):
+    """Stands on one head of a series (``_head`` at ``_version``) and writes the
+    next; ``R`` is the record type its pages hold."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        heads: VersionedHeads[H],
+        head: H,
+        version: int,
+        *,
+        writer_id: str,
+        stamp: Stamp[H],
+        session_of: Callable[[H], str],
+        encode: Callable[[H], bytes],
+        corrupt: Callable[[str], Exception],
+        cache_pages: int,
+    ) -> None:
+        self._store = store
+        self._heads = heads
+        self._head = head
+        self._version = version
+        self._writer_id = writer_id
+        self._session_id = uuid.uuid4().hex
+        self._write_lock = asyncio.Lock()
+        self._cache: PageCache[R] = PageCache(cache_pages)
+        self._stamp = stamp
+        self._session_of = session_of
+        self._encode = encode
+        self._corrupt = corrupt
+        self.page_writes = 0
+
+    @property
+    def version(self) -> int:
+        """The version of the head stood on (0: none written yet)."""
+        return self._version
+
+    @property
+    def fenced(self) -> bool:
+        return self._heads.fenced is not None
+
+    def _check_writable(self) -> None:
+        self._heads.check_not_fenced()
+
+    async def _begin_write(self) -> None:
+        """Under the write lock, before a write: refuse if fenced; settle first."""
+        self._check_writable()
+        if self._heads.unsettled:
+            await self._settle()
+
+    async def _settle(self) -> None:
+        """A head create failed without an answer (an error, a cancellation): it
+        may have landed. Our session id in the newest head says it did."""
+        adopted = await self._heads.settle(self._version, self._session_id, self._session_of)
+        if adopted is not None:
+            self._version, self._head = adopted
+            self._forget_pages()  # its pages: list again when needed
+
+    def _forget_pages(self) -> None:
+        """Drop the page listings: pages were committed that this process did not see."""
+
+    async def _publish(self, head: H, landed: Callable[[], None]) -> None:
+        """Stamp ``head`` and write it as the next version; once it has landed,
+        stand on it and call ``landed()``."""
+        version = self._version + 1
+        self._stamp(head, version, self._writer_id, self._session_id,
+                    time.time_ns() // 1_000_000)
+
+        def stand() -> None:
+            self._head, self._version = head, version
+            landed()
+
+        await self._heads.publish(version, self._encode(head), stand)
+
+    async def _write_page(self, key: str, data: bytes) -> None:
+        """Create the page ``data`` at ``key`` (which names its digest): bytes
+        found there are these (written before) or damaged (replaced, once)."""
+        for attempt in range(2):
+            if await create_once(self._store, key, data):
+                self.page_writes += 1
+                return
+            if attempt == 0:  # damaged (or gone meanwhile)
+                log.warning("%s: replacing damaged page %s", self._heads.keys.name, key)
+                await self._store.delete(key)
+                self._cache.discard([key])
+        raise self._corrupt(f"page {key} could not be written")
+
+    async def _delete_pages(self, keys: Iterable[str]) -> None:
+        """Delete pages (wholly behind ``first``, or no head's) and forget them."""
+        keys = list(keys)
+        await self._store.delete_many(keys)
+        self._cache.discard(keys)
