@@ -53,6 +53,13 @@ def _unframe(magic: bytes, data: bytes, key: str, name: str) -> bytes:
         raise CorruptManagedLedger(str(exc), name=name) from None
 
 
+def stamp_head(head: pb.ManagedLedgerHead, version: int, writer_id: str, session_id: str,
+               written_at_ms: int) -> None:
+    """Set who wrote ``head`` as ``version``, and when."""
+    head.formatVersion, head.version, head.writerId = FORMAT_VERSION, version, writer_id
+    head.sessionId, head.writtenAtMs = session_id, written_at_ms
+
+
 def encode_head(head: pb.ManagedLedgerHead) -> bytes:
     return frame(HEAD_MAGIC, head.SerializeToString(deterministic=True))
 

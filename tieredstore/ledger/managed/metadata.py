@@ -15,8 +15,9 @@ offload context: uuid, complete, local copy deleted) and may only be paged
 once it stops changing. The approach is the same (head CAS by
 ``If-None-Match`` on ``head-{version}``, a listing after each write, pages
 chained by hashes in their keys, the same framing and page digest); this
-module reuses :mod:`tieredstore.metadata.format`'s framing and digest and
-mirrors its head log (:mod:`.heads`) over its own head message.
+module reuses :mod:`tieredstore.metadata.format`'s framing and digest, and
+its head writer (:mod:`tieredstore.metadata.headwriter`: lock, settle, stamp
+and publish, pages written once, page cache) over its own head message.
 
 Methods are safe to call concurrently from one event loop: writes are
 serialized, reads see the last committed head. The head returned by
@@ -25,13 +26,9 @@ serialized, reads see the last committed head. The head returned by
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import logging
-import time
-import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 from tieredstore.errors import ObjectNotFound
@@ -42,13 +39,14 @@ from tieredstore.ledger.managed.format import (
     build_page,
     decode_page,
     encode_head,
+    stamp_head,
 )
 from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.ledger.managed.state import copy_info, cut_pages, find
 from tieredstore.ledger.managed.state import trim as trim_head
+from tieredstore.metadata.headwriter import HeadWriter
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.conditional import create_once
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +56,7 @@ DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 10_000
 
 
-class ManagedLedgerMetadata:
+class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
     """The metadata of one managed ledger. Open with :meth:`open`."""
 
     def __init__(
@@ -71,19 +69,14 @@ class ManagedLedgerMetadata:
         writer_id: str,
         cache_pages: int = 8,
     ) -> None:
-        self.store = store
+        super().__init__(
+            store, ManagedLedgerHeadLog(store, path), head, version, writer_id=writer_id,
+            stamp=stamp_head, session_of=lambda head: head.sessionId, encode=encode_head,
+            corrupt=lambda message: CorruptManagedLedger(message, name=path.name),
+            cache_pages=cache_pages,
+        )
         self.path = path
-        self._heads = ManagedLedgerHeadLog(store, path)
-        self._head = head
-        self._version = version
-        self._writer_id = writer_id
-        self._session_id = uuid.uuid4().hex
-        self._lock = asyncio.Lock()
         self._pages: list[LedgerPageRef] | None = None  # every page key listed, by first ledger
-        self._cache: OrderedDict[str, tuple[pb.LedgerInfo, ...]] = OrderedDict()
-        self._cache_pages = max(1, cache_pages)
-        self.head_writes = 0
-        self.page_writes = 0
 
     @classmethod
     async def open(
@@ -120,14 +113,6 @@ class ManagedLedgerMetadata:
         """The committed head (do not change it)."""
         return self._head
 
-    @property
-    def version(self) -> int:
-        return self._version
-
-    @property
-    def fenced(self) -> bool:
-        return self._heads.fenced is not None
-
     # --- writing ------------------------------------------------------------------
 
     async def update(self, mutate: Callable[[pb.ManagedLedgerHead], T]) -> T:
@@ -137,7 +122,7 @@ class ManagedLedgerMetadata:
         After a failure the outcome may be unknown; the next update (or
         :meth:`settle`) finds out first.
         """
-        async with self._lock:
+        async with self._write_lock:
             await self._begin_write()
             head = pb.ManagedLedgerHead()
             head.CopyFrom(self._head)
@@ -147,21 +132,13 @@ class ManagedLedgerMetadata:
 
     async def settle(self) -> None:
         """Find out whether a failed head write landed (adopting it if it did)."""
-        async with self._lock:
+        async with self._write_lock:
             if self._heads.unsettled:
                 await self._settle()
 
-    async def _begin_write(self) -> None:
-        self._heads.check_not_fenced()
-        if self._heads.unsettled:
-            await self._settle()
-
-    async def _settle(self) -> None:
-        adopted = await self._heads.settle(self._version, self._session_id,
-                                           lambda head: head.sessionId)
-        if adopted is not None:
-            self._version, self._head = adopted
-            self._pages = None  # its pages: list again when needed
+    def _forget_pages(self) -> None:
+        # docstring inherited
+        self._pages = None
 
     async def _commit(self, head: pb.ManagedLedgerHead) -> None:
         pages: list[tuple[LedgerPageRef, bytes, list[pb.LedgerInfo]]] = []
@@ -169,38 +146,16 @@ class ManagedLedgerMetadata:
             ref, data = build_page(self.path, records, head.lastPageHash)
             head.lastPageHash = ref.page_hash
             pages.append((ref, data, records))
-        for ref, data, records in pages:  # in order: a crash leaves a prefix
-            await self._write_page(ref, data, records)
-        version = self._version + 1
-        head.formatVersion = FORMAT_VERSION
-        head.version = version
-        head.writerId = self._writer_id
-        head.sessionId = self._session_id
-        head.writtenAtMs = time.time_ns() // 1_000_000
+        for ref, data, _ in pages:  # in order: a crash leaves a prefix
+            await self._write_page(ref.key, data)
 
         def landed() -> None:
-            self.head_writes += 1
-            self._head, self._version = head, version
             for ref, _, records in pages:
                 if self._pages is not None:
                     bisect.insort(self._pages, ref, key=_order)
-                self._remember(ref.key, records)
+                self._cache.put(ref.key, records)
 
-        await self._heads.publish(version, encode_head(head), landed)
-
-    async def _write_page(self, ref: LedgerPageRef, data: bytes, records: list[pb.LedgerInfo]
-                          ) -> None:
-        """Create the page. Its key names a digest of its bytes: bytes found
-        there are ours (a retry, or a write whose head never landed and is
-        adopted now) or damaged (replaced)."""
-        for attempt in range(2):
-            if await create_once(self.store, ref.key, data):
-                self.page_writes += 1
-                return
-            if attempt == 0:  # damaged (or gone meanwhile)
-                log.warning("%s: replacing damaged page %s", self.name, ref.key)
-                await self.store.delete(ref.key)
-        raise CorruptManagedLedger(f"page {ref.key} could not be written", name=self.name)
+        await self._publish(head, landed)
 
     # --- reading --------------------------------------------------------------------
 
@@ -272,26 +227,19 @@ class ManagedLedgerMetadata:
     async def read_page(self, ref: LedgerPageRef) -> tuple[pb.LedgerInfo, ...]:
         cached = self._cache.get(ref.key)
         if cached is not None:
-            self._cache.move_to_end(ref.key)
             return cached
         try:
-            data = await self.store.get(ref.key)
+            data = await self._store.get(ref.key)
         except ObjectNotFound:
             raise CorruptManagedLedger(f"page {ref.key} is missing", name=self.name) from None
         records = decode_page(data, ref, name=self.name)
-        self._remember(ref.key, records)
+        self._cache.put(ref.key, records)
         return tuple(records)
-
-    def _remember(self, key: str, records: Sequence[pb.LedgerInfo]) -> None:
-        self._cache[key] = tuple(records)
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._cache_pages:
-            self._cache.popitem(last=False)
 
     async def _list_pages(self) -> list[LedgerPageRef]:
         if self._pages is None:
             refs = []
-            for info in await self.store.list_all(self.path.pages_prefix):
+            for info in await self._store.list_all(self.path.pages_prefix):
                 ref = self.path.parse_page_key(info.key)
                 if ref is None:
                     log.warning("%s: ignoring %r: not a page key", self.name, info.key)
@@ -323,20 +271,18 @@ class ManagedLedgerMetadata:
         refs = await self._list_pages()
         dead = [r.key for r in refs if r.last_ledger < first]
         if dead:
-            await self.store.delete_many(dead)
+            await self._delete_pages(dead)
             self._pages = [r for r in refs if r.key not in set(dead)]
-            for key in dead:
-                self._cache.pop(key, None)
         return len(dead)
 
     def check_writable(self) -> None:
-        self._heads.check_not_fenced()
+        self._check_writable()
 
     async def check_current(self) -> None:
         """Fenced (for good) if a head newer than ours exists: another owner
         took the managed ledger over. One LIST (after settling a write of ours
         whose answer was lost, if one was)."""
-        async with self._lock:
+        async with self._write_lock:
             await self._begin_write()
             versions = await self._heads.versions()
             if versions and versions[-1] > self._version:
