@@ -35,13 +35,53 @@ from tieredstore.metadata import metadata_pb2 as pb
 FILE_TYPES: tuple[FileType, ...] = tuple(FileType)
 
 _HEAD = re.compile(r"head-([0-9]{20})")
-_PAGE = re.compile(
-    r"page-([0-9]{20})-([0-9]{20})-([0-9]{20})-([0-9]{20})-([0-9]{10})"
-    r"-([0-9a-f]{16})-([0-9a-f]{16})"
-)
 _QUEUE_ID = re.compile(r"[0-9]{1,20}")
-_MAX_KEY_NUMBER = 10**20 - 1
-_MAX_PAGE_RECORDS = 10**10 - 1
+
+
+def head_name(version: int) -> str:
+    """The last part of head ``version``'s key: ``head-{version:020d}``."""
+    if not 0 < version < 10**20:
+        raise ValueError(f"head version {version} out of range")
+    return f"head-{version:020d}"
+
+
+def head_name_version(name: str) -> int | None:
+    """The version a head key's last part names, or None for no head."""
+    match = _HEAD.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+class PageNames:
+    """The last part of page keys (queue pages, managed-ledger pages):
+    ``page-{n1}-...-{nk}-{hash:016x}-{prev_hash:016x}``, each number zero-padded
+    to its width (so that listing order is numeric order)."""
+
+    def __init__(self, *widths: int) -> None:
+        self.widths = widths
+        self._pattern = re.compile(
+            "page-" + "".join(f"([0-9]{{{w}}})-" for w in widths) + "([0-9a-f]{16})-([0-9a-f]{16})"
+        )
+
+    def name(self, numbers: Sequence[int], page_hash: int, prev_hash: int) -> str:
+        if any(not 0 <= n < 10**w for n, w in zip(numbers, self.widths, strict=True)):
+            raise ValueError(f"page numbers {tuple(numbers)} do not fit a page key")
+        if not (0 < page_hash < 2**64 and 0 <= prev_hash < 2**64):
+            raise ValueError(f"page hashes {page_hash}, {prev_hash} out of range")
+        padded = "".join(f"{n:0{w}d}-" for n, w in zip(numbers, self.widths, strict=True))
+        return f"page-{padded}{page_hash:016x}-{prev_hash:016x}"
+
+    def parse(self, name: str) -> tuple[int, ...] | None:
+        """The numbers of a name, then its hash and its previous page's hash; None
+        for no page name."""
+        match = self._pattern.fullmatch(name)
+        if match is None:
+            return None
+        *numbers, page_hash, prev_hash = match.groups()
+        return (*map(int, numbers), int(page_hash, 16), int(prev_hash, 16))
+
+
+# first base offset, end offset, first message offset, max end timestamp, record count
+_PAGE_NAMES = PageNames(20, 20, 20, 20, 10)
 
 
 def check_file_type(file_type: int) -> FileType:
@@ -113,16 +153,13 @@ class QueuePath:
         return heads_root(self.root) + f"{self.topic}/{self.queue_id}/"
 
     def head_key(self, version: int) -> str:
-        if not 0 < version <= _MAX_KEY_NUMBER:
-            raise ValueError(f"head version {version} out of range")
-        return f"{self.heads_prefix}head-{version:020d}"
+        return self.heads_prefix + head_name(version)
 
     def head_version(self, key: str) -> int | None:
         """The version a head key names, or None for a key that is no head."""
         if not key.startswith(self.heads_prefix):
             return None
-        match = _HEAD.fullmatch(key[len(self.heads_prefix) :])
-        return int(match.group(1)) if match else None
+        return head_name_version(key[len(self.heads_prefix) :])
 
     def pages_prefix(self, file_type: FileType) -> str:
         return _join(
@@ -141,36 +178,16 @@ class QueuePath:
         if not records:
             raise ValueError("a page holds at least one record")
         first, last = records[0], records[-1]
-        end = last.base_offset + last.size
-        max_end = max(r.end_timestamp_ms for r in records)
-        numbers = (first.base_offset, end, first.first_message_offset, max_end)
-        if any(not 0 <= n <= _MAX_KEY_NUMBER for n in numbers):
-            raise ValueError(f"page numbers {numbers} do not fit a page key")
-        if len(records) > _MAX_PAGE_RECORDS:
-            raise ValueError(f"{len(records)} records do not fit one page")
-        if not (0 < page_hash < 2**64 and 0 <= prev_hash < 2**64):
-            raise ValueError(f"page hashes {page_hash}, {prev_hash} out of range")
-        key = (
-            f"{self.pages_prefix(file_type)}page-{first.base_offset:020d}-{end:020d}"
-            f"-{first.first_message_offset:020d}-{max_end:020d}-{len(records):010d}"
-            f"-{page_hash:016x}-{prev_hash:016x}"
-        )
-        return PageRef(
-            key, first.base_offset, end, first.first_message_offset, max_end, len(records),
-            page_hash, prev_hash,
-        )
+        numbers = (first.base_offset, last.base_offset + last.size, first.first_message_offset,
+                   max(r.end_timestamp_ms for r in records), len(records))
+        key = self.pages_prefix(file_type) + _PAGE_NAMES.name(numbers, page_hash, prev_hash)
+        return PageRef(key, *numbers, page_hash, prev_hash)
 
     def parse_page_key(self, file_type: FileType, key: str) -> PageRef | None:
         """What a page key says, or None for a key that is no page of this type."""
         prefix = self.pages_prefix(file_type)
-        if not key.startswith(prefix):
-            return None
-        match = _PAGE.fullmatch(key[len(prefix) :])
-        if match is None:
-            return None
-        base, end, msg, ts, count = (int(g) for g in match.groups()[:5])
-        page_hash, prev_hash = (int(g, 16) for g in match.groups()[5:])
-        return PageRef(key, base, end, msg, ts, count, page_hash, prev_hash)
+        found = _PAGE_NAMES.parse(key[len(prefix) :]) if key.startswith(prefix) else None
+        return PageRef(key, *found) if found is not None else None
 
 
 def parse_queue_head_key(root: str, key: str) -> tuple[str, int] | None:
@@ -181,6 +198,6 @@ def parse_queue_head_key(root: str, key: str) -> tuple[str, int] | None:
     parts = key[len(prefix) :].split("/")
     if len(parts) != 3 or _QUEUE_ID.fullmatch(parts[1]) is None:
         return None
-    if not parts[0] or _HEAD.fullmatch(parts[2]) is None:
+    if not parts[0] or head_name_version(parts[2]) is None:
         return None
     return parts[0], int(parts[1])

@@ -12,26 +12,23 @@ the page: its ledger id range (ascending from page to page, so bisectable),
 its ledger count, payload bytes and latest close time. ``hash`` digests the
 page's bytes and ``prev_hash`` the page before it; the head names the newest
 page's hash, and the pages it references are the chain walked back from
-there (as in :mod:`tieredstore.metadata.keys`).
+there (as in :mod:`tieredstore.metadata.keys`, whose head and page names
+these are: :func:`~tieredstore.metadata.keys.head_name`, :class:`PageNames`).
 """
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import InvalidName
 from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.metadata.keys import PageNames, head_name, head_name_version
 from tieredstore.segment.path import validate_name, validate_prefix
 
-_HEAD = re.compile(r"head-([0-9]{20})")
-_PAGE = re.compile(
-    r"page-([0-9]{20})-([0-9]{20})-([0-9]{10})-([0-9]{20})-([0-9]{20})"
-    r"-([0-9a-f]{16})-([0-9a-f]{16})"
-)
-_MAX_NUMBER = 10**20 - 1
+# first ledger, last ledger, ledger count, size, max timestamp
+_PAGE_NAMES = PageNames(20, 20, 10, 20, 20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +74,10 @@ class ManagedLedgerPath:
         return self.base + "head-"
 
     def head_key(self, version: int) -> str:
-        if not 0 < version <= _MAX_NUMBER:
-            raise ValueError(f"head version {version} out of range")
-        return f"{self.base}head-{version:020d}"
+        return self.base + head_name(version)
 
     def head_version(self, key: str) -> int | None:
-        if not key.startswith(self.base):
-            return None
-        match = _HEAD.fullmatch(key[len(self.base) :])
-        return int(match.group(1)) if match else None
+        return head_name_version(key[len(self.base) :]) if key.startswith(self.base) else None
 
     @property
     def pages_prefix(self) -> str:
@@ -96,26 +88,12 @@ class ManagedLedgerPath:
         """The key of the page holding ``ledgers`` (non-empty, ascending ids)."""
         if not ledgers:
             raise ValueError("a page holds at least one ledger")
-        first, last = ledgers[0].ledgerId, ledgers[-1].ledgerId
-        size = sum(info.size for info in ledgers)
-        max_ts = max(info.timestamp for info in ledgers)
-        numbers = (first, last, size, max_ts)
-        if any(not 0 <= n <= _MAX_NUMBER for n in numbers) or len(ledgers) >= 10**10:
-            raise ValueError(f"page numbers {numbers} do not fit a page key")
-        if not (0 < page_hash < 2**64 and 0 <= prev_hash < 2**64):
-            raise ValueError(f"page hashes {page_hash}, {prev_hash} out of range")
-        key = (
-            f"{self.pages_prefix}page-{first:020d}-{last:020d}-{len(ledgers):010d}"
-            f"-{size:020d}-{max_ts:020d}-{page_hash:016x}-{prev_hash:016x}"
-        )
-        return LedgerPageRef(key, first, last, len(ledgers), size, max_ts, page_hash, prev_hash)
+        numbers = (ledgers[0].ledgerId, ledgers[-1].ledgerId, len(ledgers),
+                   sum(info.size for info in ledgers), max(info.timestamp for info in ledgers))
+        key = self.pages_prefix + _PAGE_NAMES.name(numbers, page_hash, prev_hash)
+        return LedgerPageRef(key, *numbers, page_hash, prev_hash)
 
     def parse_page_key(self, key: str) -> LedgerPageRef | None:
-        if not key.startswith(self.pages_prefix):
-            return None
-        match = _PAGE.fullmatch(key[len(self.pages_prefix) :])
-        if match is None:
-            return None
-        first, last, count, size, max_ts = (int(g) for g in match.groups()[:5])
-        page_hash, prev_hash = (int(g, 16) for g in match.groups()[5:])
-        return LedgerPageRef(key, first, last, count, size, max_ts, page_hash, prev_hash)
+        prefix = self.pages_prefix
+        found = _PAGE_NAMES.parse(key[len(prefix) :]) if key.startswith(prefix) else None
+        return LedgerPageRef(key, *found) if found is not None else None
