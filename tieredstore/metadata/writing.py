@@ -1,7 +1,8 @@
 """How a write to one queue's metadata lands: its new pages, then its head.
 
-:class:`QueueWriter` holds a writer's side of :class:`MetadataReader`: its ids
-and write lock, and the commit. Pages a head will reference are created
+:class:`QueueWriter` holds a writer's side of :class:`MetadataReader`: the
+read-only flag, and the commit over :mod:`.headwriter`'s rules (lock, settle,
+stamp and publish, pages written once). Pages a head will reference are created
 first (``If-None-Match: *``; a page's key names a digest of its bytes, so
 identical bytes found in place mean it was written before), then the head
 as the next version (see :mod:`heads` for the CAS); only once the head has
