@@ -1,22 +1,16 @@
-"""One writer of a series of heads and the immutable pages they reference.
+"""One writer of a series of heads and the immutable pages they reference:
+the write rules of queue and managed-ledger metadata, each over its own head
+message (``H``; ``R`` the records its pages hold).
 
-The write rules of queue metadata (:class:`~tieredstore.metadata.QueueMetadata`)
-and of managed-ledger metadata (:class:`~tieredstore.ledger.ManagedLedgerMetadata`),
-each over its own head message, once:
-
-- Writes are serialized (``_write_lock``); reads see the head stood on.
-- Before a write (``_begin_write``): a fenced writer refuses, and a head create
-  that failed without an answer is settled first: this writer's random session
-  id in the newest head says it landed (adopt it); another head there fences.
-- A head is stamped (format version, version, writer id, session id, time) by
-  the caller's ``stamp`` and published as the next version
-  (:class:`~tieredstore.metadata.versions.VersionedHeads` holds the CAS); the
-  writer stands on it only once it has landed.
-- A page is created once (``If-None-Match: *``) before the head that references
-  it. Its key names a digest of its bytes, so bytes found in place are these
-  (a retry, or a write whose head never landed); damaged ones are deleted and
-  written again, once.
-- The records of the most recently used pages are kept (:class:`PageCache`).
+Writes are serialized (``_write_lock``). Before a write a fenced writer
+refuses, and a head create that failed without an answer is settled: this
+writer's random session id in the newest head says it landed (adopted);
+another writer's head there fences. A head is stamped by the caller's
+``stamp`` and published as the next version (the CAS is
+:class:`~tieredstore.metadata.versions.VersionedHeads`'); the writer stands on
+it once it has landed. A page is created once, before the head that
+references it: its key names a digest of its bytes, so bytes found there are
+these (written before), or damaged (replaced, once).
 """
 
 from __future__ import annotations
@@ -25,12 +19,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from tieredstore.metadata.pages import PageCache
 from tieredstore.metadata.versions import VersionedHeads
-from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
 
 log = logging.getLogger(__name__)
@@ -43,12 +36,11 @@ Stamp = Callable[[H, int, str, str, int], None]
 
 
 class HeadWriter(Generic[H, R]):
-    """Stands on one head of a series (``_head`` at ``_version``) and writes the
-    next; ``R`` is the record type its pages hold."""
+    """Stands on one head (``_head`` at ``_version``), writes the next, and keeps
+    the records of the pages used last (``_cache``)."""
 
     def __init__(
         self,
-        store: ObjectStore,
         heads: VersionedHeads[H],
         head: H,
         version: int,
@@ -60,7 +52,7 @@ class HeadWriter(Generic[H, R]):
         corrupt: Callable[[str], Exception],
         cache_pages: int,
     ) -> None:
-        self._store = store
+        self._store = heads.store
         self._heads = heads
         self._head = head
         self._version = version
@@ -87,14 +79,11 @@ class HeadWriter(Generic[H, R]):
         self._heads.check_not_fenced()
 
     async def _begin_write(self) -> None:
-        """Under the write lock, before a write: refuse if fenced; settle first."""
         self._check_writable()
         if self._heads.unsettled:
             await self._settle()
 
     async def _settle(self) -> None:
-        """A head create failed without an answer (an error, a cancellation): it
-        may have landed. Our session id in the newest head says it did."""
         adopted = await self._heads.settle(self._version, self._session_id, self._session_of)
         if adopted is not None:
             self._version, self._head = adopted
@@ -104,8 +93,7 @@ class HeadWriter(Generic[H, R]):
         """Drop the page listings: pages were committed that this process did not see."""
 
     async def _publish(self, head: H, landed: Callable[[], None]) -> None:
-        """Stamp ``head`` and write it as the next version; once it has landed,
-        stand on it and call ``landed()``."""
+        """Stamp ``head``, write it as the next version, stand on it once landed."""
         version = self._version + 1
         self._stamp(head, version, self._writer_id, self._session_id,
                     time.time_ns() // 1_000_000)
@@ -117,8 +105,6 @@ class HeadWriter(Generic[H, R]):
         await self._heads.publish(version, self._encode(head), stand)
 
     async def _write_page(self, key: str, data: bytes) -> None:
-        """Create the page ``data`` at ``key`` (which names its digest): bytes
-        found there are these (written before) or damaged (replaced, once)."""
         for attempt in range(2):
             if await create_once(self._store, key, data):
                 self.page_writes += 1
@@ -129,8 +115,6 @@ class HeadWriter(Generic[H, R]):
                 self._cache.discard([key])
         raise self._corrupt(f"page {key} could not be written")
 
-    async def _delete_pages(self, keys: Iterable[str]) -> None:
-        """Delete pages (wholly behind ``first``, or no head's) and forget them."""
-        keys = list(keys)
+    async def _delete_pages(self, keys: list[str]) -> None:
         await self._store.delete_many(keys)
         self._cache.discard(keys)

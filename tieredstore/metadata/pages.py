@@ -13,8 +13,8 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from tieredstore.metadata.errors import PageMissing
 from tieredstore.metadata.keys import PageRef
@@ -110,26 +110,8 @@ class PageSet:
         key = (first_base_offset, paged_through, last_hash)
         if self._view_key == key and self._view is not None:
             return self._view
-        by_hash: dict[int, list[PageRef]] = {}
-        for ref in self._refs:
-            by_hash.setdefault(ref.page_hash, []).append(ref)
-        chain: list[PageRef] = []
-        wanted = last_hash
-        while wanted:
-            candidates = [
-                r for r in by_hash.get(wanted, ())
-                if not chain or r.end_offset <= chain[-1].first_base_offset
-            ]
-            if not candidates:
-                break
-            # The same bytes under two keys (two predecessors) is as good as
-            # impossible; prefer the one whose predecessor is here.
-            ref = max(candidates, key=lambda r: r.prev_hash in by_hash)
-            if ref.end_offset <= first_base_offset:
-                break  # the rest is trimmed
-            chain.append(ref)
-            wanted = ref.prev_hash
-        chain.reverse()
+        chain = walk_chain(self._refs, last_hash, first_base_offset,
+                           lambda r: (r.first_base_offset, r.end_offset))
         if first_base_offset < paged_through and (
             not chain or chain[0].first_base_offset > first_base_offset
         ):
@@ -141,6 +123,46 @@ class PageSet:
         view = PageView(chain)
         self._view_key, self._view = key, view
         return view
+
+
+class ChainedPage(Protocol):
+    """What :func:`walk_chain` needs of a page key."""
+
+    @property
+    def page_hash(self) -> int: ...
+
+    @property
+    def prev_hash(self) -> int: ...
+
+
+P = TypeVar("P", bound=ChainedPage)
+
+
+def walk_chain(refs: Iterable[P], last_hash: int, first: int,
+               span: Callable[[P], tuple[int, int]]) -> list[P]:
+    """The pages a head references, oldest first: the chain of ``prev_hash``
+    links walked back from page ``last_hash`` (pages off it are ignored), down
+    to the page whose ``span`` ``[start, end)`` holds ``first`` (the rest is
+    trimmed)."""
+    by_hash: dict[int, list[P]] = {}
+    for ref in refs:
+        by_hash.setdefault(ref.page_hash, []).append(ref)
+    chain: list[P] = []
+    wanted = last_hash
+    while wanted:
+        candidates = [r for r in by_hash.get(wanted, ())
+                      if not chain or span(r)[1] <= span(chain[-1])[0]]
+        if not candidates:
+            break
+        # The same bytes under two keys (two predecessors) is as good as
+        # impossible; prefer the one whose predecessor is here.
+        ref = max(candidates, key=lambda r: r.prev_hash in by_hash)
+        if span(ref)[1] <= first:
+            break
+        chain.append(ref)
+        wanted = ref.prev_hash
+    chain.reverse()
+    return chain
 
 
 def _order(ref: PageRef) -> tuple[int, str]:

@@ -63,7 +63,7 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
         cache_pages: int = DEFAULT_CACHE_PAGES,
     ) -> None:
         super().__init__(
-            store, HeadLog(store, queue), head, version, writer_id=writer_id,
+            HeadLog(store, queue), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.session_id, encode=encode_head,
             corrupt=lambda message: CorruptMetadata(message, queue=queue.name),
             cache_pages=cache_pages,

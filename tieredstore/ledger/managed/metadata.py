@@ -33,7 +33,7 @@ from typing import TypeVar
 
 from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import CorruptManagedLedger, ManagedLedgerFenced
+from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.managed.format import (
     FORMAT_VERSION,
     build_page,
@@ -46,6 +46,7 @@ from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.ledger.managed.state import copy_info, cut_pages, find
 from tieredstore.ledger.managed.state import trim as trim_head
 from tieredstore.metadata.headwriter import HeadWriter
+from tieredstore.metadata.pages import walk_chain
 from tieredstore.objectstore.base import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         cache_pages: int = 8,
     ) -> None:
         super().__init__(
-            store, ManagedLedgerHeadLog(store, path), head, version, writer_id=writer_id,
+            ManagedLedgerHeadLog(store, path), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.sessionId, encode=encode_head,
             corrupt=lambda message: CorruptManagedLedger(message, name=path.name),
             cache_pages=cache_pages,
@@ -198,23 +199,8 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
     async def page_view(self) -> list[LedgerPageRef]:
         """The live pages the head references, oldest first."""
         head = self._head
-        refs = await self._list_pages()
-        by_hash: dict[int, list[LedgerPageRef]] = {}
-        for ref in refs:
-            by_hash.setdefault(ref.page_hash, []).append(ref)
-        chain: list[LedgerPageRef] = []
-        wanted = head.lastPageHash
-        while wanted:
-            candidates = [r for r in by_hash.get(wanted, ())
-                          if not chain or r.last_ledger < chain[-1].first_ledger]
-            if not candidates:
-                break
-            ref = max(candidates, key=lambda r: r.prev_hash in by_hash)
-            if ref.last_ledger < head.firstLedgerId:
-                break  # the rest is trimmed
-            chain.append(ref)
-            wanted = ref.prev_hash
-        chain.reverse()
+        chain = walk_chain(await self._list_pages(), head.lastPageHash, head.firstLedgerId,
+                           lambda r: (r.first_ledger, r.last_ledger + 1))
         if sum(r.count for r in chain) < head.pagedLedgers:
             raise CorruptManagedLedger(
                 f"the head counts {head.pagedLedgers} paged ledgers, but the chain of pages "
@@ -281,15 +267,10 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
     async def check_current(self) -> None:
         """Fenced (for good) if a head newer than ours exists: another owner
         took the managed ledger over. One LIST (after settling a write of ours
-        whose answer was lost, if one was)."""
+        whose answer was lost, if one was), as after each head write."""
         async with self._write_lock:
             await self._begin_write()
-            versions = await self._heads.versions()
-            if versions and versions[-1] > self._version:
-                self._heads.fenced = ManagedLedgerFenced(
-                    f"head version {versions[-1]} is newer than ours ({self._version})",
-                    name=self.name)
-                raise self._heads.fenced
+            await self._heads.confirm(self._version)
 
 
 def _order(ref: LedgerPageRef) -> tuple[int, str]:
