@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 H = TypeVar("H")
 R = TypeVar("R")
+P = TypeVar("P")
 
 # stamp(head, version, writer_id, session_id, written_at_ms): the head's own fields.
 Stamp = Callable[[H, int, str, str, int], None]
@@ -114,6 +115,17 @@ class HeadWriter(Generic[H, R]):
                 await self._store.delete(key)
                 self._cache.discard([key])
         raise self._corrupt(f"page {key} could not be written")
+
+    async def _list_page_keys(self, prefix: str, parse: Callable[[str], P | None]) -> list[P]:
+        """What each page key under ``prefix`` says (keys that are no page: ignored)."""
+        refs: list[P] = []
+        for info in await self._store.list_all(prefix):
+            ref = parse(info.key)
+            if ref is None:
+                log.warning("%s: ignoring %r: not a page key", self._heads.keys.name, info.key)
+            else:
+                refs.append(ref)
+        return refs
 
     async def _delete_pages(self, keys: list[str]) -> None:
         await self._store.delete_many(keys)

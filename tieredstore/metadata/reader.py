@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import logging
 import types
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -36,8 +35,6 @@ from tieredstore.metadata.state import (
 )
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.reads import read_again_if
-
-log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_PAGES = 16
 
@@ -255,14 +252,8 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             prefix = self._queue.pages_prefix(file_type)
             while True:  # a page committed during the listing may be missing: list again
                 generation = self._pages_generation[file_type]
-                refs: list[PageRef] = []
-                async for infos in self._store.list_pages(prefix):
-                    for info in infos:
-                        ref = self._queue.parse_page_key(file_type, info.key)
-                        if ref is None:
-                            log.warning("ignoring %r: not a page key", info.key)
-                        else:
-                            refs.append(ref)
+                refs = await self._list_page_keys(
+                    prefix, lambda key: self._queue.parse_page_key(file_type, key))
                 if generation == self._pages_generation[file_type]:
                     break
             pageset = PageSet(refs)

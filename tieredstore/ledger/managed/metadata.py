@@ -27,7 +27,6 @@ serialized, reads see the last committed head. The head returned by
 from __future__ import annotations
 
 import bisect
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -48,8 +47,6 @@ from tieredstore.ledger.managed.state import trim as trim_head
 from tieredstore.metadata.headwriter import HeadWriter
 from tieredstore.metadata.pages import walk_chain
 from tieredstore.objectstore.base import ObjectStore
-
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -224,13 +221,7 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
 
     async def _list_pages(self) -> list[LedgerPageRef]:
         if self._pages is None:
-            refs = []
-            for info in await self._store.list_all(self.path.pages_prefix):
-                ref = self.path.parse_page_key(info.key)
-                if ref is None:
-                    log.warning("%s: ignoring %r: not a page key", self.name, info.key)
-                else:
-                    refs.append(ref)
+            refs = await self._list_page_keys(self.path.pages_prefix, self.path.parse_page_key)
             self._pages = sorted(refs, key=_order)
         return self._pages
 
