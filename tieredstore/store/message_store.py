@@ -8,10 +8,11 @@ with. A queue whose data is inconsistent is reported in ``corrupt`` and
 refuses appends with that error; what is intact in it still reads (through a
 read-only view of the bucket), and the other queues work.
 
-Over 400 lines because it is the whole public surface in one class: each
-method checks its arguments (:mod:`tieredstore.store.arguments`) and hands
-the call to a queue, a view or the log writer in a few lines; the work lives
-in those modules.
+Over 400 lines because it is the whole writing surface in one class (the
+read methods are :class:`~tieredstore.store.reads.QueueReads`', shared with
+the read-only store): each method checks its arguments
+(:mod:`tieredstore.store.arguments`) and hands the call to a queue, a view or
+the log writer in a few lines; the work lives in those modules.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
@@ -40,10 +41,7 @@ from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
 from tieredstore.segment.pool import CommitRetriesExhausted
-from tieredstore.sizes import MiB
 from tieredstore.store import arguments, compose, keys
-from tieredstore.store.arguments import MAX_TIMESTAMP
-from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
@@ -55,9 +53,8 @@ from tieredstore.store.queue import OwnedQueue
 from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
-from tieredstore.store.record import Message
+from tieredstore.store.reads import QueueReads
 from tieredstore.store.repair import has_segments
-from tieredstore.store.tagged import MAX_SCAN, Tagged
 from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)
@@ -69,7 +66,7 @@ ROLL_CHECK_MAX = 60.0  # seconds between checks for segments old enough to roll,
 OPEN_CONCURRENCY = 16
 
 
-class AsyncMessageStore:
+class AsyncMessageStore(QueueReads):
     """Per-queue commit logs on tiered segments. Use :meth:`open`."""
 
     def __init__(self, ctx: StoreContext, *, topic_reserved_time: Mapping[str, float]) -> None:
@@ -342,9 +339,11 @@ class AsyncMessageStore:
             raise StoreClosed("the message store is closed")
         await asyncio.gather(*(q.flush() for q in list(self._queues.values())))
 
-    async def _reading(self, topic: str, queue_id: int) -> QueueReading:
-        """The queue to read from. A corrupt queue takes no append, but what is
-        intact in it still reads: through a read-only view of the bucket."""
+    async def _reading(self, topic: str, queue_id: int, *, at: int | None = None,
+                       fresh: bool = False) -> QueueReading:
+        """The queue to read from (it sees every append: ``at`` and ``fresh`` change
+        nothing). A corrupt queue takes no append, but what is intact in it still
+        reads: through a read-only view of the bucket."""
         key = (topic, queue_id)
         if key not in self.corrupt:
             return await self._queue(topic, queue_id, create=False)
@@ -358,52 +357,11 @@ class AsyncMessageStore:
             self._corrupt_views[key] = view
         return view
 
-    async def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
-                  max_bytes: int = 4 * MiB) -> list[Message]:
-        """Up to ``max_count`` messages from ``offset`` (at least one if any, even
-        past ``max_bytes``). ``offset == max_offset`` gives an empty list."""
-        arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
-        return await (await self._reading(topic, queue_id)).get(offset, max_count, max_bytes)
-
-    async def get_by_tags(self, topic: str, queue_id: int, offset: int,
-                          tags: str | Collection[str], *, max_count: int = 32,
-                          max_bytes: int = 4 * MiB, max_scan: int = MAX_SCAN) -> Tagged:
-        """Messages from ``offset`` whose tags are ``tags`` (or one of them), up to
-        ``max_count``, looking at up to ``max_scan`` offsets; ``next_offset`` is where
-        the next call starts. Decided from the consume queue's tag hashes: the
-        commit log is read for matching messages only (:mod:`tieredstore.store.tagged`)."""
-        wanted = arguments.tag_filter(topic, queue_id, offset, tags, max_count=max_count,
-                                      max_bytes=max_bytes, max_scan=max_scan)
-        reading = await self._reading(topic, queue_id)
-        return await reading.get_by_tags(offset, wanted, max_count, max_bytes, max_scan)
-
-    async def query_by_key(self, topic: str, key: str, begin_ms: int = 0,
-                           end_ms: int = MAX_TIMESTAMP, max_count: int = 64) -> list[Message]:
-        """The newest ``max_count`` messages of ``topic`` (every queue) that carry
-        ``key`` and were stored in ``[begin_ms, end_ms]``, oldest first. Found
-        through each queue's key index (:mod:`tieredstore.store.bykey`)."""
-        arguments.check_query_by_key(topic, key, begin_ms, end_ms, max_count)
+    async def _readings(self, topic: str) -> list[QueueReading]:
+        """The queues of ``topic`` this store holds."""
         if self._closed:
             raise StoreClosed("the message store is closed")
-        queues = [q for (t, _), q in sorted(self._queues.items()) if t == topic]
-        wanted = KeyQuery(key, begin_ms, end_ms, max_count)
-        return newest(await asyncio.gather(
-            *(q.query_by_key(wanted) for q in queues)), max_count)
-
-    async def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """The first offset stored at or after ``timestamp_ms`` (max_offset if none)."""
-        arguments.check_offset_for_time(topic, queue_id, timestamp_ms)
-        return await (await self._reading(topic, queue_id)).offset_for_time(timestamp_ms)
-
-    async def min_offset(self, topic: str, queue_id: int) -> int:
-        arguments.check_queue(topic, queue_id)
-        return (await self._reading(topic, queue_id)).min_offset
-
-    async def max_offset(self, topic: str, queue_id: int) -> int:
-        """The offset the next append gets (of a corrupt queue: one past the last
-        durable one)."""
-        arguments.check_queue(topic, queue_id)
-        return (await self._reading(topic, queue_id)).max_offset
+        return [q for (t, _), q in sorted(self._queues.items()) if t == topic]
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
         """Offsets below this are durable in the object store."""
