@@ -8,9 +8,8 @@ with. A queue whose data is inconsistent is reported in ``corrupt`` and
 refuses appends with that error; what is intact in it still reads (through a
 read-only view of the bucket), and the other queues work.
 
-Over 400 lines because it is the whole writing surface in one class (the
-read methods are :class:`~tieredstore.store.reads.QueueReads`', shared with
-the read-only store): each method checks its arguments
+Over 400 lines because it is the whole writing surface in one class (reads:
+:class:`~tieredstore.store.reads.QueueReads`): each method checks its arguments
 (:mod:`tieredstore.store.arguments`) and hands the call to a queue, a view or
 the log writer in a few lines; the work lives in those modules.
 """

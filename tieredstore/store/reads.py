@@ -1,14 +1,6 @@
-"""The store's read API, stated once for the writing and the read-only store.
-
-``get``, ``get_by_tags``, ``query_by_key``, ``offset_for_time``,
-``min_offset`` and ``max_offset`` check their arguments
-(:mod:`tieredstore.store.arguments`) and hand the read to a
-:class:`~tieredstore.store.reading.QueueReading`. A store says only which
-reading answers: :meth:`QueueReads._reading` for one queue (its own
-:class:`~tieredstore.store.queue.OwnedQueue`, or a
-:class:`~tieredstore.store.queue_view.QueueView` of the bucket) and
-:meth:`QueueReads._readings` for every queue of a topic.
-"""
+"""The store's read API, stated once for the writing and the read-only store:
+each method checks its arguments and hands the read to the
+:class:`~tieredstore.store.reading.QueueReading` the store names."""
 
 from __future__ import annotations
 
