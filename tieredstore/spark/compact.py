@@ -23,7 +23,6 @@ from tieredstore.store import (
     Unmerged,
     UnmergedSurvey,
     merge_segment,
-    metadata_root,
     open_object_store,
     unmerged_segments,
 )
@@ -53,7 +52,7 @@ async def survey(store: ObjectStore, config: TieredStoreConfig, selection: Selec
                  ) -> Survey:
     """Find sealed segments left unmerged in the selected queues."""
     out = Survey()
-    for topic, queue_id in await find_queues(store, metadata_root(config), selection):
+    for topic, queue_id in await find_queues(store, config, selection):
         await unmerged_segments(store, config, topic, queue_id, out)
     return out
 

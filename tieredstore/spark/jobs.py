@@ -50,7 +50,7 @@ from tieredstore.spark.selection import Selection, names
 from tieredstore.spark.session import get_session, session_running
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.verify import QueueReport, verify_task
-from tieredstore.store import ObjectStore, load_log, metadata_root, queue_log_pieces
+from tieredstore.store import ObjectStore, load_log, queue_log_pieces
 
 VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
                  "next_offset long, ok boolean, problems array<string>")
@@ -114,7 +114,7 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
 async def _queue_tasks(store: ObjectStore, config: TieredStoreConfig, filters: Filters | None
                        ) -> list[QueueTask]:
     """The selected queues, each with its pieces of the broker's log, loaded once."""
-    queues = await find_queues(store, metadata_root(config), (filters or Filters()).selection())
+    queues = await find_queues(store, config, (filters or Filters()).selection())
     log = await load_log(store, config)
     return [QueueTask(t, q, queue_log_pieces(log, t, q)) for t, q in queues]
 

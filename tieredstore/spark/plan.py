@@ -34,11 +34,10 @@ from tieredstore.store import (
     NoSuchQueue,
     ObjectStore,
     QueueMetadata,
+    listed_queues,
     load_log,
-    metadata_root,
     open_metadata,
     queue_log_pieces,
-    queues_of_topics,
 )
 
 OPEN_CONCURRENCY = 16
@@ -116,7 +115,7 @@ class QueuePlan:
     tail_offset: int = 0  # the first offset of the active CQ segment
 
 
-async def find_queues(store: ObjectStore, root: str, selection: Selection
+async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection
                       ) -> list[tuple[str, int]]:
     """The queues the selection wants. Named topics and queues need no listing of
     the others: only the heads of the named topics are listed."""
@@ -124,7 +123,7 @@ async def find_queues(store: ObjectStore, root: str, selection: Selection
         return sorted((t, q) for t in selection.topics for q in selection.queue_ids
                       if q >= 0 and selection.wants_queue(t, q))
     topics = None if selection.topics is None else sorted(selection.topics)
-    return [q for q in await queues_of_topics(store, root, topics)
+    return [q for q in await listed_queues(store, config, topics=topics)
             if selection.wants_queue(*q)]
 
 
@@ -133,7 +132,7 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
     """Plan every selected queue (a queue without metadata is skipped)."""
     if selection.empty:
         return []
-    queues = await find_queues(store, metadata_root(config), selection)
+    queues = await find_queues(store, config, selection)
     limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
     async def one(topic: str, queue_id: int) -> QueuePlan | None:

@@ -70,7 +70,6 @@ from tieredstore.store.view import (
     load_log,
     open_metadata,
     open_segment,
-    queues_of_topics,
     recorded_segments,
     sealing_segments,
     unit_crc,
@@ -143,7 +142,6 @@ __all__ = [
     "open_object_store",
     "open_segment",
     "pool_options",
-    "queues_of_topics",
     "queues_with_segments",
     "summarize",
 ]

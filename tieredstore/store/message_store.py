@@ -35,7 +35,6 @@ from tieredstore.errors import (
     TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
-from tieredstore.metadata import list_queues
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions, validate_name
 from tieredstore.segment.path import validate_offset
@@ -54,6 +53,7 @@ from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
 from tieredstore.store.repair import has_segments
+from tieredstore.store.view import listed_queues
 from tieredstore.store.writers import WriterRegistry
 
 log = logging.getLogger(__name__)
@@ -172,9 +172,8 @@ class AsyncMessageStore(QueueReads):
             ctx.pool.send_small_commits_to(writer)
 
     async def _recover(self) -> None:
-        found = await list_queues(self.ctx.store, self.ctx.metadata_root)
-        if self.ctx.log is not None:  # queues whose bytes are all in the log
-            found = sorted({*found, *self.ctx.log.queues()})
+        # with the queues whose bytes are all in the log
+        found = await listed_queues(self.ctx.store, self.config, log=self.ctx.log)
         self._listed = set(found)
         limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 

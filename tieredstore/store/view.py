@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import Collection, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError
-from tieredstore.log import LogSnapshot
+from tieredstore.log import LogSnapshot, LogWriter
 from tieredstore.metadata import (
     First,
     MetadataNotFound,
@@ -36,7 +36,6 @@ from tieredstore.metadata import (
     pb_type,
 )
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.keys import heads_root, parse_queue_head_key
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectInfo, ObjectStore
 from tieredstore.segment import (
     ChunkRef,
@@ -102,31 +101,26 @@ async def load_log(store: ObjectStore, config: TieredStoreConfig) -> LogSnapshot
 
 
 async def listed_queues(store: ObjectStore, config: TieredStoreConfig, *,
-                        log: LogSnapshot | None = None) -> list[tuple[str, int]]:
-    """Every queue whose metadata the bucket holds; with ``log``, sorted, and with
-    the queues whose bytes are in its log objects too (those an open finds)."""
-    found = await list_queues(store, metadata_root(config))
-    return sorted({*found, *log.queues()}) if log is not None else found
+                        topics: Iterable[str] | None = None,
+                        log: LogSnapshot | LogWriter | None = None) -> list[tuple[str, int]]:
+    """Every queue whose metadata the bucket holds, sorted; with ``log``, the
+    queues whose bytes are in its log objects too (those an open finds). With
+    ``topics``, of the topics named only: only their heads are listed, and a
+    name no queue can have (see :func:`validate_name`) selects nothing."""
+    if topics is not None:
+        topics = {t for t in topics if _valid_topic(t)}
+    found = await list_queues(store, metadata_root(config), topics)
+    if log is not None:
+        found = sorted({*found, *(q for q in log.queues() if topics is None or q[0] in topics)})
+    return found
 
 
-async def queues_of_topics(store: ObjectStore, root: str, topics: Collection[str] | None
-                           ) -> list[tuple[str, int]]:
-    """The queues with metadata under ``root`` (:func:`metadata_root`) of the
-    ``topics`` named (None: of every topic), sorted: only the named topics'
-    heads are listed. A name that no queue can have (see
-    :func:`validate_name`) selects nothing."""
-    if topics is None:
-        return await list_queues(store, root)
-    found: set[tuple[str, int]] = set()
-    for topic in topics:
-        try:
-            validate_name("topic", topic)
-        except InvalidName:
-            continue
-        async for page in store.list_pages(heads_root(root) + f"{topic}/"):
-            found.update(q for q in (parse_queue_head_key(root, i.key) for i in page)
-                         if q is not None and q[0] == topic)
-    return sorted(found)
+def _valid_topic(topic: str) -> bool:
+    try:
+        validate_name("topic", topic)
+    except InvalidName:
+        return False
+    return True
 
 
 async def open_segment(store: ObjectStore, path: SegmentPath,
