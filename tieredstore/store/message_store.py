@@ -48,7 +48,6 @@ from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.observe import MetricsServer, Prices, QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import OwnedQueue
-from tieredstore.store.queue_view import QueueView
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
@@ -75,7 +74,8 @@ class AsyncMessageStore(QueueReads):
         self._opening: dict[tuple[str, int], asyncio.Task[OwnedQueue]] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
-        self._corrupt_views: dict[tuple[str, int], QueueView] = {}
+        self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
+                                            owns_store=False, codec=ctx.opener)
         self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id)
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
@@ -341,19 +341,14 @@ class AsyncMessageStore(QueueReads):
                        fresh: bool = False) -> QueueReading:
         """The queue to read from (it sees every append: ``at`` and ``fresh`` change
         nothing). A corrupt queue takes no append, but what is intact in it still
-        reads: through a read-only view of the bucket."""
+        reads: through the read-only store's view of the bucket."""
         key = (topic, queue_id)
         if key not in self.corrupt:
             return await self._queue(topic, queue_id, create=False)
-        view = self._corrupt_views.get(key)
-        if view is None:
-            try:
-                view = await QueueView.open(self.ctx.store, self.config, topic, queue_id,
-                                            self.ctx.fetcher, codec=self.ctx.opener)
-            except TieredStoreError:
-                raise self.corrupt[key] from None
-            self._corrupt_views[key] = view
-        return view
+        try:
+            return await self._intact.queue(topic, queue_id)
+        except TieredStoreError:
+            raise self.corrupt[key] from None
 
     async def _readings(self, topic: str) -> list[QueueReading]:
         """The queues of ``topic`` this store holds."""
