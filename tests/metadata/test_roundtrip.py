@@ -59,6 +59,9 @@ async def test_round_trip_pages_tail_properties_and_trim(store: ObjectStore) -> 
     assert bases([r async for r in reader.records(COMMIT_LOG)]) == [300, 400]
     assert await reader.find_by_base_offset(COMMIT_LOG, 250) is None
     assert await list_queues(store, "root") == [("orders", 3)]
+    # named topics: their heads alone are listed ("order" is not a prefix of "orders")
+    assert await list_queues(store, "root", ["order", "orders", "other"]) == [("orders", 3)]
+    assert await list_queues(store, "root", ["order"]) == []
 
 
 async def test_second_writer_wins_and_the_first_is_fenced(store: ObjectStore) -> None:
