@@ -29,6 +29,7 @@ from tieredstore.metadata.format import (
 )
 from tieredstore.metadata.keys import file_type_dir, parse_queue_head_key
 from tieredstore.metadata.pages import PageCache, PageSet
+from tieredstore.segment import FileType, SegmentPath
 
 QUEUE = QueuePath("bucket-root/", "orders", 7)
 
@@ -61,6 +62,17 @@ def test_names_that_would_break_a_key_are_refused(topic: str) -> None:
         QueuePath("r", topic, 0)
     with pytest.raises(InvalidName):
         QueuePath("r", "t", -1)
+
+
+@pytest.mark.parametrize("topic", [" t", "t ", "a\\b", "a\x00b", "a\nb", "t" * 201])
+def test_a_queue_path_refuses_the_topics_a_segment_path_refuses(topic: str) -> None:
+    """One naming rule: a topic the segments' keys refuse, the metadata's keys
+    refuse too, with the same message."""
+    with pytest.raises(InvalidName) as segment:
+        SegmentPath("c", "b", topic, 0, FileType.COMMIT_LOG, 0)
+    with pytest.raises(InvalidName) as queue:
+        QueuePath("r", topic, 0)
+    assert str(queue.value) == str(segment.value)
 
 
 def test_frames_detect_damage() -> None:

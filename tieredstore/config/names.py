@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from tieredstore.errors import ConfigError, InvalidName
-from tieredstore.segment.path import validate_name
+from tieredstore.names import validate_name
 
 if TYPE_CHECKING:
     from tieredstore.config.model import TieredStoreConfig

@@ -29,7 +29,8 @@ from tieredstore.ledger.format import (
     index_object_name,
     parse_object_name,
 )
-from tieredstore.segment.path import SegmentPath, validate_name, validate_prefix
+from tieredstore.names import validate_name, validate_prefix
+from tieredstore.segment.path import SegmentPath
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,11 +6,9 @@ are zero-padded to 20 digits, so listing order is sequence order.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
-from tieredstore.segment import validate_name
-from tieredstore.segment.path import MAX_OFFSET, validate_prefix
+from tieredstore.names import MAX_OFFSET, hashed_dir, validate_name, validate_prefix
 
 LOG_NAME = "log-"
 
@@ -31,10 +29,7 @@ class LogPath:
     @property
     def directory(self) -> str:
         """The key prefix of every log object of the broker, ending in ``/``."""
-        name = f"{self.cluster}/{self.broker}/log"
-        digest = hashlib.sha256(name.encode()).hexdigest()[:4]
-        head = f"{self.prefix}/" if self.prefix else ""
-        return f"{head}{digest}/{name}/"
+        return hashed_dir(self.prefix, f"{self.cluster}/{self.broker}/log")
 
     def key(self, seq: int) -> str:
         if not 0 <= seq <= MAX_OFFSET:

@@ -17,8 +17,8 @@ names the newest page's hash, and the pages it references are the chain
 walked back from there. Numbers are zero-padded so that listing order is
 numeric order.
 
-Topic names are validated by the caller (the store's key rules); this module
-only joins them and refuses what would make a key unparseable.
+Topic names and queue ids follow the naming rules of every key
+(:mod:`tieredstore.names`), as in the segments' keys.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from tieredstore.errors import InvalidName
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.names import validate_name, validate_offset
 
 FILE_TYPES: tuple[FileType, ...] = tuple(FileType)
 
@@ -136,12 +136,8 @@ class QueuePath:
     queue_id: int
 
     def __post_init__(self) -> None:
-        if not self.topic or "/" in self.topic or self.topic in (".", ".."):
-            raise InvalidName("topic", self.topic, "must be a non-empty single key part")
-        if isinstance(self.queue_id, bool) or not isinstance(self.queue_id, int):
-            raise InvalidName("queue id", str(self.queue_id), "must be an int")
-        if self.queue_id < 0:
-            raise InvalidName("queue id", str(self.queue_id), "must be >= 0")
+        validate_name("topic", self.topic)
+        validate_offset("queue_id", self.queue_id)
 
     @property
     def name(self) -> str:

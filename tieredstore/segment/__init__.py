@@ -17,7 +17,7 @@ from tieredstore.segment.listing import (
 )
 from tieredstore.segment.merge import MergeStats
 from tieredstore.segment.options import SegmentOptions
-from tieredstore.segment.path import SegmentPath, validate_name
+from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.planner import PartKind, PlannedPart, plan_merge
 from tieredstore.segment.reader import DirectReader, SegmentReader, fetch_unit
 from tieredstore.segment.recovery import recover_segment
@@ -46,5 +46,4 @@ __all__ = [
     "plan_merge",
     "recover_segment",
     "segment_of_key",
-    "validate_name",
 ]

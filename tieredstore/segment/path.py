@@ -9,58 +9,16 @@ that listing order is numeric order.
 
 from __future__ import annotations
 
-import hashlib
-import unicodedata
 from dataclasses import dataclass
 
 from tieredstore.errors import InvalidName
 from tieredstore.filetype import FileType
-
-MAX_NAME_BYTES = 200
-MAX_OFFSET = 10**20 - 1
+from tieredstore.names import hashed_dir, validate_name, validate_offset, validate_prefix
 
 CHUNK_PREFIX = "chunk-"
 MERGED_NAME = "segment"
 SEALED_NAME = "sealed"
 SLOTS_NAME = "slots"  # a sealed index segment's slot object (docs/format.md, Key index)
-
-
-def validate_name(field: str, value: str) -> str:
-    """Refuse a name that could escape its place in a key; return it unchanged."""
-    if not isinstance(value, str):
-        raise InvalidName(field, str(value), f"must be a string, got {type(value).__name__}")
-    if not value:
-        raise InvalidName(field, value, "must not be empty")
-    if value in (".", ".."):
-        raise InvalidName(field, value, "must not be '.' or '..'")
-    if "/" in value or "\\" in value:
-        raise InvalidName(field, value, "must not contain '/' or '\\'")
-    for ch in value:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            raise InvalidName(field, value, f"must not contain control character {ch!r}")
-    if value != value.strip():
-        raise InvalidName(field, value, "must not start or end with whitespace")
-    if len(value.encode()) > MAX_NAME_BYTES:
-        raise InvalidName(field, value, f"is longer than {MAX_NAME_BYTES} bytes in UTF-8")
-    return value
-
-
-def validate_prefix(prefix: str) -> str:
-    """A key prefix: ``/``-separated names, each valid; may be empty."""
-    if prefix:
-        for part in prefix.split("/"):
-            validate_name("key_prefix", part)
-    return prefix
-
-
-def validate_offset(field: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidName(field, str(value), f"must be an int, got {type(value).__name__}")
-    if not 0 <= value <= MAX_OFFSET:
-        raise InvalidName(field, str(value), f"must be in [0, {MAX_OFFSET}]")
-    return value
-
-
 MAX_SLOT = 999_999
 
 
@@ -131,9 +89,7 @@ class SegmentPath:
     @property
     def file_prefix(self) -> str:
         """The key prefix of every segment of this file, ending in ``/``."""
-        digest = hashlib.sha256(self.queue_path.encode()).hexdigest()[:4]
-        head = f"{self.prefix}/" if self.prefix else ""
-        return f"{head}{digest}/{self.queue_path}/"
+        return hashed_dir(self.prefix, self.queue_path)
 
     @property
     def base_dir(self) -> str:

@@ -42,7 +42,7 @@ from typing import Any
 from tieredstore.config import TieredStoreConfig, check_paths, human_seconds, human_size
 from tieredstore.errors import ArgumentError, InvalidArgument, InvalidArgumentType
 from tieredstore.log.format import MAX_QUEUE_ID
-from tieredstore.segment.path import MAX_OFFSET, validate_name, validate_offset
+from tieredstore.names import MAX_OFFSET, validate_name, validate_offset
 from tieredstore.store.codec import sealing_framing
 from tieredstore.store.errors import MessageTooLarge
 from tieredstore.store.outgoing import Outgoing

@@ -35,9 +35,9 @@ from tieredstore.errors import (
     TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
+from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import SegmentOptions, validate_name
-from tieredstore.segment.path import validate_offset
+from tieredstore.segment import SegmentOptions
 from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.store import arguments, compose, keys
 from tieredstore.store.codec import KeyProvider, RecordCodec

@@ -36,6 +36,7 @@ from tieredstore.metadata import (
     pb_type,
 )
 from tieredstore.metadata import metadata_pb2 as pb
+from tieredstore.names import validate_name
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectInfo, ObjectStore
 from tieredstore.segment import (
     ChunkRef,
@@ -45,7 +46,6 @@ from tieredstore.segment import (
     SegmentPath,
     SegmentState,
     list_file,
-    validate_name,
 )
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.path import EntryId

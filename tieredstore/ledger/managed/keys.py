@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from tieredstore.errors import InvalidName
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.metadata.keys import PageNames, head_name, head_name_version
-from tieredstore.segment.path import validate_name, validate_prefix
+from tieredstore.names import validate_name, validate_prefix
 
 # first ledger, last ledger, ledger count, size, max timestamp
 _PAGE_NAMES = PageNames(20, 20, 10, 20, 20)
