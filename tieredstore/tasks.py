@@ -16,13 +16,16 @@ holds one :class:`Background`. Its rules:
   way, including those started meanwhile (loops are not waited for).
 - :meth:`~Background.close` cancels the loops and started tasks, then waits for
   the spawned work: a pass is cut short, background work is not.
+
+:func:`gather_bounded` is the one bounded fan-out: work over many items, at
+most N at a time, awaited in line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 from tieredstore.errors import TieredStoreError
@@ -30,6 +33,7 @@ from tieredstore.errors import TieredStoreError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 
 def _log_failure(what: str, exc: Exception) -> None:
@@ -37,6 +41,26 @@ def _log_failure(what: str, exc: Exception) -> None:
         log.warning("%s failed: %s", what, exc)
     else:
         log.error("%s failed", what, exc_info=exc)
+
+
+async def gather_bounded(limit: int, work: Callable[[Item], Awaitable[T]],
+                         items: Iterable[Item]) -> list[T]:
+    """``work(item)`` for every item, at most ``limit`` at a time; the results in
+    the items' order. The first failure is raised as it is, once the rest are
+    cancelled (none is left running behind the caller)."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(item: Item) -> T:
+        async with gate:
+            return await work(item)
+
+    tasks = [asyncio.ensure_future(one(item)) for item in items]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Background:

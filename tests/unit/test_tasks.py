@@ -1,4 +1,5 @@
-"""Background: start, error capture, periodic passes, wait until idle, close order."""
+"""Background: start, error capture, periodic passes, wait until idle, close order;
+the bounded fan-out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 import pytest
 
 from tieredstore.errors import ServerError
-from tieredstore.tasks import Background
+from tieredstore.tasks import Background, gather_bounded
 
 
 async def test_a_failed_background_task_is_logged_and_wait_idle_raises_nothing(
@@ -85,3 +86,38 @@ async def test_close_cuts_loops_and_started_tasks_short_and_lets_spawned_work_fi
     assert loop.cancelled() and load.cancelled()
     assert finished == ["write"]
     assert not background.busy
+
+
+async def test_gather_bounded_runs_at_most_limit_at_a_time_in_order() -> None:
+    running = peak = 0
+
+    async def work(n: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.001 * (n % 3))
+        running -= 1
+        return n * n
+
+    assert await gather_bounded(3, work, range(20)) == [n * n for n in range(20)]
+    assert peak == 3
+
+
+async def test_gather_bounded_cancels_the_rest_on_the_first_failure() -> None:
+    started: list[int] = []
+    cancelled: list[int] = []
+
+    async def work(n: int) -> None:
+        started.append(n)
+        if n == 1:
+            raise ServerError("outage", op="put", key="k")
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(n)
+            raise
+
+    with pytest.raises(ServerError, match="outage"):
+        await gather_bounded(2, work, range(5))
+    assert started == [0, 1, 2]  # the failed slot goes to 2; 3 and 4 never start
+    assert sorted(cancelled) == [0, 2]  # and none is left running

@@ -18,7 +18,6 @@ there shows with no writer). Numbers are what is durable in the bucket (see
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +37,7 @@ from tieredstore.store import (
     summarize,
     unit_crc,
 )
+from tieredstore.tasks import gather_bounded
 
 from .common import (
     human_bytes,
@@ -57,16 +57,6 @@ async def _queues(store: ObjectStore, config: TieredStoreConfig, args: argparse.
     found = await listed_queues(store, config, log=log)
     return [(t, q) for t, q in found
             if (args.topic is None or t == args.topic) and (args.queue is None or q == args.queue)]
-
-
-async def _gather(items: Sequence[tuple[str, int]], fn: Any) -> list[Any]:
-    limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
-
-    async def one(item: tuple[str, int]) -> Any:
-        async with limit:
-            return await fn(*item)
-
-    return list(await asyncio.gather(*(one(i) for i in items)))
 
 
 async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
@@ -89,7 +79,7 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
         row["head_version"] = got.head_version
         return row
 
-    return await _gather(queues, one)
+    return await gather_bounded(QUEUE_CONCURRENCY, lambda q: one(*q), queues)
 
 
 def topic_rows(queues: Sequence[Row]) -> list[Row]:
@@ -126,7 +116,8 @@ async def segment_views(store: ObjectStore, config: TieredStoreConfig,
             out.append((topic, queue_id, file_type, first, views))
         return out
 
-    return [item for items in await _gather(queues, one) for item in items]
+    return [item for items in await gather_bounded(QUEUE_CONCURRENCY, lambda q: one(*q), queues)
+            for item in items]
 
 
 def segment_row(topic: str, queue_id: int, file_type: FileType, first: int,

@@ -25,7 +25,6 @@ after the deletion lag) fails the read, naming it. The Spark source
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import uuid as uuid_mod
 from collections.abc import AsyncIterator
@@ -40,6 +39,7 @@ from tieredstore.ledger.managed import recorded_offloads
 from tieredstore.ledger.offloaded import OffloadedReadHandle
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentReader
+from tieredstore.tasks import gather_bounded
 
 MANAGED_LEDGER_KEY = "managedledgername"  # Pulsar's ManagedLedgerName, lowercased by S3
 READ_CONCURRENCY = 16
@@ -85,17 +85,14 @@ async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
     recorded = await recorded_offloads(store, root)
     attempts = [a async for a in _attempts(store, space, selection)
                 if recorded is None or recorded.get(a, False)]
-    limit = asyncio.Semaphore(READ_CONCURRENCY)
-
     async def one(ledger_id: int, uuid: uuid_mod.UUID) -> list[LedgerSlice] | None:
         """None: not complete, or not selected."""
         where = space.locate(ledger_id, uuid)
-        async with limit:
-            try:
-                got = await store.get_object(where.index_key)
-                await store.head(where.data_key)
-            except ObjectNotFound:
-                return None  # an offload that did not finish, or deleted meanwhile
+        try:
+            got = await store.get_object(where.index_key)
+            await store.head(where.data_key)
+        except ObjectNotFound:
+            return None  # an offload that did not finish, or deleted meanwhile
         name = got.info.metadata.get(MANAGED_LEDGER_KEY)
         if selection.managed_ledgers is not None and name not in selection.managed_ledgers:
             return None
@@ -103,7 +100,7 @@ async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
                        LedgerSlice(space.prefix, space.cluster, space.namespace, name, ledger_id,
                                    str(uuid), 0, -1))
 
-    found = await asyncio.gather(*(one(*a) for a in attempts))
+    found = await gather_bounded(READ_CONCURRENCY, lambda a: one(*a), attempts)
     kept = [(a, slices) for a, slices in zip(attempts, found, strict=True) if slices is not None]
     if recorded is None:
         _one_attempt_each([a for a, _ in kept], root)

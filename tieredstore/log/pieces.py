@@ -14,7 +14,6 @@ listing and its index read is skipped for the same reason.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 
 from tieredstore.errors import ObjectNotFound
@@ -26,6 +25,7 @@ from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.layout import ChunkRef, keep_best
 from tieredstore.segment.path import SegmentPath
+from tieredstore.tasks import gather_bounded
 
 READ_CONCURRENCY = 16
 
@@ -70,18 +70,15 @@ async def load_pieces(store: ObjectStore, entries: Iterable[LogEntry]) -> list[F
     """Each data entry of the log with its pieces: one ranged GET of its index
     (two for a long one), ``READ_CONCURRENCY`` at a time; fences hold none. An
     entry gone since its listing is left out (see the module doc)."""
-    limit = asyncio.Semaphore(READ_CONCURRENCY)
-
     async def one(entry: LogEntry) -> Found | None:
-        async with limit:
-            try:
-                pieces = await read_index(store, entry.key, entry.size)
-            except ObjectNotFound:
-                return None
+        try:
+            pieces = await read_index(store, entry.key, entry.size)
+        except ObjectNotFound:
+            return None
         return entry, [(p.segment, ChunkRef(p.position, p.length, entry.key, p.object_offset,
                                             p.crc32c)) for p in pieces]
 
-    loaded = await asyncio.gather(*(one(e) for e in entries if not e.fence))
+    loaded = await gather_bounded(READ_CONCURRENCY, one, [e for e in entries if not e.fence])
     return [found for found in loaded if found is not None]
 
 

@@ -54,6 +54,7 @@ from tieredstore.store.reads import QueueReads
 from tieredstore.store.repair import has_segments
 from tieredstore.store.view import listed_queues
 from tieredstore.store.writers import WriterRegistry
+from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -175,24 +176,21 @@ class AsyncMessageStore(QueueReads):
         # with the queues whose bytes are all in the log
         found = await listed_queues(self.ctx.store, self.config, log=self.ctx.log)
         self._listed = set(found)
-        limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
         async def one(topic: str, queue_id: int) -> None:
-            async with limit:
-                try:
-                    self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
-                                                                          queue_id)
-                except (TransientError, CommitFailed, CommitRetriesExhausted,
-                        IntegrityError) as exc:
-                    # Not corrupt: the store was unreachable (a re-dispatch's commit
-                    # failed after the retries, say). The next access opens it.
-                    log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
-                                exc)
-                except TieredStoreError as exc:
-                    log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
-                    self.corrupt[(topic, queue_id)] = exc
+            try:
+                self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
+                                                                      queue_id)
+            except (TransientError, CommitFailed, CommitRetriesExhausted,
+                    IntegrityError) as exc:
+                # Not corrupt: the store was unreachable (a re-dispatch's commit
+                # failed after the retries, say). The next access opens it.
+                log.warning("queue %s/%d could not be opened now: %s", topic, queue_id, exc)
+            except TieredStoreError as exc:
+                log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
+                self.corrupt[(topic, queue_id)] = exc
 
-        await asyncio.gather(*(one(t, q) for t, q in found))
+        await gather_bounded(OPEN_CONCURRENCY, lambda q: one(*q), found)
 
     async def _tick(self) -> None:
         """Dispatch what group commits made durable (every group-commit interval)."""

@@ -23,7 +23,6 @@ repair``, rebuilds it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,6 +48,7 @@ from tieredstore.store.view import (
     load_log,
     open_metadata,
 )
+from tieredstore.tasks import gather_bounded
 
 QUEUE_CONCURRENCY = 4
 KEEP_ERRORS = 50  # per queue; all are counted
@@ -339,30 +339,26 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
         check.error(f"{count} segment(s) in the bucket but no queue metadata references "
                     "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
         failed.append(check)
-    limit = asyncio.Semaphore(QUEUE_CONCURRENCY)
-
     async def plan(t: str, q: int, log: LogSnapshot) -> _Planned | QueueCheck:
-        async with limit:
-            try:
-                return await _plan(store, config, t, q, log)
-            except TieredStoreError as exc:  # gone since the listing
-                check = QueueCheck(t, q)
-                check.error(f"cannot read the queue's metadata: {exc}")
-                return check
+        try:
+            return await _plan(store, config, t, q, log)
+        except TieredStoreError as exc:  # gone since the listing
+            check = QueueCheck(t, q)
+            check.error(f"cannot read the queue's metadata: {exc}")
+            return check
 
     async def rest(p: _Planned | QueueCheck, log: LogSnapshot) -> QueueCheck:
         if isinstance(p, QueueCheck):
             return p
-        async with limit:
-            return await _verify(store, config, p, log, on_bytes)
+        return await _verify(store, config, p, log, on_bytes)
 
     async def verify(queues: list[tuple[str, int]]) -> list[QueueCheck]:
         """The queues' consume queues listed after one load of the log, the rest
         after another (as :func:`verify_queue` does, with two loads for all)."""
         log = await load_log(store, config)
-        planned = await asyncio.gather(*(plan(t, q, log) for t, q in queues))
+        planned = await gather_bounded(QUEUE_CONCURRENCY, lambda q: plan(*q, log), queues)
         log = await load_log(store, config)
-        return list(await asyncio.gather(*(rest(p, log) for p in planned)))
+        return await gather_bounded(QUEUE_CONCURRENCY, lambda p: rest(p, log), planned)
 
     checks = await verify(found)
     # A writer that went on during the check (rolled, merged, trimmed) can make a

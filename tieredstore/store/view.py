@@ -18,7 +18,6 @@ consume queue (the next open re-dispatches them), are not in ``max_offset``.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +53,7 @@ from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.errors import NoSuchQueue
 from tieredstore.store.flatreader import FlatReader, SegmentRecords
 from tieredstore.store.keys import log_path, metadata_root, segment_path
+from tieredstore.tasks import gather_bounded
 
 OPEN_CONCURRENCY = 16
 
@@ -152,16 +152,13 @@ async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: st
         store, config, topic, queue_id, file_type)).items()}
     for base in log.bases(topic, queue_id, file_type) if log else ():
         groups.setdefault(base, [])
-    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
-
     async def one(base: int) -> SegmentView:
-        async with limit:
-            view = await open_segment(store, segment_path(config, topic, queue_id, file_type,
-                                                          base), log)
+        view = await open_segment(store, segment_path(config, topic, queue_id, file_type, base),
+                                  log)
         view.objects = groups[base]
         return view
 
-    return list(await asyncio.gather(*(one(b) for b in sorted(groups))))
+    return await gather_bounded(OPEN_CONCURRENCY, one, sorted(groups))
 
 
 async def list_flat_file(store: ObjectStore, config: TieredStoreConfig, topic: str,

@@ -4,13 +4,13 @@ helpers the groups of cases share."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import random
 from collections.abc import AsyncIterator, Iterable
 
 from tieredstore.objectstore.base import ObjectStore, PartInfo
+from tieredstore.tasks import gather_bounded
 
 # Requests in flight at once when a test writes many objects.
 _CONCURRENCY = 32
@@ -33,13 +33,10 @@ def md5(data: bytes) -> str:
 
 
 async def put_all(store: ObjectStore, keys: Iterable[str], data: bytes = b"x") -> None:
-    gate = asyncio.Semaphore(_CONCURRENCY)
-
     async def put(key: str) -> None:
-        async with gate:
-            await store.put(key, data)
+        await store.put(key, data)
 
-    await asyncio.gather(*(put(k) for k in keys))
+    await gather_bounded(_CONCURRENCY, put, keys)
 
 
 async def listed_keys(store: ObjectStore, prefix: str) -> list[str]:
