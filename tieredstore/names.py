@@ -1,12 +1,6 @@
-"""The naming rules of object keys, one for every layer.
-
-A name (cluster, broker, topic, namespace, a part of a key prefix) becomes one
-part of an object key: it must not be empty, ``.``/``..``, hold ``/`` or ``\\``,
-control characters or edge whitespace, nor be longer than ``MAX_NAME_BYTES``.
-Numbers in keys are zero-padded to 20 digits, so at most ``MAX_OFFSET``.
-``hashed_dir`` is the one spread of keys over S3 request-rate partitions: four
-hex digits of SHA-256 of the path, after the prefix.
-"""
+"""The naming rules of object keys, one for every layer: names that cannot escape
+their key part, numbers of at most 20 digits, and the hashed directory that
+spreads keys over S3 request-rate partitions."""
 
 from __future__ import annotations
 
@@ -48,7 +42,6 @@ def validate_prefix(prefix: str) -> str:
 
 
 def validate_offset(field: str, value: int) -> int:
-    """A number that goes into a key: an int in ``[0, MAX_OFFSET]``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidName(field, str(value), f"must be an int, got {type(value).__name__}")
     if not 0 <= value <= MAX_OFFSET:
@@ -57,8 +50,7 @@ def validate_offset(field: str, value: int) -> int:
 
 
 def hashed_dir(prefix: str, path: str) -> str:
-    """``{prefix}/{h}/{path}/`` (no leading ``/`` when ``prefix`` is empty), ``h``
-    four hex digits of SHA-256 of ``path``."""
+    """``{prefix}/{h}/{path}/``, ``h`` four hex digits of SHA-256 of ``path``."""
     digest = hashlib.sha256(path.encode()).hexdigest()[:4]
     head = f"{prefix}/" if prefix else ""
     return f"{head}{digest}/{path}/"
