@@ -21,7 +21,7 @@ import sys
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.store import Message, OffsetOutOfRange
+from tieredstore.store import Message, OffsetOutOfRange, iso
 
 from .common import (
     CliError,
@@ -51,15 +51,6 @@ def parse_time(text: str) -> int:
     if ms < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is before 1970-01-01T00:00:00Z")
     return ms
-
-
-def iso(ms: int) -> str:
-    """The time ``ms`` as ISO 8601 UTC; the number itself past the calendar's range."""
-    try:
-        when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    except (OverflowError, ValueError, OSError):
-        return str(ms)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def as_json(message: Message) -> str:

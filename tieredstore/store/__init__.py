@@ -58,6 +58,7 @@ from tieredstore.store.scan import (
     reading_fetcher,
     scan_planned,
 )
+from tieredstore.store.shown import iso
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
 from tieredstore.store.unmerged import Unmerged, UnmergedSurvey, merge_segment, unmerged_segments
@@ -137,6 +138,7 @@ __all__ = [
     "log_path",
     "metadata_root",
     "holds_local_store",
+    "iso",
     "open_fetcher",
     "open_metadata",
     "open_object_store",
