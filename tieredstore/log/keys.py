@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore.names import MAX_OFFSET, hashed_dir, validate_name, validate_prefix
+from tieredstore.names import hashed_dir, validate_name, validate_offset, validate_prefix
 
 LOG_NAME = "log-"
 
@@ -32,9 +32,7 @@ class LogPath:
         return hashed_dir(self.prefix, f"{self.cluster}/{self.broker}/log")
 
     def key(self, seq: int) -> str:
-        if not 0 <= seq <= MAX_OFFSET:
-            raise ValueError(f"log sequence {seq} is outside [0, {MAX_OFFSET}]")
-        return f"{self.directory}{LOG_NAME}{seq:020d}"
+        return f"{self.directory}{LOG_NAME}{validate_offset('log sequence', seq):020d}"
 
     def parse(self, key: str) -> int | None:
         """The sequence number of a log object's key, or None for any other key."""
