@@ -10,6 +10,7 @@ upload. The chunks are deleted by the caller once the merge has landed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,6 @@ from tieredstore.segment.planner import PartKind, PlannedPart, check_plan, plan_
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import read_merged_units
 from tieredstore.segment.trailer import encode_trailer
-from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,12 @@ class MergeStats:
 async def learn_crcs(store: ObjectStore, layout: SegmentLayout, *, concurrency: int = 16) -> int:
     """HEAD the chunks whose CRC32C is not known yet. Returns HEADs issued."""
     missing = [i for i, u in enumerate(layout.units) if u.crc32c is None]
+    limit = asyncio.Semaphore(concurrency)
+
     async def one(i: int) -> None:
         unit = layout.units[i]
-        info = await store.head(unit.key)
+        async with limit:
+            info = await store.head(unit.key)
         if info.size != unit.length:
             raise IntegrityError(f"chunk {unit.key!r} is {info.size} bytes, listed {unit.length}")
         text = info.metadata.get(CRC_METADATA_KEY)
@@ -63,7 +66,7 @@ async def learn_crcs(store: ObjectStore, layout: SegmentLayout, *, concurrency: 
             raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata")
         layout.with_crc(i, parse_crc(text))
 
-    await gather_bounded(concurrency, one, missing)
+    await asyncio.gather(*(one(i) for i in missing))
     return len(missing)
 
 
@@ -99,26 +102,29 @@ async def merge_chunks(
     key = path.merged_key
     upload_id = await store.create_multipart(key, metadata={**(metadata or {}),
                                                             **FORMAT_METADATA})
+    limit = asyncio.Semaphore(concurrency)
+
     async def run(part: PlannedPart) -> PartInfo:
-        if part.kind is PartKind.COPY:
-            (piece,) = part.pieces
-            chunk = chunks[piece.chunk]
-            return await store.upload_part_copy(
-                key, upload_id, part.number, chunk.key,
-                ByteRange(chunk.object_offset + piece.start, piece.length),
-            )
-        pieces: list[bytes | memoryview] = []
-        for piece in part.pieces:
-            chunk = chunks[piece.chunk]
-            # The reader checks the whole chunk's CRC before we use any of it.
-            data = await reader.read(path, layout, chunk.position, chunk.length)
-            pieces.append(data[piece.start : piece.start + piece.length])
-        if part.number == len(plan):
-            pieces.append(trailer)
-        return await store.upload_part(key, upload_id, part.number, b"".join(pieces))
+        async with limit:
+            if part.kind is PartKind.COPY:
+                (piece,) = part.pieces
+                chunk = chunks[piece.chunk]
+                return await store.upload_part_copy(
+                    key, upload_id, part.number, chunk.key,
+                    ByteRange(chunk.object_offset + piece.start, piece.length),
+                )
+            pieces: list[bytes | memoryview] = []
+            for piece in part.pieces:
+                chunk = chunks[piece.chunk]
+                # The reader checks the whole chunk's CRC before we use any of it.
+                data = await reader.read(path, layout, chunk.position, chunk.length)
+                pieces.append(data[piece.start : piece.start + piece.length])
+            if part.number == len(plan):
+                pieces.append(trailer)
+            return await store.upload_part(key, upload_id, part.number, b"".join(pieces))
 
     try:
-        infos = await gather_bounded(concurrency, run, plan)
+        infos = await asyncio.gather(*(run(p) for p in plan))
         try:
             await store.complete_multipart(key, upload_id, infos, if_none_match=True)
         except (PreconditionFailed, NoSuchUpload):
