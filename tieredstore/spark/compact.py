@@ -27,9 +27,6 @@ from tieredstore.store import (
     unmerged_segments,
 )
 
-CompactTarget = Unmerged  # a row of the driver's plan
-Survey = UnmergedSurvey
-
 
 @dataclass(frozen=True, slots=True)
 class CompactResult:
@@ -49,15 +46,15 @@ class CompactResult:
 
 
 async def survey(store: ObjectStore, config: TieredStoreConfig, selection: Selection
-                 ) -> Survey:
+                 ) -> UnmergedSurvey:
     """Find sealed segments left unmerged in the selected queues."""
-    out = Survey()
+    out = UnmergedSurvey()
     for topic, queue_id in await find_queues(store, config, selection):
         await unmerged_segments(store, config, topic, queue_id, out)
     return out
 
 
-def compact_segment(config: ConfigValues, target: CompactTarget) -> CompactResult:
+def compact_segment(config: ConfigValues, target: Unmerged) -> CompactResult:
     """Merge one segment (runs in a task, on a loop and store of its own)."""
     settings = config_of(config)
 
@@ -79,7 +76,7 @@ def compact_segment(config: ConfigValues, target: CompactTarget) -> CompactResul
         return _result(target, merged=False, error=f"{type(exc).__name__}: {exc}")
 
 
-def _result(target: CompactTarget, *, merged: bool, parts: int = 0, copied: int = 0,
+def _result(target: Unmerged, *, merged: bool, parts: int = 0, copied: int = 0,
             uploaded: int = 0, error: str | None) -> CompactResult:
     return CompactResult(target.topic, target.queue_id, target.file_type, target.base_offset,
                          target.state, target.chunks, merged, parts, copied, uploaded, error)
