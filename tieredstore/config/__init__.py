@@ -26,28 +26,14 @@ and :mod:`~tieredstore.config.paths` (names and directories).
 """
 
 from tieredstore.config.crypto import decode_key
-from tieredstore.config.knobs import REDACTED, SECRET_KEYS
-from tieredstore.config.loading import ENV_NOT_KEYS, ENV_PREFIX, load_config
-from tieredstore.config.model import (
-    DEFAULT_MAX_MESSAGE_SIZE,
-    INF,
-    MIN_MESSAGE_SIZE,
-    YEAR,
-    TieredStoreConfig,
-)
+from tieredstore.config.loading import load_config
+from tieredstore.config.model import YEAR, TieredStoreConfig
 from tieredstore.config.paths import check_paths
 from tieredstore.config.units import human_seconds, human_size
 from tieredstore.sizes import GiB, KiB, MiB
 
 __all__ = [
     "decode_key",
-    "DEFAULT_MAX_MESSAGE_SIZE",
-    "ENV_NOT_KEYS",
-    "ENV_PREFIX",
-    "INF",
-    "MIN_MESSAGE_SIZE",
-    "REDACTED",
-    "SECRET_KEYS",
     "YEAR",
     "GiB",
     "KiB",

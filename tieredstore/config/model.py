@@ -38,7 +38,6 @@ MAX_LOG_PIECE = MAX_PIECE_LENGTH // KiB * KiB  # the largest chunk_size in write
 # Smallest max_message_size: a record's framing alone is 42 bytes.
 MIN_MESSAGE_SIZE = 64
 DEFAULT_MAX_MESSAGE_SIZE = 4 * MiB
-INF = math.inf
 YEAR = 365 * 24 * 3600.0
 
 # The layers' options fields the keys below set (and take their defaults from).
@@ -118,8 +117,8 @@ class TieredStoreConfig:
     max_message_size: int = size_knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)
     file_reserved_time: float = seconds_knob(72 * 3600.0, 0.0, 100 * YEAR)
     retention_interval: float = seconds_knob(600.0, 0.0, 30 * 24 * 3600.0)
-    timestamp_before_max: float = seconds_knob(0.0, 0.0, INF)
-    timestamp_after_max: float = seconds_knob(3600.0, 0.0, INF)
+    timestamp_before_max: float = seconds_knob(0.0, 0.0, math.inf)
+    timestamp_after_max: float = seconds_knob(3600.0, 0.0, math.inf)
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     gc_interval: float = seconds_knob(3600.0, 0.0, 30 * 24 * 3600.0)
     gc_safety_age: float = seconds_knob(_LOG.delete_age, 0.0, YEAR)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Sequence
+from typing import TypeVar
 
 from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
@@ -40,11 +41,21 @@ def unframe(magic: bytes, data: bytes, key: str) -> bytes:
     return payload
 
 
-def _check_format(version: int, key: str) -> None:
-    if version != FORMAT_VERSION:
-        raise CorruptMetadata(
-            f"{key}: format version {version}; this library reads {FORMAT_VERSION}"
-        )
+Framed = TypeVar("Framed", pb.QueueHead, pb.MetadataPage)
+
+
+def parse_framed(message: Framed, magic: bytes, data: bytes, key: str) -> Framed:
+    """``message`` parsed from the framed object read from ``key``, its format
+    version checked: ``CorruptMetadata`` naming ``key`` for anything else."""
+    payload = unframe(magic, data, key)
+    try:
+        message.ParseFromString(payload)
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise CorruptMetadata(f"{key}: not a {type(message).__name__}: {exc}") from exc
+    if message.format_version != FORMAT_VERSION:
+        raise CorruptMetadata(f"{key}: format version {message.format_version}; this library "
+                              f"reads {FORMAT_VERSION}")
+    return message
 
 
 # --- heads ------------------------------------------------------------------
@@ -63,14 +74,7 @@ def encode_head(head: pb.QueueHead) -> bytes:
 
 def decode_head(data: bytes, key: str, version: int) -> pb.QueueHead:
     """Parse and check a head read from ``key``, which names ``version``."""
-    head = pb.QueueHead()
-    try:
-        head.ParseFromString(unframe(HEAD_MAGIC, data, key))
-    except CorruptMetadata:
-        raise
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise CorruptMetadata(f"{key}: not a QueueHead: {exc}") from exc
-    _check_format(head.format_version, key)
+    head = parse_framed(pb.QueueHead(), HEAD_MAGIC, data, key)
     if head.version != version:
         raise CorruptMetadata(f"{key}: holds version {head.version}")
     if head.page_size < 1:
@@ -111,14 +115,7 @@ def build_page(
 
 def decode_page(data: bytes, file_type: FileType, ref: PageRef) -> list[pb.SegmentRecord]:
     """The records of a page read from ``ref.key``, checked against the key."""
-    page = pb.MetadataPage()
-    try:
-        page.ParseFromString(unframe(PAGE_MAGIC, data, ref.key))
-    except CorruptMetadata:
-        raise
-    except Exception as exc:
-        raise CorruptMetadata(f"{ref.key}: not a MetadataPage: {exc}") from exc
-    _check_format(page.format_version, ref.key)
+    page = parse_framed(pb.MetadataPage(), PAGE_MAGIC, data, ref.key)
     if page_hash(data) != ref.page_hash:
         raise CorruptMetadata(f"{ref.key}: bytes do not match the hash in the key")
     records = list(page.records)

@@ -9,7 +9,7 @@ consume queue, index) the sealed-segment records of a queue are kept as
 
 The head (one per queue, shared by the file types) also holds each file
 type's ``first`` pointer, the message store's properties and the writer's id.
-Each change writes the next head version (see :mod:`heads` for the CAS).
+Each change writes the next head version (see :mod:`versions` for the CAS).
 
 - Rolling a segment (``append``) writes one head of bounded size, and every
   ``page_size``-th time a page: O(1) bytes, whatever the queue's history.
@@ -47,10 +47,9 @@ from tieredstore.metadata.errors import (
     MetadataNotFound,
 )
 from tieredstore.metadata.format import FORMAT_VERSION, build_page
-from tieredstore.metadata.heads import HeadLog
 from tieredstore.metadata.keys import QueuePath, check_file_type
 from tieredstore.metadata.properties import PropertyUpdate, apply_properties, property_updates
-from tieredstore.metadata.reader import DEFAULT_CACHE_PAGES
+from tieredstore.metadata.reader import DEFAULT_CACHE_PAGES, queue_heads
 from tieredstore.metadata.state import (
     First,
     apply_append,
@@ -110,7 +109,7 @@ class QueueMetadata(QueueWriter):
             raise ConfigError("metadata_page_size",
                               f"must be in [1, {MAX_PAGE_SIZE}], got {page_size}")
         for _ in range(CLAIM_ATTEMPTS):
-            heads = HeadLog(store, queue)
+            heads = queue_heads(store, queue)
             version = 0
             try:
                 loaded = await heads.load()
@@ -144,19 +143,17 @@ class QueueMetadata(QueueWriter):
         cls, store: ObjectStore, queue: QueuePath, *, cache_pages: int = DEFAULT_CACHE_PAGES
     ) -> QueueMetadata:
         """A snapshot at the newest head that never writes; :meth:`refresh` moves it on."""
-        loaded = await HeadLog(store, queue).load()
-        if loaded is None:
-            raise MetadataNotFound("no head", queue=queue.name)
-        version, head = loaded
-        return cls(store, queue, head, version, writer_id="", read_only=True,
-                   cache_pages=cache_pages)
+        self = cls.empty(store, queue, cache_pages=cache_pages)
+        await self.refresh()
+        return self
 
     @classmethod
-    def empty(cls, store: ObjectStore, queue: QueuePath) -> QueueMetadata:
+    def empty(cls, store: ObjectStore, queue: QueuePath, *,
+              cache_pages: int = DEFAULT_CACHE_PAGES) -> QueueMetadata:
         """A read-only snapshot of a queue with no head: no record, no property
         (what a writer's open of it starts from)."""
         return cls(store, queue, pb.QueueHead(format_version=FORMAT_VERSION), 0, writer_id="",
-                   read_only=True, cache_pages=DEFAULT_CACHE_PAGES)
+                   read_only=True, cache_pages=cache_pages)
 
     async def refresh(self) -> None:
         """Read-only: move to the newest head."""

@@ -18,9 +18,19 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
-from tieredstore.metadata.errors import CorruptMetadata, PageMissing
-from tieredstore.metadata.format import decode_page, encode_head, record_end, stamp_head
-from tieredstore.metadata.heads import HeadLog
+from tieredstore.metadata.errors import (
+    CorruptMetadata,
+    MetadataError,
+    MetadataFenced,
+    PageMissing,
+)
+from tieredstore.metadata.format import (
+    decode_head,
+    decode_page,
+    encode_head,
+    record_end,
+    stamp_head,
+)
 from tieredstore.metadata.headwriter import HeadWriter
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.pages import PageSet, PageView
@@ -33,10 +43,22 @@ from tieredstore.metadata.state import (
     is_live,
     next_of,
 )
+from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.reads import read_again_if
 
 DEFAULT_CACHE_PAGES = 16
+
+def queue_heads(store: ObjectStore, queue: QueuePath) -> VersionedHeads[pb.QueueHead]:
+    """The versions of one queue's head (see :mod:`~tieredstore.metadata.versions`
+    for the compare-and-swap)."""
+    return VersionedHeads(
+        store, queue, decode=decode_head,
+        fenced=lambda message: MetadataFenced(message, queue=queue.name),
+        error=lambda message: MetadataError(message, queue=queue.name),
+        corrupt=CorruptMetadata,
+    )
+
 
 # A page this process wrote and a head of its own now references.
 CommittedPage = tuple[FileType, PageRef, Sequence[pb.SegmentRecord]]
@@ -60,7 +82,7 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
         cache_pages: int = DEFAULT_CACHE_PAGES,
     ) -> None:
         super().__init__(
-            HeadLog(store, queue), head, version, writer_id=writer_id,
+            queue_heads(store, queue), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.session_id, encode=encode_head,
             corrupt=lambda message: CorruptMetadata(message, queue=queue.name),
             cache_pages=cache_pages,
@@ -109,10 +131,8 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
 
     def last_record(self, file_type: FileType) -> pb.SegmentRecord | None:
         """The last live record, from the head alone."""
-        state = find_state(self._head, check_file_type(file_type))
-        if state is None or not has_live(state):
-            return None
-        return copy_record(state.last)
+        state = self._live_state(file_type)
+        return None if state is None else copy_record(state.last)
 
     def next_base_offset(self, file_type: FileType) -> int:
         """Where the next record may begin: the end of the last one appended,
@@ -145,8 +165,8 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
         """The live record holding ``at``: a queue offset ``by_message``, else a
         byte position. From the head's tail when ``at`` is in it, else from the
         one page that can hold it."""
-        state = find_state(self._head, check_file_type(file_type))
-        if state is None or not has_live(state):
+        state = self._live_state(file_type)
+        if state is None:
             return None
         key = _first_message if by_message else _base
         tail = state.tail
@@ -175,24 +195,17 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
 
         Exact even when store timestamps are not monotonic across segments.
         """
-        head = self._head
-        state = find_state(head, check_file_type(file_type))
-        if state is None or not has_live(state):
+        state = self._live_state(file_type)
+        if state is None:
             return None
-        if (
-            state.paged_through > state.first_base_offset
-            and timestamp_ms <= state.paged_max_end_timestamp_ms
+        paged = (state.paged_through > state.first_base_offset
+                 and timestamp_ms <= state.paged_max_end_timestamp_ms)
+        async for record in self._scan(
+            state, (lambda view: view.start_for_time(timestamp_ms)) if paged else None,
+            lambda r: r.end_timestamp_ms >= timestamp_ms,
+            skip=lambda ref: ref.max_end_timestamp_ms < timestamp_ms,
         ):
-            view = await self._view(state)
-            for i in range(view.start_for_time(timestamp_ms), len(view)):
-                if view.refs[i].max_end_timestamp_ms < timestamp_ms:
-                    continue
-                for record in await self._page(state.file_type, view.refs[i]):
-                    if record.end_timestamp_ms >= timestamp_ms and is_live(state, record):
-                        return copy_record(record)
-        for record in state.tail:
-            if record.end_timestamp_ms >= timestamp_ms and is_live(state, record):
-                return copy_record(record)
+            return record
         return None
 
     async def records(
@@ -200,19 +213,42 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
     ) -> AsyncIterator[pb.SegmentRecord]:
         """Live records in order, from the one holding ``from_base_offset`` on
         (or the next). Pages are read one at a time, as the iteration gets there."""
-        head = self._head
-        state = find_state(head, check_file_type(file_type))
-        if state is None or not has_live(state):
+        state = self._live_state(file_type)
+        if state is None:
             return
         start = max(from_base_offset, state.first_base_offset)
-        if state.paged_through > start:
+        paged = state.paged_through > start
+        async for record in self._scan(
+            state, (lambda view: view.start_for_base(start)) if paged else None,
+            lambda r: record_end(r) > start,
+        ):
+            yield record
+
+    def _live_state(self, file_type: FileType) -> pb.FileState | None:
+        """The file type's state in the head, if any record of it is live."""
+        state = find_state(self._head, check_file_type(file_type))
+        return state if state is not None and has_live(state) else None
+
+    async def _scan(
+        self,
+        state: pb.FileState,
+        pages_from: Callable[[PageView], int] | None,
+        keep: Callable[[pb.SegmentRecord], bool],
+        *,
+        skip: Callable[[PageRef], bool] = lambda ref: False,
+    ) -> AsyncIterator[pb.SegmentRecord]:
+        """The live records ``keep`` takes, in order (copies): those of the pages
+        the head references from page ``pages_from(view)`` on (None: none; a page
+        ``skip`` rules out by its key is not read), then the tail's."""
+        if pages_from is not None:
             view = await self._view(state)
-            for i in range(view.start_for_base(start), len(view)):
-                for record in await self._page(state.file_type, view.refs[i]):
-                    if record_end(record) > start and is_live(state, record):
-                        yield copy_record(record)
+            for ref in view.refs[pages_from(view):]:
+                if not skip(ref):
+                    for record in await self._page(state.file_type, ref):
+                        if keep(record) and is_live(state, record):
+                            yield copy_record(record)
         for record in list(state.tail):
-            if record_end(record) > start and is_live(state, record):
+            if keep(record) and is_live(state, record):
                 yield copy_record(record)
 
     async def _first_ending_after(

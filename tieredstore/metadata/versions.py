@@ -13,9 +13,9 @@ were behind, and we are fenced before doing anything else. (The free key
 reappears only after a newer head was written and listed, so the listing
 that follows our write sees that newer head.)
 
-Used by queue metadata (:mod:`tieredstore.metadata.heads`) and managed-ledger
-metadata (:mod:`tieredstore.ledger.managed.heads`), each with its own head
-message, keys and errors.
+Used by queue metadata (:func:`tieredstore.metadata.reader.queue_heads`) and
+managed-ledger metadata (:mod:`tieredstore.ledger.managed.heads`), each with
+its own head message, keys and errors.
 """
 
 from __future__ import annotations

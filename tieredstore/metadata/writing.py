@@ -5,7 +5,7 @@ read-only flag, and the commit over :mod:`.headwriter`'s rules (lock, settle,
 stamp and publish, pages written once). Pages a head will reference are created
 first (``If-None-Match: *``; a page's key names a digest of its bytes, so
 identical bytes found in place mean it was written before), then the head
-as the next version (see :mod:`heads` for the CAS); only once the head has
+as the next version (see :mod:`versions` for the CAS); only once the head has
 landed does the writer stand on it. It also adopts the page a crash left
 between cutting a full tail and writing its head, and deletes the pages
 wholly behind ``first``. :class:`~tieredstore.metadata.QueueMetadata` builds
@@ -14,7 +14,6 @@ its operations on these; see :mod:`tieredstore.metadata.queue` for the design.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.reader import MetadataReader
 from tieredstore.metadata.state import find_state, page_out_tail
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -75,27 +75,13 @@ class QueueWriter(MetadataReader):
 
     async def _commit(self, head: pb.QueueHead, pages: Sequence[NewPage] = ()) -> None:
         """Write ``pages``, then ``head`` as the next version; then stand on it."""
-        await self._write_pages([(p.ref.key, p.data) for p in pages if p.data is not None])
+        await gather_bounded(_PAGE_WRITE_CONCURRENCY, lambda page: self._write_page(*page),
+                             [(p.ref.key, p.data) for p in pages if p.data is not None])
 
         def landed() -> None:
             self._pages_committed([(p.file_type, p.ref, p.records) for p in pages])
 
         await self._publish(head, landed)
-
-    async def _write_pages(self, pages: Sequence[tuple[str, bytes]]) -> None:
-        limit = asyncio.Semaphore(_PAGE_WRITE_CONCURRENCY)
-
-        async def one(key: str, data: bytes) -> None:
-            async with limit:
-                await self._write_page(key, data)
-
-        tasks = [asyncio.ensure_future(one(key, data)) for key, data in pages]
-        try:
-            await asyncio.gather(*tasks)  # raises the first failure as it is
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _recover_unreferenced_page(self) -> None:
         """Adopt the page a crash may have left between cutting a full tail and
