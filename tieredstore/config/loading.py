@@ -37,19 +37,15 @@ def _flatten(table: Mapping[str, Any], file: Path, where: str = "") -> dict[str,
     """
     flat: dict[str, tuple[Any, str]] = {}
     for key, value in table.items():
-        here = f"[{where}]" if where else "the top level"
         if isinstance(value, Mapping):
-            inner = _flatten(value, file, f"{where}.{key}" if where else key)
-            for name, (item, place) in inner.items():
-                if name in flat:
-                    raise ConfigError(name, f"is set twice in {file}: in {flat[name][1]} and "
-                                            f"in {place}")
-                flat[name] = (item, place)
+            found = _flatten(value, file, f"{where}.{key}" if where else key).items()
         else:
-            if key in flat:
-                raise ConfigError(key, f"is set twice in {file}: in {flat[key][1]} and in "
-                                       f"{here}")
-            flat[key] = (value, here)
+            found = {key: (value, f"[{where}]" if where else "the top level")}.items()
+        for name, (item, place) in found:
+            if name in flat:
+                raise ConfigError(name, f"is set twice in {file}: in {flat[name][1]} and in "
+                                        f"{place}")
+            flat[name] = (item, place)
     return flat
 
 
@@ -95,14 +91,17 @@ def load_config(
     """
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
+
+    def given(key: str, value: Any, where: str) -> None:
+        try:
+            values[key] = coerce(FIELDS, key, value)
+        except ConfigError as exc:
+            raise ConfigError(exc.key, f"{exc.detail} ({where})") from None
+        origin[key] = where
+
     if path is not None:
-        where = str(path) if isinstance(path, str | os.PathLike) else ""
         for key, (value, place) in _read_file(path).items():
-            try:
-                values[key] = coerce(FIELDS, key, value)
-            except ConfigError as exc:
-                raise ConfigError(exc.key, f"{exc.detail} (in {where}, {place})") from None
-            origin[key] = f"in {where}, {place}"
+            given(key, value, f"in {path}, {place}")
     environ = os.environ if env is None else env
     if not isinstance(environ, Mapping):
         raise ConfigError("env", f"must be a mapping of names to values, got "
@@ -120,11 +119,7 @@ def load_config(
                 continue
             raise ConfigError(key, f"{name} names no key; did you mean {near!r} "
                                    f"({ENV_PREFIX}{near.upper()})?")
-        try:
-            values[key] = coerce(FIELDS, key, value)
-        except ConfigError as exc:
-            raise ConfigError(key, f"{exc.detail} (from {name})") from None
-        origin[key] = f"from {name}"
+        given(key, value, f"from {name}")
     for key, value in overrides.items():
         values[key] = coerce(FIELDS, key, value)
         origin[key] = "given in code"

@@ -79,6 +79,8 @@ class QueueMetadata(QueueWriter):
     serialized, reads see the last committed head.
     """
 
+    created = False  # open() says whether no valid head was found
+
     # --- opening ----------------------------------------------------------------
 
     @classmethod
@@ -213,7 +215,7 @@ class QueueMetadata(QueueWriter):
         batch = list(records)
         async with self._write_lock:
             await self._begin_write()
-            head = self._next_head()
+            head = self.head
             if properties:
                 apply_properties(head, property_updates(head, properties), self._queue.name)
             pages: list[NewPage] = []
@@ -247,7 +249,7 @@ class QueueMetadata(QueueWriter):
         """
         async with self._write_lock:
             await self._begin_write()
-            head = self._next_head()
+            head = self.head
             updates = {**property_updates(head, values or {}), **kv}
             apply_properties(head, updates, self._queue.name)
             if dict(head.properties) == dict(self._head.properties):
@@ -258,7 +260,7 @@ class QueueMetadata(QueueWriter):
         """Write a head now (same content, this writer's id), fencing earlier writers."""
         async with self._write_lock:
             await self._begin_write()
-            await self._commit(self._next_head())
+            await self._commit(self.head)
 
     async def trim(self, file_type: FileType, before_base_offset: int) -> First:
         """Drop the records that end at or before ``before_base_offset``.
@@ -281,7 +283,7 @@ class QueueMetadata(QueueWriter):
             found = await self._first_ending_after(file_type, self._head, before_base_offset)
             first = found if found is not None else first_after_all(state)
             if first != first_of(state):
-                head = self._next_head()
+                head = self.head
                 new_state = find_state(head, file_type)
                 assert new_state is not None
                 new_state.first_base_offset = first.base_offset
@@ -302,7 +304,7 @@ class QueueMetadata(QueueWriter):
         async with self._write_lock:
             await self._begin_write()
             if unreferenced:
-                await self._commit(self._next_head())
+                await self._commit(self.head)
             deleted = 0
             for state in list(self._head.files):
                 file_type = check_file_type(state.file_type)

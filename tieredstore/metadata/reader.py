@@ -79,6 +79,7 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
         version: int,
         *,
         writer_id: str = "",
+        read_only: bool = False,
         cache_pages: int = DEFAULT_CACHE_PAGES,
     ) -> None:
         super().__init__(
@@ -88,6 +89,7 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             cache_pages=cache_pages,
         )
         self._queue = queue
+        self._read_only = read_only
         self._pagesets: dict[int, PageSet] = {}
         self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pages_generation: defaultdict[int, int] = defaultdict(int)

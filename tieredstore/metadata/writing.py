@@ -1,15 +1,10 @@
-"""How a write to one queue's metadata lands: its new pages, then its head.
-
-:class:`QueueWriter` holds a writer's side of :class:`MetadataReader`: the
-read-only flag, and the commit over :mod:`.headwriter`'s rules (lock, settle,
-stamp and publish, pages written once). Pages a head will reference are created
-first (``If-None-Match: *``; a page's key names a digest of its bytes, so
-identical bytes found in place mean it was written before), then the head
-as the next version (see :mod:`versions` for the CAS); only once the head has
-landed does the writer stand on it. It also adopts the page a crash left
-between cutting a full tail and writing its head, and deletes the pages
-wholly behind ``first``. :class:`~tieredstore.metadata.QueueMetadata` builds
-its operations on these; see :mod:`tieredstore.metadata.queue` for the design.
+"""How a write to one queue's metadata lands: its new pages, then its head, by
+:mod:`.headwriter`'s rules (each page created once, before the head that
+references it; the head published as the next version and stood on once it
+has landed). :class:`QueueWriter` adds the read-only refusal, adopts the page
+a crash left between cutting a full tail and writing its head, and deletes
+the pages wholly behind ``first``; :class:`~tieredstore.metadata.QueueMetadata`
+builds its operations on these (see :mod:`tieredstore.metadata.queue`).
 """
 
 from __future__ import annotations
@@ -22,10 +17,9 @@ from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import CorruptMetadata, MetadataReadOnly, PageMissing
 from tieredstore.metadata.format import build_page
-from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
+from tieredstore.metadata.keys import PageRef, check_file_type
 from tieredstore.metadata.reader import MetadataReader
 from tieredstore.metadata.state import find_state, page_out_tail
-from tieredstore.objectstore.base import ObjectStore
 from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
@@ -45,33 +39,13 @@ class NewPage:
 
 class QueueWriter(MetadataReader):
     """A queue's metadata as its writer (or a read-only open) holds it: the
-    commit of pages and head, on which :class:`QueueMetadata`'s writes stand."""
-
-    def __init__(
-        self,
-        store: ObjectStore,
-        queue: QueuePath,
-        head: pb.QueueHead,
-        version: int,
-        *,
-        writer_id: str,
-        read_only: bool,
-        cache_pages: int,
-    ) -> None:
-        super().__init__(store, queue, head, version, writer_id=writer_id,
-                         cache_pages=cache_pages)
-        self._read_only = read_only
-        self.created = False  # QueueMetadata.open says whether no valid head was found
+    commit of pages and head, on which :class:`QueueMetadata`'s writes stand.
+    Each write builds its head on a copy of the committed one (:attr:`head`)."""
 
     def _check_writable(self) -> None:
         if self._read_only:
             raise MetadataReadOnly("opened read-only", queue=self._queue.name)
         super()._check_writable()
-
-    def _next_head(self) -> pb.QueueHead:
-        head = pb.QueueHead()
-        head.CopyFrom(self._head)
-        return head
 
     async def _commit(self, head: pb.QueueHead, pages: Sequence[NewPage] = ()) -> None:
         """Write ``pages``, then ``head`` as the next version; then stand on it."""
@@ -105,7 +79,7 @@ class QueueWriter(MetadataReader):
                 log.warning("%s: deleting damaged unreferenced page %s", self._queue.name, ref.key)
                 await self._store.delete(ref.key)
                 continue
-            head = head or self._next_head()
+            head = head or self.head
             new_state = find_state(head, file_type)
             assert new_state is not None
             page_out_tail(new_state)
