@@ -79,8 +79,6 @@ class QueueMetadata(QueueWriter):
     serialized, reads see the last committed head.
     """
 
-    created = False  # open() says whether no valid head was found
-
     # --- opening ----------------------------------------------------------------
 
     @classmethod
@@ -104,8 +102,7 @@ class QueueMetadata(QueueWriter):
         writer; otherwise the first write does that. With
         ``start_over_damaged``, a queue whose heads are all damaged opens as
         a new one whose first head follows the damaged ones (the caller
-        rebuilds its records). :attr:`created` tells whether no valid head
-        was found.
+        rebuilds its records).
         """
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ConfigError("metadata_page_size",
@@ -127,7 +124,6 @@ class QueueMetadata(QueueWriter):
                 version, head = loaded
             self = cls(store, queue, head, version, writer_id=writer_id, read_only=False,
                        cache_pages=cache_pages)
-            self.created = loaded is None
             try:
                 await self._recover_unreferenced_page()
                 if claim:
@@ -247,14 +243,12 @@ class QueueMetadata(QueueWriter):
         changes: it runs under the write lock, so read-modify-write updates of
         one property from concurrent tasks never lose each other's changes.
         """
-        async with self._write_lock:
-            await self._begin_write()
-            head = self.head
-            updates = {**property_updates(head, values or {}), **kv}
-            apply_properties(head, updates, self._queue.name)
-            if dict(head.properties) == dict(self._head.properties):
-                return
-            await self._commit(head)
+
+        def updates(current: Mapping[str, str]) -> Mapping[str, str | None]:
+            given = values or {}
+            return {**(given(current) if callable(given) else given), **kv}
+
+        await self.append_many((), properties=updates)
 
     async def claim(self) -> None:
         """Write a head now (same content, this writer's id), fencing earlier writers."""

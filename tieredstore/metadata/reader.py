@@ -49,6 +49,7 @@ from tieredstore.objectstore.reads import read_again_if
 
 DEFAULT_CACHE_PAGES = 16
 
+
 def queue_heads(store: ObjectStore, queue: QueuePath) -> VersionedHeads[pb.QueueHead]:
     """The versions of one queue's head (see :mod:`~tieredstore.metadata.versions`
     for the compare-and-swap)."""
