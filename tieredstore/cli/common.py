@@ -193,17 +193,6 @@ def _is_number(text: str) -> bool:
     return text.replace(",", "").replace(".", "", 1).lstrip("-").isdigit() or text == "-"
 
 
-def human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{n} B"
-            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
 def format_requests(snapshot: dict[str, dict[str, int | float]]) -> str:
     """``get 12, list 3, put 40`` from a :class:`RequestMetrics` snapshot."""
     requests = snapshot.get("requests", {})

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tieredstore import sync
-from tieredstore.config import TieredStoreConfig
+from tieredstore.config import TieredStoreConfig, human_size
 from tieredstore.sizes import KiB
 from tieredstore.store import (
     AsyncMessageStore,
@@ -37,7 +37,6 @@ from .common import (
     EXIT_OK,
     CliError,
     format_requests,
-    human_bytes,
     positive_int,
     progress,
     progress_enabled,
@@ -211,7 +210,8 @@ class Demo:
                 outcome = "ok" if not problems else f"{problems} DIFFER"
             rows.append([topic, queue_id, result.min_offset, result.max_offset,
                          check.segments if check else "-",
-                         human_bytes(check.bytes) if check else "-", result.checked, outcome])
+                         human_size(check.bytes, exact=False) if check else "-",
+                         result.checked, outcome])
         return rows
 
 
@@ -226,12 +226,13 @@ async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
              "memory": "memory"}[config.backend]
     print(f"tieredstore demo: {messages} messages to {len(demo.queues)} queues of "
           f"{len(QUEUES)} topics on {where}")
-    print("  " + ", ".join(f"{k} {human_bytes(getattr(config, k))}" for k in DEMO_SIZES))
+    print("  " + ", ".join(f"{k} {human_size(getattr(config, k), exact=False)}"
+                           for k in DEMO_SIZES))
     started = time.perf_counter()
     produced = await demo.produce()
     took = time.perf_counter() - started
-    print(f"produced {messages} messages ({human_bytes(produced)} of bodies) in {took:.2f}s, "
-          "flushed, closed")
+    print(f"produced {messages} messages ({human_size(produced, exact=False)} of bodies) "
+          f"in {took:.2f}s, flushed, closed")
     started = time.perf_counter()
     recovered = await demo.reopen_and_consume()
     differences = sum(len(r.differences) for r in demo.queues.values())

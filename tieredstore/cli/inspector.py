@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tieredstore import sync
-from tieredstore.config import TieredStoreConfig
+from tieredstore.config import TieredStoreConfig, human_size
 from tieredstore.store import (
     FileType,
     LogSnapshot,
@@ -40,7 +40,6 @@ from tieredstore.store import (
 from tieredstore.tasks import gather_bounded
 
 from .common import (
-    human_bytes,
     nonnegative_int,
     open_existing_store,
     resolve_config,
@@ -160,14 +159,15 @@ def _dash(value: object) -> object:
 def render(what: str, rows: list[Row]) -> str:
     if what == "topics":
         return table([[r["topic"], r["queues"], r["messages"],
-                       human_bytes(r["commitlog_bytes"] + r["consumequeue_bytes"]
-                                   + r["index_bytes"])]
+                       human_size(r["commitlog_bytes"] + r["consumequeue_bytes"]
+                                   + r["index_bytes"], exact=False)]
                       for r in rows], ["topic", "queues", "messages", "bytes"])
     if what == "queues":
         return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
                        r["segments"], r["commitlog_segments"], r["consumequeue_segments"],
-                       human_bytes(r["commitlog_bytes"]), human_bytes(r["consumequeue_bytes"]),
-                       human_bytes(r["index_bytes"]) if r["index_segments"] else "-",
+                       human_size(r["commitlog_bytes"], exact=False),
+                       human_size(r["consumequeue_bytes"], exact=False),
+                       human_size(r["index_bytes"], exact=False) if r["index_segments"] else "-",
                        r["merges_pending"], r["writer"] or "-"] for r in rows],
                      ["topic", "queue", "min", "max", "segments", "cl segs", "cq segs", "cl bytes",
                       "cq bytes", "key index", "merging", "writer"])

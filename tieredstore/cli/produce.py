@@ -16,11 +16,11 @@ from contextlib import ExitStack
 from typing import BinaryIO
 
 from tieredstore import sync
+from tieredstore.config import human_size
 from tieredstore.store import AsyncMessageStore
 
 from .common import (
     CliError,
-    human_bytes,
     nonnegative_int,
     positive_int,
     progress,
@@ -61,7 +61,7 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
     if args.count is not None and args.size > config.max_message_size:
         # Checked before a body is built: --size 99999999999 is an error, not a MemoryError.
         raise CliError(f"--size {args.size} is larger than max_message_size = "
-                       f"{human_bytes(config.max_message_size)}")
+                       f"{human_size(config.max_message_size, exact=False)}")
     properties = dict(args.property or ())
     count = size = 0
     first = last = -1
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     took = time.perf_counter() - started
     where = f"{args.topic}/{args.queue}"
     if count:
-        print(f"produced {count} messages ({human_bytes(size)}) to {where}, offsets "
+        print(f"produced {count} messages ({human_size(size, exact=False)}) to {where}, offsets "
               f"{first}..{last}, in {took:.2f}s")
     else:
         print(f"produced nothing to {where}: no input")

@@ -11,13 +11,13 @@ import argparse
 import sys
 
 from tieredstore import sync
+from tieredstore.config import human_size
 from tieredstore.store import VerifyReport, verify_store
 
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
     format_requests,
-    human_bytes,
     open_existing_store,
     progress,
     progress_enabled,
@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 def print_report(report: VerifyReport, *, max_errors: int) -> None:
     rows = [[c.topic, c.queue_id, c.min_offset, c.max_offset, c.segments,
-             human_bytes(c.bytes), c.units, c.messages + c.undispatched,
+             human_size(c.bytes, exact=False), c.units, c.messages + c.undispatched,
              "ok" if not c.error_count else f"{c.error_count} ERRORS"]
             for c in report.queues]
     print(table(rows, ["topic", "queue", "min", "max", "segments", "bytes", "units",

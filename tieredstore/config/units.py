@@ -11,14 +11,17 @@ _BYTE_UNITS = (("TiB", 1024**4), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB))
 _SECOND_UNITS = (("d", 86400.0), ("h", 3600.0), ("min", 60.0))
 
 
-def human_size(n: int) -> str:
-    """``4 MiB``, ``1536 B``: the largest unit the value is a whole number of."""
+def human_size(n: int, *, exact: bool = True) -> str:
+    """``4 MiB``, ``1536 B``: the largest unit the value is a whole number of. Else
+    bytes with an approximation from 10 KiB on (``12345678 B (11.8 MiB)``); not
+    ``exact`` (a table's sizes), the approximation alone from 1 KiB on (``1.5 KiB``)."""
     for name, factor in _BYTE_UNITS:
         if n >= factor and n % factor == 0:
             return f"{n // factor} {name}"
-    if n >= 10 * KiB:  # not a whole number of any unit: bytes, and an approximation
+    if n >= (10 * KiB if exact else KiB):
         name, factor = next((u, f) for u, f in _BYTE_UNITS if n >= f)
-        return f"{n} B ({n / factor:.1f} {name})"
+        rough = f"{n / factor:.1f} {name}"
+        return f"{n} B ({rough})" if exact else rough
     return f"{n} B"
 
 
