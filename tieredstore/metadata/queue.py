@@ -35,7 +35,7 @@ leaves exactly that page at the key the next open computes: it is adopted
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from tieredstore.errors import ConfigError
 from tieredstore.filetype import FileType
@@ -45,11 +45,19 @@ from tieredstore.metadata.errors import (
     MetadataError,
     MetadataFenced,
     MetadataNotFound,
+    MetadataReadOnly,
+    PageMissing,
 )
 from tieredstore.metadata.format import FORMAT_VERSION, build_page
 from tieredstore.metadata.keys import QueuePath, check_file_type
+from tieredstore.metadata.pages import PageSet
 from tieredstore.metadata.properties import PropertyUpdate, apply_properties, property_updates
-from tieredstore.metadata.reader import DEFAULT_CACHE_PAGES, queue_heads
+from tieredstore.metadata.reader import (
+    DEFAULT_CACHE_PAGES,
+    MetadataReader,
+    NewPage,
+    queue_heads,
+)
 from tieredstore.metadata.state import (
     First,
     apply_append,
@@ -58,9 +66,10 @@ from tieredstore.metadata.state import (
     first_after_all,
     first_of,
     has_live,
+    page_out_tail,
 )
-from tieredstore.metadata.writing import NewPage, QueueWriter
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +79,10 @@ log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 100_000
 CLAIM_ATTEMPTS = 16
+_PAGE_WRITE_CONCURRENCY = 16
 
 
-class QueueMetadata(QueueWriter):
+class QueueMetadata(MetadataReader):
     """The metadata of one queue. Open with :meth:`open` or :meth:`open_read_only`.
 
     Methods are safe to call concurrently from one event loop: writes are
@@ -306,9 +316,71 @@ class QueueMetadata(QueueWriter):
                 if unreferenced:
                     pageset = await self._pageset(file_type)
                     keep = {r.key for r in (await self._view(state)).refs}
-                    stray = [r.key for r in pageset.refs if r.key not in keep]
-                    if stray:
-                        await self._delete_pages(stray)
-                        pageset.discard(stray)
-                        deleted += len(stray)
+                    deleted += await self._drop_pages(
+                        pageset, [r.key for r in pageset.refs if r.key not in keep])
             return deleted
+
+    # --- committing: pages, then the head (see :mod:`.headwriter`) ----------------
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise MetadataReadOnly("opened read-only", queue=self._queue.name)
+        super()._check_writable()
+
+    async def _commit(self, head: pb.QueueHead, pages: Sequence[NewPage] = ()) -> None:
+        """Write ``pages``, then ``head`` as the next version; then stand on it."""
+        await gather_bounded(_PAGE_WRITE_CONCURRENCY, lambda page: self._write_page(*page),
+                             [(p.ref.key, p.data) for p in pages if p.data is not None])
+
+        def landed() -> None:
+            self._pages_committed(pages)
+
+        await self._publish(head, landed)
+
+    async def _recover_unreferenced_page(self) -> None:
+        """Adopt the page a crash may have left between cutting a full tail and
+        writing its head. It can only be at the key that tail's page would
+        have; damaged bytes there are deleted."""
+        head: pb.QueueHead | None = None
+        adopted: list[NewPage] = []
+        for state in self._head.files:
+            if len(state.tail) < self._head.page_size:
+                continue
+            file_type = check_file_type(state.file_type)
+            tail = list(state.tail)
+            ref, _ = build_page(self._queue, file_type, tail, state.last_page_hash)
+            try:
+                found: list[pb.SegmentRecord] | None = await self._read_page(file_type, ref)
+            except PageMissing:
+                continue
+            except CorruptMetadata:
+                found = None
+            if found != tail:
+                log.warning("%s: deleting damaged unreferenced page %s", self._queue.name, ref.key)
+                await self._store.delete(ref.key)
+                continue
+            head = head or self.head
+            new_state = find_state(head, file_type)
+            assert new_state is not None
+            page_out_tail(new_state)
+            new_state.pages_written += 1
+            new_state.last_page_hash = ref.page_hash
+            adopted.append(NewPage(file_type, ref, tail, None))
+        if head is not None:
+            log.info("%s: adopting %d page(s) a crash left", self._queue.name, len(adopted))
+            await self._commit(head, adopted)
+
+    async def _delete_dead_pages(self, file_type: FileType) -> int:
+        state = find_state(self._head, file_type)
+        if state is None or not state.paged_through:
+            return 0
+        pageset = await self._pageset(file_type)
+        dead = pageset.dead(state.first_base_offset)
+        return await self._drop_pages(pageset, [r.key for r in dead])
+
+    async def _drop_pages(self, pageset: PageSet, keys: list[str]) -> int:
+        """Delete the pages ``keys`` of ``pageset``'s file type, and forget them."""
+        if keys:
+            await self._delete_pages(keys)
+            pageset.discard(keys)
+        return len(keys)

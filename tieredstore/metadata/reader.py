@@ -14,6 +14,7 @@ import bisect
 import types
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
@@ -61,8 +62,14 @@ def queue_heads(store: ObjectStore, queue: QueuePath) -> VersionedHeads[pb.Queue
     )
 
 
-# A page this process wrote and a head of its own now references.
-CommittedPage = tuple[FileType, PageRef, Sequence[pb.SegmentRecord]]
+@dataclass(frozen=True, slots=True)
+class NewPage:
+    """A page that the next head will reference. ``data`` None: already written."""
+
+    file_type: FileType
+    ref: PageRef
+    records: list[pb.SegmentRecord]
+    data: bytes | None
 
 
 class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
@@ -327,14 +334,14 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             del self._pagesets[file_type]
             self._pages_generation[file_type] += 1
 
-    def _pages_committed(self, pages: Sequence[CommittedPage]) -> None:
+    def _pages_committed(self, pages: Sequence[NewPage]) -> None:
         """This process committed ``pages``: keep listings and cache up to date."""
-        for file_type, ref, records in pages:
-            self._pages_generation[file_type] += 1
-            pageset = self._pagesets.get(file_type)
+        for page in pages:
+            self._pages_generation[page.file_type] += 1
+            pageset = self._pagesets.get(page.file_type)
             if pageset is not None:
-                pageset.add(ref)
-            self._cache.put(ref.key, records)
+                pageset.add(page.ref)
+            self._cache.put(page.ref.key, page.records)
 
 
 def _base(record: pb.SegmentRecord) -> int:
