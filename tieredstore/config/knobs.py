@@ -52,14 +52,6 @@ def knob(default: Any, lo: float | None = None, hi: float | None = None,
                                             "unit": unit, "feeds": also})
 
 
-def size_knob(default: Any, lo: int, hi: int, *, also: tuple[Feeds, ...] = ()) -> Any:
-    return knob(default, lo, hi, unit="bytes", also=also)
-
-
-def seconds_knob(default: Any, lo: float, hi: float, *, also: tuple[Feeds, ...] = ()) -> Any:
-    return knob(default, lo, hi, unit="s", also=also)
-
-
 def repr_value(key: str, value: Any) -> str:
     if key in SECRET_KEYS and value:
         return repr(REDACTED)

@@ -16,8 +16,6 @@ from tieredstore.config.knobs import (
     check_value,
     knob,
     repr_value,
-    seconds_knob,
-    size_knob,
 )
 from tieredstore.config.names import check_names
 from tieredstore.config.units import human
@@ -76,52 +74,53 @@ class TieredStoreConfig:
     broker: str = knob("broker-0")
 
     # requests
-    request_timeout: float = seconds_knob(_RETRY.timeout, 0.001, 3600, also=(_S3.read_timeout,))
-    connect_timeout: float = seconds_knob(_S3.connect_timeout, 0.001, 600)
+    request_timeout: float = knob(_RETRY.timeout, 0.001, 3600, unit="s", also=(_S3.read_timeout,))
+    connect_timeout: float = knob(_S3.connect_timeout, 0.001, 600, unit="s")
     retry_max_attempts: int = knob(_RETRY.max_attempts, 1, 100)
-    retry_base_delay: float = seconds_knob(_RETRY.base_delay, 0.0, 60)
-    retry_max_delay: float = seconds_knob(_RETRY.max_delay, 0.0, 600)
+    retry_base_delay: float = knob(_RETRY.base_delay, 0.0, 60, unit="s")
+    retry_max_delay: float = knob(_RETRY.max_delay, 0.0, 600, unit="s")
 
     # segments
-    chunk_size: int = size_knob(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB, also=(_POOL.chunk_size,))
+    chunk_size: int = knob(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB, unit="bytes",
+                           also=(_POOL.chunk_size,))
     merge_on_seal: bool = knob(_SEGMENT.merge_on_seal)
-    commit_log_max_size: int = size_knob(1 * GiB, 1 * KiB, 5 * 10_000 * GiB)
-    consume_queue_max_size: int = size_knob(64 * MiB, 1 * KiB, 5 * 10_000 * GiB)
-    index_max_size: int = size_knob(16 * MiB, 1 * KiB, 5 * 10_000 * GiB)
-    rolling_interval: float = seconds_knob(24 * 3600.0, 0.0, YEAR)
+    commit_log_max_size: int = knob(1 * GiB, 1 * KiB, 5 * 10_000 * GiB, unit="bytes")
+    consume_queue_max_size: int = knob(64 * MiB, 1 * KiB, 5 * 10_000 * GiB, unit="bytes")
+    index_max_size: int = knob(16 * MiB, 1 * KiB, 5 * 10_000 * GiB, unit="bytes")
+    rolling_interval: float = knob(24 * 3600.0, 0.0, YEAR, unit="s")
 
     # fetcher
     readahead_chunk_num: int = knob(_FETCHER.readahead_chunk_num, 0, 64)
     readahead_chunk_max: int = knob(_FETCHER.readahead_chunk_max, 0, 256)
     readahead_drop_behind: bool = knob(_FETCHER.drop_behind)
     read_concurrency: int = knob(_FETCHER.read_concurrency, 1, 1024)
-    memory_cache_bytes: int = size_knob(_FETCHER.memory_bytes, 0, 1024 * GiB)
-    disk_cache_bytes: int = size_knob(0, 0, 100 * 1024 * GiB)
+    memory_cache_bytes: int = knob(_FETCHER.memory_bytes, 0, 1024 * GiB, unit="bytes")
+    disk_cache_bytes: int = knob(0, 0, 100 * 1024 * GiB, unit="bytes")
     disk_cache_path: str = knob("")
     disk_cache_required: bool = knob(False)
 
     # upload buffer pool
-    pool_bytes: int = size_knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB)
-    group_commit_interval: float = seconds_knob(_POOL.group_commit_interval, 0.0, 3600)
-    chunk_wait: float = seconds_knob(_POOL.chunk_wait, 0.0, 3600)
+    pool_bytes: int = knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB, unit="bytes")
+    group_commit_interval: float = knob(_POOL.group_commit_interval, 0.0, 3600, unit="s")
+    chunk_wait: float = knob(_POOL.chunk_wait, 0.0, 3600, unit="s")
     upload_concurrency: int = knob(_POOL.upload_concurrency, 1, 1024)
     write_mode: str = knob("log", choices=WRITE_MODES)
-    log_object_size: int = size_knob(_LOG.object_size, 1 * KiB, 5 * GiB)
-    log_compact_age: float = seconds_knob(_LOG.compact_age, 0.0, YEAR)
-    log_consolidate_interval: float = seconds_knob(_LOG.consolidate_interval, 0.0, 24 * 3600.0)
-    log_consolidate_bytes: int = size_knob(_LOG.consolidate_bytes, 1 * KiB, 5 * GiB)
-    log_compact_bytes: int = size_knob(_LOG.compact_bytes, 1 * KiB, 5 * GiB)
-    log_hold_bytes: int = size_knob(_LOG.hold_bytes, 0, 1024 * GiB)
+    log_object_size: int = knob(_LOG.object_size, 1 * KiB, 5 * GiB, unit="bytes")
+    log_compact_age: float = knob(_LOG.compact_age, 0.0, YEAR, unit="s")
+    log_consolidate_interval: float = knob(_LOG.consolidate_interval, 0.0, 24 * 3600.0, unit="s")
+    log_consolidate_bytes: int = knob(_LOG.consolidate_bytes, 1 * KiB, 5 * GiB, unit="bytes")
+    log_compact_bytes: int = knob(_LOG.compact_bytes, 1 * KiB, 5 * GiB, unit="bytes")
+    log_hold_bytes: int = knob(_LOG.hold_bytes, 0, 1024 * GiB, unit="bytes")
 
     # message store
-    max_message_size: int = size_knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB)
-    file_reserved_time: float = seconds_knob(72 * 3600.0, 0.0, 100 * YEAR)
-    retention_interval: float = seconds_knob(600.0, 0.0, 30 * 24 * 3600.0)
-    timestamp_before_max: float = seconds_knob(0.0, 0.0, math.inf)
-    timestamp_after_max: float = seconds_knob(3600.0, 0.0, math.inf)
+    max_message_size: int = knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB, unit="bytes")
+    file_reserved_time: float = knob(72 * 3600.0, 0.0, 100 * YEAR, unit="s")
+    retention_interval: float = knob(600.0, 0.0, 30 * 24 * 3600.0, unit="s")
+    timestamp_before_max: float = knob(0.0, 0.0, math.inf, unit="s")
+    timestamp_after_max: float = knob(3600.0, 0.0, math.inf, unit="s")
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
-    gc_interval: float = seconds_knob(3600.0, 0.0, 30 * 24 * 3600.0)
-    gc_safety_age: float = seconds_knob(_LOG.delete_age, 0.0, YEAR)
+    gc_interval: float = knob(3600.0, 0.0, 30 * 24 * 3600.0, unit="s")
+    gc_safety_age: float = knob(_LOG.delete_age, 0.0, YEAR, unit="s")
     # commit-log records at rest (tieredstore.store.codec)
     compression: str = knob("none", choices=("none", "zstd"))
     compression_level: int = knob(3, 1, 22)
@@ -134,11 +133,11 @@ class TieredStoreConfig:
     offload_prefix: str = knob("offload")
     offload_cluster: str = knob("pulsar")
     offload_namespace: str = knob("ledgers")
-    offload_block_size: int = size_knob(64 * MiB, 5 * MiB, 2 * GiB)
+    offload_block_size: int = knob(64 * MiB, 5 * MiB, 2 * GiB, unit="bytes")
     ledger_max_entries: int = knob(50_000, 1, 2**31 - 1)
-    ledger_max_bytes: int = size_knob(2 * GiB, 1, 1024 * GiB)
-    ledger_deletion_lag: float = seconds_knob(4 * 3600.0, 0.0, YEAR)
-    ledger_sweep_interval: float = seconds_knob(600.0, 0.0, 30 * 24 * 3600.0)
+    ledger_max_bytes: int = knob(2 * GiB, 1, 1024 * GiB, unit="bytes")
+    ledger_deletion_lag: float = knob(4 * 3600.0, 0.0, YEAR, unit="s")
+    ledger_sweep_interval: float = knob(600.0, 0.0, 30 * 24 * 3600.0, unit="s")
     ledger_read_priority: str = knob("tiered-storage-first",
                                      choices=("tiered-storage-first", "bookkeeper-first"))
     # metrics
