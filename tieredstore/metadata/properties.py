@@ -13,16 +13,12 @@ MAX_PROPERTIES_BYTES = 64 * 1024
 PropertyUpdate = Callable[[Mapping[str, str]], Mapping[str, str | None]]
 
 
-def property_updates(head: pb.QueueHead, given: Mapping[str, str | None] | PropertyUpdate
-                     ) -> Mapping[str, str | None]:
-    """The property changes ``given`` stands for, against ``head``'s properties."""
-    return given(dict(head.properties)) if callable(given) else given
-
-
-def apply_properties(head: pb.QueueHead, updates: Mapping[str, str | None], queue: str
-                     ) -> None:
+def apply_properties(head: pb.QueueHead, given: Mapping[str, str | None] | PropertyUpdate,
+                     queue: str) -> None:
     """Set (None removes) properties on a head being built; check types and size.
+    ``given`` may be a function of the head's properties that returns the changes.
     ``queue`` names the queue in the error."""
+    updates = given(dict(head.properties)) if callable(given) else given
     for key, value in updates.items():
         if not isinstance(key, str) or not (value is None or isinstance(value, str)):
             raise TypeError(f"property {key!r}: keys and values are str (None removes)")

@@ -51,7 +51,7 @@ from tieredstore.metadata.errors import (
 from tieredstore.metadata.format import FORMAT_VERSION, build_page
 from tieredstore.metadata.keys import QueuePath, check_file_type
 from tieredstore.metadata.pages import PageSet
-from tieredstore.metadata.properties import PropertyUpdate, apply_properties, property_updates
+from tieredstore.metadata.properties import PropertyUpdate, apply_properties
 from tieredstore.metadata.reader import (
     DEFAULT_CACHE_PAGES,
     MetadataReader,
@@ -223,7 +223,7 @@ class QueueMetadata(MetadataReader):
             await self._begin_write()
             head = self.head
             if properties:
-                apply_properties(head, property_updates(head, properties), self._queue.name)
+                apply_properties(head, properties, self._queue.name)
             pages: list[NewPage] = []
             applied = 0
             for record in batch:
