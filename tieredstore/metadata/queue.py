@@ -284,7 +284,7 @@ class QueueMetadata(MetadataReader):
                 or before_base_offset <= state.first_base_offset
             ):
                 return first_of(state)
-            found = await self._first_ending_after(file_type, self._head, before_base_offset)
+            found = await self._first_ending_after(file_type, before_base_offset)
             first = found if found is not None else first_after_all(state)
             if first != first_of(state):
                 head = self.head

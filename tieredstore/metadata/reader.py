@@ -15,6 +15,7 @@ import types
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
@@ -178,7 +179,7 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
         state = self._live_state(file_type)
         if state is None:
             return None
-        key = _first_message if by_message else _base
+        key = attrgetter("first_message_offset" if by_message else "base_offset")
         tail = state.tail
         if at < (state.first_message_offset if by_message else state.first_base_offset):
             return None
@@ -192,7 +193,8 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             if i is None:
                 return None
             candidates = await self._page(state.file_type, view.refs[i])
-        record = _last_at_or_before(candidates, at, key)
+        i = bisect.bisect_right(candidates, at, key=key)  # the last record starting at or before
+        record = candidates[i - 1] if i else None
         end = record_end if not by_message else lambda r: r.last_message_offset + 1
         if record is None or at >= end(record) or not is_live(state, record):
             return None
@@ -261,11 +263,9 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             if keep(record) and is_live(state, record):
                 yield copy_record(record)
 
-    async def _first_ending_after(
-        self, file_type: FileType, head: pb.QueueHead, position: int
-    ) -> First | None:
+    async def _first_ending_after(self, file_type: FileType, position: int) -> First | None:
         """The first live record that ends after ``position``, as a pointer."""
-        state = find_state(head, file_type)
+        state = find_state(self._head, file_type)
         assert state is not None
         if state.paged_through > max(position, state.first_base_offset):
             view = await self._view(state)
@@ -343,18 +343,3 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
                 pageset.add(page.ref)
             self._cache.put(page.ref.key, page.records)
 
-
-def _base(record: pb.SegmentRecord) -> int:
-    return record.base_offset
-
-
-def _first_message(record: pb.SegmentRecord) -> int:
-    return record.first_message_offset
-
-
-def _last_at_or_before(
-    records: Sequence[pb.SegmentRecord], value: int, key: Callable[[pb.SegmentRecord], int]
-) -> pb.SegmentRecord | None:
-    """The last record whose ``key`` is at most ``value`` (records ascend by it)."""
-    i = bisect.bisect_right(records, value, key=key)
-    return records[i - 1] if i else None
