@@ -17,8 +17,8 @@ from tieredstore.metadata.errors import (
     PageMissing,
     RecordOrderError,
 )
-from tieredstore.metadata.keys import FILE_TYPES, PageRef, QueuePath, pb_type
-from tieredstore.metadata.metadata_pb2 import MetadataPage, QueueHead, SegmentRecord
+from tieredstore.metadata.keys import PageRef, QueuePath, pb_type
+from tieredstore.metadata.metadata_pb2 import QueueHead, SegmentRecord
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, QueueMetadata
 from tieredstore.metadata.state import First
 
@@ -30,7 +30,6 @@ __all__ = [
     "COMMIT_LOG",
     "CONSUME_QUEUE",
     "DEFAULT_PAGE_SIZE",
-    "FILE_TYPES",
     "INDEX",
     "CorruptMetadata",
     "FileType",
@@ -38,7 +37,6 @@ __all__ = [
     "MetadataError",
     "MetadataFenced",
     "MetadataNotFound",
-    "MetadataPage",
     "MetadataReadOnly",
     "MetadataTooLarge",
     "PageMissing",
