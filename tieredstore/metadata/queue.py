@@ -331,11 +331,7 @@ class QueueMetadata(MetadataReader):
         """Write ``pages``, then ``head`` as the next version; then stand on it."""
         await gather_bounded(_PAGE_WRITE_CONCURRENCY, lambda page: self._write_page(*page),
                              [(p.ref.key, p.data) for p in pages if p.data is not None])
-
-        def landed() -> None:
-            self._pages_committed(pages)
-
-        await self._publish(head, landed)
+        await self._publish(head, lambda: self._pages_committed(pages))
 
     async def _recover_unreferenced_page(self) -> None:
         """Adopt the page a crash may have left between cutting a full tail and

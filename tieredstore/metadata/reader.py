@@ -4,7 +4,8 @@
 :class:`~tieredstore.metadata.headwriter.HeadWriter` base). Lookups answer from the
 head's tail when they can; otherwise the file type's page keys are listed
 once (and kept up to date by this process's own writes), the page is chosen
-from its key and read, one GET, into a small LRU.
+from its key and read, one GET, into a small LRU. :func:`queue_heads` is the
+series of a queue's head versions that every open loads from.
 """
 
 from __future__ import annotations
