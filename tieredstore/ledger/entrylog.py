@@ -13,8 +13,9 @@ big-endian::
     payload              length bytes
 
 A ledger's log file is its records back to back, entry 0 first. The metadata
-file is ``"TLM1"``, the CRC32C of the payload (uint32), then BookKeeper's
-``LedgerMetadataFormat`` protobuf.
+file is BookKeeper's ``LedgerMetadataFormat`` protobuf in the framing of the
+metadata store's heads (:func:`tieredstore.metadata.format.frame`): ``"TLM1"``,
+the CRC32C of the payload (uint32), then the payload.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from tieredstore.checksum import crc32c
 from tieredstore.errors import TieredStoreError
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.handle import LedgerMetadata
+from tieredstore.metadata.format import frame, unframe
 
 _HEADER = struct.Struct(">qqqq")
 _DIGEST = struct.Struct(">I")
 RECORD_HEADER_SIZE: Final = _HEADER.size + _DIGEST.size  # 36
 MAX_ENTRY_SIZE: Final = 2**31 - 1
 META_MAGIC: Final = b"TLM1"
-_META = struct.Struct(">4sI")
 
 
 class EntryLogError(TieredStoreError, ValueError):
@@ -57,7 +58,8 @@ def encode_record(ledger_id: int, entry_id: int, lac: int, payload: BytesLike) -
     """The record as buffers to write in order (the payload is not copied)."""
     n = memoryview(payload).nbytes
     if n > MAX_ENTRY_SIZE:
-        raise EntryLogError(f"entry {entry_id}: {n} bytes, more than {MAX_ENTRY_SIZE}")
+        raise EntryLogError(f"ledger {ledger_id}: entry {entry_id}: {n} bytes, "
+                            f"more than {MAX_ENTRY_SIZE}")
     head = _HEADER.pack(ledger_id, entry_id, lac, n)
     digest = crc32c(payload, crc32c(head))
     return [head + _DIGEST.pack(digest), payload]
@@ -103,17 +105,9 @@ def check_record(data: BytesLike, ledger_id: int, entry_id: int) -> memoryview:
 
 
 def encode_metadata(metadata: LedgerMetadata) -> bytes:
-    payload = metadata.to_bytes()
-    return _META.pack(META_MAGIC, crc32c(payload)) + payload
+    return frame(META_MAGIC, metadata.to_bytes())
 
 
-def decode_metadata(data: bytes) -> LedgerMetadata:
-    if len(data) < _META.size:
-        raise EntryLogError(f"metadata file is {len(data)} bytes, too short")
-    magic, digest = _META.unpack_from(data)
-    if magic != META_MAGIC:
-        raise EntryLogError(f"metadata file has magic {magic!r}, expected {META_MAGIC!r}")
-    payload = data[_META.size :]
-    if crc32c(payload) != digest:
-        raise EntryLogError("metadata file fails its CRC32C")
-    return LedgerMetadata.from_bytes(payload)
+def decode_metadata(data: bytes, key: str) -> LedgerMetadata:
+    """The metadata read from file ``key``; a bad frame is ``CorruptMetadata``."""
+    return LedgerMetadata.from_bytes(unframe(META_MAGIC, data, key))

@@ -143,18 +143,19 @@ _NAME_RE = re.compile(
 )
 
 
-def _uuid_text(uuid: uuid_mod.UUID | str) -> str:
+def as_uuid(uuid: uuid_mod.UUID | str) -> uuid_mod.UUID:
+    """``uuid`` as a UUID; anything else is :class:`LedgerFormatError`."""
     try:
-        # Java's UUID.toString(): 36 lowercase characters, as Python's str(UUID).
-        return str(uuid if isinstance(uuid, uuid_mod.UUID) else uuid_mod.UUID(uuid))
-    except ValueError:
+        return uuid if isinstance(uuid, uuid_mod.UUID) else uuid_mod.UUID(uuid)
+    except (ValueError, TypeError, AttributeError):
         raise LedgerFormatError(f"not a UUID: {uuid!r}") from None
 
 
 def data_object_name(ledger_id: int, uuid: uuid_mod.UUID | str) -> str:
     """``{uuid}-ledger-{ledgerId}``, the name of a ledger's data object."""
     check_int("ledger id", ledger_id, 0, INT64_MAX)
-    return f"{_uuid_text(uuid)}-ledger-{ledger_id}"
+    # Java's UUID.toString(): 36 lowercase characters, as Python's str(UUID).
+    return f"{as_uuid(uuid)}-ledger-{ledger_id}"
 
 
 def index_object_name(ledger_id: int, uuid: uuid_mod.UUID | str) -> str:

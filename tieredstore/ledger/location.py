@@ -22,9 +22,9 @@ import uuid as uuid_mod
 from dataclasses import dataclass
 
 from tieredstore.filetype import FileType
-from tieredstore.ledger.errors import OffloadError
 from tieredstore.ledger.format import (
     ObjectName,
+    as_uuid,
     data_object_name,
     index_object_name,
     parse_object_name,
@@ -47,7 +47,21 @@ class OffloadNamespace:
         validate_name("namespace", self.namespace)
 
     def locate(self, ledger_id: int, uuid: uuid_mod.UUID | str) -> OffloadLocation:
-        return OffloadLocation(self, ledger_id, _as_uuid(uuid))
+        return OffloadLocation(self, ledger_id, as_uuid(uuid))
+
+    @property
+    def list_prefix(self) -> str:
+        """Every key of the namespace's attempts starts with it (a listing finds them)."""
+        return f"{self.prefix}/" if self.prefix else ""
+
+    def attempt_of(self, key: str) -> OffloadLocation | None:
+        """The attempt of this namespace ``key`` belongs to; None for another
+        namespace's key, or one that is no offload's at all."""
+        name = parse_offload_key(key)
+        if name is None:
+            return None
+        location = self.locate(name.ledger_id, name.uuid)
+        return location if key.startswith(location.attempt_prefix) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +119,3 @@ def parse_offload_key(key: str) -> ObjectName | None:
             continue
     return None
 
-
-def _as_uuid(value: uuid_mod.UUID | str) -> uuid_mod.UUID:
-    if isinstance(value, uuid_mod.UUID):
-        return value
-    try:
-        return uuid_mod.UUID(value)
-    except (ValueError, TypeError):
-        raise OffloadError(f"not a UUID: {value!r}") from None

@@ -34,7 +34,7 @@ from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger.errors import OffloadError
 from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.location import OffloadNamespace, parse_offload_key
+from tieredstore.ledger.location import OffloadNamespace
 from tieredstore.ledger.managed import recorded_offloads
 from tieredstore.ledger.offloaded import OffloadedReadHandle
 from tieredstore.objectstore import ObjectStore
@@ -126,15 +126,13 @@ def _one_attempt_each(attempts: list[tuple[int, uuid_mod.UUID]], root: str) -> N
 async def _attempts(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection
                     ) -> AsyncIterator[tuple[int, uuid_mod.UUID]]:
     """Attempts of the namespace with an index object, in key order."""
-    async for page in store.list_pages(space.prefix + "/"):
+    async for page in store.list_pages(space.list_prefix):
         for info in page:
-            name = parse_offload_key(info.key)
-            if name is None or not name.is_index:
+            where = space.attempt_of(info.key)
+            if where is None or where.index_key != info.key:
                 continue
-            if selection.ledger_ids is not None and name.ledger_id not in selection.ledger_ids:
-                continue
-            if space.locate(name.ledger_id, name.uuid).index_key == info.key:
-                yield name.ledger_id, name.uuid
+            if selection.ledger_ids is None or where.ledger_id in selection.ledger_ids:
+                yield where.ledger_id, where.uuid
 
 
 def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,

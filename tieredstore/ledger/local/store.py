@@ -17,12 +17,13 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from tieredstore.ledger.entrylog import EntryLogError, decode_metadata, encode_metadata
+from tieredstore.ledger.entrylog import decode_metadata, encode_metadata
 from tieredstore.ledger.errors import CorruptLedger, LedgerExists, LedgerNotFound
 from tieredstore.ledger.handle import DigestType, LedgerMetadata, LedgerState
 from tieredstore.ledger.local.reader import LocalReadHandle
 from tieredstore.ledger.local.writer import LocalLedgerWriter
 from tieredstore.ledger.logfile import check_id, fsync_dir, write_file
+from tieredstore.metadata.errors import CorruptMetadata
 
 _META_NAME = re.compile(r"([0-9]{20})\.meta")
 
@@ -118,13 +119,12 @@ class LocalLedgerStore:
         return await asyncio.to_thread(self._read_meta, ledger_id)
 
     def _read_meta(self, ledger_id: int) -> LedgerMetadata:
+        path = self.meta_path(ledger_id)
         try:
-            data = self.meta_path(ledger_id).read_bytes()
+            return decode_metadata(path.read_bytes(), path.name)
         except FileNotFoundError:
             raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
-        try:
-            return decode_metadata(data)
-        except (EntryLogError, ValueError) as exc:
+        except (CorruptMetadata, ValueError) as exc:
             raise CorruptLedger(f"metadata file: {exc}", ledger_id=ledger_id) from None
 
     def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:

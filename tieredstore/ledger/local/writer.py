@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tieredstore.ledger.entrylog import RECORD_HEADER_SIZE, EntryLogError, encode_record
+from tieredstore.ledger.entrylog import RECORD_HEADER_SIZE, encode_record
 from tieredstore.ledger.errors import LedgerError, LedgerFenced
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.handle import LedgerMetadata, LedgerState
@@ -59,11 +59,7 @@ class LocalLedgerWriter(LocalReadHandle):
             buffers: list[BytesLike] = []
             sizes = []
             for i, payload in enumerate(payloads):
-                try:
-                    record = encode_record(self._ledger_id, first + i, first - 1, payload)
-                except EntryLogError as exc:
-                    raise ValueError(f"ledger {self._ledger_id}: {exc}") from None
-                buffers += record
+                buffers += encode_record(self._ledger_id, first + i, first - 1, payload)
                 sizes.append(memoryview(payload).nbytes)
             end = self._offsets[-1]
             try:

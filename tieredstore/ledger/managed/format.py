@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid as uuid_mod
 from collections.abc import Sequence
+from typing import TypeVar
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger
@@ -46,11 +47,22 @@ def offload_uuid(info: pb.LedgerInfo) -> uuid_mod.UUID | None:
     return uuid_from_bits(ctx.uidMsb, ctx.uidLsb)
 
 
-def _unframe(magic: bytes, data: bytes, key: str, name: str) -> bytes:
+M = TypeVar("M", pb.ManagedLedgerHead, pb.ManagedLedgerPage)
+
+
+def _parse(message: M, magic: bytes, data: bytes, key: str, name: str) -> M:
+    """``message`` parsed from the framed object ``key``, of this format version."""
     try:
-        return unframe(magic, data, key)
+        message.ParseFromString(unframe(magic, data, key))
     except CorruptMetadata as exc:
         raise CorruptManagedLedger(str(exc), name=name) from None
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise CorruptManagedLedger(f"{key}: not a {type(message).__name__}: {exc}",
+                                   name=name) from exc
+    if message.formatVersion != FORMAT_VERSION:
+        raise CorruptManagedLedger(f"{key}: format version {message.formatVersion}; "
+                                   f"this library reads {FORMAT_VERSION}", name=name)
+    return message
 
 
 def stamp_head(head: pb.ManagedLedgerHead, version: int, writer_id: str, session_id: str,
@@ -65,18 +77,7 @@ def encode_head(head: pb.ManagedLedgerHead) -> bytes:
 
 
 def decode_head(data: bytes, key: str, version: int, *, name: str = "") -> pb.ManagedLedgerHead:
-    head = pb.ManagedLedgerHead()
-    try:
-        head.ParseFromString(_unframe(HEAD_MAGIC, data, key, name))
-    except CorruptManagedLedger:
-        raise
-    except Exception as exc:
-        raise CorruptManagedLedger(f"{key}: not a ManagedLedgerHead: {exc}", name=name) from exc
-    if head.formatVersion != FORMAT_VERSION:
-        raise CorruptManagedLedger(
-            f"{key}: format version {head.formatVersion}; this library reads {FORMAT_VERSION}",
-            name=name,
-        )
+    head = _parse(pb.ManagedLedgerHead(), HEAD_MAGIC, data, key, name)
     if head.version != version:
         raise CorruptManagedLedger(f"{key}: holds version {head.version}", name=name)
     if head.pageSize < 1:
@@ -97,16 +98,7 @@ def build_page(path: ManagedLedgerPath, ledgers: Sequence[pb.LedgerInfo], prev_h
 
 def decode_page(data: bytes, ref: LedgerPageRef, *, name: str = "") -> list[pb.LedgerInfo]:
     """The ledgers of a page read from ``ref.key``, checked against the key."""
-    page = pb.ManagedLedgerPage()
-    try:
-        page.ParseFromString(_unframe(PAGE_MAGIC, data, ref.key, name))
-    except CorruptManagedLedger:
-        raise
-    except Exception as exc:
-        raise CorruptManagedLedger(f"{ref.key}: not a ManagedLedgerPage: {exc}",
-                                   name=name) from exc
-    if page.formatVersion != FORMAT_VERSION:
-        raise CorruptManagedLedger(f"{ref.key}: format version {page.formatVersion}", name=name)
+    page = _parse(pb.ManagedLedgerPage(), PAGE_MAGIC, data, ref.key, name)
     if page_hash(data) != ref.page_hash:
         raise CorruptManagedLedger(f"{ref.key}: bytes do not match the hash in the key",
                                    name=name)

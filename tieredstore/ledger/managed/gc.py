@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.ledger.errors import CorruptManagedLedger
-from tieredstore.ledger.location import OffloadLocation, parse_offload_key
+from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
@@ -116,23 +116,18 @@ async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Att
 async def _list_attempts(offloader: SegmentLedgerOffloader) -> dict[Attempt, _Listed]:
     space = offloader.options.namespace
     store = offloader.store
-    prefix = f"{space.prefix}/" if space.prefix else ""
     attempts: dict[Attempt, _Listed] = {}
 
     def attempt_of(key: str) -> _Listed | None:
-        name = parse_offload_key(key)
-        if name is None:
-            return None
-        location = space.locate(name.ledger_id, name.uuid)
-        if not key.startswith(location.attempt_prefix):
-            return None  # another namespace's, or not an offload key at all
-        return attempts.setdefault((name.ledger_id, name.uuid), _Listed(location))
+        where = space.attempt_of(key)
+        return None if where is None else \
+            attempts.setdefault((where.ledger_id, where.uuid), _Listed(where))
 
-    for info in await store.list_all(prefix):
+    for info in await store.list_all(space.list_prefix):
         listed = attempt_of(info.key)
         if listed is not None:
             listed.objects.append(info)
-    for upload in await store.list_multipart_uploads(prefix):
+    for upload in await store.list_multipart_uploads(space.list_prefix):
         listed = attempt_of(upload.key)
         if listed is not None:
             listed.uploads.append(upload)
