@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import os
-import uuid as uuid_mod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +13,7 @@ from datetime import datetime
 from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import ManagedLedgerError, PositionOutOfRange
-from tieredstore.ledger.handle import LedgerEntry, ReadHandle
+from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.location import OffloadNamespace
 from tieredstore.ledger.managed import (
@@ -27,6 +26,7 @@ from tieredstore.ledger.managed import (
 )
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.gc import find_offload_garbage
+from tieredstore.ledger.managed.sources import choose_sources, open_copy
 from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.garbage import Garbage
@@ -112,16 +112,11 @@ class LedgerHost:
         from its offload when complete, else from the local copy."""
         meta = await self._metadata(name)
         info = await meta.ledger(ledger_id)
-        row = None if info is None else _row(meta, info)
-        if row is None or row.state != "closed":
+        if info is None or not state.is_sealed(meta.head, info):
             raise PositionOutOfRange(f"ledger {ledger_id} is not a closed ledger of it",
                                      name=name)
-        handle: ReadHandle
-        if row.offloaded and row.offload_uuid is not None:
-            handle = await self.offloader.read_offloaded(ledger_id,
-                                                         uuid_mod.UUID(row.offload_uuid))
-        else:
-            handle = await self.ledgers.open_ledger(ledger_id)
+        source = choose_sources(info, ReadPriority.TIERED_STORAGE_FIRST)[0]
+        handle = await open_copy(source, info, self.ledgers, self.offloader)
         try:
             end = handle.last_add_confirmed if last is None else last
             return await handle.read(first, end) if first <= end else []

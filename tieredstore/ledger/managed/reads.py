@@ -9,14 +9,12 @@ open handles are kept in a small LRU.
 
 from __future__ import annotations
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import LedgerNotFound, ManagedLedgerError, PositionOutOfRange
 from tieredstore.ledger.handle import LedgerEntry, ReadHandle
 from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import ManagedLedgerBase
-from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.position import Position
-from tieredstore.ledger.managed.sources import LedgerCopy, choose_sources
+from tieredstore.ledger.managed.sources import LedgerCopy, choose_sources, open_copy
 
 
 class Reading(ManagedLedgerBase):
@@ -49,7 +47,7 @@ class Reading(ManagedLedgerBase):
             handle = self._handles.get(source, ledger_id)
             if handle is None:
                 try:
-                    handle = await self._open_source(source, info)
+                    handle = await open_copy(source, info, self.ledgers, self.offloader)
                 except LedgerNotFound:
                     if i + 1 < len(sources):
                         continue  # the local copy is gone: read the offloaded one
@@ -60,9 +58,3 @@ class Reading(ManagedLedgerBase):
         raise ManagedLedgerError(f"ledger {ledger_id} has neither a local nor an "
                                  "offloaded copy", name=self.name)
 
-    async def _open_source(self, source: LedgerCopy, info: pb.LedgerInfo) -> ReadHandle:
-        if source is LedgerCopy.LOCAL:
-            return await self.ledgers.open_ledger(info.ledgerId)
-        uuid = offload_uuid(info)
-        assert uuid is not None
-        return await self._require_offloader().read_offloaded(info.ledgerId, uuid)

@@ -15,9 +15,13 @@ import logging
 from collections import OrderedDict
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.ledger.errors import NoOffloader
 from tieredstore.ledger.handle import ReadHandle
+from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.managed.config import ReadPriority
+from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.state import is_offloaded
+from tieredstore.ledger.offloader import LedgerOffloader
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,17 @@ def choose_sources(info: pb.LedgerInfo, priority: ReadPriority) -> list[LedgerCo
         else:
             sources.append(LedgerCopy.LOCAL)
     return sources
+
+
+async def open_copy(source: LedgerCopy, info: pb.LedgerInfo, ledgers: LocalLedgerStore,
+                    offloader: LedgerOffloader | None) -> ReadHandle:
+    """A new handle on the ``source`` copy of the sealed ledger ``info``."""
+    if source is LedgerCopy.LOCAL:
+        return await ledgers.open_ledger(info.ledgerId)
+    uuid = offload_uuid(info)
+    if offloader is None or uuid is None:
+        raise NoOffloader("no offloader to read the offloaded copy", ledger_id=info.ledgerId)
+    return await offloader.read_offloaded(info.ledgerId, uuid)
 
 
 class HandleCache:
