@@ -21,7 +21,6 @@ from tieredstore.ledger import (
     ManagedLedgerConfig,
     ManagedLedgerFenced,
     NoOffloader,
-    NullLedgerOffloader,
     OffloadedReadHandle,
     OffloadInProgress,
     OffloadOptions,
@@ -253,8 +252,6 @@ async def test_no_offloader(env: Env) -> None:
     await fill(ml, 1)
     with pytest.raises(NoOffloader):
         await ml.offload_prefix(Position(1, 0))
-    with pytest.raises(NoOffloader):
-        await NullLedgerOffloader().read_offloaded(0, uuid_mod.uuid4())
 
 
 # --- deletion lag and read priority ---------------------------------------------------------

@@ -60,7 +60,6 @@ from tieredstore.ledger.managed import (
 from tieredstore.ledger.offloaded import OffloadedReadHandle
 from tieredstore.ledger.offloader import (
     LedgerOffloader,
-    NullLedgerOffloader,
     OffloadOptions,
     SegmentLedgerOffloader,
 )
@@ -107,7 +106,6 @@ __all__ = [
     "ManagedLedgerFenced",
     "ManagedLedgerMetadata",
     "NoOffloader",
-    "NullLedgerOffloader",
     "OffloadError",
     "OffloadExists",
     "OffloadFenced",

@@ -32,17 +32,11 @@ from types import MappingProxyType
 
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher import Fetcher
-from tieredstore.ledger.errors import (
-    NoOffloader,
-    OffloadExists,
-    OffloadFenced,
-    OffloadRefused,
-)
+from tieredstore.ledger.errors import OffloadExists, OffloadFenced, OffloadRefused
 from tieredstore.ledger.format import (
     DEFAULT_BLOCK_SIZE,
     MAX_BLOCK_SIZE,
     MIN_BLOCK_SIZE,
-    BytesLike,
     LedgerFormatError,
 )
 from tieredstore.ledger.handle import LedgerState, ReadHandle
@@ -92,25 +86,6 @@ class LedgerOffloader(abc.ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the offloader holds."""
-
-
-class NullLedgerOffloader(LedgerOffloader):
-    """PIP-17's default: no offloading configured, every call refused."""
-
-    @property
-    def driver_name(self) -> str:
-        return "none"
-
-    async def offload(
-        self, handle: ReadHandle, uuid: uuid_mod.UUID, extra_metadata: Mapping[str, str]
-    ) -> None:
-        raise NoOffloader("no ledger offloader is configured", ledger_id=handle.ledger_id)
-
-    async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> ReadHandle:
-        raise NoOffloader("no ledger offloader is configured", ledger_id=ledger_id)
-
-    async def delete_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> None:
-        raise NoOffloader("no ledger offloader is configured", ledger_id=ledger_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,46 +212,31 @@ class SegmentLedgerOffloader(LedgerOffloader):
     async def _copy_entries(
         self, handle: ReadHandle, writer: BlockStreamWriter, segment: ChunkedSegment
     ) -> None:
-        """Read the ledger in batches, stream its blocks into whole chunks."""
+        """Read the ledger in batches, stream its blocks into whole chunks (the
+        last one may be short)."""
         chunk = self.options.chunk_size
-        pending: list[BytesLike] = []
-        pending_len = 0
-        position = 0
+        pending = bytearray()
         last = handle.last_add_confirmed
         average = max(1, handle.length // (last + 1))
         batch = max(1, min(10_000, self.options.read_batch_bytes // average))
-
-        async def flush(final: bool) -> None:
-            nonlocal pending, pending_len, position
-            whole = pending_len if final else pending_len - pending_len % chunk
-            if not whole:
-                return
-            data = b"".join(pending)
-            await segment.commit0(position, memoryview(data)[:whole])
-            position += whole
-            pending = [data[whole:]] if whole < len(data) else []
-            pending_len -= whole
-
-        next_id = 0
-        while next_id <= last:
-            upto = min(last, next_id + batch - 1)
-            entries = await handle.read(next_id, upto)
-            if [e.entry_id for e in entries] != list(range(next_id, upto + 1)):
+        for first in range(0, last + 1, batch):
+            upto = min(last, first + batch - 1)
+            entries = await handle.read(first, upto)
+            if [e.entry_id for e in entries] != list(range(first, upto + 1)):
                 raise LedgerFormatError(
-                    f"ledger {handle.ledger_id}: reading entries {next_id}..{upto} returned "
+                    f"ledger {handle.ledger_id}: reading entries {first}..{upto} returned "
                     f"ids {[e.entry_id for e in entries][:5]}..."
                 )
             for entry in entries:
                 for piece in writer.add(entry.entry_id, entry.payload):
-                    pending.append(piece)
-                    pending_len += len(piece)
-            if pending_len >= chunk:
-                await flush(final=False)
-            next_id = upto + 1
+                    pending += piece
+            whole = len(pending) - len(pending) % chunk
+            if whole:
+                await segment.commit0(segment.commit_position, bytes(memoryview(pending)[:whole]))
+                del pending[:whole]
         for piece in writer.finish():
-            pending.append(piece)
-            pending_len += len(piece)
-        await flush(final=True)
+            pending += piece
+        await segment.commit0(segment.commit_position, bytes(pending))
 
     async def _put_index(
         self, location: OffloadLocation, data: bytes, user_metadata: Mapping[str, str]
