@@ -46,7 +46,6 @@ from datetime import UTC, datetime, timedelta
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed.format import offload_uuid
-from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.state import is_offloaded
@@ -86,15 +85,13 @@ async def recorded_offloads(metadata_store: ObjectStore, root: str) -> dict[Atte
         path = ManagedLedgerPath(root, urllib.parse.unquote(encoded))
         if path.encoded_name != encoded:
             raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's metadata")
-        loaded = await ManagedLedgerHeadLog(metadata_store, path).load()
-        if loaded is None:
+        meta = await ManagedLedgerMetadata.open(metadata_store, path)
+        if meta.version == 0:
             continue  # no head: it records nothing
-        version, head = loaded
-        if head.version != version:
-            raise CorruptManagedLedger(f"its newest head, version {version}, is damaged",
+        if meta.head.version != meta.version:
+            raise CorruptManagedLedger(f"its newest head, version {meta.version}, is damaged",
                                        name=path.name)
         out = {} if out is None else out
-        meta = ManagedLedgerMetadata(metadata_store, path, head, version, writer_id="")
         async for info in meta.ledgers():
             uuid = offload_uuid(info)
             if uuid is not None:

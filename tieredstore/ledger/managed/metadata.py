@@ -16,8 +16,9 @@ once it stops changing. The approach is the same (head CAS by
 ``If-None-Match`` on ``head-{version}``, a listing after each write, pages
 chained by hashes in their keys, the same framing and page digest); this
 module reuses :mod:`tieredstore.metadata.format`'s framing and digest, and
-its head writer (:mod:`tieredstore.metadata.headwriter`: lock, settle, stamp
-and publish, pages written once, page cache) over its own head message.
+its versioned heads (:func:`head_versions`) and head writer
+(:mod:`tieredstore.metadata.headwriter`: lock, settle, stamp and publish,
+pages written once, page cache) over its own head message.
 
 Methods are safe to call concurrently from one event loop: writes are
 serialized, reads see the last committed head. The head returned by
@@ -32,26 +33,44 @@ from typing import TypeVar
 
 from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import CorruptManagedLedger
+from tieredstore.ledger.errors import (
+    CorruptManagedLedger,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+)
 from tieredstore.ledger.managed.format import (
     FORMAT_VERSION,
     build_page,
+    decode_head,
     decode_page,
     encode_head,
     stamp_head,
 )
-from tieredstore.ledger.managed.heads import ManagedLedgerHeadLog
 from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.ledger.managed.state import copy_info, cut_pages, find
 from tieredstore.ledger.managed.state import trim as trim_head
 from tieredstore.metadata.headwriter import HeadWriter
 from tieredstore.metadata.pages import walk_chain
+from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
 
 T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 10_000
+
+
+def head_versions(store: ObjectStore, path: ManagedLedgerPath
+                  ) -> VersionedHeads[pb.ManagedLedgerHead]:
+    """The versions of the managed ledger's head: the same compare-and-swap as
+    queue heads (:mod:`tieredstore.metadata.versions`), over our own head message."""
+    return VersionedHeads(
+        store, path,
+        decode=lambda data, key, version: decode_head(data, key, version, name=path.name),
+        fenced=lambda message: ManagedLedgerFenced(message, name=path.name),
+        error=lambda message: ManagedLedgerError(message, name=path.name),
+        corrupt=CorruptManagedLedger,
+    )
 
 
 class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
@@ -68,7 +87,7 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         cache_pages: int = 8,
     ) -> None:
         super().__init__(
-            ManagedLedgerHeadLog(store, path), head, version, writer_id=writer_id,
+            head_versions(store, path), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.sessionId, encode=encode_head,
             corrupt=lambda message: CorruptManagedLedger(message, name=path.name),
             cache_pages=cache_pages,
@@ -90,7 +109,7 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         first update). ``page_size`` applies to a new one only."""
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ValueError(f"page_size must be in 1..{MAX_PAGE_SIZE}, got {page_size}")
-        loaded = await ManagedLedgerHeadLog(store, path).load()
+        loaded = await head_versions(store, path).load()
         if loaded is None:
             version, head = 0, pb.ManagedLedgerHead(
                 formatVersion=FORMAT_VERSION, pageSize=page_size, firstLedgerId=0,
