@@ -12,7 +12,7 @@ the offload triggers are checked after each rollover.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import LedgerFenced, LedgerNotFound, ManagedLedgerFenced
@@ -28,23 +28,12 @@ class Appending(Offloading):
 
     async def _start(self) -> None:
         open_id = state.open_ledger_id(self.meta.head)
-        entries = size = 0
+        closed = None
         if open_id is not None:
             handle = await self.ledgers.open_ledger(open_id, recovery=True)
-            entries, size = handle.last_add_confirmed + 1, handle.length
+            closed = handle.last_add_confirmed + 1, handle.length
             await handle.close()
-        writer = await self._new_ledger()
-        now = self.now_ms()
-
-        def mutate(head: pb.ManagedLedgerHead) -> pb.LedgerInfo | None:
-            dropped = None
-            if open_id is not None:
-                dropped = state.close_open_ledger(head, entries=entries, size=size,
-                                                  timestamp_ms=now)
-            state.add_ledger(head, writer.ledger_id)
-            return dropped
-
-        await self._commit_rollover(writer, mutate)
+        await self._commit_rollover(await self._new_ledger(), closed)
 
     async def _new_ledger(self) -> LocalLedgerWriter:
         c = self.config
@@ -54,12 +43,19 @@ class Appending(Offloading):
             custom_metadata=[("managed-ledger", self.name.encode())],
         )
 
-    async def _commit_rollover(
-        self, writer: LocalLedgerWriter,
-        mutate: Callable[[pb.ManagedLedgerHead], pb.LedgerInfo | None],
-    ) -> None:
-        """Record ``writer``'s ledger as current; if that cannot be known to
-        have landed, delete the ledger again and fail."""
+    async def _commit_rollover(self, writer: LocalLedgerWriter,
+                               closed: tuple[int, int] | None) -> None:
+        """Record the open ledger closed with ``closed`` (entries, size; None:
+        none is open) and ``writer``'s ledger as current, in one head write; if
+        that cannot be known to have landed, delete the ledger again and fail."""
+        now = self.now_ms()
+
+        def mutate(head: pb.ManagedLedgerHead) -> pb.LedgerInfo | None:
+            dropped = None if closed is None else state.close_open_ledger(
+                head, entries=closed[0], size=closed[1], timestamp_ms=now)
+            state.add_ledger(head, writer.ledger_id)
+            return dropped
+
         try:
             dropped = await self.meta.update(mutate)
         except BaseException as exc:
@@ -153,13 +149,6 @@ class Appending(Offloading):
                 await self.ledgers.delete_ledger(new.ledger_id)
             self._failed = exc
             raise ManagedLedgerFenced(f"its ledger was fenced: {exc}", name=self.name) from exc
-        entries, size, now = old.last_add_confirmed + 1, old.length, self.now_ms()
-
-        def mutate(head: pb.ManagedLedgerHead) -> pb.LedgerInfo | None:
-            dropped = state.close_open_ledger(head, entries=entries, size=size, timestamp_ms=now)
-            state.add_ledger(head, new.ledger_id)
-            return dropped
-
-        await self._commit_rollover(new, mutate)
+        await self._commit_rollover(new, (old.last_add_confirmed + 1, old.length))
         if self.config.auto_offload and self.config.offload_triggers and self.offloader:
             self._background.spawn(self.maybe_offload(), f"offload of {self.name}")
