@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from tieredstore.errors import TieredStoreError
+from tieredstore.sizes import MiB
 
 BytesLike: TypeAlias = bytes | bytearray | memoryview
 
@@ -36,8 +37,6 @@ ENTRY_HEADER_SIZE: Final = 12
 """``[len int32][entry_id int64]`` in front of every entry's payload."""
 PADDING_PATTERN: Final = bytes.fromhex("FEDCDEAD")
 
-KiB: Final = 1024
-MiB: Final = 1024 * KiB
 DEFAULT_BLOCK_SIZE: Final = 64 * MiB
 """Pulsar's default ``maxBlockSizeInBytes``."""
 MIN_BLOCK_SIZE: Final = 5 * MiB

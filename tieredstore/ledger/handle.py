@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass, field
 
 from tieredstore.ledger.format import BytesLike, EntryOutOfRange, LedgerFormatError
-from tieredstore.ledger.index import parse_ledger_metadata, serialize_ledger_metadata
+from tieredstore.ledger.index import parse_ledger_metadata
 from tieredstore.ledger.ledger_metadata_pb2 import LedgerMetadataFormat
 
 
@@ -99,7 +99,7 @@ class LedgerMetadata:
         return msg
 
     def to_bytes(self) -> bytes:
-        return serialize_ledger_metadata(self.to_proto())
+        return self.to_proto().SerializeToString()  # every required field is set
 
     @classmethod
     def from_proto(cls, msg: LedgerMetadataFormat) -> LedgerMetadata:

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from google.protobuf.message import DecodeError, EncodeError
+from google.protobuf.message import DecodeError
 
 from tieredstore.ledger.block import BlockPlan
 from tieredstore.ledger.format import (
@@ -55,13 +55,6 @@ def parse_ledger_metadata(data: BytesLike) -> LedgerMetadataFormat:
         missing: list[str] = msg.FindInitializationErrors()  # type: ignore[attr-defined]
         raise LedgerFormatError(f"ledger metadata lacks required fields: {', '.join(missing)}")
     return msg
-
-
-def serialize_ledger_metadata(msg: LedgerMetadataFormat) -> bytes:
-    try:
-        return msg.SerializeToString()
-    except EncodeError as exc:
-        raise LedgerFormatError(f"ledger metadata cannot be serialized: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
