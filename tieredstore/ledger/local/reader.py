@@ -8,6 +8,7 @@ an open one is read as far as its log holds whole entries.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -47,12 +48,9 @@ class LocalReadHandle(ReadHandle):
         except FileNotFoundError:
             raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
         try:
-            if recovery:
-                with flock(fd):
-                    metadata = recover_ledger(store, ledger_id, fd)
-                    offsets, end, length = scan_log(ledger_id, fd, verify=False)
-            else:
-                metadata = store._read_meta(ledger_id)
+            with flock(fd) if recovery else contextlib.nullcontext():
+                metadata = (recover_ledger(store, ledger_id, fd) if recovery
+                            else store._read_meta(ledger_id))
                 offsets, end, length = scan_log(ledger_id, fd, verify=False)
             if metadata.state is LedgerState.CLOSED:
                 count = metadata.last_entry_id + 1

@@ -1,12 +1,6 @@
-"""The state a managed ledger's parts share, and the checks on it.
-
-:class:`~tieredstore.ledger.managed.managed_ledger.ManagedLedger` is put
-together from parts, one idea a module, each a class over this base:
-appending and rollover (:mod:`.appends`), reading (:mod:`.reads`),
-offloading (:mod:`.offloads`) and deleting (:mod:`.deletions`). The state
-they share is set up here once, with the checks every operation starts with
-and the background tasks they spawn.
-"""
+"""The state a managed ledger's parts (:mod:`.managed_ledger`) share, set up
+once, with the checks every operation starts with and the background tasks
+they spawn."""
 
 from __future__ import annotations
 

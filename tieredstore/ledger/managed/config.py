@@ -73,15 +73,11 @@ class ManagedLedgerConfig:
                     f"must be one of {[p.value for p in ReadPriority]}, "
                     f"got {self.read_priority!r}",
                 ) from None
-        _at_least("max_entries_per_ledger", self.max_entries_per_ledger, 1)
-        _at_least("max_ledger_bytes", self.max_ledger_bytes, 1)
-        _at_least("offload_threshold_bytes", self.offload_threshold_bytes, 0)
-        _at_least("offload_threshold_seconds", self.offload_threshold_seconds, 0)
-        _at_least("retention_bytes", self.retention_bytes, 0)
-        _at_least("retention_seconds", self.retention_seconds, 0)
-        _at_least("deletion_lag_seconds", self.deletion_lag_seconds, 0)
-        _at_least("sweep_interval_seconds", self.sweep_interval_seconds, 0)
-        _at_least("page_size", self.page_size, 1)
+        for key in ("max_entries_per_ledger", "max_ledger_bytes", "page_size"):
+            _at_least(key, getattr(self, key), 1)
+        for key in ("offload_threshold_bytes", "offload_threshold_seconds", "retention_bytes",
+                    "retention_seconds", "deletion_lag_seconds", "sweep_interval_seconds"):
+            _at_least(key, getattr(self, key), 0)
         if not 1 <= self.ack_quorum_size <= self.write_quorum_size <= self.ensemble_size:
             raise ConfigError(
                 "ack_quorum_size",
