@@ -60,8 +60,8 @@ def offload_garbage(config: TieredStoreConfig, store: ObjectStore
     """The offload attempts no managed ledger under ``ledger_root`` records, and
     their leftovers and uploads (:func:`find_offload_garbage`), as a finder of
     the store's garbage collection (``finders``)."""
-    offloader = SegmentLedgerOffloader(store, options=offload_options(config))
-    return functools.partial(find_offload_garbage, offloader, store, root=config.ledger_root)
+    return functools.partial(find_offload_garbage, store, offload_namespace(config), store,
+                             root=config.ledger_root)
 
 
 def ledger_dir(config: TieredStoreConfig) -> str:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.ledger.errors import CorruptManagedLedger
-from tieredstore.ledger.location import OffloadLocation
+from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
@@ -110,9 +110,7 @@ async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Att
         raise
 
 
-async def _list_attempts(offloader: SegmentLedgerOffloader) -> dict[Attempt, _Listed]:
-    space = offloader.options.namespace
-    store = offloader.store
+async def _list_attempts(store: ObjectStore, space: OffloadNamespace) -> dict[Attempt, _Listed]:
     attempts: dict[Attempt, _Listed] = {}
 
     def attempt_of(key: str) -> _Listed | None:
@@ -132,11 +130,12 @@ async def _list_attempts(offloader: SegmentLedgerOffloader) -> dict[Attempt, _Li
 
 
 async def find_offload_garbage(
-    offloader: SegmentLedgerOffloader, metadata_store: ObjectStore, cutoff: datetime, *,
-    root: str = "managed-ledgers",
+    store: ObjectStore, space: OffloadNamespace, metadata_store: ObjectStore,
+    cutoff: datetime, *, root: str = "managed-ledgers",
 ) -> list[Garbage]:
-    """Everything a sweep would delete, older than ``cutoff``, without deleting it."""
-    listed = await _list_attempts(offloader)  # first the objects...
+    """Everything a sweep of the offload namespace ``space`` in ``store`` would
+    delete, older than ``cutoff``, without deleting it."""
+    listed = await _list_attempts(store, space)  # first the objects...
     referenced = await referenced_offloads(metadata_store, root)  # ...then the metadata
     found: list[Garbage] = []
     for attempt, got in sorted(listed.items()):
@@ -164,5 +163,6 @@ async def sweep_offloads(
     """Find (see :func:`find_offload_garbage`) and, unless ``dry_run``,
     delete what no managed ledger references in ``offloader``'s namespace."""
     cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
-    found = await find_offload_garbage(offloader, metadata_store, cutoff, root=root)
+    found = await find_offload_garbage(offloader.store, offloader.options.namespace,
+                                       metadata_store, cutoff, root=root)
     return await collect(offloader.store, found, dry_run=dry_run)
