@@ -17,6 +17,7 @@ from pathlib import Path
 from tieredstore.ledger.entrylog import (
     RECORD_HEADER_SIZE,
     EntryLogError,
+    RecordHeader,
     check_record,
     decode_header,
 )
@@ -95,23 +96,22 @@ def scan_log(ledger_id: int, fd: int, *, verify: bool) -> tuple[list[int], int, 
     pos = length = 0
     while pos < size:
         entry_id = len(offsets)
-        problem = _check_at(fd, ledger_id, entry_id, pos, size=size, verify=verify)
-        if problem is not None:
-            if verify and not _torn_tail(fd, pos, size, problem):
+        header = _record_at(fd, ledger_id, entry_id, pos, size=size, verify=verify)
+        if not isinstance(header, RecordHeader):
+            if verify and not _torn_tail(fd, pos, size, header):
                 raise CorruptLedger(
-                    f"log offset {pos}, entry {entry_id}: {problem[0]}", ledger_id=ledger_id
+                    f"log offset {pos}, entry {entry_id}: {header[0]}", ledger_id=ledger_id
                 )
             break
-        header = decode_header(os.pread(fd, RECORD_HEADER_SIZE, pos))
         offsets.append(pos)
         length += header.length
         pos += header.record_size
     return offsets, pos, length
 
 
-def _check_at(fd: int, ledger_id: int, entry_id: int, pos: int, *, size: int, verify: bool
-              ) -> tuple[str, int] | None:
-    """None if a whole, valid record of ``entry_id`` starts at ``pos``; else
+def _record_at(fd: int, ledger_id: int, entry_id: int, pos: int, *, size: int, verify: bool
+               ) -> RecordHeader | tuple[str, int]:
+    """The header of the whole, valid record of ``entry_id`` at ``pos``; else
     what is wrong and where the bad record would end (-1: unknown)."""
     if pos + RECORD_HEADER_SIZE > size:
         return "partial record header", size
@@ -128,7 +128,7 @@ def _check_at(fd: int, ledger_id: int, entry_id: int, pos: int, *, size: int, ve
             check_record(os.pread(fd, header.record_size, pos), ledger_id, entry_id)
         except EntryLogError as exc:
             return str(exc), pos + header.record_size
-    return None
+    return header
 
 
 def _torn_tail(fd: int, pos: int, size: int, problem: tuple[str, int]) -> bool:

@@ -14,6 +14,7 @@ import asyncio
 import os
 import re
 import time
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -73,10 +74,8 @@ class LocalLedgerStore:
 
     def _create(self, ledger_id: int | None, metadata: LedgerMetadata) -> int:
         candidate = ledger_id if ledger_id is not None else self._next_id()
-        data = encode_metadata(metadata)
         while True:
-            tmp = self.root / f".{candidate:020d}.meta.{os.getpid()}.{time.monotonic_ns()}"
-            write_file(tmp, data, self.fsync)
+            tmp = self._write_tmp(metadata)
             try:
                 if self.meta_path(candidate).exists():
                     raise FileExistsError
@@ -127,11 +126,14 @@ class LocalLedgerStore:
         except (CorruptMetadata, ValueError) as exc:
             raise CorruptLedger(f"metadata file: {exc}", ledger_id=ledger_id) from None
 
-    def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:
-        path = self.meta_path(ledger_id)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}")
+    def _write_tmp(self, metadata: LedgerMetadata) -> Path:
+        """A metadata file under a temporary name (a dot file, never listed)."""
+        tmp = self.root / f".meta.{uuid.uuid4().hex}"
         write_file(tmp, encode_metadata(metadata), self.fsync)
-        os.replace(tmp, path)
+        return tmp
+
+    def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:
+        os.replace(self._write_tmp(metadata), self.meta_path(ledger_id))
         if self.fsync:
             fsync_dir(self.root)
 
