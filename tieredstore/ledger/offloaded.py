@@ -50,13 +50,12 @@ class OffloadedReadHandle(ReadHandle):
         segment: ChunkedSegment,
         *,
         scan_bytes: int = DEFAULT_SCAN_BYTES,
-        offset_capacity: int = 1 << 16,
     ) -> None:
         self.location = location
         self.index = index
         self.segment = segment
         self.scan_bytes = max(ENTRY_HEADER_SIZE, scan_bytes)
-        self.offsets = OffsetCache(offset_capacity)
+        self.offsets = OffsetCache()
         self._metadata = LedgerMetadata.from_bytes(index.ledger_metadata)
         self._recent: OrderedDict[int, LedgerEntry] = OrderedDict()
         self._closed = False

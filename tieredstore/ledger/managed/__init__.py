@@ -4,7 +4,6 @@ from tieredstore.ledger.managed.config import ManagedLedgerConfig, ReadPriority
 from tieredstore.ledger.managed.gc import (
     find_offload_garbage,
     recorded_offloads,
-    referenced_offloads,
     sweep_offloads,
 )
 from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
@@ -25,6 +24,5 @@ __all__ = [
     "ReadPriority",
     "find_offload_garbage",
     "recorded_offloads",
-    "referenced_offloads",
     "sweep_offloads",
 ]

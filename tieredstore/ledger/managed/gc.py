@@ -99,17 +99,6 @@ async def recorded_offloads(metadata_store: ObjectStore, root: str) -> dict[Atte
     return out
 
 
-async def referenced_offloads(metadata_store: ObjectStore, root: str) -> set[Attempt]:
-    """Every ``(ledger_id, uuid)`` the newest metadata of a managed ledger
-    under ``root`` records, complete or not (:func:`recorded_offloads`).
-    Raises :class:`CorruptManagedLedger` if a newest head cannot be read."""
-    try:
-        return set(await recorded_offloads(metadata_store, root) or ())
-    except CorruptManagedLedger as exc:
-        exc.args = (f"{exc}: refusing to sweep",)
-        raise
-
-
 async def _list_attempts(store: ObjectStore, space: OffloadNamespace) -> dict[Attempt, _Listed]:
     attempts: dict[Attempt, _Listed] = {}
 
@@ -136,7 +125,11 @@ async def find_offload_garbage(
     """Everything a sweep of the offload namespace ``space`` in ``store`` would
     delete, older than ``cutoff``, without deleting it."""
     listed = await _list_attempts(store, space)  # first the objects...
-    referenced = await referenced_offloads(metadata_store, root)  # ...then the metadata
+    try:  # ...then the metadata
+        referenced = set(await recorded_offloads(metadata_store, root) or ())
+    except CorruptManagedLedger as exc:
+        exc.args = (f"{exc}: refusing to sweep",)
+        raise
     found: list[Garbage] = []
     for attempt, got in sorted(listed.items()):
         location = got.location
