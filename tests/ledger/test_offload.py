@@ -26,17 +26,21 @@ from tieredstore.ledger import (
     EntryOutOfRange,
     EntryTooLarge,
     LedgerEntry,
+    LedgerSelection,
     LocalLedgerStore,
     LocalReadHandle,
     OffloadedReadHandle,
     OffloadExists,
     OffloadFenced,
     OffloadMetadataTooLarge,
+    OffloadNamespace,
     OffloadNotFound,
     OffloadOptions,
     OffloadRefused,
     SegmentLedgerOffloader,
     parse_offload_key,
+    plan_ledger_slices,
+    read_ledger_slice,
 )
 from tieredstore.ledger.format import data_object_name, index_object_name
 from tieredstore.ledger.index import OffloadIndex
@@ -320,3 +324,21 @@ async def test_incomplete_attempt_is_not_readable(ledgers: LocalLedgerStore,
     await memory.delete(off.locate(source.ledger_id, UUID).index_key)
     with pytest.raises(OffloadNotFound):
         await off.read_offloaded(source.ledger_id, UUID)
+
+
+async def test_slices_of_a_namespace_without_prefix(ledgers: LocalLedgerStore,
+                                                    memory: MemoryObjectStore) -> None:
+    """An offload namespace with an empty prefix: its keys start with the hash,
+    and planning finds its attempts all the same (it listed "/" and found none)."""
+    entries = [b"entry %d" % i for i in range(5)]
+    source = await make_ledger(ledgers, entries)
+    space = OffloadNamespace("", "c", "n")
+    off = SegmentLedgerOffloader(memory, options=OffloadOptions(
+        block_size=5 * MiB, chunk_size=5 * MiB, namespace=space))
+    await off.offload(source, UUID, {})
+    await off.close()
+    (part,) = await plan_ledger_slices(memory, space, LedgerSelection())
+    assert (part.ledger_id, part.offload_uuid, part.first, part.last) == (
+        source.ledger_id, str(UUID), 0, 4)
+    read = [e async for batch in read_ledger_slice(memory, part) for e in batch]
+    assert read == [LedgerEntry(i, p) for i, p in enumerate(entries)]
