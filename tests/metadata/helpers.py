@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from tieredstore.errors import ServerError
 from tieredstore.metadata import COMMIT_LOG, FileType, SegmentRecord
 from tieredstore.objectstore import Chokepoint, MemoryObjectStore, ObjectInfo, RetryPolicy
+
+T = TypeVar("T")
 
 
 def record(
@@ -85,11 +88,9 @@ class LostAnswerStore(MemoryObjectStore):
         super().__init__(chokepoint=Chokepoint(RetryPolicy(base_delay=0.0, max_delay=0.0)))
         self.lose_next = False
 
-    def _put_now(
-        self, key: str, data: bytes | memoryview, if_none_match: bool, metadata: dict[str, str]
-    ) -> ObjectInfo:
-        info = super()._put_now(key, data, if_none_match, metadata)
-        if self.lose_next:
+    async def _execute(self, op: str, key: str, call: Callable[[], T]) -> T:
+        done = await super()._execute(op, key, call)
+        if op == "put" and self.lose_next:
             self.lose_next = False
             raise ServerError("answer lost after the put landed", op="put", key=key)
-        return info
+        return done

@@ -6,7 +6,7 @@ import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -46,6 +46,8 @@ from tieredstore.testing import FaultKind, FaultSchedule, FaultyObjectStore
 KiB = 1024
 MiB = 1024 * KiB
 CHUNK = 64 * KiB
+
+T = TypeVar("T")
 
 
 # --- helpers -------------------------------------------------------------------
@@ -114,8 +116,9 @@ class FlakyStore(MemoryObjectStore):
         self.failed = 0
         self.lost = 0
 
-    def _put_now(self, key: str, data: bytes | memoryview, if_none_match: bool,
-                 metadata: dict[str, str]) -> ObjectInfo:
+    async def _execute(self, op: str, key: str, call: Callable[[], T]) -> T:
+        if op != "put":
+            return await super()._execute(op, key, call)
         if self.fail_first > 0:
             self.fail_first -= 1
             self.failed += 1
@@ -124,11 +127,11 @@ class FlakyStore(MemoryObjectStore):
         if roll < self.rate:
             self.failed += 1
             raise ServerError("injected 500", op="put", key=key)
-        info = super()._put_now(key, data, if_none_match, metadata)
+        done = await super()._execute(op, key, call)
         if roll < self.rate + self.lose_rate:
             self.lost += 1
             raise TransientError("injected: connection dropped after the PUT", op="put", key=key)
-        return info
+        return done
 
 
 class GatedStore(MemoryObjectStore):

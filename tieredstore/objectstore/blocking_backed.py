@@ -1,31 +1,62 @@
-"""The async ObjectStore over blocking primitives: the base of the memory and local backends.
+"""The async ObjectStore over blocking bodies: the base of the memory and local backends.
 
-The async interface, the chokepoint routing and the S3 rule checks live here
-once; a backend fills in the blocking ``_*_now`` methods and says how to run
-them (inline for memory, in a worker thread for files).
+A backend writes each operation once, as a blocking method with the
+operation's own signature, and marks it :func:`blocking`: its callers await
+it, each attempt runs through the store's chokepoint and the backend's
+:meth:`BlockingBackedObjectStore._execute` (inline for memory, in a worker
+thread for files). S3's rules that an emulating backend must enforce itself
+(ranges, part numbers and sizes, completes, ETags) live here once.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+import functools
+import hashlib
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import InvalidRequest
 from tieredstore.objectstore.base import (
     MAX_LIST_PAGE,
     MAX_PART_SIZE,
+    MIN_PART_SIZE,
     ByteRange,
     ObjectData,
     ObjectInfo,
     ObjectStore,
     PartInfo,
-    UploadInfo,
     check_part_number,
 )
 
 T = TypeVar("T")
+P = ParamSpec("P")
+S = TypeVar("S", bound="BlockingBackedObjectStore")
+
+
+def blocking(op: str, *, sends: str = "") -> Callable[
+        [Callable[Concatenate[S, P], T]], Callable[Concatenate[S, P], Coroutine[Any, Any, T]]]:
+    """The ObjectStore operation ``op`` from its blocking body: each attempt runs
+    the body through the store's :meth:`~BlockingBackedObjectStore._execute`,
+    inside its chokepoint. ``sends`` names the argument whose bytes go up."""
+
+    def wrap(body: Callable[Concatenate[S, P], T]
+             ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, T]]:
+        at = [*inspect.signature(body).parameters].index(sends) - 1 if sends else 0
+
+        async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            key = args[0] if args and isinstance(args[0], str) else ""
+            sent: Any = (kwargs[sends] if sends in kwargs else args[at]) if sends else b""
+            call = functools.partial(body, self, *args, **kwargs)
+            return await self.chokepoint.call(
+                op, lambda: self._execute(op, key, call), bytes_up=len(sent))
+
+        functools.update_wrapper(run, body)
+        return run
+
+    return wrap
 
 
 def slice_range(key: str, data: bytes, byte_range: ByteRange | None, op: str = "get") -> bytes:
@@ -58,83 +89,69 @@ def check_part(key: str, number: int, size: int, op: str) -> None:
         raise InvalidRequest(f"EntityTooLarge: part {number} has {size} bytes", op=op, key=key)
 
 
+def check_complete_parts(
+    key: str, parts: Sequence[PartInfo], stored: Callable[[int], tuple[str, int] | None]
+) -> None:
+    """S3's rules for CompleteMultipartUpload: at least one part, ascending
+    without repeats, each uploaded with that ETag, every one but the last at
+    least 5 MiB. ``stored(n)`` gives (etag, size) of uploaded part ``n``, or None.
+    """
+    op = "complete_multipart"
+    if not parts:
+        raise InvalidRequest("multipart upload has no parts", op=op, key=key)
+    numbers = [p.part_number for p in parts]
+    if numbers != sorted(set(numbers)):
+        raise InvalidRequest(f"parts must ascend without repeats, got {numbers[:10]}",
+                             op=op, key=key)
+    for i, part in enumerate(parts):
+        found = stored(part.part_number)
+        if found is None or found[0] != part.etag:
+            raise InvalidRequest(
+                f"InvalidPart: part {part.part_number} was not uploaded with that ETag",
+                op=op, key=key)
+        if i < len(parts) - 1 and found[1] < MIN_PART_SIZE:
+            raise InvalidRequest(
+                f"EntityTooSmall: part {part.part_number} has {found[1]} bytes, "
+                f"every part but the last needs at least {MIN_PART_SIZE}", op=op, key=key)
+
+
+def md5_etag(data: bytes | memoryview) -> str:
+    """S3's ETag of a single-part object: the hex MD5 of its bytes, quoted."""
+    return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
+
+
+def multipart_etag(part_etags: Sequence[str]) -> str:
+    """S3's ETag of a multipart object: MD5 of the part MD5s, dash, part count."""
+    digest = hashlib.md5(usedforsecurity=False)
+    for etag in part_etags:
+        digest.update(bytes.fromhex(etag.strip('"')))
+    return f'"{digest.hexdigest()}-{len(part_etags)}"'
+
+
 class BlockingBackedObjectStore(ObjectStore):
-    """An async ObjectStore whose operations run blocking ``_*_now`` methods."""
+    """An async ObjectStore whose operations are :func:`blocking` bodies."""
 
     @abc.abstractmethod
-    async def _execute(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a blocking primitive (inline, or in a worker thread)."""
-
-    def _validate_key(self, key: str) -> None:
-        """Refuse keys this backend cannot hold."""
-
-    async def _op(self, op: str, fn: Callable[..., T], *args: Any, bytes_up: int = 0) -> T:
-        return await self.chokepoint.call(op, lambda: self._execute(fn, *args), bytes_up=bytes_up)
-
-    # --- primitives ---------------------------------------------------------
+    async def _execute(self, op: str, key: str, call: Callable[[], T]) -> T:
+        """Run one attempt of ``op`` on ``key``: the blocking ``call`` (inline, or
+        in a worker thread). Test stores override it to fail an attempt."""
 
     @abc.abstractmethod
-    def _put_now(
-        self, key: str, data: bytes | memoryview, if_none_match: bool, metadata: dict[str, str]
-    ) -> ObjectInfo: ...
+    def _read(self, key: str, byte_range: ByteRange | None) -> ObjectData:
+        """The blocking body of :meth:`get_object`."""
 
     @abc.abstractmethod
-    def _get_now(self, key: str, byte_range: ByteRange | None) -> ObjectData: ...
+    async def _list(self, prefix: str) -> list[ObjectInfo]:
+        """Every object under the prefix, sorted by key (a :func:`blocking` "list")."""
 
     @abc.abstractmethod
-    def _head_now(self, key: str) -> ObjectInfo: ...
+    async def _delete(self, keys: list[str]) -> None:
+        """Delete some keys (a :func:`blocking` "delete")."""
 
-    @abc.abstractmethod
-    def _list_now(self, prefix: str) -> list[ObjectInfo]:
-        """Every object under the prefix, sorted by key."""
-
-    @abc.abstractmethod
-    def _delete_now(self, keys: list[str]) -> None: ...
-
-    @abc.abstractmethod
-    def _create_multipart_now(self, key: str, metadata: dict[str, str]) -> str: ...
-
-    @abc.abstractmethod
-    def _upload_part_now(
-        self, key: str, upload_id: str, number: int, data: bytes | memoryview
-    ) -> PartInfo: ...
-
-    @abc.abstractmethod
-    def _upload_part_copy_now(
-        self, key: str, upload_id: str, number: int, source_key: str, source_range: ByteRange
-    ) -> PartInfo: ...
-
-    @abc.abstractmethod
-    def _complete_now(
-        self, key: str, upload_id: str, parts: list[PartInfo], if_none_match: bool
-    ) -> ObjectInfo: ...
-
-    @abc.abstractmethod
-    def _abort_now(self, key: str, upload_id: str) -> None: ...
-
-    @abc.abstractmethod
-    def _list_uploads_now(self, prefix: str) -> list[UploadInfo]: ...
-
-    # --- the async interface --------------------------------------------------
-
-    async def put(
-        self,
-        key: str,
-        data: bytes | memoryview,
-        *,
-        if_none_match: bool = False,
-        metadata: Mapping[str, str] | None = None,
-    ) -> ObjectInfo:
+    @blocking("get")
+    def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         # docstring inherited
-        self._validate_key(key)
-        return await self._op(
-            "put", self._put_now, key, data, if_none_match, dict(metadata or {}),
-            bytes_up=len(data),
-        )
-
-    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
-        # docstring inherited
-        return await self._op("get", self._get_now, key, byte_range)
+        return self._read(key, byte_range)
 
     async def get_object_with_crc(self, key: str, byte_range: ByteRange | None = None
                                   ) -> ObjectData:
@@ -142,84 +159,20 @@ class BlockingBackedObjectStore(ObjectStore):
         if type(self).get_object is not BlockingBackedObjectStore.get_object:
             # A subclass reads its own way (a fault injector): through it.
             return await super().get_object_with_crc(key, byte_range)
-        return await self._op("get", self._get_with_crc_now, key, byte_range)
+        return await self._get_with_crc(key, byte_range)
 
-    def _get_with_crc_now(self, key: str, byte_range: ByteRange | None) -> ObjectData:
-        got = self._get_now(key, byte_range)
+    @blocking("get")
+    def _get_with_crc(self, key: str, byte_range: ByteRange | None) -> ObjectData:
+        got = self._read(key, byte_range)
         return ObjectData(got.data, got.info, crc32c(got.data))
-
-    async def head(self, key: str) -> ObjectInfo:
-        # docstring inherited
-        return await self._op("head", self._head_now, key)
 
     async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
         # docstring inherited
-        found = await self._op("list", self._list_now, prefix)
+        found = await self._list(prefix)
         for i in range(0, len(found), MAX_LIST_PAGE):
             yield found[i : i + MAX_LIST_PAGE]
 
     async def delete_many(self, keys: Sequence[str]) -> None:
         # docstring inherited
-        for key in keys:
-            self._validate_key(key)
         if keys:
-            await self._op("delete", self._delete_now, list(keys))
-
-    async def create_multipart(
-        self, key: str, *, metadata: Mapping[str, str] | None = None
-    ) -> str:
-        # docstring inherited
-        self._validate_key(key)
-        return await self._op(
-            "create_multipart", self._create_multipart_now, key, dict(metadata or {})
-        )
-
-    async def upload_part(
-        self, key: str, upload_id: str, part_number: int, data: bytes | memoryview
-    ) -> PartInfo:
-        # docstring inherited
-        check_part(key, part_number, len(data), "upload_part")
-        return await self._op(
-            "upload_part", self._upload_part_now, key, upload_id, part_number, data,
-            bytes_up=len(data),
-        )
-
-    async def upload_part_copy(
-        self,
-        key: str,
-        upload_id: str,
-        part_number: int,
-        source_key: str,
-        source_range: ByteRange,
-    ) -> PartInfo:
-        # docstring inherited
-        check_part(key, part_number, source_range.length, "upload_part_copy")
-        return await self._op(
-            "upload_part_copy", self._upload_part_copy_now,
-            key, upload_id, part_number, source_key, source_range,
-        )
-
-    async def complete_multipart(
-        self,
-        key: str,
-        upload_id: str,
-        parts: Sequence[PartInfo],
-        *,
-        if_none_match: bool = False,
-    ) -> ObjectInfo:
-        # docstring inherited
-        return await self._op(
-            "complete_multipart", self._complete_now, key, upload_id, list(parts), if_none_match
-        )
-
-    async def abort_multipart(self, key: str, upload_id: str) -> None:
-        # docstring inherited
-        await self._op("abort_multipart", self._abort_now, key, upload_id)
-
-    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
-        # docstring inherited
-        return await self._op("list_multipart_uploads", self._list_uploads_now, prefix)
-
-
-__all__ = ["MAX_LIST_PAGE", "BlockingBackedObjectStore", "check_copy_range",
-           "check_range_start", "slice_range"]
+            await self._delete(list(keys))

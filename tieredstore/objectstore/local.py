@@ -33,7 +33,7 @@ import os
 import shutil
 import struct
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -50,11 +50,14 @@ from tieredstore.errors import (
 from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
 from tieredstore.objectstore.blocking_backed import (
     BlockingBackedObjectStore,
+    blocking,
+    check_complete_parts,
     check_copy_range,
+    check_part,
     check_range_start,
+    multipart_etag,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
-from tieredstore.objectstore.memory import check_complete_parts, multipart_etag
 
 T = TypeVar("T")
 
@@ -157,20 +160,16 @@ class LocalObjectStore(BlockingBackedObjectStore):
         for d in (self._objects, self._uploads, self._tmp):
             d.mkdir(parents=True, exist_ok=True)
 
-    async def _execute(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _execute(self, op: str, key: str, call: Callable[[], T]) -> T:
         try:
-            return await asyncio.to_thread(fn, *args)
+            return await asyncio.to_thread(call)
         except ObjectStoreError:
             raise
         except OSError as exc:  # a full disk, a read-only mount, lost permissions
             what = exc.strerror or type(exc).__name__
             where = f" ({exc.filename})" if exc.filename else ""
             raise ObjectStoreError(f"the local store at {self.root} failed: {what}{where}",
-                                   key=str(args[0]) if args and isinstance(args[0], str)
-                                   else "") from exc
-
-    def _validate_key(self, key: str) -> None:
-        _encode_key(key)
+                                   key=key) from exc
 
     # --- file helpers ---------------------------------------------------------
 
@@ -219,8 +218,8 @@ class LocalObjectStore(BlockingBackedObjectStore):
         os.close(fd)
         return tmp
 
-    def _link_into_place(self, tmp: Path, key: str, exclusive: bool, op: str) -> None:
-        final = self._path(key)
+    def _link_into_place(self, tmp: Path, final: Path, key: str, exclusive: bool, op: str
+                         ) -> None:
         placed = False
         try:
             for attempt in range(10):
@@ -272,15 +271,17 @@ class LocalObjectStore(BlockingBackedObjectStore):
 
     # --- objects ----------------------------------------------------------------
 
-    def _put_now(
-        self, key: str, data: bytes | memoryview, if_none_match: bool, metadata: dict[str, str]
-    ) -> ObjectInfo:
+    @blocking("put", sends="data")
+    def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+            metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        # docstring inherited
+        final = self._path(key)
         etag = content_etag(data)
-        tmp = self._write_tmp([data], etag, metadata)
-        self._link_into_place(tmp, key, if_none_match, "put")
-        return ObjectInfo(key, len(data), etag, dict(metadata))
+        tmp = self._write_tmp([data], etag, dict(metadata or {}))
+        self._link_into_place(tmp, final, key, if_none_match, "put")
+        return ObjectInfo(key, len(data), etag, dict(metadata or {}))
 
-    def _get_now(self, key: str, byte_range: ByteRange | None) -> ObjectData:
+    def _read(self, key: str, byte_range: ByteRange | None) -> ObjectData:
         f, size, trailer = self._open(key, "get")
         with f:
             info = ObjectInfo(key, size, trailer["etag"], trailer["metadata"])
@@ -291,12 +292,15 @@ class LocalObjectStore(BlockingBackedObjectStore):
             f.seek(byte_range.start)
             return ObjectData(f.read(min(byte_range.end, size) - byte_range.start), info)
 
-    def _head_now(self, key: str) -> ObjectInfo:
+    @blocking("head")
+    def head(self, key: str) -> ObjectInfo:
+        # docstring inherited
         f, size, trailer = self._open(key, "head")
         f.close()
         return ObjectInfo(key, size, trailer["etag"], trailer["metadata"])
 
-    def _list_now(self, prefix: str) -> list[ObjectInfo]:
+    @blocking("list")
+    def _list(self, prefix: str) -> list[ObjectInfo]:
         # Walk the deepest directory the prefix names whole, then filter and sort.
         whole = prefix.split("/")[:-1]
         if any(p in ("", ".", "..") for p in whole):
@@ -321,10 +325,10 @@ class LocalObjectStore(BlockingBackedObjectStore):
         found.sort(key=lambda o: o.key)
         return found
 
-    def _delete_now(self, keys: list[str]) -> None:
+    @blocking("delete")
+    def _delete(self, keys: list[str]) -> None:
         parents: set[Path] = set()
-        for key in keys:
-            path = self._path(key)
+        for path in [self._path(key) for key in keys]:  # every key checked first
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 parents.add(path.parent)
@@ -355,11 +359,15 @@ class LocalObjectStore(BlockingBackedObjectStore):
             raise NoSuchUpload(f"upload {upload_id!r} is not for {key!r}", op=op, key=key)
         return directory, info
 
-    def _create_multipart_now(self, key: str, metadata: dict[str, str]) -> str:
+    @blocking("create_multipart")
+    def create_multipart(self, key: str, *, metadata: Mapping[str, str] | None = None) -> str:
+        # docstring inherited
+        self._path(key)  # refuse keys this store cannot hold
         upload_id = uuid.uuid4().hex
         directory = self._uploads / upload_id
         directory.mkdir()
-        info = {"key": key, "metadata": metadata, "initiated": datetime.now(UTC).isoformat()}
+        info = {"key": key, "metadata": dict(metadata or {}),
+                "initiated": datetime.now(UTC).isoformat()}
         tmp = directory / "info.json.tmp"
         tmp.write_text(json.dumps(info))
         os.replace(tmp, directory / "info.json")
@@ -382,15 +390,19 @@ class LocalObjectStore(BlockingBackedObjectStore):
         os.replace(tmp, directory / f"{number:05d}.part")
         return PartInfo(number, etag, size)
 
-    def _upload_part_now(
-        self, key: str, upload_id: str, number: int, data: bytes | memoryview
-    ) -> PartInfo:
+    @blocking("upload_part", sends="data")
+    def upload_part(self, key: str, upload_id: str, part_number: int,
+                    data: bytes | memoryview) -> PartInfo:
+        # docstring inherited
+        check_part(key, part_number, len(data), "upload_part")
         directory, _ = self._upload_dir(key, upload_id, "upload_part")
-        return self._store_part(directory, number, iter([bytes(data)]))
+        return self._store_part(directory, part_number, iter([bytes(data)]))
 
-    def _upload_part_copy_now(
-        self, key: str, upload_id: str, number: int, source_key: str, source_range: ByteRange
-    ) -> PartInfo:
+    @blocking("upload_part_copy")
+    def upload_part_copy(self, key: str, upload_id: str, part_number: int, source_key: str,
+                         source_range: ByteRange) -> PartInfo:
+        # docstring inherited
+        check_part(key, part_number, source_range.length, "upload_part_copy")
         directory, _ = self._upload_dir(key, upload_id, "upload_part_copy")
         f, size, _ = self._open(source_key, "upload_part_copy")
         with f:
@@ -404,11 +416,12 @@ class LocalObjectStore(BlockingBackedObjectStore):
                     left -= len(block)
                     yield block
 
-            return self._store_part(directory, number, blocks())
+            return self._store_part(directory, part_number, blocks())
 
-    def _complete_now(
-        self, key: str, upload_id: str, parts: list[PartInfo], if_none_match: bool
-    ) -> ObjectInfo:
+    @blocking("complete_multipart")
+    def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
+                           if_none_match: bool = False) -> ObjectInfo:
+        # docstring inherited
         directory, info = self._upload_dir(key, upload_id, "complete_multipart")
 
         def stored(n: int) -> tuple[str, int] | None:
@@ -429,11 +442,13 @@ class LocalObjectStore(BlockingBackedObjectStore):
         etag = multipart_etag([p.etag for p in parts])
         size = sum((directory / f"{p.part_number:05d}.part").stat().st_size for p in parts)
         tmp = self._write_tmp(blocks(), etag, info["metadata"])
-        self._link_into_place(tmp, key, if_none_match, "complete_multipart")
+        self._link_into_place(tmp, self._path(key), key, if_none_match, "complete_multipart")
         shutil.rmtree(directory, ignore_errors=True)
         return ObjectInfo(key, size, etag, info["metadata"])
 
-    def _abort_now(self, key: str, upload_id: str) -> None:
+    @blocking("abort_multipart")
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        # docstring inherited
         try:
             directory, _ = self._upload_dir(key, upload_id, "abort_multipart")
         except NoSuchUpload:
@@ -447,7 +462,7 @@ class LocalObjectStore(BlockingBackedObjectStore):
             return sorted(p.name for p in self._tmp.iterdir()
                           if p.is_file() and p.stat().st_mtime < limit)
 
-        return await self._execute(scan)
+        return await self._execute("scan", "", scan)
 
     async def delete_temporary_files(self, names: Sequence[str]) -> None:
         # docstring inherited
@@ -458,9 +473,11 @@ class LocalObjectStore(BlockingBackedObjectStore):
                 with contextlib.suppress(FileNotFoundError):
                     (self._tmp / name).unlink()
 
-        await self._execute(delete)
+        await self._execute("delete", "", delete)
 
-    def _list_uploads_now(self, prefix: str) -> list[UploadInfo]:
+    @blocking("list_multipart_uploads")
+    def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
+        # docstring inherited
         found: list[UploadInfo] = []
         for directory in self._uploads.iterdir():
             try:

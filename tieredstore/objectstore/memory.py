@@ -4,63 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import hashlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from tieredstore.errors import InvalidRequest, NoSuchUpload, ObjectNotFound, PreconditionFailed
-from tieredstore.objectstore.base import (
-    ByteRange,
-    ObjectData,
-    ObjectInfo,
-    PartInfo,
-    UploadInfo,
-    check_parts_for_complete,
-)
+from tieredstore.errors import NoSuchUpload, ObjectNotFound, PreconditionFailed
+from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
 from tieredstore.objectstore.blocking_backed import (
     BlockingBackedObjectStore,
+    blocking,
+    check_complete_parts,
     check_copy_range,
+    check_part,
+    md5_etag,
+    multipart_etag,
     slice_range,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
 
 T = TypeVar("T")
 
-
-def md5_etag(data: bytes | memoryview) -> str:
-    """S3's ETag of a single-part object: the hex MD5 of its bytes, quoted."""
-    return '"' + hashlib.md5(data, usedforsecurity=False).hexdigest() + '"'
-
-
-def multipart_etag(part_etags: Sequence[str]) -> str:
-    """S3's ETag of a multipart object: MD5 of the part MD5s, dash, part count."""
-    digest = hashlib.md5(usedforsecurity=False)
-    for etag in part_etags:
-        digest.update(bytes.fromhex(etag.strip('"')))
-    return f'"{digest.hexdigest()}-{len(part_etags)}"'
-
-
-def check_complete_parts(
-    key: str, parts: Sequence[PartInfo], stored: Callable[[int], tuple[str, int] | None]
-) -> None:
-    """Every listed part was uploaded with that ETag, and S3's size rules hold.
-
-    ``stored(n)`` gives (etag, size) of uploaded part ``n``, or None.
-    """
-    sizes: list[tuple[int, int]] = []
-    for part in parts:
-        found = stored(part.part_number)
-        if found is None or found[0] != part.etag:
-            raise InvalidRequest(
-                f"InvalidPart: part {part.part_number} was not uploaded with that ETag",
-                op="complete_multipart",
-                key=key,
-            )
-        sizes.append((part.part_number, found[1]))
-    check_parts_for_complete(key, sizes)
 
 
 @dataclass(slots=True)
@@ -91,9 +56,9 @@ class MemoryObjectStore(BlockingBackedObjectStore):
         self._uploads: dict[str, _Upload] = {}
         self._ids = itertools.count(1)
 
-    async def _execute(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _execute(self, op: str, key: str, call: Callable[[], T]) -> T:
         await asyncio.sleep(0)
-        return fn(*args)
+        return call()
 
     def _store(self, key: str, obj: _Object) -> None:
         if key not in self._objects:
@@ -112,26 +77,30 @@ class MemoryObjectStore(BlockingBackedObjectStore):
             raise NoSuchUpload(f"no upload {upload_id!r} for {key!r}", op=op, key=key)
         return upload
 
-    def _put_now(
-        self, key: str, data: bytes | memoryview, if_none_match: bool, metadata: dict[str, str]
-    ) -> ObjectInfo:
+    @blocking("put", sends="data")
+    def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+            metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        # docstring inherited
         if if_none_match and key in self._objects:
             raise PreconditionFailed(f"{key!r} already exists", op="put", key=key)
         body = bytes(data)
-        obj = _Object(body, md5_etag(body), metadata)
+        obj = _Object(body, md5_etag(body), dict(metadata or {}))
         self._store(key, obj)
-        return ObjectInfo(key, len(body), obj.etag, dict(metadata))
+        return ObjectInfo(key, len(body), obj.etag, dict(obj.metadata))
 
-    def _get_now(self, key: str, byte_range: ByteRange | None) -> ObjectData:
+    def _read(self, key: str, byte_range: ByteRange | None) -> ObjectData:
         obj = self._lookup(key, "get")
         info = ObjectInfo(key, len(obj.data), obj.etag, dict(obj.metadata))
         return ObjectData(slice_range(key, obj.data, byte_range), info)
 
-    def _head_now(self, key: str) -> ObjectInfo:
+    @blocking("head")
+    def head(self, key: str) -> ObjectInfo:
+        # docstring inherited
         obj = self._lookup(key, "head")
         return ObjectInfo(key, len(obj.data), obj.etag, dict(obj.metadata))
 
-    def _list_now(self, prefix: str) -> list[ObjectInfo]:
+    @blocking("list")
+    def _list(self, prefix: str) -> list[ObjectInfo]:
         out: list[ObjectInfo] = []
         for key in self._keys[bisect.bisect_left(self._keys, prefix) :]:
             if not key.startswith(prefix):
@@ -140,14 +109,17 @@ class MemoryObjectStore(BlockingBackedObjectStore):
             out.append(ObjectInfo(key, len(obj.data), obj.etag, modified=obj.modified))
         return out
 
-    def _delete_now(self, keys: list[str]) -> None:
+    @blocking("delete")
+    def _delete(self, keys: list[str]) -> None:
         for key in keys:
             if self._objects.pop(key, None) is not None:
                 del self._keys[bisect.bisect_left(self._keys, key)]
 
-    def _create_multipart_now(self, key: str, metadata: dict[str, str]) -> str:
+    @blocking("create_multipart")
+    def create_multipart(self, key: str, *, metadata: Mapping[str, str] | None = None) -> str:
+        # docstring inherited
         upload_id = f"upload{next(self._ids)}"
-        self._uploads[upload_id] = _Upload(key, metadata, datetime.now(UTC))
+        self._uploads[upload_id] = _Upload(key, dict(metadata or {}), datetime.now(UTC))
         return upload_id
 
     def _add_part(self, key: str, upload_id: str, number: int, body: bytes, op: str) -> PartInfo:
@@ -156,22 +128,27 @@ class MemoryObjectStore(BlockingBackedObjectStore):
         upload.parts[number] = (body, etag)
         return PartInfo(number, etag, len(body))
 
-    def _upload_part_now(
-        self, key: str, upload_id: str, number: int, data: bytes | memoryview
-    ) -> PartInfo:
-        return self._add_part(key, upload_id, number, bytes(data), "upload_part")
+    @blocking("upload_part", sends="data")
+    def upload_part(self, key: str, upload_id: str, part_number: int,
+                    data: bytes | memoryview) -> PartInfo:
+        # docstring inherited
+        check_part(key, part_number, len(data), "upload_part")
+        return self._add_part(key, upload_id, part_number, bytes(data), "upload_part")
 
-    def _upload_part_copy_now(
-        self, key: str, upload_id: str, number: int, source_key: str, source_range: ByteRange
-    ) -> PartInfo:
+    @blocking("upload_part_copy")
+    def upload_part_copy(self, key: str, upload_id: str, part_number: int, source_key: str,
+                         source_range: ByteRange) -> PartInfo:
+        # docstring inherited
+        check_part(key, part_number, source_range.length, "upload_part_copy")
         source = self._lookup(source_key, "upload_part_copy").data
         check_copy_range(source_key, len(source), source_range)
         body = source[source_range.start : source_range.end]
-        return self._add_part(key, upload_id, number, body, "upload_part_copy")
+        return self._add_part(key, upload_id, part_number, body, "upload_part_copy")
 
-    def _complete_now(
-        self, key: str, upload_id: str, parts: list[PartInfo], if_none_match: bool
-    ) -> ObjectInfo:
+    @blocking("complete_multipart")
+    def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
+                           if_none_match: bool = False) -> ObjectInfo:
+        # docstring inherited
         upload = self._upload(key, upload_id, "complete_multipart")
 
         def stored(n: int) -> tuple[str, int] | None:
@@ -187,12 +164,16 @@ class MemoryObjectStore(BlockingBackedObjectStore):
         del self._uploads[upload_id]
         return ObjectInfo(key, len(body), etag, dict(upload.metadata))
 
-    def _abort_now(self, key: str, upload_id: str) -> None:
+    @blocking("abort_multipart")
+    def abort_multipart(self, key: str, upload_id: str) -> None:
+        # docstring inherited
         upload = self._uploads.get(upload_id)
         if upload is not None and upload.key == key:
             del self._uploads[upload_id]
 
-    def _list_uploads_now(self, prefix: str) -> list[UploadInfo]:
+    @blocking("list_multipart_uploads")
+    def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
+        # docstring inherited
         return sorted(
             (
                 UploadInfo(u.key, uid, u.initiated)
