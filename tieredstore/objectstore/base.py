@@ -243,28 +243,3 @@ def check_part_number(key: str, part_number: int) -> None:
             f"part number {part_number} outside 1..{MAX_PARTS}", op="upload_part", key=key
         )
 
-
-def check_parts_for_complete(key: str, parts: Sequence[tuple[int, int]]) -> None:
-    """S3's rules for CompleteMultipartUpload, given (part_number, size) pairs.
-
-    Parts ascend, none repeats, there is at least one, every part but the last
-    is at least 5 MiB. Emulating backends call this so that they refuse what
-    S3 refuses.
-    """
-    if not parts:
-        raise InvalidRequest("multipart upload has no parts", op="complete_multipart", key=key)
-    numbers = [n for n, _ in parts]
-    if numbers != sorted(set(numbers)):
-        raise InvalidRequest(
-            f"parts must ascend without repeats, got {numbers[:10]}",
-            op="complete_multipart",
-            key=key,
-        )
-    for number, size in parts[:-1]:
-        if size < MIN_PART_SIZE:
-            raise InvalidRequest(
-                f"EntityTooSmall: part {number} has {size} bytes, "
-                f"every part but the last needs at least {MIN_PART_SIZE}",
-                op="complete_multipart",
-                key=key,
-            )
