@@ -21,7 +21,6 @@ import botocore.exceptions
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
     NoSuchBucket,
-    NoSuchUpload,
     ObjectNotFound,
     ObjectStoreError,
     ServerError,
@@ -107,6 +106,14 @@ class S3ObjectStore(ObjectStore):
 
         return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
 
+    async def _send(self, op: str, key: str, method: str, *, bytes_up: int = 0,
+                    **params: Any) -> Any:
+        """One request whose answer needs no reading inside the attempt: the
+        client's ``method`` on the bucket with ``params``, its response."""
+        return await self._call(
+            op, key, lambda client: getattr(client, method)(Bucket=self.bucket, **params),
+            bytes_up=bytes_up)
+
     async def close(self) -> None:
         # docstring inherited
         stack, self._stack, self._client = self._stack, None, None
@@ -172,12 +179,9 @@ class S3ObjectStore(ObjectStore):
         extra.update(self._sse)
         if metadata:
             extra["Metadata"] = dict(metadata)
-
-        async def request(client: Any) -> ObjectInfo:
-            resp = await client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
-            return ObjectInfo(key, len(body), resp.get("ETag", ""), dict(metadata or {}))
-
-        return await self._call("put", key, request, bytes_up=len(body))
+        resp = await self._send("put", key, "put_object", Key=key, Body=body,
+                                bytes_up=len(body), **extra)
+        return ObjectInfo(key, len(body), resp.get("ETag", ""), dict(metadata or {}))
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
         # docstring inherited
@@ -217,27 +221,18 @@ class S3ObjectStore(ObjectStore):
 
     async def head(self, key: str) -> ObjectInfo:
         # docstring inherited
-        async def request(client: Any) -> ObjectInfo:
-            resp = await client.head_object(Bucket=self.bucket, Key=key)
-            return ObjectInfo(
-                key, int(resp["ContentLength"]), resp.get("ETag", ""), resp.get("Metadata", {})
-            )
-
-        return await self._call("head", key, request)
+        resp = await self._send("head", key, "head_object", Key=key)
+        return ObjectInfo(
+            key, int(resp["ContentLength"]), resp.get("ETag", ""), resp.get("Metadata", {})
+        )
 
     async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
         # docstring inherited
         token: str | None = None
         while True:
-            extra = {"ContinuationToken": token} if token else {}
-
-            async def request(client: Any, extra: dict[str, str] = extra) -> dict[str, Any]:
-                resp: dict[str, Any] = await client.list_objects_v2(
-                    Bucket=self.bucket, Prefix=prefix, MaxKeys=MAX_LIST_PAGE, **extra
-                )
-                return resp
-
-            resp = await self._call("list", prefix, request)
+            extra: dict[str, Any] = {"ContinuationToken": token} if token else {}
+            resp = await self._send("list", prefix, "list_objects_v2", Prefix=prefix,
+                                    MaxKeys=MAX_LIST_PAGE, **extra)
             page = [
                 ObjectInfo(o["Key"], int(o["Size"]), o.get("ETag", ""),
                            modified=o.get("LastModified"))
@@ -278,12 +273,9 @@ class S3ObjectStore(ObjectStore):
         # docstring inherited
         extra: dict[str, Any] = {"Metadata": dict(metadata)} if metadata else {}
         extra.update(self._sse)
-
-        async def request(client: Any) -> str:
-            resp = await client.create_multipart_upload(Bucket=self.bucket, Key=key, **extra)
-            return str(resp["UploadId"])
-
-        return await self._call("create_multipart", key, request)
+        resp = await self._send("create_multipart", key, "create_multipart_upload", Key=key,
+                                **extra)
+        return str(resp["UploadId"])
 
     async def upload_part(
         self, key: str, upload_id: str, part_number: int, data: bytes | memoryview
@@ -291,14 +283,9 @@ class S3ObjectStore(ObjectStore):
         # docstring inherited
         check_part_number(key, part_number)
         body = bytes(data)
-
-        async def request(client: Any) -> PartInfo:
-            resp = await client.upload_part(
-                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=body
-            )
-            return PartInfo(part_number, resp["ETag"], len(body))
-
-        return await self._call("upload_part", key, request, bytes_up=len(body))
+        resp = await self._send("upload_part", key, "upload_part", Key=key, UploadId=upload_id,
+                                PartNumber=part_number, Body=body, bytes_up=len(body))
+        return PartInfo(part_number, resp["ETag"], len(body))
 
     async def upload_part_copy(
         self,
@@ -310,19 +297,11 @@ class S3ObjectStore(ObjectStore):
     ) -> PartInfo:
         # docstring inherited
         check_part_number(key, part_number)
-
-        async def request(client: Any) -> PartInfo:
-            resp = await client.upload_part_copy(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=part_number,
-                CopySource={"Bucket": self.bucket, "Key": source_key},
-                CopySourceRange=source_range.http_header(),
-            )
-            return PartInfo(part_number, resp["CopyPartResult"]["ETag"], source_range.length)
-
-        return await self._call("upload_part_copy", key, request)
+        resp = await self._send(
+            "upload_part_copy", key, "upload_part_copy", Key=key, UploadId=upload_id,
+            PartNumber=part_number, CopySource={"Bucket": self.bucket, "Key": source_key},
+            CopySourceRange=source_range.http_header())
+        return PartInfo(part_number, resp["CopyPartResult"]["ETag"], source_range.length)
 
     async def complete_multipart(
         self,
@@ -333,46 +312,25 @@ class S3ObjectStore(ObjectStore):
         if_none_match: bool = False,
     ) -> ObjectInfo:
         # docstring inherited
-        extra = {"IfNoneMatch": "*"} if if_none_match else {}
+        extra: dict[str, Any] = {"IfNoneMatch": "*"} if if_none_match else {}
         listed = [{"PartNumber": p.part_number, "ETag": p.etag} for p in parts]
-
-        async def request(client: Any) -> ObjectInfo:
-            resp = await client.complete_multipart_upload(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                MultipartUpload={"Parts": listed},
-                **extra,
-            )
-            return ObjectInfo(key, sum(p.size for p in parts), resp.get("ETag", ""))
-
-        return await self._call("complete_multipart", key, request)
+        resp = await self._send("complete_multipart", key, "complete_multipart_upload", Key=key,
+                                UploadId=upload_id, MultipartUpload={"Parts": listed}, **extra)
+        return ObjectInfo(key, sum(p.size for p in parts), resp.get("ETag", ""))
 
     async def abort_multipart(self, key: str, upload_id: str) -> None:
         # docstring inherited
-        async def request(client: Any) -> None:
-            await client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-
-        try:
-            await self._call("abort_multipart", key, request)
-        except NoSuchUpload:
-            pass
-        except ObjectNotFound:
-            pass
+        with contextlib.suppress(ObjectNotFound):  # NoSuchUpload among them
+            await self._send("abort_multipart", key, "abort_multipart_upload", Key=key,
+                             UploadId=upload_id)
 
     async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
         # docstring inherited
         found: list[UploadInfo] = []
-        markers: dict[str, str] = {}
+        markers: dict[str, Any] = {}
         while True:
-
-            async def request(client: Any, markers: dict[str, str] = markers) -> dict[str, Any]:
-                resp: dict[str, Any] = await client.list_multipart_uploads(
-                    Bucket=self.bucket, Prefix=prefix, MaxUploads=MAX_LIST_PAGE, **markers
-                )
-                return resp
-
-            resp = await self._call("list_multipart_uploads", prefix, request)
+            resp = await self._send("list_multipart_uploads", prefix, "list_multipart_uploads",
+                                    Prefix=prefix, MaxUploads=MAX_LIST_PAGE, **markers)
             found.extend(
                 UploadInfo(u["Key"], u["UploadId"], u.get("Initiated"))
                 for u in resp.get("Uploads", [])

@@ -51,7 +51,29 @@ async def a_part(store: ObjectStore) -> PartInfo:
     return part
 
 
-class ObjectStoreSuite:
+class StoreSuite:
+    """The store a conformance suite's cases run on: :meth:`make_store`'s, closed
+    after each case by :meth:`close_store`."""
+
+    async def make_store(self) -> ObjectStore:
+        """A new, empty store. Each test calls it once."""
+        raise NotImplementedError(f"{type(self).__name__} must define make_store()")
+
+    async def close_store(self, store: ObjectStore) -> None:
+        """Release a store :meth:`make_store` built (by default ``store.close()``)."""
+        await store.close()
+
+    @contextlib.asynccontextmanager
+    async def store(self) -> AsyncIterator[ObjectStore]:
+        """A store from :meth:`make_store`, closed on the way out."""
+        store = await self.make_store()
+        try:
+            yield store
+        finally:
+            await self.close_store(store)
+
+
+class ObjectStoreSuite(StoreSuite):
     """What every group of ObjectStore cases stands on: the departures a test
     server declares, and the store a subclass builds."""
 
@@ -87,22 +109,3 @@ class ObjectStoreSuite:
     copy_range_past_source_end_allowed: bool = False
     """UploadPartCopy copies what exists of a range past the source's end
     (moto) where AWS answers InvalidRange."""
-
-    # --- what a subclass provides ---------------------------------------------------
-
-    async def make_store(self) -> ObjectStore:
-        """A new, empty store. Each test calls it once."""
-        raise NotImplementedError(f"{type(self).__name__} must define make_store()")
-
-    async def close_store(self, store: ObjectStore) -> None:
-        """Release a store :meth:`make_store` built (by default ``store.close()``)."""
-        await store.close()
-
-    @contextlib.asynccontextmanager
-    async def store(self) -> AsyncIterator[ObjectStore]:
-        """A store from :meth:`make_store`, closed on the way out."""
-        store = await self.make_store()
-        try:
-            yield store
-        finally:
-            await self.close_store(store)

@@ -4,7 +4,6 @@ subclass provides, and the segments the groups of cases write and damage."""
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.reader import SegmentReader
+from tieredstore.testing._objectstore_base import StoreSuite, payload
 
 # Unit sizes of the small segments most tests read: single bytes beside larger
 # units, so that ranges start and end on, just before and just after boundaries.
@@ -27,10 +27,6 @@ _HEADER = 7
 
 def kit_path(base: int = 0) -> SegmentPath:
     return SegmentPath("kit", "broker", "topic", 0, FileType.COMMIT_LOG, base, prefix="kit")
-
-
-def payload(size: int, seed: int) -> bytes:
-    return random.Random(seed).randbytes(size)
 
 
 async def write_chunks(store: ObjectStore, path: SegmentPath, sizes: Sequence[int], *,
@@ -84,7 +80,7 @@ def check_error(error: SegmentError, path: SegmentPath, unit: ChunkRef) -> None:
 
 
 
-class SegmentReaderSuite:
+class SegmentReaderSuite(StoreSuite):
     """What every group of SegmentReader cases stands on: the reader a
     subclass builds, over the store it writes segments to."""
 
@@ -102,30 +98,13 @@ class SegmentReaderSuite:
         """The store the segments are written to (a new ``MemoryObjectStore``)."""
         return MemoryObjectStore()
 
-    async def close_store(self, store: ObjectStore) -> None:
-        await store.close()
-
     @contextlib.asynccontextmanager
     async def reading(self, store: ObjectStore | None = None
                       ) -> AsyncIterator[tuple[ObjectStore, SegmentReader]]:
         """A store (``make_store``'s unless given) and a reader over it, closed after."""
-        own = store is None
-        base = await self.make_store() if store is None else store
-        try:
-            reader = await self.make_reader(base)
-            try:
-                yield base, reader
-            finally:
-                await self.close_reader(reader)
-        finally:
-            if own:
-                await self.close_store(base)
-
-    @contextlib.asynccontextmanager
-    async def make_store_ctx(self) -> AsyncIterator[ObjectStore]:
-        """A store from :meth:`make_store`, closed on the way out."""
-        store = await self.make_store()
-        try:
-            yield store
-        finally:
-            await self.close_store(store)
+        async with contextlib.AsyncExitStack() as stack:
+            if store is None:
+                store = await stack.enter_async_context(self.store())
+            reader = await self.make_reader(store)
+            stack.push_async_callback(self.close_reader, reader)
+            yield store, reader

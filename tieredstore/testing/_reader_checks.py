@@ -30,7 +30,7 @@ class _FlipOnce(ForwardingObjectStore):
         self.pending = set(keys)
 
     async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
-        got = await super().get_object(key, byte_range)
+        got: ObjectData = await super().get_object(key, byte_range)
         if key in self.pending and got.data:
             self.pending.discard(key)
             body = bytearray(got.data)
@@ -78,7 +78,7 @@ class CheckCases(SegmentReaderSuite):
             ]
 
     async def test_a_check_failure_that_does_not_repeat_is_read_again(self) -> None:
-        async with self.make_store_ctx() as base:
+        async with self.store() as base:
             path = kit_path()
             layout, data = await write_chunks(base, path, SIZES)
             flaky = _FlipOnce(base, {u.key for u in layout.units})

@@ -12,12 +12,12 @@ from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.testing._check import raises
+from tieredstore.testing._objectstore_base import payload
 from tieredstore.testing._reader_base import (
     SIZES,
     SegmentReaderSuite,
     all_ranges,
     kit_path,
-    payload,
     write_chunks,
     write_merged,
 )

@@ -10,21 +10,35 @@ store that uses it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from tieredstore.objectstore.base import (
-    ByteRange,
-    ObjectData,
-    ObjectInfo,
-    ObjectStore,
-    PartInfo,
-    UploadInfo,
-)
+from tieredstore.objectstore.base import ObjectInfo, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint
 
 T = TypeVar("T")
+
+
+def _forwarded(name: str, op: str = "", sends: str = "") -> Any:
+    """The method ``name`` of ObjectStore, passed to the inner store through
+    :meth:`ForwardingObjectStore._forward` as request ``op`` (``name`` if not
+    given) on its first argument (a delete's first key), sending the bytes of
+    argument ``sends``."""
+    signature = inspect.signature(getattr(ObjectStore, name))
+    first = [*signature.parameters][1]
+
+    async def forward(self: ForwardingObjectStore, /, *args: Any, **kwargs: Any) -> Any:
+        given = signature.bind(self, *args, **kwargs).arguments
+        key = given[first] if isinstance(given[first], str) else next(iter(given[first]), "")
+        return await self._forward(op or name, key,
+                                   lambda: getattr(self.inner, name)(*args, **kwargs),
+                                   bytes_up=len(given[sends]) if sends else 0)
+
+    forward.__name__ = forward.__qualname__ = name
+    forward.__doc__ = getattr(ObjectStore, name).__doc__
+    return forward
 
 
 class ForwardingObjectStore(ObjectStore):
@@ -44,61 +58,35 @@ class ForwardingObjectStore(ObjectStore):
         delay or fail every request at once."""
         return await call()
 
-    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
-                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
-        return await self._forward(
-            "put", key,
-            lambda: self.inner.put(key, data, if_none_match=if_none_match, metadata=metadata),
-            bytes_up=len(data))
-
-    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
-        return await self._forward("get", key, lambda: self.inner.get_object(key, byte_range))
-
-    async def head(self, key: str) -> ObjectInfo:
-        return await self._forward("head", key, lambda: self.inner.head(key))
-
-    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
-        return self.inner.list_pages(prefix)
+    put = _forwarded("put", sends="data")
+    get_object = _forwarded("get_object", "get")
+    head = _forwarded("head")
+    create_multipart = _forwarded("create_multipart")
+    upload_part = _forwarded("upload_part", sends="data")
+    upload_part_copy = _forwarded("upload_part_copy")
+    complete_multipart = _forwarded("complete_multipart")
+    abort_multipart = _forwarded("abort_multipart")
+    list_multipart_uploads = _forwarded("list_multipart_uploads")
+    _delete_many = _forwarded("delete_many", "delete")
 
     async def delete_many(self, keys: Sequence[str]) -> None:
-        await self._forward("delete", keys[0] if keys else "",
-                            lambda: self.inner.delete_many(keys))
+        # docstring inherited
+        if keys:  # nothing to delete: no request
+            await self._delete_many(keys)
 
-    async def create_multipart(self, key: str, *, metadata: Mapping[str, str] | None = None
-                               ) -> str:
-        return await self._forward("create_multipart", key,
-                                   lambda: self.inner.create_multipart(key, metadata=metadata))
-
-    async def upload_part(self, key: str, upload_id: str, part_number: int,
-                          data: bytes | memoryview) -> PartInfo:
-        return await self._forward(
-            "upload_part", key, lambda: self.inner.upload_part(key, upload_id, part_number, data),
-            bytes_up=len(data))
-
-    async def upload_part_copy(self, key: str, upload_id: str, part_number: int,
-                               source_key: str, source_range: ByteRange) -> PartInfo:
-        return await self._forward("upload_part_copy", key, lambda: self.inner.upload_part_copy(
-            key, upload_id, part_number, source_key, source_range))
-
-    async def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
-                                 if_none_match: bool = False) -> ObjectInfo:
-        return await self._forward("complete_multipart", key, lambda: self.inner.complete_multipart(
-            key, upload_id, parts, if_none_match=if_none_match))
-
-    async def abort_multipart(self, key: str, upload_id: str) -> None:
-        await self._forward("abort_multipart", key,
-                            lambda: self.inner.abort_multipart(key, upload_id))
-
-    async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
-        return await self._forward("list_multipart_uploads", prefix,
-                                   lambda: self.inner.list_multipart_uploads(prefix))
+    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        # docstring inherited
+        return self.inner.list_pages(prefix)
 
     async def stale_temporary_files(self, older_than: datetime) -> list[str]:
+        # docstring inherited
         return await self.inner.stale_temporary_files(older_than)
 
     async def delete_temporary_files(self, names: Sequence[str]) -> None:
+        # docstring inherited
         await self.inner.delete_temporary_files(names)
 
     async def close(self) -> None:
+        # docstring inherited
         if self.close_inner:
             await self.inner.close()
