@@ -20,6 +20,7 @@ import botocore.exceptions
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
+    AccessDenied,
     NoSuchBucket,
     ObjectNotFound,
     ObjectStoreError,
@@ -38,7 +39,7 @@ from tieredstore.objectstore.base import (
     check_part_number,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
-from tieredstore.objectstore.s3_errors import DENIED_CODES, translate_error
+from tieredstore.objectstore.s3_errors import translate_client_error, translate_error
 from tieredstore.objectstore.s3_settings import S3Settings, s3_client, sse_arguments
 
 __all__ = ["S3ObjectStore", "S3Settings"]
@@ -120,10 +121,11 @@ class S3ObjectStore(ObjectStore):
         if stack is not None and self._pid == os.getpid():
             await stack.aclose()
 
+    def _where(self) -> str:
+        return f" at {self.settings.endpoint_url}" if self.settings.endpoint_url else ""
+
     def __repr__(self) -> str:
-        s = self.settings
-        where = f" at {s.endpoint_url}" if s.endpoint_url else ""
-        return f"<S3ObjectStore bucket={self.bucket!r}{where}>"
+        return f"<S3ObjectStore bucket={self.bucket!r}{self._where()}>"
 
     async def create_bucket(self) -> None:
         """Create the bucket if it does not exist (tests, demos, first runs)."""
@@ -147,19 +149,14 @@ class S3ObjectStore(ObjectStore):
             try:
                 await client.head_bucket(Bucket=self.bucket)
             except botocore.exceptions.ClientError as exc:
-                error = exc.response.get("Error", {})
-                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-                if str(error.get("Code", "")) in ("NoSuchBucket", "404", "NotFound") or \
-                        status == 404:
-                    where = f" at {self.settings.endpoint_url}" \
-                        if self.settings.endpoint_url else ""
+                error = translate_client_error(exc, "head_bucket", "", self.bucket)
+                if isinstance(error, ObjectNotFound):
                     raise NoSuchBucket(
-                        f"bucket {self.bucket!r} does not exist{where}; create it, or "
+                        f"bucket {self.bucket!r} does not exist{self._where()}; create it, or "
                         "set s3_create_bucket = true (the CLI: --create-bucket)",
                         op="head_bucket", bucket=self.bucket) from None
-                if str(error.get("Code", "")) in DENIED_CODES or status == 403:
-                    return
-                raise
+                if not isinstance(error, AccessDenied):
+                    raise
 
         await self._call("head_bucket", "", request)
 

@@ -27,7 +27,7 @@ _SERVER = {"InternalError", "ServiceUnavailable", "500", "502", "504", "BadGatew
 _TIMEOUT = {"RequestTimeout", "RequestTimeoutException"}
 # A feature the server lacks (501): permanent, though a 5xx.
 _NOT_IMPLEMENTED = {"NotImplemented", "501"}
-DENIED_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
+_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
                 "AllAccessDisabled", "ExpiredToken", "InvalidToken"}
 
 
@@ -54,7 +54,7 @@ def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: s
         return InvalidRequest(message, op=op, key=key)
     if code in _SERVER or status >= 500:
         return ServerError(message, op=op, key=key)
-    if code in DENIED_CODES or status == 403:
+    if code in _DENIED or status == 403:
         return AccessDenied(message, op=op, key=key)
     if 400 <= status < 500:
         return InvalidRequest(message, op=op, key=key)
