@@ -29,6 +29,9 @@ def kit_path(base: int = 0) -> SegmentPath:
     return SegmentPath("kit", "broker", "topic", 0, FileType.COMMIT_LOG, base, prefix="kit")
 
 
+PATH = kit_path()  # the segment most cases write
+
+
 async def write_chunks(store: ObjectStore, path: SegmentPath, sizes: Sequence[int], *,
                        seed: int = 0, known_crc: bool = True) -> tuple[SegmentLayout, bytes]:
     """One chunk object per unit, each with its CRC in its metadata (as commit0 writes

@@ -11,6 +11,7 @@ from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.testing._check import raises
 from tieredstore.testing._reader_base import (
+    PATH,
     SIZES,
     SegmentReaderSuite,
     check_error,
@@ -46,56 +47,52 @@ class CheckCases(SegmentReaderSuite):
         self,
     ) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
-            layout, data = await write_chunks(store, path, SIZES)
+            layout, data = await write_chunks(store, PATH, SIZES)
             bad = layout.units[2]
             await flip(store, bad.key, 3)
             for position, length in ((bad.position, bad.length), (bad.position + 3, 1),
                                      (0, len(data)), (bad.position - 1, 2)):
                 with raises(IntegrityError, f"read({position}, {length})") as raised:
-                    await reader.read(path, layout, position, length)
-                check_error(raised.value, path, bad)
+                    await reader.read(PATH, layout, position, length)
+                check_error(raised.value, PATH, bad)
             for unit in layout.units:
                 if unit != bad:
-                    got = await reader.read(path, layout, unit.position, unit.length)
+                    got = await reader.read(PATH, layout, unit.position, unit.length)
                     assert got == data[unit.position : unit.end], unit
 
     async def test_a_flipped_byte_in_a_merged_object_raises_for_its_unit_only(self) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
-            layout, data = await write_merged(store, path, SIZES)
+            layout, data = await write_merged(store, PATH, SIZES)
             bad = layout.units[4]
-            await flip(store, path.merged_key, bad.object_offset + bad.length - 1)
+            await flip(store, PATH.merged_key, bad.object_offset + bad.length - 1)
             with raises(IntegrityError, "read of the flipped unit") as raised:
-                await reader.read(path, layout, bad.end - 1, 1)
-            check_error(raised.value, path, bad)
+                await reader.read(PATH, layout, bad.end - 1, 1)
+            check_error(raised.value, PATH, bad)
             with raises(IntegrityError, "read of the whole segment") as raised:
-                await reader.read(path, layout, 0, len(data))
-            check_error(raised.value, path, bad)
-            assert await reader.read(path, layout, 0, bad.position) == data[: bad.position]
-            assert await reader.read(path, layout, bad.end, len(data) - bad.end) == data[
+                await reader.read(PATH, layout, 0, len(data))
+            check_error(raised.value, PATH, bad)
+            assert await reader.read(PATH, layout, 0, bad.position) == data[: bad.position]
+            assert await reader.read(PATH, layout, bad.end, len(data) - bad.end) == data[
                 bad.end :
             ]
 
     async def test_a_check_failure_that_does_not_repeat_is_read_again(self) -> None:
         async with self.store() as base:
-            path = kit_path()
-            layout, data = await write_chunks(base, path, SIZES)
+            layout, data = await write_chunks(base, PATH, SIZES)
             flaky = _FlipOnce(base, {u.key for u in layout.units})
             async with self.reading(flaky) as (_, reader):
-                assert await reader.read(path, layout, 0, len(data)) == data
+                assert await reader.read(PATH, layout, 0, len(data)) == data
             assert not flaky.pending, "every unit was read"
 
     async def test_a_short_object_raises_integrity_error(self) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
-            layout, data = await write_chunks(store, path, SIZES)
+            layout, data = await write_chunks(store, PATH, SIZES)
             cut = layout.units[4]
             body = data[cut.position : cut.end - 1]
             await store.put(cut.key, body, metadata={CRC_METADATA_KEY: format_crc(crc32c(body))})
             with raises(IntegrityError, "read of a cut chunk") as raised:
-                await reader.read(path, layout, cut.position, 1)
-            check_error(raised.value, path, cut)
+                await reader.read(PATH, layout, cut.position, 1)
+            check_error(raised.value, PATH, cut)
             # A merged object cut inside its last unit, and before it.
             merged_path = kit_path(1)
             merged, mdata = await write_merged(store, merged_path, SIZES)
@@ -112,20 +109,18 @@ class CheckCases(SegmentReaderSuite):
 
     async def test_a_missing_object_raises_chunk_missing(self) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
-            layout, data = await write_chunks(store, path, SIZES)
+            layout, data = await write_chunks(store, PATH, SIZES)
             gone = layout.units[3]
             await store.delete(gone.key)
             with raises(ChunkMissing, "read of a deleted chunk") as raised:
-                await reader.read(path, layout, 0, len(data))
+                await reader.read(PATH, layout, 0, len(data))
             assert isinstance(raised.value, FileNotFoundError)
-            check_error(raised.value, path, gone)
-            assert await reader.read(path, layout, 0, gone.position) == data[: gone.position]
+            check_error(raised.value, PATH, gone)
+            assert await reader.read(PATH, layout, 0, gone.position) == data[: gone.position]
 
     async def test_a_hole_raises_corrupt_segment_with_its_span(self) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
-            written, data = await write_chunks(store, path, SIZES)
+            written, data = await write_chunks(store, PATH, SIZES)
             units = list(written.units)
             hole_unit = units[2]
             # No object holds the hole's bytes; it names the entry after it.
@@ -135,10 +130,10 @@ class CheckCases(SegmentReaderSuite):
             for position, length in ((hole.position, 1), (0, len(data)),
                                      (hole.position - 1, hole.length + 2)):
                 with raises(CorruptSegment, f"read({position}, {length})") as raised:
-                    await reader.read(path, layout, position, length)
-                check_error(raised.value, path, hole)
+                    await reader.read(PATH, layout, position, length)
+                check_error(raised.value, PATH, hole)
             # Everything around the hole reads.
-            assert await reader.read(path, layout, 0, hole.position) == data[: hole.position]
-            assert await reader.read(path, layout, hole.end, len(data) - hole.end) == data[
+            assert await reader.read(PATH, layout, 0, hole.position) == data[: hole.position]
+            assert await reader.read(PATH, layout, hole.end, len(data) - hole.end) == data[
                 hole.end :
             ]

@@ -14,6 +14,7 @@ from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.testing._check import raises
 from tieredstore.testing._objectstore_base import payload
 from tieredstore.testing._reader_base import (
+    PATH,
     SIZES,
     SegmentReaderSuite,
     all_ranges,
@@ -28,58 +29,55 @@ class LifecycleCases(SegmentReaderSuite):
 
     async def test_committed_units_read_back_as_the_layout_grows(self) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
             data = payload(sum(SIZES), seed=9)
             layout = SegmentLayout()
             position = 0
             for size in SIZES:
                 body = data[position : position + size]
-                key = path.chunk_key(position)
+                key = PATH.chunk_key(position)
                 crc = crc32c(body)
                 await store.put(key, body, metadata={CRC_METADATA_KEY: format_crc(crc)})
                 unit = ChunkRef(position, size, key, 0, crc)
                 layout.append(unit)
-                reader.committed(path, unit, body)
+                reader.committed(PATH, unit, body)
                 position += size
                 # A tailing reader reads what was just committed, and all before it.
-                assert await reader.read(path, layout, unit.position, size) == body
-                assert await reader.read(path, layout, 0, position) == data[:position]
+                assert await reader.read(PATH, layout, unit.position, size) == body
+                assert await reader.read(PATH, layout, 0, position) == data[:position]
 
     async def test_committed_bytes_of_the_wrong_length_are_not_served(self) -> None:
         async with self.reading() as (store, reader):
-            path = kit_path()
-            layout, data = await write_chunks(store, path, SIZES)
+            layout, data = await write_chunks(store, PATH, SIZES)
             unit = layout.units[2]
-            reader.committed(path, unit, b"\0" * (unit.length - 1))
-            reader.committed(path, unit, b"\0" * (unit.length + 1))
-            assert await reader.read(path, layout, unit.position, unit.length) == data[
+            reader.committed(PATH, unit, b"\0" * (unit.length - 1))
+            reader.committed(PATH, unit, b"\0" * (unit.length + 1))
+            assert await reader.read(PATH, layout, unit.position, unit.length) == data[
                 unit.position : unit.end
             ]
-            assert await reader.read(path, layout, 0, len(data)) == data
+            assert await reader.read(PATH, layout, 0, len(data)) == data
 
     async def test_forget_then_read_the_merged_segment(self) -> None:
         """What a seal does: chunks merged into one object, the chunks deleted,
         ``forget``; reads of the new layout return the same bytes, and nothing
         held for the old chunks is served any more."""
         async with self.reading() as (store, reader):
-            path = kit_path()
-            chunks, data = await write_chunks(store, path, SIZES)
+            chunks, data = await write_chunks(store, PATH, SIZES)
             for unit in chunks.units:
-                reader.committed(path, unit, data[unit.position : unit.end])
-            assert await reader.read(path, chunks, 0, len(data)) == data
-            reader.forget(path)
-            reader.forget(path)  # twice: no harm
-            assert await reader.read(path, chunks, 0, len(data)) == data
+                reader.committed(PATH, unit, data[unit.position : unit.end])
+            assert await reader.read(PATH, chunks, 0, len(data)) == data
+            reader.forget(PATH)
+            reader.forget(PATH)  # twice: no harm
+            assert await reader.read(PATH, chunks, 0, len(data)) == data
             half = len(data) // 2
-            merged, same = await write_merged(store, path, [half, len(data) - half])
+            merged, same = await write_merged(store, PATH, [half, len(data) - half])
             assert same == data  # the same seed: the same bytes
             await store.delete_many([u.key for u in chunks.units])
-            reader.forget(path)
+            reader.forget(PATH)
             for position, length in all_ranges(len(data))[::7]:
-                got = await reader.read(path, merged, position, length)
+                got = await reader.read(PATH, merged, position, length)
                 assert got == data[position : position + length], (position, length)
             with raises(ChunkMissing, "a read of the old, deleted chunks after forget"):
-                await reader.read(path, chunks, 0, len(data))
+                await reader.read(PATH, chunks, 0, len(data))
 
     async def test_replaced_then_read_the_merged_segment(self) -> None:
         """A merge that tells the reader which units replaced which: reads of the
@@ -87,17 +85,16 @@ class LifecycleCases(SegmentReaderSuite):
         whose bytes differ from what was held (the reader must check the CRC) is
         read as stored, never from the old chunks."""
         async with self.reading() as (store, reader):
-            path = kit_path()
-            chunks, data = await write_chunks(store, path, SIZES)
+            chunks, data = await write_chunks(store, PATH, SIZES)
             for unit in chunks.units[:3]:  # some held, some not
-                reader.committed(path, unit, data[unit.position : unit.end])
+                reader.committed(PATH, unit, data[unit.position : unit.end])
             half = len(data) // 2
-            merged, same = await write_merged(store, path, [half, len(data) - half])
+            merged, same = await write_merged(store, PATH, [half, len(data) - half])
             assert same == data
             await store.delete_many([u.key for u in chunks.units])
-            reader.replaced(path, chunks, merged)
+            reader.replaced(PATH, chunks, merged)
             for position, length in all_ranges(len(data))[::7]:
-                got = await reader.read(path, merged, position, length)
+                got = await reader.read(PATH, merged, position, length)
                 assert got == data[position : position + length], (position, length)
             other = kit_path(5)
             chunks, data = await write_chunks(store, other, SIZES, seed=3)
@@ -122,9 +119,8 @@ class LifecycleCases(SegmentReaderSuite):
     async def test_a_chunked_segment_reads_back_through_the_reader(self) -> None:
         """End to end: commits, reads while open, a seal (merge), a reopen."""
         async with self.reading() as (store, reader):
-            path = kit_path()
             options = SegmentOptions(chunk_size=4_096)
-            segment = await ChunkedSegment.open(store, path, options=options, reader=reader)
+            segment = await ChunkedSegment.open(store, PATH, options=options, reader=reader)
             data = payload(30_000, seed=4)
             for start in range(0, len(data), 7_000):
                 await segment.commit0(start, data[start : start + 7_000])
@@ -138,5 +134,5 @@ class LifecycleCases(SegmentReaderSuite):
                 length = rng.randint(1, len(data) - position)
                 got = await segment.read0(position, length)
                 assert got == data[position : position + length], (position, length)
-            again = await ChunkedSegment.open(store, path, options=options, reader=reader)
+            again = await ChunkedSegment.open(store, PATH, options=options, reader=reader)
             assert await again.read0(0, len(data)) == data
