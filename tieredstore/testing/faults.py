@@ -28,12 +28,12 @@ import enum
 import logging
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from tieredstore.errors import ConfigError, RequestTimeout, ServerError, Throttled
-from tieredstore.objectstore.base import ObjectData, ObjectInfo, ObjectStore
+from tieredstore.objectstore.base import ObjectData, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint
 from tieredstore.testing.forwarding import ForwardingObjectStore
 
@@ -134,11 +134,10 @@ class InjectedFault:
 class FaultyObjectStore(ForwardingObjectStore):
     """Wraps ``inner``; injects the faults ``schedule`` picks (see the module doc).
 
-    Every request runs through :meth:`_forward`, on this store's own chokepoint;
-    ``get_object`` also corrupts bodies, ``list_pages`` reads a listing whole per
-    attempt. ``enabled`` switches injection off and on at run time. ``injected``
-    counts faults by (op, kind); ``log`` lists them in order. ``close`` closes
-    the inner store.
+    Every request runs through :meth:`_forward`, on this store's own chokepoint,
+    which also corrupts GET bodies. ``enabled`` switches injection off and on at
+    run time. ``injected`` counts faults by (op, kind); ``log`` lists them in
+    order. ``close`` closes the inner store.
     """
 
     def __init__(
@@ -229,12 +228,4 @@ class FaultyObjectStore(ForwardingObjectStore):
             return result
 
         return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
-
-    async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
-        # docstring inherited
-        async def listing() -> list[list[ObjectInfo]]:
-            return [page async for page in self.inner.list_pages(prefix)]
-
-        for page in await self._forward("list", prefix, listing):
-            yield page
 

@@ -3,7 +3,8 @@
 The base of wrapper stores in tests (zarr's wrapper stores do the same): a
 subclass overrides the operations it watches, delays or fails, and calls
 ``super()`` for the rest of their work; or it overrides :meth:`_forward`, the
-one point every request but a listing passes through. ``close`` leaves the
+one point every request passes through (a listing as one request that reads
+every page, whose pages are then yielded). ``close`` leaves the
 inner store open unless ``close_inner``: a test's bucket usually outlives each
 store that uses it.
 """
@@ -74,9 +75,13 @@ class ForwardingObjectStore(ObjectStore):
         if keys:  # nothing to delete: no request
             await self._delete_many(keys)
 
-    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+    async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
         # docstring inherited
-        return self.inner.list_pages(prefix)
+        async def listing() -> list[list[ObjectInfo]]:
+            return [page async for page in self.inner.list_pages(prefix)]
+
+        for page in await self._forward("list", prefix, listing):
+            yield page
 
     async def stale_temporary_files(self, older_than: datetime) -> list[str]:
         # docstring inherited
