@@ -59,15 +59,8 @@ def blocking(op: str, *, sends: str = "") -> Callable[
     return wrap
 
 
-def slice_range(key: str, data: bytes, byte_range: ByteRange | None, op: str = "get") -> bytes:
-    """S3's ranged-GET rule: a start past the end is refused, a long end is clipped."""
-    if byte_range is None:
-        return data
-    check_range_start(key, len(data), byte_range, op)
-    return data[byte_range.start : byte_range.end]
-
-
 def check_range_start(key: str, size: int, byte_range: ByteRange, op: str) -> None:
+    """S3's ranged-GET rule: a start past the end is refused (a long end is clipped)."""
     if byte_range.start >= size:
         raise InvalidRequest(
             f"InvalidRange: {byte_range.http_header()} of a {size}-byte object", op=op, key=key

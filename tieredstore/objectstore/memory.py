@@ -18,9 +18,9 @@ from tieredstore.objectstore.blocking_backed import (
     check_complete_parts,
     check_copy_range,
     check_part,
+    check_range_start,
     md5_etag,
     multipart_etag,
-    slice_range,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
 
@@ -91,7 +91,10 @@ class MemoryObjectStore(BlockingBackedObjectStore):
     def _read(self, key: str, byte_range: ByteRange | None) -> ObjectData:
         obj = self._lookup(key, "get")
         info = ObjectInfo(key, len(obj.data), obj.etag, dict(obj.metadata))
-        return ObjectData(slice_range(key, obj.data, byte_range), info)
+        if byte_range is None:
+            return ObjectData(obj.data, info)
+        check_range_start(key, len(obj.data), byte_range, "get")
+        return ObjectData(obj.data[byte_range.start : byte_range.end], info)
 
     @blocking("head")
     def head(self, key: str) -> ObjectInfo:
