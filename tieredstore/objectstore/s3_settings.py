@@ -51,8 +51,6 @@ class S3Settings:
             shown.append(f"{name}={value!r}")
         return f"S3Settings({', '.join(shown)})"
 
-    __str__ = __repr__
-
 
 _SECRET_FIELDS = frozenset({"secret_access_key", "session_token"})
 SSE_MODES = ("", "AES256", "aws:kms")
