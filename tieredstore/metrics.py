@@ -2,16 +2,26 @@
 
 Nothing here touches ``prometheus_client``'s global default registry: the
 host builds a :class:`TieredStoreCollector` over the sources it has (the
-object store's :class:`RequestMetrics`, a :class:`Fetcher`) and registers it
-where it wants, e.g. ``register_metrics(registry, store=store.metrics,
-fetcher=fetcher)``. Each scrape reads the counters as they are then; the
-collector keeps no state of its own. ``const_labels`` tell apart several
-stores or fetchers exported on one registry.
+object store's :class:`RequestMetrics`, a :class:`Fetcher`, the upload pool,
+a message store's queues) and registers it where it wants, e.g.
+``register_metrics(registry, store=store.metrics, fetcher=fetcher)``; a
+message store builds its own (``metrics_collector``). Each scrape reads the
+figures as they are then, from the scraping thread: plain values only,
+nothing awaited; the collector keeps no state of its own. ``const_labels``
+tell apart several stores or fetchers exported on one registry.
+
+A message store's figures: per queue (labels ``topic`` and ``queue``) its
+min, max and commit offsets, the bytes appended and not yet in the bucket and
+the merges owed; how many queues are open and corrupt; and the requests'
+estimated cost in dollars at the configured prices (``price_per_1000_put``:
+PUT, COPY, POST and LIST requests; ``price_per_1000_get``: GET and HEAD;
+DELETE is free).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.metrics_core import (
@@ -56,8 +66,36 @@ _FETCHER_COUNTERS = {
 }
 
 
+PUT_CLASS = frozenset({"put", "create_multipart", "upload_part", "upload_part_copy",
+                       "complete_multipart", "list", "list_uploads"})
+GET_CLASS = frozenset({"get", "head"})
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFigures:
+    """One open queue, as the store sees it now."""
+
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int  # the next offset to be appended
+    commit_offset: int  # offsets below it are durable in the bucket
+    unflushed_bytes: int  # appended (commit log and consume queue), not yet in the bucket
+    merges_pending: int  # sealed segments whose merge is owed
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Dollars per 1,000 requests of each class (S3 Standard's list prices by default)."""
+
+    put: float = 0.005
+    get: float = 0.0004
+
+
 class TieredStoreCollector(Collector):
-    """Exports object-store request metrics and fetcher metrics, either optional."""
+    """Exports object-store request metrics, fetcher and upload pool metrics and
+    a message store's figures (``queues``, ``corrupt``: the count of corrupt
+    queues, ``prices``: for the requests' cost), each optional."""
 
     def __init__(
         self,
@@ -65,12 +103,18 @@ class TieredStoreCollector(Collector):
         store: RequestMetrics | None = None,
         fetcher: Fetcher | None = None,
         pool: PoolMetrics | None = None,
+        queues: Callable[[], Sequence[QueueFigures]] | None = None,
+        corrupt: Callable[[], int] = lambda: 0,
+        prices: Prices | None = None,
         namespace: str = "tieredstore",
         const_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
         self.fetcher = fetcher
         self.pool = pool
+        self.queues = queues
+        self.corrupt = corrupt
+        self.prices = prices
         self.namespace = namespace
         self.const_labels = dict(const_labels or {})
 
@@ -84,6 +128,10 @@ class TieredStoreCollector(Collector):
             yield from self._fetcher_metrics(self.fetcher.snapshot())
         if self.pool is not None:
             yield from self._pool_metrics(self.pool)
+        if self.queues is not None:
+            yield from self._queue_metrics(list(self.queues()))
+        if self.prices is not None:
+            yield self._cost(self.prices)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -98,6 +146,16 @@ class TieredStoreCollector(Collector):
 
     def _counter(self, name: str, doc: str, *labels: str) -> CounterMetricFamily:
         return CounterMetricFamily(self._name(name), doc, labels=self._labels(*labels))
+
+    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        gauge = GaugeMetricFamily(self._name(name), doc, labels=self._labels())
+        gauge.add_metric(self._values(), value)
+        return gauge
+
+    def _count(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        counter = self._counter(name, doc)
+        counter.add_metric(self._values(), value)
+        return counter
 
     def _histogram(self, name: str, doc: str, *labels: str) -> HistogramMetricFamily:
         return HistogramMetricFamily(self._name(name), doc, labels=self._labels(*labels))
@@ -165,18 +223,14 @@ class TieredStoreCollector(Collector):
             served.add_metric(self._values(source), snap[f"bytes_from_{source}"])
         yield served
         for key, (name, doc) in _FETCHER_COUNTERS.items():
-            family = self._counter(name, doc)
-            family.add_metric(self._values(), snap[key])
-            yield family
+            yield self._count(name, doc, snap[key])
         for key, name, doc in (
             ("memory_bytes", "fetcher_memory_bytes", "Bytes held by the memory tier."),
             ("memory_budget", "fetcher_memory_budget_bytes", "Byte budget of the memory tier."),
             ("memory_entries", "fetcher_memory_entries", "Units held by the memory tier."),
             ("inflight_loads", "fetcher_inflight_loads", "Unit loads under way."),
         ):
-            gauge = GaugeMetricFamily(self._name(name), doc, labels=self._labels())
-            gauge.add_metric(self._values(), snap[key])
-            yield gauge
+            yield self._gauge(name, doc, snap[key])
         read = snap["read_seconds"]
         latency = self._histogram("fetcher_read_duration_seconds", "Latency of segment reads.")
         self._add_histogram(latency, [], read["bounds"], read["counts"], read["sum"])
@@ -192,9 +246,7 @@ class TieredStoreCollector(Collector):
             ("pool_peak_bytes", "Most bytes the upload pool has held at once.",
              pool.peak_bytes_in_use),
         ):
-            gauge = GaugeMetricFamily(self._name(name), doc, labels=self._labels())
-            gauge.add_metric(self._values(), value)
-            yield gauge
+            yield self._gauge(name, doc, value)
         counters: tuple[tuple[str, str, float], ...] = (
             ("pool_appends", "Appends admitted to the pool.", pool.appends),
             ("pool_appended_bytes", "Bytes appended to the pool.", pool.bytes_appended),
@@ -206,14 +258,41 @@ class TieredStoreCollector(Collector):
             ("pool_committed_bytes", "Bytes committed to segments.", pool.bytes_committed),
         )
         for name, doc, amount in counters:
-            family = self._counter(name, doc)
-            family.add_metric(self._values(), amount)
-            yield family
+            yield self._count(name, doc, amount)
         latency = self._histogram("pool_commit_duration_seconds", "Latency of segment commits "
                                   "made by the pool.")
         self._add_histogram(latency, [], LATENCY_BUCKETS, pool.commit_latency,
                             pool.commit_seconds)
         yield latency
+
+
+    # --- a message store -------------------------------------------------------------------
+
+    def _queue_metrics(self, figures: list[QueueFigures]) -> Iterator[Metric]:
+        for field, doc in (
+            ("min_offset", "The queue's first live offset."),
+            ("max_offset", "The offset the queue's next append gets."),
+            ("commit_offset", "Offsets below it are durable in the bucket."),
+            ("unflushed_bytes", "Bytes appended to the queue and not yet in the bucket."),
+            ("merges_pending", "Sealed segments of the queue whose merge is owed."),
+        ):
+            gauge = GaugeMetricFamily(self._name(f"queue_{field}"), doc,
+                                      labels=self._labels("topic", "queue"))
+            for q in figures:
+                gauge.add_metric(self._values(q.topic, str(q.queue_id)), getattr(q, field))
+            yield gauge
+        yield self._gauge("queues", "Queues open in the store.", len(figures))
+        yield self._gauge("corrupt_queues", "Queues whose damage stops appends.",
+                          self.corrupt())
+
+    def _cost(self, prices: Prices) -> Metric:
+        cost = self._counter("store_request_cost_dollars", "Estimated cost of the object-store "
+                             "requests made, at the configured prices.", "class")
+        requests = {} if self.store is None else self.store.snapshot()["requests"]
+        for cls, ops, price in (("put", PUT_CLASS, prices.put), ("get", GET_CLASS, prices.get)):
+            count = sum(requests.get(op, 0) for op in ops)
+            cost.add_metric(self._values(cls), count * price / 1000)
+        return cost
 
 
 def register_metrics(

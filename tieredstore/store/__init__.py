@@ -35,7 +35,6 @@ from tieredstore.store.facade import MessageStore
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
-from tieredstore.store.observe import QueueFigures, StoreCollector
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
 from tieredstore.store.queue_view import QueueView
@@ -108,7 +107,6 @@ __all__ = [
     "unit_crc",
     "FlatSummary",
     "Outgoing",
-    "QueueFigures",
     "QueueSummary",
     "UNIT_SIZE",
     "AsyncMessageStore",
@@ -126,7 +124,6 @@ __all__ = [
     "RecordCodec",
     "RecordError",
     "SegmentView",
-    "StoreCollector",
     "StoreError",
     "Tagged",
     "clean_from",

@@ -27,8 +27,6 @@ from tieredstore.store.flatreader import FlatReader
 
 log = logging.getLogger(__name__)
 
-Entry = tuple[bytes, int, int]  # a record or unit, its offset and its store timestamp
-
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -56,9 +54,6 @@ class SegmentStats:
     min_ts: int | None = None
     unseen: int = 0
     seen_min: int | None = None
-
-    def add(self, offset: int, timestamp: int) -> None:
-        self.add_run(offset, offset, timestamp, timestamp, 1, min_ts=timestamp)
 
     def add_run(self, first: int, last: int, first_ts: int, max_ts: int, count: int, *,
                 min_ts: int) -> None:
@@ -184,64 +179,41 @@ class FlatFile(FlatReader[ChunkedSegment]):
                 and now - self.started_ms >= interval * 1000)
 
     def append_nowait(self, data: bytes, offset: int, timestamp: int) -> int | None:
-        """:meth:`append` where it needs no roll and no wait for the pool: the
-        position, or None (nothing appended). See ``UploadBufferPool.yield_due``."""
+        """One record where it needs no roll and no wait for the pool: its
+        position, or None (nothing appended; :meth:`append` then).
+        See ``UploadBufferPool.yield_due``."""
         if self._rolling or len(data) > self.max_size or self.needs_roll(len(data), timestamp):
             return None
         at = self.ctx.pool.append_nowait(self._active, data)
         if at is None:
             return None
-        self._added(offset, timestamp)
+        if self.stats.count == 0:
+            self.started_ms = now_ms()
+        self.stats.add_run(offset, offset, timestamp, timestamp, 1, min_ts=timestamp)
         return self.active_base + at
 
-    async def append(self, data: bytes, offset: int, timestamp: int) -> int:
-        """Append one record or unit (never split across segments); its position."""
-        self._check_fits(len(data))
-        if self._rolling or self.needs_roll(len(data), timestamp):
-            await self.roll()  # _rolling: a roll that failed midway (a lost reply) goes on
-        position = self.active_base + await self.ctx.pool.append(self._active, data)
-        self._added(offset, timestamp)
-        return position
-
-    async def append_many(self, entries: Sequence[Entry], positions: list[int]) -> None:
-        """Append records or units in order, each within one segment, with one pool
-        append per run that fits the active segment and the pool's chunk size.
+    async def append(self, data: bytes, sizes: Sequence[int], offsets: Sequence[int],
+                     stamps: Sequence[int], positions: list[int]) -> None:
+        """Append records or units in order, each within one segment (never split),
+        with one pool append per run that fits the active segment, the pool's
+        chunk size and ``rolling_interval``. ``data`` holds them back to back,
+        the k-th ``sizes[k]`` bytes long, of ``offsets[k]`` and ``stamps[k]``;
+        a batch within one chunk and segment goes to the pool as it is.
 
         Each one's position is added to ``positions`` once it is buffered: if a
         roll or an append fails midway, those before it stay appended.
         """
-        def run(i: int, j: int, begin: int, end: int) -> bytes:
-            return entries[i][0] if j == i + 1 else b"".join([e[0] for e in entries[i:j]])
-
-        await self._append_runs([len(e[0]) for e in entries], [e[1] for e in entries],
-                                [e[2] for e in entries], run, positions)
-
-    async def append_joined(self, data: bytes, sizes: Sequence[int], offsets: Sequence[int],
-                            stamps: Sequence[int], positions: list[int]) -> None:
-        """:meth:`append_many` of entries given joined: ``data`` holds them back to
-        back, the k-th ``sizes[k]`` bytes long, of ``offsets[k]`` and ``stamps[k]``.
-        A batch within one chunk and segment goes to the pool as it is."""
-        whole = len(data)
-
-        def run(i: int, j: int, begin: int, end: int) -> bytes:
-            return data if begin == 0 and end == whole else data[begin:end]
-
-        await self._append_runs(sizes, offsets, stamps, run, positions)
-
-    async def _append_runs(self, sizes: Sequence[int], offsets: Sequence[int],
-                           stamps: Sequence[int], run: Callable[[int, int, int, int], bytes],
-                           positions: list[int]) -> None:
-        """The runs of :meth:`append_many`: ``run(i, j, begin, end)`` gives the bytes
-        of entries ``i..j-1``, bytes ``begin..end`` of them all."""
         limit = self.ctx.config.chunk_size
         interval = self.ctx.config.rolling_interval * 1000
         ends = list(itertools.accumulate(sizes))  # ends[k]: bytes of entries[:k + 1]
         i, n = 0, len(sizes)
         while i < n:
             timestamp = stamps[i]
-            self._check_fits(sizes[i])
+            if sizes[i] > self.max_size:
+                raise self._corrupt(f"{sizes[i]}-byte entry exceeds the segment size "
+                                    f"{self.max_size}")
             if self._rolling or self.needs_roll(sizes[i], timestamp):
-                await self.roll()
+                await self.roll()  # _rolling: a roll that failed midway (a lost reply) goes on
             room = self.max_size - (self.end - self.active_base)
             before = ends[i] - sizes[i]
             # The longest run from i within the chunk size and the segment's room.
@@ -253,23 +225,14 @@ class FlatFile(FlatReader[ChunkedSegment]):
                 j = next(k for k in range(i + 1, j + 1)
                          if k == j or stamps[k] - begin >= interval)
                 latest = max(stamps[i:j])
-            data = run(i, j, before, ends[j - 1])
-            position = self.active_base + await self.ctx.pool.append(self._active, data)
+            run = data if before == 0 and ends[j - 1] == len(data) else data[before:ends[j - 1]]
+            position = self.active_base + await self.ctx.pool.append(self._active, run)
             if self.stats.count == 0:
                 self.started_ms = now_ms()
             self.stats.add_run(offsets[i], offsets[j - 1], timestamp, latest, j - i,
                                min_ts=min(stamps[i:j]))
             positions.extend(itertools.accumulate(sizes[i : j - 1], initial=position))
             i = j
-
-    def _check_fits(self, size: int) -> None:
-        if size > self.max_size:
-            raise self._corrupt(f"{size}-byte entry exceeds the segment size {self.max_size}")
-
-    def _added(self, offset: int, timestamp: int) -> None:
-        if self.stats.count == 0:
-            self.started_ms = now_ms()
-        self.stats.add(offset, timestamp)
 
     async def flush(self, until: int | None = None) -> None:
         """Commit every byte appended; return once those before ``until`` (by

@@ -21,7 +21,7 @@ from tieredstore.segment.path import SLOTS_NAME
 from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery, find_entries
 from tieredstore.store.context import StoreContext
-from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats
+from tieredstore.store.flatfile import FlatFile, SegmentStats
 from tieredstore.store.keyentries import (
     ENTRY_SIZE,
     WATERMARK,
@@ -35,6 +35,7 @@ from tieredstore.store.keyentries import (
 from tieredstore.store.record import CqUnit
 
 Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
+Entry = tuple[bytes, int, int]  # an entry's bytes, its offset and its store timestamp
 TAIL_STEP = 64  # entries read back at a time on open, for the last message's
 
 
@@ -194,9 +195,11 @@ class KeyIndex:
         if flat is None:
             await self.start(self._pending[0][1])
             flat = await self._open_flat(first=True)
+        pending = self._pending
         positions: list[int] = []
         try:
-            await flat.append_many(self._pending, positions)
+            await flat.append(b"".join([e[0] for e in pending]), [ENTRY_SIZE] * len(pending),
+                              [e[1] for e in pending], [e[2] for e in pending], positions)
         finally:
             del self._pending[: len(positions)]
 

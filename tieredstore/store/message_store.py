@@ -35,6 +35,7 @@ from tieredstore.errors import (
     TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
+from tieredstore.metrics import Prices, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions
@@ -45,7 +46,7 @@ from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport, collect_garbage
-from tieredstore.store.observe import MetricsServer, Prices, QueueFigures, StoreCollector
+from tieredstore.store.observe import MetricsServer
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import OwnedQueue
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -326,7 +327,7 @@ class AsyncMessageStore(QueueReads):
         queue = await self._queue(topic, queue_id, create=True)
         if not batch:
             return range(queue.next_offset, queue.next_offset)
-        first = await queue.append_batch(batch, now_ms(), first_offset)
+        first = await queue.append_batch(batch, first_offset)
         return range(first, first + len(batch))
 
     async def flush(self) -> None:
@@ -372,15 +373,17 @@ class AsyncMessageStore(QueueReads):
         return deleted
 
     def metrics_collector(self, *, namespace: str = "tieredstore",
-                          const_labels: Mapping[str, str] | None = None) -> StoreCollector:
-        """This store's Prometheus collector (see :mod:`tieredstore.store.observe`):
+                          const_labels: Mapping[str, str] | None = None
+                          ) -> TieredStoreCollector:
+        """This store's Prometheus collector (see :mod:`tieredstore.metrics`):
         register it on the host's registry (``registry.register(collector)``),
         or let the store serve it (``metrics_port``)."""
         ctx = self.ctx
         prices = Prices(self.config.price_per_1000_put, self.config.price_per_1000_get)
-        return StoreCollector(self._figures, lambda: len(self.corrupt), prices,
-                              store=ctx.store.metrics, fetcher=ctx.fetcher, pool=ctx.pool.metrics,
-                              namespace=namespace, const_labels=const_labels)
+        return TieredStoreCollector(store=ctx.store.metrics, fetcher=ctx.fetcher,
+                                    pool=ctx.pool.metrics, queues=self._figures,
+                                    corrupt=lambda: len(self.corrupt), prices=prices,
+                                    namespace=namespace, const_labels=const_labels)
 
     def _figures(self) -> list[QueueFigures]:
         # Called on the scraping thread while the loop goes on: a queue's pending

@@ -27,16 +27,16 @@ from operator import itemgetter
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
 from tieredstore.metadata import QueueMetadata, QueuePath
+from tieredstore.metrics import QueueFigures
 from tieredstore.segment import FileType
 from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery
 from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
-from tieredstore.store.errors import MessageTooLarge, OffsetError
-from tieredstore.store.flatfile import Entry, FlatFile, SegmentStats, now_ms
+from tieredstore.store.errors import OffsetError
+from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
 from tieredstore.store.keyentries import KeyEntry, indexed_keys
 from tieredstore.store.keyindex import KeyIndex
-from tieredstore.store.observe import QueueFigures
 from tieredstore.store.outgoing import Outgoing, bare
 from tieredstore.store.pending import PendingUnits
 from tieredstore.store.reading import QueueReading
@@ -165,22 +165,14 @@ class OwnedQueue(QueueReading):
         # damaged consume-queue range is rebuilt from the commit log.
         await self.cl.open()
         if self.cq._active.sealed:  # sealed, not yet recorded: its units say what it holds
-            stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
-                                                 self.cq.end // UNIT_SIZE)
-            stats.unseen = self.cq.end - self.cq.active_base
-            await self.cq.record_sealed(self.cq._active, stats)
-            await self.cq._open_next(self.cq.end)
+            await self.cq.record_if_sealed(await self._cq_stats())
         self.next_offset = self.cq.end // UNIT_SIZE
-        self.cq.stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
-                                                     self.next_offset)
-        self.cq.stats.unseen = self.cq.end - self.cq.active_base
+        self.cq.stats = await self._cq_stats()
         await self._catch_up_index()
         await self._redispatch()
         cl_first = self.meta.next_message_offset(self.cl.file_type)
         self.cl.stats = await self._stats_from_units(cl_first, self.next_offset)
-        if self.cl._active.sealed:
-            await self.cl.record_sealed(self.cl._active, self.cl.stats)
-            await self.cl._open_next(self.cl.end)
+        await self.cl.record_if_sealed(self.cl.stats)
         await self.index.flush()
         now = now_ms()
         for flat in self.flat_files:  # messages from before this open: their own time
@@ -208,6 +200,13 @@ class OwnedQueue(QueueReading):
             self.index.add([(m.offset, u, indexed_keys(m.keys, m.properties))
                             for m, u in zip(messages, units, strict=True)])
             at += len(messages)
+
+    async def _cq_stats(self) -> SegmentStats:
+        """Stats of the consume queue's active segment, from its units."""
+        stats = await self._stats_from_units(self.cq.active_base // UNIT_SIZE,
+                                             self.cq.end // UNIT_SIZE)
+        stats.unseen = self.cq.end - self.cq.active_base
+        return stats
 
     async def _stats_from_units(self, first: int, end: int) -> SegmentStats:
         """Stats of offsets ``[first, end)``; timestamps from the live units among them
@@ -278,40 +277,27 @@ class OwnedQueue(QueueReading):
         timestamp: int | None = None,
         offset: int | None = None,
     ) -> int:
-        limit = self.ctx.config.max_message_size
-        if len(body) > limit:
-            raise MessageTooLarge(f"message body is {len(body)} bytes, the limit is {limit}",
-                                  topic=self.topic, queue_id=self.queue_id)
+        """Append one message; its offset. Placed without the lock when nothing
+        else appends and it needs no roll and no wait for the pool (the common
+        append), else a batch of one. Its arguments are checked (store/arguments.py)."""
         if not self.lock.locked() and not self._appends_waiting and \
                 offset in (None, self.next_offset):
-            # Nothing else appends now: placed without awaiting, it needs no lock.
             at = self.next_offset
             ts = now_ms() if timestamp is None else int(timestamp)
             record = self._encode(at, ts, body, keys=keys, tags=tags, properties=properties)
             position = self.cl.append_nowait(record, at, ts)
             if position is not None:  # else a roll or a full pool: the locked way below
-                self._appended(at, position, record, ts, keys=keys, tags=tags,
-                               properties=properties)
+                self._pending.add(at, CqUnit(position, len(record), tags_hash(tags), ts),
+                                  indexed_keys(keys, properties))
+                self.next_offset = at + 1
                 if self.ctx.pool.yield_due():
                     await asyncio.sleep(0)
                 if self._dispatch_due():
                     async with self.lock:
                         await self._dispatch_appended()
                 return at
-        async with self._appending():
-            if offset is not None and offset != self.next_offset:
-                kind = "a gap" if offset > self.next_offset else "a rewind"
-                raise OffsetError(f"offset {offset} would be {kind}: the next offset is "
-                                  f"{self.next_offset}", topic=self.topic,
-                                  queue_id=self.queue_id)
-            at = self.next_offset
-            ts = now_ms() if timestamp is None else int(timestamp)
-            record = self._encode(at, ts, body, keys=keys, tags=tags, properties=properties)
-            position = await self.cl.append(record, at, ts)
-            self._appended(at, position, record, ts, keys=keys, tags=tags,
-                           properties=properties)
-            await self._dispatch_appended()
-            return at
+        return await self.append_batch([Outgoing(body, keys, tags, properties, timestamp)],
+                                       offset)
 
     @contextlib.asynccontextmanager
     async def _appending(self) -> AsyncIterator[None]:
@@ -332,69 +318,51 @@ class OwnedQueue(QueueReading):
         record = encode_record(offset, ts, body, keys=keys, tags=tags, properties=properties)
         return record if self.ctx.codec is None else self.ctx.codec.seal(record)
 
-    def _appended(self, offset: int, position: int, record: bytes, ts: int, *,
-                  keys: Sequence[str], tags: str | None,
-                  properties: Mapping[str, str] | None) -> None:
-        """A record placed in the commit log: its unit waits for dispatch."""
-        self._pending.add(offset, CqUnit(position, len(record), tags_hash(tags), ts),
-                          indexed_keys(keys, properties))
-        self.next_offset = offset + 1
-
-    async def append_batch(self, messages: Sequence[Outgoing], timestamp: int,
+    async def append_batch(self, messages: Sequence[Outgoing],
                            first_offset: int | None = None) -> int:
         """Append ``messages`` in order with one lock, one encode each and one pool
         append per run of records; the first one's offset (the rest follow).
-        ``timestamp`` stands in for messages that carry none; ``first_offset``, if
-        given, must be the queue's next offset (else nothing is appended). If a
-        roll or the pool fails midway, the messages before the failure stay
+        Messages that carry no timestamp get the store's clock; ``first_offset``,
+        if given, must be the queue's next offset (else nothing is appended). If
+        a roll or the pool fails midway, the messages before the failure stay
         appended."""
         async with self._appending():
             first = self.next_offset
             if first_offset is not None and first_offset != first:
-                raise OffsetError(f"the batch was numbered from {first_offset}, the queue's "
-                                  f"next offset is {first}", topic=self.topic,
-                                  queue_id=self.queue_id)
-            if self.ctx.codec is None and bare(messages):
-                stamps = list(map(itemgetter(4), messages))
-                if stamps.count(None) == len(stamps):  # none carries its own
-                    stamps = [timestamp] * len(stamps)
-                else:
-                    stamps = [timestamp if t is None else int(t) for t in stamps]
-                await self._append_bare(list(map(itemgetter(0), messages)), first, stamps)
+                kind = "a gap" if first_offset > first else "a rewind"
+                raise OffsetError(f"offset {first_offset} would be {kind}: the next offset "
+                                  f"is {first}", topic=self.topic, queue_id=self.queue_id)
+            now = now_ms()
+            stamps = list(map(itemgetter(4), messages))
+            if stamps.count(None) == len(stamps):  # none carries its own
+                stamps = [now] * len(stamps)
             else:
-                await self._append_messages(messages, first, timestamp)
+                stamps = [now if t is None else int(t) for t in stamps]
+            plain = self.ctx.codec is None and bare(messages)
+            if plain:
+                data, sizes = encode_bare_records(list(map(itemgetter(0), messages)), first,
+                                                  stamps)
+            else:
+                records = [self._encode(first + k, ts, m.body, keys=m.keys, tags=m.tags,
+                                        properties=m.properties)
+                           for k, (m, ts) in enumerate(zip(messages, stamps, strict=True))]
+                data, sizes = b"".join(records), list(map(len, records))
+            positions: list[int] = []
+            try:
+                await self.cl.append(data, sizes, range(first, first + len(sizes)), stamps,
+                                     positions)
+            finally:
+                if plain:
+                    self._pending.add_bare(first, positions, sizes, stamps)
+                else:
+                    for k, position in enumerate(positions):
+                        m = messages[k]
+                        self._pending.add(first + k, CqUnit(position, sizes[k],
+                                                            tags_hash(m.tags), stamps[k]),
+                                          indexed_keys(m.keys, m.properties))
+                self.next_offset += len(positions)
             await self._dispatch_appended()
             return first
-
-    async def _append_messages(self, messages: Sequence[Outgoing], first: int,
-                               timestamp: int) -> None:
-        entries: list[Entry] = []
-        for k, m in enumerate(messages):
-            ts = timestamp if m.timestamp is None else int(m.timestamp)
-            entries.append((self._encode(first + k, ts, m.body, keys=m.keys, tags=m.tags,
-                                         properties=m.properties), first + k, ts))
-        positions: list[int] = []
-        try:
-            await self.cl.append_many(entries, positions)
-        finally:
-            add = self._pending.add
-            for (record, offset, ts), position, m in zip(entries, positions, messages,
-                                                         strict=False):
-                add(offset, CqUnit(position, len(record), tags_hash(m.tags), ts),
-                    indexed_keys(m.keys, m.properties))
-            self.next_offset += len(positions)
-
-    async def _append_bare(self, bodies: list[bytes], first: int, stamps: list[int]) -> None:
-        """:meth:`_append_messages` for bodies alone, each step over the whole batch."""
-        data, sizes = encode_bare_records(bodies, first, stamps)
-        positions: list[int] = []
-        try:
-            await self.cl.append_joined(data, sizes, range(first, first + len(sizes)), stamps,
-                                        positions)
-        finally:
-            n = len(positions)
-            self._pending.add_bare(first, positions, sizes, stamps)
-            self.next_offset += n
 
     def _dispatch_due(self) -> bool:
         """Whether the first pending unit's record is committed (one to dispatch)."""
@@ -423,7 +391,7 @@ class OwnedQueue(QueueReading):
             await self.index.start(first)  # before any of their units can be stored
         positions: list[int] = []
         try:
-            await self.cq.append_joined(pending.encode(ready), [UNIT_SIZE] * ready,
+            await self.cq.append(pending.encode(ready), [UNIT_SIZE] * ready,
                                         range(first, first + ready), stamps, positions)
         finally:
             n = len(positions)
