@@ -57,6 +57,7 @@ MAX_VALUE = 2**32 - 1  # bytes of a property value (u32 length)
 MAX_NOW_SECONDS = 1e11
 
 BYTES_LIKE = "bytes-like (bytes, bytearray or memoryview)"
+MS = " of milliseconds since the epoch"
 
 
 # --- plain values ---------------------------------------------------------------------------
@@ -170,18 +171,18 @@ def now_ms() -> int:
 
 
 def check_timestamp(timestamp: Any, *, config: TieredStoreConfig, retention: float,
-                    retention_source: str, now: int | None = None) -> None:
+                    retention_source: str) -> None:
     """A store timestamp: an int of milliseconds within the store's window.
 
     ``retention`` (seconds) is the topic's retention, the window's past edge
     when ``timestamp_before_max`` is 0; ``retention_source`` says where it is set.
     """
-    check_int("timestamp", timestamp, 0, MAX_TIMESTAMP, what=" of milliseconds since the epoch")
+    check_int("timestamp", timestamp, 0, MAX_TIMESTAMP, what=MS)
     before = config.timestamp_before_max or retention
     after = config.timestamp_after_max
     if math.isinf(before) and math.isinf(after):
         return
-    clock = now_ms() if now is None else now
+    clock = now_ms()
     lo = -math.inf if math.isinf(before) else clock - before * 1000
     hi = math.inf if math.isinf(after) else clock + after * 1000
 
@@ -243,22 +244,14 @@ def _valid_topic(topic: str) -> str:
     return validate_name("topic", topic)
 
 
-def retention_of(config: TieredStoreConfig, topic_reserved_time: Mapping[str, float],
-                 topic: str) -> tuple[float, str]:
-    """The topic's retention in seconds and where it is set."""
-    if topic in topic_reserved_time:
-        return float(topic_reserved_time[topic]), f"topic_reserved_time[{topic!r}]"
-    return config.file_reserved_time, "file_reserved_time"
-
-
 def check_append(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
                  properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
-                 topic_reserved_time: Mapping[str, float], now: int | None = None) -> None:
+                 topic_reserved_time: Mapping[str, float]) -> None:
     """Every argument of ``append``, and the size of the record it would write."""
     check_queue_to_append(topic, queue_id)
     check_message(topic, queue_id, body, keys=keys, tags=tags, properties=properties,
                   timestamp=timestamp, offset=offset, config=config,
-                  topic_reserved_time=topic_reserved_time, now=now)
+                  topic_reserved_time=topic_reserved_time)
 
 
 def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStoreConfig,
@@ -302,7 +295,7 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
 
 def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
                   properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
-                  topic_reserved_time: Mapping[str, float], now: int | None = None) -> None:
+                  topic_reserved_time: Mapping[str, float]) -> None:
     """One message's fields (its queue checked already) and its record's size."""
     if (type(body) is bytes and not keys and type(keys) in (tuple, list) and tags is None
             and properties is None and timestamp is None and offset is None
@@ -313,9 +306,11 @@ def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
     if offset is not None:
         check_int("offset", offset, 0, MAX_OFFSET)
     if timestamp is not None:
-        retention, source = retention_of(config, topic_reserved_time, topic)
-        check_timestamp(timestamp, config=config, retention=retention,
-                        retention_source=source, now=now)
+        # The topic's retention, and where it is set.
+        source = (f"topic_reserved_time[{topic!r}]" if topic in topic_reserved_time
+                  else "file_reserved_time")
+        check_timestamp(timestamp, config=config, retention_source=source,
+                        retention=float(topic_reserved_time.get(topic, config.file_reserved_time)))
     total = MIN_RECORD_SIZE + sum(sizes.values())
     limit = largest_record(config)
     if total > limit:
@@ -371,8 +366,8 @@ def check_query_by_key(topic: Any, key: Any, begin_ms: Any, end_ms: Any,
     validate_name("topic", topic)
     if check_text("key", key) == 0:
         raise InvalidArgument("key", "must not be empty")
-    check_int("begin_ms", begin_ms, 0, MAX_TIMESTAMP, what=" of milliseconds since the epoch")
-    check_int("end_ms", end_ms, 0, MAX_TIMESTAMP, what=" of milliseconds since the epoch")
+    check_int("begin_ms", begin_ms, 0, MAX_TIMESTAMP, what=MS)
+    check_int("end_ms", end_ms, 0, MAX_TIMESTAMP, what=MS)
     if end_ms < begin_ms:
         raise InvalidArgument("end_ms", f"{end_ms} is before begin_ms {begin_ms}")
     check_int("max_count", max_count, 1, MAX_OFFSET)
@@ -380,8 +375,7 @@ def check_query_by_key(topic: Any, key: Any, begin_ms: Any, end_ms: Any,
 
 def check_offset_for_time(topic: Any, queue_id: Any, timestamp_ms: Any) -> None:
     check_queue(topic, queue_id)
-    check_int("timestamp_ms", timestamp_ms, 0, MAX_TIMESTAMP,
-              what=" of milliseconds since the epoch")
+    check_int("timestamp_ms", timestamp_ms, 0, MAX_TIMESTAMP, what=MS)
 
 
 def check_now(now: Any) -> None:

@@ -41,14 +41,13 @@ from tieredstore.store.record import (
     FLAG_AES_GCM,
     FLAG_ZSTD,
     HEAD_SIZE,
-    MAGIC,
     TAIL_AT,
     RecordError,
+    framed,
 )
 
 KeyProvider = Callable[[str], bytes]
 
-_HEAD = struct.Struct(">III")
 _FLAGS = struct.Struct(">I")
 _PLAIN = struct.Struct(">II")  # plain_len, plain_crc32c
 _U16 = struct.Struct(">H")
@@ -141,7 +140,7 @@ class RecordCodec:
         if flags == 0 and self.key_id is None:
             return record  # neither compressed nor encrypted: the plain record (flags 0)
         plain = _PLAIN.pack(len(tail), crc32c(tail))
-        parts: list[bytes | memoryview] = [b"", record[HEAD_SIZE:FLAGS_AT], b"", plain]
+        parts: list[bytes | memoryview] = [record[HEAD_SIZE:FLAGS_AT], b"", plain]
         if self.key_id is not None:
             flags |= FLAG_AES_GCM
             name = self.key_id.encode()
@@ -149,14 +148,9 @@ class RecordCodec:
             fixed = record[HEAD_SIZE:FLAGS_AT] + _FLAGS.pack(flags)
             parts += [_U16.pack(len(name)), name, nonce]
             payload = self._cipher(self.key_id).encrypt(nonce, payload, fixed + plain + name)
-        parts[2] = _FLAGS.pack(flags)
+        parts[1] = _FLAGS.pack(flags)
         parts.append(payload)
-        total = HEAD_SIZE + sum(len(p) for p in parts)
-        crc = 0
-        for part in parts[1:]:
-            crc = crc32c(part, crc)
-        parts[0] = _HEAD.pack(total, MAGIC, crc)
-        return b"".join(parts)
+        return framed(parts)
 
     # --- reading ------------------------------------------------------------------------
 

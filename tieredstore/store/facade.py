@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from tieredstore.store import arguments
-from tieredstore.store.flatfile import now_ms
 from tieredstore.store.message_store import AsyncMessageStore
 from tieredstore.store.outbox import Errors, Outbox
 from tieredstore.store.outgoing import Outgoing
@@ -120,16 +119,13 @@ class MessageStore:
         arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
                                properties=properties, timestamp=timestamp, offset=offset,
                                config=core.config, topic_reserved_time=core.topic_reserved_time)
-        if offset is not None:  # the store checks it against the queue: through the loop
-            async def at_offset() -> range:
-                got = await core.append(topic, queue_id, body, keys=keys, tags=tags,
-                                        properties=properties, timestamp=timestamp,
-                                        offset=offset)
-                return range(got, got + 1)
-            return self._outbox.through_loop((topic, queue_id), at_offset).start
         message = Outgoing(bytes(body), tuple(keys), tags,
                            None if properties is None else dict(properties),
-                           now_ms() if timestamp is None else int(timestamp))
+                           arguments.now_ms() if timestamp is None else int(timestamp))
+        if offset is not None:  # the store checks it against the queue: through the loop
+            return self._outbox.through_loop(
+                (topic, queue_id), lambda: core.append_checked(topic, queue_id, [message],
+                                                               offset)).start
         return self._outbox.append((topic, queue_id), message)
 
     def append_batch(self, topic: str, queue_id: int,

@@ -14,7 +14,6 @@ import bisect
 import dataclasses
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,14 +21,11 @@ from tieredstore.errors import SegmentFenced, TieredStoreError
 from tieredstore.metadata import QueueMetadata, SegmentRecord, pb_type
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.store import properties
+from tieredstore.store.arguments import now_ms
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatreader import FlatReader
 
 log = logging.getLogger(__name__)
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
 
 @dataclass
 class SegmentStats:
@@ -286,14 +282,9 @@ class FlatFile(FlatReader[ChunkedSegment]):
         unseen (one read) folded in. If that read fails, ``stats`` as they are
         (the record then bounds nothing, and retention reads it, see
         :meth:`newest_timestamp`)."""
-        assert self.stamps is not None
         length = stats.unseen or segment.commit_position
-        try:
-            stamps = self.stamps(await segment.read0(0, length))
-        except TieredStoreError as exc:
-            log.warning("%s: the timestamps of its first %d bytes cannot be read (%s): its "
-                        "record bounds none", segment.path, length, exc)
-            return stats
+        stamps = await self._stamps(segment.read0(0, length), f"{segment.path}: the "
+                                    f"timestamps of its first {length} bytes")
         if not stamps:
             return stats
         seen = [] if stats.seen_min is None else [stats.seen_min]
@@ -306,14 +297,19 @@ class FlatFile(FlatReader[ChunkedSegment]):
         entries (one read of the segment); None if they cannot be read."""
         if record.HasField("min_timestamp_ms") or self.stamps is None:
             return record.end_timestamp_ms
+        stamps = await self._stamps(self.read(record.base_offset, record.size),
+                                    f"{self.topic}/{self.queue_id}: {self.file_type.label} "
+                                    f"segment at {record.base_offset}: its timestamps")
+        return None if stamps is None else max([record.end_timestamp_ms, *stamps])
+
+    async def _stamps(self, read: Awaitable[bytes | memoryview], what: str) -> list[int] | None:
+        """The timestamps of the entries ``read`` gives; None (logged) if it fails."""
+        assert self.stamps is not None
         try:
-            stamps = self.stamps(await self.read(record.base_offset, record.size))
+            return self.stamps(await read)
         except TieredStoreError as exc:
-            log.warning("%s/%d: %s segment at %d: its timestamps cannot be read: %s",
-                        self.topic, self.queue_id, self.file_type.label, record.base_offset,
-                        exc)
+            log.warning("%s cannot be read: %s", what, exc)
             return None
-        return max([record.end_timestamp_ms, *stamps])
 
     async def open_first(self) -> None:
         """Open a file that had no segment, as one more segment of this writer's

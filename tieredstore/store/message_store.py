@@ -44,7 +44,6 @@ from tieredstore.store import arguments, compose, keys
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
-from tieredstore.store.flatfile import now_ms
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.observe import MetricsServer
 from tieredstore.store.outgoing import Outgoing
@@ -201,7 +200,7 @@ class AsyncMessageStore(QueueReads):
 
     async def _roll_old(self) -> None:
         """Roll the queues whose active segments are ``rolling_interval`` old."""
-        now = now_ms()
+        now = arguments.now_ms()
         for (topic, queue_id), queue in list(self._queues.items()):
             try:
                 await queue.roll_if_old(now)
@@ -293,13 +292,7 @@ class AsyncMessageStore(QueueReads):
         arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
                                properties=properties, timestamp=timestamp, offset=offset,
                                config=self.config, topic_reserved_time=self.topic_reserved_time)
-        if (offset is not None and offset != 0 and (topic, queue_id) not in self._queues
-                and (topic, queue_id) not in self.corrupt
-                and not await has_segments(self.ctx, topic, queue_id)):
-            # Refused before the queue is created: a refused append stores nothing.
-            raise OffsetError(f"offset {offset} would be a gap: the queue is new, its next "
-                              "offset is 0", topic=topic, queue_id=queue_id)
-        queue = await self._queue(topic, queue_id, create=True)
+        queue = await self._queue_to_append(topic, queue_id, offset)
         return await queue.append(bytes(body), keys=tuple(keys), tags=tags,
                                   properties=properties, timestamp=timestamp, offset=offset)
 
@@ -324,11 +317,22 @@ class AsyncMessageStore(QueueReads):
         ``check_append``) passed already, with bytes bodies and tuple keys;
         ``first_offset``, if given, must be the queue's next offset (else
         ``OffsetError`` and nothing is appended)."""
-        queue = await self._queue(topic, queue_id, create=True)
+        queue = await self._queue_to_append(topic, queue_id, first_offset)
         if not batch:
             return range(queue.next_offset, queue.next_offset)
         first = await queue.append_batch(batch, first_offset)
         return range(first, first + len(batch))
+
+    async def _queue_to_append(self, topic: str, queue_id: int, offset: int | None
+                               ) -> OwnedQueue:
+        """The queue, created if new; but an ``offset`` past 0 for a new queue is
+        refused before it is created: a refused append stores nothing."""
+        if (offset is not None and offset != 0 and (topic, queue_id) not in self._queues
+                and (topic, queue_id) not in self.corrupt
+                and not await has_segments(self.ctx, topic, queue_id)):
+            raise OffsetError(f"offset {offset} would be a gap: the queue is new, its next "
+                              "offset is 0", topic=topic, queue_id=queue_id)
+        return await self._queue(topic, queue_id, create=True)
 
     async def flush(self) -> None:
         """Returns when every append before it is durable in the object store."""

@@ -170,13 +170,11 @@ class Outbox:
             run = [m for _, m, _ in batch[i:j]]
             try:
                 await self._core.append_checked(*key, run, first)
-            except OffsetError as exc:
-                exc.add_note("the sync facade gave out these offsets, and something appended "
-                             "to this queue through the async core behind the facade's back; "
-                             "the batch was not appended")
-                self._fail(exc)
-                return False
             except Exception as exc:
+                if isinstance(exc, OffsetError):
+                    exc.add_note("the sync facade gave out these offsets, and something "
+                                 "appended to this queue through the async core behind the "
+                                 "facade's back; the batch was not appended")
                 self._fail(exc)
                 return False
             with self._lock:

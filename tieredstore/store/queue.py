@@ -30,11 +30,12 @@ from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.metrics import QueueFigures
 from tieredstore.segment import FileType
 from tieredstore.store import properties
+from tieredstore.store.arguments import now_ms
 from tieredstore.store.bykey import KeyQuery
 from tieredstore.store.checks import ScanStop, scan_records
 from tieredstore.store.context import UNIT_ALIGN, StoreContext
 from tieredstore.store.errors import OffsetError
-from tieredstore.store.flatfile import FlatFile, SegmentStats, now_ms
+from tieredstore.store.flatfile import FlatFile, SegmentStats
 from tieredstore.store.keyentries import KeyEntry, indexed_keys
 from tieredstore.store.keyindex import KeyIndex
 from tieredstore.store.outgoing import Outgoing, bare
@@ -48,7 +49,7 @@ from tieredstore.store.record import (
     encode_record,
     tags_hash,
 )
-from tieredstore.store.repair import Rebuilt, rebuild_queue
+from tieredstore.store.repair import rebuild_queue
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,6 @@ class OwnedQueue(QueueReading):
         self.index = KeyIndex(ctx, topic, queue_id, meta)
         self.codec = ctx.opener  # reads records sealed with any settings
         self.next_offset = 0
-        self.rebuilt: Rebuilt | None = None
         self.lock = asyncio.Lock()
         self._appends_waiting = 0  # appends waiting for the lock (see _appending)
         self._pending = PendingUnits()
@@ -119,7 +119,7 @@ class OwnedQueue(QueueReading):
         queue = cls(ctx, topic, queue_id, meta)
         try:
             if not any(meta.next_base_offset(t) for t in FileType):
-                queue.rebuilt = await queue._rebuild()
+                await queue._rebuild()
             await queue._recover()
         except BaseException:
             await queue._abandon()
@@ -138,13 +138,13 @@ class OwnedQueue(QueueReading):
                     log.debug("%s/%d: letting go of %s: %s", self.topic, self.queue_id,
                               flat.active.path, exc)
 
-    async def _rebuild(self) -> Rebuilt | None:
+    async def _rebuild(self) -> None:
         rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
         records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX)
                    for r in rebuilt.records.get(ft, [])]
         if not records and not rebuilt.notes and not rebuilt.starts and rebuilt.index_from in (
                 None, properties.index_from(self.meta.properties)):
-            return None  # nothing the metadata does not say (a young queue's clean reopen)
+            return  # nothing the metadata does not say (a young queue's clean reopen)
         found: dict[str, str | None] = {}
         for file_type, bases in rebuilt.merging.items():
             found.update(properties.merging_set(file_type, bases))
@@ -157,7 +157,6 @@ class OwnedQueue(QueueReading):
         log.warning("%s/%d: no segment record in its metadata but segments in the bucket: "
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
                     len(records), "".join(f"; {n}" for n in said))
-        return rebuilt
 
     async def _recover(self) -> None:
         await self.cq.open()

@@ -120,7 +120,6 @@ def encode_record(
     if len(keys) >= NO_TAGS or len(props) >= NO_TAGS:
         raise RecordError(f"too many keys ({len(keys)}) or properties ({len(props)})")
     parts: list[bytes | memoryview] = [
-        b"",  # head, filled below
         _FIXED.pack(queue_offset, store_timestamp, 0),
         _U16.pack(NO_TAGS) if tags is None else _str16(tags, "tags"),
         _U16.pack(len(keys)),
@@ -131,12 +130,16 @@ def encode_record(
         encoded = value.encode()
         parts += [_str16(name, "a property name"), _U32.pack(len(encoded)), encoded]
     parts += [_U32.pack(len(body)), body]
-    total = _HEAD.size + sum(len(p) for p in parts)
+    return framed(parts)
+
+
+def framed(parts: Sequence[bytes | memoryview]) -> bytes:
+    """The record whose bytes after its CRC32C field are ``parts``: behind its
+    head (total size, magic, the parts' CRC32C)."""
     crc = 0
-    for part in parts[1:]:
+    for part in parts:
         crc = crc32c(part, crc)
-    parts[0] = _HEAD.pack(total, MAGIC, crc)
-    return b"".join(parts)
+    return b"".join([_HEAD.pack(_HEAD.size + sum(map(len, parts)), MAGIC, crc), *parts])
 
 
 def encode_bare_records(bodies: Sequence[bytes], first_offset: int,

@@ -76,10 +76,6 @@ class Rebuilt:
     # Where a file with no record begins, when not at 0 (see the module's docstring).
     starts: dict[FileType, First] = field(default_factory=dict)
 
-    @property
-    def found(self) -> bool:
-        return any(self.records.values()) or bool(self.notes) or bool(self.starts)
-
 
 async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                         file_type: FileType) -> list[int]:
