@@ -16,14 +16,21 @@ the merges owed; how many queues are open and corrupt; and the requests'
 estimated cost in dollars at the configured prices (``price_per_1000_put``:
 PUT, COPY, POST and LIST requests; ``price_per_1000_get``: GET and HEAD;
 DELETE is free).
+
+:class:`MetricsServer` serves a collector over HTTP (``prometheus_client``'s
+server, on a registry of its own), bound to ``metrics_host`` (127.0.0.1 by
+default) at ``metrics_port``; the store starts one at open when
+``metrics_port`` is set and stops it at close.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import start_http_server
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -32,6 +39,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import Fetcher
 from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, RequestMetrics
 from tieredstore.segment.pool.metrics import PoolMetrics
@@ -174,30 +182,22 @@ class TieredStoreCollector(Collector):
 
     def _store_metrics(self, metrics: RequestMetrics) -> Iterator[Metric]:
         snap = metrics.snapshot()
-        requests = self._counter("store_requests", "Object-store requests by operation "
-                                 "(each attempt).", "op")
-        for op, n in sorted(snap["requests"].items()):
-            requests.add_metric(self._values(op), n)
-        yield requests
-        retries = self._counter("store_retries", "Retried attempts by operation.", "op")
-        for op, n in sorted(snap["retries"].items()):
-            retries.add_metric(self._values(op), n)
-        yield retries
+        for key, name, doc in (
+            ("requests", "store_requests", "Object-store requests by operation (each attempt)."),
+            ("retries", "store_retries", "Retried attempts by operation."),
+            ("bytes_up", "store_sent_bytes", "Bytes sent to the store by operation."),
+            ("bytes_down", "store_received_bytes", "Bytes received from the store by operation."),
+        ):
+            family = self._counter(name, doc, "op")
+            for op, n in sorted(snap[key].items()):
+                family.add_metric(self._values(op), n)
+            yield family
         errors = self._counter("store_request_errors", "Failed attempts by operation and "
                                "error type.", "op", "error")
         for key, n in sorted(snap["errors"].items()):
             op, _, error = str(key).partition(":")
             errors.add_metric(self._values(op, error), n)
         yield errors
-        sent = self._counter("store_sent_bytes", "Bytes sent to the store by operation.", "op")
-        for op, n in sorted(snap["bytes_up"].items()):
-            sent.add_metric(self._values(op), n)
-        yield sent
-        received = self._counter("store_received_bytes", "Bytes received from the store by "
-                                 "operation.", "op")
-        for op, n in sorted(snap["bytes_down"].items()):
-            received.add_metric(self._values(op), n)
-        yield received
         latency = self._histogram("store_request_duration_seconds", "Object-store request "
                                   "latency by operation (each attempt).", "op")
         buckets = {op: list(counts) for op, counts in dict(metrics.latency_buckets).items()}
@@ -309,3 +309,33 @@ def register_metrics(
                                      namespace=namespace, const_labels=const_labels)
     registry.register(collector)
     return collector
+
+
+class MetricsServer:
+    """An HTTP endpoint serving one collector at ``/metrics`` (any path, in fact)."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+
+    @classmethod
+    def start(cls, collector: Collector, host: str, port: int) -> MetricsServer:
+        """Serve ``collector`` on ``host``:``port``; ``ConfigError`` naming
+        ``metrics_port`` if that cannot be bound (in use, a bad address)."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector)
+        try:
+            server, thread = start_http_server(port, addr=host, registry=registry)
+        except OSError as exc:
+            raise ConfigError("metrics_port", f"cannot serve metrics on {host}:{port}: "
+                                              f"{exc.strerror or exc}") from None
+        return cls(server, thread)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_port)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -246,12 +246,15 @@ def _valid_topic(topic: str) -> str:
 
 def check_append(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
                  properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
-                 topic_reserved_time: Mapping[str, float]) -> None:
-    """Every argument of ``append``, and the size of the record it would write."""
+                 topic_reserved_time: Mapping[str, float]) -> Outgoing:
+    """Every argument of ``append``, and the size of the record it would write;
+    the message (its own copy of the properties)."""
     check_queue_to_append(topic, queue_id)
     check_message(topic, queue_id, body, keys=keys, tags=tags, properties=properties,
                   timestamp=timestamp, offset=offset, config=config,
                   topic_reserved_time=topic_reserved_time)
+    return Outgoing(bytes(body), tuple(keys), tags,
+                    None if properties is None else dict(properties), timestamp)
 
 
 def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStoreConfig,

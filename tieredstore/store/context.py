@@ -17,12 +17,11 @@ from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, Segmen
 from tieredstore.segment.pool import UploadBufferPool
 from tieredstore.store import keys
 from tieredstore.store.codec import RecordCodec
-from tieredstore.store.keyentries import ENTRY_SIZE as INDEX_ENTRY
+from tieredstore.store.keyentries import ENTRY_SIZE
+from tieredstore.store.record import UNIT_SIZE
 from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
-
-UNIT_ALIGN = 32  # consume-queue unit size: CQ segments hold whole units
 
 
 @dataclass
@@ -72,13 +71,14 @@ class StoreContext:
         return dataclasses.replace(self.segment_options, derived=True)
 
     def max_size(self, file_type: FileType) -> int:
-        if file_type is FileType.CONSUME_QUEUE:
-            size = self.config.consume_queue_max_size
-            return max(UNIT_ALIGN, size - size % UNIT_ALIGN)
-        if file_type is FileType.INDEX:
-            size = self.config.index_max_size
-            return max(INDEX_ENTRY, size - size % INDEX_ENTRY)
-        return self.config.commit_log_max_size
+        """The most bytes a segment of ``file_type`` holds: the consume queue's
+        and the key index's whole units or entries."""
+        if file_type is FileType.COMMIT_LOG:
+            return self.config.commit_log_max_size
+        size, entry = ((self.config.consume_queue_max_size, UNIT_SIZE)
+                       if file_type is FileType.CONSUME_QUEUE
+                       else (self.config.index_max_size, ENTRY_SIZE))
+        return max(entry, size - size % entry)
 
     def in_log(self, topic: str, queue_id: int) -> bool:
         """Whether the log holds pieces of the queue not yet in chunks."""

@@ -116,12 +116,12 @@ class MessageStore:
         with the appends around it (see :mod:`tieredstore.store.outbox`): a failure
         to store it is raised by the next call. Durable after :meth:`flush`."""
         core = self.core
-        arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
-                               properties=properties, timestamp=timestamp, offset=offset,
-                               config=core.config, topic_reserved_time=core.topic_reserved_time)
-        message = Outgoing(bytes(body), tuple(keys), tags,
-                           None if properties is None else dict(properties),
-                           arguments.now_ms() if timestamp is None else int(timestamp))
+        message = arguments.check_append(
+            topic, queue_id, body, keys=keys, tags=tags, properties=properties,
+            timestamp=timestamp, offset=offset, config=core.config,
+            topic_reserved_time=core.topic_reserved_time)
+        if timestamp is None:  # the clock when it is appended, not when it is sent
+            message = message._replace(timestamp=arguments.now_ms())
         if offset is not None:  # the store checks it against the queue: through the loop
             return self._outbox.through_loop(
                 (topic, queue_id), lambda: core.append_checked(topic, queue_id, [message],

@@ -136,8 +136,8 @@ class FlatFile(FlatReader[ChunkedSegment]):
         over from any writer that still has it open.
 
         It may come back sealed: a crash (or the writer we replace) sealed it
-        before its record. The caller then records it (it knows the stats) and
-        calls :meth:`roll`.
+        before its record. The caller then records it (it knows the stats):
+        :meth:`record_if_sealed`.
         """
         path = self.path_of(self.meta.next_base_offset(self.file_type))
         # claim: a writer that still has it open (one we replace) is fenced.

@@ -32,9 +32,8 @@ from tieredstore.store.keyentries import (
     encode_entry,
     key_hash,
 )
-from tieredstore.store.record import CqUnit
+from tieredstore.store.pending import Pending
 
-Keyed = tuple[int, CqUnit, Sequence[str]]  # a message's offset, unit and keys
 Entry = tuple[bytes, int, int]  # an entry's bytes, its offset and its store timestamp
 TAIL_STEP = 64  # entries read back at a time on open, for the last message's
 
@@ -139,7 +138,7 @@ class KeyIndex:
 
     # --- writing ---------------------------------------------------------------------
 
-    def add(self, messages: Sequence[Keyed]) -> None:
+    def add(self, messages: Sequence[Pending]) -> None:
         """Queue the entries of dispatched messages (in offset order); a watermark
         when the last entry trails by :data:`WATERMARK_GAP` messages."""
         if not any(map(itemgetter(2), messages)):

@@ -35,7 +35,7 @@ from tieredstore.errors import (
     TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
-from tieredstore.metrics import Prices, QueueFigures, TieredStoreCollector
+from tieredstore.metrics import MetricsServer, Prices, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions
@@ -45,7 +45,6 @@ from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.gc import GcReport, collect_garbage
-from tieredstore.store.observe import MetricsServer
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import OwnedQueue
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -289,12 +288,12 @@ class AsyncMessageStore(QueueReads):
 
         Every argument is checked first (see :mod:`tieredstore.store.arguments`):
         a bad one raises and nothing is written."""
-        arguments.check_append(topic, queue_id, body, keys=keys, tags=tags,
-                               properties=properties, timestamp=timestamp, offset=offset,
-                               config=self.config, topic_reserved_time=self.topic_reserved_time)
+        message = arguments.check_append(
+            topic, queue_id, body, keys=keys, tags=tags, properties=properties,
+            timestamp=timestamp, offset=offset, config=self.config,
+            topic_reserved_time=self.topic_reserved_time)
         queue = await self._queue_to_append(topic, queue_id, offset)
-        return await queue.append(bytes(body), keys=tuple(keys), tags=tags,
-                                  properties=properties, timestamp=timestamp, offset=offset)
+        return await queue.append(message, offset)
 
     async def append_batch(self, topic: str, queue_id: int,
                            messages: Sequence[bytes | Outgoing]) -> range:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from operator import itemgetter
 
 from tieredstore.errors import CorruptSegment, IntegrityError, TieredStoreError
@@ -33,13 +33,13 @@ from tieredstore.store import properties
 from tieredstore.store.arguments import now_ms
 from tieredstore.store.bykey import KeyQuery
 from tieredstore.store.checks import ScanStop, scan_records
-from tieredstore.store.context import UNIT_ALIGN, StoreContext
+from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import OffsetError
 from tieredstore.store.flatfile import FlatFile, SegmentStats
 from tieredstore.store.keyentries import KeyEntry, indexed_keys
 from tieredstore.store.keyindex import KeyIndex
 from tieredstore.store.outgoing import Outgoing, bare
-from tieredstore.store.pending import PendingUnits
+from tieredstore.store.pending import Pending, PendingUnits
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -53,7 +53,6 @@ from tieredstore.store.repair import rebuild_queue
 
 log = logging.getLogger(__name__)
 
-assert UNIT_SIZE == UNIT_ALIGN
 CATCH_UP_STEP = 1024  # records read at a time to re-derive key index entries
 CATCH_UP_BYTES = 4 * 1024 * 1024
 
@@ -196,7 +195,7 @@ class OwnedQueue(QueueReading):
                 return
             if not messages:
                 return
-            self.index.add([(m.offset, u, indexed_keys(m.keys, m.properties))
+            self.index.add([Pending(m.offset, u, indexed_keys(m.keys, m.properties))
                             for m, u in zip(messages, units, strict=True)])
             at += len(messages)
 
@@ -266,28 +265,20 @@ class OwnedQueue(QueueReading):
 
     # --- writing ----------------------------------------------------------------------
 
-    async def append(
-        self,
-        body: bytes,
-        *,
-        keys: Sequence[str] = (),
-        tags: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        timestamp: int | None = None,
-        offset: int | None = None,
-    ) -> int:
-        """Append one message; its offset. Placed without the lock when nothing
-        else appends and it needs no roll and no wait for the pool (the common
-        append), else a batch of one. Its arguments are checked (store/arguments.py)."""
+    async def append(self, message: Outgoing, offset: int | None = None) -> int:
+        """Append one message (checked: store/arguments.py); its offset, which
+        ``offset``, if given, must be. Placed without the lock when nothing else
+        appends and it needs no roll and no wait for the pool (the common
+        append), else a batch of one."""
         if not self.lock.locked() and not self._appends_waiting and \
                 offset in (None, self.next_offset):
             at = self.next_offset
-            ts = now_ms() if timestamp is None else int(timestamp)
-            record = self._encode(at, ts, body, keys=keys, tags=tags, properties=properties)
+            ts = now_ms() if message.timestamp is None else int(message.timestamp)
+            record = self._encode(at, ts, message)
             position = self.cl.append_nowait(record, at, ts)
             if position is not None:  # else a roll or a full pool: the locked way below
-                self._pending.add(at, CqUnit(position, len(record), tags_hash(tags), ts),
-                                  indexed_keys(keys, properties))
+                self._pending.add(at, CqUnit(position, len(record), tags_hash(message.tags),
+                                             ts), indexed_keys(message.keys, message.properties))
                 self.next_offset = at + 1
                 if self.ctx.pool.yield_due():
                     await asyncio.sleep(0)
@@ -295,8 +286,7 @@ class OwnedQueue(QueueReading):
                     async with self.lock:
                         await self._dispatch_appended()
                 return at
-        return await self.append_batch([Outgoing(body, keys, tags, properties, timestamp)],
-                                       offset)
+        return await self.append_batch([message], offset)
 
     @contextlib.asynccontextmanager
     async def _appending(self) -> AsyncIterator[None]:
@@ -312,9 +302,9 @@ class OwnedQueue(QueueReading):
         finally:
             self.lock.release()
 
-    def _encode(self, offset: int, ts: int, body: bytes, *, keys: Sequence[str],
-                tags: str | None, properties: Mapping[str, str] | None) -> bytes:
-        record = encode_record(offset, ts, body, keys=keys, tags=tags, properties=properties)
+    def _encode(self, offset: int, ts: int, m: Outgoing) -> bytes:
+        record = encode_record(offset, ts, m.body, keys=m.keys, tags=m.tags,
+                               properties=m.properties)
         return record if self.ctx.codec is None else self.ctx.codec.seal(record)
 
     async def append_batch(self, messages: Sequence[Outgoing],
@@ -342,8 +332,7 @@ class OwnedQueue(QueueReading):
                 data, sizes = encode_bare_records(list(map(itemgetter(0), messages)), first,
                                                   stamps)
             else:
-                records = [self._encode(first + k, ts, m.body, keys=m.keys, tags=m.tags,
-                                        properties=m.properties)
+                records = [self._encode(first + k, ts, m)
                            for k, (m, ts) in enumerate(zip(messages, stamps, strict=True))]
                 data, sizes = b"".join(records), list(map(len, records))
             positions: list[int] = []

@@ -135,22 +135,11 @@ async def has_segments(ctx: StoreContext, topic: str, queue_id: int) -> bool:
     return False
 
 
-class _File:
-    """One file's contiguous run of segments, opened read-only."""
-
-    def __init__(self, segments: list[ChunkedSegment]) -> None:
-        self.segments = segments
-
-    def containing(self, position: int) -> ChunkedSegment | None:
-        for seg in self.segments:
-            base = seg.path.base_offset
-            if base <= position < base + seg.commit_position:
-                return seg
-        return None
+Run = list[ChunkedSegment]  # one file's contiguous segments, opened read-only
 
 
 async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
-                    out: Rebuilt) -> _File:
+                    out: Rebuilt) -> Run:
     options = SegmentOptions(chunk_size=ctx.segment_options.chunk_size, merge_on_seal=False)
     opened = []
     for base in await segment_bases(ctx, topic, queue_id, file_type):
@@ -160,7 +149,7 @@ async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: Fil
         if ctx.log is not None:  # its bytes past the chunks: log pieces (read, not adopted)
             seg.adopt_log(ctx.log.of(path))
         opened.append(seg)
-    run: list[ChunkedSegment] = []
+    run: Run = []
     for seg in reversed(opened):
         if run and seg.path.base_offset + seg.commit_position != run[0].path.base_offset:
             out.notes.append(f"{seg.path} does not reach the next segment: not adopted")
@@ -169,16 +158,17 @@ async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: Fil
             out.notes.append(f"{seg.path} is not sealed but a later segment exists: not adopted")
             break
         run.insert(0, seg)
-    return _File(run)
+    return run
 
 
-async def _unit(cq: _File, offset: int) -> tuple[int, int] | None:
+async def _unit(cq: Run, offset: int) -> tuple[int, int] | None:
     """(commit-log position, store time) of ``offset``'s unit, if the CQ has it."""
-    seg = cq.containing(offset * UNIT_SIZE)
-    if seg is None:
-        return None
-    unit = decode_unit(await seg.read0(offset * UNIT_SIZE - seg.path.base_offset, UNIT_SIZE))
-    return unit.position, unit.store_timestamp
+    for seg in cq:
+        local = offset * UNIT_SIZE - seg.path.base_offset
+        if 0 <= local < seg.commit_position:
+            unit = decode_unit(await seg.read0(local, UNIT_SIZE))
+            return unit.position, unit.store_timestamp
+    return None
 
 
 async def _record_at(seg: ChunkedSegment, local: int) -> tuple[int, int, int] | None:
@@ -195,8 +185,8 @@ async def _record_at(seg: ChunkedSegment, local: int) -> tuple[int, int, int] | 
     return size, offset, store_ts
 
 
-async def _cq_records(cq: _File, out: Rebuilt) -> None:
-    for seg in cq.segments:
+async def _cq_records(cq: Run, out: Rebuilt) -> None:
+    for seg in cq:
         if not seg.sealed:
             continue
         base, size = seg.path.base_offset, seg.commit_position
@@ -209,8 +199,8 @@ async def _cq_records(cq: _File, out: Rebuilt) -> None:
         _add(out, FileType.CONSUME_QUEUE, seg, stats)
 
 
-async def _index_records(index: _File, out: Rebuilt) -> None:
-    for seg in index.segments:
+async def _index_records(index: Run, out: Rebuilt) -> None:
+    for seg in index:
         size = seg.commit_position - seg.commit_position % ENTRY_SIZE
         if size < ENTRY_SIZE:
             continue
@@ -225,12 +215,12 @@ async def _index_records(index: _File, out: Rebuilt) -> None:
             max(first.store_timestamp, last.store_timestamp), size // ENTRY_SIZE))
 
 
-async def _cl_records(cl: _File, cq: _File, cq_end: int, out: Rebuilt) -> None:
+async def _cl_records(cl: Run, cq: Run, cq_end: int, out: Rebuilt) -> None:
     starts: list[tuple[int, int] | None] = []
-    for seg in cl.segments:
+    for seg in cl:
         found = await _record_at(seg, 0)
         starts.append(None if found is None else found[1:])
-    for i, seg in enumerate(cl.segments):
+    for i, seg in enumerate(cl):
         if not seg.sealed:
             continue
         start = starts[i]
@@ -250,7 +240,7 @@ async def _cl_records(cl: _File, cq: _File, cq_end: int, out: Rebuilt) -> None:
         _add(out, FileType.COMMIT_LOG, seg, stats)
 
 
-async def _scan_to_end(seg: ChunkedSegment, cq: _File, cq_end: int,
+async def _scan_to_end(seg: ChunkedSegment, cq: Run, cq_end: int,
                        start: tuple[int, int]) -> tuple[int, int]:
     """The last record of ``seg`` (offset, time): from the last unit pointing into it
     (found by bisecting the consume queue), scanning on to the segment's end."""
@@ -289,7 +279,7 @@ async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt
     cq = await _open_run(ctx, topic, queue_id, FileType.CONSUME_QUEUE, out)
     cl = await _open_run(ctx, topic, queue_id, FileType.COMMIT_LOG, out)
     await _cq_records(cq, out)
-    cq_end = max((s.path.base_offset + s.commit_position for s in cq.segments), default=0)
+    cq_end = max((s.path.base_offset + s.commit_position for s in cq), default=0)
     await _cl_records(cl, cq, cq_end // UNIT_SIZE, out)
     index = await _open_run(ctx, topic, queue_id, FileType.INDEX, out)
     await _index_records(index, out)
@@ -299,15 +289,15 @@ async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt
     return out
 
 
-async def _start(file_type: FileType, run: _File, next_offset: int, out: Rebuilt) -> None:
+async def _start(file_type: FileType, run: Run, next_offset: int, out: Rebuilt) -> None:
     """Where a file with no record goes on, if not at 0: the first segment of its
     run (every segment before it was deleted by retention), and its first
     message offset: a consume queue's from its base, a commit log's from the
     record at its start, a key index's from its first entry; an empty
     segment's is ``next_offset`` (the consume queue's end)."""
-    if out.records.get(file_type) or not run.segments:
+    if out.records.get(file_type) or not run:
         return
-    seg = run.segments[0]
+    seg = run[0]
     base = seg.path.base_offset
     if base == 0:
         return
