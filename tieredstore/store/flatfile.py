@@ -24,8 +24,18 @@ from tieredstore.store import properties
 from tieredstore.store.arguments import now_ms
 from tieredstore.store.context import StoreContext
 from tieredstore.store.flatreader import FlatReader
+from tieredstore.store.keyentries import ENTRY_SIZE, decode_entries
+from tieredstore.store.record import decode_units
 
 log = logging.getLogger(__name__)
+
+# The store timestamps of whole entries' bytes (each checked), for the files of
+# fixed-size entries (consume queue, key index): exact record bounds.
+ENTRY_STAMPS: dict[FileType, Callable[[bytes | memoryview], list[int]]] = {
+    FileType.CONSUME_QUEUE: lambda data: [u.store_timestamp for u in decode_units(data)],
+    FileType.INDEX: lambda data: [e.store_timestamp for e in decode_entries(
+        data[: len(data) - len(data) % ENTRY_SIZE])],
+}
 
 @dataclass
 class SegmentStats:
@@ -50,6 +60,9 @@ class SegmentStats:
     min_ts: int | None = None
     unseen: int = 0
     seen_min: int | None = None
+    # The store's clock (ms) when the first message was added, for rolling by time
+    # on a timer: the store's clock, not the messages' timestamps.
+    started_ms: int | None = None
 
     def add_run(self, first: int, last: int, first_ts: int, max_ts: int, count: int, *,
                 min_ts: int) -> None:
@@ -59,6 +72,7 @@ class SegmentStats:
             self.first_offset = first
             self.begin_ts = first_ts
             self.min_ts = min_ts
+            self.started_ms = now_ms()
         elif self.min_ts is not None:
             self.min_ts = min(self.min_ts, min_ts)
         self.seen_min = min_ts if self.seen_min is None else min(self.seen_min, min_ts)
@@ -97,15 +111,10 @@ class FlatFile(FlatReader[ChunkedSegment]):
         self.active: ChunkedSegment | None = None
         self.stats = SegmentStats()
         self._rolling = False  # a roll began and has not finished
-        # Wall clock (ms) of the active segment's first message, for rolling by time
-        # on a timer: the store's clock, not the messages' timestamps.
-        self.started_ms: int | None = None
         # Work a sealed segment owes after its merge, under the same owed-merge
         # property (the key index's slot object).
         self.after_merge: Callable[[ChunkedSegment], Awaitable[None]] | None = None
-        # The store timestamps of whole entries' bytes (each checked), for a file
-        # of fixed-size entries (consume queue, key index): exact record bounds.
-        self.stamps: Callable[[bytes | memoryview], list[int]] | None = None
+        self.stamps = ENTRY_STAMPS.get(file_type)
 
     # --- positions --------------------------------------------------------------
 
@@ -171,8 +180,9 @@ class FlatFile(FlatReader[ChunkedSegment]):
         """Whether the active segment's first message came ``rolling_interval`` or
         more before ``now`` (ms, the store's clock): the timer's test."""
         interval = self.ctx.config.rolling_interval
-        return (interval > 0 and self.started_ms is not None and self.stats.count > 0
-                and now - self.started_ms >= interval * 1000)
+        started = self.stats.started_ms
+        return (interval > 0 and started is not None and self.stats.count > 0
+                and now - started >= interval * 1000)
 
     def append_nowait(self, data: bytes, offset: int, timestamp: int) -> int | None:
         """One record where it needs no roll and no wait for the pool: its
@@ -183,8 +193,6 @@ class FlatFile(FlatReader[ChunkedSegment]):
         at = self.ctx.pool.append_nowait(self._active, data)
         if at is None:
             return None
-        if self.stats.count == 0:
-            self.started_ms = now_ms()
         self.stats.add_run(offset, offset, timestamp, timestamp, 1, min_ts=timestamp)
         return self.active_base + at
 
@@ -223,8 +231,6 @@ class FlatFile(FlatReader[ChunkedSegment]):
                 latest = max(stamps[i:j])
             run = data if before == 0 and ends[j - 1] == len(data) else data[before:ends[j - 1]]
             position = self.active_base + await self.ctx.pool.append(self._active, run)
-            if self.stats.count == 0:
-                self.started_ms = now_ms()
             self.stats.add_run(offsets[i], offsets[j - 1], timestamp, latest, j - i,
                                min_ts=min(stamps[i:j]))
             positions.extend(itertools.accumulate(sizes[i : j - 1], initial=position))
@@ -342,7 +348,6 @@ class FlatFile(FlatReader[ChunkedSegment]):
         await self.ctx.adopt_log(segment)
         self.active = segment
         self.stats = SegmentStats()
-        self.started_ms = None
         self._rolling = False
 
     async def _merge(self, segment: ChunkedSegment) -> None:

@@ -38,11 +38,6 @@ Entry = tuple[bytes, int, int]  # an entry's bytes, its offset and its store tim
 TAIL_STEP = 64  # entries read back at a time on open, for the last message's
 
 
-def entry_stamps(data: bytes | memoryview) -> list[int]:
-    """The store timestamps of the whole entries of ``data`` (:attr:`FlatFile.stamps`)."""
-    return [e.store_timestamp for e in decode_entries(data[: len(data) - len(data) % ENTRY_SIZE])]
-
-
 class KeyIndex:
     """The key index of one queue."""
 
@@ -114,7 +109,6 @@ class KeyIndex:
         entries ever, as a segment this writer adds (see :meth:`FlatFile.open_first`)."""
         flat = FlatFile(self.ctx, self.topic, self.queue_id, FileType.INDEX, self.meta)
         flat.after_merge = self._write_slots
-        flat.stamps = entry_stamps
         await (flat.open_first() if first else flat.open())
         self.flat = flat
         return flat

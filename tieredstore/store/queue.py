@@ -44,7 +44,6 @@ from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
-    decode_units,
     encode_bare_records,
     encode_record,
     tags_hash,
@@ -55,12 +54,6 @@ log = logging.getLogger(__name__)
 
 CATCH_UP_STEP = 1024  # records read at a time to re-derive key index entries
 CATCH_UP_BYTES = 4 * 1024 * 1024
-
-
-def unit_stamps(data: bytes | memoryview) -> list[int]:
-    """The store timestamps of consume-queue units, each one's CRC checked
-    (:attr:`FlatFile.stamps`)."""
-    return [unit.store_timestamp for unit in decode_units(data)]
 
 
 class OwnedQueue(QueueReading):
@@ -77,7 +70,6 @@ class OwnedQueue(QueueReading):
         self.meta = meta
         self.cl = FlatFile(ctx, topic, queue_id, FileType.COMMIT_LOG, meta)
         self.cq = FlatFile(ctx, topic, queue_id, FileType.CONSUME_QUEUE, meta)
-        self.cq.stamps = unit_stamps
         self.index = KeyIndex(ctx, topic, queue_id, meta)
         self.codec = ctx.opener  # reads records sealed with any settings
         self.next_offset = 0
@@ -174,7 +166,7 @@ class OwnedQueue(QueueReading):
         await self.index.flush()
         now = now_ms()
         for flat in self.flat_files:  # messages from before this open: their own time
-            flat.started_ms = min(now, flat.stats.begin_ts) if flat.stats.count else None
+            flat.stats.started_ms = min(now, flat.stats.begin_ts) if flat.stats.count else None
 
     async def _catch_up_index(self) -> None:
         """Hand the key index the records of stored units it has no entries for
