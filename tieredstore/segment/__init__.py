@@ -4,7 +4,7 @@ with merge on seal, recovery."""
 from tieredstore.filetype import FileType
 from tieredstore.segment.base import FileSegment
 from tieredstore.segment.chunked import ChunkedSegment
-from tieredstore.segment.cleanup import destroy_segment
+from tieredstore.segment.garbage import destroy_segment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.listing import (
     SegmentListing,

@@ -18,7 +18,7 @@ writer's next create lands on a taken id.
 a takeover cannot both win), writes a ``sealed`` marker recording the final
 size, merges the chunks into one ``segment`` object (see
 :mod:`tieredstore.segment.merge`), then deletes the chunks and, last, the
-marker (see :mod:`tieredstore.segment.cleanup`).
+marker (see :mod:`tieredstore.segment.garbage`).
 
 Over 400 lines because it is one state machine: claiming, committing, taking
 log pieces in and compacting them, sealing and merging all move the same
@@ -50,8 +50,8 @@ from tieredstore.objectstore.base import ObjectStore, UploadInfo
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import crc_metadata
 from tieredstore.segment.base import FileSegment
-from tieredstore.segment.cleanup import delete_leftovers, destroy_segment, find_seal
 from tieredstore.segment.conditional import create_entry
+from tieredstore.segment.garbage import delete_leftovers, destroy_segment
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, continue_with
 from tieredstore.segment.listing import SegmentState
 from tieredstore.segment.merge import MergeStats, merge_chunks
@@ -63,6 +63,7 @@ from tieredstore.segment.recovery import (
     SEAL_ENTRY,
     Recovered,
     encode_marker,
+    is_seal,
     recover_segment,
 )
 
@@ -155,7 +156,7 @@ class ChunkedSegment(FileSegment):
         segment._stray_uploads = []
         if segment._state is SegmentState.SEALED:
             # A seal entry a crashed cleanup left.
-            seal = await find_seal(store, segment._tail_zero)
+            seal = await segment._seal_entry()
             if seal is not None:
                 segment._leftovers.insert(0, seal)
             if segment._leftovers:
@@ -239,9 +240,12 @@ class ChunkedSegment(FileSegment):
     def layout(self) -> SegmentLayout:
         return self._layout
 
-    def _check_writable_handle(self) -> None:
+    def _check_alive(self) -> None:
         if self._destroyed:
             raise StoreClosed(f"segment {self.path} was destroyed")
+
+    def _check_writable_handle(self) -> None:
+        self._check_alive()
         if self._fenced is not None:
             raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
 
@@ -252,6 +256,12 @@ class ChunkedSegment(FileSegment):
         if self._seal_in_doubt:
             raise SegmentSealed("a seal failed without an answer; call seal() again",
                                 segment=str(self.path))
+
+    def _check_position(self, position: int, what: str) -> None:
+        if position != self._layout.size:
+            raise CommitPositionError(
+                f"{what} at {position}, but the commit position is {self._layout.size}",
+                segment=str(self.path), resume_position=self._layout.size)
 
     def _fence(self, why: str) -> SegmentFenced:
         self._fenced = SegmentFenced(why, segment=str(self.path))
@@ -264,21 +274,15 @@ class ChunkedSegment(FileSegment):
         # docstring inherited
         async with self._lock:
             self._check_writable()
-            segment = str(self.path)
             await self._settle()
-            if position != self._layout.size:
-                raise CommitPositionError(
-                    f"commit at {position}, but the commit position is {self._layout.size}",
-                    segment=segment,
-                    resume_position=self._layout.size,
-                )
+            self._check_position(position, "commit")
             if not data:
                 return
             max_size = self.options.max_size
             if max_size is not None and position + len(data) > max_size:
                 raise SegmentFull(
                     f"{len(data)} bytes at {position} would pass the maximum size {max_size}",
-                    segment=segment,
+                    segment=str(self.path),
                 )
             await self._clear_holes()
             if self._log_from is not None:
@@ -335,11 +339,10 @@ class ChunkedSegment(FileSegment):
         """Bytes that landed in a log object at ``unit.key[unit.object_offset:]``
         (CRC known) continue the segment; ``data``, when given, is cached."""
         self._check_writable()
-        if unit.position != self._layout.size:
-            raise CommitPositionError(
-                f"log piece at {unit.position}, but the commit position is {self._layout.size}",
-                segment=str(self.path), resume_position=self._layout.size)
-        self._append_log_unit(unit)
+        self._check_position(unit.position, "log piece")
+        if self._log_from is None:
+            self._log_from = unit.position
+        self._layout.append(unit)
         if data is not None:
             self.reader.committed(self.path, unit, data)
 
@@ -384,11 +387,6 @@ class ChunkedSegment(FileSegment):
         if self._layout.size > chunk_end and self._log_from is None:
             self._log_from = self._next_entry.position
         return dead
-
-    def _append_log_unit(self, unit: ChunkRef) -> None:
-        if self._log_from is None:
-            self._log_from = unit.position
-        self._layout.append(unit)
 
     async def compact(self) -> None:
         """Move the bytes held by log objects into one chunk at the chunk end."""
@@ -484,10 +482,7 @@ class ChunkedSegment(FileSegment):
         (the marker is written); a later ``seal()`` finishes an unmerged one."""
         do_merge = self.options.merge_on_seal if merge is None else merge
         async with self._lock:
-            if self._destroyed:
-                raise StoreClosed(f"segment {self.path} was destroyed")
-            if self._fenced is not None:
-                raise SegmentFenced(f"fenced earlier: {self._fenced}", segment=str(self.path))
+            self._check_writable_handle()
             if self._state is SegmentState.OPEN:
                 await self._compact()  # every byte is in chunks before the seal entry
                 entry = self._next_entry
@@ -533,10 +528,17 @@ class ChunkedSegment(FileSegment):
         # Fences stay until the segment is destroyed: a fence deleted here would
         # free the id a replaced writer's next create targets. The seal entry
         # only ever stands where its own writer would write next: it goes.
-        seal = self._seal_key or await find_seal(self.store, self._tail_zero)
+        seal = await self._seal_entry()
         self._leftovers = [u.key for u in chunks.units] + ([seal] if seal else []) \
             + [self.path.sealed_key]
         await self._delete_leftovers()
+
+    async def _seal_entry(self) -> str | None:
+        """The seal entry's key, if the series ends in one: the last entry, if it
+        is zero bytes, is a fence or a seal, which one HEAD tells apart. Cleanup
+        deletes a seal entry, never a fence."""
+        last = self._tail_zero
+        return self._seal_key or (last if last and await is_seal(self.store, last) else None)
 
     async def _delete_leftovers(self) -> None:
         await delete_leftovers(self.store, self._leftovers)
@@ -545,8 +547,9 @@ class ChunkedSegment(FileSegment):
     # --- reading and deleting ---------------------------------------------------
 
     async def read0(self, position: int, length: int) -> bytes:
-        # docstring inherited
-        return _kept(await self._read(self.reader.read, position, length))
+        # docstring inherited; a copy of a view (bytes() keeps bytes as they are), so
+        # that what a caller keeps does not keep a whole unit alive
+        return bytes(await self._read(self.reader.read, position, length))
 
     async def read_view0(self, position: int, length: int) -> bytes | memoryview:
         # docstring inherited
@@ -554,13 +557,12 @@ class ChunkedSegment(FileSegment):
 
     async def read_span0(self, position: int, length: int) -> bytes:
         # docstring inherited
-        return _kept(await self._read(self.reader.read_span, position, length))
+        return bytes(await self._read(self.reader.read_span, position, length))
 
     async def _read(self, read: Callable[[SegmentPath, SegmentLayout, int, int],
                                          Awaitable[bytes | memoryview]], position: int,
                     length: int) -> bytes | memoryview:
-        if self._destroyed:
-            raise StoreClosed(f"segment {self.path} was destroyed")
+        self._check_alive()
         size = self._layout.size
         if position < 0 or length < 0 or position + length > size:
             raise ReadOutOfRange(
@@ -593,9 +595,3 @@ class ChunkedSegment(FileSegment):
             await destroy_segment(self.store, self.path)
             self._destroyed = True
             self.reader.forget(self.path)
-
-
-def _kept(data: bytes | memoryview) -> bytes:
-    """What a caller of ``read0`` may keep: a copy, not a view that would keep a
-    whole unit alive."""
-    return data if isinstance(data, bytes) else bytes(data)

@@ -1,9 +1,12 @@
-"""Garbage: what a collection pass found, and the one way it is deleted.
+"""Garbage: what a collection pass found, and the one way segment objects are deleted.
 
-The finders decide what is garbage (the store's for queues, log objects and
+Every deletion of segment objects goes through here, in an order a crash
+midway can resume from: a segment destroyed whole (:func:`destroy_segment`),
+a merge's leftovers (:func:`delete_leftovers`), a pass's garbage. The
+finders decide what is garbage (the store's for queues, log objects and
 temporary files, the ledger adapter's for offload attempts; docs/format.md,
 *Garbage collection*); each item says how it goes, and :func:`collect`
-deletes a pass's items in an order a crash midway can resume from:
+deletes a pass's items in this order:
 
 1. plain objects (data chunks beside a merged object, an attempt's index,
    dead log objects and fences), then the ``sealed`` markers: a marker's
@@ -24,9 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tieredstore.objectstore.base import ObjectStore, UploadInfo
-from tieredstore.segment.cleanup import delete_leftovers, destroy_segment
-from tieredstore.segment.listing import SegmentListing, before
-from tieredstore.segment.path import SegmentPath
+from tieredstore.segment.listing import SegmentListing, before, list_segment
+from tieredstore.segment.path import SEALED_NAME, SegmentPath
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,40 @@ TEMPORARY = "temporary file"
 DEAD_LOG = "log object with nothing live"
 LOG_FENCE = "log fence"
 UNREFERENCED = "unreferenced offload attempt"
+
+
+async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
+                          keep_fences: bool = False) -> None:
+    """Delete every object of a segment, without opening it (even a corrupt one).
+
+    The order keeps a crash midway recoverable: a merged object goes last,
+    and a sealed marker goes before chunks, which go from the end backwards.
+    With ``keep_fences`` the zero-byte entries (fences, seals) stay: a writer
+    replaced while it held the segment open may still try its next entry, and
+    must find it taken (retention keeps them; GC removes them after its
+    safety age, see docs/format.md).
+    """
+    listing = await list_segment(store, path, uploads=True)
+    for upload in listing.uploads:
+        await store.abort_multipart(upload.key, upload.upload_id)
+    fences = {c.key for c in listing.chunks if not c.size} if keep_fences else set()
+    rest = sorted((o.key for o in listing.objects if o.key not in fences
+                   and o is not listing.merged and o is not listing.marker), reverse=True)
+    marker = [listing.marker.key] if listing.marker is not None else []
+    if listing.merged is not None:
+        await store.delete_many(rest + marker)
+        await store.delete_many([listing.merged.key])
+    else:
+        await store.delete_many(marker)
+        await store.delete_many(rest)
+
+
+async def delete_leftovers(store: ObjectStore, keys: Sequence[str]) -> None:
+    """What a merge leaves (chunks, the seal entry, the sealed marker), of one
+    segment or many: the markers last, as their absence means cleanup is done."""
+    marker = [k for k in keys if k.endswith("/" + SEALED_NAME)]
+    await store.delete_many([k for k in keys if not k.endswith("/" + SEALED_NAME)])
+    await store.delete_many(marker)
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,10 +112,6 @@ class SegmentPath:
     def sealed_key(self) -> str:
         return self.base_dir + SEALED_NAME
 
-    def with_base_offset(self, base_offset: int) -> SegmentPath:
-        return SegmentPath(self.cluster, self.broker, self.topic, self.queue_id,
-                           self.file_type, base_offset, self.prefix)
-
     def __str__(self) -> str:
         return f"{self.queue_path}@{self.base_offset}"
 

@@ -110,13 +110,6 @@ def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo], *, holes: bool
     return series
 
 
-async def ends_in_seal(store: ObjectStore, path: SegmentPath, series: Series) -> bool | None:
-    """Whether the series' last entry is a seal (one HEAD, only when it is zero
-    bytes); None if that entry is gone (the segment was destroyed meanwhile:
-    list again)."""
-    return series.ends_in_zero and await is_seal(store, series.zero_keys[-1])
-
-
 async def is_seal(store: ObjectStore, key: str) -> bool | None:
     """Whether the zero-byte entry ``key`` is a seal, not a fence (one HEAD);
     None if it is gone."""
@@ -222,7 +215,9 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: SegmentL
     series = chunk_series(path, listing.chunks, holes=holes)
     layout = series.layout
     if listing.marker is None:
-        sealed = await ends_in_seal(store, path, series)
+        # Whether the last entry is a seal (one HEAD, only when it is zero bytes);
+        # None if it is gone (the segment was destroyed meanwhile: list again).
+        sealed = series.ends_in_zero and await is_seal(store, series.zero_keys[-1])
         if sealed is None:
             return None
         if sealed:
