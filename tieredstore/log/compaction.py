@@ -16,6 +16,7 @@ from collections.abc import Set
 from tieredstore.checksum import crc32c
 from tieredstore.errors import TieredStoreError
 from tieredstore.log.keys import LogPath
+from tieredstore.log.pieces import segment_key
 from tieredstore.objectstore import ByteRange, ObjectStore
 from tieredstore.segment import ChunkedSegment
 from tieredstore.segment.layout import ChunkRef
@@ -28,8 +29,7 @@ def groups(segments: list[ChunkedSegment], limit: int) -> list[list[ChunkedSegme
     segment alone may hold more)."""
     out: list[list[ChunkedSegment]] = []
     size = 0
-    for segment in sorted(segments, key=lambda s: (s.path.topic, s.path.queue_id,
-                                                   s.path.file_type, s.path.base_offset)):
+    for segment in sorted(segments, key=lambda s: segment_key(s.path)):
         if not out or (size and size + segment.log_bytes > limit):
             out.append([])
             size = 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
 from tieredstore.log.errors import LogCorrupt
+from tieredstore.segment.layout import ChunkRef
 from tieredstore.sizes import KiB
 
 MAGIC = b"TSLG"
@@ -67,6 +68,10 @@ class Piece:
     def segment(self) -> tuple[str, int, FileType, int]:
         """Which segment the piece belongs to."""
         return self.topic, self.queue_id, self.file_type, self.segment_base
+
+    def unit(self, key: str) -> ChunkRef:
+        """The piece as a unit of its segment's layout, stored in log object ``key``."""
+        return ChunkRef(self.position, self.length, key, self.object_offset, self.crc32c)
 
 
 @dataclass(frozen=True, slots=True)

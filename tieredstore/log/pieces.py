@@ -75,8 +75,7 @@ async def load_pieces(store: ObjectStore, entries: Iterable[LogEntry]) -> list[F
             pieces = await read_index(store, entry.key, entry.size)
         except ObjectNotFound:
             return None
-        return entry, [(p.segment, ChunkRef(p.position, p.length, entry.key, p.object_offset,
-                                            p.crc32c)) for p in pieces]
+        return entry, [(p.segment, p.unit(entry.key)) for p in pieces]
 
     loaded = await gather_bounded(READ_CONCURRENCY, one, [e for e in entries if not e.fence])
     return [found for found in loaded if found is not None]

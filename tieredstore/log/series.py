@@ -149,13 +149,15 @@ class LogSeries:
         creates next: a newer store's fence or fill takes it)."""
         if self._fenced:
             return True
-        if self._next is None:
-            return False
+        return self._next is not None and await self._ours(self._next) is False
+
+    async def _ours(self, seq: int) -> bool | None:
+        """Whether entry ``seq`` is this store's (one HEAD); None if there is none."""
         try:
-            info = await self.store.head(self.path.key(self._next))
+            info = await self.store.head(self.path.key(seq))
         except ObjectNotFound:
-            return False
-        return info.metadata.get(WRITER_METADATA_KEY) != self.writer_id
+            return None
+        return info.metadata.get(WRITER_METADATA_KEY) == self.writer_id
 
     async def append(self, data: bytes) -> LogEntry:
         """Create the next entry holding ``data``; :class:`LogFenced` once a newer
@@ -187,16 +189,11 @@ class LogSeries:
         sent = _now()
         listed = await self.entries()
         newer = [e for e in listed if e.seq > seq]
-        if not newer and any(e.seq == seq for e in listed):
-            # Our own create whose answer was lost, sent again now; or another's.
-            # Gone since the listing: deleted, so not the newest entry: another
-            # store wrote past it.
-            try:
-                info = await self.store.head(self.path.key(seq))
-            except ObjectNotFound:
-                info = None
-            if info is None or info.metadata.get(WRITER_METADATA_KEY) != self.writer_id:
-                newer = [e for e in listed if e.seq == seq]
+        # At ``seq``: our own create whose answer was lost, sent again now; or
+        # another's. Gone since the listing: deleted, so not the newest entry:
+        # another store wrote past it.
+        if not newer and any(e.seq == seq for e in listed) and not await self._ours(seq):
+            newer = [e for e in listed if e.seq == seq]
         if newer:
             self._fenced = True
             raise LogFenced(f"the log at {self.path.directory} holds {newer[-1].key}, past "

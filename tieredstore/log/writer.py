@@ -171,20 +171,16 @@ class LogWriter(LogPieces):
             self._writer = None
 
     async def _write(self, puts: list[_Put]) -> None:
-        async with self._series_lock:
-            await self._write_now(puts)
-
-    async def _write_now(self, puts: list[_Put]) -> None:
         try:
-            await self._settle()
-            puts = [p for p in puts if not _already_landed(p)]
-            if not puts:
-                return
-            pieces = [(Piece(p.segment.path.topic, p.segment.path.queue_id,
-                             p.segment.path.file_type, p.segment.path.base_offset, p.position,
-                             len(p.data)), p.data) for p in puts]
-            obj = _Object(*encode_log_object(pieces), puts)
-            entry = await self._append(obj)
+            async with self._series_lock:
+                await self._settle()
+                puts = [p for p in puts if not _already_landed(p)]
+                if not puts:
+                    return
+                pieces = [(Piece(*segment_key(p.segment.path), p.position, len(p.data)), p.data)
+                          for p in puts]
+                obj = _Object(*encode_log_object(pieces), puts)
+                entry = await self._append(obj)
         except LogFenced as exc:
             for p in puts:
                 _fail(p, SegmentFenced(str(exc), segment=str(p.segment.path)))
@@ -217,11 +213,7 @@ class LogWriter(LogPieces):
         obj = self._in_doubt
         if obj is None:
             return
-        try:
-            entry = await self.series.append(obj.data)
-        except LogFenced as exc:
-            self._fenced = exc
-            raise
+        entry = await self._append(obj)
         self._in_doubt = None
         log.info("log object %s, in doubt, has landed", entry.key)
         self._landed(obj, entry)
@@ -234,8 +226,7 @@ class LogWriter(LogPieces):
         self.tracker.landed(entry.seq, len(obj.pieces), time.time())
         for put, piece in zip(obj.puts, obj.pieces, strict=True):
             segment = put.segment
-            unit = ChunkRef(piece.position, piece.length, entry.key, piece.object_offset,
-                            piece.crc32c)
+            unit = piece.unit(entry.key)
             self._pieces.setdefault(piece.segment, {})[unit.position] = unit
             self._since.setdefault(piece.segment, time.monotonic())
             try:
@@ -294,14 +285,11 @@ class LogWriter(LogPieces):
         pieces = consolidated_pieces([h for h in live if h[0] not in soon])
         if not pieces:
             return
-        async with self._series_lock:
-            await self._consolidate_now(pieces)
-
-    async def _consolidate_now(self, pieces: list[tuple[Piece, bytes]]) -> None:
         try:
-            await self._settle()
-            obj = _Object(*encode_log_object(pieces), consolidated=[d for _, d in pieces])
-            entry = await self._append(obj)
+            async with self._series_lock:
+                await self._settle()
+                obj = _Object(*encode_log_object(pieces), consolidated=[d for _, d in pieces])
+                entry = await self._append(obj)
         except LogFenced:
             return
         except Exception as exc:  # the small objects keep serving those bytes
@@ -316,8 +304,7 @@ class LogWriter(LogPieces):
         swapped: list[tuple[ChunkedSegment, ChunkRef]] = []
         for piece, data in zip(obj.pieces, obj.consolidated, strict=True):
             segment = self._owners.get(piece.segment)
-            unit = ChunkRef(piece.position, piece.length, entry.key, piece.object_offset,
-                            piece.crc32c)
+            unit = piece.unit(entry.key)
             old = segment.swap_log_units(unit, data) if segment is not None else None
             if segment is None or old is None:
                 continue  # moved into chunks meanwhile, or a chunk write under way

@@ -16,20 +16,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tieredstore.checksum import parse_crc
 from tieredstore.errors import (
     CorruptSegment,
-    IntegrityError,
     NoSuchUpload,
     PreconditionFailed,
     SegmentFenced,
 )
 from tieredstore.objectstore.base import MAX_PARTS, ByteRange, ObjectStore, PartInfo
-from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, coalesce_units
 from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.planner import PartKind, PlannedPart, check_plan, plan_merge
-from tieredstore.segment.reader import SegmentReader
+from tieredstore.segment.reader import SegmentReader, chunk_crc
 from tieredstore.segment.recovery import read_merged_units
 from tieredstore.segment.trailer import encode_trailer
 
@@ -50,7 +47,8 @@ class MergeStats:
     heads: int
 
 
-async def learn_crcs(store: ObjectStore, layout: SegmentLayout, *, concurrency: int = 16) -> int:
+async def learn_crcs(store: ObjectStore, path: SegmentPath, layout: SegmentLayout, *,
+                     concurrency: int = 16) -> int:
     """HEAD the chunks whose CRC32C is not known yet. Returns HEADs issued."""
     missing = [i for i, u in enumerate(layout.units) if u.crc32c is None]
     limit = asyncio.Semaphore(concurrency)
@@ -59,12 +57,7 @@ async def learn_crcs(store: ObjectStore, layout: SegmentLayout, *, concurrency: 
         unit = layout.units[i]
         async with limit:
             info = await store.head(unit.key)
-        if info.size != unit.length:
-            raise IntegrityError(f"chunk {unit.key!r} is {info.size} bytes, listed {unit.length}")
-        text = info.metadata.get(CRC_METADATA_KEY)
-        if text is None:
-            raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata")
-        layout.with_crc(i, parse_crc(text))
+        layout.with_crc(i, chunk_crc(path, unit, info))
 
     await asyncio.gather(*(one(i) for i in missing))
     return len(missing)
@@ -89,7 +82,7 @@ async def merge_chunks(
         raise CorruptSegment(f"cannot merge: bytes [{hole.position}, {hole.end}) are missing "
                              "from the bucket (the segment stays readable as chunks)",
                              segment=segment, span=(hole.position, hole.end))
-    heads = await learn_crcs(store, layout)
+    heads = await learn_crcs(store, path, layout)
     chunks = list(layout.units)
     plan = plan_merge([c.length for c in chunks], reserve_parts=1)
     units = coalesce_units([(c.length, c.crc32c or 0) for c in chunks], path.merged_key,

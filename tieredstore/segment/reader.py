@@ -20,7 +20,7 @@ from tieredstore.errors import (
     InvalidRequest,
     ObjectNotFound,
 )
-from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectStore
+from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, ObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY, read_again_if
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, Slice
 from tieredstore.segment.path import SegmentPath
@@ -112,37 +112,37 @@ async def _get_range(store: ObjectStore, path: SegmentPath, unit: ChunkRef, star
     return got
 
 
+def chunk_crc(path: SegmentPath, unit: ChunkRef, info: ObjectInfo) -> int:
+    """The CRC32C of a listed chunk whose CRC is not known yet, from its object
+    metadata (``info``, of its GET or HEAD): the object must be the whole unit.
+    Else :class:`IntegrityError`, naming the unit's range."""
+    span = (unit.position, unit.end)
+    if info.size != unit.length or not unit.whole_object:
+        raise IntegrityError(f"chunk {unit.key!r} is {info.size} bytes, its unit {unit.length}",
+                             segment=str(path), span=span)
+    text = info.metadata.get(CRC_METADATA_KEY)
+    if text is None:
+        raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata",
+                             segment=str(path), span=span)
+    try:
+        return parse_crc(text)
+    except ValueError:
+        raise IntegrityError(f"chunk {unit.key!r} has bad crc32c metadata {text!r}",
+                             segment=str(path), span=span) from None
+
+
 async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
                            ) -> tuple[bytes, int]:
-    segment = str(path)
-    span = (unit.position, unit.end)
     got = await _get_range(store, path, unit, 0, unit.length, with_crc=True)
-    data = got.data
-    expected = unit.crc32c
-    if expected is None:
-        if got.info.size != unit.length or not unit.whole_object:
-            raise IntegrityError(
-                f"chunk {unit.key!r} is {got.info.size} bytes, its unit {unit.length}",
-                segment=segment, span=span,
-            )
-        text = got.info.metadata.get(CRC_METADATA_KEY)
-        if text is None:
-            raise IntegrityError(f"chunk {unit.key!r} has no crc32c metadata",
-                                 segment=segment, span=span)
-        try:
-            expected = parse_crc(text)
-        except ValueError:
-            raise IntegrityError(
-                f"chunk {unit.key!r} has bad crc32c metadata {text!r}", segment=segment, span=span
-            ) from None
-    actual = crc32c(data) if got.crc32c is None else got.crc32c
+    expected = chunk_crc(path, unit, got.info) if unit.crc32c is None else unit.crc32c
+    actual = crc32c(got.data) if got.crc32c is None else got.crc32c
     if actual != expected:
         raise IntegrityError(
             f"bytes [{unit.position}, {unit.end}) from {unit.key!r} have CRC32C "
             f"{actual:08x}, expected {expected:08x}",
-            segment=segment, span=span,
+            segment=str(path), span=(unit.position, unit.end),
         )
-    return data, actual
+    return got.data, actual
 
 
 async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> bytes:
