@@ -126,7 +126,7 @@ class SegmentCommitter:
         """
         shared = self._shared
         n = len(body)
-        interval = shared.group_commit_interval
+        interval = shared.options.group_commit_interval
         if self.not_due == 0:
             self.not_due_since = asyncio.get_running_loop().time()
             if interval > 0:
@@ -183,7 +183,7 @@ class SegmentCommitter:
         not make a busy segment look quiet. A derived segment's bytes
         (``FileSegment.derived``: rebuilt from another file after a crash) wait
         that long whatever their rate. Never while a flush waits on them."""
-        wait, since, n = self._shared.chunk_wait, self.not_due_since, self.not_due
+        wait, since, n = self._shared.options.chunk_wait, self.not_due_since, self.not_due
         if wait <= 0 or since is None or n <= 0 or self.waiters:
             return False
         age = now - since

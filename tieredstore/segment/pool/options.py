@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from tieredstore.errors import ConfigError, SegmentError, TieredStoreError
-from tieredstore.segment.chunked import SegmentOptions
+from tieredstore.segment.options import SegmentOptions
 from tieredstore.sizes import MiB
 
 

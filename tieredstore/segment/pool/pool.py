@@ -75,12 +75,7 @@ class UploadBufferPool:
         self.options = options or PoolOptions()
         self.metrics = PoolMetrics(self.options.budget_bytes)
         self._budget = Budget(self.options.budget_bytes, self.metrics, self._make_room)
-        self._shared = PoolShared(
-            self._budget, self.metrics,
-            group_commit_interval=self.options.group_commit_interval,
-            chunk_wait=self.options.chunk_wait,
-            thread_handoff=self.options.thread_handoff,
-            upload_concurrency=self.options.upload_concurrency)
+        self._shared = PoolShared(self._budget, self.metrics, self.options)
         # by id(segment); the committer holds the segment
         self._committers: dict[int, SegmentCommitter] = {}
         self._closing = False

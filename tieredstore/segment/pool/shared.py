@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from tieredstore.errors import BufferFull
 from tieredstore.segment.pool.budget import Budget
 from tieredstore.segment.pool.metrics import PoolMetrics
+from tieredstore.segment.pool.options import PoolOptions
 from tieredstore.segment.pool.sink import LogSink
 from tieredstore.segment.pool.timer import GroupCommitTimer
 from tieredstore.tasks import Background
@@ -31,30 +32,26 @@ if TYPE_CHECKING:
 class PoolShared:
     """Budget, timer, slots, tasks, metrics and tallies of one pool."""
 
-    __slots__ = ("budget", "chunk_wait", "errored", "group_commit", "group_commit_interval",
-                 "inflight", "log_sink", "metrics", "not_due", "slots", "tasks",
-                 "thread_handoff", "timer")
+    __slots__ = ("budget", "errored", "group_commit", "inflight", "log_sink", "metrics",
+                 "not_due", "options", "slots", "tasks", "timer")
 
-    def __init__(self, budget: Budget, metrics: PoolMetrics, *, group_commit_interval: float,
-                 upload_concurrency: int, chunk_wait: float = 0.0,
-                 thread_handoff: float = 0.0) -> None:
+    def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions) -> None:
         self.budget = budget
-        self.thread_handoff = thread_handoff
         self.metrics = metrics
-        self.group_commit_interval = group_commit_interval
-        self.chunk_wait = chunk_wait
+        self.options = options
         self.not_due = 0  # bytes of healthy buffers not yet due for commit
         self.errored = 0  # bytes of buffers stopped by an error
         self.inflight = 0  # commits running now
         # Committers with bytes not yet due, from their oldest such byte on.
         self.timer: GroupCommitTimer[SegmentCommitter] = GroupCommitTimer(
-            group_commit_interval, self._interval_passed)
+            options.group_commit_interval, self._interval_passed)
         # Write mode log: small commits go to this sink, and when one buffer's
         # interval passes every buffer's bytes become due (``group_commit``), so
         # that one log object takes them all.
         self.log_sink: LogSink | None = None
         self.group_commit: Callable[[], None] | None = None
-        self.slots = asyncio.Semaphore(upload_concurrency)  # commits in flight, all segments
+        # Commits in flight, all segments.
+        self.slots = asyncio.Semaphore(options.upload_concurrency)
         self.tasks = Background()  # the commit workers
 
     def _interval_passed(self, committer: SegmentCommitter) -> None:
@@ -68,8 +65,8 @@ class PoolShared:
         running in a worker thread (``ObjectStore.runs_in_threads``) waits for
         the GIL at each of its system calls, up to the switch interval (5 ms)
         while this thread computes; a short sleep lets it take the GIL now."""
-        if self.thread_handoff > 0 and self.inflight:
-            time.sleep(self.thread_handoff)
+        if self.options.thread_handoff > 0 and self.inflight:
+            time.sleep(self.options.thread_handoff)
 
     def stuck(self, n: int) -> BufferFull:
         """The error for ``n`` bytes that cannot fit beside the stopped segments' bytes."""
