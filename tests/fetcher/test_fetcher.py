@@ -79,7 +79,7 @@ async def test_a_sequential_reader_drops_what_it_has_read_through(
     step = 16 * KiB
     for position in range(0, len(data), step):
         assert await segment.read0(position, step) == data[position : position + step]
-        assert len(fetcher.memory) <= fetcher.readahead_chunk_max + 1
+        assert len(fetcher.memory) <= fetcher.options.readahead_chunk_max + 1
     await fetcher.wait_idle()
     assert gets(fast_store) - before == 16, "dropping behind must not cost GETs"
     assert fetcher.snapshot()["dropped_behind"] >= 14
@@ -480,7 +480,7 @@ async def test_options_size_the_fetcher_and_keywords_change_them() -> None:
                              read_concurrency=2)
     async with Fetcher(store, options) as fetcher:
         assert fetcher.options == options and fetcher.memory.budget == 3 * MiB
-        assert (fetcher.readahead_chunk_num, fetcher.readahead_chunk_max) == (1, 4)
+        assert (fetcher.options.readahead_chunk_num, fetcher.options.readahead_chunk_max) == (1, 4)
         assert fetcher.disk is None
     async with Fetcher(store, options, drop_behind=False) as fetcher:
         assert fetcher.options.drop_behind is False and fetcher.options.memory_bytes == 3 * MiB

@@ -85,9 +85,6 @@ class Fetcher:
         self._dropped_disk: DiskTier | None = None
         self.metrics = FetcherMetrics()
         self.memory: MemoryTier[UnitKey, SegmentPath] = MemoryTier(options.memory_bytes)
-        self.readahead_chunk_num = options.readahead_chunk_num
-        self.readahead_chunk_max = options.readahead_chunk_max
-        self.drop_behind = options.drop_behind
         self._yielded = 0.0  # when a read last let loads in flight move on
         # The read-ahead the last read saw through whole: (segment, first unit,
         # units); a read that asks for the same one has nothing to start.
@@ -107,8 +104,7 @@ class Fetcher:
         self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
     ) -> bytes | memoryview:
         # docstring inherited
-        if self.loads.closed:
-            raise StoreClosed("the fetcher is closed")
+        self._check_open()
         started = time.perf_counter()
         slices = layout.slices(position, length)
         datas: list[bytes] = []
@@ -148,8 +144,7 @@ class Fetcher:
         self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
     ) -> bytes:
         # docstring inherited
-        if self.loads.closed:
-            raise StoreClosed("the fetcher is closed")
+        self._check_open()
         out: list[bytes] = []
         for piece in layout.slices(position, length):
             found = self.memory.get(unit_key(piece.unit))
@@ -162,6 +157,10 @@ class Fetcher:
             self.metrics.served(Source.STORE, len(data))
             out.append(data)
         return b"".join(out)
+
+    def _check_open(self) -> None:
+        if self.loads.closed:
+            raise StoreClosed("the fetcher is closed")
 
     def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
         # docstring inherited
@@ -328,7 +327,7 @@ class Fetcher:
         self._planned = None
         if plan is None:
             return
-        if self.drop_behind:
+        if self.options.drop_behind:
             self.metrics.dropped_behind += self.memory.drop_behind(
                 path, position, [(unit_key(piece.unit), piece.unit.end) for piece in slices])
         need = sum(piece.unit.length for piece in slices)
@@ -351,10 +350,6 @@ class Fetcher:
         self._planned = plan
 
     # --- lifecycle ----------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self.loads.closed
 
     async def wait_idle(self) -> bool:
         """Wait until no load and no disk write is under way (tests, benchmarks);
