@@ -301,23 +301,24 @@ class ChunkedSegment(FileSegment):
             body = piece.obj if isinstance(piece.obj, bytes) and len(piece) == len(piece.obj) \
                 else bytes(piece)
             assert isinstance(body, bytes)
-            entry = self._next_entry
-            crc = await self._put_chunk(entry, body)
-            unit = ChunkRef(position + offset, len(body), self.path.entry_key(entry), 0, crc)
+            unit = await self._put_chunk(position + offset, body)
             self._layout.append(unit)
-            self._next_entry = entry.after(len(body))
             self.reader.committed(self.path, unit, body)
 
-    async def _put_chunk(self, entry: EntryId, body: bytes) -> int:
-        """:meth:`_put_entry` of a data chunk; a failure other than being fenced is
-        ``CommitFailed``, resuming at the commit position."""
+    async def _put_chunk(self, position: int, body: bytes) -> ChunkRef:
+        """:meth:`_put_entry` of a data chunk, the bytes at ``position``; its unit. A
+        failure other than being fenced is ``CommitFailed``, resuming at the
+        commit position."""
+        entry = self._next_entry
         try:
-            return await self._put_entry(entry, body)
+            crc = await self._put_entry(entry, body)
         except SegmentFenced:
             raise
         except Exception as exc:
             raise CommitFailed(f"commit did not fully land: {exc}", segment=str(self.path),
                                resume_position=self._layout.size) from exc
+        self._next_entry = entry.after(len(body))
+        return ChunkRef(position, len(body), self.path.entry_key(entry), 0, crc)
 
     async def _put_entry(self, entry: EntryId, body: bytes, kind: str | None = None) -> int:
         """Create entry ``entry`` of the series (its CRC32C returned), or learn
@@ -442,16 +443,13 @@ class ChunkedSegment(FileSegment):
         any new ones); the pieces it covers leave the layout."""
         start = self._log_from
         assert start is not None and self._next_entry.position == start
-        entry = self._next_entry
         try:
-            crc = await self._put_chunk(entry, data)
+            unit = await self._put_chunk(start, data)
         except CommitFailed:
             self._over_log_in_doubt = data
             raise
         self._over_log_in_doubt = None
-        unit = ChunkRef(start, len(data), self.path.entry_key(entry), 0, crc)
         self._layout, dropped = self._layout.replace_from(start, unit)
-        self._next_entry = entry.after(len(data))
         self._log_from = None if self._layout.size == unit.end else unit.end
         self.reader.committed(self.path, unit, data)
         if dropped and self.log_observer is not None:
