@@ -31,7 +31,6 @@ raises the error.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 
@@ -52,15 +51,6 @@ log = logging.getLogger(__name__)
 
 # Errors after which the segment takes no more commits from us.
 FATAL_ERRORS = (SegmentFenced, SegmentSealed, SegmentFull, StoreClosed)
-
-
-class Outcome(enum.Enum):
-    """What one commit did."""
-
-    LANDED = "landed"  # all of it
-    PARTIAL = "partial"  # a prefix landed, the rest failed
-    FAILED = "failed"  # nothing landed
-    FATAL = "fatal"
 
 
 class SegmentCommitter:
@@ -247,17 +237,17 @@ class SegmentCommitter:
             while self.runnable:
                 if self._to_log(self._next_length()):
                     # A log object is one PUT for every segment's commit: no slot.
-                    outcome, error = await self._commit_once()
+                    error = await self._commit_once()
                 else:
                     async with self._shared.slots:
                         if not self.runnable:
                             break
-                        outcome, error = await self._commit_once()
-                if outcome is Outcome.LANDED:
+                        error = await self._commit_once()
+                if error is None:
                     continue
-                if outcome is Outcome.FATAL:
+                if self.error is not None:  # stopped for good
                     break
-                self.failures = 1 if outcome is Outcome.PARTIAL else self.failures + 1
+                self.failures += 1  # from 0 when a prefix landed
                 failed = CommitRetriesExhausted(
                     f"a commit at {self.buffer.start} failed after the object store's "
                     f"retries ({self.failures} in a row), with {error!r}; "
@@ -284,7 +274,9 @@ class SegmentCommitter:
         sink = self._shared.log_sink
         return sink is not None and length < self.commit_size and sink.accepts(self.segment)
 
-    async def _commit_once(self) -> tuple[Outcome, BaseException | None]:
+    async def _commit_once(self) -> BaseException | None:
+        """One commit of the next bytes: None once all of them landed, else the
+        error (one that stops the segment for good has set ``error``)."""
         shared, metrics, buf = self._shared, self._shared.metrics, self.buffer
         if self.retry_length is not None:
             metrics.retries += 1  # the bytes of a failed commit, sent again
@@ -312,25 +304,25 @@ class SegmentCommitter:
                 self._landed(landed)
             if landed < length:
                 self.retry_length = length - landed
-            return (Outcome.PARTIAL if landed else Outcome.FAILED), exc
+            return exc
         except CommitPositionError as exc:
             if position < exc.resume_position <= buf.end:
                 # Our bytes up to there are in the segment already (an answer was lost).
                 self._landed(exc.resume_position - position)
-                return Outcome.LANDED, None
+                return None
             return self._inconsistent(exc, position)
         except FATAL_ERRORS as exc:
             self._set_error(exc, fatal=True)
-            return Outcome.FATAL, exc
+            return exc
         except Exception as exc:
             metrics.commit_errors[type(exc).__name__] += 1
             self.retry_length = length
-            return Outcome.FAILED, exc
+            return exc
         finally:
             shared.inflight -= 1
         metrics.commit(time.perf_counter() - started, length)
         self._landed(length)
-        return Outcome.LANDED, None
+        return None
 
     def _join_ahead(self, position: int) -> None:
         """While a chunk uploads, join the next one if its bytes are here: its
@@ -340,15 +332,14 @@ class SegmentCommitter:
             self._shared.hand_off()  # the upload's thread first, to its system calls
             buf.join(position, size)
 
-    def _inconsistent(
-        self, exc: CommitFailed | CommitPositionError, position: int
-    ) -> tuple[Outcome, BaseException]:
+    def _inconsistent(self, exc: CommitFailed | CommitPositionError, position: int
+                      ) -> BaseException:
         exc.add_note(
             f"the pool holds [{position}, {self.buffer.end}) of {self.label} and the "
             f"segment resumes at {exc.resume_position}: the two disagree, commits stop"
         )
         self._set_error(exc, fatal=True)
-        return Outcome.FATAL, exc
+        return exc
 
     def _landed(self, n: int) -> None:
         self.failures = 0
