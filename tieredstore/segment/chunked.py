@@ -171,8 +171,7 @@ class ChunkedSegment(FileSegment):
         self._layout, self._state = recovered.layout, recovered.state
         self._next_entry = recovered.series.next_entry
         self._log_from = None
-        series = recovered.series
-        self._tail_zero = series.zero_keys[-1] if series.ends_in_zero else None
+        self._tail_zero = recovered.series.tail_zero
         self._seal_key = None
         self._leftovers = recovered.leftovers
         self._stray_uploads = recovered.uploads

@@ -47,19 +47,18 @@ SEAL_ENTRY = "seal"
 @dataclass(slots=True)
 class Series:
     """A segment's chunk series as listed: the data chunks' layout, the id the
-    next entry takes, and the zero-byte entries' keys (oldest first)."""
+    next entry takes, and the last entry's key if it is zero bytes (a fence or
+    a seal)."""
 
     layout: SegmentLayout = field(default_factory=SegmentLayout)
     next_entry: EntryId = field(default_factory=lambda: EntryId(0))
-    zero_keys: list[str] = field(default_factory=list)
-    ends_in_zero: bool = False
+    tail_zero: str | None = None
 
 
 @dataclass(slots=True)
 class Recovered:
     state: SegmentState
     layout: SegmentLayout
-    sealed_size: int | None
     leftovers: list[str]
     uploads: list[UploadInfo]
     series: Series = field(default_factory=Series)
@@ -103,10 +102,8 @@ def chunk_series(path: SegmentPath, chunks: Sequence[ObjectInfo], *, holes: bool
             )
         if obj.size:
             series.layout.append(ChunkRef(entry.position, obj.size, obj.key))
-        else:
-            series.zero_keys.append(obj.key)
         series.next_entry = entry.after(obj.size)
-        series.ends_in_zero = obj.size == 0
+        series.tail_zero = None if obj.size else obj.key
     return series
 
 
@@ -207,22 +204,21 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: SegmentL
         units = await read_merged_units(store, path, listing.merged.size)
         # Zero-byte entries stay (fences); the last may be a seal entry whose
         # cleanup a crash interrupted: a repairing open looks (one HEAD).
-        zero = [c.key for c in listing.chunks if not c.size]
-        remains = Series(zero_keys=zero, ends_in_zero=bool(listing.chunks)
-                         and not listing.chunks[-1].size)
-        return Recovered(SegmentState.SEALED, SegmentLayout(units), units[-1].end if units else 0,
+        last = listing.chunks[-1] if listing.chunks else None
+        remains = Series(tail_zero=last.key if last is not None and not last.size else None)
+        return Recovered(SegmentState.SEALED, SegmentLayout(units),
                          [o.key for o in listing.leftovers], uploads, remains)
     series = chunk_series(path, listing.chunks, holes=holes)
     layout = series.layout
     if listing.marker is None:
         # Whether the last entry is a seal (one HEAD, only when it is zero bytes);
         # None if it is gone (the segment was destroyed meanwhile: list again).
-        sealed = series.ends_in_zero and await is_seal(store, series.zero_keys[-1])
+        sealed = series.tail_zero is not None and await is_seal(store, series.tail_zero)
         if sealed is None:
             return None
         if sealed:
-            return Recovered(SegmentState.SEALING, layout, layout.size, [], uploads, series)
-        return Recovered(SegmentState.OPEN, layout, None, [], uploads, series)
+            return Recovered(SegmentState.SEALING, layout, [], uploads, series)
+        return Recovered(SegmentState.OPEN, layout, [], uploads, series)
     marker_key = listing.marker.key
 
     async def read_marker() -> int:
@@ -245,4 +241,4 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: SegmentL
                if layout.size < sealed_size else ""),
             segment=str(path),
         )
-    return Recovered(SegmentState.SEALING, layout, sealed_size, [], uploads, series)
+    return Recovered(SegmentState.SEALING, layout, [], uploads, series)
