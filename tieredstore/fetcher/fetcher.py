@@ -14,15 +14,8 @@ read, the segment's :class:`ReadAheadWindow` names the next units and they
 load in the background, as far as the memory budget has room for them beside
 the units just read (prefetch never evicts what is being read). Units this
 process commits go straight into the memory tier, so a tailing reader never
-waits on the object store.
-
-The fetcher only orchestrates; each part is a module of its own:
-:class:`~tieredstore.fetcher.memory.MemoryTier` (the units in memory and
-every index about them, pure), :class:`~tieredstore.fetcher.disk.DiskTier`,
-:class:`~tieredstore.fetcher.loads.LoadRegistry` (loads in flight,
-coalescing, GET limits, background tasks),
-:class:`~tieredstore.fetcher.readahead.ReadAheadWindows` (the read-ahead
-policy) and :class:`~tieredstore.fetcher.stats.FetcherMetrics`.
+waits on the object store. The fetcher only orchestrates the parts the
+package lists (:mod:`tieredstore.fetcher`).
 """
 
 from __future__ import annotations

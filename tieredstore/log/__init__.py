@@ -1,10 +1,10 @@
 """The broker's log objects (write mode ``log``): one object per group commit
 holding every queue's new bytes, fenced as one series per broker.
 
-See docs/format.md, "Log objects". Being built in steps: the format, the
-series, index reading, the group committer (:class:`LogWriter`), compaction
-and deletion of spent objects, and recovery at open are here; consolidation
-and readers other than the writing store come next.
+See docs/format.md, "Log objects": the format, the series, index reading,
+the group committer (:class:`LogWriter`) with consolidation, compaction and
+deletion of spent objects, recovery at open, and the pieces a reader that
+never writes loads (:class:`LogSnapshot`).
 """
 
 from tieredstore.log.errors import LogCorrupt, LogFenced

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, observe
@@ -11,6 +12,11 @@ from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, observe
 TRIGGERS = ("chunk", "interval", "room", "flush")
 
 
+def _by_kind() -> defaultdict[str, int]:
+    return defaultdict(int)
+
+
+@dataclass(slots=True)
 class PoolMetrics:
     """Pool bytes, waits, commits and failures. Updated on the pool's event loop.
 
@@ -18,24 +24,23 @@ class PoolMetrics:
     (upper bounds in seconds), the last bucket being everything slower.
     """
 
-    def __init__(self, budget_bytes: int) -> None:
-        self.budget_bytes = budget_bytes
-        self.bytes_in_use = 0
-        self.peak_bytes_in_use = 0
-        self.bytes_appended = 0
-        self.appends = 0
-        self.waits = 0
-        self.wait_seconds = 0.0
-        self.buffer_full = 0
-        self.commits = 0
-        self.bytes_committed = 0
-        self.commit_seconds = 0.0
-        self.commit_latency = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.retries = 0
-        self.commit_errors: defaultdict[str, int] = defaultdict(int)
-        self.segment_errors: defaultdict[str, int] = defaultdict(int)
-        self.scheduled_by: dict[str, int] = dict.fromkeys(TRIGGERS, 0)
-        self.waited_for_chunk = 0  # group commits a segment sat out (``chunk_wait``)
+    budget_bytes: int
+    bytes_in_use: int = 0
+    peak_bytes_in_use: int = 0
+    bytes_appended: int = 0
+    appends: int = 0
+    waits: int = 0
+    wait_seconds: float = 0.0
+    buffer_full: int = 0
+    commits: int = 0
+    bytes_committed: int = 0
+    commit_seconds: float = 0.0
+    commit_latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    retries: int = 0
+    commit_errors: defaultdict[str, int] = field(default_factory=_by_kind)
+    segment_errors: defaultdict[str, int] = field(default_factory=_by_kind)
+    scheduled_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TRIGGERS, 0))
+    waited_for_chunk: int = 0  # group commits a segment sat out (``chunk_wait``)
 
     def in_use(self, value: int) -> None:
         self.bytes_in_use = value
@@ -48,25 +53,12 @@ class PoolMetrics:
         observe(self.commit_latency, seconds)
 
     def snapshot(self) -> dict[str, Any]:
-        buckets = {f"le_{bound:g}": n for bound, n in zip(LATENCY_BUCKETS, self.commit_latency,
-                                                          strict=False)}
-        buckets["le_inf"] = self.commit_latency[-1]
-        return {
-            "budget_bytes": self.budget_bytes,
-            "bytes_in_use": self.bytes_in_use,
-            "peak_bytes_in_use": self.peak_bytes_in_use,
-            "appends": self.appends,
-            "bytes_appended": self.bytes_appended,
-            "waits": self.waits,
-            "wait_seconds": self.wait_seconds,
-            "buffer_full": self.buffer_full,
-            "commits": self.commits,
-            "bytes_committed": self.bytes_committed,
-            "commit_seconds_sum": self.commit_seconds,
-            "commit_latency": buckets,
-            "retries": self.retries,
-            "commit_errors": dict(self.commit_errors),
-            "segment_errors": dict(self.segment_errors),
-            "scheduled_by": dict(self.scheduled_by),
-            "waited_for_chunk": self.waited_for_chunk,
-        }
+        """Every counter by name (counts by kind as plain dicts; ``commit_seconds``
+        as ``commit_seconds_sum``), the commit latency by bucket (``le_{bound}``)."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("commit_errors", "segment_errors", "scheduled_by"):
+            out[name] = dict(out[name])
+        out["commit_seconds_sum"] = out.pop("commit_seconds")
+        bounds = [f"le_{bound:g}" for bound in LATENCY_BUCKETS] + ["le_inf"]
+        out["commit_latency"] = dict(zip(bounds, self.commit_latency, strict=True))
+        return out
