@@ -7,6 +7,7 @@ the same instant.
 
 from __future__ import annotations
 
+import bisect
 import enum
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,11 +71,8 @@ class FetcherMetrics:
     def observe_read(self, seconds: float) -> None:
         self.reads += 1
         self.read_seconds_sum += seconds
-        for i, bound in enumerate(READ_SECONDS_BUCKETS):
-            if seconds <= bound:
-                self.read_seconds_buckets[i] += 1
-                return
-        self.read_seconds_buckets[-1] += 1
+        # The first bucket whose bound is >= seconds; past the last: the slower ones.
+        self.read_seconds_buckets[bisect.bisect_left(READ_SECONDS_BUCKETS, seconds)] += 1
 
     @property
     def bytes_from_cache(self) -> int:
