@@ -109,7 +109,8 @@ async def test_committer_resends_the_same_bytes_and_keeps_the_tallies() -> None:
 
     budget = Budget(1024 * KiB, metrics, no_room)
     shared = PoolShared(budget, metrics,
-                        PoolOptions(group_commit_interval=60.0, upload_concurrency=2))
+                        PoolOptions(group_commit_interval=60.0, upload_concurrency=2),
+                        lambda due: due.interval_passed())
     segment = MemorySegment(commit_size=4 * KiB, fail=1)
     committer = SegmentCommitter(segment, 4 * KiB, shared)
 

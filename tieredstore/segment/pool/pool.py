@@ -75,7 +75,8 @@ class UploadBufferPool:
         self.options = options or PoolOptions()
         self.metrics = PoolMetrics(self.options.budget_bytes)
         self._budget = Budget(self.options.budget_bytes, self.metrics, self._make_room)
-        self._shared = PoolShared(self._budget, self.metrics, self.options)
+        self._shared = PoolShared(self._budget, self.metrics, self.options,
+                                  self._interval_passed)
         # by id(segment); the committer holds the segment
         self._committers: dict[int, SegmentCommitter] = {}
         self._closing = False
@@ -87,12 +88,18 @@ class UploadBufferPool:
         :mod:`tieredstore.segment.pool.sink`), and a group commit makes every
         buffer's bytes due at once. Call before the first append."""
         self._shared.log_sink = sink
-        self._shared.group_commit = self._group_commit
 
-    def _group_commit(self) -> None:
-        for committer in list(self._committers.values()):
-            if committer.not_due > 0 and committer.error is None and not committer.detaching:
-                committer.interval_passed()
+    def _interval_passed(self, committer: SegmentCommitter) -> None:
+        """The group-commit interval of ``committer``'s oldest byte not yet due
+        passed; in write mode log, every buffer's bytes become due with it, so
+        that one log object takes them all."""
+        for due in self._not_due() if self._shared.log_sink is not None else [committer]:
+            due.interval_passed()
+
+    def _not_due(self) -> list[SegmentCommitter]:
+        """The healthy buffers holding bytes not yet due."""
+        return [c for c in self._committers.values()
+                if c.not_due > 0 and c.error is None and not c.detaching]
 
     # --- appending ------------------------------------------------------------
 
@@ -320,10 +327,7 @@ class UploadBufferPool:
                 and shared.not_due + held + need <= limit):
             return
         target = min(opts.low_water * limit - need, limit - held - need)
-        candidates = [c for c in self._committers.values()
-                      if c.not_due > 0 and c.error is None and not c.detaching]
-        candidates.sort(key=lambda c: c.not_due, reverse=True)
-        for committer in candidates:
+        for committer in sorted(self._not_due(), key=lambda c: c.not_due, reverse=True):
             if shared.not_due <= target:
                 break
             committer.schedule(committer.buffer.end, "room")

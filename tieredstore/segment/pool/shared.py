@@ -32,10 +32,11 @@ if TYPE_CHECKING:
 class PoolShared:
     """Budget, timer, slots, tasks, metrics and tallies of one pool."""
 
-    __slots__ = ("budget", "errored", "group_commit", "inflight", "log_sink", "metrics",
-                 "not_due", "options", "slots", "tasks", "timer")
+    __slots__ = ("budget", "errored", "inflight", "log_sink", "metrics", "not_due", "options",
+                 "slots", "tasks", "timer")
 
-    def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions) -> None:
+    def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions,
+                 interval_passed: Callable[[SegmentCommitter], None]) -> None:
         self.budget = budget
         self.metrics = metrics
         self.options = options
@@ -44,21 +45,11 @@ class PoolShared:
         self.inflight = 0  # commits running now
         # Committers with bytes not yet due, from their oldest such byte on.
         self.timer: GroupCommitTimer[SegmentCommitter] = GroupCommitTimer(
-            options.group_commit_interval, self._interval_passed)
-        # Write mode log: small commits go to this sink, and when one buffer's
-        # interval passes every buffer's bytes become due (``group_commit``), so
-        # that one log object takes them all.
-        self.log_sink: LogSink | None = None
-        self.group_commit: Callable[[], None] | None = None
+            options.group_commit_interval, interval_passed)
+        self.log_sink: LogSink | None = None  # write mode log: small commits go here
         # Commits in flight, all segments.
         self.slots = asyncio.Semaphore(options.upload_concurrency)
         self.tasks = Background()  # the commit workers
-
-    def _interval_passed(self, committer: SegmentCommitter) -> None:
-        if self.group_commit is not None:
-            self.group_commit()
-        else:
-            committer.interval_passed()
 
     def hand_off(self) -> None:
         """Sleep ``thread_handoff`` seconds if commits are in flight: a commit
