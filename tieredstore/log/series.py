@@ -22,7 +22,7 @@ from tieredstore.log.errors import LogFenced
 from tieredstore.log.keys import LogPath
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment.conditional import create_entry
-from tieredstore.segment.recovery import WRITER_METADATA_KEY
+from tieredstore.segment.recovery import FENCE_ENTRY, WRITER_METADATA_KEY
 
 # The clock of the idle look: one that goes on while the machine is suspended
 # (CLOCK_BOOTTIME), so that a store suspended for long looks on waking.
@@ -34,7 +34,6 @@ def _now() -> float:
 
 
 LOG_ENTRY = "log"
-FENCE_ENTRY = "fence"
 CLAIM_ATTEMPTS = 20
 MAX_JUMP = 64
 
