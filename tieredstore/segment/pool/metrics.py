@@ -25,22 +25,27 @@ class PoolMetrics:
     """
 
     budget_bytes: int
-    bytes_in_use: int = 0
+    bytes_in_use: int = 0  # admitted and not yet committed: now, and the most at once
     peak_bytes_in_use: int = 0
     bytes_appended: int = 0
     appends: int = 0
+    # What made appended bytes due (:data:`TRIGGERS`).
+    scheduled_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TRIGGERS, 0))
+    # Appends that waited for room, and for how long; appends refused (``try_append``);
+    # group commits a segment sat out waiting for a full chunk (``chunk_wait``).
     waits: int = 0
     wait_seconds: float = 0.0
     buffer_full: int = 0
+    waited_for_chunk: int = 0
+    # Commits that landed: by latency bucket, how many, their bytes and seconds.
+    commit_latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
     commits: int = 0
     bytes_committed: int = 0
     commit_seconds: float = 0.0
-    commit_latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    # Failed commits sent again; failures by error type, of commits and of segments.
     retries: int = 0
     commit_errors: defaultdict[str, int] = field(default_factory=_by_kind)
     segment_errors: defaultdict[str, int] = field(default_factory=_by_kind)
-    scheduled_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TRIGGERS, 0))
-    waited_for_chunk: int = 0  # group commits a segment sat out (``chunk_wait``)
 
     def in_use(self, value: int) -> None:
         self.bytes_in_use = value
