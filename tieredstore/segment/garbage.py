@@ -123,8 +123,12 @@ def stale_uploads(uploads: Iterable[UploadInfo], cutoff: datetime) -> list[Garba
             for u in uploads if u.initiated is not None and before(u.initiated, cutoff)]
 
 
-async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
-    """Delete ``found`` (see the module's order); returns how many items went."""
+async def collect(store: ObjectStore, found: Sequence[Garbage], *, dry_run: bool = False
+                  ) -> GcReport:
+    """A pass's report: ``found``, deleted in the module's order unless ``dry_run``."""
+    report = GcReport(list(found), dry_run=dry_run)
+    if dry_run or not found:
+        return report
     await delete_leftovers(store, [k for item in found for k in item.keys])
     for item in found:
         if item.segment is not None:
@@ -133,14 +137,6 @@ async def delete_garbage(store: ObjectStore, found: Sequence[Garbage]) -> int:
         if item.upload is not None:
             await store.abort_multipart(*item.upload)
     await store.delete_temporary_files([item.key for item in found if item.temporary])
-    return len(found)
-
-
-async def collect(store: ObjectStore, found: Sequence[Garbage], *, dry_run: bool = False
-                  ) -> GcReport:
-    """A pass's report: ``found``, deleted unless ``dry_run``."""
-    report = GcReport(list(found), dry_run=dry_run)
-    if not dry_run and found:
-        report.deleted = await delete_garbage(store, found)
-        log.info("garbage collection deleted %d item(s): %s", report.deleted, report.by_kind())
+    report.deleted = len(found)
+    log.info("garbage collection deleted %d item(s): %s", report.deleted, report.by_kind())
     return report
