@@ -27,7 +27,8 @@ from tieredstore.segment.path import SegmentPath
 
 
 class SegmentReader(Protocol):
-    """How a segment gets its bytes back."""
+    """How a segment gets its bytes back. A reader that holds nothing (no cache)
+    keeps the defaults of :meth:`committed`, :meth:`forget` and :meth:`replaced`."""
 
     async def read(
         self, path: SegmentPath, layout: SegmentLayout, position: int, length: int
@@ -47,18 +48,18 @@ class SegmentReader(Protocol):
 
     def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
         """A unit this process just wrote, and its bytes (for tailing readers)."""
-        ...
+        return None
 
     def forget(self, path: SegmentPath) -> None:
         """The segment was destroyed (or its objects replaced): drop what is held
         for it."""
-        ...
+        return None
 
     def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
         """The segment's units ``old`` were merged into ``new`` (the same bytes at the
         same positions): what is held of the old may serve the new; the rest
         goes, as by :meth:`forget`."""
-        ...
+        return None
 
 
 async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> tuple[bytes, int]:
@@ -164,7 +165,7 @@ def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes | memoryv
     return b"".join(memoryview(d)[s.start : s.end] for s, d in zip(slices, datas, strict=True))
 
 
-class DirectReader:
+class DirectReader(SegmentReader):
     """Reads straight from the object store: parallel GETs, no cache."""
 
     def __init__(self, store: ObjectStore, *, concurrency: int = 16) -> None:
@@ -194,15 +195,3 @@ class DirectReader:
     async def _span(self, path: SegmentPath, piece: Slice) -> bytes:
         async with self._limit:
             return await fetch_span(self.store, path, piece)
-
-    def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
-        # docstring inherited
-        return None
-
-    def forget(self, path: SegmentPath) -> None:
-        # docstring inherited
-        return None
-
-    def replaced(self, path: SegmentPath, old: SegmentLayout, new: SegmentLayout) -> None:
-        # docstring inherited
-        return None
