@@ -77,13 +77,13 @@ async def get_loop(store: ObjectStore) -> tuple[float, int, int]:
 async def task_gets(path: Path) -> tuple[int, int]:
     """Slices planned, and GETs of the DataSource's plan and slice scans."""
     from tieredstore.spark.datasource import scan_slice
-    from tieredstore.spark.plan import plan_read, slices_of
+    from tieredstore.spark.plan import plan_read
     from tieredstore.spark.selection import Selection
 
     config = DEFAULTS.replace(backend=LOCAL, local_path=str(path))
     store = LocalObjectStore(path, fsync=False)
     try:
-        slices = slices_of(await plan_read(store, config, Selection()))
+        slices = await plan_read(store, config, Selection())
         for part in slices:
             fetcher = reading_fetcher(store, config)
             try:

@@ -35,7 +35,7 @@ from tieredstore.config import load_config
 from tieredstore.errors import ObjectNotFound
 from tieredstore.objectstore import ByteRange, ObjectData
 from tieredstore.spark.datasource import scan_slice
-from tieredstore.spark.plan import plan_read, slices_of
+from tieredstore.spark.plan import plan_read
 from tieredstore.spark.selection import Selection
 from tieredstore.store import (
     AsyncMessageStore,
@@ -269,7 +269,7 @@ def test_a_segment_merged_between_listing_and_reading(tmp_path: Path, mode: str,
         selection = Selection()
         offsets: list[int] = []
         try:
-            parts = slices_of(await plan_read(store, config, selection))
+            parts = await plan_read(store, config, selection)
             assert [(p.sealed, p.first_offset) for p in parts] == [(False, 0)]
             store.before = roll_and_merge
             async for batch in scan_slice(config, parts[0], selection.wants,

@@ -22,7 +22,7 @@ from tests.spark.conftest import (
 )
 from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectInfo
 from tieredstore.spark.datasource import scan_slice
-from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
+from tieredstore.spark.plan import SegmentSlice, plan_read
 from tieredstore.spark.selection import Selection, Span
 from tieredstore.store import log_path, reading_fetcher
 
@@ -197,7 +197,7 @@ async def read_selected(built: BuiltStore, selection: Selection) -> Read:
     fetcher = reading_fetcher(store, built.config)
     count = 0
     try:
-        slices = slices_of(await plan_read(store, built.config, selection))
+        slices = await plan_read(store, built.config, selection)
         planned, ranged = len(store.touched), len(store.ranges)
         for part in slices:
             async for batch in scan_slice(built.config, part, selection.wants,

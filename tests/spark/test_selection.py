@@ -14,38 +14,36 @@ from hypothesis import strategies as st
 from tieredstore.errors import ConfigError
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.spark.options import config_from_options
-from tieredstore.spark.selection import (
-    Selection,
-    Span,
-    selection_from_options,
-    time_span,
-    timestamp_micros,
-)
+from tieredstore.spark.selection import Selection, Span, selection_from_options
 from tieredstore.spark.session import on_loopback
+from tieredstore.store import parse_time
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b,
-       "<=": lambda a, b: a <= b, "=": lambda a, b: a == b}
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-@given(st.integers(-10**9, 10**9), st.integers(-10**6, 10**6), st.sampled_from(sorted(OPS)))
-def test_time_span_keeps_exactly_the_millis_the_comparison_keeps(us: int, ms: int,
-                                                                  op: str) -> None:
+@given(st.integers(-10**9, 10**9), st.integers(-10**6, 10**6))
+def test_time_options_keep_exactly_the_millis_from_inclusive_to_exclusive(us: int,
+                                                                           ms: int) -> None:
     ms += us // 1000  # near the bound
-    assert (ms in time_span(op, us)) == OPS[op](ms * 1000, us), (ms, op, us)
+    when = (EPOCH + dt.timedelta(microseconds=us)).isoformat()
+    since = selection_from_options({"time_from": when}).times_ms
+    until = selection_from_options({"time_to": when}).times_ms
+    assert (ms in since) == (ms * 1000 >= us), (ms, us, when)
+    assert (ms in until) == (ms * 1000 < us), (ms, us, when)
 
 
-def test_timestamps_from_datetimes_strings_and_millis() -> None:
+def test_times_from_datetimes_strings_and_millis_as_the_store_reads_them() -> None:
     utc = dt.datetime(2023, 11, 14, 22, 13, 20, 1500, tzinfo=dt.UTC)
     plus2 = utc.astimezone(dt.timezone(dt.timedelta(hours=2)))
-    assert timestamp_micros(utc) == 1_700_000_000_001_500
-    assert timestamp_micros(plus2) == 1_700_000_000_001_500
-    assert timestamp_micros(utc.replace(tzinfo=None)) == 1_700_000_000_001_500  # naive: UTC
-    assert timestamp_micros("2023-11-14T22:13:20.0015+00:00") == 1_700_000_000_001_500
-    assert timestamp_micros("1700000000001") == 1_700_000_000_001_000
+    assert parse_time(utc) == 1_700_000_000_001_500
+    assert parse_time(plus2) == 1_700_000_000_001_500
+    assert parse_time(utc.replace(tzinfo=None)) == 1_700_000_000_001_500  # naive: UTC
+    assert parse_time("2023-11-14T22:13:20.0015+00:00") == 1_700_000_000_001_500
+    assert parse_time("1700000000001") == 1_700_000_000_001_000
     with pytest.raises(ValueError, match="neither ISO 8601 nor milliseconds"):
-        timestamp_micros("yesterday")
+        parse_time("yesterday")
 
 
 def test_options_select_from_inclusive_to_exclusive() -> None:
@@ -71,13 +69,6 @@ def test_contradicting_options_select_nothing() -> None:
                     {"time_from": "2000", "time_to": "2000"}):
         sel = selection_from_options(options)
         assert sel.empty and not sel.wants_queue("a", 0), options
-
-
-def test_narrowing_intersects() -> None:
-    sel = Selection().narrowed(topics=frozenset({"a", "b"}), offsets=Span(0, 10))
-    sel = sel.narrowed(topics=frozenset({"b", "c"}), offsets=Span(5, 20))
-    assert sel.topics == {"b"} and sel.offsets == Span(5, 10)
-    assert sel.narrowed(queue_ids=frozenset({1})).narrowed(queue_ids=frozenset({2})).empty
 
 
 def test_segments_are_kept_when_they_may_hold_a_wanted_message() -> None:

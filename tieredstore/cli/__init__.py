@@ -38,6 +38,12 @@ from .common import EXIT_USAGE, Parser, add_common_options, describe_error
 
 __all__ = ["build_parser", "main"]
 
+# Each command's module: its ``HELP`` line, ``add_arguments`` and ``run(args)``
+# (the exit code); its docstring is the command's description.
+COMMANDS = {"demo": demo, "produce": produce, "consume": consume, "query": query,
+            "inspect": inspector, "recover": recover, "repair": repair, "verify": verify,
+            "gc": gc, "ledger": ledger, "spark": spark, "bench": bench}
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tieredstore", description=__doc__,
@@ -48,9 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     common = Parser(add_help=False)
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (demo, produce, consume, query, inspector, recover, repair, verify, gc,
-                   ledger, spark, bench):
-        module.add_parser(sub, common)
+    for name, module in COMMANDS.items():
+        command = sub.add_parser(name, parents=[common], help=module.HELP,
+                                 description=module.__doc__,
+                                 add_help=module is not spark,  # spark's jobs take --help
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        command.set_defaults(run=module.run)
+        module.add_arguments(command, common)
     return parser
 
 

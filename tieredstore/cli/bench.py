@@ -28,13 +28,11 @@ def find_suite() -> Path | None:
     return None
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("bench", parents=[common], help="run the benchmark suite "
-                            "(python -m bench); other arguments go to it",
-                            description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.set_defaults(run=run, passthrough=True)
+HELP = "run the benchmark suite (python -m bench); other arguments go to it"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.set_defaults(passthrough=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError, TieredStoreError
-from tieredstore.store import ObjectStore, ReadOnlyMessageStore, open_object_store
+from tieredstore.store import (
+    ObjectStore,
+    ReadOnlyMessageStore,
+    holds_local_store,
+    open_object_store,
+)
 
 DEFAULT_CONFIG = "conf/tieredstore.toml"
 
@@ -99,30 +103,27 @@ def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreCon
         raise CliError(f"--config: {exc.detail}") from None
 
 
-def open_existing_store(config: TieredStoreConfig) -> ObjectStore:
-    """The backend, for commands that only read: refuses a local directory that
-    does not exist (rather than creating an empty store there)."""
-    if config.backend == "local" and not os.path.isdir(os.path.join(config.local_path,
-                                                                    "objects")):
+def existing(config: TieredStoreConfig) -> TieredStoreConfig:
+    """``config``, for commands that only read: refuses a local directory that holds
+    no store (rather than creating an empty store there), and the memory backend."""
+    if config.backend == "local" and not holds_local_store(config.local_path):
         raise CliError(f"no local store at {config.local_path!r} "
                        "(give --data-dir or set local_path)")
     if config.backend == "memory":
         raise CliError("backend 'memory' holds nothing between commands; "
                        "use 'local' or 's3'")
-    return open_object_store(config)
+    return config
 
 
-@contextlib.asynccontextmanager
-async def read_only_store(args: argparse.Namespace) -> AsyncIterator[ReadOnlyMessageStore]:
-    """The store ``args`` name, for reading only (no disk cache left behind);
-    it and its backend are closed after."""
-    config = resolve_config(args, disk_cache_bytes=0)
-    backend = open_existing_store(config)
-    try:
-        async with await ReadOnlyMessageStore.open(config, store=backend) as store:
-            yield store
-    finally:
-        await backend.close()
+def open_existing_store(config: TieredStoreConfig) -> ObjectStore:
+    """The backend of an :func:`existing` store (``async with`` closes it)."""
+    return open_object_store(existing(config))
+
+
+async def read_only_store(args: argparse.Namespace) -> ReadOnlyMessageStore:
+    """The :func:`existing` store ``args`` name, for reading only (no disk cache
+    left behind); ``async with`` closes it and its backend."""
+    return await ReadOnlyMessageStore.open(existing(resolve_config(args, disk_cache_bytes=0)))
 
 
 def positive_int(text: str) -> int:
@@ -174,8 +175,8 @@ def progress_enabled(args: argparse.Namespace) -> bool:
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    """A plain text table; numbers right-aligned."""
-    cells = [[str(c) for c in header], *([str(c) for c in r] for r in rows)]
+    """A plain text table; numbers right-aligned, None as ``-``, flags as yes or no."""
+    cells = [[str(c) for c in header], *([_cell(c) for c in r] for r in rows)]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     numeric = [all(_is_number(r[i]) for r in cells[1:]) and len(cells) > 1
                for i in range(len(header))]
@@ -187,6 +188,12 @@ def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
 
     return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths),
                       *(line(r) for r in cells[1:])])
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "-" if value is None else str(value)
 
 
 def _is_number(text: str) -> bool:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import base64
-import datetime
 import json
 import sys
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
 from tieredstore.store import Message, OffsetOutOfRange, iso
+from tieredstore.store import parse_time as store_time
 
 from .common import (
     CliError,
@@ -37,17 +37,15 @@ PROGRESS_FROM = 1000  # a bar only when reading at least this many messages
 
 
 def parse_time(text: str) -> int:
-    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+    """An argparse type: milliseconds since the epoch, or an ISO 8601 time (UTC unless
+    it says otherwise), read as the store reads a time (:func:`tieredstore.store.parse_time`)."""
     if text.isdigit():
         return timestamp_ms(text)
     try:
-        when = datetime.datetime.fromisoformat(text)
+        ms = store_time(text) // 1000
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not milliseconds or an ISO 8601 time: {text!r}") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    ms = int(when.timestamp() * 1000)
     if ms < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is before 1970-01-01T00:00:00Z")
     return ms
@@ -76,7 +74,7 @@ def as_text(message: Message) -> str:
 async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
     """Print the messages asked for; returns (count, first offset, end offset)."""
     render = as_json if args.format == "json" else as_text
-    async with read_only_store(args) as store:
+    async with await read_only_store(args) as store:
         queue = await store.queue(args.topic, args.queue)
         if args.from_time is not None:
             start = await queue.offset_for_time(args.from_time)
@@ -102,11 +100,10 @@ async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
         return offset - start, start, offset
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("consume", parents=[common], help="print messages of a queue "
-                            "(read-only)", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+HELP = "print messages of a queue (read-only)"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID")
     start = parser.add_mutually_exclusive_group()
@@ -119,7 +116,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         help="at most N messages (default: up to the max offset)")
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text (default) or json (one object a line)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -265,11 +265,11 @@ async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
     return not problems
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("demo", parents=[common], help="produce, seal, restart, recover, "
-                            "consume and verify on a fresh store; exit 1 on any difference",
-                            description=__doc__)
+HELP = ("produce, seal, restart, recover, consume and verify on a fresh store; exit 1 on "
+        "any difference")
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=positive_int, default=4800, metavar="N",
                         help="messages to produce (default 4800)")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
@@ -277,7 +277,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         help="local (default): --data-dir (default demo-data), new, empty "
                              "or made by an earlier demo (then cleared; any other is "
                              "refused); s3: the configured bucket under a fresh key prefix")
-    parser.set_defaults(run=run)
 
 
 def take_demo_dir(data_dir: str) -> None:

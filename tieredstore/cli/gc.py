@@ -27,23 +27,19 @@ from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
 
 
 async def gc(config: TieredStoreConfig, *, dry_run: bool, safety_age: float) -> GcReport:
-    store = open_existing_store(config)
-    try:
+    async with open_existing_store(config) as store:
         return await collect_garbage(store, config, safety_age=safety_age, dry_run=dry_run,
                                      finders=[offload_garbage(config, store)])
-    finally:
-        await store.close()
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("gc", parents=[common], help="delete what no metadata "
-                            "references (--dry-run: list it)", description=__doc__)
+HELP = "delete what no metadata references (--dry-run: list it)"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     parser.add_argument("--safety-age", type=seconds(0.0, YEAR), default=None,
                         metavar="SECONDS", help="leave anything younger alone; 0 to a year, "
                         "as gc_safety_age (default: gc_safety_age)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -148,14 +148,6 @@ async def chunk_rows(store: ObjectStore, topic: str, queue_id: int, file_type: F
     return rows
 
 
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def _dash(value: object) -> object:
-    return "-" if value is None else value
-
-
 def render(what: str, rows: list[Row]) -> str:
     if what == "topics":
         return table([[r["topic"], r["queues"], r["messages"],
@@ -173,24 +165,23 @@ def render(what: str, rows: list[Row]) -> str:
                       "cq bytes", "key index", "merging", "writer"])
     if what == "segments":
         return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
-                       _yes(r["sealed"]), _yes(r["merged"]), _yes(r["recorded"]),
-                       "yes" if r["trimmed"] else "", _dash(r["first_offset"]),
-                       _dash(r["last_offset"]), r["units"], r["stored_bytes"]]
+                       r["sealed"], r["merged"], r["recorded"],
+                       "yes" if r["trimmed"] else "", r["first_offset"],
+                       r["last_offset"], r["units"], r["stored_bytes"]]
                       for r in rows],
                      ["topic", "queue", "type", "base", "size", "state", "sealed", "merged",
                       "recorded", "trimmed", "first", "last", "units", "stored"]) + "".join(
             f"\n{r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
             for r in rows if r["error"])
     return table([[r["topic"], r["queue"], r["type"], r["base"], r["position"], r["length"],
-                   r["object"], r["object_offset"], _dash(r["crc32c"])] for r in rows],
+                   r["object"], r["object_offset"], r["crc32c"]] for r in rows],
                  ["topic", "queue", "type", "base", "position", "length", "object",
                   "obj offset", "crc32c"])
 
 
 async def inspect(args: argparse.Namespace) -> list[Row]:
     config = resolve_config(args)
-    store = open_existing_store(config)
-    try:
+    async with open_existing_store(config) as store:
         log = await load_log(store, config)
         queues = await _queues(store, config, args, log)
         if args.what in ("topics", "queues"):
@@ -208,15 +199,12 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
                 else:
                     rows += await chunk_rows(store, topic, queue_id, file_type, view)
         return rows
-    finally:
-        await store.close()
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("inspect", parents=[common], help="topics, queues, segments, "
-                            "chunks and sizes (read-only)", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+HELP = "topics, queues, segments, chunks and sizes (read-only)"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", default="queues",
                         choices=("topics", "queues", "segments", "chunks"),
                         help="what to list (default: queues)")
@@ -228,7 +216,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parser.add_argument("--segment", type=nonnegative_int, metavar="BASE",
                         help="segments/chunks: only the segment at this base offset")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,13 +28,10 @@ from tieredstore.ledger import LedgerHost, ManagedLedger, Position, sweep_offloa
 from .common import EXIT_OK, open_existing_store, resolve_config, table
 from .gc import render
 
+HELP = "managed ledgers and their offloads: list, read, offload, sweep, delete"
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("ledger", parents=[common], help="managed ledgers and their "
-                            "offloads: list, read, offload, sweep, delete",
-                            description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     for action, text in (("list", "each ledger: entries, bytes, offloaded, local copy"),
                          ("read", "print entries of a closed ledger"),
@@ -55,7 +52,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                              help="list the unreferenced offload objects, delete nothing")
         if action == "delete":
             one.add_argument("--before", type=int, required=True, metavar="ID")
-        one.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,8 +65,8 @@ async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
         action = args.ledger_command
         if action == "list":
             rows = await host.ledger_rows(args.name)
-            print(table([[r.ledger_id, r.state, r.entries, r.size, _yes(r.offloaded),
-                          _yes(r.local), r.offload_uuid or "-"] for r in rows],
+            print(table([[r.ledger_id, r.state, r.entries, r.size, r.offloaded, r.local,
+                          r.offload_uuid] for r in rows],
                         ["ledger", "state", "entries", "bytes", "offloaded", "local", "uuid"]))
             return EXIT_OK
         if action == "read":
@@ -122,10 +118,6 @@ async def _take_over(host: LedgerHost, config: TieredStoreConfig, args: argparse
         return EXIT_OK
     finally:
         await ml.close()
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def _show(payload: Any, limit: int = 64) -> str:

@@ -65,8 +65,7 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
     properties = dict(args.property or ())
     count = size = 0
     first = last = -1
-    store = await AsyncMessageStore.open(config)
-    try:
+    async with await AsyncMessageStore.open(config) as store:
         with progress(progress_enabled(args), total=total, desc="produce") as bar:
             for body in bodies:
                 last = await store.append(args.topic, args.queue, body,
@@ -78,15 +77,13 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
                 size += len(body)
                 bar.update()
         await store.flush()
-    finally:
-        await store.close()
     return count, size, first, last
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("produce", parents=[common], help="append messages to a queue",
-                            description=__doc__)
+HELP = "append messages to a queue"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID")
     source = parser.add_mutually_exclusive_group()
@@ -106,7 +103,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         help="store timestamp of every message, ms since the epoch "
                              "(default: now; within timestamp_before_max and "
                              "timestamp_after_max of now)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

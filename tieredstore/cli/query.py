@@ -20,16 +20,15 @@ from .consume import as_json, as_text, parse_time
 
 
 async def query(args: argparse.Namespace) -> list[Message]:
-    async with read_only_store(args) as store:
+    async with await read_only_store(args) as store:
         return await store.query_by_key(args.topic, args.key, args.from_time, args.until_time,
                                         args.count)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("query", parents=[common], help="find a topic's messages by key "
-                            "(read-only)", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+HELP = "find a topic's messages by key (read-only)"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--key", required=True, help="a message key or unique id")
     parser.add_argument("--from-time", type=parse_time, default=0, metavar="TIME",
@@ -39,7 +38,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     parser.add_argument("--count", type=positive_int, default=64, metavar="N",
                         help="the newest N messages at most (default 64)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

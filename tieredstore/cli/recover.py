@@ -68,15 +68,11 @@ async def _before(store: ObjectStore, config: TieredStoreConfig, topic: str, que
 
 
 async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[str, Any]]:
-    probe = open_existing_store(config)
-    try:
-        found = await listed_queues(probe, config)
-        before = {key: await _before(probe, config, *key) for key in found}
-    finally:
-        await probe.close()
-    store = await AsyncMessageStore.open(config)
+    async with open_existing_store(config) as probe:
+        before = {key: await _before(probe, config, *key)
+                  for key in await listed_queues(probe, config)}
     results: list[QueueRecovery] = []
-    try:
+    async with await AsyncMessageStore.open(config) as store:
         for topic, queue_id in store.queues():
             result = QueueRecovery(topic, queue_id)
             result.durable_before, result.merges_pending_before = before.get(
@@ -92,29 +88,19 @@ async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[
                 result.max_offset = await store.max_offset(topic, queue_id)
                 result.commit_offset = await store.commit_offset(topic, queue_id)
             results.append(result)
-    finally:
-        await store.close()
     requests = store.snapshot()["requests"]
-    probe = open_existing_store(config)
-    try:
+    async with open_existing_store(config) as probe:
         for result in results:
             result.unmerged_after = await sealing_segments(probe, config, result.topic,
                                                            result.queue)
-    finally:
-        await probe.close()
     return results, requests
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("recover", parents=[common], help="open the store (recovery) "
-                            "and report; exit 1 if a queue is corrupt", description=__doc__)
+HELP = "open the store (recovery) and report; exit 1 if a queue is corrupt"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.set_defaults(run=run)
-
-
-def _dash(value: object) -> object:
-    return "-" if value is None else value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"queues": [asdict(r) for r in results],
                           "requests": requests.get("requests", {})}, indent=1))
         return EXIT_FAILED if failed else EXIT_OK
-    print(table([[r.topic, r.queue, _dash(r.min_offset), _dash(r.max_offset),
-                  _dash(r.commit_offset), _dash(r.durable_before), r.merges_pending_before,
+    print(table([[r.topic, r.queue, r.min_offset, r.max_offset,
+                  r.commit_offset, r.durable_before, r.merges_pending_before,
                   r.unmerged_after, r.state.upper() if r.state != "ok" else r.state]
                  for r in results],
                 ["topic", "queue", "min", "max", "commit", "durable before",

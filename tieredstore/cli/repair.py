@@ -34,48 +34,31 @@ class Repaired:
     error: str = ""
 
 
-async def _needing_repair(config: TieredStoreConfig) -> list[Repaired]:
-    store = open_existing_store(config)
-    try:
-        return [Repaired(topic, queue_id, why)
-                for topic, queue_id, why in await queues_to_rebuild(store, config)]
-    finally:
-        await store.close()
-
-
-async def _records(config: TieredStoreConfig, topic: str, queue_id: int) -> int:
-    store = open_existing_store(config)
-    try:
-        return await recorded_segments(store, config, topic, queue_id)
-    finally:
-        await store.close()
-
-
 async def repair(config: TieredStoreConfig) -> list[Repaired]:
-    found = await _needing_repair(config)
+    async with open_existing_store(config) as probe:
+        found = [Repaired(topic, queue_id, why)
+                 for topic, queue_id, why in await queues_to_rebuild(probe, config)]
     if not found:
         return found
-    store = await AsyncMessageStore.open(config)
-    try:
+    async with await AsyncMessageStore.open(config) as store:
         for item in found:
             try:  # the open (lazy, on first access) rebuilds it
                 item.max_offset = await store.max_offset(item.topic, item.queue)
             except TieredStoreError as exc:
                 item.error = str(exc)
-    finally:
-        await store.close()
-    for item in found:
-        if not item.error:
-            item.records = await _records(config, item.topic, item.queue)
+    async with open_existing_store(config) as probe:
+        for item in found:
+            if not item.error:
+                item.records = await recorded_segments(probe, config, item.topic, item.queue)
     return found
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("repair", parents=[common], help="rebuild the metadata of queues "
-                            "that lost it from their segments (takes the queues over)",
-                            description=__doc__)
-    parser.set_defaults(run=run)
+HELP = ("rebuild the metadata of queues that lost it from their segments (takes the queues "
+        "over)")
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """None but the common ones."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -83,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         print("every queue with segments has valid metadata: nothing to repair")
         return EXIT_OK
-    print(table([[r.topic, r.queue, r.why, r.records,
-                  "-" if r.max_offset is None else r.max_offset,
+    print(table([[r.topic, r.queue, r.why, r.records, r.max_offset,
                   f"FAILED: {r.error}" if r.error else "rebuilt"] for r in found],
                 ["topic", "queue", "found", "records", "max offset", "result"]))
     failed = [r for r in found if r.error]

@@ -18,13 +18,11 @@ from .common import EXIT_USAGE
 JOBS = ("export", "verify", "compact", "stats")
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("spark", parents=[common], add_help=False,
-                            help="run a Spark job: " + ", ".join(JOBS) + " (--master M)",
-                            description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.set_defaults(run=run, passthrough=True)
+HELP = f"run a Spark job: {', '.join(JOBS)} (--master M)"
+
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    parser.set_defaults(passthrough=True)
 
 
 def run(args: argparse.Namespace) -> int:

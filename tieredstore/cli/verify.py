@@ -25,17 +25,14 @@ from .common import (
     table,
 )
 
+HELP = "read every message and check every CRC (read-only); exit 1 on any error"
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("verify", parents=[common], help="read every message and check "
-                            "every CRC (read-only); exit 1 on any error",
-                            description=__doc__)
+
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="only this topic")
     parser.add_argument("--queue", type=int, help="only this queue id")
     parser.add_argument("--max-errors", type=int, default=20, metavar="N",
                         help="errors to print (all are counted; default 20)")
-    parser.set_defaults(run=run)
 
 
 def print_report(report: VerifyReport, *, max_errors: int) -> None:
@@ -62,13 +59,10 @@ def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
 
     async def main() -> VerifyReport:
-        store = open_existing_store(config)
-        try:
+        async with open_existing_store(config) as store:
             with progress(progress_enabled(args), desc="verify", unit="B") as bar:
                 return await verify_store(store, config, topic=args.topic,
                                           queue_id=args.queue, on_bytes=bar.update)
-        finally:
-            await store.close()
 
     report = sync.run(main())
     print_report(report, max_errors=args.max_errors)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of
+from tieredstore.spark.options import ConfigValues, config_of, on_store
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection
 from tieredstore.store import (
@@ -23,7 +22,6 @@ from tieredstore.store import (
     Unmerged,
     UnmergedSurvey,
     merge_segment,
-    open_object_store,
     unmerged_segments,
 )
 
@@ -57,23 +55,14 @@ async def survey(store: ObjectStore, config: TieredStoreConfig, selection: Selec
 def compact_segment(config: ConfigValues, target: Unmerged) -> CompactResult:
     """Merge one segment (runs in a task, on a loop and store of its own)."""
     settings = config_of(config)
-
-    async def run() -> CompactResult:
-        store = open_object_store(settings)
-        try:
-            merged, stats = await merge_segment(store, settings, target)
-            return _result(target, merged=merged,
-                           parts=stats.parts if stats else 0,
-                           copied=stats.bytes_copied if stats else 0,
-                           uploaded=stats.bytes_reuploaded if stats else 0,
-                           error=None if merged else "still not merged")
-        finally:
-            await store.close()
-
     try:
-        return sync.run(run())
+        merged, stats = on_store(settings, lambda store: merge_segment(store, settings, target))
     except (TieredStoreError, OSError) as exc:
         return _result(target, merged=False, error=f"{type(exc).__name__}: {exc}")
+    return _result(target, merged=merged, parts=stats.parts if stats else 0,
+                   copied=stats.bytes_copied if stats else 0,
+                   uploaded=stats.bytes_reuploaded if stats else 0,
+                   error=None if merged else "still not merged")
 
 
 def _result(target: Unmerged, *, merged: bool, parts: int = 0, copied: int = 0,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -54,7 +54,7 @@ from tieredstore.spark.options import (
     lower_options,
     on_store,
 )
-from tieredstore.spark.plan import SegmentSlice, plan_read, slices_of
+from tieredstore.spark.plan import SegmentSlice, plan_read
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.store import Batch, Message, ObjectStore, scan_planned
 
@@ -85,10 +85,48 @@ BATCH_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class SlicePartition(InputPartition):
-    """One input partition: a slice of a queue (plain ints and strings)."""
+class Planned(InputPartition):
+    """One input partition: one planned slice (plain values, pickled to executors)."""
 
-    slice: SegmentSlice
+    slice: Any
+
+
+class PlannedReader(DataSourceReader):
+    """Plans slices on the driver, on a store of its own (:meth:`plan`), one input
+    partition each; reads one slice per task (:meth:`batches`)."""
+
+    def __init__(self, config: ConfigValues) -> None:
+        self.config = config
+
+    async def plan(self, store: ObjectStore, config: TieredStoreConfig) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def batches(self, config: TieredStoreConfig, part: Any) -> Iterator[Any]:
+        """The slice's rows as Arrow record batches."""
+        raise NotImplementedError
+
+    def partitions(self) -> list[InputPartition]:
+        config = config_of(self.config)
+        return [Planned(s) for s in on_store(config, lambda store: self.plan(store, config))]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, Planned):
+            return iter(())  # Spark's placeholder when there is nothing to read
+        return self.batches(config_of(self.config), partition.slice)
+
+
+class Source(DataSource):
+    """A format of short name :attr:`format_name` and schema :attr:`columns`."""
+
+    format_name: ClassVar[str]
+    columns: ClassVar[StructType]
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.format_name
+
+    def schema(self) -> StructType:
+        return self.columns
 
 
 def to_record_batch(messages: Sequence[Message]) -> Any:
@@ -108,35 +146,25 @@ def to_record_batch(messages: Sequence[Message]) -> Any:
         schema=ARROW_SCHEMA)
 
 
-class TieredStoreReader(DataSourceReader):
-    """Plans slices on the driver; reads one slice per task."""
+class TieredStoreReader(PlannedReader):
+    """One slice of a queue (:class:`SegmentSlice`) per task."""
 
     def __init__(self, config: ConfigValues, selection: Selection, *,
                  messages_per_partition: int = 0, batch_rows: int = BATCH_ROWS) -> None:
-        self.config = config
+        super().__init__(config)
         self.selection = selection
         self.messages_per_partition = messages_per_partition
         self.batch_rows = batch_rows
 
-    def partitions(self) -> list[InputPartition]:
-        config = config_of(self.config)
+    async def plan(self, store: ObjectStore, config: TieredStoreConfig) -> list[SegmentSlice]:
+        return await plan_read(store, config, self.selection,
+                               messages_per_slice=self.messages_per_partition)
 
-        async def plan(store: ObjectStore) -> list[SegmentSlice]:
-            return slices_of(await plan_read(store, config, self.selection,
-                                             messages_per_slice=self.messages_per_partition))
-
-        return [SlicePartition(s) for s in on_store(config, plan)]
-
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SlicePartition):
-            return iter(())  # Spark's placeholder when there is nothing to read
-        return self._batches(partition.slice)
-
-    def _batches(self, part: SegmentSlice) -> Iterator[Any]:
-        config, selection = config_of(self.config), self.selection
+    def batches(self, config: TieredStoreConfig, part: SegmentSlice) -> Iterator[Any]:
+        wants = self.selection.wants
         pending: list[Message] = []
         size = 0
-        for batch in sync.iterate(lambda: scan_slice(config, part, selection.wants)):
+        for batch in sync.iterate(lambda: scan_slice(config, part, wants)):
             for message in batch.messages:
                 pending.append(message)
                 size += len(message.body)
@@ -157,15 +185,10 @@ def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
                         end=part.scan_end, log_pieces=part.log_pieces, wants=wants, on=on)
 
 
-class TieredStoreDataSource(DataSource):
+class TieredStoreDataSource(Source):
     """Short name ``tieredstore``. Options: see :mod:`tieredstore.spark`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT_NAME
-
-    def schema(self) -> StructType:
-        return SCHEMA
+    format_name, columns = FORMAT_NAME, SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options: Mapping[str, str] = lower_options(dict(self.options))

@@ -46,7 +46,7 @@ from tieredstore.spark.compact import CompactResult, compact_segment, survey
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
 from tieredstore.spark.plan import find_queues
-from tieredstore.spark.selection import Selection, names
+from tieredstore.spark.selection import Selection, names, selection_from_options
 from tieredstore.spark.session import get_session, session_running
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.verify import QueueReport, verify_task
@@ -72,13 +72,9 @@ class Filters:
     time_to: str | None = None
 
     def selection(self) -> Selection:
-        """Topics and queues (what verify and compact select by)."""
-        sel = Selection()
-        if self.topics:
-            sel = sel.narrowed(topics=frozenset(self.topics))
-        if self.queue_ids:
-            sel = sel.narrowed(queue_ids=frozenset(self.queue_ids))
-        return sel
+        """Topics and queues (what verify and compact select by), as the reader selects."""
+        return selection_from_options({k: v for k, v in self.options().items()
+                                       if k in ("topic", "queue_id")})
 
     def options(self) -> dict[str, str]:
         """The reader's selection options for these filters (exact, and they prune

@@ -21,15 +21,15 @@ As for ``tieredstore``, Spark's own filters are applied to the rows and not push
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from tieredstore import sync
+from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import (
     LedgerEntry,
     LedgerSelection,
@@ -39,14 +39,13 @@ from tieredstore.ledger import (
     plan_ledger_slices,
     read_ledger_slice,
 )
+from tieredstore.spark.datasource import PlannedReader, Source
 from tieredstore.spark.options import (
     ConfigValues,
     config_from_options,
-    config_of,
     config_values,
     int_option,
     lower_options,
-    on_store,
 )
 from tieredstore.spark.selection import ints, names, one_int
 from tieredstore.store import ObjectStore
@@ -71,11 +70,6 @@ _ARROW = pa.schema([
     pa.field("payload", pa.binary(), False),
     pa.field("offload_uuid", pa.string(), False),
 ])
-
-
-@dataclass(frozen=True)
-class LedgerPartition(InputPartition):
-    slice: LedgerSlice
 
 
 def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
@@ -103,29 +97,22 @@ def entries_batch(part: LedgerSlice, entries: Sequence[LedgerEntry]) -> Any:
     ], schema=_ARROW)
 
 
-class LedgerReader(DataSourceReader):
+class LedgerReader(PlannedReader):
+    """One slice of an offloaded ledger (:class:`LedgerSlice`) per task."""
+
     def __init__(self, config: ConfigValues, space: OffloadNamespace,
                  selection: LedgerSelection, blocks_per_partition: int) -> None:
-        self.config = config
+        super().__init__(config)
         self.space = space
         self.selection = selection
         self.blocks_per_partition = blocks_per_partition
 
-    def partitions(self) -> list[InputPartition]:
-        config = config_of(self.config)
+    async def plan(self, store: ObjectStore, config: TieredStoreConfig) -> list[LedgerSlice]:
+        return await plan_ledger_slices(store, self.space, self.selection,
+                                        root=config.ledger_root,
+                                        blocks_per_slice=self.blocks_per_partition)
 
-        def plan(store: ObjectStore) -> Awaitable[list[LedgerSlice]]:
-            return plan_ledger_slices(store, self.space, self.selection,
-                                      root=config.ledger_root,
-                                      blocks_per_slice=self.blocks_per_partition)
-
-        return [LedgerPartition(s) for s in on_store(config, plan)]
-
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, LedgerPartition):
-            return iter(())  # Spark's placeholder when there is nothing to read
-        part, config = partition.slice, config_of(self.config)
-
+    def batches(self, config: TieredStoreConfig, part: LedgerSlice) -> Iterator[Any]:
         async def entries() -> Any:
             async with opened(config) as (store, fetcher):
                 async for batch in read_ledger_slice(store, part, fetcher):
@@ -134,15 +121,10 @@ class LedgerReader(DataSourceReader):
         return (entries_batch(part, batch) for batch in sync.iterate(entries))
 
 
-class TieredStoreLedgerDataSource(DataSource):
+class TieredStoreLedgerDataSource(Source):
     """Short name ``tieredstore-ledger``. Options: see :mod:`tieredstore.spark.ledger_source`."""
 
-    @classmethod
-    def name(cls) -> str:
-        return LEDGER_FORMAT
-
-    def schema(self) -> StructType:
-        return LEDGER_SCHEMA
+    format_name, columns = LEDGER_FORMAT, LEDGER_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options: Mapping[str, str] = lower_options(dict(self.options))

@@ -47,21 +47,15 @@ def compact_broker_log(config: ConfigValues, broker: str) -> LogCompaction:
     started = time.perf_counter()
 
     async def log_size() -> tuple[int, int]:
-        store = open_object_store(settings)
-        try:
+        async with open_object_store(settings) as store:
             found = [o for o in await store.list_all(log_path(settings).directory) if o.size]
-            return len(found), sum(o.size for o in found)
-        finally:
-            await store.close()
+        return len(found), sum(o.size for o in found)
 
     async def run() -> LogCompaction:
         objects, nbytes = await log_size()
-        store = await AsyncMessageStore.open(settings.replace(gc_interval=0.0))
-        try:
+        async with await AsyncMessageStore.open(settings.replace(gc_interval=0.0)) as store:
             queues = len(store.queues())
             await store.compact_log(time.time() + settings.log_compact_age + 1)
-        finally:
-            await store.close()
         after, after_bytes = await log_size()
         return LogCompaction(broker, objects, after, nbytes, after_bytes, queues,
                              time.perf_counter() - started, None)

@@ -43,17 +43,14 @@ T = TypeVar("T")
 
 def config_from_options(options: Mapping[str, str], *,
                         skip: frozenset[str] = SELECTION_OPTIONS) -> TieredStoreConfig:
-    """The store config that reader options describe (``config``: a TOML file);
-    ``skip``: the reader's own options, not config keys."""
-    overrides: dict[str, Any] = {}
-    for name, value in options.items():
-        key = name.lower()
-        if key in skip or key in READER_OPTIONS:
-            continue
-        overrides[ALIASES.get(key, key)] = value
+    """The store config that reader options (any case) describe (``config``: a TOML
+    file); ``skip``: the reader's own options, not config keys."""
+    options = lower_options(options)
+    overrides: dict[str, Any] = {ALIASES.get(key, key): value for key, value in options.items()
+                                 if key not in skip and key not in READER_OPTIONS}
     if "local_path" in overrides and "backend" not in overrides:
         overrides["backend"] = "local"
-    config = load_config(_option(options, "config") or None, **overrides)
+    config = load_config(options.get("config") or None, **overrides)
     if config.backend == "memory":
         raise ConfigError("backend", "a memory store lives in one process; Spark reads "
                           "'local' (a directory every executor sees) or 's3'")
@@ -76,14 +73,12 @@ def local_store_path(path: str) -> str:
 
 
 def on_store(config: TieredStoreConfig, work: Callable[[ObjectStore], Awaitable[T]]) -> T:
-    """Run ``work`` on a store of its own, from sync code (the driver's planning)."""
+    """Run ``work`` on a store of its own, closed after, from sync code (the
+    driver's planning, a task on an event loop of its own)."""
 
     async def run() -> T:
-        store = open_object_store(config)
-        try:
+        async with open_object_store(config) as store:
             return await work(store)
-        finally:
-            await store.close()
 
     return sync.run(run())
 
@@ -98,8 +93,9 @@ def config_of(values: ConfigValues) -> TieredStoreConfig:
 
 
 def int_option(options: Mapping[str, str], key: str, default: int, lo: int = 0) -> int:
-    text = _option(options, key)
-    if text is None or text == "":
+    """Option ``key`` (of options in lower case) as an int of at least ``lo``."""
+    text = options.get(key)
+    if not text:
         return default
     try:
         value = int(text)
@@ -108,13 +104,6 @@ def int_option(options: Mapping[str, str], key: str, default: int, lo: int = 0) 
     if value < lo:
         raise ConfigError(key, f"must be >= {lo}, got {value}")
     return value
-
-
-def _option(options: Mapping[str, str], key: str) -> str | None:
-    for name, value in options.items():
-        if name.lower() == key:
-            return value
-    return None
 
 
 def lower_options(options: Mapping[str, str]) -> dict[str, str]:

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.spark.selection import Selection
@@ -97,23 +96,6 @@ class SegmentSlice:
         """One past the last offset to scan (None: the end of the queue)."""
         return None if self.last_offset == NO_END else self.last_offset + 1
 
-    def __str__(self) -> str:
-        kind = "sealed" if self.sealed else "active"
-        last = "end" if self.last_offset == NO_END else str(self.last_offset)
-        return (f"{self.topic}/{self.queue_id} {kind} consume-queue segment @{self.cq_base}, "
-                f"offsets {self.first_offset}..{last}")
-
-
-@dataclass(slots=True)
-class QueuePlan:
-    """A queue's slices, and what its metadata says about its offsets."""
-
-    topic: str
-    queue_id: int
-    slices: list[SegmentSlice] = field(default_factory=list)
-    first_offset: int = 0  # the first live offset
-    tail_offset: int = 0  # the first offset of the active CQ segment
-
 
 async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection
                       ) -> list[tuple[str, int]]:
@@ -128,42 +110,34 @@ async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: 
 
 
 async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
-                    *, messages_per_slice: int = 0) -> list[QueuePlan]:
-    """Plan every selected queue (a queue without metadata is skipped)."""
+                    *, messages_per_slice: int = 0) -> list[SegmentSlice]:
+    """The slices of every selected queue, by queue (a queue without metadata has none)."""
     if selection.empty:
         return []
     queues = await find_queues(store, config, selection)
     limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
-    async def one(topic: str, queue_id: int) -> QueuePlan | None:
+    async def one(topic: str, queue_id: int) -> list[SegmentSlice]:
         async with limit:
             try:
                 meta = await open_metadata(store, config, topic, queue_id)
             except NoSuchQueue:
-                return None
+                return []
             return await plan_queue(meta, topic, queue_id, selection,
                                     messages_per_slice=messages_per_slice)
 
-    plans = [p for p in await asyncio.gather(*(one(t, q) for t, q in queues)) if p is not None]
-    if any(s.reaches_open for p in plans for s in p.slices):
+    slices = [s for q in await asyncio.gather(*(one(t, q) for t, q in queues)) for s in q]
+    if any(s.reaches_open for s in slices):
         log = await load_log(store, config)
-        for p in plans:
-            p.slices = [dataclasses.replace(s, log_pieces=queue_log_pieces(log, s.topic,
-                                                                           s.queue_id))
-                        if s.reaches_open else s for s in p.slices]
-    return plans
-
-
-def slices_of(plans: Iterable[QueuePlan]) -> list[SegmentSlice]:
-    return [s for p in plans for s in p.slices]
+        slices = [dataclasses.replace(s, log_pieces=queue_log_pieces(log, s.topic, s.queue_id))
+                  if s.reaches_open else s for s in slices]
+    return slices
 
 
 async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: Selection,
-                     *, messages_per_slice: int = 0) -> QueuePlan:
-    plan = QueuePlan(topic, queue_id)
+                     *, messages_per_slice: int = 0) -> list[SegmentSlice]:
     cq_active = meta.next_base_offset(CONSUME_QUEUE)
-    plan.tail_offset = cq_active // UNIT_SIZE
-    plan.first_offset = min(meta.first(CONSUME_QUEUE).base_offset, cq_active) // UNIT_SIZE
+    tail_offset = cq_active // UNIT_SIZE
     last_sealed = meta.last_record(CONSUME_QUEUE)
 
     offsets, times = selection.offsets, selection.times_ms
@@ -182,25 +156,26 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
                 ranges.append((record.base_offset, record.size,
                                max(record.first_message_offset, offsets.lo),
                                min(record.last_message_offset, offsets.hi)))
-    tail_wanted = plan.tail_offset <= offsets.hi and (
+    tail_wanted = tail_offset <= offsets.hi and (
         last_sealed is None or last_sealed.end_timestamp_ms <= times.hi)
     if tail_wanted:
-        ranges.append((cq_active, None, max(plan.tail_offset, offsets.lo), offsets.hi))
+        ranges.append((cq_active, None, max(tail_offset, offsets.lo), offsets.hi))
     if not ranges:
-        return plan
+        return []
 
     cl = await _commit_log_segments(meta, ranges[0][2], ranges[-1][3])
+    slices = []
     for base, size, first, last in ranges:
         needed = tuple((b, s) for b, s, f, la in cl if f <= last and la >= first)
         step = messages_per_slice if size is not None and messages_per_slice > 0 else 0
         lo = first
         while lo <= last:
             hi = last if not step else min(last, lo + step - 1)
-            plan.slices.append(SegmentSlice(topic, queue_id, base, size, lo, hi, needed))
+            slices.append(SegmentSlice(topic, queue_id, base, size, lo, hi, needed))
             if hi == NO_END:
                 break
             lo = hi + 1
-    return plan
+    return slices
 
 
 async def _commit_log_segments(meta: QueueMetadata, first: int, last: int

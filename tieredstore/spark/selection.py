@@ -9,15 +9,12 @@ keeps them.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tieredstore.errors import ConfigError
+from tieredstore.store import parse_time
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MIN, _MAX = -(2**63), 2**63 - 1
 
 
@@ -31,9 +28,6 @@ class Span:
     @property
     def empty(self) -> bool:
         return self.lo > self.hi
-
-    def __and__(self, other: Span) -> Span:
-        return Span(max(self.lo, other.lo), min(self.hi, other.hi))
 
     def overlaps(self, lo: int, hi: int) -> bool:
         return not self.empty and lo <= self.hi and hi >= self.lo
@@ -77,80 +71,6 @@ class Selection:
     def wants(self, offset: int, store_ms: int) -> bool:
         return offset in self.offsets and store_ms in self.times_ms
 
-    def narrowed(self, **changes: Any) -> Selection:
-        """This selection and ``changes`` both (sets intersect, ranges too)."""
-        out = self
-        for name, given in changes.items():
-            out = out._narrow(name, given)
-        return out
-
-    def _narrow(self, name: str, given: Any) -> Selection:
-        old = getattr(self, name)
-        if name in ("topics", "queue_ids") and old is None:
-            return dataclasses.replace(self, **{name: given})
-        return dataclasses.replace(self, **{name: old & given})
-
-
-# --- values -----------------------------------------------------------------------
-
-
-def timestamp_micros(value: Any) -> int:
-    """Microseconds since the epoch of a datetime (naive means UTC), an ISO 8601
-    string, or an int of milliseconds."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text.lstrip("-").isdigit():
-            return int(text) * 1000
-        try:
-            value = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise ValueError(f"{value!r} is neither ISO 8601 nor milliseconds") from None
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a time")
-    if isinstance(value, int):
-        return int(value) * 1000
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.UTC)
-        delta: dt.timedelta = value - _EPOCH
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    if isinstance(value, dt.date):
-        return timestamp_micros(dt.datetime(value.year, value.month, value.day))
-    raise ValueError(f"{value!r} is not a time")
-
-
-def _floor_ms(us: int) -> int:
-    return us // 1000
-
-
-def _ceil_ms(us: int) -> int:
-    return -((-us) // 1000)
-
-
-def time_span(op: str, us: int) -> Span:
-    """The store times (ms) ``t`` for which ``t * 1000 <op> us`` holds."""
-    if op == ">":
-        return Span(lo=_floor_ms(us) + 1)
-    if op == ">=":
-        return Span(lo=_ceil_ms(us))
-    if op == "<":
-        return Span(hi=_ceil_ms(us) - 1)
-    if op == "<=":
-        return Span(hi=_floor_ms(us))
-    return Span(_ceil_ms(us), _floor_ms(us))  # "=": empty unless a whole millisecond
-
-
-def int_span(op: str, value: int) -> Span:
-    if op == ">":
-        return Span(lo=value + 1)
-    if op == ">=":
-        return Span(lo=value)
-    if op == "<":
-        return Span(hi=value - 1)
-    if op == "<=":
-        return Span(hi=value)
-    return Span(value, value)
-
 
 # --- from options -----------------------------------------------------------------
 
@@ -180,19 +100,23 @@ def selection_from_options(options: Mapping[str, str]) -> Selection:
     """Options ``topic`` and ``queue_id`` (comma-separated lists), ``offset_from``
     (inclusive) and ``offset_to`` (exclusive), ``time_from`` (inclusive) and
     ``time_to`` (exclusive): ISO 8601 (naive means UTC) or milliseconds."""
-    sel = Selection()
-    if options.get("topic"):
-        sel = sel.narrowed(topics=frozenset(names(options["topic"])))
-    if options.get("queue_id"):
-        sel = sel.narrowed(queue_ids=frozenset(ints("queue_id", options["queue_id"])))
-    for key, op in (("offset_from", ">="), ("offset_to", "<")):
-        if options.get(key):
-            sel = sel.narrowed(offsets=int_span(op, one_int(key, options[key])))
-    for key, op in (("time_from", ">="), ("time_to", "<")):
-        if options.get(key):
-            try:
-                us = timestamp_micros(options[key])
-            except ValueError as exc:
-                raise ConfigError(key, str(exc)) from None
-            sel = sel.narrowed(times_ms=time_span(op, us))
-    return sel
+    topics, queue_ids = options.get("topic"), options.get("queue_id")
+    return Selection(frozenset(names(topics)) if topics else None,
+                     frozenset(ints("queue_id", queue_ids)) if queue_ids else None,
+                     _from_to(options, "offset", one_int), _from_to(options, "time", _ms))
+
+
+def _from_to(options: Mapping[str, str], name: str, read: Callable[[str, str], int]) -> Span:
+    """Options ``<name>_from`` (inclusive) and ``<name>_to`` (exclusive) as a closed
+    span; ``read(key, text)``: the first whole unit at or after the option's value."""
+    first, end = options.get(f"{name}_from"), options.get(f"{name}_to")
+    return Span(read(f"{name}_from", first) if first else _MIN,
+                read(f"{name}_to", end) - 1 if end else _MAX)
+
+
+def _ms(key: str, text: str) -> int:
+    """The first store time (a whole millisecond) at or after the time ``text``."""
+    try:
+        return -(-parse_time(text) // 1000)
+    except ValueError as exc:
+        raise ConfigError(key, str(exc)) from None

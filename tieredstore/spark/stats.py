@@ -12,10 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of
-from tieredstore.store import LogPiece, open_object_store, planned_log, summarize
+from tieredstore.spark.options import ConfigValues, config_of, on_store
+from tieredstore.store import LogPiece, planned_log, summarize
 
 STATS_SCHEMA = ("topic string, queue_id int, messages long, min_offset long, max_offset long, "
                 "commitlog_bytes long, consumequeue_bytes long, index_bytes long, "
@@ -33,26 +32,19 @@ class QueueTask:
 
 
 def queue_stats(config: ConfigValues, task: QueueTask) -> tuple[object, ...]:
-    """A row of ``STATS_SCHEMA``. Runs in a task, on an event loop of its own."""
-
-    async def run() -> tuple[object, ...]:
-        settings = config_of(config)
-        log = planned_log(task.topic, task.queue_id, task.pieces)
-        store = open_object_store(settings)
-        try:
-            got = await summarize(store, settings, task.topic, task.queue_id, log=log)
-        finally:
-            await store.close()
-        files = (got.commit_log, got.consume_queue, got.index)
-        return (task.topic, task.queue_id, got.messages, got.min_offset, got.max_offset,
-                got.commit_log.bytes, got.consume_queue.bytes, got.index.bytes,
-                got.segments, sum(f.chunks for f in files),
-                sum(f.unmerged for f in files), _time(got.oldest_ms), _time(got.newest_ms), None)
-
+    """A row of ``STATS_SCHEMA``. Runs in a task, on an event loop and a store of its own."""
+    settings = config_of(config)
+    log = planned_log(task.topic, task.queue_id, task.pieces)
     try:
-        return sync.run(run())
+        got = on_store(settings, lambda store: summarize(store, settings, task.topic,
+                                                          task.queue_id, log=log))
     except (TieredStoreError, OSError) as exc:
         return (task.topic, task.queue_id, *[None] * 11, f"{type(exc).__name__}: {exc}")
+    files = (got.commit_log, got.consume_queue, got.index)
+    return (task.topic, task.queue_id, got.messages, got.min_offset, got.max_offset,
+            got.commit_log.bytes, got.consume_queue.bytes, got.index.bytes,
+            got.segments, sum(f.chunks for f in files),
+            sum(f.unmerged for f in files), _time(got.oldest_ms), _time(got.newest_ms), None)
 
 
 def _time(ms: int | None) -> dt.datetime | None:

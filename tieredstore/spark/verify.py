@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of
+from tieredstore.spark.options import ConfigValues, config_of, on_store
 from tieredstore.spark.stats import QueueTask
-from tieredstore.store import NoSuchQueue, open_object_store, planned_log, verify_queue
+from tieredstore.store import NoSuchQueue, planned_log, verify_queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,23 +32,16 @@ def verify_task(config: ConfigValues, queue: QueueTask) -> QueueReport | None:
     """Verify one queue (None: it has no metadata), its log pieces as the driver
     loaded them. Runs in a task, on an event loop and a store of its own."""
     topic, queue_id = queue.topic, queue.queue_id
-
-    async def run() -> QueueReport:
-        settings = config_of(config)
-        store = open_object_store(settings)
-        try:
-            c = await verify_queue(store, settings, topic, queue_id,
-                                   log=planned_log(topic, queue_id, queue.pieces))
-        finally:
-            await store.close()
-        return QueueReport(topic, queue_id, c.segments, c.messages + c.undispatched,
-                           c.min_offset, c.max_offset + c.undispatched, not c.error_count,
-                           tuple(c.errors))
-
+    settings = config_of(config)
+    log = planned_log(topic, queue_id, queue.pieces)
     try:
-        return sync.run(run())
+        c = on_store(settings, lambda store: verify_queue(store, settings, topic, queue_id,
+                                                          log=log))
     except NoSuchQueue:
         return None
     except (TieredStoreError, OSError) as exc:
         return QueueReport(topic, queue_id, 0, 0, 0, 0, False,
                            (f"{topic}/{queue_id}: {type(exc).__name__}: {exc}",))
+    return QueueReport(topic, queue_id, c.segments, c.messages + c.undispatched,
+                       c.min_offset, c.max_offset + c.undispatched, not c.error_count,
+                       tuple(c.errors))

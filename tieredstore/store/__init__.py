@@ -57,7 +57,7 @@ from tieredstore.store.scan import (
     reading_fetcher,
     scan_planned,
 )
-from tieredstore.store.shown import iso
+from tieredstore.store.shown import iso, parse_time
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
 from tieredstore.store.unmerged import Unmerged, UnmergedSurvey, merge_segment, unmerged_segments
@@ -136,6 +136,7 @@ __all__ = [
     "metadata_root",
     "holds_local_store",
     "iso",
+    "parse_time",
     "open_fetcher",
     "open_metadata",
     "open_object_store",

@@ -38,6 +38,36 @@ def iso(ms: int) -> str:
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def parse_time(value: Any) -> int:
+    """Microseconds since the epoch of a time as a user gives it: milliseconds since
+    the epoch (an int, or a string of digits), an ISO 8601 string or a datetime
+    (naive means UTC), or a date; :class:`ValueError` otherwise. The one reading
+    of a given time (the command line's, Spark's options), :func:`iso` read back."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lstrip("-").isdigit():
+            return int(text) * 1000
+        try:
+            value = datetime.datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{value!r} is neither ISO 8601 nor milliseconds") from None
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a time")
+    if isinstance(value, int):
+        return int(value) * 1000
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        delta: datetime.timedelta = value - EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    if isinstance(value, datetime.date):
+        return parse_time(datetime.datetime(value.year, value.month, value.day))
+    raise ValueError(f"{value!r} is not a time")
+
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def about(ms: float) -> str:
     """A duration in milliseconds, roughly: ``54 years``, ``3 days``, ``5 h``, ``12 s``."""
     s = ms / 1000
