@@ -51,13 +51,6 @@ QUEUE_CONCURRENCY = 8
 Row = dict[str, Any]
 
 
-async def _queues(store: ObjectStore, config: TieredStoreConfig, args: argparse.Namespace,
-                  log: LogSnapshot) -> list[tuple[str, int]]:
-    found = await listed_queues(store, config, log=log)
-    return [(t, q) for t, q in found
-            if (args.topic is None or t == args.topic) and (args.queue is None or q == args.queue)]
-
-
 async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
                      queues: Sequence[tuple[str, int]], log: LogSnapshot | None = None
                      ) -> list[Row]:
@@ -183,7 +176,9 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
     config = resolve_config(args)
     async with open_existing_store(config) as store:
         log = await load_log(store, config)
-        queues = await _queues(store, config, args, log)
+        topics = None if args.topic is None else [args.topic]
+        queues = [(t, q) for t, q in await listed_queues(store, config, topics=topics, log=log)
+                  if args.queue is None or q == args.queue]
         if args.what in ("topics", "queues"):
             rows = await queue_rows(store, config, queues, log)
             return topic_rows(rows) if args.what == "topics" else rows

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of, on_store
+from tieredstore.spark.options import on_store
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection
 from tieredstore.store import (
@@ -52,20 +52,20 @@ async def survey(store: ObjectStore, config: TieredStoreConfig, selection: Selec
     return out
 
 
-def compact_segment(config: ConfigValues, target: Unmerged) -> CompactResult:
+def compact_segment(settings: TieredStoreConfig, target: Unmerged) -> CompactResult:
     """Merge one segment (runs in a task, on a loop and store of its own)."""
-    settings = config_of(config)
     try:
         merged, stats = on_store(settings, lambda store: merge_segment(store, settings, target))
     except (TieredStoreError, OSError) as exc:
-        return _result(target, merged=False, error=f"{type(exc).__name__}: {exc}")
-    return _result(target, merged=merged, parts=stats.parts if stats else 0,
-                   copied=stats.bytes_copied if stats else 0,
-                   uploaded=stats.bytes_reuploaded if stats else 0,
-                   error=None if merged else "still not merged")
+        return compact_result(target, merged=False, error=f"{type(exc).__name__}: {exc}")
+    return compact_result(target, merged=merged, parts=stats.parts if stats else 0,
+                          copied=stats.bytes_copied if stats else 0,
+                          uploaded=stats.bytes_reuploaded if stats else 0,
+                          error=None if merged else "still not merged")
 
 
-def _result(target: Unmerged, *, merged: bool, parts: int = 0, copied: int = 0,
-            uploaded: int = 0, error: str | None) -> CompactResult:
+def compact_result(target: Unmerged, *, merged: bool, parts: int = 0, copied: int = 0,
+                   uploaded: int = 0, error: str | None) -> CompactResult:
+    """What was done to ``target`` (nothing, by default)."""
     return CompactResult(target.topic, target.queue_id, target.file_type, target.base_offset,
                          target.state, target.chunks, merged, parts, copied, uploaded, error)

@@ -16,7 +16,7 @@ is the same for every query over the DataFrame, so no query can see another
 one's pruning. Spark applies ``where`` to the rows as for any source.
 
 Rows come out as Arrow record batches. The store's config is resolved on the
-driver and travels as plain values; each task opens its own store, fetcher
+driver and travels with the reader; each task opens its own store, fetcher
 and event loop, and reads strictly read-only (it never claims a queue or
 writes an object).
 """
@@ -46,10 +46,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.spark.options import (
     FORMAT_NAME,
-    ConfigValues,
     config_from_options,
-    config_of,
-    config_values,
     int_option,
     lower_options,
     on_store,
@@ -95,24 +92,23 @@ class PlannedReader(DataSourceReader):
     """Plans slices on the driver, on a store of its own (:meth:`plan`), one input
     partition each; reads one slice per task (:meth:`batches`)."""
 
-    def __init__(self, config: ConfigValues) -> None:
+    def __init__(self, config: TieredStoreConfig) -> None:
         self.config = config
 
-    async def plan(self, store: ObjectStore, config: TieredStoreConfig) -> Sequence[Any]:
+    async def plan(self, store: ObjectStore) -> Sequence[Any]:
         raise NotImplementedError
 
-    def batches(self, config: TieredStoreConfig, part: Any) -> Iterator[Any]:
+    def batches(self, part: Any) -> Iterator[Any]:
         """The slice's rows as Arrow record batches."""
         raise NotImplementedError
 
     def partitions(self) -> list[InputPartition]:
-        config = config_of(self.config)
-        return [Planned(s) for s in on_store(config, lambda store: self.plan(store, config))]
+        return [Planned(s) for s in on_store(self.config, self.plan)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, Planned):
             return iter(())  # Spark's placeholder when there is nothing to read
-        return self.batches(config_of(self.config), partition.slice)
+        return self.batches(partition.slice)
 
 
 class Source(DataSource):
@@ -149,19 +145,19 @@ def to_record_batch(messages: Sequence[Message]) -> Any:
 class TieredStoreReader(PlannedReader):
     """One slice of a queue (:class:`SegmentSlice`) per task."""
 
-    def __init__(self, config: ConfigValues, selection: Selection, *,
+    def __init__(self, config: TieredStoreConfig, selection: Selection, *,
                  messages_per_partition: int = 0, batch_rows: int = BATCH_ROWS) -> None:
         super().__init__(config)
         self.selection = selection
         self.messages_per_partition = messages_per_partition
         self.batch_rows = batch_rows
 
-    async def plan(self, store: ObjectStore, config: TieredStoreConfig) -> list[SegmentSlice]:
-        return await plan_read(store, config, self.selection,
+    async def plan(self, store: ObjectStore) -> list[SegmentSlice]:
+        return await plan_read(store, self.config, self.selection,
                                messages_per_slice=self.messages_per_partition)
 
-    def batches(self, config: TieredStoreConfig, part: SegmentSlice) -> Iterator[Any]:
-        wants = self.selection.wants
+    def batches(self, part: SegmentSlice) -> Iterator[Any]:
+        config, wants = self.config, self.selection.wants
         pending: list[Message] = []
         size = 0
         for batch in sync.iterate(lambda: scan_slice(config, part, wants)):
@@ -192,7 +188,7 @@ class TieredStoreDataSource(Source):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options: Mapping[str, str] = lower_options(dict(self.options))
-        config = config_values(config_from_options(options))
+        config = config_from_options(options)
         selection = selection_from_options(options)
         kwargs: dict[str, Any] = {
             "messages_per_partition": int_option(options, "messages_per_partition", 0),

@@ -37,20 +37,22 @@ import argparse
 import dataclasses
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.spark.compact import CompactResult, compact_segment, survey
+from tieredstore.spark.compact import compact_result, compact_segment, survey
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
-from tieredstore.spark.options import FORMAT_NAME, config_from_options, config_values, on_store
+from tieredstore.spark.options import FORMAT_NAME, config_from_options, on_store
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, names, selection_from_options
 from tieredstore.spark.session import get_session, session_running
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.verify import QueueReport, verify_task
 from tieredstore.store import ObjectStore, load_log, queue_log_pieces
+
+T = TypeVar("T")
 
 VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
                  "next_offset long, ok boolean, problems array<string>")
@@ -107,12 +109,18 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
     return int(spark.read.parquet(output).count())
 
 
-async def _queue_tasks(store: ObjectStore, config: TieredStoreConfig, filters: Filters | None
-                       ) -> list[QueueTask]:
-    """The selected queues, each with its pieces of the broker's log, loaded once."""
-    queues = await find_queues(store, config, (filters or Filters()).selection())
-    log = await load_log(store, config)
-    return [QueueTask(t, q, queue_log_pieces(log, t, q)) for t, q in queues]
+def _per_queue(spark: Any, options: dict[str, str], filters: Filters | None,
+               task: Callable[[TieredStoreConfig, QueueTask], T]) -> list[T]:
+    """``task`` for each selected queue, one Spark task each, with the queue's
+    pieces of the broker's log, loaded once here."""
+    config = config_from_options(options)
+
+    async def queues(store: ObjectStore) -> list[QueueTask]:
+        found = await find_queues(store, config, (filters or Filters()).selection())
+        log = await load_log(store, config)
+        return [QueueTask(t, q, queue_log_pieces(log, t, q)) for t, q in found]
+
+    return _run_tasks(spark, functools.partial(task, config), on_store(config, queues))
 
 
 def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
@@ -127,9 +135,7 @@ def verify_reports(spark: Any, options: dict[str, str], filters: Filters | None 
                    ) -> list[QueueReport]:
     """Verify the selected queues (:func:`tieredstore.store.verify_queue`): one
     task and one report per queue."""
-    config = config_from_options(options)
-    tasks = on_store(config, lambda store: _queue_tasks(store, config, filters))
-    reports = _run_tasks(spark, functools.partial(verify_task, config_values(config)), tasks)
+    reports = _per_queue(spark, options, filters, verify_task)
     return sorted((r for r in reports if r is not None), key=lambda r: (r.topic, r.queue_id))
 
 
@@ -144,18 +150,14 @@ def compact(spark: Any, options: dict[str, str], filters: Filters | None = None,
     """Merge sealed segments left unmerged: a DataFrame of what each task did
     (``COMPACT_SCHEMA``) and the segments left alone on purpose, with why."""
     config = config_from_options(options)
-
     found = on_store(config, lambda store: survey(store, config,
                                                   (filters or Filters()).selection()))
-    targets, skipped = found.targets, found.skipped
     if dry_run:
-        results = [CompactResult(t.topic, t.queue_id, t.file_type, t.base_offset, t.state,
-                                 t.chunks, False, 0, 0, 0, "dry run") for t in targets]
+        results = [compact_result(t, merged=False, error="dry run") for t in found.targets]
     else:
-        results = _run_tasks(spark, functools.partial(compact_segment, config_values(config)),
-                             targets)
+        results = _run_tasks(spark, functools.partial(compact_segment, config), found.targets)
     rows = [dataclasses.astuple(r) for r in results]
-    return spark.createDataFrame(rows, COMPACT_SCHEMA), skipped
+    return spark.createDataFrame(rows, COMPACT_SCHEMA), found.skipped
 
 
 def compact_logs(spark: Any, options: dict[str, str], brokers: Sequence[str] = ()) -> Any:
@@ -165,18 +167,14 @@ def compact_logs(spark: Any, options: dict[str, str], brokers: Sequence[str] = (
     ``LOGS_SCHEMA``."""
     config = config_from_options(options)
     names = list(dict.fromkeys(brokers)) or [config.broker]
-    rows = _run_tasks(spark, functools.partial(compact_broker_log, config_values(config)),
-                      names)
+    rows = _run_tasks(spark, functools.partial(compact_broker_log, config), names)
     return spark.createDataFrame([dataclasses.astuple(r) for r in rows], LOGS_SCHEMA)
 
 
 def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
     """One row per selected queue (``STATS_SCHEMA``), one task per queue. Offset and
     time filters do not apply: a queue is summed up whole."""
-    config = config_from_options(options)
-    tasks = on_store(config, lambda store: _queue_tasks(store, config, filters))
-    rows = _run_tasks(spark, functools.partial(queue_stats, config_values(config)), tasks)
-    return spark.createDataFrame(rows, STATS_SCHEMA)
+    return spark.createDataFrame(_per_queue(spark, options, filters, queue_stats), STATS_SCHEMA)
 
 
 # --- command line ------------------------------------------------------------------

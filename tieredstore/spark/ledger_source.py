@@ -41,9 +41,7 @@ from tieredstore.ledger import (
 )
 from tieredstore.spark.datasource import PlannedReader, Source
 from tieredstore.spark.options import (
-    ConfigValues,
     config_from_options,
-    config_values,
     int_option,
     lower_options,
 )
@@ -100,21 +98,21 @@ def entries_batch(part: LedgerSlice, entries: Sequence[LedgerEntry]) -> Any:
 class LedgerReader(PlannedReader):
     """One slice of an offloaded ledger (:class:`LedgerSlice`) per task."""
 
-    def __init__(self, config: ConfigValues, space: OffloadNamespace,
+    def __init__(self, config: TieredStoreConfig, space: OffloadNamespace,
                  selection: LedgerSelection, blocks_per_partition: int) -> None:
         super().__init__(config)
         self.space = space
         self.selection = selection
         self.blocks_per_partition = blocks_per_partition
 
-    async def plan(self, store: ObjectStore, config: TieredStoreConfig) -> list[LedgerSlice]:
+    async def plan(self, store: ObjectStore) -> list[LedgerSlice]:
         return await plan_ledger_slices(store, self.space, self.selection,
-                                        root=config.ledger_root,
+                                        root=self.config.ledger_root,
                                         blocks_per_slice=self.blocks_per_partition)
 
-    def batches(self, config: TieredStoreConfig, part: LedgerSlice) -> Iterator[Any]:
+    def batches(self, part: LedgerSlice) -> Iterator[Any]:
         async def entries() -> Any:
-            async with opened(config) as (store, fetcher):
+            async with opened(self.config) as (store, fetcher):
                 async for batch in read_ledger_slice(store, part, fetcher):
                     yield batch
 
@@ -129,6 +127,6 @@ class TieredStoreLedgerDataSource(Source):
     def reader(self, schema: StructType) -> DataSourceReader:
         options: Mapping[str, str] = lower_options(dict(self.options))
         config = config_from_options(options, skip=LEDGER_OPTIONS)
-        return LedgerReader(config_values(config), offload_namespace(config),
+        return LedgerReader(config, offload_namespace(config),
                             ledger_selection(options),
                             int_option(options, "blocks_per_partition", 1, lo=1))

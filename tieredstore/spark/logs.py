@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 from tieredstore import sync
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of
 from tieredstore.store import AsyncMessageStore, log_path, open_object_store
 
 LOGS_SCHEMA = ("broker string, log_objects_before int, log_objects_after int, "
@@ -41,9 +41,9 @@ class LogCompaction:
     error: str | None
 
 
-def compact_broker_log(config: ConfigValues, broker: str) -> LogCompaction:
+def compact_broker_log(config: TieredStoreConfig, broker: str) -> LogCompaction:
     """Runs in a task: the broker's store opened, its whole log compacted, closed."""
-    settings = dataclasses.replace(config_of(config), broker=broker, write_mode="log")
+    settings = dataclasses.replace(config, broker=broker, write_mode="log")
     started = time.perf_counter()
 
     async def log_size() -> tuple[int, int]:

@@ -4,8 +4,8 @@ Store options map onto :func:`tieredstore.config.load_config` overrides, so
 every config key may be given by its own name (``s3_bucket``, ``chunk_size``,
 ``read_concurrency``...) and a few by a short alias (``path``, ``bucket``,
 ``endpoint``...). The config is resolved once, on the driver, and travels to
-executors as plain values: they read neither files nor ``TIEREDSTORE_*``
-variables, so every task sees the same store. A local store's path is made
+executors as it is (a frozen dataclass pickles): they read neither files nor
+``TIEREDSTORE_*`` variables, so every task sees the same store. A local store's path is made
 absolute on the driver, and must hold a store.
 """
 
@@ -37,7 +37,6 @@ SELECTION_OPTIONS = frozenset({"topic", "queue_id", "offset_from", "offset_to", 
                                "time_to"})
 READER_OPTIONS = frozenset({"config", "messages_per_partition", "batch_rows", "pushdown"})
 
-ConfigValues = dict[str, Any]
 T = TypeVar("T")
 
 
@@ -81,15 +80,6 @@ def on_store(config: TieredStoreConfig, work: Callable[[ObjectStore], Awaitable[
             return await work(store)
 
     return sync.run(run())
-
-
-def config_values(config: TieredStoreConfig) -> ConfigValues:
-    """Plain values of a config, to pickle to executors."""
-    return dataclasses.asdict(config)
-
-
-def config_of(values: ConfigValues) -> TieredStoreConfig:
-    return TieredStoreConfig(**values)
 
 
 def int_option(options: Mapping[str, str], key: str, default: int, lo: int = 0) -> int:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of, on_store
+from tieredstore.spark.options import on_store
 from tieredstore.store import LogPiece, planned_log, summarize
 
 STATS_SCHEMA = ("topic string, queue_id int, messages long, min_offset long, max_offset long, "
@@ -31,9 +32,8 @@ class QueueTask:
     pieces: tuple[LogPiece, ...]
 
 
-def queue_stats(config: ConfigValues, task: QueueTask) -> tuple[object, ...]:
+def queue_stats(settings: TieredStoreConfig, task: QueueTask) -> tuple[object, ...]:
     """A row of ``STATS_SCHEMA``. Runs in a task, on an event loop and a store of its own."""
-    settings = config_of(config)
     log = planned_log(task.topic, task.queue_id, task.pieces)
     try:
         got = on_store(settings, lambda store: summarize(store, settings, task.topic,

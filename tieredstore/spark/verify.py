@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.spark.options import ConfigValues, config_of, on_store
+from tieredstore.spark.options import on_store
 from tieredstore.spark.stats import QueueTask
 from tieredstore.store import NoSuchQueue, planned_log, verify_queue
 
@@ -28,11 +29,10 @@ class QueueReport:
     problems: tuple[str, ...]
 
 
-def verify_task(config: ConfigValues, queue: QueueTask) -> QueueReport | None:
+def verify_task(settings: TieredStoreConfig, queue: QueueTask) -> QueueReport | None:
     """Verify one queue (None: it has no metadata), its log pieces as the driver
     loaded them. Runs in a task, on an event loop and a store of its own."""
     topic, queue_id = queue.topic, queue.queue_id
-    settings = config_of(config)
     log = planned_log(topic, queue_id, queue.pieces)
     try:
         c = on_store(settings, lambda store: verify_queue(store, settings, topic, queue_id,
