@@ -23,7 +23,7 @@ writes an object).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -187,16 +187,14 @@ class TieredStoreDataSource(Source):
     format_name, columns = FORMAT_NAME, SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options: Mapping[str, str] = lower_options(dict(self.options))
-        config = config_from_options(options)
-        selection = selection_from_options(options)
-        kwargs: dict[str, Any] = {
-            "messages_per_partition": int_option(options, "messages_per_partition", 0),
-            "batch_rows": int_option(options, "batch_rows", BATCH_ROWS, lo=1),
-        }
+        options = lower_options(dict(self.options))
+        config, selection = config_from_options(options), selection_from_options(options)
+        per_partition = int_option(options, "messages_per_partition", 0)
+        batch_rows = int_option(options, "batch_rows", BATCH_ROWS, lo=1)
         if options.get("pushdown", "false").lower() not in ("false", "0", "no", "off"):
             raise ConfigError("pushdown", "Spark filter pushdown is not supported: PySpark "
                               "reuses one query's pushed plan for the next query over the "
                               "same DataFrame; select with the options topic, queue_id, "
                               "offset_from, offset_to, time_from, time_to instead")
-        return TieredStoreReader(config, selection, **kwargs)
+        return TieredStoreReader(config, selection, messages_per_partition=per_partition,
+                                 batch_rows=batch_rows)

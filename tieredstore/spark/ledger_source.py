@@ -125,7 +125,7 @@ class TieredStoreLedgerDataSource(Source):
     format_name, columns = LEDGER_FORMAT, LEDGER_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options: Mapping[str, str] = lower_options(dict(self.options))
+        options = lower_options(dict(self.options))
         config = config_from_options(options, skip=LEDGER_OPTIONS)
         return LedgerReader(config, offload_namespace(config),
                             ledger_selection(options),
