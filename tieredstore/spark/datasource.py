@@ -29,17 +29,8 @@ from typing import Any, ClassVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
@@ -55,17 +46,6 @@ from tieredstore.spark.plan import SegmentSlice, plan_read
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.store import Batch, Message, ObjectStore, scan_planned
 
-SCHEMA = StructType([
-    StructField("topic", StringType(), False),
-    StructField("queue_id", IntegerType(), False),
-    StructField("offset", LongType(), False),
-    StructField("store_timestamp", TimestampType(), False),
-    StructField("keys", ArrayType(StringType(), False), False),
-    StructField("tags", StringType(), True),
-    StructField("properties", MapType(StringType(), StringType(), False), False),
-    StructField("body", BinaryType(), False),
-])
-
 ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), False),
     pa.field("queue_id", pa.int32(), False),
@@ -76,6 +56,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("properties", pa.map_(pa.string(), pa.field("value", pa.string(), False)), False),
     pa.field("body", pa.binary(), False),
 ])
+SCHEMA = from_arrow_schema(ARROW_SCHEMA)  # the same columns as Spark types
 
 BATCH_ROWS = 8192
 BATCH_BYTES = 16 * 1024 * 1024

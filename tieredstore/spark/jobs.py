@@ -93,16 +93,11 @@ class Filters:
         return out
 
 
-def read_messages(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
-    """The store's selected messages as a DataFrame."""
-    selected = {**options, **(filters or Filters()).options()}
-    return spark.read.format(FORMAT_NAME).options(**selected).load()
-
-
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,
            *, mode: str = "errorifexists", partition_by: Sequence[str] = ()) -> int:
     """Write the selected messages to Parquet at ``output``; returns the rows written."""
-    writer = read_messages(spark, options, filters).write.mode(mode)
+    selected = {**options, **(filters or Filters()).options()}
+    writer = spark.read.format(FORMAT_NAME).options(**selected).load().write.mode(mode)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.parquet(output)

@@ -26,7 +26,8 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceReader
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
@@ -40,11 +41,7 @@ from tieredstore.ledger import (
     read_ledger_slice,
 )
 from tieredstore.spark.datasource import PlannedReader, Source
-from tieredstore.spark.options import (
-    config_from_options,
-    int_option,
-    lower_options,
-)
+from tieredstore.spark.options import config_from_options, int_option, lower_options
 from tieredstore.spark.selection import ints, names, one_int
 from tieredstore.store import ObjectStore
 from tieredstore.store import open_reading as opened
@@ -53,14 +50,6 @@ LEDGER_FORMAT = "tieredstore-ledger"
 LEDGER_OPTIONS = frozenset({"ledger_id", "managed_ledger", "entry_from", "entry_to",
                             "blocks_per_partition"})
 
-LEDGER_SCHEMA = StructType([
-    StructField("managed_ledger", StringType(), True),
-    StructField("ledger_id", LongType(), False),
-    StructField("entry_id", LongType(), False),
-    StructField("payload", BinaryType(), False),
-    StructField("offload_uuid", StringType(), False),
-])
-
 _ARROW = pa.schema([
     pa.field("managed_ledger", pa.string(), True),
     pa.field("ledger_id", pa.int64(), False),
@@ -68,6 +57,7 @@ _ARROW = pa.schema([
     pa.field("payload", pa.binary(), False),
     pa.field("offload_uuid", pa.string(), False),
 ])
+LEDGER_SCHEMA = from_arrow_schema(_ARROW)  # the same columns as Spark types
 
 
 def ledger_selection(options: Mapping[str, str]) -> LedgerSelection:
