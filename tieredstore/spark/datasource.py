@@ -42,9 +42,9 @@ from tieredstore.spark.options import (
     lower_options,
     on_store,
 )
-from tieredstore.spark.plan import SegmentSlice, plan_read
+from tieredstore.spark.plan import NO_END, SegmentSlice, plan_read
 from tieredstore.spark.selection import Selection, selection_from_options
-from tieredstore.store import Batch, Message, ObjectStore, scan_planned
+from tieredstore.store import UNIT_SIZE, Batch, Message, ObjectStore, scan_planned
 
 ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), False),
@@ -156,10 +156,14 @@ def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
                wants: Callable[[int, int], bool] | None = None, *,
                on: tuple[ObjectStore, Any] | None = None) -> AsyncIterator[Batch]:
     """Strictly scan one planned slice with the store's queue scan, on ``on`` (a
-    store and a reader) or a store and fetcher of its own."""
-    return scan_planned(config, part.topic, part.queue_id, cq_segments=part.cq_segments,
-                        cl_segments=part.cl_segments, first=part.scan_from,
-                        end=part.scan_end, log_pieces=part.log_pieces, wants=wants, on=on)
+    store and a reader) or a store and fetcher of its own: from its first offset
+    (in its consume-queue segment) through its last (or the end of the queue)."""
+    first = max(part.first_offset, part.cq_base // UNIT_SIZE)
+    end = None if part.last_offset == NO_END else part.last_offset + 1
+    return scan_planned(config, part.topic, part.queue_id, first=first, end=end,
+                        cq_segments=((part.cq_base, part.cq_size),),
+                        cl_segments=part.cl_segments, log_pieces=part.log_pieces,
+                        wants=wants, on=on)
 
 
 class TieredStoreDataSource(Source):

@@ -77,25 +77,6 @@ class SegmentSlice:
         """Whether it reads an open (active) segment of either file."""
         return not self.sealed or any(size is None for _, size in self.cl_segments)
 
-    @property
-    def base_offset(self) -> int:
-        """The queue offset of the CQ segment's first unit."""
-        return self.cq_base // UNIT_SIZE
-
-    @property
-    def cq_segments(self) -> tuple[tuple[int, int | None]]:
-        return ((self.cq_base, self.cq_size),)
-
-    @property
-    def scan_from(self) -> int:
-        """The first offset to scan."""
-        return max(self.first_offset, self.base_offset)
-
-    @property
-    def scan_end(self) -> int | None:
-        """One past the last offset to scan (None: the end of the queue)."""
-        return None if self.last_offset == NO_END else self.last_offset + 1
-
 
 async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection
                       ) -> list[tuple[str, int]]:
