@@ -174,6 +174,11 @@ def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -
 
 # --- command line ------------------------------------------------------------------
 
+# The store arguments: each is the reader option of its name (help: None, none).
+STORE_ARGS = {"config": "a tieredstore TOML file", "path": "the local backend's directory",
+              "backend": None, "bucket": None, "endpoint": None, "region": None,
+              "cluster": None, "broker": None, "key_prefix": None}
+
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog,
                                      description=__doc__.split("\n\n")[0] if __doc__ else "")
@@ -185,11 +190,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        ("stats", "messages, bytes, segments, chunks, times; one row per queue")):
         sub = commands.add_parser(name, help=text)
         store = sub.add_argument_group("store")
-        store.add_argument("--config", help="a tieredstore TOML file")
-        store.add_argument("--path", help="the local backend's directory")
-        for flag in ("backend", "bucket", "endpoint", "region", "cluster", "broker"):
-            store.add_argument(f"--{flag}")
-        store.add_argument("--key-prefix", dest="key_prefix")
+        for option, about in STORE_ARGS.items():
+            store.add_argument(f"--{option.replace('_', '-')}", dest=option, help=about)
         store.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                            help="any other config key (repeatable)")
         which = sub.add_argument_group("selection")
@@ -226,9 +228,7 @@ def _split(values: Sequence[str]) -> list[str]:
 
 def store_options(args: argparse.Namespace) -> dict[str, str]:
     """The reader options the store arguments name."""
-    options = {k: getattr(args, k) for k in ("config", "path", "backend", "bucket", "endpoint",
-                                             "region", "cluster", "broker", "key_prefix")
-               if getattr(args, k) is not None}
+    options = {k: getattr(args, k) for k in STORE_ARGS if getattr(args, k) is not None}
     for item in args.option:
         key, sep, value = item.partition("=")
         if not sep:
