@@ -5,11 +5,16 @@ count them (QueueSummary.segments), on an intact and on a damaged store."""
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
 
 from tests.store.conftest import small_config
 from tests.store.test_damage import COUNT, build, flip
-from tieredstore.objectstore import MemoryObjectStore
-from tieredstore.store import summarize, verify_queue
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo
+from tieredstore.store import summarize, verify_queue, verify_store
+from tieredstore.testing import ForwardingObjectStore
 
 
 async def test_verify_queue_checks_every_message_and_counts_the_segments_once() -> None:
@@ -33,3 +38,40 @@ async def test_verify_queue_checks_every_message_and_counts_the_segments_once() 
     assert found, damaged.errors
     bad = int(found.group(2) or found.group(1)) - int(found.group(1)) + 1
     assert damaged.messages == COUNT - bad
+
+
+class _Listings(ForwardingObjectStore):
+    """Notes the prefix of every LIST."""
+
+    def __init__(self, inner: MemoryObjectStore) -> None:
+        super().__init__(inner)
+        self.prefixes: list[str] = []
+
+    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        self.prefixes.append(prefix)
+        return super().list_pages(prefix)
+
+
+@pytest.mark.parametrize("write_mode", ["log", "direct"])
+async def test_verify_lists_each_segment_directory_once(write_mode: str) -> None:
+    backend = MemoryObjectStore()
+    await build(backend, write_mode)
+    listings = _Listings(backend)
+    before = backend.metrics.total_requests("list")
+    report = await verify_store(listings, small_config(gc_interval=0))
+    assert report.error_count == 0
+    assert backend.metrics.total_requests("list") - before == len(listings.prefixes)
+    stored = {o.key.rsplit("/", 1)[0] + "/" for o in await backend.list_all("")
+              if "/seg-" in o.key}
+    listed = Counter(listings.prefixes)
+    segment_dirs = {p: n for p, n in listed.items() if "/seg-" in p}
+    # Every segment directory once (a log-mode queue's newest segments may be in
+    # the broker's log only: listed too, found empty), each flat file's once.
+    assert stored <= set(segment_dirs) and set(segment_dirs.values()) == {1}, listed
+    flat_files = [p for p in listed if p.endswith(("/commitlog/", "/consumequeue/", "/index/"))]
+    assert sorted(listed[p] for p in flat_files) == [1, 1, 1], listed
+    # The rest: the bucket's queues (one LIST of it), the heads, the queue's head and
+    # its two metadata page lists, and the broker's log three times (before the
+    # consume queue is listed, before the commit log, and for the orphan check).
+    rest = sum(n for p, n in listed.items() if p not in segment_dirs and p not in flat_files)
+    assert rest == 8, listed

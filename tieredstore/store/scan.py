@@ -336,13 +336,16 @@ class QueueScan:
 
 def queue_files(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int, *,
                 records: tuple[SegmentRecords, SegmentRecords], reader: SegmentReader,
-                log: LogSnapshot | None) -> tuple[FlatView, FlatView]:
+                log: LogSnapshot | None,
+                listed: tuple[list[SegmentView], list[SegmentView]] = ([], [])
+                ) -> tuple[FlatView, FlatView]:
     """The queue's commit log and consume queue, read-only, over ``records``
-    (the commit log's and the consume queue's)."""
+    (the commit log's and the consume queue's) and the segments ``listed``
+    already (theirs too), which are not listed again."""
     cl, cq = (FlatView(store, config, r, topic=topic, queue_id=queue_id, file_type=t,
-                       reader=reader, log=log)
-              for r, t in zip(records, (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE),
-                              strict=True))
+                       reader=reader, log=log, listed=views)
+              for r, t, views in zip(records, (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE),
+                                     listed, strict=True))
     return cl, cq
 
 

@@ -10,6 +10,7 @@ reads, when asked).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tieredstore.config import TieredStoreConfig
@@ -91,8 +92,17 @@ async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView) -
     """``flat`` opened (by ``QueueView.open``), and one LIST of its segments."""
     listed = await list_flat_file(store, config, flat.topic, flat.queue_id, flat.file_type)
     recorded = [s for base, s in listed.items() if flat.first <= base < flat.next_base]
-    tail = [v for v in flat.tail if v.size]
     chunks = sum(len(s.data_chunks) for base, s in listed.items() if base >= flat.first)
     unmerged = sum(1 for s in recorded if s.state is not SegmentState.SEALED) + \
-        sum(1 for v in tail if v.state is SegmentState.SEALING)
-    return FlatSummary(len(recorded) + len(tail), flat.end - flat.first, chunks, unmerged)
+        sum(1 for v in flat.tail if v.size and v.state is SegmentState.SEALING)
+    return FlatSummary(segment_count(listed, (v.size for v in flat.tail), flat.first,
+                                     flat.next_base), flat.end - flat.first, chunks, unmerged)
+
+
+def segment_count(bases: Iterable[int], tail_sizes: Iterable[int], first: int,
+                  next_base: int) -> int:
+    """One flat file's segments as :attr:`QueueSummary.segments` counts them: of the
+    segments listed (``bases``), the recorded ones from ``first`` on, and of the
+    tail (from ``next_base`` on) those that hold bytes."""
+    return sum(1 for base in bases if first <= base < next_base) + \
+        sum(1 for size in tail_sizes if size)

@@ -35,11 +35,11 @@ from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentReader, SegmentState
 from tieredstore.store.checks import ScanStop, record_chain, scan_records
 from tieredstore.store.codec import RecordCodec
-from tieredstore.store.properties import clean_from
+from tieredstore.store.properties import clean_from, index_from
 from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
 from tieredstore.store.repair import queues_with_segments
 from tieredstore.store.scan import QueueScan, queue_files, reading_fetcher
-from tieredstore.store.summary import summarize
+from tieredstore.store.summary import segment_count
 from tieredstore.store.view import (
     FlatView,
     SegmentView,
@@ -141,9 +141,11 @@ class _Counted:
 class _Listed:
     """One flat file's live segments, as listed, and where they start and end."""
 
+    views: list[SegmentView]  # every segment listed, trimmed ones too
     live: list[SegmentView]
     first: int
     end: int
+    segments: int  # as QueueSummary.segments counts them
 
 
 async def _list_file(store: ObjectStore, config: TieredStoreConfig, check: QueueCheck,
@@ -181,7 +183,10 @@ async def _list_file(store: ObjectStore, config: TieredStoreConfig, check: Queue
             check.error(f"foreign object {key!r} in segment {view.path}: not written by "
                         "tieredstore; ignored (move it away)")
         expected = view.end
-    return _Listed(live, first, expected)
+    next_base = meta.next_base_offset(file_type)
+    return _Listed(views, live, first, expected, segment_count(
+        (v.base for v in live), (v.size for v in live if v.base >= next_base), first,
+        next_base))
 
 
 @dataclass
@@ -230,15 +235,12 @@ async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Plann
         return check
     try:
         cl_file = await _list_file(store, config, check, meta, FileType.COMMIT_LOG, log=log)
-        await _list_file(store, config, check, meta, FileType.INDEX, log=log)
+        index = await _list_file(store, config, check, meta, FileType.INDEX, log=log)
     except TieredStoreError as exc:
         check.error(f"cannot list the queue's segments: {exc}")
         return check
-    try:
-        check.segments = (await summarize(store, config, topic, queue_id, log=log,
-                                          timestamps=False)).segments
-    except TieredStoreError as exc:
-        check.error(f"cannot count the queue's segments: {exc}")
+    check.segments = cq_file.segments + cl_file.segments + (
+        index.segments if index_from(meta.properties) is not None else 0)
     check.min_offset, check.max_offset = cq_file.first // UNIT_SIZE, cq_file.end // UNIT_SIZE
     if cq_file.end % UNIT_SIZE:
         check.error(f"the consume queue ends at byte {cq_file.end}, inside a unit")
@@ -247,7 +249,7 @@ async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Plann
     codec = RecordCodec.from_config(config, strict=False)
     try:
         cl, cq = queue_files(store, config, topic, queue_id, records=(meta, meta),
-                             reader=reader, log=log)
+                             reader=reader, log=log, listed=(cl_file.views, cq_file.views))
         scan = QueueScan(topic, queue_id, cl=cl, cq=cq, codec=codec, first=check.min_offset,
                          end=check.max_offset, strict=False)
         try:

@@ -19,6 +19,7 @@ consume queue (the next open re-dispatches them), are not in ``max_offset``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -247,12 +248,14 @@ class FlatView(FlatReader[SegmentView]):
     read plan); the segments from ``next_base`` on (the active one, and one
     sealed but not yet recorded if a writer stopped between the two) by
     listing, when first needed. A segment that cannot be read is a view with
-    no state (``locate`` returns it, a read raises its error).
+    no state (``locate`` returns it, a read raises its error). ``listed``: the
+    segments as a caller already listed them (with ``log``), not listed again.
     """
 
     def __init__(self, store: ObjectStore, config: TieredStoreConfig, records: SegmentRecords,
                  *, topic: str, queue_id: int, file_type: FileType,
-                 reader: SegmentReader, log: LogSnapshot | None = None) -> None:
+                 reader: SegmentReader, log: LogSnapshot | None = None,
+                 listed: Iterable[SegmentView] = ()) -> None:
         self.store = store
         self.config = config
         self.records = records
@@ -263,6 +266,7 @@ class FlatView(FlatReader[SegmentView]):
         self.log = log
         self.tail: list[SegmentView] = []
         self._sealed: dict[int, SegmentView] = {}
+        self._listed = {v.base: v for v in listed}
         self._next_base = records.next_base_offset(self.file_type)
         self._relisted = False  # the tail listed again after a fresh load of the log
 
@@ -276,7 +280,8 @@ class FlatView(FlatReader[SegmentView]):
             return
         base = self.next_base
         while True:
-            view = await open_segment(self.store, self.path_of(base), self.log)
+            view = self._listed.get(base) or await open_segment(self.store, self.path_of(base),
+                                                                self.log)
             self.tail.append(view)
             if view.state is not SegmentState.OPEN and view.state is not None and view.size:
                 base = view.end  # sealed, not yet recorded: a writer stopped in between
@@ -298,14 +303,16 @@ class FlatView(FlatReader[SegmentView]):
             # newer log object (docs/format.md, "Reading the log").
             self._relisted = True
             self.log = await self.log.reload()
-            self.tail = []
+            self.tail, self._listed = [], {}
             await self.open()
         return [(view, view.end) for view in self.tail]
 
     async def _recorded(self, record: pb.SegmentRecord) -> SegmentView:
         sealed = self._sealed.get(record.base_offset)
         if sealed is None:
-            sealed = await open_segment(self.store, self.path_of(record.base_offset))
+            listed = self._listed.get(record.base_offset)
+            sealed = dataclasses.replace(listed) if listed is not None else \
+                await open_segment(self.store, self.path_of(record.base_offset))
             sealed.record = record
             problem = None if sealed.state is None else self._size_problem(sealed, record)
             if problem is not None:
