@@ -151,7 +151,7 @@ async def first_record(backend: ObjectStore) -> bytes:
     async with await ReadOnlyMessageStore.open(small_config(), store=backend) as ro:
         view = await ro.queue("t", 0)
         unit = (await view.units(0, 1))[0]
-        return await view.read_commit_log(unit.position, unit.size)
+        return await view.cl.read(unit.position, unit.size)
 
 
 def test_a_key_provider_reads_records_of_every_key_id() -> None:

@@ -13,7 +13,7 @@ never a wrong answer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,6 @@ from tieredstore.store.keyentries import (
     slot_of,
 )
 from tieredstore.store.record import Message, RecordError, decode_record
-from tieredstore.store.runs import run_end
 
 if TYPE_CHECKING:
     from tieredstore.store.reading import QueueReading
@@ -157,10 +156,9 @@ async def _confirm(queue: QueueReading, entries: list[KeyEntry], q: KeyQuery
     i = 0
     while i < len(entries):
         try:
-            j, end = run_end(spans, i, await queue.commit_log_segment_end(entries[i].position),
-                             RUN_GAP)
+            j, end = _run_end(spans, i, await queue.commit_log_segment_end(entries[i].position))
             start = entries[i].position
-            data = memoryview(await queue.read_commit_log_span(start, end - start))
+            data = memoryview(await queue.cl.read(start, end - start, span=True))
         except TieredStoreError as exc:
             log.warning("%s/%d: a key lookup skips the record at commit-log byte %d: %s",
                         queue.topic, queue.queue_id, entries[i].position, exc)
@@ -180,3 +178,20 @@ async def _confirm(queue: QueueReading, entries: list[KeyEntry], q: KeyQuery
                 out.append(message)
         i = j + 1
     return out
+
+
+def _run_end(spans: Sequence[tuple[int, int]], i: int, limit: int) -> tuple[int, int]:
+    """From ``spans[i]`` (``(position, size)`` records in position order), the
+    index of the last span of the run one read takes, and where that read ends:
+    each next span starts at most :data:`RUN_GAP` bytes after the run's end
+    (never before it) and ends by ``limit`` (the end of the commit-log segment
+    holding ``spans[i]``)."""
+    j = i
+    end = spans[i][0] + spans[i][1]
+    while j + 1 < len(spans):
+        position, size = spans[j + 1]
+        if not end <= position <= end + RUN_GAP or position + size > limit:
+            break
+        j += 1
+        end = position + size
+    return j, end

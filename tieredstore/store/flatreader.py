@@ -79,9 +79,14 @@ class FlatReader(abc.ABC, Generic[S]):
                     ) -> bytes | memoryview:
         """Bytes ``[local, local + length)`` of ``segment`` (see :meth:`read`)."""
 
-    def _problem(self, segment: S) -> str | None:
+    def problem(self, segment: S) -> str | None:
         """Why ``segment`` cannot be read, if it cannot."""
         return None
+
+    def is_open(self, segment: S) -> bool:
+        """Whether ``segment`` was open (being written) when listed: a scan with no
+        end stops after it."""
+        return False
 
     def path_of(self, base: int) -> SegmentPath:
         return segment_path(self.config, self.topic, self.queue_id, self.file_type, base)
@@ -125,17 +130,17 @@ class FlatReader(abc.ABC, Generic[S]):
         nothing appended between its caller's look at what is pending and this
         is missed."""
         return [(segment.path.base_offset, end) for segment, end in await self._tail(0)
-                if self._problem(segment) is None and end > segment.path.base_offset]
+                if self.problem(segment) is None and end > segment.path.base_offset]
 
-    async def view_end(self, position: int) -> int:
-        """Where a ``view`` :meth:`read` from ``position`` stops being one view (a
-        read across it is joined: a copy): the end of the unit holding it, at
-        most the segment's end; for bytes past the stored units (the pool's), or
-        a segment that cannot be read, the segment's end."""
-        segment, end = await self.segment_at(position)
+    def view_end(self, segment: S, end: int, position: int) -> int:
+        """Where a ``view`` :meth:`read` from ``position`` in ``segment`` (which
+        ends at ``end``) stops being one view (a read across it is joined: a
+        copy): the end of the unit holding it, at most the segment's end; for
+        bytes past the stored units (the pool's), or a segment that cannot be
+        read, the segment's end."""
         base = segment.path.base_offset
         layout = segment.layout
-        if self._problem(segment) is not None or position - base >= layout.size:
+        if self.problem(segment) is not None or position - base >= layout.size:
             return end
         return min(end, base + layout.unit_end(position - base))
 
@@ -146,7 +151,7 @@ class FlatReader(abc.ABC, Generic[S]):
         ``FileSegment.read_span0``; ``view``: maybe a view of what is held, see
         ``FileSegment.read_view0``)."""
         segment, end = await self.segment_at(position, length)
-        problem = self._problem(segment)
+        problem = self.problem(segment)
         if problem is not None:
             raise self._corrupt(problem)
         if position + length > end:

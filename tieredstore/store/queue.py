@@ -450,15 +450,8 @@ class OwnedQueue(QueueReading):
 
     # --- reading -------------------------------------------------------------------------
 
-    async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
-        """Consume-queue units of offsets ``[start, end)``: stored ones, then those
-        still waiting in memory for their commit-log bytes to land."""
-        stored_end = min(end, self.cq.end // UNIT_SIZE)
-        out = await self.stored_units(start, stored_end, chained=chained)
-        offset = max(start, stored_end)
-        if offset < end:
-            out.extend(self._pending.units(offset, end))
-        return out
+    def unstored(self, start: int, end: int) -> list[CqUnit]:
+        return self._pending.units(start, end)
 
     async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         """The index's entries, and entries for messages not yet dispatched (taken

@@ -20,7 +20,7 @@ from tieredstore.store.codec import RecordCodec
 from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.keys import log_path
 from tieredstore.store.reading import QueueReading
-from tieredstore.store.record import UNIT_SIZE, CqUnit
+from tieredstore.store.record import UNIT_SIZE
 from tieredstore.store.view import FlatView, open_metadata
 
 
@@ -73,10 +73,6 @@ class QueueView(QueueReading):
     @property
     def clean_from(self) -> int:
         return properties.clean_from(self.meta.properties)
-
-    async def units(self, start: int, end: int, *, chained: bool = False) -> list[CqUnit]:
-        """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
-        return await self.stored_units(start, min(end, self.max_offset), chained=chained)
 
     async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         return [] if self.index is None else await find_entries(self.meta, self.index, q)

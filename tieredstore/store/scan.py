@@ -21,9 +21,13 @@ offset.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
@@ -31,25 +35,34 @@ from tieredstore.fetcher import Fetcher
 from tieredstore.filetype import FileType
 from tieredstore.log import LogPath, LogSnapshot
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import ChunkRef, SegmentReader, SegmentState
+from tieredstore.segment import ChunkRef, SegmentReader
 from tieredstore.sizes import MiB
-from tieredstore.store.checks import record_problem, unit_order_problem
+from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.compose import fetcher_options, open_object_store
-from tieredstore.store.flatreader import SegmentRecords
+from tieredstore.store.errors import QueueCorrupt
+from tieredstore.store.flatreader import FlatReader, SegmentRecords
 from tieredstore.store.keys import log_path
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
     Message,
     RecordError,
+    RecordOpener,
+    decode_plain_run,
     decode_record,
     decode_unit,
+    decode_units,
+    tags_hash,
 )
 from tieredstore.store.view import FlatView, PlannedSegments, SegmentView
 
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
 RUN_BYTES = 8 * MiB  # commit-log bytes per read
+REBUILT_UNITS_KEPT = 1 << 20  # units rebuilt from the commit log, kept per queue
+_SIZE = itemgetter(1)  # a unit's size
+
+log = logging.getLogger(__name__)
 
 # A log piece of a queue, as plain values (pickled to Spark executors): file type,
 # segment base, position, length, log object key, offset in it, CRC32C.
@@ -57,7 +70,7 @@ LogPiece = tuple[int, int, int, int, str, int, int | None]
 Segments = tuple[tuple[int, int | None], ...]  # (base, size); size None: the active one
 
 
-class ScanError(TieredStoreError):
+class ScanError(QueueCorrupt):
     """A queue's data is damaged or inconsistent; the message names where."""
 
     def __init__(self, topic: str, queue_id: int, offset: int, message: str,
@@ -65,9 +78,7 @@ class ScanError(TieredStoreError):
         span = f"offset {offset}" if last_offset in (None, offset) \
             else f"offsets {offset}..{last_offset}"
         self.text = f"{span}: {message}"  # without the queue's name
-        super().__init__(f"{topic}/{queue_id} {self.text}")
-        self.topic = topic
-        self.queue_id = queue_id
+        super().__init__(self.text, topic=topic, queue_id=queue_id)
         self.offset = offset
         self.last_offset = offset if last_offset is None else last_offset
 
@@ -81,10 +92,21 @@ class Batch:
     units: int = 0  # units looked at, wanted or not
 
 
-@dataclass(frozen=True, slots=True)
-class _Wanted:
-    offset: int
-    unit: CqUnit
+def record_unit(data: bytes | memoryview, position: int, offset: int, *, topic: str,
+                queue_id: int, codec: RecordOpener | None) -> tuple[CqUnit, Message]:
+    """The consume-queue unit of the record ``data`` at commit-log byte
+    ``position``, which must hold offset ``offset`` (its CRC checked), and the
+    message it holds (one decode)."""
+    try:
+        message = decode_record(data, topic, queue_id, codec)
+    except RecordError as exc:
+        raise QueueCorrupt(f"commit log byte {position}: {exc}", topic=topic,
+                           queue_id=queue_id) from None
+    if message.offset != offset:
+        raise QueueCorrupt(f"commit log byte {position} holds offset {message.offset}, "
+                           f"expected {offset}", topic=topic, queue_id=queue_id)
+    return (CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp),
+            message)
 
 
 def reading_fetcher(store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
@@ -128,18 +150,33 @@ def planned_log(topic: str, queue_id: int, pieces: tuple[LogPiece, ...],
 
 class QueueScan:
     """Offsets ``[first, end)`` of one queue (``end`` None: to the end of the
-    consume queue), over the queue's commit log ``cl`` and consume queue ``cq``.
+    consume queue, the open segment's units its last), over the queue's commit
+    log ``cl`` and consume queue ``cq`` (a writer's flat files or views).
 
-    ``wants(offset, store_timestamp)`` drops units before their record is read.
+    What to read: ``wants(offset, store_timestamp)`` drops units before their
+    record is read; ``tags`` keeps the messages with one of these tags only
+    (units by their tags hash, records read alone: ``span`` reads). The scan
+    stops once it returned ``max_count`` messages, or before a record that
+    would take it past ``max_bytes`` (but returns one at least).
+    ``unstored(start, end)``: units past the consume queue's end that a writer
+    holds in memory. ``rebuilt``: a damaged consume-queue range is no problem
+    but rebuilt from the commit log, its units kept there (:meth:`_rebuild`).
+    ``chained``: a unit that follows on from the one before has its CRC left
+    to its record's check (see ``decode_units``).
+
     After (or during) the scan: ``dead_bytes`` counts commit-log bytes between
     records, ``record_end`` is where the last good unit's record ends (None
-    after damage: unknown), ``last_read`` the last offset whose unit was read.
+    after damage: unknown), ``last_read`` the last offset whose unit was read,
+    ``next_offset`` where a scan going on from this one starts.
     """
 
-    def __init__(self, topic: str, queue_id: int, *, cl: FlatView, cq: FlatView,
-                 codec: RecordCodec | None, first: int, end: int | None = None,
-                 wants: Callable[[int, int], bool] | None = None,
-                 strict: bool = True) -> None:
+    def __init__(self, topic: str, queue_id: int, *, cl: FlatReader[Any], cq: FlatReader[Any],
+                 codec: RecordOpener | None, first: int, end: int | None = None,
+                 wants: Callable[[int, int], bool] | None = None, strict: bool = True,
+                 tags: frozenset[str] | None = None, max_count: int | None = None,
+                 max_bytes: int | None = None,
+                 unstored: Callable[[int, int], list[CqUnit]] | None = None,
+                 rebuilt: dict[int, CqUnit] | None = None, chained: bool = False) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.commit_log = cl
@@ -149,10 +186,23 @@ class QueueScan:
         self.end = end
         self.wants = wants
         self.strict = strict
+        self.tags = tags
+        self._hashes = None if tags is None else frozenset(map(tags_hash, tags))
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.unstored = unstored
+        self.rebuilt = rebuilt
+        self.chained = chained
         self.last_read = first - 1
+        self.next_offset = first
         self.record_end: int | None = None
         self.dead_bytes = 0
+        self._count = 0  # messages returned
+        self._total = 0  # their bytes
+        self._stopped = False  # enough read
+        self._stop: ScanError | None = None  # a unit problem, raised after the records before
         self._bad: list[tuple[int, str]] = []  # unreadable records not yet reported
+        self._batch = Batch()  # the batch being read
 
     def _error(self, offset: int, message: str, last: int | None = None) -> ScanError:
         return ScanError(self.topic, self.queue_id, offset, message, last)
@@ -164,6 +214,15 @@ class QueueScan:
             raise error
         batch.errors.append(error)
 
+    def _unit_problem(self, batch: Batch, error: ScanError) -> bool:
+        """A unit that cannot be read: True if the units after it are not wanted
+        (strict: the records before it are read first, then it is raised)."""
+        if self.strict:
+            self._stop = self._stop or error
+            return True
+        self._report(batch, error)
+        return False
+
     async def batches(self) -> AsyncIterator[Batch]:
         """A batch per block of units, in offset order. A consume-queue segment
         that cannot be opened raises (strict) or is reported whole."""
@@ -174,138 +233,318 @@ class QueueScan:
             self._flush_bad(batch)
             yield batch
 
+    async def read(self) -> list[Message]:
+        """The messages of a strict scan up to its first problem, which is raised
+        if no message comes before it (the next read from there names it)."""
+        out: list[Message] = []
+        try:
+            async for batch in self.batches():
+                out.extend(batch.messages)
+        except ScanError as exc:
+            out.extend(self._batch.messages)
+            if not out:
+                raise
+            self.next_offset = exc.offset
+        return out
+
+    async def units(self) -> list[CqUnit]:
+        """The units of ``[first, end)``, strictly (no record read)."""
+        out: list[CqUnit] = []
+        offset, end = self.first, self.end
+        assert end is not None
+        while offset < end:
+            segment, segment_end = await self._locate_units(offset)
+            problem = self.consume_queue.problem(segment)
+            if problem is not None:
+                raise self._error(offset, f"consume-queue segment {segment.path}: {problem}")
+            stop = min(end, segment_end // UNIT_SIZE)
+            if stop <= offset:
+                out.extend(self.unstored(offset, end) if self.unstored else [])
+                break
+            out.extend((await self._units(offset, stop, Batch()))[1])
+            if self._stop is not None:
+                raise self._stop
+            offset = stop
+        return out
+
+    async def _locate_units(self, offset: int) -> tuple[Any, int]:
+        try:
+            return await self.consume_queue.segment_at(offset * UNIT_SIZE)
+        except TieredStoreError as exc:
+            raise self._error(offset, f"consume queue: {exc}") from exc
+
     async def _blocks(self) -> AsyncIterator[Batch]:
         offset, end = self.first, self.end
-        while end is None or offset < end:
-            try:
-                cq = await self.consume_queue.locate(offset * UNIT_SIZE)
-            except TieredStoreError as exc:
-                raise self._error(offset, f"consume queue: {exc}") from exc
-            stop = cq.end // UNIT_SIZE if end is None else min(end, cq.end // UNIT_SIZE)
-            # The units listed in the active segment are the scan's last, even if a
+        cq = self.consume_queue
+        while (end is None or offset < end) and not self._stopped:
+            segment, segment_end = await self._locate_units(offset)
+            stop = segment_end // UNIT_SIZE if end is None else min(end, segment_end // UNIT_SIZE)
+            # The units listed in the open segment are the scan's last, even if a
             # writer seals it (and the read finds it merged and longer) meanwhile.
-            active = cq.state is SegmentState.OPEN
-            if cq.state is None:  # its units, as many as its record says, unreadable
+            last = cq.is_open(segment)
+            problem = cq.problem(segment)
+            if problem is not None:  # its units, as many as its record says, unreadable
                 batch = Batch(units=max(0, stop - offset))
-                self._report(batch, self._error(offset, f"consume-queue segment {cq.path}: "
-                                                f"{cq.error}", max(offset, stop - 1)))
+                self._report(batch, self._error(offset, f"consume-queue segment "
+                                                f"{segment.path}: {problem}",
+                                                max(offset, stop - 1)))
                 self.record_end = None
                 yield batch
                 if stop <= offset:
                     return
-            elif stop <= offset:
-                return
-            else:
+            elif stop > offset:
                 async for batch in self._segment(offset, stop):
                     yield batch
+            elif end is not None and self.unstored is not None:
+                # Past the consume queue's end (no await since it was asked for it).
+                units = self.unstored(offset, end)
+                self._batch = Batch(units=len(units))
+                yield await self._block(range(offset, offset + len(units)), units,
+                                        offset + len(units))
+                return
+            else:
+                return
             offset = stop
-            if active:
+            if last:
                 return
 
     async def _segment(self, offset: int, end: int) -> AsyncIterator[Batch]:
-        while offset < end:
+        while offset < end and not self._stopped:
             stop = min(end, offset + UNITS_PER_BLOCK)
-            batch = Batch(units=stop - offset)
-            units = await self._units(offset, stop, batch)
-            wants = self.wants
-            await self._records(units if wants is None else
-                                [w for w in units if wants(w.offset, w.unit.store_timestamp)],
-                                batch)
-            self.last_read = stop - 1
-            yield batch
+            self._batch = Batch(units=stop - offset)
+            offsets, units = await self._units(offset, stop, self._batch)
+            yield await self._block(offsets, units, stop)
             offset = stop
 
-    async def _units(self, start: int, stop: int, batch: Batch) -> list[_Wanted]:
+    async def _block(self, offsets: Sequence[int], units: list[CqUnit], stop: int) -> Batch:
+        """The records of a block's units (those wanted) that end at offset ``stop``."""
+        batch = self._batch
+        if self._hashes is not None or self.wants is not None:
+            hashes, wants = self._hashes, self.wants
+            keep = [k for k, u in enumerate(units)
+                    if (u.tags_hash in hashes if hashes is not None else
+                        wants is not None and wants(offsets[k], u.store_timestamp))]
+            offsets, units = [offsets[k] for k in keep], [units[k] for k in keep]
+        self.last_read = stop - 1
+        if await self._records(offsets, units, batch):
+            self.next_offset = stop
+        else:
+            self._stopped = True
+        if self._stop is not None:
+            error, self._stop = self._stop, None
+            self._report(batch, error)
+        return batch
+
+    async def _units(self, start: int, stop: int, batch: Batch
+                     ) -> tuple[Sequence[int], list[CqUnit]]:
+        """The offsets and units of ``[start, stop)`` (in one consume-queue segment)
+        that can be read; in strict mode those before the first problem only (kept
+        in ``_stop``)."""
         if start >= stop:
-            return []
+            return [], []
         try:
             data = await self.consume_queue.read(start * UNIT_SIZE, (stop - start) * UNIT_SIZE)
         except TieredStoreError as exc:
-            # Only the units of the damaged range are lost: read around it.
-            span = getattr(exc, "span", None)
-            bad_start, bad_stop = start, stop
-            if span is not None:
-                base = (await self.consume_queue.locate(start * UNIT_SIZE)).base
-                bad_start = max(start, (base + span[0]) // UNIT_SIZE)
-                bad_stop = min(stop, -(-(base + span[1]) // UNIT_SIZE))
-            if bad_start >= bad_stop:
-                bad_start, bad_stop = start, stop
-            before = await self._units(start, bad_start, batch) if bad_start > start else []
-            self._report(batch, self._error(bad_start, f"consume-queue units unreadable: {exc}",
-                                            bad_stop - 1))
-            self.record_end = None
-            after = await self._units(bad_stop, stop, batch) if bad_stop < stop else []
-            return before + after
-        out: list[_Wanted] = []
-        for i in range(stop - start):
+            return await self._around(start, stop, exc, batch)
+        try:
+            units = decode_units(data, chained=self.chained, previous_end=self.record_end)
+        except RecordError:
+            return self._each_unit(data, start, batch)
+        end, dead = self.record_end, 0
+        for unit in units:
+            if end is not None:
+                if unit.position < end:
+                    return self._each_unit(data, start, batch)
+                dead += unit.position - end
+            end = unit.position + unit.size
+        self.dead_bytes += dead
+        self.record_end = end
+        return range(start, stop), units
+
+    def _each_unit(self, data: bytes | memoryview, start: int, batch: Batch
+                   ) -> tuple[list[int], list[CqUnit]]:
+        """:meth:`_units` one unit at a time, each one's CRC checked, naming the bad."""
+        offsets: list[int] = []
+        out: list[CqUnit] = []
+        for i in range(len(data) // UNIT_SIZE):
             try:
                 unit = decode_unit(data, i * UNIT_SIZE)
             except RecordError as exc:
-                self._report(batch, self._error(start + i, f"consume-queue unit: {exc}"))
+                problem = f"consume-queue unit: {exc}"
                 self.record_end = None
-                continue
-            order = unit_order_problem(unit, self.record_end)
-            if order is not None:
-                self._report(batch, self._error(start + i, order))
-                continue
-            if self.record_end is not None:
-                self.dead_bytes += unit.position - self.record_end
-            self.record_end = unit.end
-            out.append(_Wanted(start + i, unit))
+            else:
+                order = unit_order_problem(unit, self.record_end)
+                if order is None:
+                    if self.record_end is not None:
+                        self.dead_bytes += unit.position - self.record_end
+                    self.record_end = unit.end
+                    offsets.append(start + i)
+                    out.append(unit)
+                    continue
+                problem = order
+            if self._unit_problem(batch, self._error(start + i, problem)):
+                break
+        return offsets, out
+
+    async def _around(self, start: int, stop: int, exc: TieredStoreError, batch: Batch
+                      ) -> tuple[Sequence[int], list[CqUnit]]:
+        """Units of ``[start, stop)`` whose read failed with ``exc``: only those of
+        its damaged span are lost (or rebuilt, see :meth:`_rebuild`); the others
+        are read around it."""
+        span = getattr(exc, "span", None)
+        bad_start, bad_stop = span_start, _ = start, stop
+        if span is not None:
+            base = (await self._locate_units(start))[0].path.base_offset
+            span_start = (base + span[0]) // UNIT_SIZE
+            bad_start = max(start, span_start)
+            bad_stop = min(stop, -(-(base + span[1]) // UNIT_SIZE))
+        if bad_start >= bad_stop:
+            bad_start, bad_stop, span = start, stop, None
+        offsets, units = await self._units(start, bad_start, batch)
+        if self._stop is not None:
+            return offsets, units
+        rebuilt: list[CqUnit] = []
+        if span is not None and self.rebuilt is not None:
+            try:  # the whole span from its start: its first unit follows the one before
+                rebuilt = (await self._rebuild(span_start, bad_stop, exc))[bad_start - span_start:]
+            except TieredStoreError:
+                rebuilt = []
+        if rebuilt:
+            self.record_end = rebuilt[-1].end
+        else:
+            if self._unit_problem(batch, self._error(
+                    bad_start, f"consume-queue units unreadable: {exc}", bad_stop - 1)):
+                return offsets, units
+            self.record_end = None
+        after_offsets, after = await self._units(bad_stop, stop, batch)
+        return ([*offsets, *range(bad_start, bad_start + len(rebuilt)), *after_offsets],
+                [*units, *rebuilt, *after])
+
+    async def _rebuild(self, start: int, stop: int, exc: TieredStoreError) -> list[CqUnit]:
+        """Units of ``[start, stop)`` rebuilt from the commit log: its records read
+        one after the other from where the unit before ``start`` ends, each
+        checked (CRC, topic, queue, offset). Kept, so one damaged range is
+        scanned once."""
+        kept = self.rebuilt
+        assert kept is not None
+        if all(o in kept for o in range(start, stop)):
+            return [kept[o] for o in range(start, stop)]
+        log.warning("%s/%d: consume-queue units of offsets [%d, %d) rebuilt from the commit "
+                    "log: %s", self.topic, self.queue_id, start, stop, exc)
+        if len(kept) > REBUILT_UNITS_KEPT:
+            kept.clear()
+        cl = self.commit_log
+        if start == 0 or start in kept:
+            position = 0
+        else:
+            before = QueueScan(self.topic, self.queue_id, cl=cl, cq=self.consume_queue,
+                               codec=self.codec, first=start - 1, end=start, rebuilt=kept)
+            position = (await before.units())[0].end
+
+        async def segment_end(at: int) -> int:
+            return (await cl.segment_at(at))[1]
+
+        out: list[CqUnit] = []
+        for offset in range(start, stop):
+            unit = kept.get(offset)
+            if unit is None:
+                unit = kept[offset] = await self._unit_of_record_at(segment_end, position,
+                                                                   offset)
+            out.append(unit)
+            position = unit.end
         return out
 
-    async def _records(self, wanted: list[_Wanted], batch: Batch) -> None:
-        i = 0
-        while i < len(wanted):
-            first = wanted[i]
-            located = await self._locate(first, batch)
-            if located is None:
-                i += 1
-                continue
-            seg_end = located.end
-            j, size = i, first.unit.size
-            while (j + 1 < len(wanted) and wanted[j + 1].unit.position == wanted[j].unit.end
-                   and wanted[j + 1].unit.end <= seg_end and size < RUN_BYTES):
-                j += 1
-                size += wanted[j].unit.size
-            run = wanted[i : j + 1]
-            if first.unit.position + size > seg_end:
-                self._report(batch, self._error(
-                    first.offset, f"its record [{first.unit.position}, {first.unit.end}) runs "
-                    f"past the end of commit-log segment {located.path} at {seg_end}"))
-                i += 1
-                continue
+    async def _unit_of_record_at(self, segment_end: Callable[[int], Awaitable[int]],
+                                 position: int, offset: int) -> CqUnit:
+        """The unit of offset ``offset``'s record, which starts at ``position``."""
+        async for found in scan_records(self.commit_log.read, segment_end, position,
+                                        position + 1):
+            if isinstance(found, Scanned):
+                return record_unit(found.data, position, offset, topic=self.topic,
+                                   queue_id=self.queue_id, codec=self.codec)[0]
+            if found.problem:
+                raise QueueCorrupt(found.problem, topic=self.topic, queue_id=self.queue_id)
+        raise QueueCorrupt(f"no record at commit-log byte {position}", topic=self.topic,
+                           queue_id=self.queue_id)
+
+    def _over(self, size: int, out: list[Message]) -> bool:
+        """Whether a record of ``size`` bytes is one too many."""
+        return (self.max_bytes is not None and bool(self._count or out)
+                and self._total + size > self.max_bytes)
+
+    async def _records(self, offsets: Sequence[int], units: list[CqUnit], batch: Batch) -> bool:
+        """Read and check the records of ``units``, neighbours with one read; False
+        once enough were read."""
+        cl = self.commit_log
+        span = self._hashes is not None
+        budget = RUN_BYTES if self.max_bytes is None else max(
+            1, min(RUN_BYTES, self.max_bytes - self._total))
+        i, n = 0, len(units)
+        while i < n:
+            first = units[i]
             try:
-                data = await self.commit_log.read(first.unit.position, size)
+                segment, segment_end = await cl.segment_at(first.position, first.size)
+            except TieredStoreError as exc:
+                self._report(batch, self._error(offsets[i], f"commit log: {exc}"))
+                i += 1
+                continue
+            if first.position + first.size > segment_end:
+                self._report(batch, self._error(
+                    offsets[i], f"its record [{first.position}, {first.end}) runs past the "
+                    f"end of commit-log segment {segment.path} at {segment_end}"))
+                i += 1
+                continue
+            # A run stops where a read would be joined (a copy): at the end of the
+            # reader's unit, or of the segment. A record across two units is a run
+            # of its own, joined alone.
+            limit = segment_end if span else cl.view_end(segment, segment_end, first.position)
+            j, size = i, first.size
+            last = units[n - 1]
+            whole = last.position + last.size - first.position
+            if (i + 1 < n and last.position + last.size <= limit and whole <= budget
+                    and sum(map(_SIZE, units[i:])) == whole):
+                j, size = n - 1, whole  # the rest, back to back, within bounds: one run
+            while j + 1 < n and size < budget:
+                position, length, _, _ = units[j + 1]
+                if position != first.position + size or position + length > limit:
+                    break
+                j += 1
+                size += length
+            try:
+                data = await cl.read(first.position, size, span=span, view=not span)
             except TieredStoreError:
-                await self._one_by_one(run, batch)
+                going = await self._one_by_one(offsets, units, start=i, stop=j + 1, batch=batch)
             else:
-                self._decode(memoryview(data), run, batch)
+                going = self._decode(memoryview(data), offsets, units, start=i, stop=j + 1,
+                                     batch=batch)
+            if not going:
+                return False
             i = j + 1
+        return True
 
-    async def _locate(self, item: _Wanted, batch: Batch) -> SegmentView | None:
-        try:
-            return await self.commit_log.locate(item.unit.position, item.unit.size)
-        except TieredStoreError as exc:
-            self._report(batch, self._error(item.offset, f"commit log: {exc}"))
-            return None
-
-    async def _one_by_one(self, run: list[_Wanted], batch: Batch) -> None:
+    async def _one_by_one(self, offsets: Sequence[int], units: list[CqUnit], *, start: int,
+                          stop: int, batch: Batch) -> bool:
         """A run failed: read its records one at a time to name the damaged ones
         (neighbours that fail for one reason, in this run or the next, as one
-        problem: raised at the end of the run in strict mode)."""
+        problem; strict: raised before the next good record)."""
         bad = self._bad
-        for item in run:
+        span = self._hashes is not None
+        for k in range(start, stop):
+            unit = units[k]
             try:
-                data = await self.commit_log.read(item.unit.position, item.unit.size)
+                data = await self.commit_log.read(unit.position, unit.size, span=span,
+                                                  view=not span)
             except TieredStoreError as exc:
-                if bad and (bad[-1][1] != str(exc) or bad[-1][0] + 1 != item.offset):
+                if bad and (bad[-1][1] != str(exc) or bad[-1][0] + 1 != offsets[k]):
                     self._flush_bad(batch)
-                bad.append((item.offset, str(exc)))
+                bad.append((offsets[k], str(exc)))
                 continue
-            self._decode(memoryview(data), [item], batch)
+            if not self._decode(memoryview(data), offsets, units, start=k, stop=k + 1,
+                                batch=batch):
+                return False
         if self.strict and bad:
             self._flush_bad(batch)
+        return True
 
     def _flush_bad(self, batch: Batch) -> None:
         bad = self._bad
@@ -313,25 +552,57 @@ class QueueScan:
         bad.clear()
         self._report(batch, error)
 
-    def _decode(self, view: memoryview, run: list[_Wanted], batch: Batch) -> None:
+    def _decode(self, view: memoryview, offsets: Sequence[int], units: list[CqUnit], *,
+                start: int, stop: int, batch: Batch) -> bool:
+        """Decode and check the records of ``units[start:stop]``, read as one run
+        into ``view``; False once enough were read."""
         if self._bad:
             self._flush_bad(batch)
+        out = batch.messages
+        topic, queue_id, tags = self.topic, self.queue_id, self.tags
+        limit = self.max_bytes if self.max_bytes is not None else sys.maxsize
         at = 0
-        topic, queue_id = self.topic, self.queue_id
-        for item in run:
-            size = item.unit.size
+        k = start
+        while k < stop:
+            unit = units[k]
+            if self._over(unit.size, out):
+                self.next_offset = offsets[k]
+                return False
+            if tags is None:  # the common records: without a walk in Python
+                count = len(out)
+                k, used, self._total = decode_plain_run(
+                    view[at:], units, k, stop, first_offset=offsets[k] - k, topic=topic,
+                    queue_id=queue_id, out=out, total=self._total, max_bytes=limit)
+                at += used
+                if k == stop:
+                    self._count += len(out) - count
+                    break
+                self._count += len(out) - count
+                unit = units[k]
+                if self._over(unit.size, out):
+                    self.next_offset = offsets[k]
+                    return False
+            # Not a plain record that agrees with its unit: decode it in full,
+            # which names what is wrong if anything is.
+            size = unit.size
             try:
                 message = decode_record(view[at : at + size], topic, queue_id, self.codec)
             except RecordError as exc:
-                self._report(batch, self._error(
-                    item.offset, f"record at commit-log byte {item.unit.position}: {exc}"))
+                problem: str | None = f"record at commit-log byte {unit.position}: {exc}"
             else:
-                problem = record_problem(message, item.offset, item.unit)
-                if problem is not None:
-                    self._report(batch, self._error(item.offset, problem))
-                else:
-                    batch.messages.append(message)
+                problem = record_problem(message, offsets[k], unit)
+            if problem is not None:
+                self._report(batch, self._error(offsets[k], problem))
+            elif tags is None or message.tags in tags:
+                out.append(message)
+                self._count += 1
+                self._total += size
+                if self.max_count is not None and self._count >= self.max_count:
+                    self.next_offset = offsets[k] + 1
+                    return False
             at += size
+            k += 1
+        return True
 
 
 def queue_files(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int, *,

@@ -248,7 +248,7 @@ class FlatView(FlatReader[SegmentView]):
     read plan); the segments from ``next_base`` on (the active one, and one
     sealed but not yet recorded if a writer stopped between the two) by
     listing, when first needed. A segment that cannot be read is a view with
-    no state (``locate`` returns it, a read raises its error). ``listed``: the
+    no state (``segment_at`` returns it, a read raises its error). ``listed``: the
     segments as a caller already listed them (with ``log``), not listed again.
     """
 
@@ -292,10 +292,6 @@ class FlatView(FlatReader[SegmentView]):
     def end(self) -> int:
         return self.tail[-1].end
 
-    async def locate(self, position: int, length: int = 1) -> SegmentView:
-        """The segment holding ``position`` (see :meth:`segment_at`)."""
-        return (await self.segment_at(position, length))[0]
-
     async def _tail(self, reach: int) -> list[tuple[SegmentView, int]]:
         await self.open()
         if reach > self.end and self.log is not None and not self._relisted:
@@ -320,8 +316,11 @@ class FlatView(FlatReader[SegmentView]):
             self._sealed[record.base_offset] = sealed
         return sealed
 
-    def _problem(self, segment: SegmentView) -> str | None:
+    def problem(self, segment: SegmentView) -> str | None:
         return segment.error if segment.state is None else None
+
+    def is_open(self, segment: SegmentView) -> bool:
+        return segment.state is SegmentState.OPEN
 
     async def _read(self, segment: SegmentView, local: int, length: int, *, span: bool,
                     view: bool) -> bytes | memoryview:
