@@ -26,7 +26,8 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import islice
+from operator import add, itemgetter, le
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig
@@ -60,7 +61,7 @@ from tieredstore.store.view import FlatView, PlannedSegments, SegmentView
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
 RUN_BYTES = 8 * MiB  # commit-log bytes per read
 REBUILT_UNITS_KEPT = 1 << 20  # units rebuilt from the commit log, kept per queue
-_SIZE = itemgetter(1)  # a unit's size
+_POSITION, _SIZE = itemgetter(0), itemgetter(1)  # a unit's position and size
 
 log = logging.getLogger(__name__)
 
@@ -350,15 +351,14 @@ class QueueScan:
             units = decode_units(data, chained=self.chained, previous_end=self.record_end)
         except RecordError:
             return self._each_unit(data, start, batch)
-        end, dead = self.record_end, 0
-        for unit in units:
-            if end is not None:
-                if unit.position < end:
-                    return self._each_unit(data, start, batch)
-                dead += unit.position - end
-            end = unit.position + unit.size
-        self.dead_bytes += dead
-        self.record_end = end
+        # Each unit at or after the end of the one before (with C iterators).
+        starts = list(map(_POSITION, units))
+        ends = list(map(add, starts, map(_SIZE, units)))
+        previous = starts[0] if self.record_end is None else self.record_end
+        if starts[0] < previous or not all(map(le, ends, islice(starts, 1, None))):
+            return self._each_unit(data, start, batch)
+        self.dead_bytes += ends[-1] - previous - sum(map(_SIZE, units))
+        self.record_end = ends[-1]
         return range(start, stop), units
 
     def _each_unit(self, data: bytes | memoryview, start: int, batch: Batch
