@@ -204,6 +204,7 @@ class QueueScan:
         self._stop: ScanError | None = None  # a unit problem, raised after the records before
         self._bad: list[tuple[int, str]] = []  # unreadable records not yet reported
         self._batch = Batch()  # the batch being read
+        self._found: list[CqUnit] | None = None  # the units, for units()
 
     def _error(self, offset: int, message: str, last: int | None = None) -> ScanError:
         return ScanError(self.topic, self.queue_id, offset, message, last)
@@ -249,24 +250,11 @@ class QueueScan:
         return out
 
     async def units(self) -> list[CqUnit]:
-        """The units of ``[first, end)``, strictly (no record read)."""
-        out: list[CqUnit] = []
-        offset, end = self.first, self.end
-        assert end is not None
-        while offset < end:
-            segment, segment_end = await self._locate_units(offset)
-            problem = self.consume_queue.problem(segment)
-            if problem is not None:
-                raise self._error(offset, f"consume-queue segment {segment.path}: {problem}")
-            stop = min(end, segment_end // UNIT_SIZE)
-            if stop <= offset:
-                out.extend(self.unstored(offset, end) if self.unstored else [])
-                break
-            out.extend((await self._units(offset, stop, Batch()))[1])
-            if self._stop is not None:
-                raise self._stop
-            offset = stop
-        return out
+        """The units of a strict scan (no record read), its first problem raised."""
+        found = self._found = []
+        async for _ in self.batches():
+            pass
+        return found
 
     async def _locate_units(self, offset: int) -> tuple[Any, int]:
         try:
@@ -320,7 +308,10 @@ class QueueScan:
     async def _block(self, offsets: Sequence[int], units: list[CqUnit], stop: int) -> Batch:
         """The records of a block's units (those wanted) that end at offset ``stop``."""
         batch = self._batch
-        if self._hashes is not None or self.wants is not None:
+        if self._found is not None:  # units only
+            self._found.extend(units)
+            units = []
+        elif self._hashes is not None or self.wants is not None:
             hashes, wants = self._hashes, self.wants
             keep = [k for k, u in enumerate(units)
                     if (u.tags_hash in hashes if hashes is not None else
