@@ -37,7 +37,15 @@ from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.properties import clean_from, merges_owed
-from tieredstore.store.queue_view import QueueView
+from tieredstore.store.queue_view import (
+    LogPiece,
+    QueueView,
+    open_reading,
+    planned_log,
+    queue_log_pieces,
+    reading_fetcher,
+    scan_planned,
+)
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -46,17 +54,7 @@ from tieredstore.store.record import (
     decode_record,
 )
 from tieredstore.store.repair import queues_to_rebuild, queues_with_segments
-from tieredstore.store.scan import (
-    Batch,
-    LogPiece,
-    QueueScan,
-    ScanError,
-    open_reading,
-    planned_log,
-    queue_log_pieces,
-    reading_fetcher,
-    scan_planned,
-)
+from tieredstore.store.scan import Batch, QueueScan, ScanError
 from tieredstore.store.shown import iso, parse_time
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged

@@ -3,25 +3,37 @@
 The store's own reading code (:class:`QueueReading`) over two or three
 :class:`FlatView` s (see :mod:`tieredstore.store.view`): what ``tieredstore
 verify``, ``consume``, ``query`` and Spark's reads see, and what a
-:class:`ReadOnlyMessageStore` answers with.
+:class:`ReadOnlyMessageStore` answers with. A planned read of one
+(:func:`scan_planned`: a Spark task's) takes its segments and log pieces
+from the plan, as plain values.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
 from tieredstore.config import TieredStoreConfig
-from tieredstore.log import LogSnapshot
+from tieredstore.errors import TieredStoreError
+from tieredstore.fetcher import Fetcher
+from tieredstore.log import LogPath, LogSnapshot
 from tieredstore.metadata import QueueMetadata
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import DirectReader, FileType
+from tieredstore.segment import ChunkRef, DirectReader, FileType
 from tieredstore.segment.reader import SegmentReader
+from tieredstore.sizes import MiB
 from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery, find_entries
 from tieredstore.store.codec import RecordCodec
+from tieredstore.store.compose import fetcher_options, open_object_store
+from tieredstore.store.flatreader import SegmentRecords
 from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.keys import log_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import UNIT_SIZE
-from tieredstore.store.view import FlatView, open_metadata
+from tieredstore.store.scan import Batch, QueueScan, ScanError
+from tieredstore.store.view import FlatView, PlannedSegments, SegmentView, open_metadata
 
 
 class QueueView(QueueReading):
@@ -77,3 +89,97 @@ class QueueView(QueueReading):
     async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         return [] if self.index is None else await find_entries(self.meta, self.index, q)
 
+
+# A log piece of a queue, as plain values (pickled to Spark executors): file type,
+# segment base, position, length, log object key, offset in it, CRC32C.
+LogPiece = tuple[int, int, int, int, str, int, int | None]
+Segments = tuple[tuple[int, int | None], ...]  # (base, size); size None: the active one
+
+
+def reading_fetcher(store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
+    """A fetcher sized for one sequential scan: read-ahead, no disk tier."""
+    window = (config.readahead_chunk_max + 4) * config.chunk_size
+    memory = max(0, min(config.memory_cache_bytes, max(32 * MiB, window)))
+    return Fetcher(store, dataclasses.replace(fetcher_options(config), memory_bytes=memory))
+
+
+@asynccontextmanager
+async def open_reading(config: TieredStoreConfig
+                       ) -> AsyncIterator[tuple[ObjectStore, Fetcher]]:
+    """A store and fetcher of one's own for a scan (a Spark task), closed at the end."""
+    store = open_object_store(config)
+    fetcher = reading_fetcher(store, config)
+    try:
+        yield store, fetcher
+    finally:
+        try:
+            await fetcher.close()
+        finally:
+            await store.close()
+
+
+def queue_log_pieces(log: LogSnapshot, topic: str, queue_id: int) -> tuple[LogPiece, ...]:
+    """The pieces ``log`` holds of one queue, as plain values."""
+    return tuple((int(file_type), base, u.position, u.length, u.key, u.object_offset, u.crc32c)
+                 for file_type, base, u in log.of_queue(topic, queue_id))
+
+
+def planned_log(topic: str, queue_id: int, pieces: tuple[LogPiece, ...],
+                source: tuple[ObjectStore, LogPath] | None = None) -> LogSnapshot:
+    """The broker's log as it was when ``pieces`` (one queue's) were taken from it
+    (``source``: where it reloads from)."""
+    by_segment: dict[tuple[str, int, FileType, int], list[ChunkRef]] = {}
+    for file_type, base, position, length, key, offset, crc in pieces:
+        by_segment.setdefault((topic, queue_id, FileType(file_type), base), []).append(
+            ChunkRef(position, length, key, offset, crc))
+    return LogSnapshot(by_segment, source=source)
+
+
+def queue_files(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int, *,
+                records: tuple[SegmentRecords, SegmentRecords], reader: SegmentReader,
+                log: LogSnapshot | None,
+                listed: tuple[list[SegmentView], list[SegmentView]] = ([], [])
+                ) -> tuple[FlatView, FlatView]:
+    """The queue's commit log and consume queue, read-only, over ``records``
+    (the commit log's and the consume queue's) and the segments ``listed``
+    already (theirs too), which are not listed again."""
+    cl, cq = (FlatView(store, config, r, topic=topic, queue_id=queue_id, file_type=t,
+                       reader=reader, log=log, listed=views)
+              for r, t, views in zip(records, (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE),
+                                     listed, strict=True))
+    return cl, cq
+
+
+async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
+                       cq_segments: Segments, cl_segments: Segments, first: int,
+                       end: int | None, log_pieces: tuple[LogPiece, ...] | None,
+                       wants: Callable[[int, int], bool] | None = None,
+                       on: tuple[ObjectStore, SegmentReader] | None = None,
+                       ) -> AsyncIterator[Batch]:
+    """Strictly scan offsets ``[first, end)`` of the planned segments, on ``on``
+    (a store and a reader) or on a store and fetcher of its own (a Spark task).
+    A plan that reaches an open segment reads its pieces in the broker's log
+    too: ``log_pieces``, taken when the plan was made (None: loaded here),
+    before any segment is listed."""
+    if on is None:
+        async with open_reading(config) as opened:
+            async for batch in scan_planned(config, topic, queue_id, cq_segments=cq_segments,
+                                            cl_segments=cl_segments, first=first, end=end,
+                                            log_pieces=log_pieces, wants=wants, on=opened):
+                yield batch
+        return
+    store, reader = on
+    log: LogSnapshot | None = None
+    if any(size is None for _, size in (*cq_segments, *cl_segments)):
+        source = (store, log_path(config))
+        try:
+            log = (await LogSnapshot.load(*source) if log_pieces is None else
+                   planned_log(topic, queue_id, log_pieces, source))
+        except TieredStoreError as exc:
+            raise ScanError(topic, queue_id, first, f"consume queue: {exc}") from exc
+    cl, cq = queue_files(store, config, topic, queue_id, log=log, reader=reader,
+                         records=(PlannedSegments(cl_segments), PlannedSegments(cq_segments)))
+    scan = QueueScan(topic, queue_id, cl=cl, cq=cq, first=first, end=end, wants=wants,
+                     codec=RecordCodec.from_config(config, strict=False))
+    async for batch in scan.batches():
+        yield batch

@@ -1,49 +1,41 @@
 """The one scan of a queue: units first, then the records they point to.
 
-Every reader that goes through a queue in bulk uses it: Spark's read (one
-planned slice per task) and :func:`tieredstore.store.verify_queue` (a whole
-queue). Consume-queue (CQ) units are read a block at a time, each unit's
-CRC32C checked and each checked to point at or after the end of the record
-before (:func:`~tieredstore.store.checks.unit_order_problem`); a damaged range
-of units is read around. The wanted records are then read in runs of
-neighbouring records (one read, parallel GETs of whole units, each unit
-fetched once and its CRC32C checked), decoded, each record's CRC32C checked
-and compared with its unit (:func:`~tieredstore.store.checks.record_problem`).
-A run that cannot be read is read one record at a time to name the damaged
-ones.
+Every reader of a queue's messages uses it, so a change to how a queue is
+read is made here: the store's ``get``, ``get_by_tags`` and unit look-ups
+(:class:`~tieredstore.store.reading.QueueReading`, the writer's and the
+read-only store's), Spark's read (one planned slice per task) and
+:func:`tieredstore.store.verify_queue` (a whole queue). Consume-queue (CQ)
+units are read a block at a time, each unit's CRC32C checked and each
+checked to point at or after the end of the record before
+(:func:`~tieredstore.store.checks.unit_order_problem`); a damaged range of
+units is read around (or rebuilt from the commit log). The wanted records
+are then read in runs of neighbouring records (one read up to the end of the
+reader's unit, parallel GETs of whole units, each unit fetched once and its
+CRC32C checked), decoded, each record's CRC32C checked and compared with its
+unit (:func:`~tieredstore.store.checks.record_problem`). A run that cannot
+be read is read one record at a time to name the damaged ones.
 
 Problems are :class:`ScanError` naming topic, queue and offset(s). ``strict``
-(a read) raises the first; otherwise (a verify) each is reported in its
-:class:`Batch` and the scan goes on, so that one report names every damaged
-offset.
+(a read) raises the first, after the messages before it (:meth:`QueueScan.read`
+returns those); otherwise (a verify) each is reported in its :class:`Batch`
+and the scan goes on, so that one report names every damaged offset.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import add, itemgetter, le
 from typing import Any
 
-from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.fetcher import Fetcher
-from tieredstore.filetype import FileType
-from tieredstore.log import LogPath, LogSnapshot
-from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import ChunkRef, SegmentReader
 from tieredstore.sizes import MiB
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
-from tieredstore.store.codec import RecordCodec
-from tieredstore.store.compose import fetcher_options, open_object_store
 from tieredstore.store.errors import QueueCorrupt
-from tieredstore.store.flatreader import FlatReader, SegmentRecords
-from tieredstore.store.keys import log_path
+from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.record import (
     UNIT_SIZE,
     CqUnit,
@@ -56,7 +48,6 @@ from tieredstore.store.record import (
     decode_units,
     tags_hash,
 )
-from tieredstore.store.view import FlatView, PlannedSegments, SegmentView
 
 UNITS_PER_BLOCK = 4096  # 128 KiB of consume queue per read
 RUN_BYTES = 8 * MiB  # commit-log bytes per read
@@ -65,10 +56,6 @@ _POSITION, _SIZE = itemgetter(0), itemgetter(1)  # a unit's position and size
 
 log = logging.getLogger(__name__)
 
-# A log piece of a queue, as plain values (pickled to Spark executors): file type,
-# segment base, position, length, log object key, offset in it, CRC32C.
-LogPiece = tuple[int, int, int, int, str, int, int | None]
-Segments = tuple[tuple[int, int | None], ...]  # (base, size); size None: the active one
 
 
 class ScanError(QueueCorrupt):
@@ -108,45 +95,6 @@ def record_unit(data: bytes | memoryview, position: int, offset: int, *, topic: 
                            f"expected {offset}", topic=topic, queue_id=queue_id)
     return (CqUnit(position, len(data), tags_hash(message.tags), message.store_timestamp),
             message)
-
-
-def reading_fetcher(store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
-    """A fetcher sized for one sequential scan: read-ahead, no disk tier."""
-    window = (config.readahead_chunk_max + 4) * config.chunk_size
-    memory = max(0, min(config.memory_cache_bytes, max(32 * MiB, window)))
-    return Fetcher(store, dataclasses.replace(fetcher_options(config), memory_bytes=memory))
-
-
-@asynccontextmanager
-async def open_reading(config: TieredStoreConfig
-                       ) -> AsyncIterator[tuple[ObjectStore, Fetcher]]:
-    """A store and fetcher of one's own for a scan (a Spark task), closed at the end."""
-    store = open_object_store(config)
-    fetcher = reading_fetcher(store, config)
-    try:
-        yield store, fetcher
-    finally:
-        try:
-            await fetcher.close()
-        finally:
-            await store.close()
-
-
-def queue_log_pieces(log: LogSnapshot, topic: str, queue_id: int) -> tuple[LogPiece, ...]:
-    """The pieces ``log`` holds of one queue, as plain values."""
-    return tuple((int(file_type), base, u.position, u.length, u.key, u.object_offset, u.crc32c)
-                 for file_type, base, u in log.of_queue(topic, queue_id))
-
-
-def planned_log(topic: str, queue_id: int, pieces: tuple[LogPiece, ...],
-                source: tuple[ObjectStore, LogPath] | None = None) -> LogSnapshot:
-    """The broker's log as it was when ``pieces`` (one queue's) were taken from it
-    (``source``: where it reloads from)."""
-    by_segment: dict[tuple[str, int, FileType, int], list[ChunkRef]] = {}
-    for file_type, base, position, length, key, offset, crc in pieces:
-        by_segment.setdefault((topic, queue_id, FileType(file_type), base), []).append(
-            ChunkRef(position, length, key, offset, crc))
-    return LogSnapshot(by_segment, source=source)
 
 
 class QueueScan:
@@ -231,9 +179,9 @@ class QueueScan:
         async for batch in self._blocks():
             yield batch
         if self._bad:
-            batch = Batch()
-            self._flush_bad(batch)
-            yield batch
+            self._batch = Batch()
+            self._flush_bad(self._batch)
+            yield self._batch
 
     async def read(self) -> list[Message]:
         """The messages of a strict scan up to its first problem, which is raised
@@ -594,53 +542,3 @@ class QueueScan:
             at += size
             k += 1
         return True
-
-
-def queue_files(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int, *,
-                records: tuple[SegmentRecords, SegmentRecords], reader: SegmentReader,
-                log: LogSnapshot | None,
-                listed: tuple[list[SegmentView], list[SegmentView]] = ([], [])
-                ) -> tuple[FlatView, FlatView]:
-    """The queue's commit log and consume queue, read-only, over ``records``
-    (the commit log's and the consume queue's) and the segments ``listed``
-    already (theirs too), which are not listed again."""
-    cl, cq = (FlatView(store, config, r, topic=topic, queue_id=queue_id, file_type=t,
-                       reader=reader, log=log, listed=views)
-              for r, t, views in zip(records, (FileType.COMMIT_LOG, FileType.CONSUME_QUEUE),
-                                     listed, strict=True))
-    return cl, cq
-
-
-async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
-                       cq_segments: Segments, cl_segments: Segments, first: int,
-                       end: int | None, log_pieces: tuple[LogPiece, ...] | None,
-                       wants: Callable[[int, int], bool] | None = None,
-                       on: tuple[ObjectStore, SegmentReader] | None = None,
-                       ) -> AsyncIterator[Batch]:
-    """Strictly scan offsets ``[first, end)`` of the planned segments, on ``on``
-    (a store and a reader) or on a store and fetcher of its own (a Spark task).
-    A plan that reaches an open segment reads its pieces in the broker's log
-    too: ``log_pieces``, taken when the plan was made (None: loaded here),
-    before any segment is listed."""
-    if on is None:
-        async with open_reading(config) as opened:
-            async for batch in scan_planned(config, topic, queue_id, cq_segments=cq_segments,
-                                            cl_segments=cl_segments, first=first, end=end,
-                                            log_pieces=log_pieces, wants=wants, on=opened):
-                yield batch
-        return
-    store, reader = on
-    log: LogSnapshot | None = None
-    if any(size is None for _, size in (*cq_segments, *cl_segments)):
-        source = (store, log_path(config))
-        try:
-            log = (await LogSnapshot.load(*source) if log_pieces is None else
-                   planned_log(topic, queue_id, log_pieces, source))
-        except TieredStoreError as exc:
-            raise ScanError(topic, queue_id, first, f"consume queue: {exc}") from exc
-    cl, cq = queue_files(store, config, topic, queue_id, log=log, reader=reader,
-                         records=(PlannedSegments(cl_segments), PlannedSegments(cq_segments)))
-    scan = QueueScan(topic, queue_id, cl=cl, cq=cq, first=first, end=end, wants=wants,
-                     codec=RecordCodec.from_config(config, strict=False))
-    async for batch in scan.batches():
-        yield batch

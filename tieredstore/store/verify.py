@@ -36,9 +36,10 @@ from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentRea
 from tieredstore.store.checks import ScanStop, record_chain, scan_records
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.properties import clean_from, index_from
+from tieredstore.store.queue_view import queue_files, reading_fetcher
 from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
 from tieredstore.store.repair import queues_with_segments
-from tieredstore.store.scan import QueueScan, queue_files, reading_fetcher
+from tieredstore.store.scan import QueueScan
 from tieredstore.store.summary import segment_count
 from tieredstore.store.view import (
     FlatView,
