@@ -31,7 +31,7 @@ from tieredstore.store.flatreader import SegmentRecords
 from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.keys import log_path
 from tieredstore.store.reading import QueueReading
-from tieredstore.store.record import UNIT_SIZE
+from tieredstore.store.record import UNIT_SIZE, CqUnit
 from tieredstore.store.scan import Batch, QueueScan, ScanError
 from tieredstore.store.view import FlatView, PlannedSegments, SegmentView, open_metadata
 
@@ -85,6 +85,10 @@ class QueueView(QueueReading):
     @property
     def clean_from(self) -> int:
         return properties.clean_from(self.meta.properties)
+
+    async def units(self, start: int, end: int) -> list[CqUnit]:
+        """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
+        return await super().units(start, min(end, self.max_offset))
 
     async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         return [] if self.index is None else await find_entries(self.meta, self.index, q)

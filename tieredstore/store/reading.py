@@ -69,8 +69,8 @@ class QueueReading(abc.ABC):
                          **options)
 
     async def units(self, start: int, end: int) -> list[CqUnit]:
-        """Consume-queue units of offsets ``[start, end)`` (clipped to max_offset)."""
-        return await self.scan(start, min(end, self.max_offset)).units()
+        """Consume-queue units of offsets ``[start, end)``, stored or not."""
+        return await self.scan(start, end).units()
 
     async def commit_log_segment_end(self, position: int) -> int:
         """Where the commit-log segment holding ``position`` ends."""
