@@ -8,6 +8,8 @@ either. Messages name what was wrong: the key, the field, the position.
 
 from __future__ import annotations
 
+import math
+
 
 class TieredStoreError(Exception):
     """Base of every error raised by tieredstore."""
@@ -101,6 +103,20 @@ class ConfigError(TieredStoreError, ValueError):
         super().__init__(f"config {key!r}: {message}")
         self.key = key
         self.detail = message
+
+
+def check_field(key: str, value: object, lo: float, hi: float = math.inf, *,
+                bounds: str = "", unit: str = "") -> None:
+    """The one bound check of every options class: ``value`` is None (unset) or a
+    number (not a bool) in ``[lo, hi]``; else a :class:`ConfigError` naming the
+    config ``key``, the bounds (``bounds`` shows them in the key's own terms)
+    and the value. NaN is refused."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)
+                         and lo <= value <= hi):
+        return
+    allowed = bounds or (f"[{lo}, {hi}]" if hi < math.inf else "")
+    raise ConfigError(key, f"must be {f'within {allowed}' if allowed else f'>= {lo}'}{unit}, "
+                           f"got {value!r}")
 
 
 class InvalidName(TieredStoreError, ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError
+from tieredstore.errors import check_field
 from tieredstore.sizes import MiB
 
 
@@ -27,15 +27,8 @@ class FetcherOptions:
     max_segments: int = 4096
 
     def __post_init__(self) -> None:
-        if self.memory_bytes < 0:
-            raise ConfigError("memory_cache_bytes", f"must be >= 0, got {self.memory_bytes}")
-        if self.read_concurrency < 1:
-            raise ConfigError("read_concurrency", f"must be >= 1, got {self.read_concurrency}")
-        if not 0 <= self.readahead_chunk_num <= self.readahead_chunk_max:
-            raise ConfigError(
-                "readahead_chunk_num",
-                f"must be in [0, readahead_chunk_max={self.readahead_chunk_max}], "
-                f"got {self.readahead_chunk_num}",
-            )
-        if self.max_segments < 1:
-            raise ConfigError("max_segments", f"must be >= 1, got {self.max_segments}")
+        check_field("memory_cache_bytes", self.memory_bytes, 0)
+        check_field("read_concurrency", self.read_concurrency, 1)
+        check_field("readahead_chunk_num", self.readahead_chunk_num, 0, self.readahead_chunk_max,
+                    bounds=f"[0, readahead_chunk_max={self.readahead_chunk_max}]")
+        check_field("max_segments", self.max_segments, 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError
+from tieredstore.errors import check_field
 from tieredstore.sizes import GiB, KiB, MiB
 
 
@@ -33,21 +33,15 @@ class LogOptions:
     hold_bytes: int = 256 * MiB
 
     def __post_init__(self) -> None:
-        if not 1 * KiB <= self.object_size <= 5 * GiB:
-            raise ConfigError("log_object_size",
-                              f"must be within [1 KiB, 5 GiB], got {self.object_size}")
-        for name, size in (("log_consolidate_bytes", self.consolidate_bytes),
-                           ("log_compact_bytes", self.compact_bytes)):
-            if not 1 * KiB <= size <= 5 * GiB:
-                raise ConfigError(name, f"must be within [1 KiB, 5 GiB], got {size}")
-        if not 0 <= self.hold_bytes <= 1024 * GiB:
-            raise ConfigError("log_hold_bytes",
-                              f"must be within [0, 1 TiB], got {self.hold_bytes}")
-        for name, value in (("log_compact_age", self.compact_age),
-                            ("gc_safety_age", self.delete_age), ("linger", self.linger),
-                            ("log_consolidate_interval", self.consolidate_interval)):
-            if not value >= 0:
-                raise ConfigError(name, f"must be >= 0 seconds, got {value}")
+        for key, size in (("log_object_size", self.object_size),
+                          ("log_consolidate_bytes", self.consolidate_bytes),
+                          ("log_compact_bytes", self.compact_bytes)):
+            check_field(key, size, 1 * KiB, 5 * GiB, bounds="[1 KiB, 5 GiB]")
+        check_field("log_hold_bytes", self.hold_bytes, 0, 1024 * GiB, bounds="[0, 1 TiB]")
+        for key, seconds in (("log_compact_age", self.compact_age),
+                             ("gc_safety_age", self.delete_age), ("linger", self.linger),
+                             ("log_consolidate_interval", self.consolidate_interval)):
+            check_field(key, seconds, 0, unit=" seconds")
 
     @property
     def check_every(self) -> float:

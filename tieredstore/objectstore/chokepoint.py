@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tieredstore.errors import ConfigError, RequestTimeout, TransientError
+from tieredstore.errors import ConfigError, RequestTimeout, TransientError, check_field
 
 T = TypeVar("T")
 
@@ -46,13 +46,9 @@ class RetryPolicy:
     timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigError("retry_max_attempts", f"must be >= 1, got {self.max_attempts}")
-        if not 0 <= self.base_delay <= self.max_delay:
-            raise ConfigError(
-                "retry_base_delay",
-                f"must be in [0, retry_max_delay={self.max_delay}], got {self.base_delay}",
-            )
+        check_field("retry_max_attempts", self.max_attempts, 1)
+        check_field("retry_base_delay", self.base_delay, 0, self.max_delay,
+                    bounds=f"[0, retry_max_delay={self.max_delay}]")
         if self.timeout <= 0:
             raise ConfigError("request_timeout", f"must be > 0 seconds, got {self.timeout}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError
+from tieredstore.errors import check_field
 from tieredstore.sizes import MiB
 
 
@@ -28,12 +28,8 @@ class SegmentOptions:
     derived: bool = False
 
     def __post_init__(self) -> None:
-        if self.chunk_size < 1:
-            raise ConfigError("chunk_size", f"must be >= 1, got {self.chunk_size}")
-        if self.max_size is not None and self.max_size < 1:
-            raise ConfigError("max_size", f"must be >= 1, got {self.max_size}")
-        if self.merge_concurrency < 1:
-            raise ConfigError("merge_concurrency", f"must be >= 1, got {self.merge_concurrency}")
+        for key in ("chunk_size", "max_size", "merge_concurrency"):
+            check_field(key, getattr(self, key), 1)
 
     @property
     def units(self) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError
+from tieredstore.errors import ConfigError, check_field
 
 HOUR = 3600.0
 
@@ -74,16 +74,14 @@ class ManagedLedgerConfig:
                     f"got {self.read_priority!r}",
                 ) from None
         for key in ("max_entries_per_ledger", "max_ledger_bytes", "page_size"):
-            _at_least(key, getattr(self, key), 1)
+            check_field(key, getattr(self, key), 1)
         for key in ("offload_threshold_bytes", "offload_threshold_seconds", "retention_bytes",
                     "retention_seconds", "deletion_lag_seconds", "sweep_interval_seconds"):
-            _at_least(key, getattr(self, key), 0)
-        if not 1 <= self.ack_quorum_size <= self.write_quorum_size <= self.ensemble_size:
-            raise ConfigError(
-                "ack_quorum_size",
-                "need 1 <= ack_quorum_size <= write_quorum_size <= ensemble_size, got "
-                f"{self.ack_quorum_size}, {self.write_quorum_size}, {self.ensemble_size}",
-            )
+            check_field(key, getattr(self, key), 0)
+        check_field("ack_quorum_size", self.ack_quorum_size, 1, self.write_quorum_size,
+                    bounds=f"[1, write_quorum_size={self.write_quorum_size}]")
+        check_field("write_quorum_size", self.write_quorum_size, 1, self.ensemble_size,
+                    bounds=f"[1, ensemble_size={self.ensemble_size}]")
         _below("offload_threshold_bytes", self.offload_threshold_bytes,
                "retention_bytes", self.retention_bytes)
         _below("offload_threshold_seconds", self.offload_threshold_seconds,
@@ -94,13 +92,6 @@ class ManagedLedgerConfig:
         """Whether a size or age trigger is set."""
         return self.offload_threshold_bytes is not None or \
             self.offload_threshold_seconds is not None
-
-
-def _at_least(key: str, value: float | None, low: float) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < low:
-        raise ConfigError(key, f"must be a number >= {low} (or None: off), got {value!r}")
 
 
 def _below(key: str, value: float | None, limit_key: str, limit: float | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError, SegmentError, TieredStoreError
+from tieredstore.errors import SegmentError, TieredStoreError, check_field
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.sizes import MiB
 
@@ -44,25 +44,15 @@ class PoolOptions:
     low_water: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.budget_bytes < 1:
-            raise ConfigError("pool_bytes", f"must be >= 1, got {self.budget_bytes}")
-        if self.chunk_size < 1:
-            raise ConfigError("chunk_size", f"must be >= 1, got {self.chunk_size}")
-        if self.group_commit_interval < 0:
-            raise ConfigError("group_commit_interval",
-                              f"must be >= 0 seconds, got {self.group_commit_interval}")
-        if not 0 <= self.chunk_wait <= 3600:
-            raise ConfigError("chunk_wait", f"must be within [0, 3600] seconds, got "
-                              f"{self.chunk_wait}")
-        if not 0 <= self.thread_handoff <= 0.01:
-            raise ValueError(f"thread_handoff must be within [0, 0.01] seconds, got "
-                             f"{self.thread_handoff}")
-        if self.upload_concurrency < 1:
-            raise ConfigError("upload_concurrency",
-                              f"must be >= 1, got {self.upload_concurrency}")
-        if not 0 <= self.low_water <= self.high_water <= 1:
-            raise ConfigError("high_water", "need 0 <= low_water <= high_water <= 1, got "
-                              f"{self.low_water} and {self.high_water}")
+        check_field("pool_bytes", self.budget_bytes, 1)
+        check_field("chunk_size", self.chunk_size, 1)
+        check_field("upload_concurrency", self.upload_concurrency, 1)
+        check_field("group_commit_interval", self.group_commit_interval, 0, unit=" seconds")
+        check_field("chunk_wait", self.chunk_wait, 0, 3600, unit=" seconds")
+        check_field("thread_handoff", self.thread_handoff, 0, 0.01, unit=" seconds")
+        check_field("high_water", self.high_water, self.low_water, 1,
+                    bounds=f"[low_water={self.low_water}, 1]")
+        check_field("low_water", self.low_water, 0, 1)
 
 
 class AppendStatus(enum.Enum):
