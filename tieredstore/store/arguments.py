@@ -76,8 +76,9 @@ def check_int(name: str, value: Any, lo: int, hi: int, *, what: str = "") -> int
     return value
 
 
-def check_text(name: str, value: Any, *, limit: int = MAX_TEXT) -> int:
-    """A ``str`` of valid Unicode, at most ``limit`` bytes in UTF-8; its UTF-8 size."""
+def check_text(name: str, value: Any, *, limit: int = MAX_TEXT, empty: str = "") -> int:
+    """A ``str`` of valid Unicode, at most ``limit`` bytes in UTF-8; its UTF-8 size.
+    ``empty``: what to say of an empty one, refused (no ``empty``: allowed)."""
     if not isinstance(value, str):
         raise InvalidArgumentType(name, f"must be a str, got {type_name(value)} {show(value)}")
     try:
@@ -88,6 +89,8 @@ def check_text(name: str, value: Any, *, limit: int = MAX_TEXT) -> int:
                                     "surrogate, which has no UTF-8 form") from None
     if size > limit:
         raise InvalidArgument(name, f"is {size} bytes in UTF-8, at most {limit} allowed")
+    if empty and not size:
+        raise InvalidArgument(name, empty)
     return size
 
 
@@ -250,11 +253,8 @@ def check_append(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
     """Every argument of ``append``, and the size of the record it would write;
     the message (its own copy of the properties)."""
     check_queue_to_append(topic, queue_id)
-    check_message(topic, queue_id, body, keys=keys, tags=tags, properties=properties,
-                  timestamp=timestamp, offset=offset, config=config,
-                  topic_reserved_time=topic_reserved_time)
-    return Outgoing(bytes(body), tuple(keys), tags,
-                    None if properties is None else dict(properties), timestamp)
+    return check_message(topic, queue_id, Outgoing(body, keys, tags, properties, timestamp),
+                         offset=offset, config=config, topic_reserved_time=topic_reserved_time)
 
 
 def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStoreConfig,
@@ -276,34 +276,30 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
                             repeat(None, n), strict=True)))
     out: list[Outgoing] = []
     for i, m in enumerate(messages):
-        if isinstance(m, Outgoing):
-            message = m
-        elif isinstance(m, (bytes, bytearray, memoryview)):
-            message = Outgoing(bytes(m))
-        else:
+        if not isinstance(m, Outgoing | bytes | bytearray | memoryview):
             raise InvalidArgumentType(f"messages[{i}]", f"must be bytes or Outgoing, got "
                                       f"{type_name(m)} {show(m)}")
         try:
-            check_message(topic, queue_id, message.body, keys=message.keys, tags=message.tags,
-                          properties=message.properties, timestamp=message.timestamp,
-                          offset=None, config=config, topic_reserved_time=topic_reserved_time)
+            out.append(check_message(topic, queue_id, m if isinstance(m, Outgoing) else
+                                     Outgoing(m), offset=None, config=config,
+                                     topic_reserved_time=topic_reserved_time))
         except (ArgumentError, MessageTooLarge) as exc:
             exc.add_note(f"in messages[{i}] of the batch; nothing of it was appended")
             raise
-        if not isinstance(message.body, bytes) or not isinstance(message.keys, tuple):
-            message = message._replace(body=bytes(message.body), keys=tuple(message.keys))
-        out.append(message)
     return out
 
 
-def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
-                  properties: Any, timestamp: Any, offset: Any, config: TieredStoreConfig,
-                  topic_reserved_time: Mapping[str, float]) -> None:
-    """One message's fields (its queue checked already) and its record's size."""
+def check_message(topic: Any, queue_id: Any, message: Outgoing, *, offset: Any,
+                  config: TieredStoreConfig, topic_reserved_time: Mapping[str, float]
+                  ) -> Outgoing:
+    """One message's fields (its queue checked already) and its record's size; the
+    message as stored: a ``bytes`` body, a tuple of keys, its own copy of the properties."""
+    body, keys, tags, properties, timestamp = message
     if (type(body) is bytes and not keys and type(keys) in (tuple, list) and tags is None
             and properties is None and timestamp is None and offset is None
             and len(body) <= largest_record(config) - MIN_RECORD_SIZE):
-        return  # the common message: a body alone, small enough
+        # the common message: a body alone, small enough
+        return message if type(keys) is tuple else message._replace(keys=())
     sizes = {"body": check_body(body), "keys": check_keys(keys), "tags": check_tags(tags),
              "properties": check_properties(properties)}
     if offset is not None:
@@ -328,6 +324,8 @@ def check_message(topic: Any, queue_id: Any, body: Any, *, keys: Any, tags: Any,
             f"{human_size(config.max_message_size)}{less}): {parts}, "
             f"framing {MIN_RECORD_SIZE} B",
             topic=topic, queue_id=queue_id)
+    return Outgoing(bytes(body), tuple(keys), tags,
+                    None if properties is None else dict(properties), timestamp)
 
 
 def largest_record(config: TieredStoreConfig) -> int:
@@ -357,9 +355,8 @@ def tag_filter(topic: Any, queue_id: Any, offset: Any, tags: Any, *, max_count: 
     if not items:
         raise InvalidArgument("tags", "must name at least one tag")
     for tag in items:
-        if check_text("tags", tag) == 0:
-            raise InvalidArgument("tags", "a tag must not be empty (messages without tags "
-                                          "have none to match)")
+        check_text("tags", tag, empty="a tag must not be empty (messages without tags have "
+                                      "none to match)")
     return frozenset(items)
 
 
@@ -367,8 +364,7 @@ def check_query_by_key(topic: Any, key: Any, begin_ms: Any, end_ms: Any,
                        max_count: Any) -> None:
     """``query_by_key``'s arguments: a topic, a non-empty key, a time range."""
     validate_name("topic", topic)
-    if check_text("key", key) == 0:
-        raise InvalidArgument("key", "must not be empty")
+    check_text("key", key, empty="must not be empty")
     check_int("begin_ms", begin_ms, 0, MAX_TIMESTAMP, what=MS)
     check_int("end_ms", end_ms, 0, MAX_TIMESTAMP, what=MS)
     if end_ms < begin_ms:
