@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from tieredstore.errors import ConfigError
+from tieredstore.errors import check_field
 from tieredstore.fetcher import Fetcher
 from tieredstore.ledger.errors import OffloadExists, OffloadFenced, OffloadRefused
 from tieredstore.ledger.format import (
@@ -107,15 +107,10 @@ class OffloadOptions:
     namespace: OffloadNamespace = field(default_factory=OffloadNamespace)
 
     def __post_init__(self) -> None:
-        if not MIN_BLOCK_SIZE <= self.block_size <= MAX_BLOCK_SIZE:
-            raise ConfigError(
-                "block_size",
-                f"must be in [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}] (5 MiB to 2 GiB), "
-                f"got {self.block_size}",
-            )
+        check_field("block_size", self.block_size, MIN_BLOCK_SIZE, MAX_BLOCK_SIZE,
+                    bounds=f"[{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}] (5 MiB to 2 GiB)")
         for key in ("chunk_size", "read_batch_bytes", "scan_bytes", "merge_concurrency"):
-            if getattr(self, key) < 1:
-                raise ConfigError(key, f"must be >= 1, got {getattr(self, key)}")
+            check_field(key, getattr(self, key), 1)
 
 
 class SegmentLedgerOffloader(LedgerOffloader):

@@ -157,11 +157,7 @@ def check_properties(properties: Any) -> int:
             raise InvalidArgumentType("properties", f"names must be str, got "
                                                     f"{type_name(name)} {show(name)}")
         size += 2 + check_text(f"properties name {show(name, 30)}", name)
-        label = f"properties[{show(name, 30)}]"
-        if not isinstance(value, str):
-            raise InvalidArgumentType(label, f"must be a str, got {type_name(value)} "
-                                             f"{show(value)}")
-        size += 4 + check_text(label, value, limit=MAX_VALUE)
+        size += 4 + check_text(f"properties[{show(name, 30)}]", value, limit=MAX_VALUE)
     return size
 
 
@@ -281,7 +277,7 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
                                       f"{type_name(m)} {show(m)}")
         try:
             out.append(check_message(topic, queue_id, m if isinstance(m, Outgoing) else
-                                     Outgoing(m), offset=None, config=config,
+                                     Outgoing(bytes(m)), offset=None, config=config,
                                      topic_reserved_time=topic_reserved_time))
         except (ArgumentError, MessageTooLarge) as exc:
             exc.add_note(f"in messages[{i}] of the batch; nothing of it was appended")
