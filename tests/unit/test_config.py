@@ -5,12 +5,20 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError
+from tieredstore.fetcher.options import FetcherOptions
+from tieredstore.ledger.managed.config import ManagedLedgerConfig
+from tieredstore.log.options import LogOptions
+from tieredstore.objectstore.chokepoint import RetryPolicy
+from tieredstore.segment.options import SegmentOptions
+from tieredstore.segment.pool.options import PoolOptions
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "tieredstore.toml"
 
@@ -72,3 +80,22 @@ def test_chunk_size_must_not_cut_consume_queue_units() -> None:
     with pytest.raises(ConfigError, match="multiple of 1 KiB") as info:
         load_config(env={}, chunk_size=4 * 1024 * 1024 + 16)
     assert info.value.key == "chunk_size"
+
+
+@pytest.mark.parametrize(("make", "key"), [
+    (lambda v: FetcherOptions(read_concurrency=v), "read_concurrency"),
+    (lambda v: SegmentOptions(max_size=v), "max_size"),
+    (lambda v: PoolOptions(chunk_wait=v), "chunk_wait"),
+    (lambda v: LogOptions(linger=v), "linger"),
+    (lambda v: LogOptions(compact_bytes=v), "log_compact_bytes"),
+    (lambda v: ManagedLedgerConfig(retention_seconds=v), "retention_seconds"),
+    (lambda v: RetryPolicy(max_attempts=v), "retry_max_attempts"),
+])
+@pytest.mark.parametrize("value", [float("nan"), True, "3", -1])
+def test_every_options_class_refuses_a_bad_bound_naming_its_key(
+        make: Callable[[Any], object], key: str, value: object) -> None:
+    """One bound check for all options classes: not a number, a bool, NaN or
+    out of range is a ConfigError that names the key, the bounds and the value."""
+    with pytest.raises(ConfigError) as info:
+        make(value)
+    assert info.value.key == key and f"got {value!r}" in str(info.value)
