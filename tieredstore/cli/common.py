@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError, TieredStoreError
 from tieredstore.store import (
+    MAX_TIMESTAMP,
     ObjectStore,
     ReadOnlyMessageStore,
     holds_local_store,
@@ -25,9 +26,6 @@ DEFAULT_CONFIG = "conf/tieredstore.toml"
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and found something wrong (a mismatch, a corrupt queue)
 EXIT_USAGE = 2  # bad arguments, or an error that stopped the command
-
-
-MAX_TIMESTAMP = 2**63 - 1
 
 
 class CliError(TieredStoreError):

@@ -26,11 +26,12 @@ from tieredstore import sync
 from tieredstore.config import TieredStoreConfig, human_size
 from tieredstore.store import (
     FileType,
+    ListedFile,
     LogSnapshot,
     ObjectStore,
     SegmentState,
     SegmentView,
-    list_segments,
+    list_recorded,
     listed_queues,
     load_log,
     open_metadata,
@@ -89,24 +90,16 @@ def topic_rows(queues: Sequence[Row]) -> list[Row]:
 async def segment_views(store: ObjectStore, config: TieredStoreConfig,
                         queues: Sequence[tuple[str, int]], types: Sequence[FileType],
                         log: LogSnapshot | None = None
-                        ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
-    """Every segment of the queues' flat files, with its metadata record, and the
-    first live position of each flat file (``log``: as for :func:`queue_rows`)."""
+                        ) -> list[tuple[str, int, FileType, ListedFile]]:
+    """Every segment of the queues' flat files, as :func:`list_recorded` lists
+    them (``log``: as for :func:`queue_rows`)."""
     log = log or await load_log(store, config)
 
-    async def one(topic: str, queue_id: int
-                  ) -> list[tuple[str, int, FileType, int, list[SegmentView]]]:
+    async def one(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
         meta = await open_metadata(store, config, topic, queue_id, log=log)
-        out = []
-        for file_type in types:
-            views = await list_segments(store, config, topic, queue_id, file_type, log=log)
-            by_base = {v.base: v for v in views}
-            async for record in meta.records(file_type):
-                if record.base_offset in by_base:
-                    by_base[record.base_offset].record = record
-            first = min(meta.first(file_type).base_offset, meta.next_base_offset(file_type))
-            out.append((topic, queue_id, file_type, first, views))
-        return out
+        return [(topic, queue_id, file_type, await list_recorded(store, config, meta, file_type,
+                                                                  log=log))
+                for file_type in types]
 
     return [item for items in await gather_bounded(QUEUE_CONCURRENCY, lambda q: one(*q), queues)
             for item in items]
@@ -184,13 +177,13 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
             return topic_rows(rows) if args.what == "topics" else rows
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
         rows = []
-        for topic, queue_id, file_type, first, views in await segment_views(
+        for topic, queue_id, file_type, listed in await segment_views(
                 store, config, queues, types, log):
-            for view in views:
+            for view in listed.views:
                 if args.segment is not None and view.base != args.segment:
                     continue
                 if args.what == "segments":
-                    rows.append(segment_row(topic, queue_id, file_type, first, view))
+                    rows.append(segment_row(topic, queue_id, file_type, listed.first, view))
                 else:
                     rows += await chunk_rows(store, topic, queue_id, file_type, view)
         return rows

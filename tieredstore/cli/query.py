@@ -13,9 +13,9 @@ import argparse
 import sys
 
 from tieredstore import sync
-from tieredstore.store import Message
+from tieredstore.store import MAX_TIMESTAMP, Message
 
-from .common import MAX_TIMESTAMP, positive_int, read_only_store
+from .common import positive_int, read_only_store
 from .consume import as_json, as_text, parse_time
 
 

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 def print_report(report: VerifyReport, *, max_errors: int) -> None:
     rows = [[c.topic, c.queue_id, c.min_offset, c.max_offset, c.segments,
-             human_size(c.bytes, exact=False), c.units, c.messages + c.undispatched,
+             human_size(c.bytes, exact=False), c.units, c.records,
              "ok" if not c.error_count else f"{c.error_count} ERRORS"]
             for c in report.queues]
     print(table(rows, ["topic", "queue", "min", "max", "segments", "bytes", "units",

@@ -42,6 +42,6 @@ def verify_task(settings: TieredStoreConfig, queue: QueueTask) -> QueueReport | 
     except (TieredStoreError, OSError) as exc:
         return QueueReport(topic, queue_id, 0, 0, 0, 0, False,
                            (f"{topic}/{queue_id}: {type(exc).__name__}: {exc}",))
-    return QueueReport(topic, queue_id, c.segments, c.messages + c.undispatched,
+    return QueueReport(topic, queue_id, c.segments, c.records,
                        c.min_offset, c.max_offset + c.undispatched, not c.error_count,
                        tuple(c.errors))

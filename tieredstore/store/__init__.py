@@ -16,6 +16,7 @@ from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
+from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import (
     holds_local_store,
@@ -32,6 +33,7 @@ from tieredstore.store.errors import (
     StoreError,
 )
 from tieredstore.store.facade import MessageStore
+from tieredstore.store.flatreader import first_live
 from tieredstore.store.gc import GcReport, collect_garbage
 from tieredstore.store.keys import log_path, metadata_root
 from tieredstore.store.message_store import AsyncMessageStore
@@ -61,8 +63,10 @@ from tieredstore.store.tagged import Tagged
 from tieredstore.store.unmerged import Unmerged, UnmergedSurvey, merge_segment, unmerged_segments
 from tieredstore.store.verify import QueueCheck, VerifyReport, verify_queue, verify_store
 from tieredstore.store.view import (
+    ListedFile,
     SegmentView,
     list_flat_file,
+    list_recorded,
     list_segments,
     listed_queues,
     load_log,
@@ -76,6 +80,10 @@ from tieredstore.store.view import (
 __all__ = [
     "Unmerged",
     "UnmergedSurvey",
+    "ListedFile",
+    "MAX_TIMESTAMP",
+    "first_live",
+    "list_recorded",
     "merge_segment",
     "unmerged_segments",
     "Batch",

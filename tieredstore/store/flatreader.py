@@ -50,6 +50,12 @@ class Segment(Protocol):
 S = TypeVar("S", bound=Segment)
 
 
+def first_live(records: SegmentRecords, file_type: FileType) -> int:
+    """A flat file's first live position: its first live record's base (the
+    segments before it were trimmed), at most where the next record begins."""
+    return min(records.first(file_type).base_offset, records.next_base_offset(file_type))
+
+
 class FlatReader(abc.ABC, Generic[S]):
     """Positions of one flat file to its segments, and reads of them."""
 
@@ -93,8 +99,8 @@ class FlatReader(abc.ABC, Generic[S]):
 
     @property
     def first(self) -> int:
-        """The first live position (earlier segments were trimmed)."""
-        return min(self.records.first(self.file_type).base_offset, self.next_base)
+        """The first live position (see :func:`first_live`)."""
+        return first_live(self.records, self.file_type)
 
     def _corrupt(self, message: str) -> QueueCorrupt:
         return QueueCorrupt(message, topic=self.topic, queue_id=self.queue_id)

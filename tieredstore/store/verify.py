@@ -44,7 +44,7 @@ from tieredstore.store.summary import segment_count
 from tieredstore.store.view import (
     FlatView,
     SegmentView,
-    list_segments,
+    list_recorded,
     listed_queues,
     load_log,
     open_metadata,
@@ -76,6 +76,11 @@ class QueueCheck:
     def name(self) -> str:
         return f"{self.topic}/{self.queue_id}"
 
+    @property
+    def records(self) -> int:
+        """Every commit-log record checked: dispatched or not."""
+        return self.messages + self.undispatched
+
     def error(self, message: str) -> None:
         self.error_count += 1
         if len(self.errors) < KEEP_ERRORS:
@@ -93,7 +98,7 @@ class VerifyReport:
 
     @property
     def messages(self) -> int:
-        return sum(q.messages + q.undispatched for q in self.queues)
+        return sum(q.records for q in self.queues)
 
 
 class _Counted:
@@ -153,20 +158,17 @@ async def _list_file(store: ObjectStore, config: TieredStoreConfig, check: Queue
                      meta: QueueMetadata, file_type: FileType, *,
                      log: LogSnapshot) -> _Listed:
     """List one flat file's segments against its records; report what does not fit."""
-    views = await list_segments(store, config, check.topic, check.queue_id, file_type,
-                                log=log)
-    by_base = {v.base: v for v in views}
-    first = min(meta.first(file_type).base_offset, meta.next_base_offset(file_type))
-    records = [r async for r in meta.records(file_type)]
+    listed = await list_recorded(store, config, meta, file_type, log=log)
+    views, records, first = listed.views, listed.records, listed.first
     for problem in record_chain(records, file_type=file_type):
         check.error(f"offset {problem.offset}: {problem.text}")
+    by_base = {v.base: v for v in views}
     for record in records:
         view = by_base.get(record.base_offset)
         where = f"{file_type.label} segment at {record.base_offset}"
         if view is None:
             check.error(f"{where} is recorded in the metadata but has no objects")
             continue
-        view.record = record
         if view.state is SegmentState.OPEN:
             check.error(f"{where} is recorded as sealed but is not sealed")
         elif view.state is not None and view.size != record.size:

@@ -52,7 +52,7 @@ from tieredstore.segment.path import EntryId
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.errors import NoSuchQueue
-from tieredstore.store.flatreader import FlatReader, SegmentRecords
+from tieredstore.store.flatreader import FlatReader, SegmentRecords, first_live
 from tieredstore.store.keys import log_path, metadata_root, segment_path
 from tieredstore.tasks import gather_bounded
 
@@ -160,6 +160,30 @@ async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: st
         return view
 
     return await gather_bounded(OPEN_CONCURRENCY, one, sorted(groups))
+
+
+@dataclass
+class ListedFile:
+    """One flat file's segments as listed (trimmed ones too), each with its
+    record if the metadata has one; its live records; its first live position."""
+
+    views: list[SegmentView]
+    records: list[pb.SegmentRecord]
+    first: int
+
+
+async def list_recorded(store: ObjectStore, config: TieredStoreConfig, meta: QueueMetadata,
+                        file_type: FileType, *, log: LogSnapshot | None = None) -> ListedFile:
+    """:func:`list_segments` of one flat file of ``meta``'s queue, then its live
+    records in ``meta``, each attached to the segment it names (if listed)."""
+    views = await list_segments(store, config, meta.queue.topic, meta.queue.queue_id,
+                                file_type, log=log)
+    by_base = {v.base: v for v in views}
+    records = [r async for r in meta.records(file_type)]
+    for record in records:
+        if record.base_offset in by_base:
+            by_base[record.base_offset].record = record
+    return ListedFile(views, records, first_live(meta, file_type))
 
 
 async def list_flat_file(store: ObjectStore, config: TieredStoreConfig, topic: str,
