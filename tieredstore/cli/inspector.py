@@ -87,24 +87,6 @@ def topic_rows(queues: Sequence[Row]) -> list[Row]:
     return list(topics.values())
 
 
-async def segment_views(store: ObjectStore, config: TieredStoreConfig,
-                        queues: Sequence[tuple[str, int]], types: Sequence[FileType],
-                        log: LogSnapshot | None = None
-                        ) -> list[tuple[str, int, FileType, ListedFile]]:
-    """Every segment of the queues' flat files, as :func:`list_recorded` lists
-    them (``log``: as for :func:`queue_rows`)."""
-    log = log or await load_log(store, config)
-
-    async def one(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
-        meta = await open_metadata(store, config, topic, queue_id, log=log)
-        return [(topic, queue_id, file_type, await list_recorded(store, config, meta, file_type,
-                                                                  log=log))
-                for file_type in types]
-
-    return [item for items in await gather_bounded(QUEUE_CONCURRENCY, lambda q: one(*q), queues)
-            for item in items]
-
-
 def segment_row(topic: str, queue_id: int, file_type: FileType, first: int,
                 view: SegmentView) -> Row:
     record = view.record
@@ -176,9 +158,15 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
             rows = await queue_rows(store, config, queues, log)
             return topic_rows(rows) if args.what == "topics" else rows
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
+
+        async def files(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
+            meta = await open_metadata(store, config, topic, queue_id, log=log)
+            return [(topic, queue_id, t, await list_recorded(store, config, meta, t, log=log))
+                    for t in types]
+
         rows = []
-        for topic, queue_id, file_type, listed in await segment_views(
-                store, config, queues, types, log):
+        for topic, queue_id, file_type, listed in [f for fs in await gather_bounded(
+                QUEUE_CONCURRENCY, lambda q: files(*q), queues) for f in fs]:
             for view in listed.views:
                 if args.segment is not None and view.base != args.segment:
                     continue
