@@ -15,6 +15,7 @@ import pytest
 from tests.ledger.helpers import Clock, FaultyStore, InjectedFault, MiB, offload_objects
 from tieredstore.errors import ConfigError
 from tieredstore.ledger import (
+    CorruptManagedLedger,
     LocalLedgerStore,
     LocalReadHandle,
     ManagedLedger,
@@ -33,6 +34,8 @@ from tieredstore.ledger import (
 from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath, state
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.objectstore.base import ObjectData
+from tieredstore.testing import ForwardingObjectStore
 
 HOUR = 3600.0
 
@@ -372,6 +375,42 @@ async def test_immutable_ledgers_move_to_pages_and_trim_moves_first(env: Env) ->
     assert await env.store.list_all(ml.meta.path.pages_prefix) == []
     assert await offload_objects(env.store) == {}
     assert await env.ledgers.ledger_ids() == [8]
+
+
+class DamagedPageReads(ForwardingObjectStore):
+    """The first ``damaged`` GETs of page objects come back with a byte flipped."""
+
+    def __init__(self, inner: ObjectStore, damaged: int) -> None:
+        super().__init__(inner)
+        self.damaged = damaged
+
+    async def get_object(self, key: str, byte_range: Any = None) -> ObjectData:
+        found = await super().get_object(key, byte_range)
+        if "/pages/" in key and self.damaged > 0:
+            self.damaged -= 1
+            data = bytearray(found.data)
+            data[-3] ^= 0x40
+            return ObjectData(bytes(data), found.info)
+        return found
+
+
+async def test_a_page_read_damaged_on_the_way_is_read_again(env: Env) -> None:
+    """As queue pages: a page that fails its checks is read again; only damage
+    that repeats is believed."""
+    ml = await env.open(page_size=2)
+    await fill(ml, 3)
+    await ml.offload_prefix(Position(3, 0))
+    env.clock.advance(4 * HOUR)
+    await ml.delete_offloaded_local_copies()
+    assert ml.meta.head.pagedThrough == 2
+    path = ml.meta.path
+    await ml.close()
+    once = await ManagedLedgerMetadata.open(DamagedPageReads(env.store, damaged=1), path)
+    info = await once.ledger(1)
+    assert info is not None and info.ledgerId == 1
+    at_rest = await ManagedLedgerMetadata.open(DamagedPageReads(env.store, damaged=99), path)
+    with pytest.raises(CorruptManagedLedger, match="pages/"):
+        await at_rest.ledger(1)
 
 
 async def test_retention_trims_the_oldest(env: Env) -> None:

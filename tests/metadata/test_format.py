@@ -28,7 +28,7 @@ from tieredstore.metadata.format import (
     encode_page,
 )
 from tieredstore.metadata.keys import file_type_dir, parse_queue_head_key
-from tieredstore.metadata.pages import PageCache, PageSet
+from tieredstore.metadata.pages import PageSet
 from tieredstore.segment import FileType, SegmentPath
 
 QUEUE = QueuePath("bucket-root/", "orders", 7)
@@ -147,12 +147,3 @@ def test_a_chain_that_breaks_before_the_first_live_record_is_reported() -> None:
         pageset.view(first_base_offset=0, paged_through=300, last_hash=3)
     view = pageset.view(first_base_offset=200, paged_through=300, last_hash=3)  # trimmed: fine
     assert [r.key for r in view.refs] == ["k3"]
-
-
-def test_page_cache_evicts_the_least_recently_used() -> None:
-    cache = PageCache(2)
-    cache.put("a", [record(0)])
-    cache.put("b", [record(1)])
-    assert cache.get("a") is not None
-    cache.put("c", [record(2)])
-    assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 2

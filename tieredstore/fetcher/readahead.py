@@ -29,10 +29,10 @@ recently read segments only.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from tieredstore.lru import LRU
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 
 P = TypeVar("P", bound=Hashable)
@@ -93,16 +93,13 @@ class ReadAheadWindows(Generic[P]):
     recently read; ``on_evict`` is called with each segment whose window is
     dropped to make room (so state kept beside the window can go too)."""
 
-    __slots__ = ("_on_evict", "_windows", "base", "cap", "max_segments")
+    __slots__ = ("_on_evict", "_windows", "base", "cap")
 
     def __init__(self, base: int, cap: int, max_segments: int, *,
                  on_evict: Callable[[P], None] | None = None) -> None:
-        if max_segments < 1:
-            raise ValueError(f"max_segments must be >= 1, got {max_segments}")
         self.base = base
         self.cap = cap
-        self.max_segments = max_segments
-        self._windows: OrderedDict[P, ReadAheadWindow] = OrderedDict()
+        self._windows: LRU[P, ReadAheadWindow] = LRU(max_segments)
         self._on_evict = on_evict
 
     def __len__(self) -> int:
@@ -117,17 +114,13 @@ class ReadAheadWindows(Generic[P]):
         window = self._windows.get(path)
         if window is None:
             window = ReadAheadWindow(self.base, self.cap)
-            self._windows[path] = window
-            if len(self._windows) > self.max_segments:
-                old, _ = self._windows.popitem(last=False)
+            for old, _ in self._windows.put(path, window):
                 if self._on_evict is not None:
                     self._on_evict(old)
-        else:
-            self._windows.move_to_end(path)
         return window.advise(layout, position, length)
 
     def forget(self, path: P) -> None:
-        self._windows.pop(path, None)
+        self._windows.pop(path)
 
     def clear(self) -> None:
         self._windows.clear()

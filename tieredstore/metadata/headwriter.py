@@ -10,7 +10,9 @@ another writer's head there fences. A head is stamped by the caller's
 :class:`~tieredstore.metadata.versions.VersionedHeads`'); the writer stands on
 it once it has landed. A page is created once, before the head that
 references it: its key names a digest of its bytes, so bytes found there are
-these (written before), or damaged (replaced, once).
+these (written before), or damaged (replaced, once). A page read is checked
+and read again if it fails its checks (only damage that repeats is believed);
+the records of the pages used last are kept in an :class:`~tieredstore.lru.LRU`.
 """
 
 from __future__ import annotations
@@ -19,21 +21,27 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from tieredstore.metadata.pages import PageCache
+from tieredstore.errors import Corrupt, ObjectNotFound
+from tieredstore.lru import LRU
 from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.conditional import create_once
+from tieredstore.objectstore.reads import read_again_if
+from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
 H = TypeVar("H")
 R = TypeVar("R")
 P = TypeVar("P")
+T = TypeVar("T")
 
 # stamp(head, version, writer_id, session_id, written_at_ms): the head's own fields.
 Stamp = Callable[[H, int, str, str, int], None]
+
+PAGE_WRITE_CONCURRENCY = 16
 
 
 class HeadWriter(Generic[H, R]):
@@ -51,6 +59,7 @@ class HeadWriter(Generic[H, R]):
         session_of: Callable[[H], str],
         encode: Callable[[H], bytes],
         corrupt: Callable[[str], Exception],
+        missing: Callable[[str], Exception],
         cache_pages: int,
     ) -> None:
         self._store = heads.store
@@ -60,11 +69,12 @@ class HeadWriter(Generic[H, R]):
         self._writer_id = writer_id
         self._session_id = uuid.uuid4().hex
         self._write_lock = asyncio.Lock()
-        self._cache: PageCache[R] = PageCache(cache_pages)
+        self._cache: LRU[str, tuple[R, ...]] = LRU(cache_pages)
         self._stamp = stamp
         self._session_of = session_of
         self._encode = encode
         self._corrupt = corrupt
+        self._missing = missing
         self.page_writes = 0
 
     @property
@@ -93,17 +103,47 @@ class HeadWriter(Generic[H, R]):
     def _forget_pages(self) -> None:
         """Drop the page listings: pages were committed that this process did not see."""
 
-    async def _publish(self, head: H, landed: Callable[[], None]) -> None:
-        """Stamp ``head``, write it as the next version, stand on it once landed."""
+    async def _commit_pages(self, head: H, pages: Sequence[tuple[str, bytes | None, Sequence[R]]],
+                            landed: Callable[[], None]) -> None:
+        """Write each page ``(key, data, records)`` (``data`` None: written
+        before), then stamp ``head`` and write it as the next version; once it
+        has landed, stand on it, cache the pages' records and call ``landed``."""
+        await gather_bounded(PAGE_WRITE_CONCURRENCY, lambda page: self._write_page(*page),
+                             [(key, data) for key, data, _ in pages if data is not None])
         version = self._version + 1
         self._stamp(head, version, self._writer_id, self._session_id,
                     time.time_ns() // 1_000_000)
 
         def stand() -> None:
             self._head, self._version = head, version
+            for key, _, records in pages:
+                self._cache.put(key, tuple(records))
             landed()
 
         await self._heads.publish(version, self._encode(head), stand)
+
+    async def _page_records(self, key: str, decode: Callable[[bytes], Sequence[R]]
+                            ) -> tuple[R, ...]:
+        """The records of page ``key``: cached, or read (:meth:`_read_page`) and cached."""
+        records = self._cache.get(key)
+        if records is None:
+            records = tuple(await self._read_page(key, decode))
+            self._cache.put(key, records)
+        return records
+
+    async def _read_page(self, key: str, decode: Callable[[bytes], T]) -> T:
+        """Page ``key`` decoded, read again if it fails its checks (a read damaged
+        on the way is not the page's damage: only a failure that repeats is
+        believed). A page not there is not read again: a 404 is no damage on
+        the way, and the open's look for a page a crash left costs one GET."""
+
+        async def once() -> T:
+            return decode(await self._store.get(key))
+
+        try:
+            return await read_again_if(Corrupt, once)
+        except ObjectNotFound:
+            raise self._missing(f"page {key} is missing") from None
 
     async def _write_page(self, key: str, data: bytes) -> None:
         for attempt in range(2):
@@ -113,7 +153,7 @@ class HeadWriter(Generic[H, R]):
             if attempt == 0:  # damaged (or gone meanwhile)
                 log.warning("%s: replacing damaged page %s", self._heads.keys.name, key)
                 await self._store.delete(key)
-                self._cache.discard([key])
+                self._cache.pop(key)
         raise self._corrupt(f"page {key} could not be written")
 
     async def _list_page_keys(self, prefix: str, parse: Callable[[str], P | None]) -> list[P]:
@@ -129,4 +169,5 @@ class HeadWriter(Generic[H, R]):
 
     async def _delete_pages(self, keys: list[str]) -> None:
         await self._store.delete_many(keys)
-        self._cache.discard(keys)
+        for key in keys:
+            self._cache.pop(key)

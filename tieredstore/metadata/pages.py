@@ -1,4 +1,4 @@
-"""Choosing pages from their keys, and keeping a few loaded. No IO.
+"""Choosing pages from their keys. No IO.
 
 A :class:`PageSet` holds every page key listed for one file type of a queue.
 Against a head it splits into the pages wholly behind the ``first`` pointer
@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from tieredstore.metadata.errors import PageMissing
 from tieredstore.metadata.keys import PageRef
@@ -167,40 +166,3 @@ def walk_chain(refs: Iterable[P], last_hash: int, first: int,
 
 def _order(ref: PageRef) -> tuple[int, str]:
     return ref.first_base_offset, ref.key
-
-
-R = TypeVar("R")
-
-
-class PageCache(Generic[R]):
-    """The records of the most recently used pages, at most ``capacity`` pages."""
-
-    def __init__(self, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"page cache capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
-        self.hits = 0
-        self.misses = 0
-        self._pages: OrderedDict[str, tuple[R, ...]] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._pages)
-
-    def get(self, key: str) -> tuple[R, ...] | None:
-        records = self._pages.get(key)
-        if records is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._pages.move_to_end(key)
-        return records
-
-    def put(self, key: str, records: Sequence[R]) -> None:
-        self._pages[key] = tuple(records)
-        self._pages.move_to_end(key)
-        while len(self._pages) > self.capacity:
-            self._pages.popitem(last=False)
-
-    def discard(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            self._pages.pop(key, None)

@@ -34,6 +34,7 @@ leaves exactly that page at the key the next open computes: it is adopted
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -48,7 +49,7 @@ from tieredstore.metadata.errors import (
     MetadataReadOnly,
     PageMissing,
 )
-from tieredstore.metadata.format import FORMAT_VERSION, build_page
+from tieredstore.metadata.format import FORMAT_VERSION, build_page, decode_page
 from tieredstore.metadata.keys import QueuePath, check_file_type
 from tieredstore.metadata.pages import PageSet
 from tieredstore.metadata.properties import PropertyUpdate, apply_properties
@@ -69,7 +70,6 @@ from tieredstore.metadata.state import (
     page_out_tail,
 )
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 100_000
 CLAIM_ATTEMPTS = 16
-_PAGE_WRITE_CONCURRENCY = 16
 
 
 class QueueMetadata(MetadataReader):
@@ -329,9 +328,8 @@ class QueueMetadata(MetadataReader):
 
     async def _commit(self, head: pb.QueueHead, pages: Sequence[NewPage] = ()) -> None:
         """Write ``pages``, then ``head`` as the next version; then stand on it."""
-        await gather_bounded(_PAGE_WRITE_CONCURRENCY, lambda page: self._write_page(*page),
-                             [(p.ref.key, p.data) for p in pages if p.data is not None])
-        await self._publish(head, lambda: self._pages_committed(pages))
+        await self._commit_pages(head, [(p.ref.key, p.data, p.records) for p in pages],
+                                 lambda: self._pages_committed(pages))
 
     async def _recover_unreferenced_page(self) -> None:
         """Adopt the page a crash may have left between cutting a full tail and
@@ -346,7 +344,8 @@ class QueueMetadata(MetadataReader):
             tail = list(state.tail)
             ref, _ = build_page(self._queue, file_type, tail, state.last_page_hash)
             try:
-                found: list[pb.SegmentRecord] | None = await self._read_page(file_type, ref)
+                found: list[pb.SegmentRecord] | None = await self._read_page(
+                    ref.key, functools.partial(decode_page, file_type=file_type, ref=ref))
             except PageMissing:
                 continue
             except CorruptMetadata:

@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
-from tieredstore.errors import ObjectNotFound
 from tieredstore.filetype import FileType
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import (
@@ -48,7 +47,6 @@ from tieredstore.metadata.state import (
 )
 from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.reads import read_again_if
 
 DEFAULT_CACHE_PAGES = 16
 
@@ -96,6 +94,7 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             queue_heads(store, queue), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.session_id, encode=encode_head,
             corrupt=lambda message: CorruptMetadata(message, queue=queue.name),
+            missing=lambda message: PageMissing(message, queue=queue.name),
             cache_pages=cache_pages,
         )
         self._queue = queue
@@ -308,26 +307,8 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             return pageset
 
     async def _page(self, file_type: int, ref: PageRef) -> tuple[pb.SegmentRecord, ...]:
-        cached = self._cache.get(ref.key)
-        if cached is not None:
-            return cached
-        records = await self._read_page(check_file_type(file_type), ref)
-        self._cache.put(ref.key, records)
-        return tuple(records)
-
-    async def _read_page(self, file_type: FileType, ref: PageRef) -> list[pb.SegmentRecord]:
-        """A page, read again if it fails its checks (a read damaged on the way is
-        not the page's damage: only a failure that repeats is believed). A page
-        not there is not read again: a 404 is no damage on the way, and the
-        open's look for a page a crash left (usually none) costs one GET."""
-
-        async def once() -> list[pb.SegmentRecord]:
-            return decode_page(await self._store.get(ref.key), file_type, ref)
-
-        try:
-            return await read_again_if(CorruptMetadata, once)
-        except ObjectNotFound:
-            raise PageMissing(f"page {ref.key} is missing", queue=self._queue.name) from None
+        return await self._page_records(
+            ref.key, lambda data: decode_page(data, check_file_type(file_type), ref))
 
     def _forget_pages(self) -> None:
         # docstring inherited
@@ -342,5 +323,4 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             pageset = self._pagesets.get(page.file_type)
             if pageset is not None:
                 pageset.add(page.ref)
-            self._cache.put(page.ref.key, page.records)
 

@@ -31,7 +31,6 @@ import bisect
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
-from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     CorruptManagedLedger,
@@ -90,6 +89,7 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
             head_versions(store, path), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.sessionId, encode=encode_head,
             corrupt=lambda message: CorruptManagedLedger(message, name=path.name),
+            missing=lambda message: CorruptManagedLedger(message, name=path.name),
             cache_pages=cache_pages,
         )
         self.path = path
@@ -158,21 +158,20 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         self._pages = None
 
     async def _commit(self, head: pb.ManagedLedgerHead) -> None:
+        """Page out the ledgers that stopped changing, then write ``head``."""
         pages: list[tuple[LedgerPageRef, bytes, list[pb.LedgerInfo]]] = []
         for records in cut_pages(head):
             ref, data = build_page(self.path, records, head.lastPageHash)
             head.lastPageHash = ref.page_hash
             pages.append((ref, data, records))
-        for ref, data, _ in pages:  # in order: a crash leaves a prefix
-            await self._write_page(ref.key, data)
 
         def landed() -> None:
-            for ref, _, records in pages:
-                if self._pages is not None:
+            if self._pages is not None:
+                for ref, _, _ in pages:
                     bisect.insort(self._pages, ref, key=_order)
-                self._cache.put(ref.key, records)
 
-        await self._publish(head, landed)
+        await self._commit_pages(head, [(ref.key, data, records) for ref, data, records in pages],
+                                 landed)
 
     # --- reading --------------------------------------------------------------------
 
@@ -227,16 +226,8 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         return chain
 
     async def read_page(self, ref: LedgerPageRef) -> tuple[pb.LedgerInfo, ...]:
-        cached = self._cache.get(ref.key)
-        if cached is not None:
-            return cached
-        try:
-            data = await self._store.get(ref.key)
-        except ObjectNotFound:
-            raise CorruptManagedLedger(f"page {ref.key} is missing", name=self.name) from None
-        records = decode_page(data, ref, name=self.name)
-        self._cache.put(ref.key, records)
-        return tuple(records)
+        return await self._page_records(
+            ref.key, lambda data: decode_page(data, ref, name=self.name))
 
     async def _list_pages(self) -> list[LedgerPageRef]:
         if self._pages is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from collections import OrderedDict
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import NoOffloader
@@ -22,6 +21,7 @@ from tieredstore.ledger.managed.config import ReadPriority
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.state import is_offloaded
 from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.lru import LRU
 
 log = logging.getLogger(__name__)
 
@@ -66,35 +66,29 @@ class HandleCache:
     closed when more than ``capacity`` are open."""
 
     def __init__(self, capacity: int = 16) -> None:
-        self.capacity = max(1, capacity)
-        self._handles: OrderedDict[tuple[LedgerCopy, int], ReadHandle] = OrderedDict()
+        self._handles: LRU[tuple[LedgerCopy, int], ReadHandle] = LRU(max(1, capacity))
 
     def get(self, source: LedgerCopy, ledger_id: int) -> ReadHandle | None:
-        handle = self._handles.get((source, ledger_id))
-        if handle is not None:
-            self._handles.move_to_end((source, ledger_id))
-        return handle
+        return self._handles.get((source, ledger_id))
 
     async def put(self, source: LedgerCopy, ledger_id: int, handle: ReadHandle) -> None:
-        old = self._handles.pop((source, ledger_id), None)
-        self._handles[(source, ledger_id)] = handle
-        if old is not None and old is not handle:
+        old = self._handles.pop((source, ledger_id))
+        if old is not handle:
             await _close(old)
-        while len(self._handles) > self.capacity:
-            _, evicted = self._handles.popitem(last=False)
+        for _, evicted in self._handles.put((source, ledger_id), handle):
             await _close(evicted)
 
     async def drop(self, ledger_id: int, source: LedgerCopy | None = None) -> None:
-        for key in [k for k in self._handles if k[1] == ledger_id
-                    and (source is None or k[0] is source)]:
-            await _close(self._handles.pop(key))
+        for key in self._handles:
+            if key[1] == ledger_id and (source is None or key[0] is source):
+                await _close(self._handles.pop(key))
 
     async def close(self) -> None:
-        while self._handles:
-            _, handle = self._handles.popitem()
+        for handle in self._handles.clear():
             await _close(handle)
 
 
-async def _close(handle: ReadHandle) -> None:
-    with contextlib.suppress(Exception):
-        await handle.close()
+async def _close(handle: ReadHandle | None) -> None:
+    if handle is not None:
+        with contextlib.suppress(Exception):
+            await handle.close()
