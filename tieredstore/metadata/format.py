@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
+
+from google.protobuf.message import Message
 
 from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
@@ -28,33 +30,37 @@ def frame(magic: bytes, payload: bytes) -> bytes:
     return _FRAME.pack(magic, crc32c(payload)) + payload
 
 
-def unframe(magic: bytes, data: bytes, key: str) -> bytes:
-    """The payload of a framed object, or ``CorruptMetadata`` naming ``key``."""
+def unframe(magic: bytes, data: bytes, key: str,
+            corrupt: Callable[[str], Exception] = CorruptMetadata) -> bytes:
+    """The payload of a framed object, or ``corrupt`` (``CorruptMetadata``) naming ``key``."""
     if len(data) < _FRAME.size:
-        raise CorruptMetadata(f"{key}: {len(data)} bytes, shorter than a frame header")
+        raise corrupt(f"{key}: {len(data)} bytes, shorter than a frame header")
     found, checksum = _FRAME.unpack_from(data)
     if found != magic:
-        raise CorruptMetadata(f"{key}: magic {found!r}, expected {magic!r}")
+        raise corrupt(f"{key}: magic {found!r}, expected {magic!r}")
     payload = data[_FRAME.size :]
     if crc32c(payload) != checksum:
-        raise CorruptMetadata(f"{key}: CRC32C mismatch")
+        raise corrupt(f"{key}: CRC32C mismatch")
     return payload
 
 
-Framed = TypeVar("Framed", pb.QueueHead, pb.MetadataPage)
+Framed = TypeVar("Framed", bound=Message)
 
 
-def parse_framed(message: Framed, magic: bytes, data: bytes, key: str) -> Framed:
+def parse_framed(message: Framed, magic: bytes, data: bytes, key: str, *,
+                 version_field: str = "format_version", version: int = FORMAT_VERSION,
+                 corrupt: Callable[[str], Exception] = CorruptMetadata) -> Framed:
     """``message`` parsed from the framed object read from ``key``, its format
-    version checked: ``CorruptMetadata`` naming ``key`` for anything else."""
-    payload = unframe(magic, data, key)
+    version (field ``version_field``) checked to be ``version``: ``corrupt``
+    (``CorruptMetadata``) naming ``key`` for anything else."""
+    payload = unframe(magic, data, key, corrupt)
     try:
         message.ParseFromString(payload)
     except Exception as exc:  # protobuf's DecodeError and friends
-        raise CorruptMetadata(f"{key}: not a {type(message).__name__}: {exc}") from exc
-    if message.format_version != FORMAT_VERSION:
-        raise CorruptMetadata(f"{key}: format version {message.format_version}; this library "
-                              f"reads {FORMAT_VERSION}")
+        raise corrupt(f"{key}: not a {type(message).__name__}: {exc}") from exc
+    found = getattr(message, version_field)
+    if found != version:
+        raise corrupt(f"{key}: format version {found}; this library reads {version}")
     return message
 
 

@@ -9,14 +9,12 @@ payload (uint32, big-endian), then the protobuf payload
 from __future__ import annotations
 
 import uuid as uuid_mod
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
-from tieredstore.metadata.errors import CorruptMetadata
-from tieredstore.metadata.format import frame, page_hash, unframe
+from tieredstore.metadata.format import frame, page_hash, parse_framed
 
 FORMAT_VERSION = 1
 HEAD_MAGIC = b"TMH1"
@@ -47,22 +45,8 @@ def offload_uuid(info: pb.LedgerInfo) -> uuid_mod.UUID | None:
     return uuid_from_bits(ctx.uidMsb, ctx.uidLsb)
 
 
-M = TypeVar("M", pb.ManagedLedgerHead, pb.ManagedLedgerPage)
-
-
-def _parse(message: M, magic: bytes, data: bytes, key: str, name: str) -> M:
-    """``message`` parsed from the framed object ``key``, of this format version."""
-    try:
-        message.ParseFromString(unframe(magic, data, key))
-    except CorruptMetadata as exc:
-        raise CorruptManagedLedger(str(exc), name=name) from None
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise CorruptManagedLedger(f"{key}: not a {type(message).__name__}: {exc}",
-                                   name=name) from exc
-    if message.formatVersion != FORMAT_VERSION:
-        raise CorruptManagedLedger(f"{key}: format version {message.formatVersion}; "
-                                   f"this library reads {FORMAT_VERSION}", name=name)
-    return message
+def _corrupt(name: str) -> Callable[[str], CorruptManagedLedger]:
+    return lambda message: CorruptManagedLedger(message, name=name)
 
 
 def stamp_head(head: pb.ManagedLedgerHead, version: int, writer_id: str, session_id: str,
@@ -77,7 +61,9 @@ def encode_head(head: pb.ManagedLedgerHead) -> bytes:
 
 
 def decode_head(data: bytes, key: str, version: int, *, name: str = "") -> pb.ManagedLedgerHead:
-    head = _parse(pb.ManagedLedgerHead(), HEAD_MAGIC, data, key, name)
+    head = parse_framed(pb.ManagedLedgerHead(), HEAD_MAGIC, data, key,
+                        version_field="formatVersion", version=FORMAT_VERSION,
+                        corrupt=_corrupt(name))
     if head.version != version:
         raise CorruptManagedLedger(f"{key}: holds version {head.version}", name=name)
     if head.pageSize < 1:
@@ -98,7 +84,9 @@ def build_page(path: ManagedLedgerPath, ledgers: Sequence[pb.LedgerInfo], prev_h
 
 def decode_page(data: bytes, ref: LedgerPageRef, *, name: str = "") -> list[pb.LedgerInfo]:
     """The ledgers of a page read from ``ref.key``, checked against the key."""
-    page = _parse(pb.ManagedLedgerPage(), PAGE_MAGIC, data, ref.key, name)
+    page = parse_framed(pb.ManagedLedgerPage(), PAGE_MAGIC, data, ref.key,
+                        version_field="formatVersion", version=FORMAT_VERSION,
+                        corrupt=_corrupt(name))
     if page_hash(data) != ref.page_hash:
         raise CorruptManagedLedger(f"{ref.key}: bytes do not match the hash in the key",
                                    name=name)
