@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tieredstore.fetcher import MemoryLRU, ReadAheadWindow
+from tieredstore.fetcher import ReadAheadWindow
+from tieredstore.lru import LRU
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 
 UNIT = 100
@@ -34,22 +35,22 @@ def layout_of(n: int, unit: int = UNIT) -> SegmentLayout:
     return SegmentLayout(ChunkRef(i * unit, unit, f"chunk-{i}") for i in range(n))
 
 
-# --- MemoryLRU ------------------------------------------------------------------------
+# --- LRU, weighing bytes (the fetcher's memory tier) ---------------------------------
 
 
 def test_lru_budget_counts_bytes_not_entries() -> None:
-    lru: MemoryLRU[str] = MemoryLRU(1000)
+    lru: LRU[str, bytes] = LRU(1000, weigh=len)
     for i in range(100):
         assert lru.put(f"small{i}", b"x" * 10)
-    assert len(lru) == 100 and lru.nbytes == 1000
+    assert len(lru) == 100 and lru.used == 1000
     assert lru.put("big", b"y" * 500)
-    assert lru.nbytes <= 1000
+    assert lru.used <= 1000
     assert len(lru) == 51, "a 500-byte entry must push out fifty 10-byte ones"
-    assert lru.evictions == 50 and lru.evicted_bytes == 500
+    assert lru.evictions == 50 and lru.evicted == 500
 
 
 def test_lru_entry_bigger_than_budget_is_not_cached_and_evicts_nothing() -> None:
-    lru: MemoryLRU[str] = MemoryLRU(100)
+    lru: LRU[str, bytes] = LRU(100, weigh=len)
     lru.put("a", b"a" * 60)
     assert not lru.put("huge", b"h" * 101)
     assert "huge" not in lru and "a" in lru
@@ -58,7 +59,7 @@ def test_lru_entry_bigger_than_budget_is_not_cached_and_evicts_nothing() -> None
 
 def test_lru_get_refreshes_recency_and_counts() -> None:
     evicted: list[str] = []
-    lru: MemoryLRU[str] = MemoryLRU(300, on_evict=lambda k, _: evicted.append(k))
+    lru: LRU[str, bytes] = LRU(300, weigh=len, on_evict=lambda k, _: evicted.append(k))
     for key in "abc":
         lru.put(key, key.encode() * 100)
     assert lru.get("a") is not None  # a is now the most recent
@@ -71,7 +72,7 @@ def test_lru_get_refreshes_recency_and_counts() -> None:
 
 def test_lru_fetch_calls_the_fetcher_once_per_key_while_cached() -> None:
     fetch = CountingFetcher()
-    lru: MemoryLRU[int] = MemoryLRU(3 * UNIT)
+    lru: LRU[int, bytes] = LRU(3 * UNIT, weigh=len)
     for _ in range(5):
         for key in (1, 2, 3):
             assert len(lru.fetch(key, fetch)) == UNIT
@@ -82,10 +83,10 @@ def test_lru_fetch_calls_the_fetcher_once_per_key_while_cached() -> None:
 
 
 def test_lru_pop_and_peek_do_not_count() -> None:
-    lru: MemoryLRU[str] = MemoryLRU(100)
+    lru: LRU[str, bytes] = LRU(100, weigh=len)
     lru.put("a", b"1234")
     assert lru.peek("a") == b"1234" and lru.pop("a") == b"1234"
-    assert lru.nbytes == 0 and (lru.hits, lru.misses, lru.evictions) == (0, 0, 0)
+    assert lru.used == 0 and (lru.hits, lru.misses, lru.evictions) == (0, 0, 0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -96,7 +97,7 @@ def test_lru_pop_and_peek_do_not_count() -> None:
 )
 def test_lru_matches_a_plain_model(budget: int, ops: list[tuple[str, int, int]]) -> None:
     """Compare with an OrderedDict model written independently of the class."""
-    lru: MemoryLRU[int] = MemoryLRU(budget)
+    lru: LRU[int, bytes] = LRU(budget, weigh=len)
     model: OrderedDict[int, bytes] = OrderedDict()
     for op, key, size in ops:
         if op == "put":
@@ -115,7 +116,7 @@ def test_lru_matches_a_plain_model(budget: int, ops: list[tuple[str, int, int]])
         else:
             assert lru.pop(key) == model.pop(key, None)
         assert list(lru) == list(model)
-        assert lru.nbytes == sum(map(len, model.values())) <= budget
+        assert lru.used == sum(map(len, model.values())) <= budget
 
 
 # --- ReadAheadWindow --------------------------------------------------------------------
@@ -202,12 +203,12 @@ def test_bad_window_bounds_are_refused() -> None:
 
 
 def simulate(reads: list[tuple[int, int]], *, units: int, budget_units: int,
-             base: int = 2, cap: int = 8) -> tuple[CountingFetcher, MemoryLRU[int]]:
+             base: int = 2, cap: int = 8) -> tuple[CountingFetcher, LRU[int, bytes]]:
     """A reader over a layout: LRU lookups, fetch on miss, then prefetch what the
     window advises (as far as the budget has room beside the units just read)."""
     layout = layout_of(units)
     fetch = CountingFetcher()
-    lru: MemoryLRU[int] = MemoryLRU(budget_units * UNIT)
+    lru: LRU[int, bytes] = LRU(budget_units * UNIT, weigh=len)
     window = ReadAheadWindow(base, cap)
     for position, length in reads:
         read_units = {s.unit.position // UNIT for s in layout.slices(position, length)}
@@ -221,7 +222,7 @@ def simulate(reads: list[tuple[int, int]], *, units: int, budget_units: int,
             index = unit.position // UNIT
             if index not in lru:
                 lru.put(index, fetch(index))
-        assert lru.nbytes <= lru.budget
+        assert lru.used <= lru.budget
     return fetch, lru
 
 

@@ -6,7 +6,7 @@ parts that each do one thing:
 
 - ``memory``: :class:`MemoryTier`, the units in memory and every index about
   them (segment, unread prefetches, committed units, drop-behind), over a
-  :class:`MemoryLRU`; pure, no IO.
+  :class:`~tieredstore.lru.LRU` weighing bytes; pure, no IO.
 - ``disk``: :class:`DiskTier`, checked units kept across restarts.
 - ``generations``: :class:`DiskGenerations`, which disk work of a segment
   predates its last ``forget`` (so none of it is served after); pure.
@@ -28,7 +28,6 @@ from tieredstore.fetcher.disk import (
 from tieredstore.fetcher.fetcher import Fetcher, UnitKey, unit_key
 from tieredstore.fetcher.generations import DiskGenerations
 from tieredstore.fetcher.loads import LoadRegistry
-from tieredstore.fetcher.lru import MemoryLRU
 from tieredstore.fetcher.memory import MemoryTier
 from tieredstore.fetcher.options import FetcherOptions
 from tieredstore.fetcher.readahead import ReadAheadWindow, ReadAheadWindows
@@ -45,7 +44,6 @@ __all__ = [
     "FetcherOptions",
     "LoadRegistry",
     "Lookup",
-    "MemoryLRU",
     "MemoryTier",
     "ReadAheadWindow",
     "ReadAheadWindows",

@@ -6,7 +6,7 @@ load. It owns every index about the units it holds, so they change together
 and :meth:`MemoryTier.check` can state how they relate:
 
 - the bytes, under a byte budget, least recently used out first
-  (:class:`~tieredstore.fetcher.lru.MemoryLRU`);
+  (:class:`~tieredstore.lru.LRU`, weighing each unit by its length);
 - which segment each unit belongs to, and each segment's units, so
   :meth:`~MemoryTier.forget` drops a segment at once;
 - which units were prefetched and not read yet (read-ahead hits and waste);
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Iterator, Set
 from typing import Generic, TypeVar
 
-from tieredstore.fetcher.lru import MemoryLRU
+from tieredstore.lru import LRU
 
 K = TypeVar("K", bound=Hashable)  # a unit
 P = TypeVar("P", bound=Hashable)  # a segment
@@ -37,7 +37,7 @@ class MemoryTier(Generic[K, P]):
                  "_wasted")
 
     def __init__(self, budget: int) -> None:
-        self._lru: MemoryLRU[K] = MemoryLRU(budget, on_evict=self._evicted)
+        self._lru: LRU[K, bytes] = LRU(budget, weigh=len, on_evict=self._evicted)
         self._owner: dict[K, P] = {}  # unit -> its segment
         self._by_segment: dict[P, set[K]] = {}  # segment -> its units (never empty)
         self._unread: set[K] = set()  # prefetched, not read yet
@@ -54,7 +54,7 @@ class MemoryTier(Generic[K, P]):
 
     @property
     def nbytes(self) -> int:
-        return self._lru.nbytes
+        return self._lru.used
 
     @property
     def evictions(self) -> int:
@@ -206,8 +206,8 @@ class MemoryTier(Generic[K, P]):
     def check(self) -> None:
         """Raise AssertionError unless the indexes agree (tests)."""
         held = set(self._lru)
-        assert self._lru.nbytes == sum(len(self._lru.peek(k) or b"") for k in held)
-        assert 0 <= self._lru.nbytes <= self._lru.budget
+        assert self._lru.used == sum(len(self._lru.peek(k) or b"") for k in held)
+        assert 0 <= self._lru.used <= self._lru.budget
         assert set(self._owner) == held, "every held unit has one segment, nothing else"
         seen: set[K] = set()
         for path, keys in self._by_segment.items():

@@ -93,14 +93,14 @@ class ReadAheadWindows(Generic[P]):
     recently read; ``on_evict`` is called with each segment whose window is
     dropped to make room (so state kept beside the window can go too)."""
 
-    __slots__ = ("_on_evict", "_windows", "base", "cap")
+    __slots__ = ("_windows", "base", "cap")
 
     def __init__(self, base: int, cap: int, max_segments: int, *,
                  on_evict: Callable[[P], None] | None = None) -> None:
         self.base = base
         self.cap = cap
-        self._windows: LRU[P, ReadAheadWindow] = LRU(max_segments)
-        self._on_evict = on_evict
+        self._windows: LRU[P, ReadAheadWindow] = LRU(
+            max_segments, on_evict=None if on_evict is None else lambda path, _: on_evict(path))
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -114,9 +114,7 @@ class ReadAheadWindows(Generic[P]):
         window = self._windows.get(path)
         if window is None:
             window = ReadAheadWindow(self.base, self.cap)
-            for old, _ in self._windows.put(path, window):
-                if self._on_evict is not None:
-                    self._on_evict(old)
+            self._windows.put(path, window)
         return window.advise(layout, position, length)
 
     def forget(self, path: P) -> None:

@@ -66,7 +66,9 @@ class HandleCache:
     closed when more than ``capacity`` are open."""
 
     def __init__(self, capacity: int = 16) -> None:
-        self._handles: LRU[tuple[LedgerCopy, int], ReadHandle] = LRU(max(1, capacity))
+        self._evicted: list[ReadHandle] = []  # to close
+        self._handles: LRU[tuple[LedgerCopy, int], ReadHandle] = LRU(
+            max(1, capacity), on_evict=lambda _, handle: self._evicted.append(handle))
 
     def get(self, source: LedgerCopy, ledger_id: int) -> ReadHandle | None:
         return self._handles.get((source, ledger_id))
@@ -75,8 +77,9 @@ class HandleCache:
         old = self._handles.pop((source, ledger_id))
         if old is not handle:
             await _close(old)
-        for _, evicted in self._handles.put((source, ledger_id), handle):
-            await _close(evicted)
+        self._handles.put((source, ledger_id), handle)
+        while self._evicted:
+            await _close(self._evicted.pop())
 
     async def drop(self, ledger_id: int, source: LedgerCopy | None = None) -> None:
         for key in self._handles:
@@ -84,9 +87,8 @@ class HandleCache:
                 await _close(self._handles.pop(key))
 
     async def close(self) -> None:
-        for handle in self._handles.clear():
-            await _close(handle)
-
+        for key in self._handles:
+            await _close(self._handles.pop(key))
 
 async def _close(handle: ReadHandle | None) -> None:
     if handle is not None:
