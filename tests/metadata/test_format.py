@@ -28,7 +28,7 @@ from tieredstore.metadata.format import (
     encode_page,
 )
 from tieredstore.metadata.keys import file_type_dir, parse_queue_head_key
-from tieredstore.metadata.pages import PageSet
+from tieredstore.metadata.pages import PageSet, page_span
 from tieredstore.segment import FileType, SegmentPath
 
 QUEUE = QueuePath("bucket-root/", "orders", 7)
@@ -127,7 +127,7 @@ def chain(*spec: tuple[int, int, int, int]) -> list[PageRef]:
 def test_the_view_is_the_chain_from_the_heads_newest_page() -> None:
     pages = chain((0, 100, 0, 50), (100, 200, 10, 40), (200, 300, 20, 90), (300, 400, 30, 60))
     stray = PageRef("stray", 100, 250, 10, 99, 1, 77, 1)  # same offsets, never referenced
-    pageset = PageSet([*pages, stray])
+    pageset = PageSet(page_span, [*pages, stray])
     view = pageset.view(first_base_offset=150, paged_through=300, last_hash=3)
     assert [r.key for r in view.refs] == ["k2", "k3"]  # k1 trimmed, k4 not referenced yet
     assert [r.key for r in pageset.dead(150)] == ["k1"]
@@ -142,7 +142,7 @@ def test_the_view_is_the_chain_from_the_heads_newest_page() -> None:
 
 def test_a_chain_that_breaks_before_the_first_live_record_is_reported() -> None:
     pages = chain((0, 100, 0, 50), (100, 200, 10, 40), (200, 300, 20, 90))
-    pageset = PageSet([pages[0], pages[2]])  # k2 lost
+    pageset = PageSet(page_span, [pages[0], pages[2]])  # k2 lost
     with pytest.raises(PageMissing, match="breaks"):
         pageset.view(first_base_offset=0, paged_through=300, last_hash=3)
     view = pageset.view(first_base_offset=200, paged_through=300, last_hash=3)  # trimmed: fine

@@ -21,11 +21,14 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from tieredstore.errors import Corrupt, ObjectNotFound
 from tieredstore.lru import LRU
+from tieredstore.metadata.pages import P, PageSet
 from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import read_again_if
@@ -35,7 +38,6 @@ log = logging.getLogger(__name__)
 
 H = TypeVar("H")
 R = TypeVar("R")
-P = TypeVar("P")
 T = TypeVar("T")
 
 # stamp(head, version, writer_id, session_id, written_at_ms): the head's own fields.
@@ -44,9 +46,21 @@ Stamp = Callable[[H, int, str, str, int], None]
 PAGE_WRITE_CONCURRENCY = 16
 
 
-class HeadWriter(Generic[H, R]):
-    """Stands on one head (``_head`` at ``_version``), writes the next, and keeps
-    the records of the pages used last (``_cache``)."""
+@dataclass(frozen=True, slots=True)
+class NewPage(Generic[P, R]):
+    """A page of series ``series`` that the next head will reference. ``data``
+    None: already written."""
+
+    series: int
+    ref: P
+    records: Sequence[R]
+    data: bytes | None
+
+
+class HeadWriter(Generic[H, R, P]):
+    """Stands on one head (``_head`` at ``_version``), writes the next, keeps
+    the records of the pages used last (``_cache``) and the page keys listed
+    for each series of pages (:meth:`_listed_pages`)."""
 
     def __init__(
         self,
@@ -60,6 +74,7 @@ class HeadWriter(Generic[H, R]):
         encode: Callable[[H], bytes],
         corrupt: Callable[[str], Exception],
         missing: Callable[[str], Exception],
+        span: Callable[[P], tuple[int, int]],
         cache_pages: int,
     ) -> None:
         self._store = heads.store
@@ -75,6 +90,10 @@ class HeadWriter(Generic[H, R]):
         self._encode = encode
         self._corrupt = corrupt
         self._missing = missing
+        self._span = span
+        self._pagesets: dict[int, PageSet[P]] = {}
+        self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._pages_generation: defaultdict[int, int] = defaultdict(int)
         self.page_writes = 0
 
     @property
@@ -102,23 +121,27 @@ class HeadWriter(Generic[H, R]):
 
     def _forget_pages(self) -> None:
         """Drop the page listings: pages were committed that this process did not see."""
+        for series in list(self._pagesets):
+            del self._pagesets[series]
+            self._pages_generation[series] += 1
 
-    async def _commit_pages(self, head: H, pages: Sequence[tuple[str, bytes | None, Sequence[R]]],
-                            landed: Callable[[], None]) -> None:
-        """Write each page ``(key, data, records)`` (``data`` None: written
-        before), then stamp ``head`` and write it as the next version; once it
-        has landed, stand on it, cache the pages' records and call ``landed``."""
+    async def _commit_pages(self, head: H, pages: Sequence[NewPage[P, R]]) -> None:
+        """Write ``pages``, then stamp ``head`` and write it as the next version;
+        once it has landed, stand on it and keep listings and cache up to date."""
         await gather_bounded(PAGE_WRITE_CONCURRENCY, lambda page: self._write_page(*page),
-                             [(key, data) for key, data, _ in pages if data is not None])
+                             [(p.ref.key, p.data) for p in pages if p.data is not None])
         version = self._version + 1
         self._stamp(head, version, self._writer_id, self._session_id,
                     time.time_ns() // 1_000_000)
 
         def stand() -> None:
             self._head, self._version = head, version
-            for key, _, records in pages:
-                self._cache.put(key, tuple(records))
-            landed()
+            for page in pages:
+                self._pages_generation[page.series] += 1
+                pageset = self._pagesets.get(page.series)
+                if pageset is not None:
+                    pageset.add(page.ref)
+                self._cache.put(page.ref.key, tuple(page.records))
 
         await self._heads.publish(version, self._encode(head), stand)
 
@@ -156,18 +179,38 @@ class HeadWriter(Generic[H, R]):
                 self._cache.pop(key)
         raise self._corrupt(f"page {key} could not be written")
 
-    async def _list_page_keys(self, prefix: str, parse: Callable[[str], P | None]) -> list[P]:
-        """What each page key under ``prefix`` says (keys that are no page: ignored)."""
-        refs: list[P] = []
-        for info in await self._store.list_all(prefix):
-            ref = parse(info.key)
-            if ref is None:
-                log.warning("%s: ignoring %r: not a page key", self._heads.keys.name, info.key)
-            else:
-                refs.append(ref)
-        return refs
+    async def _listed_pages(self, series: int, prefix: str, parse: Callable[[str], P | None]
+                            ) -> PageSet[P]:
+        """Every page key of ``series`` (under ``prefix``; keys that are no page:
+        ignored): listed once, then kept up to date."""
+        pageset = self._pagesets.get(series)
+        if pageset is not None:
+            return pageset
+        async with self._pageset_locks[series]:
+            pageset = self._pagesets.get(series)
+            if pageset is not None:
+                return pageset
+            while True:  # a page committed during the listing may be missing: list again
+                generation = self._pages_generation[series]
+                refs: list[P] = []
+                for info in await self._store.list_all(prefix):
+                    ref = parse(info.key)
+                    if ref is None:
+                        log.warning("%s: ignoring %r: not a page key", self._heads.keys.name,
+                                    info.key)
+                    else:
+                        refs.append(ref)
+                if generation == self._pages_generation[series]:
+                    break
+            pageset = PageSet(self._span, refs)
+            self._pagesets[series] = pageset
+            return pageset
 
-    async def _delete_pages(self, keys: list[str]) -> None:
-        await self._store.delete_many(keys)
-        for key in keys:
-            self._cache.pop(key)
+    async def _drop_pages(self, pageset: PageSet[P], keys: list[str]) -> int:
+        """Delete the pages ``keys`` of ``pageset``, and forget them."""
+        if keys:
+            await self._store.delete_many(keys)
+            pageset.discard(keys)
+            for key in keys:
+                self._cache.pop(key)
+        return len(keys)

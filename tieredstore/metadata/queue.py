@@ -50,13 +50,12 @@ from tieredstore.metadata.errors import (
     PageMissing,
 )
 from tieredstore.metadata.format import FORMAT_VERSION, build_page, decode_page
-from tieredstore.metadata.keys import QueuePath, check_file_type
-from tieredstore.metadata.pages import PageSet
+from tieredstore.metadata.headwriter import NewPage
+from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
 from tieredstore.metadata.properties import PropertyUpdate, apply_properties
 from tieredstore.metadata.reader import (
     DEFAULT_CACHE_PAGES,
     MetadataReader,
-    NewPage,
     queue_heads,
 )
 from tieredstore.metadata.state import (
@@ -223,7 +222,7 @@ class QueueMetadata(MetadataReader):
             head = self.head
             if properties:
                 apply_properties(head, properties, self._queue.name)
-            pages: list[NewPage] = []
+            pages: list[NewPage[PageRef, pb.SegmentRecord]] = []
             applied = 0
             for record in batch:
                 outcome = apply_append(head, record)
@@ -326,17 +325,17 @@ class QueueMetadata(MetadataReader):
             raise MetadataReadOnly("opened read-only", queue=self._queue.name)
         super()._check_writable()
 
-    async def _commit(self, head: pb.QueueHead, pages: Sequence[NewPage] = ()) -> None:
+    async def _commit(self, head: pb.QueueHead,
+                      pages: Sequence[NewPage[PageRef, pb.SegmentRecord]] = ()) -> None:
         """Write ``pages``, then ``head`` as the next version; then stand on it."""
-        await self._commit_pages(head, [(p.ref.key, p.data, p.records) for p in pages],
-                                 lambda: self._pages_committed(pages))
+        await self._commit_pages(head, pages)
 
     async def _recover_unreferenced_page(self) -> None:
         """Adopt the page a crash may have left between cutting a full tail and
         writing its head. It can only be at the key that tail's page would
         have; damaged bytes there are deleted."""
         head: pb.QueueHead | None = None
-        adopted: list[NewPage] = []
+        adopted: list[NewPage[PageRef, pb.SegmentRecord]] = []
         for state in self._head.files:
             if len(state.tail) < self._head.page_size:
                 continue
@@ -372,10 +371,3 @@ class QueueMetadata(MetadataReader):
         pageset = await self._pageset(file_type)
         dead = pageset.dead(state.first_base_offset)
         return await self._drop_pages(pageset, [r.key for r in dead])
-
-    async def _drop_pages(self, pageset: PageSet, keys: list[str]) -> int:
-        """Delete the pages ``keys`` of ``pageset``'s file type, and forget them."""
-        if keys:
-            await self._delete_pages(keys)
-            pageset.discard(keys)
-        return len(keys)

@@ -10,12 +10,9 @@ series of a queue's head versions that every open loads from.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import types
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 
 from tieredstore.filetype import FileType
@@ -35,7 +32,7 @@ from tieredstore.metadata.format import (
 )
 from tieredstore.metadata.headwriter import HeadWriter
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type
-from tieredstore.metadata.pages import PageSet, PageView
+from tieredstore.metadata.pages import PageSet, PageView, page_span
 from tieredstore.metadata.state import (
     First,
     copy_record,
@@ -62,17 +59,7 @@ def queue_heads(store: ObjectStore, queue: QueuePath) -> VersionedHeads[pb.Queue
     )
 
 
-@dataclass(frozen=True, slots=True)
-class NewPage:
-    """A page that the next head will reference. ``data`` None: already written."""
-
-    file_type: FileType
-    ref: PageRef
-    records: list[pb.SegmentRecord]
-    data: bytes | None
-
-
-class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
+class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord, PageRef]):
     """Lookups over one queue's metadata at one head version.
 
     Reads see the head this instance stands on; pages are immutable, so a
@@ -95,13 +82,10 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
             stamp=stamp_head, session_of=lambda head: head.session_id, encode=encode_head,
             corrupt=lambda message: CorruptMetadata(message, queue=queue.name),
             missing=lambda message: PageMissing(message, queue=queue.name),
-            cache_pages=cache_pages,
+            span=page_span, cache_pages=cache_pages,
         )
         self._queue = queue
         self._read_only = read_only
-        self._pagesets: dict[int, PageSet] = {}
-        self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
-        self._pages_generation: defaultdict[int, int] = defaultdict(int)
 
     # --- what the head says -------------------------------------------------------
 
@@ -286,41 +270,12 @@ class MetadataReader(HeadWriter[pb.QueueHead, pb.SegmentRecord]):
         pageset = await self._pageset(check_file_type(state.file_type))
         return pageset.view(state.first_base_offset, state.paged_through, state.last_page_hash)
 
-    async def _pageset(self, file_type: FileType) -> PageSet:
+    async def _pageset(self, file_type: FileType) -> PageSet[PageRef]:
         """Every page key of the file type: listed once, then kept up to date."""
-        pageset = self._pagesets.get(file_type)
-        if pageset is not None:
-            return pageset
-        async with self._pageset_locks[file_type]:
-            pageset = self._pagesets.get(file_type)
-            if pageset is not None:
-                return pageset
-            prefix = self._queue.pages_prefix(file_type)
-            while True:  # a page committed during the listing may be missing: list again
-                generation = self._pages_generation[file_type]
-                refs = await self._list_page_keys(
-                    prefix, lambda key: self._queue.parse_page_key(file_type, key))
-                if generation == self._pages_generation[file_type]:
-                    break
-            pageset = PageSet(refs)
-            self._pagesets[file_type] = pageset
-            return pageset
+        return await self._listed_pages(file_type, self._queue.pages_prefix(file_type),
+                                        lambda key: self._queue.parse_page_key(file_type, key))
 
     async def _page(self, file_type: int, ref: PageRef) -> tuple[pb.SegmentRecord, ...]:
         return await self._page_records(
             ref.key, lambda data: decode_page(data, check_file_type(file_type), ref))
-
-    def _forget_pages(self) -> None:
-        # docstring inherited
-        for file_type in list(self._pagesets):
-            del self._pagesets[file_type]
-            self._pages_generation[file_type] += 1
-
-    def _pages_committed(self, pages: Sequence[NewPage]) -> None:
-        """This process committed ``pages``: keep listings and cache up to date."""
-        for page in pages:
-            self._pages_generation[page.file_type] += 1
-            pageset = self._pagesets.get(page.file_type)
-            if pageset is not None:
-                pageset.add(page.ref)
 

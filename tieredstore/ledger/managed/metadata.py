@@ -48,8 +48,8 @@ from tieredstore.ledger.managed.format import (
 from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.ledger.managed.state import copy_info, cut_pages, find
 from tieredstore.ledger.managed.state import trim as trim_head
-from tieredstore.metadata.headwriter import HeadWriter
-from tieredstore.metadata.pages import walk_chain
+from tieredstore.metadata.headwriter import HeadWriter, NewPage
+from tieredstore.metadata.pages import PageSet
 from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.base import ObjectStore
 
@@ -57,6 +57,7 @@ T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 10_000
+_SERIES = 0  # a managed ledger has one series of pages
 
 
 def head_versions(store: ObjectStore, path: ManagedLedgerPath
@@ -72,7 +73,7 @@ def head_versions(store: ObjectStore, path: ManagedLedgerPath
     )
 
 
-class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
+class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo, LedgerPageRef]):
     """The metadata of one managed ledger. Open with :meth:`open`."""
 
     def __init__(
@@ -90,10 +91,9 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
             stamp=stamp_head, session_of=lambda head: head.sessionId, encode=encode_head,
             corrupt=lambda message: CorruptManagedLedger(message, name=path.name),
             missing=lambda message: CorruptManagedLedger(message, name=path.name),
-            cache_pages=cache_pages,
+            span=lambda ref: (ref.first_ledger, ref.last_ledger + 1), cache_pages=cache_pages,
         )
         self.path = path
-        self._pages: list[LedgerPageRef] | None = None  # every page key listed, by first ledger
 
     @classmethod
     async def open(
@@ -153,25 +153,14 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
             if self._heads.unsettled:
                 await self._settle()
 
-    def _forget_pages(self) -> None:
-        # docstring inherited
-        self._pages = None
-
     async def _commit(self, head: pb.ManagedLedgerHead) -> None:
         """Page out the ledgers that stopped changing, then write ``head``."""
-        pages: list[tuple[LedgerPageRef, bytes, list[pb.LedgerInfo]]] = []
+        pages: list[NewPage[LedgerPageRef, pb.LedgerInfo]] = []
         for records in cut_pages(head):
             ref, data = build_page(self.path, records, head.lastPageHash)
             head.lastPageHash = ref.page_hash
-            pages.append((ref, data, records))
-
-        def landed() -> None:
-            if self._pages is not None:
-                for ref, _, _ in pages:
-                    bisect.insort(self._pages, ref, key=_order)
-
-        await self._commit_pages(head, [(ref.key, data, records) for ref, data, records in pages],
-                                 landed)
+            pages.append(NewPage(_SERIES, ref, records, data))
+        await self._commit_pages(head, pages)
 
     # --- reading --------------------------------------------------------------------
 
@@ -214,8 +203,7 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
     async def page_view(self) -> list[LedgerPageRef]:
         """The live pages the head references, oldest first."""
         head = self._head
-        chain = walk_chain(await self._list_pages(), head.lastPageHash, head.firstLedgerId,
-                           lambda r: (r.first_ledger, r.last_ledger + 1))
+        chain = (await self._pages()).chain(head.lastPageHash, head.firstLedgerId)
         if sum(r.count for r in chain) < head.pagedLedgers:
             raise CorruptManagedLedger(
                 f"the head counts {head.pagedLedgers} paged ledgers, but the chain of pages "
@@ -229,11 +217,8 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         return await self._page_records(
             ref.key, lambda data: decode_page(data, ref, name=self.name))
 
-    async def _list_pages(self) -> list[LedgerPageRef]:
-        if self._pages is None:
-            refs = await self._list_page_keys(self.path.pages_prefix, self.path.parse_page_key)
-            self._pages = sorted(refs, key=_order)
-        return self._pages
+    async def _pages(self) -> PageSet[LedgerPageRef]:
+        return await self._listed_pages(_SERIES, self.path.pages_prefix, self.path.parse_page_key)
 
     # --- trimming ---------------------------------------------------------------------
 
@@ -254,13 +239,9 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
 
     async def delete_dead_pages(self) -> int:
         """Delete every page whose ledgers are all before ``firstLedgerId``."""
-        first = self._head.firstLedgerId
-        refs = await self._list_pages()
-        dead = [r.key for r in refs if r.last_ledger < first]
-        if dead:
-            await self._delete_pages(dead)
-            self._pages = [r for r in refs if r.key not in set(dead)]
-        return len(dead)
+        pages = await self._pages()
+        return await self._drop_pages(
+            pages, [r.key for r in pages.dead(self._head.firstLedgerId)])
 
     def check_writable(self) -> None:
         self._check_writable()
@@ -272,8 +253,3 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo]):
         async with self._write_lock:
             await self._begin_write()
             await self._heads.confirm(self._version)
-
-
-def _order(ref: LedgerPageRef) -> tuple[int, str]:
-    return ref.first_ledger, ref.key
-
