@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.ledger.helpers import Clock, FaultyStore, InjectedFault, MiB, offload_objects
+from tests.metadata.helpers import DamagedReads
 from tieredstore.errors import ConfigError
 from tieredstore.ledger import (
     CorruptManagedLedger,
@@ -34,8 +35,6 @@ from tieredstore.ledger import (
 from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath, state
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
-from tieredstore.objectstore.base import ObjectData
-from tieredstore.testing import ForwardingObjectStore
 
 HOUR = 3600.0
 
@@ -377,21 +376,8 @@ async def test_immutable_ledgers_move_to_pages_and_trim_moves_first(env: Env) ->
     assert await env.ledgers.ledger_ids() == [8]
 
 
-class DamagedPageReads(ForwardingObjectStore):
-    """The first ``damaged`` GETs of page objects come back with a byte flipped."""
-
-    def __init__(self, inner: ObjectStore, damaged: int) -> None:
-        super().__init__(inner)
-        self.damaged = damaged
-
-    async def get_object(self, key: str, byte_range: Any = None) -> ObjectData:
-        found = await super().get_object(key, byte_range)
-        if "/pages/" in key and self.damaged > 0:
-            self.damaged -= 1
-            data = bytearray(found.data)
-            data[-3] ^= 0x40
-            return ObjectData(bytes(data), found.info)
-        return found
+def flip_a_byte(data: bytes) -> bytes:
+    return data[:-3] + bytes([data[-3] ^ 0x40]) + data[-2:]
 
 
 async def test_a_page_read_damaged_on_the_way_is_read_again(env: Env) -> None:
@@ -405,10 +391,12 @@ async def test_a_page_read_damaged_on_the_way_is_read_again(env: Env) -> None:
     assert ml.meta.head.pagedThrough == 2
     path = ml.meta.path
     await ml.close()
-    once = await ManagedLedgerMetadata.open(DamagedPageReads(env.store, damaged=1), path)
+    damaged_once = DamagedReads(env.store, "/pages/", 1, flip_a_byte)
+    once = await ManagedLedgerMetadata.open(damaged_once, path)
     info = await once.ledger(1)
     assert info is not None and info.ledgerId == 1
-    at_rest = await ManagedLedgerMetadata.open(DamagedPageReads(env.store, damaged=99), path)
+    damaged_at_rest = DamagedReads(env.store, "/pages/", 99, flip_a_byte)
+    at_rest = await ManagedLedgerMetadata.open(damaged_at_rest, path)
     with pytest.raises(CorruptManagedLedger, match="pages/"):
         await at_rest.ledger(1)
 

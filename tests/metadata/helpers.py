@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tieredstore.errors import ServerError
 from tieredstore.metadata import COMMIT_LOG, FileType, SegmentRecord
-from tieredstore.objectstore import Chokepoint, MemoryObjectStore, ObjectInfo, RetryPolicy
+from tieredstore.objectstore import (
+    Chokepoint,
+    MemoryObjectStore,
+    ObjectInfo,
+    ObjectStore,
+    RetryPolicy,
+)
+from tieredstore.objectstore.base import ObjectData
+from tieredstore.testing import ForwardingObjectStore
 
 T = TypeVar("T")
 
@@ -94,3 +102,20 @@ class LostAnswerStore(MemoryObjectStore):
             self.lose_next = False
             raise ServerError("answer lost after the put landed", op="put", key=key)
         return done
+
+
+class DamagedReads(ForwardingObjectStore):
+    """The first ``times`` GETs of objects whose key holds ``match`` come back
+    damaged by ``damage``."""
+
+    def __init__(self, inner: ObjectStore, match: str, times: int,
+                 damage: Callable[[bytes], bytes]) -> None:
+        super().__init__(inner)
+        self.match, self.times, self.damage = match, times, damage
+
+    async def get_object(self, key: str, byte_range: Any = None) -> ObjectData:
+        found = await super().get_object(key, byte_range)
+        if self.match in key and self.times > 0:
+            self.times -= 1
+            return ObjectData(self.damage(found.data), found.info)
+        return found

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from tests.metadata.helpers import record
+from tests.metadata.helpers import DamagedReads, record
 from tieredstore.metadata import (
     COMMIT_LOG,
     CorruptMetadata,
@@ -14,8 +12,6 @@ from tieredstore.metadata import (
     QueuePath,
 )
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
-from tieredstore.objectstore.base import ObjectData
-from tieredstore.testing import ForwardingObjectStore
 
 QUEUE = QueuePath("root", "orders", 0)
 
@@ -60,21 +56,6 @@ async def test_no_valid_head_is_an_error_naming_the_damage() -> None:
         await QueueMetadata.open_read_only(store, QUEUE)
 
 
-class _CutShort(ForwardingObjectStore):
-    """The first ``cuts`` GETs of head objects come back cut at the same length."""
-
-    def __init__(self, inner: ObjectStore, cuts: int) -> None:
-        super().__init__(inner)
-        self.cuts = cuts
-
-    async def get_object(self, key: str, byte_range: Any = None) -> ObjectData:
-        found = await super().get_object(key, byte_range)
-        if "/heads/" in key and self.cuts > 0:
-            self.cuts -= 1
-            return ObjectData(found.data[:10], found.info)
-        return found
-
-
 async def test_a_head_read_cut_short_the_same_way_twice_is_read_again() -> None:
     """Two identical damaged reads mean damage at rest, unless they are shorter
     than the object: a cut on the way, however often the same one comes back."""
@@ -82,5 +63,6 @@ async def test_a_head_read_cut_short_the_same_way_twice_is_read_again() -> None:
     md = await QueueMetadata.open(store, QUEUE, writer_id="w")
     await md.append(record(0))
     await md.set_properties(note="newest")
-    reader = await QueueMetadata.open_read_only(_CutShort(store, cuts=2), QUEUE)
+    cut_short = DamagedReads(store, "/heads/", 2, lambda data: data[:10])
+    reader = await QueueMetadata.open_read_only(cut_short, QUEUE)
     assert reader.properties["note"] == "newest"  # not the head before it
