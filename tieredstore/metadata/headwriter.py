@@ -73,9 +73,9 @@ class HeadWriter(Generic[H, R, P]):
         session_of: Callable[[H], str],
         encode: Callable[[H], bytes],
         corrupt: Callable[[str], Exception],
-        missing: Callable[[str], Exception],
         span: Callable[[P], tuple[int, int]],
         cache_pages: int,
+        missing: Callable[[str], Exception] | None = None,
     ) -> None:
         self._store = heads.store
         self._heads = heads
@@ -89,7 +89,7 @@ class HeadWriter(Generic[H, R, P]):
         self._session_of = session_of
         self._encode = encode
         self._corrupt = corrupt
-        self._missing = missing
+        self._missing = missing or corrupt  # a page the head references is not there
         self._span = span
         self._pagesets: dict[int, PageSet[P]] = {}
         self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)

@@ -90,7 +90,6 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo, Ledg
             head_versions(store, path), head, version, writer_id=writer_id,
             stamp=stamp_head, session_of=lambda head: head.sessionId, encode=encode_head,
             corrupt=lambda message: CorruptManagedLedger(message, name=path.name),
-            missing=lambda message: CorruptManagedLedger(message, name=path.name),
             span=lambda ref: (ref.first_ledger, ref.last_ledger + 1), cache_pages=cache_pages,
         )
         self.path = path
