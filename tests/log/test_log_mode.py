@@ -378,30 +378,69 @@ async def pieces_per_object(backend: ObjectStore) -> list[int]:
     return [len(await read_index(backend, o.key, o.size)) for o in await log_objects(backend)]
 
 
+def consolidating_config(**overrides: Any) -> Any:
+    """Consolidation by bytes, at a point the writes fix, whatever the timing: in
+    ``write_rounds(store, 10, 12)`` (24 small objects, 23,680 bytes of pieces) the
+    pieces held reach 16 KiB in round 9, and the 6,540 bytes after it never do
+    again. The interval (60 s) never runs out within a test, and chunks are so
+    large that no segment looks about to fill one within it (its pieces would wait
+    for the next consolidation)."""
+    return log_config(chunk_size=256 * 1024 * KiB, log_consolidate_bytes=16 * KiB,
+                      log_consolidate_interval=60.0, **overrides)
+
+
 async def test_consolidation_rewrites_small_log_objects_as_one() -> None:
+    from tieredstore.log import read_index
+
     backend = MemoryObjectStore()
-    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
-                        log_consolidate_interval=0.05,
-                        gc_safety_age=0.0)
+    config = consolidating_config(gc_safety_age=0.0)
     store = await AsyncMessageStore.open(config, store=backend)
     await write_rounds(store, 10, 12)
-    await store.compact_log()  # deletes the small objects the consolidated ones replaced
-    counts = await pieces_per_object(backend)
-    # A consolidated object holds one piece per file of every queue (20); of the 24
-    # small objects (one file's pieces of one flush each), those it took in are gone.
-    assert max(counts) == 20, counts
-    assert len(counts) <= 12, counts
+    assert store.snapshot()["log"]["consolidations"] == 1
+    await store.compact_log()  # deletes the small objects the consolidated one replaced
+    consolidated, *later = [await read_index(backend, o.key, o.size)
+                            for o in sorted(await log_objects(backend), key=lambda o: o.key)]
+    # The oldest log object left is the consolidated one: one piece per file of every
+    # queue (20), each from the segment's start, so every small object before it,
+    # all of whose pieces it took in, is gone; the small ones written after it stay,
+    # their pieces past its own.
+    assert sorted((p.queue_id, p.file_type.label) for p in consolidated) == \
+        [(q, f) for q in range(10) for f in ("commitlog", "consumequeue")]
+    assert all(p.position == 0 for p in consolidated)
+    ends = {p.segment: p.end for p in consolidated}
+    assert later and all(p.position >= ends[p.segment] for index in later for p in index)
     await reads_back(store, 10, 12)
     await store.close()
     store = await AsyncMessageStore.open(config, store=backend)
     await reads_back(store, 10, 12)
+    await store.close()
+
+
+async def test_consolidation_runs_once_the_interval_is_up() -> None:
+    """Pieces far below ``log_consolidate_bytes`` are consolidated once
+    ``log_consolidate_interval`` is up (the background pass starts it when no
+    group commit does): in time every live piece is in a consolidated object, and
+    the small objects go."""
+    backend = MemoryObjectStore()
+    config = log_config(log_consolidate_interval=0.05, gc_safety_age=0.0)
+    store = await AsyncMessageStore.open(config, store=backend)
+    await write_rounds(store, 10, 2)
+
+    async def all_consolidated() -> bool:
+        log = store.snapshot()["log"]
+        return bool(log["consolidations"]) and log["bytes_held"] == 0 \
+            and log["live_objects"] == log["consolidations"]
+
+    await until(all_consolidated)
+    await store.compact_log()
+    assert len(await log_objects(backend)) == store.snapshot()["log"]["consolidations"]
+    await reads_back(store, 10, 2)
     await store.close()
 
 
 async def test_a_restart_reads_a_consolidated_object_beside_the_small_ones() -> None:
     backend = MemoryObjectStore()  # gc_safety_age 1 h: the small objects stay
-    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
-                        log_consolidate_interval=0.05)
+    config = consolidating_config()
     store = await AsyncMessageStore.open(config, store=backend)
     await write_rounds(store, 10, 12)
     await store.close()
@@ -420,8 +459,7 @@ async def test_a_restart_reads_a_consolidated_object_beside_the_small_ones() -> 
 
 async def test_compaction_reads_each_consolidated_object_once_per_group() -> None:
     backend = MemoryObjectStore()
-    config = log_config(chunk_size=64 * KiB, log_consolidate_bytes=16 * KiB,
-                        log_consolidate_interval=0.05)
+    config = consolidating_config()
     store = await AsyncMessageStore.open(config, store=backend)
     await write_rounds(store, 10, 12)
     await store.close()
