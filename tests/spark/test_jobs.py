@@ -115,7 +115,7 @@ def test_reading_a_damaged_record_fails_naming_it(spark: Any,
     built, _, bad_record = damaged_store
     df = (spark.read.format("tieredstore").options(**built.options)
           .option("topic", "v").option("queue_id", "1").load())
-    with pytest.raises(Exception, match=rf"v/1 offset {bad_record}: .*fails its CRC32C"):
+    with pytest.raises(Exception, match=rf"v/1: offset {bad_record}: .*fails its CRC32C"):
         df.count()
 
 

@@ -349,6 +349,11 @@ class Fetcher:
         whether any was."""
         return await self.loads.background.wait_idle()
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran (reads then raise ``StoreClosed``)."""
+        return self.loads.closed
+
     async def close(self) -> None:
         """Cancel background loads, finish disk writes, close the disk tier."""
         if self.loads.closed:

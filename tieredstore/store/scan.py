@@ -152,7 +152,7 @@ class QueueScan:
         self._total = 0  # their bytes
         self._stopped = False  # enough read
         self._stop: ScanError | None = None  # a unit problem, raised after the records before
-        self._bad: list[tuple[int, str]] = []  # unreadable records not yet reported
+        self._bad: list[tuple[int, TieredStoreError]] = []  # unreadable records not yet reported
         self._batch = Batch()  # the batch being read
         self._found: list[CqUnit] | None = None  # the units, for units()
 
@@ -187,7 +187,9 @@ class QueueScan:
 
     async def read(self) -> list[Message]:
         """The messages of a strict scan up to its first problem, which is raised
-        if no message comes before it (the next read from there names it)."""
+        if no message comes before it (the next read from there names it): bytes
+        that cannot be read raise the read's own error (an ``IntegrityError``
+        naming the range, as ``get`` always did), other damage a ``ScanError``."""
         out: list[Message] = []
         try:
             async for batch in self.batches():
@@ -195,7 +197,7 @@ class QueueScan:
         except ScanError as exc:
             out.extend(self._batch.messages)
             if not out:
-                raise
+                raise exc.__cause__ if isinstance(exc.__cause__, TieredStoreError) else exc
             self.next_offset = exc.offset
         return out
 
@@ -479,9 +481,9 @@ class QueueScan:
                 data = await self.commit_log.read(unit.position, unit.size, span=span,
                                                   view=not span)
             except TieredStoreError as exc:
-                if bad and (bad[-1][1] != str(exc) or bad[-1][0] + 1 != offsets[k]):
+                if bad and (str(bad[-1][1]) != str(exc) or bad[-1][0] + 1 != offsets[k]):
                     self._flush_bad(batch)
-                bad.append((offsets[k], str(exc)))
+                bad.append((offsets[k], exc))
                 continue
             if not self._decode(memoryview(data), offsets, units, start=k, stop=k + 1,
                                 batch=batch):
@@ -493,6 +495,7 @@ class QueueScan:
     def _flush_bad(self, batch: Batch) -> None:
         bad = self._bad
         error = self._error(bad[0][0], f"commit-log bytes unreadable: {bad[0][1]}", bad[-1][0])
+        error.__cause__ = bad[0][1]
         bad.clear()
         self._report(batch, error)
 
