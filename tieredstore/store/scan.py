@@ -197,7 +197,9 @@ class QueueScan:
         except ScanError as exc:
             out.extend(self._batch.messages)
             if not out:
-                raise exc.__cause__ if isinstance(exc.__cause__, TieredStoreError) else exc
+                if isinstance(exc.__cause__, TieredStoreError):
+                    raise exc.__cause__ from None
+                raise
             self.next_offset = exc.offset
         return out
 
