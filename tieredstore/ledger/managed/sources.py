@@ -74,10 +74,12 @@ class HandleCache:
         return self._handles.get((source, ledger_id))
 
     async def put(self, source: LedgerCopy, ledger_id: int, handle: ReadHandle) -> None:
+        # Held before the old one is closed: a put of the same key while that close
+        # awaits then replaces this handle (and closes it), not the other way round.
         old = self._handles.pop((source, ledger_id))
+        self._handles.put((source, ledger_id), handle)
         if old is not handle:
             await _close(old)
-        self._handles.put((source, ledger_id), handle)
         while self._evicted:
             await _close(self._evicted.pop())
 
