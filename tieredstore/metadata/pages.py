@@ -60,7 +60,7 @@ class PageView:
 
 
 class ChainedPage(Protocol):
-    """What a :class:`PageSet` and :func:`walk_chain` need of a page key."""
+    """What a :class:`PageSet` needs of a page key."""
 
     @property
     def key(self) -> str: ...
