@@ -106,13 +106,13 @@ class ConfigError(TieredStoreError, ValueError):
 
 
 def check_field(key: str, value: object, lo: float, hi: float = math.inf, *,
-                bounds: str = "", unit: str = "") -> None:
-    """The one bound check of every options class: ``value`` is None (unset) or a
-    number (not a bool) in ``[lo, hi]``; else a :class:`ConfigError` naming the
-    config ``key``, the bounds (``bounds`` shows them in the key's own terms)
-    and the value. NaN is refused."""
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)
-                         and lo <= value <= hi):
+                bounds: str = "", unit: str = "", optional: bool = False) -> None:
+    """The one bound check of every options class: ``value`` is a number (not a
+    bool) in ``[lo, hi]``, or None where the field is ``optional`` (unset);
+    else a :class:`ConfigError` naming the config ``key``, the bounds
+    (``bounds`` shows them in the key's own terms) and the value. NaN is refused."""
+    if (value is None and optional) or (isinstance(value, int | float)
+                                        and not isinstance(value, bool) and lo <= value <= hi):
         return
     allowed = bounds or (f"[{lo}, {hi}]" if hi < math.inf else "")
     raise ConfigError(key, f"must be {f'within {allowed}' if allowed else f'>= {lo}'}{unit}, "

@@ -99,3 +99,22 @@ def test_every_options_class_refuses_a_bad_bound_naming_its_key(
     with pytest.raises(ConfigError) as info:
         make(value)
     assert info.value.key == key and f"got {value!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(("make", "key"), [
+    (lambda: FetcherOptions(read_concurrency=None), "read_concurrency"),
+    (lambda: PoolOptions(budget_bytes=None), "pool_bytes"),
+    (lambda: PoolOptions(low_water=None), "low_water"),
+    (lambda: RetryPolicy(max_attempts=None), "retry_max_attempts"),
+    (lambda: ManagedLedgerConfig(deletion_lag_seconds=None), "deletion_lag_seconds"),
+])
+def test_a_required_option_left_none_is_refused_naming_its_key(
+        make: Callable[[], object], key: str) -> None:
+    """None means "unset" only where a field may be unset (``max_size``,
+    ``max_ledger_bytes``, offload and retention thresholds)."""
+    with pytest.raises(ConfigError) as info:
+        make()
+    assert info.value.key == key and "got None" in str(info.value)
+    SegmentOptions(max_size=None)
+    ManagedLedgerConfig(max_ledger_bytes=None, retention_bytes=None,
+                        offload_threshold_seconds=None)

@@ -29,7 +29,7 @@ class SegmentOptions:
 
     def __post_init__(self) -> None:
         for key in ("chunk_size", "max_size", "merge_concurrency"):
-            check_field(key, getattr(self, key), 1)
+            check_field(key, getattr(self, key), 1, optional=key == "max_size")
 
     @property
     def units(self) -> int:

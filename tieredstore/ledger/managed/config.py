@@ -74,10 +74,11 @@ class ManagedLedgerConfig:
                     f"got {self.read_priority!r}",
                 ) from None
         for key in ("max_entries_per_ledger", "max_ledger_bytes", "page_size"):
-            check_field(key, getattr(self, key), 1)
+            check_field(key, getattr(self, key), 1, optional=key == "max_ledger_bytes")
         for key in ("offload_threshold_bytes", "offload_threshold_seconds", "retention_bytes",
                     "retention_seconds", "deletion_lag_seconds", "sweep_interval_seconds"):
-            check_field(key, getattr(self, key), 0)
+            check_field(key, getattr(self, key), 0, optional=not key.endswith(("lag_seconds",
+                                                                               "interval_seconds")))
         check_field("ack_quorum_size", self.ack_quorum_size, 1, self.write_quorum_size,
                     bounds=f"[1, write_quorum_size={self.write_quorum_size}]")
         check_field("write_quorum_size", self.write_quorum_size, 1, self.ensemble_size,

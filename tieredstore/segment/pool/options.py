@@ -50,9 +50,9 @@ class PoolOptions:
         check_field("group_commit_interval", self.group_commit_interval, 0, unit=" seconds")
         check_field("chunk_wait", self.chunk_wait, 0, 3600, unit=" seconds")
         check_field("thread_handoff", self.thread_handoff, 0, 0.01, unit=" seconds")
+        check_field("low_water", self.low_water, 0, 1)  # first: high_water's bound
         check_field("high_water", self.high_water, self.low_water, 1,
                     bounds=f"[low_water={self.low_water}, 1]")
-        check_field("low_water", self.low_water, 0, 1)
 
 
 class AppendStatus(enum.Enum):
