@@ -220,6 +220,9 @@ class QueueScan:
         offset, end = self.first, self.end
         cq = self.consume_queue
         while (end is None or offset < end) and not self._stopped:
+            # A fresh batch first: one that fails from here holds none of the last
+            # batch's messages (yielded already; ``read`` adds this one's).
+            self._batch = batch = Batch()
             segment, segment_end = await self._locate_units(offset)
             stop = segment_end // UNIT_SIZE if end is None else min(end, segment_end // UNIT_SIZE)
             # The units listed in the open segment are the scan's last, even if a
@@ -227,7 +230,7 @@ class QueueScan:
             last = cq.is_open(segment)
             problem = cq.problem(segment)
             if problem is not None:  # its units, as many as its record says, unreadable
-                batch = Batch(units=max(0, stop - offset))
+                batch.units = max(0, stop - offset)
                 self._report(batch, self._error(offset, f"consume-queue segment "
                                                 f"{segment.path}: {problem}",
                                                 max(offset, stop - 1)))
