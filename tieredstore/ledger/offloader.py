@@ -211,6 +211,7 @@ class SegmentLedgerOffloader(LedgerOffloader):
         last one may be short)."""
         chunk = self.options.chunk_size
         pending = bytearray()
+        position = 0  # our own count: commit0 refuses it if the segment moved under us
         last = handle.last_add_confirmed
         average = max(1, handle.length // (last + 1))
         batch = max(1, min(10_000, self.options.read_batch_bytes // average))
@@ -227,11 +228,13 @@ class SegmentLedgerOffloader(LedgerOffloader):
                     pending += piece
             whole = len(pending) - len(pending) % chunk
             if whole:
-                await segment.commit0(segment.commit_position, bytes(memoryview(pending)[:whole]))
+                await segment.commit0(position, bytes(memoryview(pending)[:whole]))
+                position += whole
                 del pending[:whole]
         for piece in writer.finish():
             pending += piece
-        await segment.commit0(segment.commit_position, bytes(pending))
+        if pending:
+            await segment.commit0(position, bytes(pending))
 
     async def _put_index(
         self, location: OffloadLocation, data: bytes, user_metadata: Mapping[str, str]
