@@ -71,6 +71,14 @@ class ScanError(QueueCorrupt):
         self.last_offset = offset if last_offset is None else last_offset
 
 
+def _as_raised(error: ScanError) -> TieredStoreError:
+    """A strict read's problem as its caller sees it: where a read failed, that
+    read's own error (an ``IntegrityError`` naming the range; a transient error
+    stays transient, so a queue is not taken for corrupt over an outage), else
+    the ``ScanError`` itself."""
+    return error.__cause__ if isinstance(error.__cause__, TieredStoreError) else error
+
+
 @dataclass(slots=True)
 class Batch:
     """Messages read in order, and (outside strict mode) what could not be read."""
@@ -156,8 +164,13 @@ class QueueScan:
         self._batch = Batch()  # the batch being read
         self._found: list[CqUnit] | None = None  # the units, for units()
 
-    def _error(self, offset: int, message: str, last: int | None = None) -> ScanError:
-        return ScanError(self.topic, self.queue_id, offset, message, last)
+    def _error(self, offset: int, message: str, last: int | None = None, *,
+               cause: TieredStoreError | None = None) -> ScanError:
+        """A problem at ``offset``; ``cause``: the read that failed, which a strict
+        read raises as it is (:func:`_as_raised`)."""
+        error = ScanError(self.topic, self.queue_id, offset, message, last)
+        error.__cause__ = cause
+        return error
 
     def _report(self, batch: Batch, error: ScanError) -> None:
         if self._bad:  # the unreadable records before it first, in offset order
@@ -197,17 +210,19 @@ class QueueScan:
         except ScanError as exc:
             out.extend(self._batch.messages)
             if not out:
-                if isinstance(exc.__cause__, TieredStoreError):
-                    raise exc.__cause__ from None
-                raise
+                raise _as_raised(exc) from None
             self.next_offset = exc.offset
         return out
 
     async def units(self) -> list[CqUnit]:
-        """The units of a strict scan (no record read), its first problem raised."""
+        """The units of a strict scan (no record read), its first problem raised
+        as :meth:`read` raises it."""
         found = self._found = []
-        async for _ in self.batches():
-            pass
+        try:
+            async for _ in self.batches():
+                pass
+        except ScanError as exc:
+            raise _as_raised(exc) from None
         return found
 
     async def _locate_units(self, offset: int) -> tuple[Any, int]:
@@ -364,7 +379,8 @@ class QueueScan:
             self.record_end = rebuilt[-1].end
         else:
             if self._unit_problem(batch, self._error(
-                    bad_start, f"consume-queue units unreadable: {exc}", bad_stop - 1)):
+                    bad_start, f"consume-queue units unreadable: {exc}", bad_stop - 1,
+                    cause=exc)):
                 return offsets, units
             self.record_end = None
         after_offsets, after = await self._units(bad_stop, stop, batch)
@@ -436,7 +452,7 @@ class QueueScan:
             try:
                 segment, segment_end = await cl.segment_at(first.position, first.size)
             except TieredStoreError as exc:
-                self._report(batch, self._error(offsets[i], f"commit log: {exc}"))
+                self._report(batch, self._error(offsets[i], f"commit log: {exc}", cause=exc))
                 i += 1
                 continue
             if first.position + first.size > segment_end:
@@ -499,8 +515,8 @@ class QueueScan:
 
     def _flush_bad(self, batch: Batch) -> None:
         bad = self._bad
-        error = self._error(bad[0][0], f"commit-log bytes unreadable: {bad[0][1]}", bad[-1][0])
-        error.__cause__ = bad[0][1]
+        error = self._error(bad[0][0], f"commit-log bytes unreadable: {bad[0][1]}", bad[-1][0],
+                            cause=bad[0][1])
         bad.clear()
         self._report(batch, error)
 
