@@ -6,14 +6,14 @@ reader options ``topic``, ``queue_id``, ``offset_from``/``offset_to`` and
 ``time_from``/``time_to`` choose segments from metadata alone, before any data
 is read, and select rows exactly.
 
-Spark's own filters (``df.where(...)``) are not pushed down, on purpose: the
-reader does not override ``pushFilters``. PySpark (4.1 to 4.3 at least) keeps
-the read plan that one query's pushed filters produced on the relation's data
-source object and reuses it for the next query over the same relation that
-pushes no filter, so ``df.count()`` after ``df.where(...).count()`` counted
-only the filtered rows. A plan that depends on nothing but the reader options
-is the same for every query over the DataFrame, so no query can see another
-one's pruning. Spark applies ``where`` to the rows as for any source.
+Spark's own filters (``df.where(...)``) are applied to the rows but not pushed
+into the read: PySpark (4.1 to 4.3 at least) hands one scan's pushed read plan
+to the other scans of the same DataFrame, so no reader can plan from a query's
+own filters (:mod:`tieredstore.spark.pushdown` has how, and the reproduction).
+The plan depends on the reader options alone, the same for every query over
+the DataFrame. With ``spark.sql.python.filterPushdown.enabled`` on, the reader
+sees the filters, returns them all to Spark and logs which reader options
+would have selected the same segments.
 
 Rows come out as Arrow record batches. The store's config is resolved on the
 driver and travels with the reader; each task opens its own store, fetcher
@@ -23,12 +23,13 @@ writes an object).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -43,6 +44,7 @@ from tieredstore.spark.options import (
     on_store,
 )
 from tieredstore.spark.plan import NO_END, SegmentSlice, plan_read
+from tieredstore.spark.pushdown import in_pushdown_planning, unpushed_warning
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.store import UNIT_SIZE, Batch, Message, ObjectStore, scan_planned
 
@@ -57,6 +59,8 @@ ARROW_SCHEMA = pa.schema([
     pa.field("body", pa.binary(), False),
 ])
 SCHEMA = from_arrow_schema(ARROW_SCHEMA)  # the same columns as Spark types
+
+log = logging.getLogger(__name__)
 
 BATCH_ROWS = 8192
 BATCH_BYTES = 16 * 1024 * 1024
@@ -152,6 +156,17 @@ class TieredStoreReader(PlannedReader):
             yield to_record_batch(pending)
 
 
+class FilterSeeingReader(TieredStoreReader):
+    """The reader of PySpark's filter-pushdown planning: pushes no filter, keeps
+    nothing of them (the plan is the options' alone), warns when they could prune."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        warning = unpushed_warning(self.selection, filters)
+        if warning is not None:
+            log.warning("%s", warning)
+        return filters  # every one still applied by Spark
+
+
 def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
                wants: Callable[[int, int], bool] | None = None, *,
                on: tuple[ObjectStore, Any] | None = None) -> AsyncIterator[Batch]:
@@ -178,8 +193,10 @@ class TieredStoreDataSource(Source):
         batch_rows = int_option(options, "batch_rows", BATCH_ROWS, lo=1)
         if options.get("pushdown", "false").lower() not in ("false", "0", "no", "off"):
             raise ConfigError("pushdown", "Spark filter pushdown is not supported: PySpark "
-                              "reuses one query's pushed plan for the next query over the "
-                              "same DataFrame; select with the options topic, queue_id, "
-                              "offset_from, offset_to, time_from, time_to instead")
-        return TieredStoreReader(config, selection, messages_per_partition=per_partition,
-                                 batch_rows=batch_rows)
+                              "hands one scan's pushed read plan to the other scans of the "
+                              "same DataFrame (see tieredstore.spark.pushdown); select with "
+                              "the options topic, queue_id, offset_from, offset_to, "
+                              "time_from, time_to instead")
+        kind = FilterSeeingReader if in_pushdown_planning() else TieredStoreReader
+        return kind(config, selection, messages_per_partition=per_partition,
+                    batch_rows=batch_rows)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tieredstore.errors import ConfigError
 from tieredstore.store import parse_time
 
 _MIN, _MAX = -(2**63), 2**63 - 1
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +37,9 @@ class Span:
     def __contains__(self, value: int) -> bool:
         return self.lo <= value <= self.hi
 
+    def intersect(self, other: Span) -> Span:
+        return Span(max(self.lo, other.lo), min(self.hi, other.hi))
+
 
 @dataclass(frozen=True, slots=True)
 class Selection:
@@ -53,6 +58,12 @@ class Selection:
             or self.offsets.empty or self.times_ms.empty
         )
 
+    def intersect(self, other: Selection) -> Selection:
+        """What both select (reader options and a query's filters, say)."""
+        return Selection(_both(self.topics, other.topics), _both(self.queue_ids, other.queue_ids),
+                         self.offsets.intersect(other.offsets),
+                         self.times_ms.intersect(other.times_ms))
+
     def wants_queue(self, topic: str, queue_id: int) -> bool:
         if self.empty or (self.topics is not None and topic not in self.topics):
             return False
@@ -70,6 +81,13 @@ class Selection:
 
     def wants(self, offset: int, store_ms: int) -> bool:
         return offset in self.offsets and store_ms in self.times_ms
+
+
+def _both(one: frozenset[T] | None, other: frozenset[T] | None) -> frozenset[T] | None:
+    """The items in both sets, None meaning every item."""
+    if one is None:
+        return other
+    return one if other is None else one & other
 
 
 # --- from options -----------------------------------------------------------------
