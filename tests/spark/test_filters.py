@@ -10,19 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pyspark.sql.datasource import (
-    EqualNullSafe,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    IsNotNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    StringStartsWith,
-)
+from pyspark.sql import datasource as sd
 
 from tests.spark.conftest import BuiltStore
 from tieredstore.spark.filters import selection_from_filters, selection_options
@@ -33,8 +21,8 @@ pytestmark = [pytest.mark.spark]
 
 T0_MS = 1_700_000_000_000
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-RANGES = {GreaterThan: "__gt__", GreaterThanOrEqual: "__ge__", LessThan: "__lt__",
-          LessThanOrEqual: "__le__"}
+RANGES = {sd.GreaterThan: "__gt__", sd.GreaterThanOrEqual: "__ge__", sd.LessThan: "__lt__",
+          sd.LessThanOrEqual: "__le__"}
 
 topics = st.sampled_from(["a", "b", "c"])
 queue_ids = st.integers(-1, 3)
@@ -48,19 +36,19 @@ VALUES = {"topic": topics, "queue_id": queue_ids, "offset": offsets, "store_time
 
 
 @st.composite
-def filters(draw: st.DrawFn, exact: bool = False) -> Filter:
+def filters(draw: st.DrawFn, exact: bool = False) -> sd.Filter:
     column = draw(st.sampled_from(sorted(VALUES)))
     values = VALUES[column]
-    kinds: list[Any] = [EqualTo, EqualNullSafe, In]
+    kinds: list[Any] = [sd.EqualTo, sd.EqualNullSafe, sd.In]
     if column in ("offset", "store_timestamp"):
         kinds += list(RANGES)
         if exact:
-            kinds.remove(In)
+            kinds.remove(sd.In)
     elif not exact:
         kinds += list(RANGES)
     kind = draw(st.sampled_from(kinds))
-    if kind is In:
-        return In((column,), tuple(draw(st.lists(values, max_size=3))))
+    if kind is sd.In:
+        return sd.In((column,), tuple(draw(st.lists(values, max_size=3))))
     return kind((column,), draw(values))
 
 
@@ -68,15 +56,15 @@ Row = tuple[str, int, int, int]  # topic, queue id, offset, store time ms
 rows = st.tuples(topics, queue_ids, offsets, times_ms)
 
 
-def passes(f: Filter, row: Row) -> bool:
+def passes(f: sd.Filter, row: Row) -> bool:
     """The filter evaluated on a row, as SQL would: the oracle."""
     topic, queue_id, offset, ms = row
     name = f.attribute[0]  # type: ignore[attr-defined]
     value: Any = {"topic": topic, "queue_id": queue_id, "offset": offset,
                   "store_timestamp": EPOCH + dt.timedelta(milliseconds=ms)}[name]
-    if isinstance(f, EqualTo | EqualNullSafe):
+    if isinstance(f, sd.EqualTo | sd.EqualNullSafe):
         return bool(value == f.value)
-    if isinstance(f, In):
+    if isinstance(f, sd.In):
         return value in f.value
     return bool(getattr(value, RANGES[type(f)])(f.value))  # type: ignore[attr-defined]
 
@@ -86,19 +74,19 @@ def wanted(selection: Selection, row: Row) -> bool:
 
 
 @given(st.lists(filters(), max_size=4), rows)
-def test_a_row_that_passes_every_filter_is_selected(fs: list[Filter], row: Row) -> None:
+def test_a_row_that_passes_every_filter_is_selected(fs: list[sd.Filter], row: Row) -> None:
     if all(passes(f, row) for f in fs):
         assert wanted(selection_from_filters(fs), row), (fs, row)
 
 
 @given(st.lists(filters(exact=True), max_size=4), rows)
-def test_equalities_and_bounds_select_exactly_the_rows_that_pass(fs: list[Filter],
+def test_equalities_and_bounds_select_exactly_the_rows_that_pass(fs: list[sd.Filter],
                                                                  row: Row) -> None:
     assert wanted(selection_from_filters(fs), row) == all(passes(f, row) for f in fs), (fs, row)
 
 
 @given(st.lists(filters(), max_size=4))
-def test_options_written_from_a_selection_read_back_as_it(fs: list[Filter]) -> None:
+def test_options_written_from_a_selection_read_back_as_it(fs: list[sd.Filter]) -> None:
     selection = selection_from_filters(fs)
     if selection.empty:  # nothing: an empty list is no option at all
         return
@@ -106,26 +94,26 @@ def test_options_written_from_a_selection_read_back_as_it(fs: list[Filter]) -> N
 
 
 def test_other_filters_and_columns_select_everything() -> None:
-    assert selection_from_filters([IsNotNull(("offset",)), Not(EqualTo(("topic",), "a")),
-                                   StringStartsWith(("topic",), "a"), EqualTo(("body",), b"x"),
-                                   EqualTo(("properties", "n"), "1"),
-                                   GreaterThan(("offset",), 1.5)]) == Selection()
+    others = [sd.IsNotNull(("offset",)), sd.Not(sd.EqualTo(("topic",), "a")),
+              sd.StringStartsWith(("topic",), "a"), sd.EqualTo(("body",), b"x"),
+              sd.EqualTo(("properties", "n"), "1"), sd.GreaterThan(("offset",), 1.5)]
+    assert selection_from_filters(others) == Selection()
 
 
 def test_filters_intersect_with_the_reader_options() -> None:
     options = selection_from_options({"topic": "a,b", "offset_from": "10"})
     narrowed = options.intersect(selection_from_filters([
-        In(("topic",), ("b", "c")), LessThan(("offset",), 20), EqualTo(("queue_id",), 2)]))
+        sd.In(("topic",), ("b", "c")), sd.LessThan(("offset",), 20), sd.EqualTo(("queue_id",), 2)]))
     assert selection_options(narrowed) == {"topic": "b", "queue_id": "2",
                                            "offset_from": "10", "offset_to": "20"}
 
 
 def test_the_warning_names_the_columns_and_the_options_that_select_the_same() -> None:
     at = EPOCH + dt.timedelta(milliseconds=T0_MS)
-    warning = unpushed_warning(Selection(), [IsNotNull(("offset",)),
-                                             GreaterThanOrEqual(("offset",), 200),
-                                             EqualTo(("topic",), "audit"),
-                                             LessThan(("store_timestamp",), at)])
+    warning = unpushed_warning(Selection(), [sd.IsNotNull(("offset",)),
+                                             sd.GreaterThanOrEqual(("offset",), 200),
+                                             sd.EqualTo(("topic",), "audit"),
+                                             sd.LessThan(("store_timestamp",), at)])
     assert warning is not None
     assert "filters on topic, offset, store_timestamp" in warning, warning
     assert f"topic='audit', offset_from='200', time_to='{T0_MS}'" in warning, warning
@@ -133,10 +121,10 @@ def test_the_warning_names_the_columns_and_the_options_that_select_the_same() ->
 
 def test_no_warning_when_the_options_select_no_more_or_no_filter_prunes() -> None:
     options = selection_from_options({"offset_from": "200"})
-    assert unpushed_warning(options, [GreaterThanOrEqual(("offset",), 200)]) is None
-    assert unpushed_warning(options, [GreaterThan(("offset",), 100)]) is None
-    assert unpushed_warning(Selection(), [IsNotNull(("offset",)),
-                                          EqualTo(("tags",), "x")]) is None
+    assert unpushed_warning(options, [sd.GreaterThanOrEqual(("offset",), 200)]) is None
+    assert unpushed_warning(options, [sd.GreaterThan(("offset",), 100)]) is None
+    assert unpushed_warning(Selection(), [sd.IsNotNull(("offset",)),
+                                          sd.EqualTo(("tags",), "x")]) is None
 
 
 def test_pushdown_planning_is_recognised_by_its_worker_module_on_the_stack() -> None:
@@ -155,8 +143,8 @@ def test_the_planning_reader_pushes_nothing_keeps_nothing_and_warns(
     plain = TieredStoreReader(merged_store.config, Selection())
     reader = FilterSeeingReader(merged_store.config, Selection())
     before = dict(vars(reader))
-    fs: list[Filter] = [IsNotNull(("offset",)), GreaterThanOrEqual(("offset",), 200),
-                        EqualTo(("topic",), "audit")]
+    fs: list[sd.Filter] = [sd.IsNotNull(("offset",)), sd.GreaterThanOrEqual(("offset",), 200),
+                        sd.EqualTo(("topic",), "audit")]
     with caplog.at_level(logging.WARNING, "tieredstore.spark.datasource"):
         back = list(reader.pushFilters(fs))
     assert [id(f) for f in back] == [id(f) for f in fs]  # every one applied by Spark again

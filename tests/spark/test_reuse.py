@@ -21,8 +21,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, InputPartition
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 from tests.spark.conftest import QUEUES, BuiltStore
+from tieredstore.spark.datasource import Source
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -140,50 +143,35 @@ def test_one_filter_then_another_on_the_same_dataframe(session: Any,
     assert df.count() == len(rows)
 
 
-class PruningReader:
-    """A reader that prunes its partitions by a pushed ``k = value`` and returns every
-    filter to Spark: the plan PySpark shares between scans, at its smallest."""
+class PruningReader(DataSourceReader):  # type: ignore[misc]
+    """Prunes its partitions by a pushed ``k = value`` and returns every filter to
+    Spark: the plan PySpark shares between scans, at its smallest."""
 
     def __init__(self) -> None:
         self.only: int | None = None
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
-        from pyspark.sql.datasource import EqualTo
-
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         for f in filters:
             if isinstance(f, EqualTo) and f.attribute == ("k",):
                 self.only = f.value
             yield f
 
-    def partitions(self) -> list[Any]:
-        from pyspark.sql.datasource import InputPartition
-
+    def partitions(self) -> list[InputPartition]:
         return [InputPartition(k) for k in range(4) if self.only in (None, k)]
 
-    def read(self, partition: Any) -> Iterator[tuple[int, int]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[int, int]]:
         for i in range(10):
             yield partition.value, i
 
 
-def pruning_source() -> Any:
-    """A data source ``pruning-probe``: 4 partitions ``k`` of 10 rows ``i``."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader
+class PruningSource(Source):
+    """``pruning-probe``: 4 partitions ``k`` of 10 rows ``i``."""
 
-    class Reader(PruningReader, DataSourceReader):  # type: ignore[misc]
-        pass
+    format_name = "pruning-probe"
+    columns = StructType([StructField("k", IntegerType()), StructField("i", IntegerType())])
 
-    class Source(DataSource):  # type: ignore[misc]
-        @classmethod
-        def name(cls) -> str:
-            return "pruning-probe"
-
-        def schema(self) -> str:
-            return "k int, i int"
-
-        def reader(self, schema: Any) -> Reader:
-            return Reader()
-
-    return Source
+    def reader(self, schema: StructType) -> PruningReader:
+        return PruningReader()
 
 
 def test_pyspark_hands_one_scans_pushed_plan_to_the_other_scans(spark: Any) -> None:
@@ -192,7 +180,7 @@ def test_pyspark_hands_one_scans_pushed_plan_to_the_other_scans(spark: Any) -> N
     reader may prune (see tieredstore/spark/pushdown.py)."""
     from pyspark.sql import functions as F
 
-    spark.dataSource.register(pruning_source())
+    spark.dataSource.register(PruningSource)
     with settings(spark, {PUSHDOWN_CONF: "true"}):
         df = spark.read.format("pruning-probe").load()
         k = F.col("k")

@@ -22,9 +22,14 @@ The split: ``messages_per_partition`` (0: one partition per segment),
 
 The selection options choose segments from metadata before any data is read.
 Spark filters (``df.where(...)``) are applied to the rows but never pushed
-into the reader: PySpark reuses one query's pushed-down read plan for the
-next query over the same DataFrame, which returned wrong rows (see
-:mod:`tieredstore.spark.datasource`). To prune, select with the options.
+into the read, so a ``where`` on ``offset`` still reads every segment of the
+queues the options select: PySpark 4.1 to 4.3 hand one scan's pushed read plan
+to the other scans of the same DataFrame, which made a reader that pruned by
+them return wrong rows (how, and the reproduction:
+:mod:`tieredstore.spark.pushdown`). To prune, select with the options. With
+``spark.sql.python.filterPushdown.enabled`` on, a ``where`` on ``topic``,
+``queue_id``, ``offset`` or ``store_timestamp`` that the options do not already
+cover logs a warning naming the options that would select the same.
 Time selection assumes, as the store's own time lookup does, that store
 timestamps do not decrease along a queue.
 
