@@ -21,9 +21,10 @@ partitions from ``getOrCreateReadInfo`` on the same provider. So:
 
 A reader cannot plan from "this query's filters": the plan a scan reads is
 not the one its filters made, and nothing of the scan reaches a task but that
-shared plan. Even a reader that returns every filter to Spark (so Spark
-filters every row again) reads too few rows as soon as its partitions depend
-on the filters. ``tests/spark/test_reuse.py`` reproduces both cases with a
+shared plan. After a filtered query, an unfiltered one runs none of the
+reader's planning code at all, so whatever the reader keeps or does not keep,
+partitions that depend on pushed filters give that query too few rows, even
+when every filter is returned to Spark (so Spark filters every row again). ``tests/spark/test_reuse.py`` reproduces both cases with a
 ten-line source that prunes one partition per ``k``. Upstream Spark later
 keeps the pushdown plan in the scan itself (apache/spark pull request 57752);
 until the PySpark in use does, the plan depends on the reader options alone,
