@@ -24,8 +24,9 @@ not the one its filters made, and nothing of the scan reaches a task but that
 shared plan. After a filtered query, an unfiltered one runs none of the
 reader's planning code at all, so whatever the reader keeps or does not keep,
 partitions that depend on pushed filters give that query too few rows, even
-when every filter is returned to Spark (so Spark filters every row again). ``tests/spark/test_reuse.py`` reproduces both cases with a
-ten-line source that prunes one partition per ``k``. Upstream Spark later
+when every filter is returned to Spark (so Spark filters every row again).
+``tests/spark/test_reuse.py`` reproduces both cases with a ten-line source
+that prunes one partition per ``k``. Upstream Spark later
 keeps the pushdown plan in the scan itself (apache/spark pull request 57752);
 until the PySpark in use does, the plan depends on the reader options alone,
 the same for every query over the DataFrame, and Spark filters the rows.
