@@ -1,6 +1,6 @@
 """Spark jobs over a store: export, verify, compact, stats.
 
-    tieredstore spark [--master M] export  --path DIR --output OUT [filters]
+    tieredstore spark [--master M] export  --path DIR --output OUT [--topic T] [--queue-id Q]
     tieredstore spark [--master M] verify  --path DIR [--topic T] [--queue-id Q]
     tieredstore spark [--master M] compact --path DIR [--dry-run]
     tieredstore spark [--master M] stats   --path DIR [--topic T] [--queue-id Q]
@@ -14,7 +14,19 @@ backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
 ``--cluster``, ``--broker``, ``--key-prefix``, ``--config TOML`` and
 ``--option KEY=VALUE`` for any other config key.
 
-- ``export`` writes the selected messages as Parquet (the reader's columns).
+- ``export --output OUT`` appends the selected queues' new messages to the
+  Parquet table OUT, incrementally and exactly once: each run writes only the
+  messages past each queue's last exported offset (up to its end when the run
+  began), in Hive layout ``OUT/topic=T/date=YYYY-MM-DD/part-*.parquet`` (the
+  reader's columns; ``date``: the UTC day of ``store_timestamp``), and records
+  the exported offsets in ``OUT/_commits/``, written before the files move
+  into their partitions. A crashed run shows nothing (or, if it crashed after
+  its commit, the rest of its files appear at the next run); the next run
+  finishes or redoes it. One run at a time (a lock); nothing new: nothing
+  written, exit status 0. ``spark.read.parquet(OUT)`` reads the table, pruning
+  by topic and date. OUT: a local directory (or ``file://``), the same path on
+  every node. See :mod:`tieredstore.spark.export` and docs/format.md,
+  "Export tables".
 - ``verify`` reads every message of the selected queues, checks every CRC and
   that offsets run on without gaps, and prints one row per queue; the exit
   status is 1 if any queue has a problem.
@@ -42,13 +54,16 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import ConfigError
 from tieredstore.spark.compact import compact_result, compact_segment, survey
+from tieredstore.spark.export import ExportResult, export_table
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
-from tieredstore.spark.options import FORMAT_NAME, config_from_options, on_store
+from tieredstore.spark.options import SELECTION_OPTIONS, config_from_options, on_store
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, names, selection_from_options
 from tieredstore.spark.session import get_session, session_running
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
+from tieredstore.spark.table import StepHook
 from tieredstore.spark.verify import QueueReport, verify_task
 from tieredstore.store import ObjectStore, load_log, queue_log_pieces
 
@@ -94,14 +109,20 @@ class Filters:
 
 
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,
-           *, mode: str = "errorifexists", partition_by: Sequence[str] = ()) -> int:
-    """Write the selected messages to Parquet at ``output``; returns the rows written."""
+           *, on_step: StepHook | None = None) -> ExportResult:
+    """Append the selected queues' messages not exported yet to the table at
+    ``output`` (:func:`tieredstore.spark.export.export_table`); ``on_step``: called
+    with each step's name as it completes. Queues are selected by topic and
+    queue id only: the offsets are the table's to choose."""
     selected = {**options, **(filters or Filters()).options()}
-    writer = spark.read.format(FORMAT_NAME).options(**selected).load().write.mode(mode)
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.parquet(output)
-    return int(spark.read.parquet(output).count())
+    ranged = sorted(k for k in selected if k.lower() in SELECTION_OPTIONS
+                    and k.lower() not in ("topic", "queue_id"))
+    if ranged:
+        raise ConfigError(ranged[0], "export selects queues by topic and queue id only: "
+                          "each run exports what is past the table's last commit")
+    selection = selection_from_options({k.lower(): v for k, v in selected.items()
+                                        if k.lower() in ("topic", "queue_id")})
+    return export_table(spark, options, output, selection, on_step=on_step)
 
 
 def _per_queue(spark: Any, options: dict[str, str], filters: Filters | None,
@@ -184,7 +205,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                                      description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--master", help="Spark master (default: spark-submit's, or local[*])")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("export", "write selected messages to Parquet"),
+    for name, text in (("export", "append new messages to a Parquet table, exactly once"),
                        ("verify", "check every CRC and offset; one row per queue"),
                        ("compact", "merge sealed segments left unmerged"),
                        ("stats", "messages, bytes, segments, chunks, times; one row per queue")):
@@ -200,15 +221,16 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         which.add_argument("--queue-id", action="append", default=[], dest="queue_id",
                            help="queue id (repeatable, or comma-separated)")
         if name == "export":
-            which.add_argument("--offset-from", type=int, help="first offset (inclusive)")
-            which.add_argument("--offset-to", type=int, help="last offset (exclusive)")
-            which.add_argument("--time-from", help="ISO 8601 or ms since the epoch (inclusive)")
-            which.add_argument("--time-to", help="ISO 8601 or ms since the epoch (exclusive)")
-            sub.add_argument("--output", required=True, help="Parquet output directory")
-            sub.add_argument("--mode", default="errorifexists",
-                             choices=["errorifexists", "overwrite", "append", "ignore"])
-            sub.add_argument("--partition-by", action="append", default=[],
-                             choices=["topic", "queue_id"])
+            sub.description = (
+                "Append the selected queues' messages past their last exported offsets to "
+                "the Parquet table OUT (OUT/topic=T/date=YYYY-MM-DD/*.parquet, date in UTC), "
+                "exactly once: the exported offsets are committed in OUT/_commits before the "
+                "files move into their partitions, a crashed run is finished or redone by the "
+                "next, and one run at a time may work on OUT. Nothing new: nothing written, "
+                "exit status 0. Read the table with spark.read.parquet(OUT).")
+            sub.add_argument("--output", required=True, metavar="OUT",
+                             help="the table: a local directory or file:// URI (on a "
+                                  "cluster, the same path on every node)")
         if name == "compact":
             sub.add_argument("--dry-run", action="store_true",
                              help="list what would be merged, merge nothing")
@@ -258,9 +280,7 @@ def main(argv: Sequence[str] | None = None, *, spark: Any = None,
         spark = get_session(args.master, app_name=f"tieredstore-{args.command}")
     try:
         if args.command == "export":
-            rows = export(spark, options, args.output, filters, mode=args.mode,
-                          partition_by=args.partition_by)
-            print(f"exported {rows} messages to {args.output}")
+            _print_export(export(spark, options, args.output, filters))
             return 0
         if args.command == "verify":
             reports = verify_reports(spark, options, filters)
@@ -283,6 +303,17 @@ def main(argv: Sequence[str] | None = None, *, spark: Any = None,
     finally:
         if own:
             spark.stop()
+
+
+def _print_export(result: ExportResult) -> None:
+    for topic, queue_id, lost, first in result.trimmed:
+        print(f"{topic}/{queue_id}: offsets {lost}..{first - 1} were removed by retention "
+              "before they were exported")
+    if result.sequence is None:
+        print(f"nothing new to export to {result.table}")
+        return
+    print(f"exported {result.rows} messages of {len(result.ranges)} queue(s) to "
+          f"{result.table} (commit {result.sequence})")
 
 
 def _print_verify(reports: Sequence[QueueReport]) -> None:

@@ -34,7 +34,7 @@ ALIASES = {
     "secret_access_key": "s3_secret_access_key",
 }
 SELECTION_OPTIONS = frozenset({"topic", "queue_id", "offset_from", "offset_to", "time_from",
-                               "time_to"})
+                               "time_to", "queue_offsets"})
 READER_OPTIONS = frozenset({"config", "messages_per_partition", "batch_rows", "pushdown"})
 
 T = TypeVar("T")

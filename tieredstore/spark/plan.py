@@ -82,6 +82,8 @@ async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: 
                       ) -> list[tuple[str, int]]:
     """The queues the selection wants. Named topics and queues need no listing of
     the others: only the heads of the named topics are listed."""
+    if selection.queue_offsets is not None:
+        return sorted(q for q in selection.queue_offsets if selection.wants_queue(*q))
     if selection.topics is not None and selection.queue_ids is not None:
         return sorted((t, q) for t in selection.topics for q in selection.queue_ids
                       if q >= 0 and selection.wants_queue(t, q))
@@ -104,7 +106,7 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
                 meta = await open_metadata(store, config, topic, queue_id)
             except NoSuchQueue:
                 return []
-            return await plan_queue(meta, topic, queue_id, selection,
+            return await plan_queue(meta, topic, queue_id, selection.for_queue(topic, queue_id),
                                     messages_per_slice=messages_per_slice)
 
     slices = [s for q in await asyncio.gather(*(one(t, q) for t, q in queues)) for s in q]

@@ -9,6 +9,8 @@ keeps them.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -43,12 +45,14 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """What to read. ``topics``/``queue_ids`` None: every one."""
+    """What to read. ``topics``/``queue_ids`` None: every one. ``queue_offsets``, if
+    not None: only the queues it names, each within its own offsets too."""
 
     topics: frozenset[str] | None = None
     queue_ids: frozenset[int] | None = None
     offsets: Span = Span()
     times_ms: Span = Span()
+    queue_offsets: Mapping[tuple[str, int], Span] | None = None
 
     @property
     def empty(self) -> bool:
@@ -67,7 +71,17 @@ class Selection:
     def wants_queue(self, topic: str, queue_id: int) -> bool:
         if self.empty or (self.topics is not None and topic not in self.topics):
             return False
+        if self.queue_offsets is not None and (topic, queue_id) not in self.queue_offsets:
+            return False
         return self.queue_ids is None or queue_id in self.queue_ids
+
+    def for_queue(self, topic: str, queue_id: int) -> Selection:
+        """This selection for one queue: its offsets narrowed to the queue's own."""
+        own = None if self.queue_offsets is None else self.queue_offsets.get((topic, queue_id))
+        if own is None:
+            return self
+        return dataclasses.replace(self, offsets=Span(max(self.offsets.lo, own.lo),
+                                                      min(self.offsets.hi, own.hi)))
 
     def wants_segment(self, first: int, last: int, begin_ms: int, end_ms: int) -> bool:
         """Whether a segment of offsets ``[first, last]`` stored from ``begin_ms`` to
@@ -117,11 +131,35 @@ def one_int(key: str, text: str) -> int:
 def selection_from_options(options: Mapping[str, str]) -> Selection:
     """Options ``topic`` and ``queue_id`` (comma-separated lists), ``offset_from``
     (inclusive) and ``offset_to`` (exclusive), ``time_from`` (inclusive) and
-    ``time_to`` (exclusive): ISO 8601 (naive means UTC) or milliseconds."""
+    ``time_to`` (exclusive): ISO 8601 (naive means UTC) or milliseconds;
+    ``queue_offsets``: a JSON list of ``[topic, queue_id, from, to]`` (from
+    inclusive, to exclusive), only those queues, each in its own range."""
     topics, queue_ids = options.get("topic"), options.get("queue_id")
     return Selection(frozenset(names(topics)) if topics else None,
                      frozenset(ints("queue_id", queue_ids)) if queue_ids else None,
-                     _from_to(options, "offset", one_int), _from_to(options, "time", _ms))
+                     _from_to(options, "offset", one_int), _from_to(options, "time", _ms),
+                     _queue_offsets(options.get("queue_offsets")))
+
+
+def queue_offsets_option(ranges: Mapping[tuple[str, int], tuple[int, int]]) -> str:
+    """The ``queue_offsets`` option for ``{(topic, queue_id): (from, to)}``."""
+    return json.dumps([[t, q, lo, hi] for (t, q), (lo, hi) in sorted(ranges.items())])
+
+
+def _queue_offsets(text: str | None) -> dict[tuple[str, int], Span] | None:
+    if text is None:
+        return None
+    try:
+        items = json.loads(text)
+        out = {}
+        for topic, queue_id, lo, hi in items:
+            if not (isinstance(topic, str) and all(type(n) is int for n in (queue_id, lo, hi))):
+                raise ValueError
+            out[(topic, queue_id)] = Span(lo, hi - 1)
+    except (ValueError, TypeError):
+        raise ConfigError("queue_offsets", "must be a JSON list of [topic, queue_id, from, "
+                          f"to] (integers), got {text[:200]!r}") from None
+    return out
 
 
 def _from_to(options: Mapping[str, str], name: str, read: Callable[[str, str], int]) -> Span:

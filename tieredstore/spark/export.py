@@ -1,0 +1,166 @@
+"""``export``: a store's queues appended to a Parquet table, each message exactly once.
+
+A run (under the table's lock, :mod:`tieredstore.spark.table`):
+
+1. finishes what a crashed run left (roll forward a committed run's moves,
+   roll back uncommitted staging) and reads the newest commit: each queue's
+   next offset to export;
+2. takes each selected queue's end offset now, so the run is bounded: it
+   exports ``[next, end)`` of each queue (from the queue's first stored offset
+   for a queue not exported before, or whose next offsets retention removed);
+3. reads exactly those ranges through the DataSource (option
+   ``queue_offsets``) and has Spark write them, partitioned by ``topic`` and
+   ``date`` (the UTC day of ``store_timestamp``), into the run's hidden
+   staging directory;
+4. checks that the staged rows are each queue's range, each offset once
+   (count, min and max per queue: the reader's strict scan returns offsets in
+   order without gaps), else fails and shows nothing;
+5. writes the commit (the new next offsets, the run's files), then moves the
+   files into their partitions.
+
+A run with nothing new writes nothing (step 1 aside) and returns 0 rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from tieredstore.config import TieredStoreConfig
+from tieredstore.spark.options import (
+    FORMAT_NAME,
+    SELECTION_OPTIONS,
+    config_from_options,
+    lower_options,
+    on_store,
+)
+from tieredstore.spark.plan import OPEN_CONCURRENCY, find_queues
+from tieredstore.spark.selection import Selection, queue_offsets_option
+from tieredstore.spark.table import (
+    Commit,
+    StepHook,
+    Table,
+    TableError,
+    new_run_id,
+    next_commit,
+    table_root,
+)
+from tieredstore.store import NoSuchQueue, ObjectStore, QueueView, load_log
+
+PARTITION_COLUMNS = ("topic", "date")
+# The UTC day of store_timestamp, whatever the session's time zone.
+DATE_EXPR = "date_from_unix_date(CAST(floor(unix_micros(store_timestamp) / 86400000000) AS INT))"
+# The columns step 4 reads back from staging; topic a string even where its values
+# look like numbers (Spark would infer a number from the directory names).
+CHECK_SCHEMA = "queue_id int, offset long, topic string, date date"
+
+Range = tuple[str, int, int, int]  # topic, queue id, from (inclusive), to (exclusive)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What a run did. ``sequence``: the commit it wrote (None: nothing new);
+    ``trimmed``: queues whose next offsets retention removed before they were
+    exported, as (topic, queue id, next offset, first stored offset)."""
+
+    table: str
+    rows: int
+    sequence: int | None
+    ranges: tuple[Range, ...] = ()
+    trimmed: tuple[Range, ...] = ()
+
+
+def export_table(spark: Any, options: Mapping[str, str], output: str, selection: Selection,
+                 *, on_step: StepHook | None = None) -> ExportResult:
+    """Append the selected queues' messages past their last exported offsets to the
+    table at ``output`` (see the module docstring)."""
+    root = table_root(output)
+    config = config_from_options(options)
+    source = f"{config.key_prefix}/{config.cluster}/{config.broker}"
+    with Table.locked(root, on_step) as table:
+        last = table.recover()
+        if last is not None and last.source != source:
+            raise TableError(root, f"it holds the queues of store {last.source!r}, not of "
+                             f"{source!r}: export each store to a table of its own")
+        ranges, trimmed = on_store(config, lambda store: queue_ranges(
+            store, config, selection, last, table=root))
+        todo = tuple(r for r in ranges if r[3] > r[2])
+        if not todo:
+            return ExportResult(str(root), 0, None, (), trimmed)
+        run = new_run_id()
+        try:
+            rows = _stage(spark, options, table, run, todo)
+            commit = next_commit(last, run, source, ranges=todo,
+                                 files=table.staged_files(run), rows=rows)
+            table.on_step("staged")
+            table.commit(commit)
+        except BaseException:
+            shutil.rmtree(table.staging(run), ignore_errors=True)
+            raise
+        table.publish(commit)
+        return ExportResult(str(root), rows, commit.sequence, todo, trimmed)
+
+
+async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
+                       last: Commit | None, *, table: Path
+                       ) -> tuple[tuple[Range, ...], tuple[Range, ...]]:
+    """Each selected queue's range to export now (after ``last``, the table's newest
+    commit), and the queues retention trimmed past their next offset. The
+    broker's log is loaded once for all queues."""
+    queues = await find_queues(store, config, selection)
+    log = await load_log(store, config)
+    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+    async def one(topic: str, queue_id: int) -> QueueView | None:
+        async with limit:
+            try:
+                return await QueueView.open(store, config, topic, queue_id, log=log)
+            except NoSuchQueue:
+                return None
+
+    ranges, trimmed = [], []
+    for view in await asyncio.gather(*(one(t, q) for t, q in queues)):
+        if view is None:
+            continue
+        t, q = view.topic, view.queue_id
+        done = last.next_offset(t, q) if last is not None else None
+        if done is not None and done > view.max_offset:
+            raise TableError(table, f"queue {t}/{q} was exported up to offset "
+                             f"{done}, but the store's queue ends at {view.max_offset}: "
+                             "not the store this table was exported from")
+        start = view.min_offset if done is None else max(done, view.min_offset)
+        if done is not None and done < view.min_offset:
+            trimmed.append((t, q, done, view.min_offset))
+        ranges.append((t, q, start, view.max_offset))
+    return tuple(sorted(ranges)), tuple(trimmed)
+
+
+def _stage(spark: Any, options: Mapping[str, str], table: Table, run: str,
+           ranges: tuple[Range, ...]) -> int:
+    """Spark writes ``ranges`` into the run's staging directory; the rows written,
+    checked against ``ranges``."""
+    reader = {k: v for k, v in lower_options(options).items() if k not in SELECTION_OPTIONS}
+    reader["queue_offsets"] = queue_offsets_option({(t, q): (a, b) for t, q, a, b in ranges})
+    staging = table.staging(run).as_uri()
+    df = spark.read.format(FORMAT_NAME).options(**reader).load()
+    df.withColumn("date", F.expr(DATE_EXPR)).write.mode("errorifexists") \
+        .partitionBy(*PARTITION_COLUMNS).parquet(staging)
+    got = spark.read.schema(CHECK_SCHEMA).parquet(staging).groupBy("topic", "queue_id").agg(
+        F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+    ).collect()
+    staged = {(r.topic, r.queue_id): (r.n, r.lo, r.hi) for r in got}
+    wanted = {(t, q): (b - a, a, b - 1) for t, q, a, b in ranges}
+    if staged != wanted:
+        wrong = sorted(k for k in staged.keys() | wanted.keys()
+                       if staged.get(k) != wanted.get(k))[:5]
+        raise TableError(table.root, "the staged rows are not the ranges read (count, min, "
+                         "max per queue): " + "; ".join(
+                             f"{t}/{q} staged {staged.get((t, q))}, wanted {wanted.get((t, q))}"
+                             for t, q in wrong) + "; nothing committed")
+    return sum(n for n, _, _ in staged.values())
