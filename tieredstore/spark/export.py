@@ -24,7 +24,6 @@ A run with nothing new writes nothing (step 1 aside) and returns 0 rows.
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +100,7 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
             table.on_step("staged")
             table.commit(commit)
         except BaseException:
-            shutil.rmtree(table.staging(run), ignore_errors=True)
+            table.abandon(run)
             raise
         table.publish(commit)
         return ExportResult(str(root), rows, commit.sequence, todo, trimmed)

@@ -213,6 +213,16 @@ class Table:
         self.on_step("recovered")
         return last
 
+    def abandon(self, run: str) -> None:
+        """Delete run ``run``'s staging, unless a commit names it (a failure after the
+        commit landed: its files are the table's now, the next run moves them)."""
+        try:
+            last = self.last_commit()
+        except TableError:
+            return  # the next run's recovery decides
+        if last is None or last.run != run:
+            shutil.rmtree(self.staging(run), ignore_errors=True)
+
     def staged_files(self, run: str) -> list[str]:
         """Run ``run``'s Parquet files in staging, relative to its staging directory."""
         base = self.staging(run)

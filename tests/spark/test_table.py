@@ -1,0 +1,131 @@
+"""The export table's commit protocol on its own (no Spark): what each step leaves
+visible, and what the next run makes of it. Files stand in for a run's Parquet."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tieredstore.errors import ConfigError
+from tieredstore.spark.table import (
+    Commit,
+    Table,
+    TableBusy,
+    TableConflict,
+    TableCorrupt,
+    new_run_id,
+    next_commit,
+    table_root,
+)
+
+FILES = ("topic=a/date=2023-11-14/part-0.parquet", "topic=b/date=2023-11-15/part-1.parquet")
+
+
+def visible(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*.parquet")
+            if not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)}
+
+
+def stage(table: Table, run: str, files: tuple[str, ...] = FILES) -> None:
+    for name in files:
+        path = table.staging(run) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{run} {name}")
+
+
+def staged_run(table: Table, last: Commit | None = None) -> Commit:
+    run = new_run_id()
+    stage(table, run)
+    assert table.staged_files(run) == sorted(FILES)
+    return next_commit(last, run, "p/c/b", ranges=(("a", 0, 0, 5), ("b", 0, 0, 2)),
+                       files=table.staged_files(run), rows=7)
+
+
+def test_a_run_shows_nothing_before_its_commit_and_all_after(tmp_path: Path) -> None:
+    with Table.locked(tmp_path) as table:
+        assert table.recover() is None
+        commit = staged_run(table)
+        assert not visible(tmp_path)
+        table.commit(commit)
+        table.publish(commit)
+        assert visible(tmp_path) == set(FILES)
+        assert not table.staging(commit.run).exists()
+        assert table.last_commit() == commit
+        assert commit.next_offset("a", 0) == 5 and commit.next_offset("c", 0) is None
+
+
+def test_the_next_run_rolls_a_committed_run_forward(tmp_path: Path) -> None:
+    steps: list[str] = []
+    with Table.locked(tmp_path) as table:
+        commit = staged_run(table)
+        table.commit(commit)
+        # the run died after its first move
+        (tmp_path / FILES[0]).parent.mkdir(parents=True)
+        os.rename(table.staging(commit.run) / FILES[0], tmp_path / FILES[0])
+    assert visible(tmp_path) == {FILES[0]}
+    with Table.locked(tmp_path, steps.append) as table:
+        assert table.recover() == commit
+    assert visible(tmp_path) == set(FILES)
+    assert steps == [f"moved {FILES[1]}", "published", "recovered"]
+    assert (tmp_path / FILES[1]).read_text() == f"{commit.run} {FILES[1]}"
+
+
+def test_the_next_run_rolls_an_uncommitted_run_back(tmp_path: Path) -> None:
+    with Table.locked(tmp_path) as table:
+        first = staged_run(table)
+        table.commit(first)
+        table.publish(first)
+        second = staged_run(table, first)  # staged, never committed
+        (tmp_path / "_commits" / f".tmp-{second.run}").write_text("{")
+    with Table.locked(tmp_path) as table:
+        assert table.recover() == first
+    assert not os.listdir(tmp_path / "_staging")
+    assert os.listdir(tmp_path / "_commits") == [f"{1:020d}.json"]
+    assert visible(tmp_path) == set(FILES)
+
+
+def test_a_commit_whose_reply_was_lost_is_its_own_but_a_rivals_is_refused(
+        tmp_path: Path) -> None:
+    with Table.locked(tmp_path) as table:
+        commit = staged_run(table)
+        table.commit(commit)
+        table.commit(commit)  # the retry finds its own commit: done
+        rival = staged_run(table)  # another run that also read "no commit yet"
+        assert rival.sequence == commit.sequence
+        with pytest.raises(TableConflict, match="written by another run"):
+            table.commit(rival)
+        table.abandon(rival.run)
+        assert not table.staging(rival.run).exists()
+        table.abandon(commit.run)  # committed: its files are the table's
+        assert table.staging(commit.run).exists()
+        assert table.last_commit() == commit
+
+
+def test_one_run_at_a_time(tmp_path: Path) -> None:
+    with (Table.locked(tmp_path), pytest.raises(TableBusy, match=f"pid {os.getpid()}"),
+          Table.locked(tmp_path)):
+        pass
+    with Table.locked(tmp_path):
+        pass  # let go of when the first run ended
+
+
+def test_damage_is_named_not_papered_over(tmp_path: Path) -> None:
+    with Table.locked(tmp_path) as table:
+        commit = staged_run(table)
+        table.commit(commit)
+        (table.staging(commit.run) / FILES[1]).unlink()
+        with pytest.raises(TableCorrupt, match=f"{FILES[1]}.*neither staged nor in the table"):
+            table.recover()
+        (tmp_path / "_commits" / f"{2:020d}.json").write_text("{not json")
+        with pytest.raises(TableCorrupt, match=r"commit 0+2\.json unreadable"):
+            table.last_commit()
+
+
+def test_the_table_is_a_local_directory(tmp_path: Path) -> None:
+    assert table_root((tmp_path / "t").as_uri()) == tmp_path / "t"
+    assert table_root("rel") == Path("rel").absolute()
+    for url in ("s3a://bucket/t", "hdfs://nn/t", "file://host/t"):
+        with pytest.raises(ConfigError, match="output"):
+            table_root(url)
