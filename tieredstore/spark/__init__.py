@@ -16,7 +16,9 @@ Options. The store: ``path`` (the local backend's directory), or
 ``key_prefix``; ``config`` (a TOML file); any other config key by its name.
 The selection, exact: ``topic`` and ``queue_id`` (comma-separated lists),
 ``offset_from`` (inclusive) / ``offset_to`` (exclusive), ``time_from``
-(inclusive) / ``time_to`` (exclusive) as ISO 8601 (naive means UTC) or ms.
+(inclusive) / ``time_to`` (exclusive) as ISO 8601 (naive means UTC) or ms;
+``queue_offsets``, a JSON list of ``[topic, queue_id, from, to]``: only those
+queues, each within its own offsets (what ``export`` reads with).
 The split: ``messages_per_partition`` (0: one partition per segment),
 ``batch_rows``.
 
