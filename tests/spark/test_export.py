@@ -112,6 +112,24 @@ def test_export_twice_appends_only_the_new_messages(spark: Any, tmp_path: Path,
     assert_each_once(spark, out, built)
 
 
+def test_a_run_exports_up_to_the_ends_it_took_at_its_start(spark: Any,
+                                                           tmp_path: Path) -> None:
+    """Messages appended while a run is under way wait for the next run."""
+    built = build_store(tmp_path / "store", queues=(("t", 0), ("t", 1)), per_queue=FIRST)
+    out = tmp_path / "table"
+
+    def append_once_bounded(step: str) -> None:
+        if step == "bounded":
+            append_more(built, 30)
+
+    first = jobs.export(spark, built.options, str(out), on_step=append_once_bounded)
+    assert first.ranges == (("t", 0, 0, FIRST), ("t", 1, 0, FIRST))
+    assert len(table_rows(spark, out)) == 2 * FIRST
+    second = jobs.export(spark, built.options, str(out))
+    assert second.ranges == (("t", 0, FIRST, FIRST + 30), ("t", 1, FIRST, FIRST + 30))
+    assert_each_once(spark, out, built)
+
+
 KILLED_RUN = """
 import os, signal, sys
 from tieredstore.spark import get_session, jobs

@@ -89,6 +89,7 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
                              f"{source!r}: export each store to a table of its own")
         ranges, trimmed = on_store(config, lambda store: queue_ranges(
             store, config, selection, last, table=root))
+        table.on_step("bounded")
         todo = tuple(r for r in ranges if r[3] > r[2])
         if not todo:
             return ExportResult(str(root), 0, None, (), trimmed)

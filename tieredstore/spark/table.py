@@ -46,8 +46,9 @@ STAGING_DIR = "_staging"
 FORMAT_VERSION = 1
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
 
-# Called with the name of each step as it completes: "recovered", "staged",
-# "committed", "moved <file>", "published" (progress, and the points tests crash at).
+# Called with the name of each step as it completes: "recovered", "bounded" (the
+# queues' end offsets taken), "staged", "committed", "moved <file>", "published"
+# (progress, and the points tests crash at).
 StepHook = Callable[[str], None]
 
 
