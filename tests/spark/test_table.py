@@ -15,6 +15,7 @@ from tieredstore.spark.table import (
     TableBusy,
     TableConflict,
     TableCorrupt,
+    TableError,
     new_run_id,
     next_commit,
     table_root,
@@ -121,6 +122,15 @@ def test_damage_is_named_not_papered_over(tmp_path: Path) -> None:
         (tmp_path / "_commits" / f"{2:020d}.json").write_text("{not json")
         with pytest.raises(TableCorrupt, match=r"commit 0+2\.json unreadable"):
             table.last_commit()
+
+
+def test_a_directory_that_is_not_a_table_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with Table.locked(tmp_path) as table, pytest.raises(TableError, match="not an export table"):
+        table.recover()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match="not a directory"), Table.locked(tmp_path / "file"):
+        pass
 
 
 def test_the_table_is_a_local_directory(tmp_path: Path) -> None:

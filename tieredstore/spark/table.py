@@ -144,9 +144,9 @@ class Table:
     def locked(cls, root: Path, on_step: StepHook | None = None) -> Iterator[Table]:
         """The table at ``root`` (created if missing), its lock held until the
         block ends; :class:`TableBusy` at once if another run holds it."""
-        root.mkdir(parents=True, exist_ok=True)
-        if not root.is_dir():
+        if root.exists() and not root.is_dir():
             raise ConfigError("output", f"{root} is not a directory")
+        root.mkdir(parents=True, exist_ok=True)
         fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
@@ -200,6 +200,11 @@ class Table:
         then delete every staging directory and temporary commit file (roll back:
         no commit names them). The newest commit, after."""
         last = self.last_commit()
+        strangers = sorted(set(os.listdir(self.root)) - {LOCK_NAME, COMMITS_DIR, STAGING_DIR})
+        if last is None and strangers:
+            raise TableError(self.root, f"it holds {strangers[0]!r} but no commit: not an "
+                             "export table (or its _commits was deleted); export to a new "
+                             "directory")
         if last is not None and self.staging(last.run).is_dir():
             self._publish(last)
         staging = self.root / STAGING_DIR
