@@ -15,7 +15,7 @@ from pyspark.sql import datasource as sd
 from tests.spark.conftest import BuiltStore
 from tieredstore.spark.filters import selection_from_filters, selection_options
 from tieredstore.spark.pushdown import in_pushdown_planning, unpushed_warning
-from tieredstore.spark.selection import Selection, selection_from_options
+from tieredstore.spark.selection import Selection, Span, selection_from_options
 
 pytestmark = [pytest.mark.spark]
 
@@ -151,3 +151,14 @@ def test_the_planning_reader_pushes_nothing_keeps_nothing_and_warns(
     assert vars(reader) == before
     assert reader.partitions() == plain.partitions()
     assert "topic='audit', offset_from='200'" in caplog.text, caplog.text
+
+
+def test_intersect_keeps_per_queue_offsets_and_narrows_them() -> None:
+    per_queue = selection_from_options({"queue_offsets": '[["a", 0, 5, 50], ["a", 1, 0, 9]]'})
+    narrowed = per_queue.intersect(selection_from_filters([sd.GreaterThanOrEqual(("offset",), 7)]))
+    assert narrowed.queue_offsets == per_queue.queue_offsets
+    assert narrowed.for_queue("a", 0).offsets == Span(7, 49)  # closed: offsets 7..49
+    assert narrowed.for_queue("a", 1).offsets == Span(7, 8)
+    both = per_queue.intersect(selection_from_options({"queue_offsets": '[["a", 0, 10, 99]]'}))
+    assert both.queue_offsets is not None and set(both.queue_offsets) == {("a", 0)}
+    assert both.queue_offsets["a", 0] == Span(10, 49)

@@ -64,9 +64,12 @@ class Selection:
 
     def intersect(self, other: Selection) -> Selection:
         """What both select (reader options and a query's filters, say)."""
+        mine, theirs = self.queue_offsets, other.queue_offsets
+        per_queue = (mine if theirs is None else theirs if mine is None else
+                     {q: span.intersect(theirs[q]) for q, span in mine.items() if q in theirs})
         return Selection(_both(self.topics, other.topics), _both(self.queue_ids, other.queue_ids),
                          self.offsets.intersect(other.offsets),
-                         self.times_ms.intersect(other.times_ms))
+                         self.times_ms.intersect(other.times_ms), per_queue)
 
     def wants_queue(self, topic: str, queue_id: int) -> bool:
         if self.empty or (self.topics is not None and topic not in self.topics):
@@ -80,8 +83,7 @@ class Selection:
         own = None if self.queue_offsets is None else self.queue_offsets.get((topic, queue_id))
         if own is None:
             return self
-        return dataclasses.replace(self, offsets=Span(max(self.offsets.lo, own.lo),
-                                                      min(self.offsets.hi, own.hi)))
+        return dataclasses.replace(self, offsets=self.offsets.intersect(own))
 
     def wants_segment(self, first: int, last: int, begin_ms: int, end_ms: int) -> bool:
         """Whether a segment of offsets ``[first, last]`` stored from ``begin_ms`` to
