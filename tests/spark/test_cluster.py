@@ -1,23 +1,43 @@
-"""The jobs on a standalone Spark cluster (a master and a worker on 127.0.0.1),
-started the way ``tieredstore spark`` is, from a directory the executors do
-not share: a relative ``--path`` still reads the store."""
+"""The jobs and both formats on a standalone Spark cluster (a master and a worker
+on 127.0.0.1) whose worker runs a bare Python: no tieredstore, no pyarrow, no
+crc32c, only the standard library, as on a fresh cluster node. The driver ships
+the environment (:mod:`tieredstore.spark.shipping`): ``tieredstore spark
+--master`` by itself, run from a virtual environment that is not activated;
+the README's ``spark-submit`` line (what ``tieredstore spark pack`` prints) for
+the launcher and for a script of one's own, run from the activated one. The
+drivers run in a directory the executors do not share: a relative ``--path``
+still reads the store."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import random
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.ledger.helpers import make_ledger
 from tests.servers import free_port
 from tests.spark.conftest import PER_QUEUE, QUEUES, build_store
+from tieredstore.ledger import LocalLedgerStore, OffloadOptions, SegmentLedgerOffloader
+from tieredstore.objectstore import LocalObjectStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+ABSENT = ("tieredstore", "pyarrow", "crc32c", "boto3", "zstandard")
+README_CACHE = "$HOME/.cache/tieredstore/spark"
+README_MASTER = "spark://HOST:7077"
 
 
 def spark_home() -> Path:
@@ -25,34 +45,46 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
-def loopback_env(work: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+def base_env(work: Path) -> dict[str, str]:
+    """This environment without anything that would point Spark at a Python or
+    at our code; Spark on loopback."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYSPARK_", "SPARK_")) and k not in ("PYTHONPATH",
+                                                                   "VIRTUAL_ENV")}
+    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if Path(p) != VENV_BIN]
     env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable, SPARK_LOG_DIR=str(work),
-               SPARK_WORKER_DIR=str(work / "worker"),
-               # no REST submission server (its port is fixed), UIs on free ports
-               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+               PATH=os.pathsep.join(path), SPARK_LOG_DIR=str(work))
     return env
 
 
-def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], within: float) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if log.exists() and text in log.read_text(errors="replace"):
-            return
-        if process.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} not in {log}:\n{log.read_text(errors='replace')[-3000:]}")
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bin directory of a virtual environment of this Python's base
+    interpreter with nothing installed (not even pip)."""
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``spark://127.0.0.1:port`` of a master with one 2-core worker."""
+def cluster(tmp_path_factory: pytest.TempPathFactory, bare_python: Path) -> Iterator[str]:
+    """``spark://127.0.0.1:port`` of a master with one 2-core worker whose Python
+    (``python3.X`` on its PATH) is the bare one."""
     if shutil.which("java") is None:
         pytest.skip("no java")
     work = tmp_path_factory.mktemp("cluster")
-    env = loopback_env(work)
+    env = base_env(work)
+    env.update(PATH=os.pathsep.join([str(bare_python), env["PATH"]]),
+               SPARK_WORKER_DIR=str(work / "worker"),
+               # no REST submission server (its port is fixed), UIs on free ports
+               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+    python = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    found = subprocess.run([python, "-c", "import importlib.util as u, sys; print(sys.prefix, "
+                            f"[m for m in {ABSENT!r} if u.find_spec(m)])"],
+                           env=env, cwd=work, capture_output=True, text=True, check=True
+                           ).stdout.split()
+    assert found == [str(bare_python.parent), "[]"], f"the worker's {python} is not bare: {found}"
     spark_class = str(spark_home() / "bin" / "spark-class")
     port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
@@ -84,18 +116,132 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 p.kill()
 
 
-def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = loopback_env(cwd)
-    return subprocess.run([sys.executable, "-m", "tieredstore.cli", *args], cwd=cwd, env=env,
+def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        if process.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not in {log}:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The drivers' directory: the store (a relative ``store``), the offloaded
+    ledger (``ledgers``) and the pack cache (``XDG_CACHE_HOME``) in it."""
+    work = tmp_path_factory.mktemp("driver")
+    # Sealed segments left unmerged: compact has work to do.
+    build_store(work / "store", merge_on_seal=False)
+    asyncio.run(offload_ledger(work / "ledgers"))
+    return work
+
+
+ENTRIES = [random.Random(3).randbytes(n) for n in range(0, 3000, 50)]
+
+
+async def offload_ledger(root: Path) -> None:
+    source = LocalLedgerStore(root.parent / "bookie", fsync=False)
+    store = LocalObjectStore(root, fsync=False)
+    off = SegmentLedgerOffloader(store, options=OffloadOptions())
+    try:
+        handle = await make_ledger(source, ENTRIES)
+        await off.offload(handle, uuid.UUID(int=5), {"ManagedLedgerName": "tenant/ns/t"})
+    finally:
+        await off.close()
+        await store.close()
+
+
+def driver_env(work: Path, *, activated: bool) -> dict[str, str]:
+    """A driver's environment: our code on its path (this checkout), the pack
+    cache in ``work``; the virtual environment activated or not."""
+    env = base_env(work)
+    env.update(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(work / "cache"))
+    if activated:
+        env.update(PATH=os.pathsep.join([str(VENV_BIN), env["PATH"]]),
+                   VIRTUAL_ENV=str(VENV_BIN.parent))
+    return env
+
+
+def run(args: list[str], work: Path, *, activated: bool = False
+        ) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, cwd=work, env=driver_env(work, activated=activated),
                           capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, f"{shlex.join(args)}:\n{done.stdout}\n{done.stderr[-4000:]}"
+    return done
 
 
-def test_jobs_on_a_standalone_cluster_with_a_relative_path(cluster: str,
-                                                           tmp_path: Path) -> None:
-    build_store(tmp_path / "store")
-    stats = run_cli(["spark", "--master", cluster, "stats", "--path", "store"], tmp_path)
-    assert stats.returncode == 0, stats.stdout + stats.stderr[-3000:]
-    assert f"{len(QUEUES)} queue(s), {len(QUEUES) * PER_QUEUE} messages" in stats.stdout
-    verify = run_cli(["spark", "--master", cluster, "verify", "--path", "store"], tmp_path)
-    assert verify.returncode == 0, verify.stdout + verify.stderr[-3000:]
-    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in verify.stdout
+def tieredstore(args: list[str], work: Path) -> str:
+    return run([sys.executable, "-m", "tieredstore.cli", *args], work).stdout
+
+
+def test_the_jobs_run_from_the_command_line(cluster: str, driver: Path) -> None:
+    messages = len(QUEUES) * PER_QUEUE
+    out = tieredstore(["spark", "--master", cluster, "stats", "--path", "store"], driver)
+    assert f"{len(QUEUES)} queue(s), {messages} messages" in out, out
+    out = tieredstore(["spark", "--master", cluster, "compact", "--path", "store"], driver)
+    merged = re.search(r"(\d+) of (\d+) segments merged", out)
+    assert merged is not None and merged[1] == merged[2] and int(merged[1]) > 0, out
+    out = tieredstore(["spark", "--master", cluster, "verify", "--path", "store"], driver)
+    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in out, out
+    out = tieredstore(["spark", "--master", cluster, "export", "--path", "store",
+                       "--output", "parquet"], driver)
+    assert f"exported {messages} messages" in out, out
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(driver / "parquet").num_rows == messages
+
+
+READS = """
+import sys
+from tieredstore.spark import get_session
+
+spark = get_session()   # spark-submit's master, with the pack its line ships
+
+
+def where(_):
+    import sys
+    import tieredstore
+    return sys.executable, tieredstore.__file__
+
+
+print("executor", *spark.sparkContext.parallelize([1], 1).map(where).collect()[0])
+df = spark.read.format("tieredstore").option("path", "store").load()
+print("messages", df.count(), df.where("topic = 'orders' and offset >= 200").count())
+ledger = spark.read.format("tieredstore-ledger").option("path", "ledgers").load()
+print("entries", ledger.count(), ledger.selectExpr("sum(length(payload))").first()[0])
+spark.stop()
+"""
+
+
+def readme_line() -> list[str]:
+    """The words of the README's spark-submit line (up to the launcher)."""
+    text = (ROOT / "README.md").read_text()
+    line = next(block for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+                if "spark-submit" in block)
+    words = shlex.split(line.replace("\\\n", " "), comments=True)
+    start = words.index("spark-submit")
+    end = next(i for i, w in enumerate(words) if w.endswith("tieredstore_job.py"))
+    return words[start:end + 1]
+
+
+def test_the_readme_spark_submit_line_runs_jobs_and_reads(cluster: str, driver: Path,
+                                                          bare_python: Path) -> None:
+    printed = tieredstore(["spark", "--master", cluster, "pack"], driver).strip()
+    line = shlex.split(printed)
+    cache = str(driver / "cache" / "tieredstore" / "spark")
+    as_in_readme = [re.sub(r"tieredstore-env-[0-9a-f]+\.tar", "tieredstore-env-<hash>.tar",
+                           w.replace(cache, README_CACHE).replace(cluster, README_MASTER))
+                    for w in line]
+    assert as_in_readme == readme_line()
+
+    done = run([*line, "verify", "--path", "store"], driver, activated=True)
+    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in done.stdout, done.stdout
+    (driver / "reads.py").write_text(READS)
+    out = run([*line[:-1], "reads.py"], driver, activated=True).stdout
+    executor = next(ln for ln in out.splitlines() if ln.startswith("executor")).split()
+    assert Path(executor[1]).parent == bare_python, executor
+    assert executor[2].endswith("/tieredstore-env/tieredstore/__init__.py"), executor
+    assert f"messages {len(QUEUES) * PER_QUEUE} {3 * (PER_QUEUE - 200)}" in out, out
+    assert f"entries {len(ENTRIES)} {sum(map(len, ENTRIES))}" in out, out

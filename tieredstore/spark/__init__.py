@@ -54,9 +54,10 @@ from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import main as run_job
 from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerDataSource
 from tieredstore.spark.options import FORMAT_NAME
-from tieredstore.spark.session import get_session, register, ship_package
+from tieredstore.spark.session import get_session, register
+from tieredstore.spark.shipping import Pack, PackError, pack
 from tieredstore.store import ScanError
 
-__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "ScanError", "TieredStoreDataSource",
-           "TieredStoreLedgerDataSource", "get_session", "register", "run_job",
-           "ship_package"]
+__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Pack", "PackError", "ScanError",
+           "TieredStoreDataSource", "TieredStoreLedgerDataSource", "get_session", "pack",
+           "register", "run_job"]

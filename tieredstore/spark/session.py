@@ -1,4 +1,5 @@
-"""Spark sessions for our jobs: local mode on loopback by default, or spark-submit's.
+"""Spark sessions for our jobs: local mode on loopback by default, a cluster's
+master with this environment shipped to its workers, or spark-submit's.
 
 Spark binds to the machine's external address unless told otherwise. In
 local mode we set ``SPARK_LOCAL_IP=127.0.0.1`` (unless already set) before
@@ -6,17 +7,31 @@ the JVM starts, and ``spark.driver.host`` / ``spark.driver.bindAddress`` to
 loopback, with the UI off: nothing listens beyond this machine. Under
 spark-submit the JVM is already running with its own settings; we keep its
 master and only add the loopback binds when that master is local.
+
+Which Python Spark starts. PySpark runs one interpreter command, fixed when
+the session starts (``PYSPARK_PYTHON``), both for the workers and for the
+Python processes the driver's JVM starts to plan a data source read. In
+local mode it is this interpreter (``sys.executable``), so a session started
+from a virtual environment that is not activated still runs its workers in
+it, not in the system's ``python3``. On a cluster (a master that is not
+``local``) it is ``python3.X`` (this minor version) looked up on each
+machine's ``PATH``: on the workers, their own Python, which imports tieredstore
+and its dependencies from the pack shipped with the session
+(:mod:`tieredstore.spark.shipping`); on the driver, the directory of this
+interpreter comes first on the JVM's ``PATH``, so planning runs here with what
+is installed here. Nothing points the workers at a path that exists on the
+driver's machine only.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import zipfile
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
+
+from tieredstore.spark.shipping import merge_conf, pack
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_MASTER = "local[*]"
@@ -43,10 +58,40 @@ def under_spark_submit() -> bool:
 
 
 def use_loopback() -> None:
-    """Environment for a local-mode JVM and its Python workers (set only if unset)."""
+    """Environment for a JVM whose master runs on this machine (set only if unset)."""
     os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+
+
+def use_this_python() -> None:
+    """Local mode: the workers (and the JVM's own Python processes) run this
+    interpreter (set only if unset)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def cluster_environment(python: str) -> dict[str, str]:
+    """What the JVM and this session start with for a cluster master: the workers'
+    Python command, and this interpreter's directory first on ``PATH`` so that the
+    driver's own processes find the same command here."""
+    here = os.path.dirname(sys.executable)
+    return {"PYSPARK_PYTHON": python,
+            "PATH": os.pathsep.join([here, os.environ.get("PATH", os.defpath)])}
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set while the session starts (the JVM and
+    the SparkContext take them then), and as it was after."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def session_running() -> bool:
@@ -55,32 +100,6 @@ def session_running() -> bool:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is not None
-
-
-SHIPPED_SUFFIXES = (".py", ".pyi", ".proto", ".typed")
-
-
-def ship_package(spark: Any, directory: str | os.PathLike[str] | None = None) -> Path:
-    """Zip this ``tieredstore`` package (and the ``pyspark_tieredstore*`` modules
-    beside it) and add it to every executor's Python path
-    (``SparkContext.addPyFile``), for workers that do not have it installed. Its
-    dependencies (boto3, aioboto3, protobuf, crc32c, diskcache...) must be on the
-    workers already. The zip is written in ``directory`` (default: a new
-    temporary directory); its path is returned."""
-    import tieredstore
-
-    package = Path(tieredstore.__file__).resolve().parent
-    root = package.parent
-    out = Path(directory or tempfile.mkdtemp(prefix="tieredstore-ship-")) / "tieredstore.zip"
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(package.rglob("*")):
-            if path.is_file() and path.suffix in SHIPPED_SUFFIXES \
-                    and "__pycache__" not in path.parts:
-                archive.write(path, path.relative_to(root).as_posix())
-        for module in sorted(root.glob("pyspark_tieredstore*.py")):
-            archive.write(module, module.name)
-    spark.sparkContext.addPyFile(str(out))
-    return out
 
 
 def register(spark: Any) -> None:
@@ -95,15 +114,25 @@ def register(spark: Any) -> None:
 
 
 def get_session(master: str | None = None, *, app_name: str = "tieredstore",
-                conf: Mapping[str, str] | None = None) -> Any:
-    """A SparkSession with the format registered.
+                conf: Mapping[str, str] | None = None,
+                pack_dir: str | os.PathLike[str] | None = None) -> Any:
+    """A SparkSession with the formats registered.
 
-    ``master`` None: spark-submit's master when run by it, else ``local[*]``.
-    A master on this machine (:func:`on_loopback`) gets the loopback settings.
+    ``master`` None: spark-submit's master when run by it (whose command line
+    ships the environment: ``tieredstore spark pack`` prints it), else
+    ``local[*]``. A master on this machine (:func:`on_loopback`) gets the
+    loopback settings. A master that is not ``local`` gets this environment
+    shipped (:func:`tieredstore.spark.shipping.pack`, cached in ``pack_dir``)
+    and run by the workers' ``python3.X`` (``conf`` may name another with
+    ``spark.pyspark.python``). The environment variables that choose the
+    Python are set while the session starts only: a JVM that this process
+    started before keeps its own.
     """
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    settings = dict(conf or {})
+    launch: dict[str, str] = {}
     if under_spark_submit() and master is None:
         from pyspark import SparkConf
 
@@ -114,9 +143,15 @@ def get_session(master: str | None = None, *, app_name: str = "tieredstore",
         builder = builder.master(master)
         if local:
             use_loopback()
-    settings = {**(LOCAL_CONF if local else {}), **(conf or {})}
+        if master.startswith("local"):
+            use_this_python()
+        else:
+            settings = merge_conf(pack(pack_dir).conf(), settings)
+            launch = cluster_environment(settings["spark.pyspark.python"])
+    settings = {**(LOCAL_CONF if local else {}), **settings}
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with environment(launch):
+        spark = builder.getOrCreate()
     register(spark)
     return spark
