@@ -34,6 +34,7 @@ from tieredstore.objectstore import LocalObjectStore
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = len(QUEUES) * PER_QUEUE
 VENV_BIN = Path(sys.executable).parent
 ABSENT = ("tieredstore", "pyarrow", "crc32c", "boto3", "zstandard")
 README_CACHE = "$HOME/.cache/tieredstore/spark"
@@ -176,26 +177,48 @@ def tieredstore(args: list[str], work: Path) -> str:
     return run([sys.executable, "-m", "tieredstore.cli", *args], work).stdout
 
 
-def test_the_jobs_run_from_the_command_line(cluster: str, driver: Path) -> None:
-    messages = len(QUEUES) * PER_QUEUE
-    out = tieredstore(["spark", "--master", cluster, "stats", "--path", "store"], driver)
-    assert f"{len(QUEUES)} queue(s), {messages} messages" in out, out
-    out = tieredstore(["spark", "--master", cluster, "compact", "--path", "store"], driver)
-    merged = re.search(r"(\d+) of (\d+) segments merged", out)
-    assert merged is not None and merged[1] == merged[2] and int(merged[1]) > 0, out
-    out = tieredstore(["spark", "--master", cluster, "verify", "--path", "store"], driver)
-    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in out, out
+def test_the_command_line_ships_the_environment(cluster: str, driver: Path) -> None:
+    """``tieredstore spark --master``, its virtual environment not activated."""
     out = tieredstore(["spark", "--master", cluster, "export", "--path", "store",
-                       "--output", "parquet"], driver)
-    assert f"exported {messages} messages" in out, out
+                       "--output", "cli-export"], driver)
+    assert f"exported {MESSAGES} messages" in out, out
     import pyarrow.parquet as pq
 
-    assert pq.read_table(driver / "parquet").num_rows == messages
+    assert pq.read_table(driver / "cli-export").num_rows == MESSAGES
 
 
-READS = """
+def readme_line() -> list[str]:
+    """The words of the README's spark-submit line (up to the launcher)."""
+    text = (ROOT / "README.md").read_text()
+    line = next(block for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+                if "spark-submit" in block)
+    # comments start at a word (as in the shell: a '#' inside a word is kept)
+    words = shlex.split(re.sub(r"(^|\s)#.*", "", line.replace("\\\n", " "), flags=re.M))
+    start = words.index("spark-submit")
+    end = next(i for i, w in enumerate(words) if w.endswith("tieredstore_job.py"))
+    return words[start:end + 1]
+
+
+@pytest.fixture(scope="module")
+def submit_line(cluster: str, driver: Path) -> list[str]:
+    """What ``tieredstore spark pack`` prints, which the README shows."""
+    line = shlex.split(tieredstore(["spark", "--master", cluster, "pack"], driver).strip())
+    cache = str(driver / "cache" / "tieredstore" / "spark")
+    as_in_readme = [re.sub(r"tieredstore-env-[0-9a-f]+\.tar", "tieredstore-env-<hash>.tar",
+                           w.replace(cache, README_CACHE).replace(cluster, README_MASTER))
+                    for w in line]
+    assert as_in_readme == readme_line()
+    return line
+
+
+def test_the_readme_spark_submit_line_runs_a_job(submit_line: list[str], driver: Path) -> None:
+    done = run([*submit_line, "verify", "--path", "store"], driver, activated=True)
+    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in done.stdout, done.stdout
+
+
+SCRIPT = """
 import sys
-from tieredstore.spark import get_session
+from tieredstore.spark import get_session, run_job
 
 spark = get_session()   # spark-submit's master, with the pack its line ships
 
@@ -211,37 +234,25 @@ df = spark.read.format("tieredstore").option("path", "store").load()
 print("messages", df.count(), df.where("topic = 'orders' and offset >= 200").count())
 ledger = spark.read.format("tieredstore-ledger").option("path", "ledgers").load()
 print("entries", ledger.count(), ledger.selectExpr("sum(length(payload))").first()[0])
+for job in (["stats"], ["compact"], ["verify"], ["export", "--output", "submit-export"]):
+    print("job", *job, "exit", run_job([*job, "--path", "store"], spark=spark), flush=True)
 spark.stop()
 """
 
 
-def readme_line() -> list[str]:
-    """The words of the README's spark-submit line (up to the launcher)."""
-    text = (ROOT / "README.md").read_text()
-    line = next(block for block in re.findall(r"```sh\n(.*?)```", text, re.S)
-                if "spark-submit" in block)
-    words = shlex.split(line.replace("\\\n", " "), comments=True)
-    start = words.index("spark-submit")
-    end = next(i for i, w in enumerate(words) if w.endswith("tieredstore_job.py"))
-    return words[start:end + 1]
-
-
-def test_the_readme_spark_submit_line_runs_jobs_and_reads(cluster: str, driver: Path,
-                                                          bare_python: Path) -> None:
-    printed = tieredstore(["spark", "--master", cluster, "pack"], driver).strip()
-    line = shlex.split(printed)
-    cache = str(driver / "cache" / "tieredstore" / "spark")
-    as_in_readme = [re.sub(r"tieredstore-env-[0-9a-f]+\.tar", "tieredstore-env-<hash>.tar",
-                           w.replace(cache, README_CACHE).replace(cluster, README_MASTER))
-                    for w in line]
-    assert as_in_readme == readme_line()
-
-    done = run([*line, "verify", "--path", "store"], driver, activated=True)
-    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in done.stdout, done.stdout
-    (driver / "reads.py").write_text(READS)
-    out = run([*line[:-1], "reads.py"], driver, activated=True).stdout
+def test_a_script_reads_and_runs_every_job_with_the_readme_line(
+        submit_line: list[str], driver: Path, bare_python: Path) -> None:
+    (driver / "script.py").write_text(SCRIPT)
+    out = run([*submit_line[:-1], "script.py"], driver, activated=True).stdout
     executor = next(ln for ln in out.splitlines() if ln.startswith("executor")).split()
     assert Path(executor[1]).parent == bare_python, executor
     assert executor[2].endswith("/tieredstore-env/tieredstore/__init__.py"), executor
-    assert f"messages {len(QUEUES) * PER_QUEUE} {3 * (PER_QUEUE - 200)}" in out, out
+    assert f"messages {MESSAGES} {3 * (PER_QUEUE - 200)}" in out, out
     assert f"entries {len(ENTRIES)} {sum(map(len, ENTRIES))}" in out, out
+    assert f"{len(QUEUES)} queue(s), {MESSAGES} messages" in out, out
+    merged = re.search(r"(\d+) of (\d+) segments merged", out)
+    assert merged is not None and merged[1] == merged[2] and int(merged[1]) > 0, out
+    assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in out, out
+    assert f"exported {MESSAGES} messages" in out, out
+    for job in ("stats", "compact", "verify", "export"):
+        assert f"job {job}" in out and re.search(rf"job {job}.* exit 0", out), out

@@ -34,7 +34,6 @@ It is written to a temporary name and renamed into place (see
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata as metadata
 import os
 import re
 import shlex
@@ -44,6 +43,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
 
