@@ -6,10 +6,13 @@ STAMP = $(VENV)/.installed-stamp
 
 .PHONY: demo test lint typecheck unit bench proto clean
 
-$(STAMP): pyproject.toml
+# Editable in compat mode: the project directory goes on the path as it is, so
+# PySpark's lookup of top-level pyspark_* modules finds pyspark_tieredstore (the
+# default editable finder maps the package only and hides them).
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -4,8 +4,8 @@ PySpark (4.0 and later) looks, when a session first resolves a Python data
 source, for top-level modules named ``pyspark_*`` that define
 ``DefaultSource``, and registers each under its ``name()``. This module is
 installed beside the ``tieredstore`` package for that lookup (an editable
-install hides it from the lookup: there, call
-``tieredstore.spark.register(spark)``).
+install shows it in setuptools' compat mode only, as ``make`` installs it;
+otherwise call ``tieredstore.spark.register(spark)``).
 """
 
 from tieredstore.spark.datasource import TieredStoreDataSource as DefaultSource

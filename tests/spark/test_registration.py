@@ -1,7 +1,7 @@
 """A plain SparkSession reads the ``tieredstore`` format with no call to register:
 PySpark registers the ``DefaultSource`` of the top-level ``pyspark_tieredstore``
-module that an install puts beside the package. And a package shipped with
-``ship_package`` is what executors import."""
+module that an install puts beside the package. (Workers without the package:
+``tests/spark/test_cluster.py``.)"""
 
 from __future__ import annotations
 
@@ -50,39 +50,15 @@ def run_plain(path: Path, cwd: Path, pythonpath: str | None) -> subprocess.Compl
 
 
 def test_a_plain_session_finds_the_format(merged_store: BuiltStore, tmp_path: Path) -> None:
-    # As installed: the module on the path. (The editable install of the tests
-    # maps the package but hides top-level modules from PySpark's lookup.)
+    # As installed: the module on the path.
     done = run_plain(merged_store.path, tmp_path, str(ROOT))
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"rows {len(QUEUES) * PER_QUEUE}" in done.stdout
-    # Without the module nothing registers the format: it is what does.
-    hidden = run_plain(merged_store.path, tmp_path, None)
+    # Without the module's DefaultSource nothing registers the format: it is what
+    # does. (A module of the same name without it comes first on the path.)
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "pyspark_tieredstore.py").write_text('"""No DefaultSource here."""\n')
+    hidden = run_plain(merged_store.path, tmp_path, os.pathsep.join([str(shadow), str(ROOT)]))
     assert hidden.returncode != 0
     assert "tieredstore" in hidden.stderr and "rows" not in hidden.stdout
-
-
-SHIPPED = SESSION + """
-from tieredstore.spark import register, ship_package
-try:
-    ship_package(spark, sys.argv[2])
-    register(spark)
-
-    def where(_):
-        import tieredstore
-        return tieredstore.__file__
-
-    print("executor", spark.sparkContext.parallelize([1], 1).map(where).collect()[0])
-    print("rows", spark.read.format("tieredstore").option("path", sys.argv[1]).load().count())
-finally:
-    spark.stop()
-"""
-
-
-def test_a_shipped_package_is_what_executors_import(merged_store: BuiltStore,
-                                                    tmp_path: Path) -> None:
-    done = run_script(SHIPPED, [str(merged_store.path), str(tmp_path)], tmp_path, None)
-    assert done.returncode == 0, done.stderr[-3000:]
-    executor = next(line for line in done.stdout.splitlines() if line.startswith("executor"))
-    assert "tieredstore.zip/tieredstore/__init__.py" in executor, executor
-    assert f"rows {len(QUEUES) * PER_QUEUE}" in done.stdout
-    assert (tmp_path / "tieredstore.zip").is_file()

@@ -42,8 +42,15 @@ payload and offload uuid per row.
 Registration: an installed ``tieredstore`` ships the top-level modules
 ``pyspark_tieredstore`` and ``pyspark_tieredstore_ledger``, which PySpark
 finds and registers by itself, so a plain ``SparkSession`` reads both formats
-with no call (PySpark 4.0 and later; an editable install hides the modules:
-call ``register(spark)``).
+with no call (PySpark 4.0 and later; an editable install shows them in
+setuptools' compat mode only, as ``make`` installs it; elsewhere call
+``register(spark)``). :func:`get_session` registers them itself.
+
+A cluster: the workers need Python (``python3.X``, the driver's minor
+version) and Spark only. :func:`get_session` with a master that is not
+``local`` ships tieredstore and its dependencies as one archive (:func:`pack`,
+:mod:`tieredstore.spark.shipping`); for spark-submit, ``tieredstore spark
+pack`` prints the line that ships it.
 
 Jobs: ``tieredstore spark export|verify|compact|stats`` (see
 :mod:`tieredstore.spark.jobs`), or the functions of that module with a

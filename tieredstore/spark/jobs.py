@@ -5,11 +5,12 @@
     tieredstore spark [--master M] compact --path DIR [--dry-run]
     tieredstore spark [--master M] stats   --path DIR [--topic T] [--queue-id Q]
     python -m tieredstore.spark.jobs ...      (the same)
-    spark-submit [--master M] .../tieredstore/spark/jobs.py verify ...
+    spark-submit ... tieredstore_job.py verify ...   (the line ``tieredstore spark pack`` prints)
 
 Run by ``python``, the master is ``local[*]`` unless ``--master`` says
-otherwise, and a local master binds to loopback only. Run by spark-submit,
-its master applies. The store is named as for the reader: ``--path`` (local
+otherwise, and a local master binds to loopback only; a cluster's master gets
+this environment shipped to its workers (:mod:`tieredstore.spark.shipping`).
+Run by spark-submit, its master applies. The store is named as for the reader: ``--path`` (local
 backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
 ``--cluster``, ``--broker``, ``--key-prefix``, ``--config TOML`` and
 ``--option KEY=VALUE`` for any other config key.
