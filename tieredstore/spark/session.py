@@ -82,16 +82,14 @@ def cluster_environment(python: str) -> dict[str, str]:
 def environment(values: Mapping[str, str]) -> Iterator[None]:
     """``os.environ`` with ``values`` set while the session starts (the JVM and
     the SparkContext take them then), and as it was after."""
-    saved = {key: os.environ.get(key) for key in values}
+    saved = {key: os.environ.pop(key, None) for key in values}
     os.environ.update(values)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        for key in values:
+            os.environ.pop(key, None)
+        os.environ.update({key: value for key, value in saved.items() if value is not None})
 
 
 def session_running() -> bool:

@@ -1,0 +1,85 @@
+"""The pack of tieredstore and its dependencies for a cluster's workers: what goes
+in, its cache, the settings that ship it. (That a bare worker runs with it:
+``test_cluster.py``.)"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tieredstore.spark import shipping
+from tieredstore.spark.session import environment
+
+
+def test_the_closure_is_the_runtime_requirements_and_pyarrow_not_spark() -> None:
+    names = {shipping.metadata_name(d) for d in shipping.closure()}
+    # direct requirements, the spark extra's pyarrow, and requirements of requirements
+    assert {"aioboto3", "boto3", "crc32c", "protobuf", "zstandard", "pyarrow",
+            "botocore", "aiobotocore", "jmespath"} <= names, names
+    assert not names & {"pyspark", "py4j", "pytest", "moto", "mypy", "ruff"}, names
+
+
+@pytest.mark.slow
+def test_a_pack_holds_the_package_and_its_dependencies_and_is_built_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = shipping.pack(tmp_path)
+    with tarfile.open(built.archive) as tar:
+        names = set(tar.getnames())
+    assert {"tieredstore/__init__.py", "tieredstore/spark/datasource.py", "pyspark_tieredstore.py",
+            "pyarrow/__init__.py", "crc32c/__init__.py", "boto3/__init__.py"} <= names
+    assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("pyspark/", "py4j/"))
+                   for n in names)
+    assert any(n.startswith("pyarrow-") and n.endswith(".dist-info/METADATA") for n in names)
+    stamp = built.archive.stat().st_mtime_ns
+    assert shipping.pack(tmp_path) == built
+    assert built.archive.stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+    # Another source gives another archive.
+    extra = tmp_path / "extra.py"
+    extra.write_text("x = 1\n")
+    files = shipping.package_files
+
+    def more() -> Iterator[tuple[Path, str]]:
+        yield from files()
+        yield extra, "tieredstore/extra.py"
+
+    monkeypatch.setattr(shipping, "package_files", more)
+    assert shipping.pack(tmp_path).archive != built.archive
+
+
+def test_the_settings_and_the_line_that_ship_it(tmp_path: Path) -> None:
+    built = shipping.Pack(tmp_path / "tieredstore-env-0.tar.gz", tmp_path / "job.py",
+                          "python3.11")
+    conf = built.conf()
+    assert conf == {"spark.archives": f"{built.archive}#tieredstore-env",
+                    "spark.executorEnv.PYTHONPATH": "tieredstore-env",
+                    "spark.pyspark.python": "python3.11"}
+    assert shlex.split(built.submit_line("spark://h:7077")) == [
+        "spark-submit", "--master", "spark://h:7077", "--archives", conf["spark.archives"],
+        "--conf", "spark.executorEnv.PYTHONPATH=tieredstore-env",
+        "--conf", "spark.pyspark.python=python3.11", str(built.launcher)]
+    mine = {"spark.archives": "other.zip#o", "spark.executorEnv.PYTHONPATH": "o",
+            "spark.pyspark.python": "/opt/py/bin/python3.11", "spark.x": "1"}
+    assert shipping.merge_conf(conf, mine) == {
+        "spark.archives": f"{conf['spark.archives']},other.zip#o",
+        "spark.executorEnv.PYTHONPATH": f"tieredstore-env{os.pathsep}o",
+        "spark.pyspark.python": "/opt/py/bin/python3.11", "spark.x": "1"}
+    assert shipping.merge_conf(conf, {}) == conf
+    assert shipping.worker_python() == f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def test_the_launch_environment_is_set_while_it_lasts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TS_KEPT", "before")
+    monkeypatch.delenv("TS_NEW", raising=False)
+    with environment({"TS_KEPT": "during", "TS_NEW": "during"}):
+        assert (os.environ["TS_KEPT"], os.environ["TS_NEW"]) == ("during", "during")
+        os.environ["TS_OTHER"] = "set by the session"
+    assert os.environ["TS_KEPT"] == "before" and "TS_NEW" not in os.environ
+    assert os.environ.pop("TS_OTHER") == "set by the session"
