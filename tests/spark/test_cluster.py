@@ -204,8 +204,10 @@ def submit_line(cluster: str, driver: Path) -> list[str]:
     """What ``tieredstore spark pack`` prints, which the README shows."""
     line = shlex.split(tieredstore(["spark", "--master", cluster, "pack"], driver).strip())
     cache = str(driver / "cache" / "tieredstore" / "spark")
+    python = f"python{sys.version_info.major}.{sys.version_info.minor}"
     as_in_readme = [re.sub(r"tieredstore-env-[0-9a-f]+\.tar", "tieredstore-env-<hash>.tar",
-                           w.replace(cache, README_CACHE).replace(cluster, README_MASTER))
+                           w.replace(cache, README_CACHE).replace(cluster, README_MASTER)
+                           .replace(f"={python}", "=python3.11"))  # the README's example
                     for w in line]
     assert as_in_readme == readme_line()
     return line
