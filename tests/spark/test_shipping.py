@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import sys
 import tarfile
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.spark.conftest import PER_QUEUE, QUEUES, BuiltStore
 from tieredstore.spark import shipping
 from tieredstore.spark.session import environment
 
@@ -83,3 +85,33 @@ def test_the_launch_environment_is_set_while_it_lasts(monkeypatch: pytest.Monkey
         os.environ["TS_OTHER"] = "set by the session"
     assert os.environ["TS_KEPT"] == "before" and "TS_NEW" not in os.environ
     assert os.environ.pop("TS_OTHER") == "set by the session"
+
+
+LOCAL = """
+import sys
+from tieredstore.spark import get_session
+
+spark = get_session("local[1]")
+print("worker", spark.sparkContext.parallelize([1], 1).map(lambda _: sys.executable).first())
+print("rows", spark.read.format("tieredstore").option("path", sys.argv[1]).load().count())
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_local_session_runs_its_workers_in_this_interpreter(merged_store: BuiltStore,
+                                                              tmp_path: Path) -> None:
+    """Started from a virtual environment that is not activated (no PYSPARK_*
+    variables, its bin not on PATH), where ``python3`` has no tieredstore."""
+    venv_bin = Path(sys.executable).parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")
+           and k != "VIRTUAL_ENV"}
+    env.update(PATH=os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                    if Path(p) != venv_bin),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]), SPARK_LOCAL_IP="127.0.0.1")
+    done = subprocess.run([sys.executable, "-c", LOCAL, str(merged_store.path)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"worker {sys.executable}\n" in done.stdout, done.stdout
+    assert f"rows {len(QUEUES) * PER_QUEUE}" in done.stdout, done.stdout
