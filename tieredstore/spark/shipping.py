@@ -105,6 +105,8 @@ def worker_python() -> str:
 
 
 def default_cache_dir() -> Path:
+    """Where packs are kept unless told: ``$XDG_CACHE_HOME/tieredstore/spark``, else
+    ``~/.cache/tieredstore/spark``."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tieredstore" / "spark"
 
@@ -121,7 +123,8 @@ def merge_conf(shipped: Mapping[str, str], conf: Mapping[str, str]) -> dict[str,
 
 
 def pack(cache_dir: str | os.PathLike[str] | None = None) -> Pack:
-    """The pack of this environment, built into ``cache_dir`` unless already there."""
+    """The pack of this environment, built into ``cache_dir`` unless already there;
+    :class:`PackError` if a requirement is missing or lists no files."""
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     dists = closure()
     files = sorted(package_files())
