@@ -15,7 +15,13 @@ min, max and commit offsets, the bytes appended and not yet in the bucket and
 the merges owed; how many queues are open and corrupt; and the requests'
 estimated cost in dollars at the configured prices (``price_per_1000_put``:
 PUT, COPY, POST and LIST requests; ``price_per_1000_get``: GET and HEAD;
-DELETE is free).
+DELETE is free: :class:`~tieredstore.objectstore.governor.Prices`, which the
+request governor's dollar ceiling uses too).
+
+The object store's request governor: requests it held back and the seconds
+they waited, by priority (``host``, ``read_ahead``, ``compaction``, ``merge``,
+``gc``, ``offload``), and the SlowDowns the store answered, by operation and
+key prefix.
 
 :class:`MetricsServer` serves a collector over HTTP (``prometheus_client``'s
 server, on a registry of its own), bound to ``metrics_host`` (127.0.0.1 by
@@ -42,6 +48,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import Fetcher
 from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, RequestMetrics
+from tieredstore.objectstore.governor import GET_CLASS, PUT_CLASS, Prices
 from tieredstore.segment.pool.metrics import PoolMetrics
 
 # Fetcher counters exported one to one: snapshot key -> (metric name, help).
@@ -74,11 +81,6 @@ _FETCHER_COUNTERS = {
 }
 
 
-PUT_CLASS = frozenset({"put", "create_multipart", "upload_part", "upload_part_copy",
-                       "complete_multipart", "list", "list_uploads"})
-GET_CLASS = frozenset({"get", "head"})
-
-
 @dataclass(frozen=True, slots=True)
 class QueueFigures:
     """One open queue, as the store sees it now."""
@@ -90,14 +92,6 @@ class QueueFigures:
     commit_offset: int  # offsets below it are durable in the bucket
     unflushed_bytes: int  # appended (commit log and consume queue), not yet in the bucket
     merges_pending: int  # sealed segments whose merge is owed
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """Dollars per 1,000 requests of each class (S3 Standard's list prices by default)."""
-
-    put: float = 0.005
-    get: float = 0.0004
 
 
 class TieredStoreCollector(Collector):
@@ -205,6 +199,26 @@ class TieredStoreCollector(Collector):
             self._add_histogram(latency, [op], LATENCY_BUCKETS, counts,
                                 float(snap["latency_sum_seconds"].get(op, 0.0)))
         yield latency
+        yield from self._governor_metrics(snap)
+
+    def _governor_metrics(self, snap: Mapping[str, Mapping[str, float]]) -> Iterator[Metric]:
+        for key, name, doc in (
+            ("waits", "store_throttled_requests", "Requests the request governor held back "
+             "before sending, by priority."),
+            ("wait_seconds", "store_throttled_seconds", "Seconds requests waited for the "
+             "request governor, by priority."),
+        ):
+            family = self._counter(name, doc, "priority")
+            for priority, n in sorted(snap[key].items()):
+                family.add_metric(self._values(priority), n)
+            yield family
+        slowdowns = self._counter("store_slowdowns", "Attempts the store answered with "
+                                  "SlowDown (503, 429), by operation and key prefix.",
+                                  "op", "prefix")
+        for key, n in sorted(snap["slowdowns"].items()):
+            op, _, prefix = str(key).partition(":")
+            slowdowns.add_metric(self._values(op, prefix), n)
+        yield slowdowns
 
     # --- fetcher -------------------------------------------------------------------------
 

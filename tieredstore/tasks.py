@@ -16,6 +16,11 @@ holds one :class:`Background`. Its rules:
   way, including those started meanwhile (loops are not waited for).
 - :meth:`~Background.close` cancels the loops and started tasks, then waits for
   the spawned work: a pass is cut short, background work is not.
+- Each task runs at a :class:`Priority`: the one its ``priority`` argument
+  names, else its creator's. The object store's request governor reads it
+  (:func:`current_priority`) and sends the host's requests first. Code the
+  host awaits runs at ``HOST`` (the default); the one place that says a task
+  is background work is the call that starts it here.
 
 :func:`gather_bounded` is the one bounded fan-out: work over many items, at
 most N at a time, awaited in line.
@@ -24,6 +29,8 @@ most N at a time, awaited in line.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import enum
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
@@ -34,6 +41,32 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Item = TypeVar("Item")
+
+
+class Priority(enum.IntEnum):
+    """Whose object-store requests go first: lower values first."""
+
+    HOST = 0
+    """The host's appends, flushes and reads, and what they wait for (group
+    commits, chunk commits)."""
+    READ_AHEAD = 1
+    COMPACTION = 2
+    """Moving bytes from log objects into segments."""
+    MERGE = 3
+    """Seals and merges of full segments, rolls by time."""
+    GC = 4
+    """Garbage collection, retention, the ledger's deletion sweep."""
+    OFFLOAD = 5
+    """A managed ledger's offloads."""
+
+
+_PRIORITY: contextvars.ContextVar[Priority] = contextvars.ContextVar(
+    "tieredstore_priority", default=Priority.HOST)
+
+
+def current_priority() -> Priority:
+    """The priority the running task's object-store requests go at."""
+    return _PRIORITY.get()
 
 
 def _log_failure(what: str, exc: Exception) -> None:
@@ -77,16 +110,22 @@ class Background:
         """Whether a spawned or started task is under way."""
         return bool(self._work)
 
-    def _track(self, coro: Coroutine[Any, Any, T], name: str, *into: set[asyncio.Task[Any]]
-               ) -> asyncio.Task[T]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
+    def _track(self, coro: Coroutine[Any, Any, T], name: str, *into: set[asyncio.Task[Any]],
+               priority: Priority | None = None) -> asyncio.Task[T]:
+        context = None
+        if priority is not None and priority is not _PRIORITY.get():
+            context = contextvars.copy_context()
+            context.run(_PRIORITY.set, priority)
+        task = asyncio.get_running_loop().create_task(coro, name=name, context=context)
         for tasks in into:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         return task
 
-    def spawn(self, work: Coroutine[Any, Any, object], name: str) -> asyncio.Task[None]:
-        """Run ``work`` in the background; a failure is logged, naming ``name``."""
+    def spawn(self, work: Coroutine[Any, Any, object], name: str, *,
+              priority: Priority | None = None) -> asyncio.Task[None]:
+        """Run ``work`` in the background, at ``priority`` (else the caller's); a
+        failure is logged, naming ``name``."""
 
         async def logged() -> None:
             try:
@@ -94,15 +133,18 @@ class Background:
             except Exception as exc:
                 _log_failure(f"background {name}", exc)
 
-        return self._track(logged(), name, self._work)
+        return self._track(logged(), name, self._work, priority=priority)
 
-    def start(self, work: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
-        """Run ``work`` as a task its callers await; cancelled on close."""
-        return self._track(work, name, self._work, self._cancel)
+    def start(self, work: Coroutine[Any, Any, T], name: str, *,
+              priority: Priority | None = None) -> asyncio.Task[T]:
+        """Run ``work`` as a task its callers await, at ``priority`` (else the
+        caller's); cancelled on close."""
+        return self._track(work, name, self._work, self._cancel, priority=priority)
 
-    def every(self, interval: float, name: str, work: Callable[[], Awaitable[object]]
-              ) -> asyncio.Task[None]:
-        """Run ``work()`` every ``interval`` seconds until close, or a pass returns False."""
+    def every(self, interval: float, name: str, work: Callable[[], Awaitable[object]], *,
+              priority: Priority | None = None) -> asyncio.Task[None]:
+        """Run ``work()`` every ``interval`` seconds until close, or a pass returns
+        False; each pass at ``priority`` (else the caller's)."""
 
         async def loop() -> None:
             while True:
@@ -113,7 +155,7 @@ class Background:
                 except Exception as exc:  # the next pass tries again
                     _log_failure(name, exc)
 
-        return self._track(loop(), name, self._cancel)
+        return self._track(loop(), name, self._cancel, priority=priority)
 
     async def wait_idle(self) -> bool:
         """Return once no spawned or started task is under way; whether one was."""

@@ -26,6 +26,7 @@ from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
+from tieredstore.objectstore.governor import GovernorOptions
 from tieredstore.objectstore.s3_settings import SSE_MODES, S3Settings
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.pool.options import PoolOptions
@@ -41,6 +42,7 @@ YEAR = 365 * 24 * 3600.0
 # The layers' options fields the keys below set (and take their defaults from).
 _RETRY = LayerFields(RetryPolicy)
 _STORE = LayerFields(ObjectStoreOptions)
+_GOVERNOR = LayerFields(GovernorOptions)
 _S3 = LayerFields(S3Settings)
 _SEGMENT = LayerFields(SegmentOptions)
 _FETCHER = LayerFields(FetcherOptions)
@@ -79,6 +81,14 @@ class TieredStoreConfig:
     retry_max_attempts: int = knob(_RETRY.max_attempts, 1, 100)
     retry_base_delay: float = knob(_RETRY.base_delay, 0.0, 60, unit="s")
     retry_max_delay: float = knob(_RETRY.max_delay, 0.0, 600, unit="s")
+    # the request governor (tieredstore.objectstore.governor)
+    request_put_rate: float = knob(_GOVERNOR.put_rate, 0.0, 1e6)
+    request_get_rate: float = knob(_GOVERNOR.get_rate, 0.0, 1e6)
+    request_dollars_per_hour: float = knob(_GOVERNOR.dollars_per_hour, 0.0, 1e6)
+    request_burst: float = knob(_GOVERNOR.burst, 0.001, 3600, unit="s")
+    slowdown_backoff: bool = knob(_GOVERNOR.slowdown_backoff)
+    slowdown_cut: float = knob(_GOVERNOR.slowdown_cut, 0.01, 0.99)
+    slowdown_recovery: float = knob(_GOVERNOR.slowdown_recovery, 0.001, 86400, unit="s")
 
     # segments
     chunk_size: int = knob(_SEGMENT.chunk_size, 1 * KiB, 5 * GiB, unit="bytes",
@@ -143,8 +153,8 @@ class TieredStoreConfig:
     # metrics
     metrics_port: int = knob(0, 0, 65535)
     metrics_host: str = knob("127.0.0.1")
-    price_per_1000_put: float = knob(0.005, 0.0, 1000.0)
-    price_per_1000_get: float = knob(0.0004, 0.0, 1000.0)
+    price_per_1000_put: float = knob(_GOVERNOR.price_per_1000_put, 0.0, 1000.0)
+    price_per_1000_get: float = knob(_GOVERNOR.price_per_1000_get, 0.0, 1000.0)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -25,7 +25,7 @@ from tieredstore.fetcher.keys import UnitKey, unit_key
 from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.segment.layout import ChunkRef
 from tieredstore.segment.path import SegmentPath
-from tieredstore.tasks import Background
+from tieredstore.tasks import Background, Priority
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,8 @@ class LoadRegistry:
         if prefetch:
             self.prefetch_bytes += unit.length
             self.metrics.prefetch_units += 1
-        task = self.background.start(self._run(load), "load")
+        task = self.background.start(self._run(load), "load",
+                                     priority=Priority.READ_AHEAD if prefetch else None)
         load.task = task
         task.add_done_callback(lambda t: self._finished(load, t))
         return load

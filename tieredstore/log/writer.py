@@ -62,7 +62,7 @@ from tieredstore.log.tracker import LogTracker
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileSegment
 from tieredstore.segment.layout import ChunkRef
-from tieredstore.tasks import Background
+from tieredstore.tasks import Background, Priority
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,8 @@ class LogWriter(LogPieces):
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._batch.append(_Put(segment, position, bytes(data), done))
         if self._writer is None:
-            self._writer = self.background.spawn(self._write_batches(), "log group commit")
+            self._writer = self.background.spawn(self._write_batches(), "log group commit",
+                                                 priority=Priority.HOST)
         await done
 
     async def _write_batches(self) -> None:
@@ -391,14 +392,15 @@ class LogWriter(LogPieces):
             finally:
                 self._compacting.discard(id(segment))
 
-        self.background.spawn(run(), f"compact {segment.path}")
+        self.background.spawn(run(), f"compact {segment.path}", priority=Priority.COMPACTION)
 
     async def maintain(self, now: float | None = None) -> None:
         """Compact the segments holding pieces ``compact_age`` old, then delete the
         log objects left without a live piece that are ``delete_age`` old."""
         now = time.time() if now is None else now
         if self._writer is None and self._consolidation_due():
-            self._writer = self.background.spawn(self._write_batches(), "log group commit")
+            self._writer = self.background.spawn(self._write_batches(), "log group commit",
+                                                 priority=Priority.HOST)
         due = [s for s in self.tracker.due(now, self.options.compact_age)
                if not (s.sealed or s.fenced)]
         recent = {unit.key for _, unit, _ in self._held}

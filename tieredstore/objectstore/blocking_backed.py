@@ -51,7 +51,7 @@ def blocking(op: str, *, sends: str = "") -> Callable[
             sent: Any = (kwargs[sends] if sends in kwargs else args[at]) if sends else b""
             call = functools.partial(body, self, *args, **kwargs)
             return await self.chokepoint.call(
-                op, lambda: self._execute(op, key, call), bytes_up=len(sent))
+                op, lambda: self._execute(op, key, call), bytes_up=len(sent), key=key)
 
         functools.update_wrapper(run, body)
         return run

@@ -1,11 +1,16 @@
-"""The one place every object-store request passes: timeouts, retries, metrics.
+"""The one place every object-store request passes: timeouts, retries, metrics,
+and the request governor.
 
 Backends hand each request to :meth:`Chokepoint.call` as a zero-argument
 coroutine factory that already translates backend errors into
 :mod:`tieredstore.errors` types. The chokepoint then decides by type, never by
 message text: ``TransientError`` (throttling, 5xx, timeouts, dropped
 connections) is retried with capped, jittered exponential backoff; anything
-else (a 404, a 412, a 400) is raised at once.
+else (a 404, a 412, a 400) is raised at once. With a
+:class:`~tieredstore.objectstore.governor.Governor`, each attempt is first
+admitted by it (budgets, priorities), and a ``Throttled`` answer cuts the
+rate of its key's prefix; SlowDowns are counted by prefix and operation
+either way.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tieredstore.errors import ConfigError, RequestTimeout, TransientError, check_field
+from tieredstore.errors import ConfigError, RequestTimeout, Throttled, TransientError, check_field
+from tieredstore.objectstore.governor import Governor, GovernorOptions, key_prefix
+from tieredstore.tasks import Priority
 
 T = TypeVar("T")
 
@@ -61,7 +68,9 @@ class RetryPolicy:
 
 
 class RequestMetrics:
-    """Request, byte, retry and error counters by operation, plus latencies.
+    """Request, byte, retry and error counters by operation, plus latencies; the
+    governor's waits and seconds waited by priority (lower-case name), and the
+    SlowDowns by operation and key prefix (``"op:prefix"``).
 
     Thread-safe; :meth:`snapshot` returns plain dicts.
     """
@@ -77,6 +86,9 @@ class RequestMetrics:
             lambda: [0] * (len(LATENCY_BUCKETS) + 1)
         )
         self.latency_sum: defaultdict[str, float] = defaultdict(float)
+        self.waits: defaultdict[str, int] = defaultdict(int)
+        self.wait_seconds: defaultdict[str, float] = defaultdict(float)
+        self.slowdowns: defaultdict[str, int] = defaultdict(int)
 
     def record(
         self, op: str, seconds: float, *, up: int = 0, down: int = 0, error: str | None = None
@@ -94,6 +106,17 @@ class RequestMetrics:
         with self._lock:
             self.retries[op] += 1
 
+    def record_wait(self, priority: Priority, seconds: float) -> None:
+        """A request the governor held back ``seconds`` before sending it."""
+        name = priority.name.lower()
+        with self._lock:
+            self.waits[name] += 1
+            self.wait_seconds[name] += seconds
+
+    def record_slowdown(self, op: str, prefix: str) -> None:
+        with self._lock:
+            self.slowdowns[f"{op}:{prefix}"] += 1
+
     def total_requests(self, *ops: str) -> int:
         """Requests of the given operations, or of all when none is named."""
         with self._lock:
@@ -108,12 +131,16 @@ class RequestMetrics:
                 "bytes_up": dict(self.bytes_up),
                 "bytes_down": dict(self.bytes_down),
                 "latency_sum_seconds": dict(self.latency_sum),
+                "waits": dict(self.waits),
+                "wait_seconds": dict(self.wait_seconds),
+                "slowdowns": dict(self.slowdowns),
             }
 
     def reset(self) -> None:
         with self._lock:
             for counter in (self.requests, self.retries, self.errors, self.bytes_up,
-                            self.bytes_down, self.latency_buckets, self.latency_sum):
+                            self.bytes_down, self.latency_buckets, self.latency_sum,
+                            self.waits, self.wait_seconds, self.slowdowns):
                 counter.clear()
 
 
@@ -125,7 +152,9 @@ def _size(value: object) -> int:
 
 
 class Chokepoint:
-    """Runs one logical request: attempts with timeouts, retries, metrics."""
+    """Runs one logical request: attempts with timeouts, retries, metrics; each
+    attempt admitted by the governor that ``governor`` options build (none
+    without options, or if they ask for nothing: :attr:`GovernorOptions.enabled`)."""
 
     def __init__(
         self,
@@ -133,18 +162,29 @@ class Chokepoint:
         metrics: RequestMetrics | None = None,
         *,
         seed: int | None = None,
+        governor: GovernorOptions | None = None,
     ) -> None:
         self.policy = policy or RetryPolicy()
         self.metrics = metrics or RequestMetrics()
         self._rng = random.Random(seed)
+        self.governor_options = governor
+        self._prefix_depth = (governor or GovernorOptions()).prefix_depth
+        self.governor: Governor | None = None
+        if governor is not None and governor.enabled:
+            self.governor = Governor(governor, on_wait=self.metrics.record_wait)
 
     async def call(
-        self, op: str, attempt: Callable[[], Awaitable[T]], *, bytes_up: int = 0
+        self, op: str, attempt: Callable[[], Awaitable[T]], *, bytes_up: int = 0,
+        key: str = "",
     ) -> T:
-        """Run ``attempt()`` until it succeeds, fails for good, or retries run out."""
+        """Run ``attempt()`` until it succeeds, fails for good, or retries run out.
+        ``key`` (a listing's prefix, a delete's first key) places it for the governor."""
+        governor = self.governor
         tries = 0
         while True:
             tries += 1
+            if governor is not None and governor.limiting:
+                await governor.admit(op, key)
             started = time.perf_counter()
             try:
                 async with asyncio.timeout(self.policy.timeout):
@@ -161,6 +201,8 @@ class Chokepoint:
                 self.metrics.record(
                     op, time.perf_counter() - started, up=bytes_up, error=type(exc).__name__
                 )
+                if isinstance(exc, Throttled):
+                    self._slowed(op, key or exc.key)
                 error = exc
             except Exception as exc:
                 self.metrics.record(
@@ -176,3 +218,8 @@ class Chokepoint:
                 raise error
             self.metrics.record_retry(op)
             await asyncio.sleep(self.policy.delay(tries, self._rng))
+
+    def _slowed(self, op: str, key: str) -> None:
+        self.metrics.record_slowdown(op, key_prefix(key, self._prefix_depth))
+        if self.governor is not None:
+            self.governor.slowed(op, key)

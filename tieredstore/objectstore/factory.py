@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from tieredstore.errors import ConfigError
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
+from tieredstore.objectstore.governor import GovernorOptions
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
@@ -21,7 +22,8 @@ BACKENDS = ("local", "s3", "memory")
 
 @dataclass(frozen=True, slots=True)
 class ObjectStoreOptions:
-    """Which backend, where, and the retry policy of its chokepoint.
+    """Which backend, where, and the retry policy and request governor of its
+    chokepoint.
 
     ``local_path`` and ``local_fsync`` apply to the local backend, ``s3`` (its
     settings, bucket included) and ``create_bucket`` to S3.
@@ -33,6 +35,7 @@ class ObjectStoreOptions:
     s3: S3Settings | None = None
     create_bucket: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    governor: GovernorOptions = field(default_factory=GovernorOptions)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -46,8 +49,9 @@ class ObjectStoreOptions:
 
 
 def open_backend(options: ObjectStoreOptions) -> ObjectStore:
-    """The backend ``options.backend`` names, with a chokepoint of ``options.retry``."""
-    chokepoint = Chokepoint(options.retry)
+    """The backend ``options.backend`` names, with a chokepoint of ``options.retry``
+    and ``options.governor``."""
+    chokepoint = Chokepoint(options.retry, governor=options.governor)
     if options.backend == "memory":
         return MemoryObjectStore(chokepoint=chokepoint)
     if options.backend == "local":

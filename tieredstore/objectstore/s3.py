@@ -65,10 +65,12 @@ class S3ObjectStore(ObjectStore):
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark ships stores to executors: carry settings, not live connections.
-        return {"settings": self.settings, "policy": self.chokepoint.policy}
+        return {"settings": self.settings, "policy": self.chokepoint.policy,
+                "governor": self.chokepoint.governor_options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["settings"], chokepoint=Chokepoint(state["policy"]))  # type: ignore[misc]
+        chokepoint = Chokepoint(state["policy"], governor=state.get("governor"))
+        self.__init__(state["settings"], chokepoint=chokepoint)  # type: ignore[misc]
 
     async def _get_client(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -105,7 +107,7 @@ class S3ObjectStore(ObjectStore):
             except Exception as exc:
                 raise translate_error(exc, op, key, self.bucket) from exc
 
-        return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
+        return await self.chokepoint.call(op, attempt, bytes_up=bytes_up, key=key)
 
     async def _send(self, op: str, key: str, method: str, *, bytes_up: int = 0,
                     **params: Any) -> Any:

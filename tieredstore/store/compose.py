@@ -27,6 +27,7 @@ from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
+from tieredstore.objectstore.governor import GovernorOptions
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.s3 import S3Settings
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
@@ -49,8 +50,11 @@ __all__ = [
 
 
 def object_store_options(config: TieredStoreConfig) -> ObjectStoreOptions:
-    """The backend ``config.backend`` names, where it is, and its retry policy."""
+    """The backend ``config.backend`` names, where it is, its retry policy and its
+    request governor, whose prefixes are the ``key_prefix`` and the hash after it."""
+    depth = len([part for part in config.key_prefix.split("/") if part]) + 1
     return config.options(ObjectStoreOptions, retry=config.options(RetryPolicy),
+                          governor=config.options(GovernorOptions, prefix_depth=depth),
                           s3=config.options(S3Settings) if config.backend == "s3" else None)
 
 

@@ -26,6 +26,7 @@ from tieredstore.store.context import StoreContext
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.keyentries import ENTRY_SIZE, decode_entries
 from tieredstore.store.record import decode_units
+from tieredstore.tasks import Priority
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,8 @@ class FlatFile(FlatReader[ChunkedSegment]):
         await self.forget_merges({b for b in owed if b < first})  # trimmed since
         for base in (b for b in owed if b >= first):
             sealed = await self.ctx.open_sealed(self.path_of(base))
-            self.ctx.background.spawn(self._merge(sealed), f"merge {sealed.path}")
+            self.ctx.background.spawn(self._merge(sealed), f"merge {sealed.path}",
+                                      priority=Priority.MERGE)
 
     # --- writing ------------------------------------------------------------------
 
@@ -281,7 +283,8 @@ class FlatFile(FlatReader[ChunkedSegment]):
             current, self.file_type, add=base if merge else None))
         self.ctx.keep_sealed(segment)
         if merge:
-            self.ctx.background.spawn(self._merge(segment), f"merge {segment.path}")
+            self.ctx.background.spawn(self._merge(segment), f"merge {segment.path}",
+                                      priority=Priority.MERGE)
 
     async def _with_unseen(self, segment: ChunkedSegment, stats: SegmentStats) -> SegmentStats:
         """``stats`` bounded exactly: the timestamps of the bytes they took over

@@ -53,7 +53,7 @@ from tieredstore.store.reads import QueueReads
 from tieredstore.store.repair import has_segments
 from tieredstore.store.view import listed_queues
 from tieredstore.store.writers import WriterRegistry
-from tieredstore.tasks import gather_bounded
+from tieredstore.tasks import Priority, gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -124,14 +124,17 @@ class AsyncMessageStore(QueueReads):
         background = ctx.background
         background.every(max(0.01, config.group_commit_interval), "dispatch", self._tick)
         if config.gc_interval > 0:
-            background.every(config.gc_interval, "garbage collection", self.collect_garbage)
+            background.every(config.gc_interval, "garbage collection", self.collect_garbage,
+                             priority=Priority.GC)
         if config.rolling_interval > 0:
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
-            background.every(every, "rolling by time", self._roll_old)
+            background.every(every, "rolling by time", self._roll_old, priority=Priority.MERGE)
         if ctx.log is not None:
-            background.every(ctx.log.options.check_every, "log compaction", ctx.log.maintain)
+            background.every(ctx.log.options.check_every, "log compaction", ctx.log.maintain,
+                             priority=Priority.COMPACTION)
         if config.retention_interval > 0:
-            background.every(config.retention_interval, "retention", self.delete_expired)
+            background.every(config.retention_interval, "retention", self.delete_expired,
+                             priority=Priority.GC)
         if config.metrics_port:
             try:
                 self._metrics_server = MetricsServer.start(

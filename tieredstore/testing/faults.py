@@ -227,5 +227,5 @@ class FaultyObjectStore(ForwardingObjectStore):
                 return cast(T, self._corrupt(key, kind, result))
             return result
 
-        return await self.chokepoint.call(op, attempt, bytes_up=bytes_up)
+        return await self.chokepoint.call(op, attempt, bytes_up=bytes_up, key=key)
 

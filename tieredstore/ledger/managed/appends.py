@@ -21,6 +21,7 @@ from tieredstore.ledger.local import LocalLedgerWriter
 from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.offloads import Offloading
 from tieredstore.ledger.managed.position import Position
+from tieredstore.tasks import Priority
 
 
 class Appending(Offloading):
@@ -151,4 +152,5 @@ class Appending(Offloading):
             raise ManagedLedgerFenced(f"its ledger was fenced: {exc}", name=self.name) from exc
         await self._commit_rollover(new, (old.last_add_confirmed + 1, old.length))
         if self.config.auto_offload and self.config.offload_triggers and self.offloader:
-            self._background.spawn(self.maybe_offload(), f"offload of {self.name}")
+            self._background.spawn(self.maybe_offload(), f"offload of {self.name}",
+                                   priority=Priority.OFFLOAD)

@@ -21,6 +21,7 @@ from tieredstore.ledger.managed.attempt import offload_attempt
 from tieredstore.ledger.managed.base import ManagedLedgerBase
 from tieredstore.ledger.managed.policy import LedgerSummary, offload_boundary
 from tieredstore.ledger.managed.position import Position
+from tieredstore.tasks import Priority
 
 
 class Offloading(ManagedLedgerBase):
@@ -49,7 +50,8 @@ class Offloading(ManagedLedgerBase):
             if self._trigger_pending and not self._closed:
                 # A trigger fired while this ran and backed off: check it again.
                 self._trigger_pending = False
-                self._background.spawn(self.maybe_offload(), f"offload of {self.name}")
+                self._background.spawn(self.maybe_offload(), f"offload of {self.name}",
+                                       priority=Priority.OFFLOAD)
 
     def _first_not_offloaded(self) -> Position:
         head = self.meta.head

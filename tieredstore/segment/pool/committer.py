@@ -46,6 +46,7 @@ from tieredstore.segment.base import FileSegment
 from tieredstore.segment.pool.buffer import SegmentBuffer
 from tieredstore.segment.pool.options import CommitRetriesExhausted
 from tieredstore.segment.pool.shared import PoolShared
+from tieredstore.tasks import Priority
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,8 @@ class SegmentCommitter:
         if trigger is not None:
             shared.metrics.scheduled_by[trigger] += 1
         if self.worker is None and self.runnable:
-            self.worker = shared.tasks.spawn(self._drain(), f"commit {self.label}")
+            self.worker = shared.tasks.spawn(self._drain(), f"commit {self.label}",
+                                            priority=Priority.HOST)
 
     def interval_passed(self) -> None:
         """The group-commit interval of the oldest byte not yet due has passed."""
