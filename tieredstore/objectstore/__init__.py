@@ -14,6 +14,7 @@ from tieredstore.objectstore.base import (
     UploadInfo,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
+from tieredstore.objectstore.governor import Governor, GovernorOptions, Prices
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
@@ -29,12 +30,15 @@ __all__ = [
     "MIN_PART_SIZE",
     "ByteRange",
     "Chokepoint",
+    "Governor",
+    "GovernorOptions",
     "LocalObjectStore",
     "MemoryObjectStore",
     "ObjectData",
     "ObjectInfo",
     "ObjectStore",
     "PartInfo",
+    "Prices",
     "RequestMetrics",
     "RetryPolicy",
     "S3ObjectStore",

@@ -202,7 +202,7 @@ class PrefixLimit(TokenBucket):
             return False
         self.grow(now)
         rate = self.rate
-        if self.cut_at is not None:
+        if self.cut_at is not None and self.taken:  # else: only requests sent before
             rate = min(rate, self.taken / (now - self.cut_at))
         self.cut_rate = self.rate = max(MIN_PREFIX_RATE, rate * factor)
         self.capacity = max(1.0, self.rate * self.burst)

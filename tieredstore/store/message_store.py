@@ -35,9 +35,9 @@ from tieredstore.errors import (
     TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
-from tieredstore.metrics import MetricsServer, Prices, QueueFigures, TieredStoreCollector
+from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import ObjectStore, Prices
 from tieredstore.segment import SegmentOptions
 from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.store import arguments, compose, keys

@@ -35,6 +35,7 @@ from typing import TypeVar, cast
 from tieredstore.errors import ConfigError, RequestTimeout, ServerError, Throttled
 from tieredstore.objectstore.base import ObjectData, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint
+from tieredstore.tasks import Priority, current_priority
 from tieredstore.testing.forwarding import ForwardingObjectStore
 
 T = TypeVar("T")
@@ -88,7 +89,11 @@ class FaultSchedule:
     fault with probability ``rate``, its kind drawn evenly from those of
     ``kinds`` that fit the operation (``SHORT_READ`` and ``FLIP_BITS`` only fit
     ``get``). At most ``max_faults`` faults are injected in all (no limit when
-    None). ``list_uploads`` is accepted for ``list_multipart_uploads``.
+    None). ``list_uploads`` is accepted for ``list_multipart_uploads``. With
+    ``priorities``, only requests sent at one of those
+    :class:`~tieredstore.tasks.Priority` values get faults (e.g. SlowDown to
+    a share of the background work: ``kinds={SLOW_DOWN}``, ``priorities`` all
+    but ``HOST``).
     """
 
     seed: int
@@ -96,6 +101,7 @@ class FaultSchedule:
     kinds: frozenset[FaultKind] = frozenset(FaultKind)
     ops: frozenset[str] | None = None
     max_faults: int | None = None
+    priorities: frozenset[Priority] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -112,10 +118,19 @@ class FaultSchedule:
             if unknown:
                 raise ConfigError("ops", f"unknown operations {sorted(unknown)}")
             object.__setattr__(self, "ops", ops)
+        if self.priorities is not None:
+            priorities = frozenset(self.priorities)
+            if not all(isinstance(p, Priority) for p in priorities):
+                raise ConfigError("priorities", "must be Priority members, got "
+                                                f"{sorted(map(str, priorities))}")
+            object.__setattr__(self, "priorities", priorities)
 
     def kinds_for(self, op: str) -> tuple[FaultKind, ...]:
-        """The kinds that may hit ``op``, in a fixed order (FaultKind's)."""
+        """The kinds that may hit ``op`` sent now (at the running task's
+        priority), in a fixed order (FaultKind's)."""
         if self.ops is not None and op not in self.ops:
+            return ()
+        if self.priorities is not None and current_priority() not in self.priorities:
             return ()
         return tuple(
             k for k in FaultKind if k in self.kinds and (op == "get" or k not in DATA_KINDS)

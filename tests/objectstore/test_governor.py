@@ -1,0 +1,289 @@
+"""The request governor through its public options: budgets as token buckets,
+the dollar ceiling, priorities from the task supervisor, and AIMD per key
+prefix on SlowDown. Attempts are fakes; the clock is real where rates are
+measured (rates high enough to keep the tests short), fake for AIMD's arithmetic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from tieredstore.errors import ConfigError, Throttled
+from tieredstore.metrics import register_metrics
+from tieredstore.objectstore import Chokepoint, Governor, GovernorOptions, RetryPolicy
+from tieredstore.objectstore.governor import CUT_INTERVAL, S3_PREFIX_LIMITS, key_prefix
+from tieredstore.tasks import Background, Priority
+
+FAST = RetryPolicy(max_attempts=6, base_delay=0.0, max_delay=0.0, timeout=5.0)
+KEY = "tieredstore/ab/cluster/broker/topic/0/commitlog/seg-0/chunk-0"
+
+
+async def ok() -> bytes:
+    return b""
+
+
+async def send(choke: Chokepoint, op: str, n: int, key: str = KEY) -> list[float]:
+    """``n`` requests at once; when each was sent, seconds from the start."""
+    start = time.monotonic()
+    sent: list[float] = []
+
+    async def attempt() -> bytes:
+        sent.append(time.monotonic() - start)
+        return b""
+
+    await asyncio.gather(*(choke.call(op, attempt, key=key) for _ in range(n)))
+    return sent
+
+
+def fastest_window(sent: list[float], seconds: float) -> int:
+    """The most requests sent within any ``seconds``."""
+    sent = sorted(sent)
+    return max(sum(1 for t in sent[i:] if t - s <= seconds) for i, s in enumerate(sent))
+
+
+# --- options -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("field", "value", "key"), [
+    ("put_rate", -1.0, "request_put_rate"),
+    ("get_rate", float("nan"), "request_get_rate"),
+    ("dollars_per_hour", -0.5, "request_dollars_per_hour"),
+    ("burst", 0.0, "request_burst"),
+    ("slowdown_cut", 1.0, "slowdown_cut"),
+    ("slowdown_recovery", 0.0, "slowdown_recovery"),
+    ("prefix_depth", 0, "prefix_depth"),
+    ("prefix_depth", 2.5, "prefix_depth"),
+    ("put_rate", True, "request_put_rate"),
+])
+def test_bad_options_name_their_key(field: str, value: object, key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        GovernorOptions(**{field: value})  # type: ignore[arg-type]
+    assert raised.value.key == key
+
+
+def test_the_defaults_never_delay_a_request() -> None:
+    governor = Governor(GovernorOptions())
+    assert not governor.limiting
+    assert GovernorOptions().enabled  # the SlowDown backoff is on
+    assert not GovernorOptions(slowdown_backoff=False).enabled
+    assert Chokepoint(FAST, governor=GovernorOptions(slowdown_backoff=False)).governor is None
+
+
+def test_the_key_prefix_is_the_first_components() -> None:
+    assert key_prefix(KEY, 2) == "tieredstore/ab/"
+    assert key_prefix(KEY, 1) == "tieredstore/"
+    assert key_prefix("a/b", 5) == "a/b"
+
+
+# --- budgets -------------------------------------------------------------------------
+
+
+async def test_a_put_budget_caps_put_class_requests_per_second() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=200, burst=0.05))
+    sent = await send(choke, "put", 60)
+    # 10 at once (the burst), then 200/s: the last after (60 - 10) / 200 s.
+    assert max(sent) >= 0.24, sorted(sent)
+    assert fastest_window(sent, 0.1) <= 10 + 200 * 0.1 + 1, sorted(sent)
+    assert choke.metrics.waits["host"] >= 49
+    assert choke.metrics.wait_seconds["host"] > 0
+
+
+async def test_a_put_budget_does_not_slow_gets() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=10, burst=0.1))
+    sent = await send(choke, "get", 200)
+    assert max(sent) < 0.05
+    assert choke.metrics.waits == {}
+
+
+async def test_deletes_count_against_the_put_rate() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=100, burst=0.05))
+    sent = await send(choke, "delete", 25)
+    assert max(sent) >= (25 - 5) / 100 * 0.9
+
+
+async def test_a_dollar_ceiling_caps_requests_at_their_prices() -> None:
+    # $3.60 an hour is $0.001 a second: 200 PUTs at $0.005 per 1,000, or 2,500 GETs.
+    options = GovernorOptions(dollars_per_hour=3.6, burst=0.05)
+    choke = Chokepoint(FAST, governor=options)
+    puts = await send(choke, "put", 60)
+    assert max(puts) >= 0.24, sorted(puts)
+    assert fastest_window(puts, 0.1) <= 10 + 20 + 1
+    deletes = await send(choke, "delete", 100)  # free
+    assert max(deletes) < 0.05
+
+
+# --- priorities ----------------------------------------------------------------------
+
+
+async def test_the_host_never_waits_behind_queued_background_requests() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=50, burst=0.1))
+    background = Background()
+    done: list[str] = []
+
+    async def one(who: str) -> None:
+        await choke.call("put", ok, key=KEY)
+        done.append(who)
+
+    async def merge() -> None:
+        await asyncio.gather(*(one("merge") for _ in range(40)))
+
+    task = background.spawn(merge(), "merge", priority=Priority.MERGE)
+    await asyncio.sleep(0.2)  # the bucket is drained, merges are queued
+    queued = 40 - len(done)
+    assert queued > 20
+    started = time.monotonic()
+    await asyncio.gather(*(one("host") for _ in range(5)))
+    host_seconds = time.monotonic() - started
+    # Five tokens at 50/s take 0.1 s; the queued merges would take > 0.4 s.
+    assert host_seconds < 0.2, host_seconds
+    hosts_done_at = max(i for i, who in enumerate(done) if who == "host")
+    assert done[hosts_done_at - 5:hosts_done_at + 1].count("merge") <= 2, done
+    await task
+    assert done.count("merge") == 40  # background slowed, not dropped
+    assert choke.metrics.waits["merge"] > 20
+    await background.close()
+
+
+async def test_background_leaves_a_reserve_of_the_burst_to_the_host() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=10, burst=1.0))
+
+    async def gc() -> list[float]:
+        return await send(choke, "put", 10)
+
+    background = Background()
+    sent = await background.start(gc(), "gc", priority=Priority.GC)
+    # A burst of 10: the host could send 10 at once, GC gets 8 then waits.
+    assert sorted(sent)[7] < 0.05 and sorted(sent)[8] > 0.05, sorted(sent)
+    host = await send(choke, "put", 1)
+    assert host[0] < 0.15
+    await background.close()
+
+
+# --- SlowDown: AIMD per prefix ------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_slowdown_cuts_its_prefix_and_class_then_the_rate_grows_back() -> None:
+    clock = Clock()
+    governor = Governor(GovernorOptions(slowdown_cut=0.5, slowdown_recovery=10.0), clock=clock)
+    other = "tieredstore/cd/cluster/broker/topic/1/commitlog/seg-0/chunk-0"
+    assert governor.allowed_rate(KEY, "put") is None
+    governor.slowed("put", KEY)
+    assert governor.limiting
+    assert governor.allowed_rate(KEY, "put") == S3_PREFIX_LIMITS["put"] / 2
+    assert governor.allowed_rate(KEY, "upload_part") == S3_PREFIX_LIMITS["put"] / 2
+    assert governor.allowed_rate(KEY, "get") is None  # GET-class: its own limit
+    assert governor.allowed_rate(other, "put") is None  # another prefix
+    governor.slowed("put", KEY)  # the same burst's SlowDowns: one cut
+    assert governor.allowed_rate(KEY, "put") == S3_PREFIX_LIMITS["put"] / 2
+    # Additive increase: 3,500/s over 10 s is 350/s more each second.
+    clock.now += 2
+    assert governor.allowed_rate(KEY, "put") == pytest.approx(1750 + 700)
+    # Requests admitted since the cut: 40 in 2 s. The next SlowDown cuts from
+    # that rate (20/s), not from the allowed 2,450/s.
+    for _ in range(40):
+        await governor.admit("put", KEY)
+    governor.slowed("put", KEY)
+    assert governor.allowed_rate(KEY, "put") == pytest.approx(10.0)
+    # Never below 1/s: one request in 5 s, then a SlowDown.
+    clock.now += 5
+    await governor.admit("put", KEY)
+    governor.slowed("put", KEY)
+    assert governor.allowed_rate(KEY, "put") == pytest.approx(1.0)
+    # Back at the ceiling, the prefix is forgotten: nothing limits any more.
+    clock.now += 10.1
+    await governor.admit("put", KEY)
+    assert governor.allowed_rate(KEY, "put") is None
+    assert not governor.limiting
+
+
+async def test_the_chokepoint_counts_slowdowns_by_prefix_and_cuts_the_rate() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(slowdown_recovery=3600.0))
+    answers = [Throttled("SlowDown", op="put", key=KEY)] * 3
+
+    async def attempt() -> bytes:
+        if answers:
+            raise answers.pop()
+        return b""
+
+    await choke.call("put", attempt, key=KEY)
+    assert choke.metrics.slowdowns == {"put:tieredstore/ab/": 3}
+    assert choke.governor is not None
+    rate = choke.governor.allowed_rate(KEY, "put")
+    assert rate == pytest.approx(S3_PREFIX_LIMITS["put"] / 2, rel=1e-3)  # one cut
+
+
+async def test_slowdowns_are_counted_without_a_governor_too() -> None:
+    choke = Chokepoint(FAST)
+    assert choke.governor is None
+    answers = [Throttled("SlowDown", op="get", key=KEY)]
+
+    async def attempt() -> bytes:
+        if answers:
+            raise answers.pop()
+        return b""
+
+    await choke.call("get", attempt, key=KEY)
+    assert choke.metrics.slowdowns == {"get:tieredstore/ab/": 1}
+
+
+async def test_a_cut_prefix_slows_background_before_the_host() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(slowdown_recovery=3600.0))
+    governor = choke.governor
+    assert governor is not None
+    governor.slowed("put", KEY)  # first cut: half of S3's limit
+    await send(choke, "put", 20)
+    await asyncio.sleep(CUT_INTERVAL)
+    governor.slowed("put", KEY)  # 20 sent in about a second: cut to about 10/s
+    rate = governor.allowed_rate(KEY, "put")
+    assert rate is not None and 5 <= rate <= 11
+    background = Background()
+    done: list[str] = []
+
+    async def one(who: str) -> None:
+        await choke.call("put", ok, key=KEY)
+        done.append(who)
+
+    async def compact() -> None:
+        await asyncio.gather(*(one("compaction") for _ in range(12)))
+
+    task = background.spawn(compact(), "compaction", priority=Priority.COMPACTION)
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    await asyncio.gather(*(one("host") for _ in range(2)))
+    assert time.monotonic() - started < 0.45  # two tokens at ~10/s, not the queue
+    await task
+    assert done.count("compaction") == 12
+    assert "compaction" in done[done.index("host"):]  # queued compactions came after
+    # Other prefixes are not slowed.
+    assert max(await send(choke, "put", 50, key="tieredstore/zz/x")) < 0.05
+    await background.close()
+
+
+# --- metrics -------------------------------------------------------------------------
+
+
+async def test_the_collector_exports_waits_seconds_and_slowdowns() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=100, burst=0.01))
+    await send(choke, "put", 5)
+    choke.metrics.record_slowdown("get", "tieredstore/ab/")
+    registry = CollectorRegistry()
+    register_metrics(registry, store=choke.metrics)
+    assert registry.get_sample_value("tieredstore_store_throttled_requests_total",
+                                     {"priority": "host"}) == 4
+    seconds = registry.get_sample_value("tieredstore_store_throttled_seconds_total",
+                                        {"priority": "host"})
+    assert seconds is not None and seconds > 0
+    assert registry.get_sample_value("tieredstore_store_slowdowns_total",
+                                     {"op": "get", "prefix": "tieredstore/ab/"}) == 1
