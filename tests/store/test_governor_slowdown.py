@@ -178,7 +178,8 @@ async def test_slowdowns_on_background_work_slow_it_and_the_host_stays_first() -
             over, where = sampler.worst(column, rate, window)
             assert over <= 0, f"{'put' if column == 0 else 'get'}-class: {where}"
     put_total = sampler.samples[-1][1]
-    print(f"\nwritten in {written:.2f}s, idle at {idle:.2f}s, read at {read:.2f}s, all done in {done:.2f}s; PUT-class {put_total}, "
+    print(f"\nwritten in {written:.2f}s, idle at {idle:.2f}s, read at {read:.2f}s, "
+          f"all done in {done:.2f}s; PUT-class {put_total}, "
           f"GET-class {sampler.samples[-1][2]}; SlowDowns {slowed}; waits "
           f"{dict(metrics.waits)}; seconds waited "
           f"{ {k: round(v, 2) for k, v in metrics.wait_seconds.items()} }; "

@@ -164,9 +164,9 @@ class TokenBucket:
 
     def delay(self, cost: float, priority: Priority) -> float:
         """Seconds until ``cost`` tokens are there for ``priority`` (0: now; refill
-        first). While a higher priority waits here: the time one token takes."""
+        first). While a higher priority waits here: the time ``cost`` takes to refill."""
         if any(self.waiting[:priority]):
-            return 1.0 / self.rate if self.rate > 0 else 1.0
+            return cost / self.rate
         need = cost
         if priority is not Priority.HOST:
             need = min(self.capacity, cost + HOST_RESERVE * self.capacity)
@@ -189,10 +189,12 @@ class PrefixLimit(TokenBucket):
         self.cut_at: float | None = None
         self.taken = 0  # requests admitted since the last cut
 
-    def grow(self, now: float) -> None:
-        self.refill(now)
+    def refill(self, now: float) -> None:
+        """Refill, then grow the rate (and the burst with it) since the last cut."""
+        super().refill(now)
         if self.cut_at is not None:
             self.rate = min(self.ceiling, self.cut_rate + (now - self.cut_at) * self.growth)
+            self.capacity = max(1.0, self.rate * self.burst)
 
     def cut(self, factor: float, now: float) -> bool:
         """Cut the rate to ``factor`` times the lower of the allowed rate and the
@@ -200,7 +202,7 @@ class PrefixLimit(TokenBucket):
         Whether it was cut."""
         if self.cut_at is not None and now - self.cut_at < CUT_INTERVAL:
             return False
-        self.grow(now)
+        self.refill(now)
         rate = self.rate
         if self.cut_at is not None and self.taken:  # else: only requests sent before
             rate = min(rate, self.taken / (now - self.cut_at))
@@ -262,7 +264,7 @@ class Governor:
         limit = self._prefixes.get((key_prefix(key, self.options.prefix_depth), cls or ""))
         if limit is None:
             return None
-        limit.grow(self._clock())
+        limit.refill(self._clock())
         return limit.rate
 
     def _buckets(self, op: str, key: str, now: float
@@ -274,11 +276,12 @@ class Governor:
             if bucket is not None:
                 out.append((bucket, 1.0))
             if self._prefixes:
-                limit = self._prefixes.get((key_prefix(key, self.options.prefix_depth), cls))
+                prefix = (key_prefix(key, self.options.prefix_depth), cls)
+                limit = self._prefixes.get(prefix)
                 if limit is not None:
-                    limit.grow(now)
+                    limit.refill(now)
                     if limit.recovered(now):
-                        del self._prefixes[key_prefix(key, self.options.prefix_depth), cls]
+                        del self._prefixes[prefix]
                         self._update_limiting()
                     else:
                         out.append((limit, 1.0))
