@@ -119,33 +119,50 @@ async def test_a_dollar_ceiling_caps_requests_at_their_prices() -> None:
 # --- priorities ----------------------------------------------------------------------
 
 
+class Race:
+    """Background PUTs queued on a chokepoint, then the host's: who finished when."""
+
+    def __init__(self, choke: Chokepoint) -> None:
+        self.choke = choke
+        self.done: list[str] = []
+        self.background = Background()
+
+    async def one(self, who: str) -> None:
+        await self.choke.call("put", ok, key=KEY)
+        self.done.append(who)
+
+    def queue(self, priority: Priority, n: int) -> asyncio.Task[None]:
+        """``n`` PUTs at ``priority``, sent at once from one background task."""
+        who = priority.name.lower()
+
+        async def work() -> None:
+            await asyncio.gather(*(self.one(who) for _ in range(n)))
+
+        return self.background.spawn(work(), who, priority=priority)
+
+    async def host(self, n: int) -> float:
+        """``n`` host PUTs at once; the seconds they took."""
+        started = time.monotonic()
+        await asyncio.gather(*(self.one("host") for _ in range(n)))
+        return time.monotonic() - started
+
+
 async def test_the_host_never_waits_behind_queued_background_requests() -> None:
     choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=50, burst=0.1))
-    background = Background()
-    done: list[str] = []
-
-    async def one(who: str) -> None:
-        await choke.call("put", ok, key=KEY)
-        done.append(who)
-
-    async def merge() -> None:
-        await asyncio.gather(*(one("merge") for _ in range(40)))
-
-    task = background.spawn(merge(), "merge", priority=Priority.MERGE)
+    race = Race(choke)
+    task = race.queue(Priority.MERGE, 40)
     await asyncio.sleep(0.2)  # the bucket is drained, merges are queued
-    queued = 40 - len(done)
-    assert queued > 20
-    started = time.monotonic()
-    await asyncio.gather(*(one("host") for _ in range(5)))
-    host_seconds = time.monotonic() - started
+    assert 40 - len(race.done) > 20
+    host_seconds = await race.host(5)
     # Five tokens at 50/s take 0.1 s; the queued merges would take > 0.4 s.
     assert host_seconds < 0.2, host_seconds
+    done = race.done
     hosts_done_at = max(i for i, who in enumerate(done) if who == "host")
     assert done[hosts_done_at - 5:hosts_done_at + 1].count("merge") <= 2, done
     await task
     assert done.count("merge") == 40  # background slowed, not dropped
     assert choke.metrics.waits["merge"] > 20
-    await background.close()
+    await race.background.close()
 
 
 async def test_background_leaves_a_reserve_of_the_burst_to_the_host() -> None:
@@ -208,16 +225,21 @@ async def test_a_slowdown_cuts_its_prefix_and_class_then_the_rate_grows_back() -
     assert not governor.limiting
 
 
-async def test_the_chokepoint_counts_slowdowns_by_prefix_and_cuts_the_rate() -> None:
-    choke = Chokepoint(FAST, governor=GovernorOptions(slowdown_recovery=3600.0))
-    answers = [Throttled("SlowDown", op="put", key=KEY)] * 3
+async def slowed_down(choke: Chokepoint, op: str, times: int) -> None:
+    """One ``op`` on :data:`KEY` that the store answers SlowDown ``times``, then OK."""
+    answers = [Throttled("SlowDown", op=op, key=KEY)] * times
 
     async def attempt() -> bytes:
         if answers:
             raise answers.pop()
         return b""
 
-    await choke.call("put", attempt, key=KEY)
+    await choke.call(op, attempt, key=KEY)
+
+
+async def test_the_chokepoint_counts_slowdowns_by_prefix_and_cuts_the_rate() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(slowdown_recovery=3600.0))
+    await slowed_down(choke, "put", 3)
     assert choke.metrics.slowdowns == {"put:tieredstore/ab/": 3}
     assert choke.governor is not None
     rate = choke.governor.allowed_rate(KEY, "put")
@@ -227,14 +249,7 @@ async def test_the_chokepoint_counts_slowdowns_by_prefix_and_cuts_the_rate() -> 
 async def test_slowdowns_are_counted_without_a_governor_too() -> None:
     choke = Chokepoint(FAST)
     assert choke.governor is None
-    answers = [Throttled("SlowDown", op="get", key=KEY)]
-
-    async def attempt() -> bytes:
-        if answers:
-            raise answers.pop()
-        return b""
-
-    await choke.call("get", attempt, key=KEY)
+    await slowed_down(choke, "get", 1)
     assert choke.metrics.slowdowns == {"get:tieredstore/ab/": 1}
 
 
@@ -248,27 +263,17 @@ async def test_a_cut_prefix_slows_background_before_the_host() -> None:
     governor.slowed("put", KEY)  # 20 sent in about a second: cut to about 10/s
     rate = governor.allowed_rate(KEY, "put")
     assert rate is not None and 5 <= rate <= 11
-    background = Background()
-    done: list[str] = []
-
-    async def one(who: str) -> None:
-        await choke.call("put", ok, key=KEY)
-        done.append(who)
-
-    async def compact() -> None:
-        await asyncio.gather(*(one("compaction") for _ in range(12)))
-
-    task = background.spawn(compact(), "compaction", priority=Priority.COMPACTION)
+    race = Race(choke)
+    task = race.queue(Priority.COMPACTION, 12)
     await asyncio.sleep(0.3)
-    started = time.monotonic()
-    await asyncio.gather(*(one("host") for _ in range(2)))
-    assert time.monotonic() - started < 0.45  # two tokens at ~10/s, not the queue
+    assert await race.host(2) < 0.45  # two tokens at ~10/s, not the queue
     await task
+    done = race.done
     assert done.count("compaction") == 12
     assert "compaction" in done[done.index("host"):]  # queued compactions came after
     # Other prefixes are not slowed.
     assert max(await send(choke, "put", 50, key="tieredstore/zz/x")) < 0.05
-    await background.close()
+    await race.background.close()
 
 
 # --- metrics -------------------------------------------------------------------------
