@@ -20,7 +20,9 @@ holds one :class:`Background`. Its rules:
   names, else its creator's. The object store's request governor reads it
   (:func:`current_priority`) and sends the host's requests first. Code the
   host awaits runs at ``HOST`` (the default); the one place that says a task
-  is background work is the call that starts it here.
+  is background work is the call that starts it here. An :class:`Urgency`
+  given instead is a priority that may rise while the task runs (a read-ahead
+  load that a reader comes to wait for).
 
 :func:`gather_bounded` is the one bounded fan-out: work over many items, at
 most N at a time, awaited in line.
@@ -60,13 +62,27 @@ class Priority(enum.IntEnum):
     """A managed ledger's offloads."""
 
 
-_PRIORITY: contextvars.ContextVar[Priority] = contextvars.ContextVar(
+class Urgency:
+    """A task's priority that :meth:`rise` can raise while the task runs."""
+
+    __slots__ = ("priority",)
+
+    def __init__(self, priority: Priority) -> None:
+        self.priority = priority
+
+    def rise(self, priority: Priority) -> None:
+        """From now on at least ``priority`` (a lower value is more urgent)."""
+        self.priority = min(self.priority, priority)
+
+
+_PRIORITY: contextvars.ContextVar[Priority | Urgency] = contextvars.ContextVar(
     "tieredstore_priority", default=Priority.HOST)
 
 
 def current_priority() -> Priority:
-    """The priority the running task's object-store requests go at."""
-    return _PRIORITY.get()
+    """The priority the running task's object-store requests go at now."""
+    given = _PRIORITY.get()
+    return given if isinstance(given, Priority) else given.priority
 
 
 def _log_failure(what: str, exc: Exception) -> None:
@@ -111,7 +127,7 @@ class Background:
         return bool(self._work)
 
     def _track(self, coro: Coroutine[Any, Any, T], name: str, *into: set[asyncio.Task[Any]],
-               priority: Priority | None = None) -> asyncio.Task[T]:
+               priority: Priority | Urgency | None = None) -> asyncio.Task[T]:
         context = None
         if priority is not None and priority is not _PRIORITY.get():
             context = contextvars.copy_context()
@@ -136,7 +152,7 @@ class Background:
         return self._track(logged(), name, self._work, priority=priority)
 
     def start(self, work: Coroutine[Any, Any, T], name: str, *,
-              priority: Priority | None = None) -> asyncio.Task[T]:
+              priority: Priority | Urgency | None = None) -> asyncio.Task[T]:
         """Run ``work`` as a task its callers await, at ``priority`` (else the
         caller's); cancelled on close."""
         return self._track(work, name, self._work, self._cancel, priority=priority)

@@ -16,7 +16,7 @@ from tieredstore.errors import ConfigError, Throttled
 from tieredstore.metrics import register_metrics
 from tieredstore.objectstore import Chokepoint, Governor, GovernorOptions, RetryPolicy
 from tieredstore.objectstore.governor import CUT_INTERVAL, S3_PREFIX_LIMITS, key_prefix
-from tieredstore.tasks import Background, Priority
+from tieredstore.tasks import Background, Priority, Urgency
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.0, max_delay=0.0, timeout=5.0)
 KEY = "tieredstore/ab/cluster/broker/topic/0/commitlog/seg-0/chunk-0"
@@ -177,6 +177,35 @@ async def test_background_leaves_a_reserve_of_the_burst_to_the_host() -> None:
     assert sorted(sent)[7] < 0.05 and sorted(sent)[8] > 0.05, sorted(sent)
     host = await send(choke, "put", 1)
     assert host[0] < 0.15
+    await background.close()
+
+
+async def test_a_queued_read_ahead_a_reader_joins_goes_at_the_host_priority() -> None:
+    choke = Chokepoint(FAST, governor=GovernorOptions(get_rate=40, burst=0.05))
+    background = Background()
+    sent: list[str] = []
+
+    async def get(who: str) -> None:
+        await choke.call("get", ok, key=KEY)
+        sent.append(who)
+
+    async def crowd() -> None:
+        await asyncio.gather(*(get("crowd") for _ in range(30)))
+
+    crowded = background.spawn(crowd(), "read-ahead", priority=Priority.READ_AHEAD)
+    await asyncio.sleep(0.05)
+    urgency = Urgency(Priority.READ_AHEAD)
+    load = background.start(get("joined"), "load", priority=urgency)
+    await asyncio.sleep(0.05)
+    assert "joined" not in sent
+    urgency.rise(Priority.HOST)  # a reader now waits for this load
+    started = time.monotonic()
+    await load
+    assert time.monotonic() - started < 0.2  # a few refills at 40/s, not 30 requests
+    assert sent.count("crowd") < 20, sent
+    urgency.rise(Priority.GC)  # never lowers
+    assert urgency.priority is Priority.HOST
+    await crowded
     await background.close()
 
 

@@ -25,7 +25,7 @@ from tieredstore.fetcher.keys import UnitKey, unit_key
 from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.segment.layout import ChunkRef
 from tieredstore.segment.path import SegmentPath
-from tieredstore.tasks import Background, Priority
+from tieredstore.tasks import Background, Priority, Urgency, current_priority
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ class Load:
     task: asyncio.Task[Loaded] | None = None
     demanded: bool = False  # a read is waiting for it
     keep: bool = True  # False once its segment was forgotten: cache nothing
+    urgency: Urgency | None = None  # read-ahead's: a read joining it raises it
 
     @property
     def speculative(self) -> bool:
@@ -98,6 +99,8 @@ class LoadRegistry:
             self.metrics.coalesced_waits += 1
             if load.speculative:
                 self.metrics.readahead_hits += 1
+            if load.urgency is not None:  # its GET goes at the reader's priority now
+                load.urgency.rise(current_priority())
         load.demanded = True
         return self._result(load)
 
@@ -121,8 +124,9 @@ class LoadRegistry:
         if prefetch:
             self.prefetch_bytes += unit.length
             self.metrics.prefetch_units += 1
-        task = self.background.start(self._run(load), "load",
-                                     priority=Priority.READ_AHEAD if prefetch else None)
+        if prefetch:
+            load.urgency = Urgency(Priority.READ_AHEAD)
+        task = self.background.start(self._run(load), "load", priority=load.urgency)
         load.task = task
         task.add_done_callback(lambda t: self._finished(load, t))
         return load

@@ -18,7 +18,9 @@ and admits every attempt of every request before it is sent. Its rules:
   token only while no request of a higher priority waits on one of its
   buckets, and background requests leave a fifth of each bucket's burst to
   the host: a host request never waits behind queued background ones, only
-  for the bucket to refill.
+  for the bucket to refill. A waiting request re-reads its priority each
+  time it wakes: a read-ahead load that a reader joins (``tasks.Urgency``)
+  goes on at the reader's.
 - **SlowDown.** When the store answers ``Throttled`` (503 SlowDown, 429), the
   allowed rate of that request's class under its key prefix (the key's first
   ``prefix_depth`` components: the key prefix and the hash spreading S3's
@@ -298,35 +300,40 @@ class Governor:
     async def admit(self, op: str, key: str) -> None:
         """Return once a request ``op`` on ``key`` may be sent, at the current
         task's priority; its tokens taken."""
-        priority = current_priority()
         now = self._clock()
         buckets = self._buckets(op, key, now)
         if not buckets:
             return
         started = now
-        registered = False
+        waits: Priority | None = None  # the priority it is counted waiting at
         try:
             while True:
+                priority = current_priority()  # it may rise while waiting (tasks.Urgency)
+                if waits is not None and waits != priority:
+                    for bucket, _ in buckets:
+                        bucket.waiting[waits] -= 1
+                        bucket.waiting[priority] += 1
+                    waits = priority
                 for bucket, _ in buckets:
                     bucket.refill(now)
                 delay = max(bucket.delay(cost, priority) for bucket, cost in buckets)
                 if delay <= 0:
                     break
-                if not registered:
+                if waits is None:
                     for bucket, _ in buckets:
                         bucket.waiting[priority] += 1
-                    registered = True
+                    waits = priority
                 await asyncio.sleep(delay)
                 now = self._clock()
         finally:
-            if registered:
+            if waits is not None:
                 for bucket, _ in buckets:
-                    bucket.waiting[priority] -= 1
+                    bucket.waiting[waits] -= 1
         for bucket, cost in buckets:
             bucket.tokens -= cost
             if isinstance(bucket, PrefixLimit):
                 bucket.taken += 1
-        if registered and self._on_wait is not None:
+        if waits is not None and self._on_wait is not None:
             self._on_wait(priority, now - started)
 
     def slowed(self, op: str, key: str) -> None:
