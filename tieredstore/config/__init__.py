@@ -12,8 +12,8 @@ the configuration is built, before anything is written. The S3 secret never
 shows: not in ``repr``/``str`` of the configuration, nor in any error.
 
 Each setting is declared once. A key that sets a field of a layer's own
-options (``RetryPolicy``, ``ObjectStoreOptions``, ``S3Settings``,
-``SegmentOptions``, ``PoolOptions``, ``FetcherOptions``, ``LogOptions``) names
+options (``RetryPolicy``, ``GovernorOptions``, ``ObjectStoreOptions``,
+``S3Settings``, ``SegmentOptions``, ``PoolOptions``, ``FetcherOptions``, ``LogOptions``) names
 that field and takes its default; ``config.options(Kind)`` builds a layer's
 options from those keys. The layers never read this package.
 

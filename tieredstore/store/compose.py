@@ -5,7 +5,7 @@ layer takes its own frozen options, which check their own fields (naming the
 configuration key in a :class:`ConfigError`) and own their defaults: each key
 says which options fields it sets (``config/model.py``), and
 ``config.options(Kind)`` builds them (the object store's :class:`RetryPolicy`,
-:class:`S3Settings` and :class:`ObjectStoreOptions`, the fetcher's
+:class:`GovernorOptions`, :class:`S3Settings` and :class:`ObjectStoreOptions`, the fetcher's
 :class:`FetcherOptions`, :class:`PoolOptions`, :class:`SegmentOptions`,
 :class:`LogOptions`). Queue metadata takes its page size, passed to
 ``QueueMetadata.open``.
