@@ -228,3 +228,16 @@ def test_the_reader_reads_each_queue_in_its_own_range(spark: Any,
     with pytest.raises(Exception, match=r"queue_offsets.*JSON list"):
         spark.read.format("tieredstore").options(**merged_store.options,
                                                  queue_offsets='[["t", 0, 1]]').load().count()
+
+
+def test_a_table_whose_path_has_a_space_or_percent_gets_its_rows(spark: Any,
+                                                                 tmp_path: Path) -> None:
+    """The staging directory Spark writes is the one the commit lists (a URI's
+    escapes are not taken for the path's own characters)."""
+    built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=10)
+    out = tmp_path / "my table 100%"
+    result = jobs.export(spark, built.options, str(out))
+    assert result.rows == 10 and len(result.ranges) == 1
+    assert visible_files(out), "the commit names no file: the run's rows are lost"
+    assert_each_once(spark, out, built)
+    assert sorted(os.listdir(tmp_path)) == ["my table 100%", "store"]

@@ -96,8 +96,11 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
         run = new_run_id()
         try:
             rows = _stage(spark, options, table, run, todo)
-            commit = next_commit(last, run, source, ranges=todo,
-                                 files=table.staged_files(run), rows=rows)
+            files = table.staged_files(run)
+            if not files:
+                raise TableError(root, f"Spark wrote {rows} rows, but no file is in "
+                                 f"{table.staging(run)}; nothing committed")
+            commit = next_commit(last, run, source, ranges=todo, files=files, rows=rows)
             table.on_step("staged")
             table.commit(commit)
         except BaseException:
@@ -147,7 +150,9 @@ def _stage(spark: Any, options: Mapping[str, str], table: Table, run: str,
     checked against ``ranges``."""
     reader = {k: v for k, v in lower_options(options).items() if k not in SELECTION_OPTIONS}
     reader["queue_offsets"] = queue_offsets_option({(t, q): (a, b) for t, q, a, b in ranges})
-    staging = table.staging(run).as_uri()
+    # Hadoop's Path quotes a URI's '%' again ("a%20b" names a directory "a%20b"):
+    # give it the path's own characters, behind the scheme.
+    staging = "file://" + str(table.staging(run))
     df = spark.read.format(FORMAT_NAME).options(**reader).load()
     df.withColumn("date", F.expr(DATE_EXPR)).write.mode("errorifexists") \
         .partitionBy(*PARTITION_COLUMNS).parquet(staging)
