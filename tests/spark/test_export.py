@@ -241,3 +241,30 @@ def test_a_table_whose_path_has_a_space_or_percent_gets_its_rows(spark: Any,
     assert visible_files(out), "the commit names no file: the run's rows are lost"
     assert_each_once(spark, out, built)
     assert sorted(os.listdir(tmp_path)) == ["my table 100%", "store"]
+
+
+ODD_TOPICS = ("a=b", "50%", "007", "x y", "ü:#?", "_u", "*[x]", "-1")
+
+
+def test_topics_with_odd_names_export_each_message_once_under_any_session_zone(
+        spark: Any, tmp_path: Path) -> None:
+    """Topic names Hive layout escapes ('=', '%', ':'), or that look like numbers,
+    or like a hidden file, or a glob; the date is the UTC day whatever the
+    session's time zone (T0 is 22:13 UTC: the next day in Tokyo)."""
+    built = build_store(tmp_path / "store", queues=tuple((t, 0) for t in ODD_TOPICS),
+                        per_queue=5)
+    out = tmp_path / "table"
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")
+    try:
+        first = jobs.export(spark, built.options, str(out))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert first.rows == 5 * len(ODD_TOPICS)
+    got = spark.read.schema("queue_id int, offset long, topic string, date date") \
+        .parquet(str(out)).collect()
+    assert sorted((r.topic, r.queue_id, r.offset) for r in got) == sorted(
+        (t, 0, i) for t in ODD_TOPICS for i in range(5))
+    assert {str(r.date) for r in got} == {"2023-11-14"}
+    append_more(built, 2)
+    assert jobs.export(spark, built.options, str(out)).rows == 2 * len(ODD_TOPICS)
