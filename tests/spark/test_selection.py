@@ -64,6 +64,12 @@ def test_bad_options_name_their_key(options: dict[str, str], key: str) -> None:
         selection_from_options(options)
 
 
+def test_a_queue_named_twice_in_queue_offsets_is_refused_not_narrowed_to_one_range() -> None:
+    """Two ranges for one queue: the reader read only the last one, silently."""
+    with pytest.raises(ConfigError, match=r"queue_offsets.*'t'/0 more than once"):
+        selection_from_options({"queue_offsets": '[["t", 0, 0, 5], ["t", 0, 10, 20]]'})
+
+
 def test_contradicting_options_select_nothing() -> None:
     for options in ({"offset_from": "9", "offset_to": "3"},
                     {"time_from": "2000", "time_to": "2000"}):

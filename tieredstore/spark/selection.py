@@ -153,15 +153,19 @@ def _queue_offsets(text: str | None) -> dict[tuple[str, int], Span] | None:
         return None
     try:
         items = json.loads(text)
-        out = {}
+        out: dict[tuple[str, int], list[Span]] = {}
         for topic, queue_id, lo, hi in items:
             if not (isinstance(topic, str) and all(type(n) is int for n in (queue_id, lo, hi))):
                 raise ValueError
-            out[(topic, queue_id)] = Span(lo, hi - 1)
+            out.setdefault((topic, queue_id), []).append(Span(lo, hi - 1))
     except (ValueError, TypeError):
         raise ConfigError("queue_offsets", "must be a JSON list of [topic, queue_id, from, "
                           f"to] (integers), got {text[:200]!r}") from None
-    return out
+    for (topic, queue_id), spans in out.items():
+        if len(spans) > 1:
+            raise ConfigError("queue_offsets", f"names queue {topic!r}/{queue_id} more than "
+                              "once: give each queue one range")
+    return {q: spans[0] for q, spans in out.items()}
 
 
 def _from_to(options: Mapping[str, str], name: str, read: Callable[[str, str], int]) -> Span:
