@@ -268,3 +268,28 @@ def test_topics_with_odd_names_export_each_message_once_under_any_session_zone(
     assert {str(r.date) for r in got} == {"2023-11-14"}
     append_more(built, 2)
     assert jobs.export(spark, built.options, str(out)).rows == 2 * len(ODD_TOPICS)
+
+
+def test_a_table_refuses_another_store_with_the_same_prefix_cluster_and_broker(
+        spark: Any, tmp_path: Path) -> None:
+    """Two buckets (here: two local stores) with the default key prefix, cluster
+    and broker are two stores: the second's messages past the first's offsets
+    were appended to the table as if they were the first's."""
+    first = build_store(tmp_path / "first", queues=(("t", 0),), per_queue=3)
+    second = build_store(tmp_path / "second", queues=(("t", 0),), per_queue=8, seed=9)
+    out = tmp_path / "table"
+    jobs.export(spark, first.options, str(out))
+    with pytest.raises(TableError, match="holds the queues of store"):
+        jobs.export(spark, second.options, str(out))
+    assert len(table_rows(spark, out)) == 3
+
+
+def test_a_table_whose_path_has_glob_characters_gets_its_rows(spark: Any,
+                                                              tmp_path: Path) -> None:
+    """'[1]' in the table's path is a name, not a pattern, when the run checks
+    what it staged."""
+    built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=4)
+    (tmp_path / "t1").mkdir()  # what the pattern 't[1]' would match
+    out = tmp_path / "t[1]"
+    assert jobs.export(spark, built.options, str(out)).rows == 4
+    assert len(visible_files(out)) >= 1 and not os.listdir(tmp_path / "t1")

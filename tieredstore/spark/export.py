@@ -24,6 +24,7 @@ A run with nothing new writes nothing (step 1 aside) and returns 0 rows.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,7 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
     table at ``output`` (see the module docstring)."""
     root = table_root(output)
     config = config_from_options(options)
-    source = f"{config.key_prefix}/{config.cluster}/{config.broker}"
+    source = store_source(config)
     with Table.locked(root, on_step) as table:
         last = table.recover()
         if last is not None and last.source != source:
@@ -108,6 +109,15 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
             raise
         table.publish(commit)
         return ExportResult(str(root), rows, commit.sequence, todo, trimmed)
+
+
+def store_source(config: TieredStoreConfig) -> str:
+    """Which store a table's offsets are of: where its bucket is (the S3 bucket, or
+    the local store's directory) and the broker's keys in it. Two buckets with
+    the same key prefix, cluster and broker are two stores."""
+    where = (f"s3://{config.s3_bucket}" if config.backend == "s3"
+             else f"{config.backend}:{config.local_path}")
+    return f"{where}/{config.key_prefix}/{config.cluster}/{config.broker}"
 
 
 async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
@@ -144,19 +154,26 @@ async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection:
     return tuple(sorted(ranges)), tuple(trimmed)
 
 
+def hadoop_path(path: Path, *, glob: bool = False) -> str:
+    """A local ``path`` as Spark's Hadoop paths take it: its own characters behind
+    the scheme (Hadoop quotes a URI's escapes again: ``a%20b`` would name a
+    directory ``a%20b``); for a read, which Spark expands as a pattern, its
+    pattern characters escaped (``t[1]`` names ``t[1]``, not ``t1``)."""
+    text = "file://" + str(path)
+    return re.sub(r"([\\{}\[\]*?])", r"\\\1", text) if glob else text
+
+
 def _stage(spark: Any, options: Mapping[str, str], table: Table, run: str,
            ranges: tuple[Range, ...]) -> int:
     """Spark writes ``ranges`` into the run's staging directory; the rows written,
     checked against ``ranges``."""
     reader = {k: v for k, v in lower_options(options).items() if k not in SELECTION_OPTIONS}
     reader["queue_offsets"] = queue_offsets_option({(t, q): (a, b) for t, q, a, b in ranges})
-    # Hadoop's Path quotes a URI's '%' again ("a%20b" names a directory "a%20b"):
-    # give it the path's own characters, behind the scheme.
-    staging = "file://" + str(table.staging(run))
+    staging = hadoop_path(table.staging(run))
     df = spark.read.format(FORMAT_NAME).options(**reader).load()
     df.withColumn("date", F.expr(DATE_EXPR)).write.mode("errorifexists") \
         .partitionBy(*PARTITION_COLUMNS).parquet(staging)
-    got = spark.read.schema(CHECK_SCHEMA).parquet(staging).groupBy("topic", "queue_id").agg(
+    got = spark.read.schema(CHECK_SCHEMA).parquet(hadoop_path(table.staging(run), glob=True)).groupBy("topic", "queue_id").agg(
         F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
     ).collect()
     staged = {(r.topic, r.queue_id): (r.n, r.lo, r.hi) for r in got}
