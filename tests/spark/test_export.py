@@ -293,3 +293,16 @@ def test_a_table_whose_path_has_glob_characters_gets_its_rows(spark: Any,
     out = tmp_path / "t[1]"
     assert jobs.export(spark, built.options, str(out)).rows == 4
     assert len(visible_files(out)) >= 1 and not os.listdir(tmp_path / "t1")
+
+
+@pytest.mark.parametrize("odd", ["__HIVE_DEFAULT_PARTITION__", "#" * 100])
+def test_a_topic_hive_layout_cannot_hold_is_named_and_the_others_still_export(
+        spark: Any, tmp_path: Path, odd: str) -> None:
+    """Spark reads the directory ``topic=__HIVE_DEFAULT_PARTITION__`` back as a
+    null topic, and cannot create ``topic=%23%23...`` past 255 bytes: such a
+    topic is refused by name, and a run without it exports the rest."""
+    built = build_store(tmp_path / "store", queues=((odd, 0), ("t", 0)), per_queue=3)
+    out = tmp_path / "table"
+    with pytest.raises(TableError, match=re.escape(repr(odd)[:40])):
+        jobs.export(spark, built.options, str(out))
+    assert jobs.export(spark, built.options, str(out), jobs.Filters(topics=("t",))).rows == 3

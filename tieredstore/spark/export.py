@@ -92,6 +92,11 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
             store, config, selection, last, table=root))
         table.on_step("bounded")
         todo = tuple(r for r in ranges if r[3] > r[2])
+        for topic in sorted({r[0] for r in todo}):
+            unfit = partition_unfit(topic)
+            if unfit is not None:
+                raise TableError(root, f"topic {topic!r} cannot be a partition of the table: "
+                                 f"{unfit}; select the other topics (--topic)")
         if not todo:
             return ExportResult(str(root), 0, None, (), trimmed)
         run = new_run_id()
@@ -152,6 +157,25 @@ async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection:
             trimmed.append((t, q, done, view.min_offset))
         ranges.append((t, q, start, view.max_offset))
     return tuple(sorted(ranges)), tuple(trimmed)
+
+
+# What Spark escapes in a partition directory's name (as %XX), and the name it
+# gives a null value; a directory name's limit in bytes.
+HIVE_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(1, 32)}
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+NAME_MAX = 255
+
+
+def partition_unfit(topic: str) -> str | None:
+    """Why ``topic`` cannot be a ``topic=...`` directory Spark writes and reads back
+    as itself, or None."""
+    if topic == HIVE_NULL:
+        return f"Spark reads the directory topic={HIVE_NULL} back as a null topic"
+    name = "topic=" + "".join(f"%{ord(c):02X}" if c in HIVE_ESCAPED else c for c in topic)
+    if len(name.encode()) > NAME_MAX:
+        return (f"its directory name, escaped, is {len(name.encode())} bytes, past the "
+                f"{NAME_MAX} a file name may have")
+    return None
 
 
 def hadoop_path(path: Path, *, glob: bool = False) -> str:
