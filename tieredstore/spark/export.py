@@ -197,7 +197,9 @@ def _stage(spark: Any, options: Mapping[str, str], table: Table, run: str,
     df = spark.read.format(FORMAT_NAME).options(**reader).load()
     df.withColumn("date", F.expr(DATE_EXPR)).write.mode("errorifexists") \
         .partitionBy(*PARTITION_COLUMNS).parquet(staging)
-    got = spark.read.schema(CHECK_SCHEMA).parquet(hadoop_path(table.staging(run), glob=True)).groupBy("topic", "queue_id").agg(
+    staged_df = spark.read.schema(CHECK_SCHEMA).parquet(hadoop_path(table.staging(run),
+                                                                   glob=True))
+    got = staged_df.groupBy("topic", "queue_id").agg(
         F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
     ).collect()
     staged = {(r.topic, r.queue_id): (r.n, r.lo, r.hi) for r in got}
