@@ -3,8 +3,11 @@ visible, and what the next run makes of it. Files stand in for a run's Parquet."
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +142,73 @@ def test_the_table_is_a_local_directory(tmp_path: Path) -> None:
     for url in ("s3a://bucket/t", "hdfs://nn/t", "file://host/t"):
         with pytest.raises(ConfigError, match="output"):
             table_root(url)
+
+
+class Killed(BaseException):
+    """The process dying at a filesystem call (nothing after it runs)."""
+
+
+FS_CALLS = ("link", "rename", "unlink", "rmdir", "mkdir", "fsync")
+MORE = ("topic=a/date=2023-11-14/part-2.parquet", "topic=c/date=2023-11-16/part-3.parquet")
+
+
+def test_a_run_killed_at_any_filesystem_call_then_recovery_killed_at_any_shows_each_file_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every crash point of a run (its recovery, commit and moves), and of the next
+    run's recovery: the run after that shows the table with or without the
+    killed run's files, all of them or none, and no staging."""
+    calls = {"left": -1}
+    for name in FS_CALLS:
+        real = getattr(os, name)
+
+        def call(*args: object, _real: Any = real, **kwargs: object) -> object:
+            if calls["left"] == 0:
+                raise Killed
+            calls["left"] -= 1
+            return _real(*args, **kwargs)
+        monkeypatch.setattr(os, name, call)
+
+    def run(root: Path, files: tuple[str, ...]) -> None:
+        with Table.locked(root) as table:
+            last = table.recover()
+            run_id = new_run_id()
+            stage(table, run_id, files)
+            commit = next_commit(last, run_id, "s", ranges=(("a", 0, 0, 1),),
+                                 files=table.staged_files(run_id), rows=len(files))
+            table.commit(commit)
+            table.publish(commit)
+
+    def recover(root: Path) -> None:
+        with Table.locked(root) as table:
+            table.recover()
+
+    def killed(after: int, work: Callable[..., None], root: Path, *args: Any) -> bool:
+        calls["left"] = after
+        try:
+            work(root, *args)
+        except Killed:
+            return True
+        finally:
+            calls["left"] = -1
+        return False
+
+    for run_calls in itertools.count():
+        for recovery_calls in range(40):
+            root = tmp_path / f"{run_calls}-{recovery_calls}"
+            run(root, FILES)
+            run_killed = killed(run_calls, run, root, MORE)
+            recovery_killed = killed(recovery_calls, recover, root)
+            with Table.locked(root) as table:
+                last = table.recover()
+            assert last is not None
+            want = set(FILES) | (set(MORE) if last.sequence == 2 else set())
+            where = f"run killed after {run_calls} calls, recovery after {recovery_calls}"
+            assert visible(root) == want, where
+            assert not os.listdir(root / "_staging"), where
+            assert [p.name for p in (root / "_commits").iterdir()
+                    if p.name.startswith(".")] == [], where
+            if not recovery_killed:
+                break
+        if not run_killed:
+            break
+    assert run_calls > 10
