@@ -212,3 +212,41 @@ def test_a_run_killed_at_any_filesystem_call_then_recovery_killed_at_any_shows_e
         if not run_killed:
             break
     assert run_calls > 10
+
+
+def test_a_commit_is_linked_only_once_its_files_are_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A power cut keeps what was fsynced: the commit must not outlive its files
+    (Spark does not fsync them; a commit naming empty files would be a loss the
+    next run does not redo), nor a moved file the directories that name it."""
+    synced: list[str] = []
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def link(src: Any, dst: Any, **kwargs: Any) -> None:
+        synced.append(f"link {dst}")
+        real_link(src, dst, **kwargs)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    with Table.locked(tmp_path) as table:
+        commit = staged_run(table)
+        table.commit(commit)
+        linked = next(i for i, s in enumerate(synced) if s.startswith("link "))
+        before = set(synced[:linked])
+        staging = table.staging(commit.run)
+        for name in FILES:
+            assert str(staging / name) in before, name
+            for parent in (staging / name).parents:
+                assert str(parent) in before, parent
+                if parent == tmp_path:
+                    break
+        table.publish(commit)
+        after = set(synced[linked:])
+        for name in FILES:
+            for parent in (tmp_path / name).parents:
+                assert str(parent) in after, parent
+                if parent == tmp_path:
+                    break

@@ -240,9 +240,16 @@ class Table:
         """Create commit ``commit.sequence``, whole or not at all: a temporary file,
         flushed, linked to the commit's name (which fails if the name exists: the
         commit of another writer, or this one's own whose reply was lost, told
-        apart by the run id). Then the run counts."""
+        apart by the run id). Then the run counts. Before the link, the run's files
+        and the directories naming them are made durable (Spark does not fsync
+        what it writes): a power cut keeps no commit whose files it lost."""
+        staging = self.staging(commit.run)
+        for name in commit.files:
+            _fsync_file(staging / name)
+        self._fsync_dirs(staging, commit.files)
         commits = self.root / COMMITS_DIR
         commits.mkdir(exist_ok=True)
+        _fsync_dir(self.root)
         tmp = commits / f".tmp-{commit.run}"
         with open(tmp, "w") as out:
             out.write(commit.to_json())
@@ -276,10 +283,24 @@ class Table:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.rename(staged, target)
             self.on_step(f"moved {name}")
-        for parent in sorted({(self.root / n).parent for n in commit.files}):
-            _fsync_dir(parent)
+        self._fsync_dirs(self.root, commit.files)  # the moves, before staging goes
         shutil.rmtree(staging)
         self.on_step("published")
+
+
+    def _fsync_dirs(self, base: Path, names: Sequence[str]) -> None:
+        """fsync every directory from ``base / name``'s parent up to the table's
+        root, each once, deepest first."""
+        dirs: set[Path] = set()
+        for name in names:
+            at = (base / name).parent
+            while at not in dirs and at != self.root.parent:
+                dirs.add(at)
+                if at == self.root:
+                    break
+                at = at.parent
+        for path in sorted(dirs, key=lambda p: -len(p.parts)):
+            _fsync_dir(path)
 
 
 def next_commit(last: Commit | None, run: str, source: str, *,
@@ -299,6 +320,14 @@ def new_run_id() -> str:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(path: Path) -> None:
