@@ -245,11 +245,11 @@ class Table:
         what it writes): a power cut keeps no commit whose files it lost."""
         staging = self.staging(commit.run)
         for name in commit.files:
-            _fsync_file(staging / name)
+            _fsync(staging / name)
         self._fsync_dirs(staging, commit.files)
         commits = self.root / COMMITS_DIR
         commits.mkdir(exist_ok=True)
-        _fsync_dir(self.root)
+        _fsync(self.root)
         tmp = commits / f".tmp-{commit.run}"
         with open(tmp, "w") as out:
             out.write(commit.to_json())
@@ -264,7 +264,7 @@ class Table:
                                     "run meanwhile; this run's files stay hidden") from None
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(commits)
+        _fsync(commits)
         self.on_step("committed")
 
     def publish(self, commit: Commit) -> None:
@@ -300,7 +300,7 @@ class Table:
                     break
                 at = at.parent
         for path in sorted(dirs, key=lambda p: -len(p.parts)):
-            _fsync_dir(path)
+            _fsync(path)
 
 
 def next_commit(last: Commit | None, run: str, source: str, *,
@@ -322,15 +322,8 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
+def _fsync(path: Path) -> None:
+    """fsync a file or a directory (a directory's where the filesystem allows)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
