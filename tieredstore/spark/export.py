@@ -13,8 +13,8 @@ A run (under the table's lock, :mod:`tieredstore.spark.table`):
    ``date`` (the UTC day of ``store_timestamp``), into the run's hidden
    staging directory;
 4. checks that the staged rows are each queue's range, each offset once
-   (count, min and max per queue: the reader's strict scan returns offsets in
-   order without gaps), else fails and shows nothing;
+   (count, distinct offsets, min and max per queue), else fails and shows
+   nothing;
 5. writes the commit (the new next offsets, the run's files), then moves the
    files into their partitions.
 
@@ -200,15 +200,16 @@ def _stage(spark: Any, options: Mapping[str, str], table: Table, run: str,
     staged_df = spark.read.schema(CHECK_SCHEMA).parquet(hadoop_path(table.staging(run),
                                                                    glob=True))
     got = staged_df.groupBy("topic", "queue_id").agg(
-        F.count("*").alias("n"), F.min("offset").alias("lo"), F.max("offset").alias("hi"),
+        F.count("*").alias("n"), F.countDistinct("offset").alias("distinct"),
+        F.min("offset").alias("lo"), F.max("offset").alias("hi"),
     ).collect()
-    staged = {(r.topic, r.queue_id): (r.n, r.lo, r.hi) for r in got}
-    wanted = {(t, q): (b - a, a, b - 1) for t, q, a, b in ranges}
+    staged = {(r.topic, r.queue_id): (r.n, r.distinct, r.lo, r.hi) for r in got}
+    wanted = {(t, q): (b - a, b - a, a, b - 1) for t, q, a, b in ranges}
     if staged != wanted:
         wrong = sorted(k for k in staged.keys() | wanted.keys()
                        if staged.get(k) != wanted.get(k))[:5]
-        raise TableError(table.root, "the staged rows are not the ranges read (count, min, "
-                         "max per queue): " + "; ".join(
+        raise TableError(table.root, "the staged rows are not the ranges read (count, "
+                         "distinct offsets, min, max per queue): " + "; ".join(
                              f"{t}/{q} staged {staged.get((t, q))}, wanted {wanted.get((t, q))}"
                              for t, q in wrong) + "; nothing committed")
-    return sum(n for n, _, _ in staged.values())
+    return sum(counts[0] for counts in staged.values())
