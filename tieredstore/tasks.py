@@ -63,16 +63,25 @@ class Priority(enum.IntEnum):
 
 
 class Urgency:
-    """A task's priority that :meth:`rise` can raise while the task runs."""
+    """A task's priority that :meth:`rise` can raise while the task runs; with a
+    ``parent`` (the urgency of the task it works for), never below the parent's
+    as that rises too."""
 
-    __slots__ = ("priority",)
+    __slots__ = ("_priority", "parent")
 
-    def __init__(self, priority: Priority) -> None:
-        self.priority = priority
+    def __init__(self, priority: Priority, parent: Urgency | None = None) -> None:
+        self._priority = priority
+        self.parent = parent
+
+    @property
+    def priority(self) -> Priority:
+        if self.parent is None:
+            return self._priority
+        return min(self._priority, self.parent.priority)
 
     def rise(self, priority: Priority) -> None:
         """From now on at least ``priority`` (a lower value is more urgent)."""
-        self.priority = min(self.priority, priority)
+        self._priority = min(self._priority, priority)
 
 
 _PRIORITY: contextvars.ContextVar[Priority | Urgency] = contextvars.ContextVar(
@@ -83,6 +92,50 @@ def current_priority() -> Priority:
     """The priority the running task's object-store requests go at now."""
     given = _PRIORITY.get()
     return given if isinstance(given, Priority) else given.priority
+
+
+def current_urgency(floor: Priority = Priority.HOST) -> Urgency:
+    """A new :class:`Urgency` for work done for the running task: at its
+    priority (or ``floor``, if less urgent), rising as the running task's does
+    (when ``floor`` is HOST) and as :meth:`Urgency.rise` raises it."""
+    given = _PRIORITY.get()
+    priority = max(floor, current_priority())
+    parent = given if isinstance(given, Urgency) and floor is Priority.HOST else None
+    return Urgency(priority, parent)
+
+
+class PriorityLock:
+    """An asyncio lock with priority inheritance: while a task waits for it, the
+    holder's object-store requests go at least at the waiter's priority. A host
+    commit waiting for a segment that compaction holds waits for compaction's
+    requests, not for the governor's queue of background work before them.
+
+    The holder runs under an :class:`Urgency` of its own (its children too)
+    until it releases the lock.
+    """
+
+    __slots__ = ("_holder", "_lock", "_token")
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._holder: Urgency | None = None
+        self._token: contextvars.Token[Priority | Urgency] | None = None
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    async def __aenter__(self) -> None:
+        if self._holder is not None:
+            self._holder.rise(current_priority())
+        await self._lock.acquire()
+        self._holder = current_urgency()
+        self._token = _PRIORITY.set(self._holder)
+
+    async def __aexit__(self, *exc: object) -> None:
+        token, self._token, self._holder = self._token, None, None
+        if token is not None:
+            _PRIORITY.reset(token)
+        self._lock.release()
 
 
 def _log_failure(what: str, exc: Exception) -> None:

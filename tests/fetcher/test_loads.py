@@ -12,6 +12,7 @@ from tieredstore.fetcher.readahead import ReadAheadWindows
 from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.segment import FileType, SegmentPath
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
+from tieredstore.tasks import Background, Priority, current_priority
 
 UNIT = 100
 A = SegmentPath("c", "b", "t", 0, FileType.COMMIT_LOG, 0)
@@ -156,3 +157,56 @@ def test_read_ahead_windows_keep_the_most_recent_segments() -> None:
     assert windows.advise("a", layout, 2 * UNIT, UNIT) == [unit(3), unit(4), unit(5), unit(6)]
     windows.forget("a")
     assert windows.advise("a", layout, 5 * UNIT, UNIT) == [], "a new window: a jump"
+
+
+async def test_a_read_joining_a_load_a_background_task_started_raises_it() -> None:
+    # A merge (or compaction) reads a chunk through the fetcher: its load runs at
+    # the merge's priority. A host read that joins it must not wait at that
+    # priority behind the governor's queue: the load goes on at the reader's.
+    seen: list[Priority] = []
+    release = asyncio.Event()
+
+    async def run(load: Load) -> Loaded:
+        seen.append(current_priority())
+        await release.wait()
+        seen.append(current_priority())
+        return b"x", Source.STORE
+
+    registry = LoadRegistry(run, concurrency=4, metrics=FetcherMetrics())
+    background = Background()
+
+    async def merge_reads() -> Loaded:
+        return await registry.demand(A, unit(2))
+
+    merge = background.start(merge_reads(), "merge", priority=Priority.MERGE)
+    await settle()
+    assert seen == [Priority.MERGE]
+    read = asyncio.ensure_future(registry.demand(A, unit(2)))  # the host's
+    await settle()
+    release.set()
+    assert await read == (b"x", Source.STORE)
+    await merge
+    assert seen == [Priority.MERGE, Priority.HOST]
+    await registry.close()
+    await background.close()
+
+
+async def test_read_ahead_a_background_read_starts_goes_no_higher_than_that_read() -> None:
+    seen: list[Priority] = []
+
+    async def run(load: Load) -> Loaded:
+        seen.append(current_priority())
+        return b"x", Source.STORE
+
+    registry = LoadRegistry(run, concurrency=4, metrics=FetcherMetrics())
+
+    async def merge_reads_ahead() -> None:
+        registry.start(A, unit(5), prefetch=True)
+
+    await Background().start(merge_reads_ahead(), "merge", priority=Priority.MERGE)
+    await settle()
+    assert seen == [Priority.MERGE]
+    registry.start(A, unit(6), prefetch=True)  # the host's read-ahead
+    await settle()
+    assert seen == [Priority.MERGE, Priority.READ_AHEAD]
+    await registry.close()

@@ -25,7 +25,7 @@ from tieredstore.fetcher.keys import UnitKey, unit_key
 from tieredstore.fetcher.stats import FetcherMetrics, Source
 from tieredstore.segment.layout import ChunkRef
 from tieredstore.segment.path import SegmentPath
-from tieredstore.tasks import Background, Priority, Urgency, current_priority
+from tieredstore.tasks import Background, Priority, Urgency, current_priority, current_urgency
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class Load:
     task: asyncio.Task[Loaded] | None = None
     demanded: bool = False  # a read is waiting for it
     keep: bool = True  # False once its segment was forgotten: cache nothing
-    urgency: Urgency | None = None  # read-ahead's: a read joining it raises it
+    urgency: Urgency | None = None  # its priority: a read joining it raises it
 
     @property
     def speculative(self) -> bool:
@@ -124,8 +124,9 @@ class LoadRegistry:
         if prefetch:
             self.prefetch_bytes += unit.length
             self.metrics.prefetch_units += 1
-        if prefetch:
-            load.urgency = Urgency(Priority.READ_AHEAD)
+        # At its starter's priority (read-ahead: no higher than READ_AHEAD), and a
+        # read joining it raises it (a merge's load, a read-ahead, a host reads).
+        load.urgency = current_urgency(Priority.READ_AHEAD if prefetch else Priority.HOST)
         task = self.background.start(self._run(load), "load", priority=load.urgency)
         load.task = task
         task.add_done_callback(lambda t: self._finished(load, t))
