@@ -29,7 +29,6 @@ merging and cleanup are modules of their own.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -66,6 +65,7 @@ from tieredstore.segment.recovery import (
     is_seal,
     recover_segment,
 )
+from tieredstore.tasks import PriorityLock
 
 # SegmentOptions and destroy_segment are imported from here too.
 __all__ = ["ChunkedSegment", "SegmentOptions", "destroy_segment"]
@@ -103,7 +103,9 @@ class ChunkedSegment(FileSegment):
         self._stray_uploads: list[UploadInfo] = []
         self._seal_in_doubt = False
         self.foreign: list[str] = []  # objects in its prefix tieredstore did not write
-        self._lock = asyncio.Lock()
+        # Priority inheritance: a host commit waiting here lifts the requests of
+        # the compaction, seal or merge that holds it (tasks.PriorityLock).
+        self._lock = PriorityLock()
         self._fenced: SegmentFenced | None = None
         self._destroyed = False
         self._leftovers: list[str] = []  # chunks and marker after a merge, to delete
