@@ -49,6 +49,7 @@ from tieredstore.store.record import (
     tags_hash,
 )
 from tieredstore.store.repair import rebuild_queue
+from tieredstore.tasks import PriorityLock
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,9 @@ class OwnedQueue(QueueReading):
         self.index = KeyIndex(ctx, topic, queue_id, meta)
         self.codec = ctx.opener  # reads records sealed with any settings
         self.next_offset = 0
-        self.lock = asyncio.Lock()
+        # Priority inheritance: an append or flush waiting here lifts the requests
+        # of the roll by time or retention that holds it (tasks.PriorityLock).
+        self.lock = PriorityLock()
         self._appends_waiting = 0  # appends waiting for the lock (see _appending)
         self._pending = PendingUnits()
 
@@ -285,14 +288,15 @@ class OwnedQueue(QueueReading):
         """The lock, for an append: while one waits for it, no append takes the
         way without it, so offsets follow the order appends were called in."""
         self._appends_waiting += 1
+        waiting = True
         try:
-            await self.lock.acquire()
+            async with self.lock:
+                self._appends_waiting -= 1
+                waiting = False
+                yield
         finally:
-            self._appends_waiting -= 1
-        try:
-            yield
-        finally:
-            self.lock.release()
+            if waiting:
+                self._appends_waiting -= 1
 
     def _encode(self, offset: int, ts: int, m: Outgoing) -> bytes:
         record = encode_record(offset, ts, m.body, keys=m.keys, tags=m.tags,
