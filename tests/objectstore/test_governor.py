@@ -321,3 +321,19 @@ async def test_the_collector_exports_waits_seconds_and_slowdowns() -> None:
     assert seconds is not None and seconds > 0
     assert registry.get_sample_value("tieredstore_store_slowdowns_total",
                                      {"op": "get", "prefix": "tieredstore/ab/"}) == 1
+
+
+async def test_recovered_prefixes_are_forgotten_though_never_sent_to_again() -> None:
+    # A queue deleted after a SlowDown (or a burst over many hashed prefixes):
+    # its prefix is never sent to again, yet it must not keep the governor
+    # limiting (the chokepoint's fast path) or stay in memory for good.
+    clock = Clock()
+    governor = Governor(GovernorOptions(slowdown_recovery=10.0), clock=clock)
+    gone = [f"tieredstore/{i:04x}/cluster/broker/gone/0/x" for i in range(100)]
+    for key in gone:
+        governor.slowed("put", key)
+    assert governor.limiting
+    clock.now += 10 + CUT_INTERVAL
+    await governor.admit("put", "tieredstore/ffff/cluster/broker/live/0/x")
+    assert all(governor.allowed_rate(key, "put") is None for key in gone)
+    assert not governor.limiting

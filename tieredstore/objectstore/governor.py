@@ -248,6 +248,7 @@ class Governor:
             largest = max(self._prices.put, self._prices.get) / 1000
             self._dollars = TokenBucket(per_second, max(largest, per_second * burst), now)
         self._prefixes: dict[tuple[str, str], PrefixLimit] = {}
+        self._sweep_at = now  # when recovered prefixes are next looked for
         self.limiting = bool(self._classes or self._dollars)
         """Whether any request may have to wait: the chokepoint's fast path."""
 
@@ -277,6 +278,8 @@ class Governor:
             bucket = self._classes.get(cls)
             if bucket is not None:
                 out.append((bucket, 1.0))
+            if self._prefixes and now >= self._sweep_at:
+                self._forget_recovered(now)
             if self._prefixes:
                 prefix = (key_prefix(key, self.options.prefix_depth), cls)
                 limit = self._prefixes.get(prefix)
@@ -291,6 +294,16 @@ class Governor:
         if self._dollars is not None and price > 0:
             out.append((self._dollars, price))
         return out
+
+    def _forget_recovered(self, now: float) -> None:
+        """Forget every prefix back at its ceiling, sent to again or not (a
+        deleted queue's never is); at most once per :data:`CUT_INTERVAL`."""
+        self._sweep_at = now + CUT_INTERVAL
+        for prefix, limit in list(self._prefixes.items()):
+            limit.refill(now)
+            if limit.recovered(now):
+                del self._prefixes[prefix]
+        self._update_limiting()
 
     def _update_limiting(self) -> None:
         self.limiting = bool(self._classes or self._dollars or self._prefixes)
