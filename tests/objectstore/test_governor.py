@@ -337,3 +337,31 @@ async def test_recovered_prefixes_are_forgotten_though_never_sent_to_again() -> 
     await governor.admit("put", "tieredstore/ffff/cluster/broker/live/0/x")
     assert all(governor.allowed_rate(key, "put") is None for key in gone)
     assert not governor.limiting
+
+
+async def test_a_host_waiting_on_a_slowed_prefix_holds_back_no_other_prefix() -> None:
+    # The host waits for prefix A's bucket (cut to 1/s); the store's budget has
+    # plenty. Background work on another prefix must not wait until the host's
+    # requests on A are through: they hold back nobody on a bucket they do not
+    # wait for.
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=1000, slowdown_recovery=3600.0))
+    governor = choke.governor
+    assert governor is not None
+    governor.slowed("put", KEY)
+    await send(choke, "put", 1)
+    await asyncio.sleep(CUT_INTERVAL)
+    governor.slowed("put", KEY)  # one request in a second: cut to 1/s
+    rate = governor.allowed_rate(KEY, "put")
+    assert rate is not None and rate < 1.5
+    hosts = asyncio.ensure_future(send(choke, "put", 5))  # about 4 s on prefix A
+    await asyncio.sleep(0.05)
+    assert not hosts.done()
+
+    async def merge() -> list[float]:
+        return await send(choke, "put", 10, key="tieredstore/zz/x")
+
+    started = time.monotonic()
+    await Background().start(merge(), "merge", priority=Priority.MERGE)
+    assert time.monotonic() - started < 1.5  # not the ~4 s the host's wait on A takes
+    assert not hosts.done()
+    await hosts

@@ -318,35 +318,38 @@ class Governor:
         if not buckets:
             return
         started = now
-        waits: Priority | None = None  # the priority it is counted waiting at
+        waited = False
+        # Where it is counted waiting, and at which priority: only on the buckets
+        # that hold it back now (a host request waiting for a slowed prefix holds
+        # back no background request on another prefix).
+        counted: list[TokenBucket] = []
+        counted_at = Priority.HOST
         try:
             while True:
                 priority = current_priority()  # it may rise while waiting (tasks.Urgency)
-                if waits is not None and waits != priority:
-                    for bucket, _ in buckets:
-                        bucket.waiting[waits] -= 1
-                        bucket.waiting[priority] += 1
-                    waits = priority
                 for bucket, _ in buckets:
                     bucket.refill(now)
-                delay = max(bucket.delay(cost, priority) for bucket, cost in buckets)
+                delays = [(bucket, bucket.delay(cost, priority)) for bucket, cost in buckets]
+                delay = max(d for _, d in delays)
                 if delay <= 0:
                     break
-                if waits is None:
-                    for bucket, _ in buckets:
-                        bucket.waiting[priority] += 1
-                    waits = priority
+                for bucket in counted:
+                    bucket.waiting[counted_at] -= 1
+                counted = [bucket for bucket, d in delays if d > 0]
+                counted_at = priority
+                for bucket in counted:
+                    bucket.waiting[priority] += 1
+                waited = True
                 await asyncio.sleep(delay)
                 now = self._clock()
         finally:
-            if waits is not None:
-                for bucket, _ in buckets:
-                    bucket.waiting[waits] -= 1
+            for bucket in counted:
+                bucket.waiting[counted_at] -= 1
         for bucket, cost in buckets:
             bucket.tokens -= cost
             if isinstance(bucket, PrefixLimit):
                 bucket.taken += 1
-        if waits is not None and self._on_wait is not None:
+        if waited and self._on_wait is not None:
             self._on_wait(priority, now - started)
 
     def slowed(self, op: str, key: str) -> None:
