@@ -34,7 +34,9 @@ from tieredstore.ledger import (
 )
 from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath, state
 from tieredstore.ledger.managed.format import offload_uuid
-from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.tasks import Priority, current_priority
+from tieredstore.testing import ForwardingObjectStore
 
 HOUR = 3600.0
 
@@ -291,6 +293,42 @@ async def test_the_deletion_lag_sweep_runs_in_the_background(env: Env) -> None:
     infos = await ml.ledger_infos()
     assert [i.offloadContext.bookkeeperDeleted for i in infos[:2]] == [True, True]
     await ml.close()  # stops the sweep
+
+
+class PriorityRecorder(ForwardingObjectStore):
+    """Records the priority each head write was sent at."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.heads: list[Priority] = []
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        if "/head-" in key:
+            self.heads.append(current_priority())
+        return await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+
+
+async def test_the_deletion_lag_sweep_sends_its_requests_as_garbage_collection(
+        tmp_path: Path) -> None:
+    # The sweep is background work (tasks.Priority.GC): its head writes must not
+    # go at the host's priority, before the host's own requests.
+    store = PriorityRecorder(MemoryObjectStore())
+    env = Env(store, LocalLedgerStore(tmp_path / "ledgers", fsync=False),
+              TrackingOffloader(store), Clock())
+    ml = await env.open(sweep_interval_seconds=0.02)
+    await fill(ml, 2)
+    await ml.offload_prefix(Position(2, 0))
+    before = len(store.heads)
+    env.clock.advance(4 * HOUR)
+    for _ in range(200):
+        if not await env.ledgers.exists(1):
+            break
+        await asyncio.sleep(0.01)
+    assert not await env.ledgers.exists(1)
+    await ml.close()
+    swept = store.heads[before:]
+    assert swept and set(swept) == {Priority.GC}, swept
 
 
 async def test_local_copy_stays_while_the_offload_is_not_recorded_complete(

@@ -41,6 +41,7 @@ from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.reads import Reading
 from tieredstore.ledger.offloader import LedgerOffloader
 from tieredstore.objectstore.base import ObjectStore
+from tieredstore.tasks import Priority
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class ManagedLedger(Appending, Reading, Deleting):
             if config.sweep_interval_seconds > 0:
                 self._background.every(config.sweep_interval_seconds,
                                        f"{name}: deleting local copies past the lag",
-                                       self._sweep)
+                                       self._sweep, priority=Priority.GC)
             return self
         raise AssertionError("unreachable")
 
