@@ -95,8 +95,8 @@ async def test_a_put_budget_caps_put_class_requests_per_second() -> None:
 async def test_a_put_budget_does_not_slow_gets() -> None:
     choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=10, burst=0.1))
     sent = await send(choke, "get", 200)
-    assert max(sent) < 0.05
     assert choke.metrics.waits == {}
+    assert max(sent) < 2.0  # 20 s at the PUT budget
 
 
 async def test_deletes_count_against_the_put_rate() -> None:
@@ -112,8 +112,10 @@ async def test_a_dollar_ceiling_caps_requests_at_their_prices() -> None:
     puts = await send(choke, "put", 60)
     assert max(puts) >= 0.24, sorted(puts)
     assert fastest_window(puts, 0.1) <= 10 + 20 + 1
-    deletes = await send(choke, "delete", 100)  # free
-    assert max(deletes) < 0.05
+    waited = dict(choke.metrics.waits)
+    deletes = await send(choke, "delete", 400)  # free
+    assert choke.metrics.waits == waited
+    assert max(deletes) < 1.0  # 2 s at the PUT price
 
 
 # --- priorities ----------------------------------------------------------------------
@@ -150,18 +152,18 @@ class Race:
 async def test_the_host_never_waits_behind_queued_background_requests() -> None:
     choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=50, burst=0.1))
     race = Race(choke)
-    task = race.queue(Priority.MERGE, 40)
+    task = race.queue(Priority.MERGE, 100)
     await asyncio.sleep(0.2)  # the bucket is drained, merges are queued
-    assert 40 - len(race.done) > 20
+    assert 100 - len(race.done) > 50
     host_seconds = await race.host(5)
-    # Five tokens at 50/s take 0.1 s; the queued merges would take > 0.4 s.
-    assert host_seconds < 0.2, host_seconds
+    # Five tokens at 50/s take 0.1 s; the queued merges would take > 1 s.
+    assert host_seconds < 0.6, host_seconds
     done = race.done
     hosts_done_at = max(i for i, who in enumerate(done) if who == "host")
     assert done[hosts_done_at - 5:hosts_done_at + 1].count("merge") <= 2, done
     await task
-    assert done.count("merge") == 40  # background slowed, not dropped
-    assert choke.metrics.waits["merge"] > 20
+    assert done.count("merge") == 100  # background slowed, not dropped
+    assert choke.metrics.waits["merge"] > 50
     await race.background.close()
 
 
@@ -174,9 +176,9 @@ async def test_background_leaves_a_reserve_of_the_burst_to_the_host() -> None:
     background = Background()
     sent = await background.start(gc(), "gc", priority=Priority.GC)
     # A burst of 10: the host could send 10 at once, GC gets 8 then waits.
-    assert sorted(sent)[7] < 0.05 and sorted(sent)[8] > 0.05, sorted(sent)
-    host = await send(choke, "put", 1)
-    assert host[0] < 0.15
+    assert choke.metrics.waits["gc"] == 2 and sorted(sent)[8] > 0.05, sorted(sent)
+    await send(choke, "put", 1)
+    assert "host" not in choke.metrics.waits  # the reserve was there
     await background.close()
 
 
@@ -190,7 +192,7 @@ async def test_a_queued_read_ahead_a_reader_joins_goes_at_the_host_priority() ->
         sent.append(who)
 
     async def crowd() -> None:
-        await asyncio.gather(*(get("crowd") for _ in range(30)))
+        await asyncio.gather(*(get("crowd") for _ in range(80)))
 
     crowded = background.spawn(crowd(), "read-ahead", priority=Priority.READ_AHEAD)
     await asyncio.sleep(0.05)
@@ -201,8 +203,8 @@ async def test_a_queued_read_ahead_a_reader_joins_goes_at_the_host_priority() ->
     urgency.rise(Priority.HOST)  # a reader now waits for this load
     started = time.monotonic()
     await load
-    assert time.monotonic() - started < 0.2  # a few refills at 40/s, not 30 requests
-    assert sent.count("crowd") < 20, sent
+    assert time.monotonic() - started < 0.6  # a few refills at 40/s, not 80 requests
+    assert sent.count("crowd") < 40, sent
     urgency.rise(Priority.GC)  # never lowers
     assert urgency.priority is Priority.HOST
     await crowded
