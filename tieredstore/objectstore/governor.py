@@ -15,12 +15,13 @@ and admits every attempt of every request before it is sent. Its rules:
   of the task that sends it (the host's appends and reads first, then
   read-ahead, compaction, merges, garbage collection and offload): the task
   supervisor tags background work, nothing else has to. A request takes a
-  token only while no request of a higher priority waits on one of its
-  buckets, and background requests leave a fifth of each bucket's burst to
-  the host: a host request never waits behind queued background ones, only
-  for the bucket to refill. A waiting request re-reads its priority each
-  time it wakes: a read-ahead load that a reader joins (``tasks.Urgency``)
-  goes on at the reader's.
+  token only while no request of a higher priority waits for one of its
+  buckets (a waiter counts only on the buckets holding it back), and
+  background requests leave a fifth of each bucket's burst to the host: a
+  host request never waits behind queued background ones, only for the
+  bucket to refill. A waiting request re-reads its priority each time it
+  wakes: a load that a reader joins (``tasks.Urgency``), or a lock holder a
+  host task waits for (``tasks.PriorityLock``), goes on at the reader's.
 - **SlowDown.** When the store answers ``Throttled`` (503 SlowDown, 429), the
   allowed rate of that request's class under its key prefix (the key's first
   ``prefix_depth`` components: the key prefix and the hash spreading S3's
@@ -28,7 +29,8 @@ and admits every attempt of every request before it is sent. Its rules:
   admitted since the last cut if that is lower, never below 1 request/s),
   then grows back linearly, from 0 to its ceiling in ``slowdown_recovery``
   seconds (AIMD). The ceiling is S3's per-prefix limit, or the store's budget
-  if lower; a prefix back at its ceiling is forgotten. Priorities apply to
+  if lower; a prefix back at its ceiling is forgotten (swept at most once per
+  :data:`CUT_INTERVAL`, whether sent to again or not). Priorities apply to
   these buckets too, so background work slows first.
 
 The governor only delays requests: it never fails one, and it changes no
