@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from tieredstore.errors import ConfigError, Throttled
 from tieredstore.metrics import register_metrics
-from tieredstore.objectstore import Chokepoint, Governor, GovernorOptions, RetryPolicy
+from tieredstore.objectstore import (
+    Chokepoint,
+    Governor,
+    GovernorOptions,
+    RetryPolicy,
+    S3ObjectStore,
+    S3Settings,
+)
 from tieredstore.objectstore.governor import CUT_INTERVAL, S3_PREFIX_LIMITS, key_prefix
 from tieredstore.tasks import Background, Priority, Urgency
 
@@ -367,3 +375,28 @@ async def test_a_host_waiting_on_a_slowed_prefix_holds_back_no_other_prefix() ->
     assert time.monotonic() - started < 1.5  # not the ~4 s the host's wait on A takes
     assert not hosts.done()
     await hosts
+
+
+async def test_a_batch_delete_answered_slowdown_per_key_is_a_slowdown() -> None:
+    # DeleteObjects answers 200 with per-key errors: SlowDown among them is S3
+    # throttling the prefix, to be counted and backed off like a 503.
+    class Client:
+        async def delete_objects(self, **request: Any) -> dict[str, Any]:
+            keys = [o["Key"] for o in request["Delete"]["Objects"]]
+            return {"Errors": [{"Key": k, "Code": "SlowDown", "Message": "Reduce your "
+                                "request rate."} for k in keys]}
+
+    choke = Chokepoint(RetryPolicy(max_attempts=2, base_delay=0.0, max_delay=0.0),
+                       governor=GovernorOptions(slowdown_recovery=3600.0))
+    store = S3ObjectStore(S3Settings(bucket="b", region="us-east-1",
+                                     endpoint_url="http://127.0.0.1:9"), chokepoint=choke)
+    client = Client()
+
+    async def fake_client() -> Client:
+        return client
+
+    store._get_client = fake_client  # type: ignore[method-assign]
+    with pytest.raises(Throttled):
+        await store.delete_many([KEY])
+    assert choke.metrics.slowdowns == {"delete:tieredstore/ab/": 2}
+    assert choke.governor is not None and choke.governor.allowed_rate(KEY, "delete")

@@ -25,6 +25,7 @@ from tieredstore.errors import (
     ObjectNotFound,
     ObjectStoreError,
     ServerError,
+    Throttled,
     TransientError,
 )
 from tieredstore.objectstore.base import (
@@ -39,7 +40,11 @@ from tieredstore.objectstore.base import (
     check_part_number,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
-from tieredstore.objectstore.s3_errors import translate_client_error, translate_error
+from tieredstore.objectstore.s3_errors import (
+    is_throttling,
+    translate_client_error,
+    translate_error,
+)
 from tieredstore.objectstore.s3_settings import S3Settings, s3_client, sse_arguments
 
 __all__ = ["S3ObjectStore", "S3Settings"]
@@ -255,7 +260,9 @@ class S3ObjectStore(ObjectStore):
                 errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
                 if errors:
                     first = errors[0]
-                    raise ServerError(
+                    # A key answered SlowDown: the prefix is throttled (the governor).
+                    kind = Throttled if is_throttling(str(first.get("Code"))) else ServerError
+                    raise kind(
                         f"delete: {len(errors)} keys failed, first {first.get('Key')!r}: "
                         f"{first.get('Code')} {first.get('Message', '')}",
                         op="delete",

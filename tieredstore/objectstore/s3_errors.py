@@ -31,6 +31,11 @@ _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
                 "AllAccessDisabled", "ExpiredToken", "InvalidToken"}
 
 
+def is_throttling(code: str) -> bool:
+    """Whether an S3 error code says the request rate was too high (SlowDown)."""
+    return code in _THROTTLED
+
+
 def translate_client_error(exc: botocore.exceptions.ClientError, op: str, key: str,
                            bucket: str = "") -> Exception:
     """Map an S3 error response to our hierarchy by its code and status."""
