@@ -32,7 +32,7 @@ from tieredstore.metadata.pages import P, PageSet
 from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import read_again_if
-from tieredstore.tasks import gather_bounded
+from tieredstore.tasks import PriorityLock, gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,9 @@ class HeadWriter(Generic[H, R, P]):
         self._version = version
         self._writer_id = writer_id
         self._session_id = uuid.uuid4().hex
-        self._write_lock = asyncio.Lock()
+        # Priority inheritance: the host's write waiting here lifts the requests
+        # of a background one (a merge recording its segment) under way.
+        self._write_lock = PriorityLock()
         self._cache: LRU[str, tuple[R, ...]] = LRU(cache_pages)
         self._stamp = stamp
         self._session_of = session_of
