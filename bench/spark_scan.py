@@ -17,7 +17,13 @@ segments merged). Each reader sums the body lengths of every message:
 GETs: the get loop's are counted by its store; Spark's tasks run in other
 processes, so theirs are counted by running the DataSource's own plan and
 slice scans here, one store and fetcher per slice as each task has, on a
-counting store (the same requests, in one process).
+counting store (the same requests, in one process). ``units read``: the
+distinct objects and byte ranges among them; GETs equal to it mean that no
+byte was fetched twice.
+
+Spark's figures hold below 1 GiB only loosely: its fixed cost per query
+(planning, code generation, a task's start) is a second or so, which at
+128 MiB is most of the time measured. ``full`` reads 1 GiB.
 """
 
 from __future__ import annotations
@@ -32,13 +38,14 @@ from typing import Any
 
 from bench.common import DEFAULTS, LOCAL, BenchEnv, KiB, MiB, Table, mb_per_s, median
 from bench.consume import _KeepOpen
-from tieredstore.objectstore import LocalObjectStore, ObjectStore
+from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectStore
 from tieredstore.store import AsyncMessageStore, reading_fetcher
+from tieredstore.testing.forwarding import ForwardingObjectStore
 
 QUEUES = 4
 MESSAGE = 4 * KiB
 BATCH = 256
-VOLUMES = {"full": 128 * MiB, "quick": 64 * MiB, "tiny": 2 * MiB}
+VOLUMES = {"full": 1024 * MiB, "quick": 128 * MiB, "tiny": 2 * MiB}
 RUNS = 2
 VOLUME_FILE = "bench-volume"  # beside the store: the floor source's size
 
@@ -74,26 +81,42 @@ async def get_loop(store: ObjectStore) -> tuple[float, int, int]:
         await reader.close()
 
 
-async def task_gets(path: Path) -> tuple[int, int]:
-    """Slices planned, and GETs of the DataSource's plan and slice scans."""
+class _Reads(ForwardingObjectStore):
+    """Counts GETs and the distinct (object, byte range) units they read."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.gets = 0
+        self.units: set[tuple[str, ByteRange | None]] = set()
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        self.gets += 1
+        self.units.add((key, byte_range))
+        return await super().get_object(key, byte_range)
+
+
+async def task_gets(path: Path) -> tuple[int, int, int]:
+    """Slices planned, GETs of the DataSource's plan and slice scans (each
+    slice read as its task reads it: columns), and the units they read."""
     from tieredstore.spark.datasource import scan_slice
     from tieredstore.spark.plan import plan_read
     from tieredstore.spark.selection import Selection
 
     config = DEFAULTS.replace(backend=LOCAL, local_path=str(path))
-    store = LocalObjectStore(path, fsync=False)
+    local = LocalObjectStore(path, fsync=False)
+    store = _Reads(local)
     try:
         slices = await plan_read(store, config, Selection())
         for part in slices:
             fetcher = reading_fetcher(store, config)
             try:
-                async for _ in scan_slice(config, part, on=(store, fetcher)):
+                async for _ in scan_slice(config, part, on=(store, fetcher), columns=True):
                     pass
             finally:
                 await fetcher.close()
-        return len(slices), store.metrics.requests.get("get", 0)
+        return len(slices), store.gets, len(store.units)
     finally:
-        await store.close()
+        await local.close()
 
 
 def spark_scan(path: Path, cores: int, source: str = "tieredstore") -> tuple[float, int]:
@@ -172,8 +195,9 @@ def _scan_here(path: str, cores: int, source: str) -> dict[str, float]:
 async def run(env: BenchEnv) -> list[Table]:
     table = Table(
         "Spark scan: the DataSource against one process's get loop (local backend)",
-        ["reader", "MB/s", "x get loop", "GETs", "slices"],
-        goal="local[1] at least 0.8x the get loop; local[2] at least 1.6x local[1]")
+        ["reader", "MB/s", "x get loop", "GETs", "units read", "slices"],
+        goal="local[1] at least 0.7x the get loop; local[2] at least 1.7x local[1]; "
+             "GETs equal to the units read")
     if LOCAL not in env.backends:
         table.notes.append("not run: needs the local backend")
         return [table]
@@ -189,11 +213,11 @@ async def run(env: BenchEnv) -> list[Table]:
         nbytes = await fill(store, volume)
         loop_s, loop_bytes, loop_gets = median_run([await get_loop(store) for _ in range(RUNS)])
         assert loop_bytes == nbytes, (loop_bytes, nbytes)
-        slices, gets = await task_gets(store.root)
+        slices, gets, units = await task_gets(store.root)
     finally:
         await store.close()
     loop_rate = mb_per_s(nbytes, loop_s)
-    table.add("get loop, 1 process", f"{loop_rate:.0f}", "1.00", loop_gets, "-")
+    table.add("get loop, 1 process", f"{loop_rate:.0f}", "1.00", loop_gets, "-", "-")
     (store.root / VOLUME_FILE).write_text(str(nbytes))
     rates = {}
     tiny = env.sizes.name == "tiny"  # the smoke test: one JVM, the code path only
@@ -202,23 +226,24 @@ async def run(env: BenchEnv) -> list[Table]:
         assert total == nbytes, (total, nbytes)
         rates[cores] = mb_per_s(nbytes, seconds)
         table.add(f"Spark local[{cores}]", f"{rates[cores]:.0f}",
-                  f"{rates[cores] / loop_rate:.2f}", gets, slices)
+                  f"{rates[cores] / loop_rate:.2f}", gets, units, slices)
         if tiny:
             continue
         seconds, total = spark_scan(store.root, cores, "floor")
         assert total == nbytes, (total, nbytes)
         floor = mb_per_s(nbytes, seconds)
         table.add(f"Spark local[{cores}], floor source", f"{floor:.0f}",
-                  f"{floor / loop_rate:.2f}", "-", QUEUES)
+                  f"{floor / loop_rate:.2f}", "-", "-", QUEUES)
     table.notes.append(f"{nbytes / MiB:.0f} MiB of {MESSAGE // KiB} KiB bodies in {QUEUES} "
                        f"queues; Spark's GETs counted in-process (see bench/spark_scan.py)")
     table.notes.append("floor source: a Python DataSource that only yields ready-made Arrow "
                        "batches of the same bodies, the fastest any Python source can be here")
-    table.verdict(rates[1] >= 0.8 * loop_rate, f"local[1] at {rates[1] / loop_rate:.2f}x "
+    table.verdict(rates[1] >= 0.7 * loop_rate, f"local[1] at {rates[1] / loop_rate:.2f}x "
                   "the get loop")
     if 2 in rates:
-        table.verdict(rates[2] >= 1.6 * rates[1], f"local[2] at {rates[2] / rates[1]:.2f}x "
+        table.verdict(rates[2] >= 1.7 * rates[1], f"local[2] at {rates[2] / rates[1]:.2f}x "
                       "local[1]")
+    table.verdict(gets == units, f"{gets} GETs for {units} units read")
     return [table]
 
 

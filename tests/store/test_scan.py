@@ -53,3 +53,94 @@ async def test_a_strict_read_stopped_by_the_next_segment_returns_each_message_on
         messages = await scan.read()
         assert [m.offset for m in messages] == [0, 1, 2], chained
         assert scan.next_offset == 3, "the next read from there names the problem"
+
+
+def _queue(records: list[bytes], units: list[CqUnit]) -> tuple[Any, Any]:
+    """A commit log and a one-segment consume queue over ``records`` and ``units``."""
+    log, queue = b"".join(records), b"".join(map(encode_unit, units))
+
+    class Log(CommitLog):
+        async def segment_at(self, position: int, size: int = 1) -> tuple[Any, int]:
+            return SimpleNamespace(path="cl@0"), len(log)
+
+        async def read(self, position: int, size: int, **_: Any) -> bytes:
+            return log[position:position + size]
+
+    class Queue(ConsumeQueue):
+        async def segment_at(self, position: int, size: int = 1) -> tuple[Any, int]:
+            return SimpleNamespace(path="cq@0"), len(queue)
+
+        async def read(self, position: int, size: int, **_: Any) -> bytes:
+            return queue[position:position + size]
+
+    return Log(), Queue()
+
+
+def _mixed() -> tuple[list[bytes], list[CqUnit]]:
+    """Plain records, around records with tags, keys or properties and empty bodies."""
+    records, units, at = [], [], 0
+    for i in range(40):
+        kind = {7: {"tags": "a"}, 8: {"keys": ("k1", "k2")}, 20: {"properties": {"p": "v"}},
+                21: {"tags": "b", "keys": ("k",)}}.get(i, {})
+        record = encode_record(i, 5000 + i, b"" if i % 9 == 0 else bytes([i]) * (i * 13),
+                               **kind)  # type: ignore[arg-type]
+        units.append(CqUnit(at, len(record), tags_hash(kind.get("tags")),  # type: ignore[arg-type]
+                            5000 + i))
+        records.append(record)
+        at += len(record)
+    return records, units
+
+
+async def _scan(records: list[bytes], units: list[CqUnit], *, columns: bool,
+                **options: Any) -> list[Any]:
+    cl, cq = _queue(records, units)
+    scan = QueueScan("t", 3, cl=cl, cq=cq, codec=None, first=0, end=len(units),
+                     columns=columns, **options)
+    out: list[Any] = []
+    async for batch in scan.batches():
+        if columns:
+            assert batch.columns is not None and not batch.messages
+            out += batch.columns.messages()
+        else:
+            out += batch.messages
+    return out
+
+
+async def test_a_columns_scan_returns_what_a_message_scan_returns() -> None:
+    records, units = _mixed()
+    want = await _scan(records, units, columns=False)
+    assert [m.offset for m in want] == list(range(40))
+    assert want[7].tags == "a" and want[8].keys == ("k1", "k2") and want[20].properties
+    assert await _scan(records, units, columns=True) == want
+    # With a row filter, and the bytes bound of a read.
+    wants = {"wants": lambda offset, _: offset % 3 != 1}
+    assert await _scan(records, units, columns=True, **wants) == \
+        await _scan(records, units, columns=False, **wants)
+    bound = {"max_bytes": sum(map(len, records[:11])) + 1}
+    got = await _scan(records, units, columns=True, **bound)
+    assert got == await _scan(records, units, columns=False, **bound)
+    assert len(got) == 11
+
+
+async def test_a_columns_scan_fails_on_a_damaged_record_as_a_message_scan_does() -> None:
+    records, units = _mixed()
+    for damaged in (3, 8):  # a plain record, a record with keys
+        broken = list(records)
+        broken[damaged] = broken[damaged][:-1] + bytes([broken[damaged][-1] ^ 1])
+        errors = []
+        for columns in (False, True):
+            try:
+                await _scan(broken, units, columns=columns)
+            except TieredStoreError as exc:
+                errors.append(str(exc))
+        assert len(errors) == 2 and errors[0] == errors[1], errors
+        assert f"offset {damaged}" in errors[0] and "CRC32C" in errors[0], errors
+    # A unit that does not match its record (a store time off by one).
+    units[5] = units[5]._replace(store_timestamp=units[5].store_timestamp + 1)
+    for columns in (False, True):
+        try:
+            await _scan(records, units, columns=columns)
+        except TieredStoreError as exc:
+            assert "offset 5" in str(exc), exc
+        else:
+            raise AssertionError("a unit that disagrees with its record was read")

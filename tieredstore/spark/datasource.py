@@ -24,6 +24,7 @@ writes an object).
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -46,7 +47,7 @@ from tieredstore.spark.options import (
 from tieredstore.spark.plan import NO_END, SegmentSlice, plan_read
 from tieredstore.spark.pushdown import in_pushdown_planning, unpushed_warning
 from tieredstore.spark.selection import Selection, selection_from_options
-from tieredstore.store import UNIT_SIZE, Batch, Message, ObjectStore, scan_planned
+from tieredstore.store import UNIT_SIZE, Batch, Columns, ObjectStore, scan_planned
 
 ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), False),
@@ -59,11 +60,13 @@ ARROW_SCHEMA = pa.schema([
     pa.field("body", pa.binary(), False),
 ])
 SCHEMA = from_arrow_schema(ARROW_SCHEMA)  # the same columns as Spark types
+_KEYS, _PROPERTIES = ARROW_SCHEMA.field("keys").type, ARROW_SCHEMA.field("properties").type
+_MILLIS, _MICROS = pa.timestamp("ms", tz="UTC"), ARROW_SCHEMA.field("store_timestamp").type
 
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 8192
-BATCH_BYTES = 16 * 1024 * 1024
+BATCH_BYTES = 16 * 1024 * 1024  # of bodies per record batch (at most 2 GiB: 32-bit offsets)
 
 
 @dataclass(frozen=True)
@@ -110,21 +113,41 @@ class Source(DataSource):
         return self.columns
 
 
-def to_record_batch(messages: Sequence[Message]) -> Any:
-    """Messages as one Arrow record batch of :data:`ARROW_SCHEMA`."""
-    columns = [
-        [m.topic for m in messages],
-        [m.queue_id for m in messages],
-        [m.offset for m in messages],
-        [m.store_timestamp * 1000 for m in messages],
-        [list(m.keys) for m in messages],
-        [m.tags for m in messages],
-        [list(m.properties.items()) for m in messages],
-        [m.body for m in messages],
+def to_record_batches(columns: Columns, max_rows: int = BATCH_ROWS) -> Iterator[Any]:
+    """Columns as Arrow record batches of :data:`ARROW_SCHEMA`, each of at most
+    ``max_rows`` rows and :data:`BATCH_BYTES` of bodies (or one body). Built
+    from the columns in C: the bodies joined once and shared by offsets, the
+    topic, queue and empty keys, tags and properties as constant arrays."""
+    data, at = columns.bodies()
+    buffer = pa.py_buffer(data)
+    n, i = len(columns), 0
+    while i < n:
+        j = min(n, i + max_rows, max(i + 1, bisect_right(at, at[i] + BATCH_BYTES) - 1))
+        yield _record_batch(columns, buffer, at, i, j)
+        i = j
+
+
+def _record_batch(columns: Columns, buffer: Any, at: list[int], i: int, j: int) -> Any:
+    """Rows ``[i, j)`` of ``columns``, whose bodies are ``buffer`` at ``at``."""
+    n = j - i
+    none = pa.repeat(pa.scalar(0, pa.int32()), n + 1)  # offsets of n empty lists
+    empty = pa.array([], pa.string())
+    body_at = pa.array(list(map(at[i].__rsub__, at[i : j + 1])), pa.int32())
+    keys, tags, properties = columns.keys, columns.tags, columns.properties
+    arrays = [
+        pa.repeat(pa.scalar(columns.topic, pa.string()), n),
+        pa.repeat(pa.scalar(columns.queue_id, pa.int32()), n),
+        pa.array(columns.offsets[i:j], pa.int64()),
+        pa.array(columns.timestamps[i:j], _MILLIS).cast(_MICROS),
+        pa.ListArray.from_arrays(none, empty, type=_KEYS) if keys is None
+        else pa.array([list(k) for k in keys[i:j]], _KEYS),
+        pa.nulls(n, pa.string()) if tags is None else pa.array(tags[i:j], pa.string()),
+        pa.MapArray.from_arrays(none, empty, empty, type=_PROPERTIES) if properties is None
+        else pa.array([list(p.items()) for p in properties[i:j]], _PROPERTIES),
+        pa.Array.from_buffers(pa.binary(), n, [None, body_at.buffers()[1],
+                                               buffer.slice(at[i], at[j] - at[i])]),
     ]
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, ARROW_SCHEMA, strict=True)],
-        schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 class TieredStoreReader(PlannedReader):
@@ -143,17 +166,9 @@ class TieredStoreReader(PlannedReader):
 
     def batches(self, part: SegmentSlice) -> Iterator[Any]:
         config, wants = self.config, self.selection.wants
-        pending: list[Message] = []
-        size = 0
-        for batch in sync.iterate(lambda: scan_slice(config, part, wants)):
-            for message in batch.messages:
-                pending.append(message)
-                size += len(message.body)
-                if len(pending) >= self.batch_rows or size >= BATCH_BYTES:
-                    yield to_record_batch(pending)
-                    pending, size = [], 0
-        if pending:
-            yield to_record_batch(pending)
+        for batch in sync.iterate(lambda: scan_slice(config, part, wants, columns=True)):
+            assert batch.columns is not None
+            yield from to_record_batches(batch.columns, self.batch_rows)
 
 
 class FilterSeeingReader(TieredStoreReader):
@@ -169,16 +184,18 @@ class FilterSeeingReader(TieredStoreReader):
 
 def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
                wants: Callable[[int, int], bool] | None = None, *,
-               on: tuple[ObjectStore, Any] | None = None) -> AsyncIterator[Batch]:
+               on: tuple[ObjectStore, Any] | None = None,
+               columns: bool = False) -> AsyncIterator[Batch]:
     """Strictly scan one planned slice with the store's queue scan, on ``on`` (a
     store and a reader) or a store and fetcher of its own: from its first offset
-    (in its consume-queue segment) through its last (or the end of the queue)."""
+    (in its consume-queue segment) through its last (or the end of the queue);
+    ``columns``: its batches as columns (see ``scan_planned``)."""
     first = max(part.first_offset, part.cq_base // UNIT_SIZE)
     end = None if part.last_offset == NO_END else part.last_offset + 1
     return scan_planned(config, part.topic, part.queue_id, first=first, end=end,
                         cq_segments=((part.cq_base, part.cq_size),),
                         cl_segments=part.cl_segments, log_pieces=part.log_pieces,
-                        wants=wants, on=on)
+                        wants=wants, on=on, columns=columns)
 
 
 class TieredStoreDataSource(Source):

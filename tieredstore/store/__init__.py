@@ -18,6 +18,7 @@ from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
 from tieredstore.store.arguments import MAX_TIMESTAMP
 from tieredstore.store.codec import KeyProvider, RecordCodec
+from tieredstore.store.columns import Columns
 from tieredstore.store.compose import (
     holds_local_store,
     open_fetcher,
@@ -87,6 +88,7 @@ __all__ = [
     "merge_segment",
     "unmerged_segments",
     "Batch",
+    "Columns",
     "LogPiece",
     "QueueCheck",
     "QueueScan",

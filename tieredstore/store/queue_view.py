@@ -159,17 +159,19 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
                        end: int | None, log_pieces: tuple[LogPiece, ...] | None,
                        wants: Callable[[int, int], bool] | None = None,
                        on: tuple[ObjectStore, SegmentReader] | None = None,
-                       ) -> AsyncIterator[Batch]:
+                       columns: bool = False) -> AsyncIterator[Batch]:
     """Strictly scan offsets ``[first, end)`` of the planned segments, on ``on``
     (a store and a reader) or on a store and fetcher of its own (a Spark task).
     A plan that reaches an open segment reads its pieces in the broker's log
     too: ``log_pieces``, taken when the plan was made (None: loaded here),
-    before any segment is listed."""
+    before any segment is listed. ``columns``: batches of
+    :class:`~tieredstore.store.columns.Columns` (see :class:`QueueScan`)."""
     if on is None:
         async with open_reading(config) as opened:
             async for batch in scan_planned(config, topic, queue_id, cq_segments=cq_segments,
                                             cl_segments=cl_segments, first=first, end=end,
-                                            log_pieces=log_pieces, wants=wants, on=opened):
+                                            log_pieces=log_pieces, wants=wants, on=opened,
+                                            columns=columns):
                 yield batch
         return
     store, reader = on
@@ -184,6 +186,6 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
     cl, cq = queue_files(store, config, topic, queue_id, log=log, reader=reader,
                          records=(PlannedSegments(cl_segments), PlannedSegments(cq_segments)))
     scan = QueueScan(topic, queue_id, cl=cl, cq=cq, first=first, end=end, wants=wants,
-                     codec=RecordCodec.from_config(config, strict=False))
+                     codec=RecordCodec.from_config(config, strict=False), columns=columns)
     async for batch in scan.batches():
         yield batch

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain, repeat, starmap
-from operator import add
+from itertools import chain, islice, repeat, starmap
+from operator import add, itemgetter
 from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
@@ -55,6 +55,8 @@ _UNIT_CRC = struct.Struct(">I")
 _UNIT_ALL = struct.Struct(">QIqqI")
 UNIT_SIZE = _UNIT.size + _UNIT_CRC.size  # 32
 _UNIT_BODY = _UNIT.size
+PLAIN_BODY_AT = _PLAIN.size  # where a plain record's body begins
+_STAMP = itemgetter(3)  # a CqUnit's store time
 
 
 class RecordError(TieredStoreError, ValueError):
@@ -81,7 +83,7 @@ class Message(NamedTuple):
     properties: Mapping[str, str] = MappingProxyType({})
 
 
-_NO_PROPERTIES: Mapping[str, str] = Message._field_defaults["properties"]
+NO_PROPERTIES: Mapping[str, str] = Message._field_defaults["properties"]  # read-only, empty
 
 
 def tags_hash(tags: str | None) -> int:
@@ -284,13 +286,63 @@ def _decode_sealed(view: memoryview, flags: int, codec: RecordOpener | None,
     return _parse_fields(codec.open(view, flags), head, start=0)
 
 
+def plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop: int, *,
+              first_offset: int, room: int, first: bool) -> list[int]:
+    """Where each record of ``units[start:stop]``, laid end to end in ``view``
+    from byte 0, begins, while each is the common kind (a body, no tags, keys
+    or properties) and agrees with its unit: the size, offset ``first_offset +
+    k``, the store time, a zero tags hash, its CRC32C; and while they fit in
+    ``room`` bytes (``first``: the first whatever its size). One more item:
+    where the last of them ends (so ``[0]`` alone: none of them).
+
+    One unpack and one CRC32C per record, nothing built (a loop that only
+    compares is faster here than C iterators that build tuples to compare).
+    The caller decodes the record it stopped before with
+    :func:`decode_record`, which names what is wrong if anything is.
+    """
+    unpack = _PLAIN.unpack_from
+    head, body_at = _HEAD.size, _PLAIN.size
+    starts = [0]
+    append = starts.append
+    at = 0
+    for k in range(start, stop):
+        _, size, tags, store_ts = units[k]
+        if size < body_at or tags or (at + size > room and (at or not first)):
+            break
+        length, magic, crc, offset, ts, flags, tag_len, keys_n, props_n, body_n = \
+            unpack(view, at)
+        end = at + size
+        if (length != size or magic != MAGIC or flags or tag_len != NO_TAGS or keys_n or props_n
+                or body_at + body_n != size or offset != first_offset + k or ts != store_ts
+                or crc32c(view[at + head : end]) != crc):
+            break
+        append(end)
+        at = end
+    return starts
+
+
+def plain_messages(view: memoryview, starts: Sequence[int], units: Sequence[CqUnit],
+                   start: int, *, first_offset: int, topic: str, queue_id: int
+                   ) -> list[Message]:
+    """The messages of the records :func:`plain_run` checked: at ``starts``
+    in ``view``, of ``units[start:]``. One body copy each, no Python code per
+    message (each ``Message`` a tuple built in C)."""
+    n = len(starts) - 1
+    first = first_offset + start
+    bodies = map(memoryview.tobytes, map(view.__getitem__, map(
+        slice, map(PLAIN_BODY_AT.__add__, starts), islice(starts, 1, None))))
+    rows = zip(repeat(topic, n), repeat(queue_id, n), range(first, first + n), bodies,
+               map(_STAMP, islice(units, start, start + n)), repeat((), n), repeat(None, n),
+               repeat(NO_PROPERTIES, n), strict=True)
+    return list(map(tuple.__new__, repeat(Message, n), rows))
+
+
 def decode_plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop: int, *,
                      first_offset: int, topic: str, queue_id: int, out: list[Message],
                      total: int, max_bytes: int) -> tuple[int, int, int]:
     """Decode the records of ``units[start:stop]``, laid end to end in ``view``
-    from byte 0, into ``out``, while each is the common kind (a body, no tags,
-    keys or properties) and agrees with its unit: the size, offset
-    ``first_offset + k``, the store time, a zero tags hash.
+    from byte 0, into ``out``, while each is the common kind and agrees with
+    its unit (:func:`plain_run`).
 
     Stops before a record that is not such a one (the caller decodes it with
     :func:`decode_record`, which names what is wrong) and before one that
@@ -298,28 +350,11 @@ def decode_plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop
     Returns the index it stopped at, the bytes of ``view`` it used and the new
     total. One unpack, one CRC32C and one body copy per record.
     """
-    unpack = _PLAIN.unpack_from
-    head, body_at = _HEAD.size, _PLAIN.size
-    new, no_properties = tuple.__new__, _NO_PROPERTIES
-    append = out.append
-    at = 0
-    for k in range(start, stop):
-        _, size, tags, store_ts = units[k]
-        if size < body_at or tags or (out and total + size > max_bytes):
-            return k, at, total
-        length, magic, crc, offset, ts, flags, tag_len, keys_n, props_n, body_n = \
-            unpack(view, at)
-        end = at + size
-        if (length != size or magic != MAGIC or flags or tag_len != NO_TAGS or keys_n or props_n
-                or body_at + body_n != size or offset != first_offset + k or ts != store_ts
-                or crc32c(view[at + head : end]) != crc):
-            return k, at, total
-        # Message(...) without its Python-level __new__: one tuple built in C.
-        append(new(Message, (topic, queue_id, offset, view[at + body_at : end].tobytes(), ts,
-                             (), None, no_properties)))
-        at = end
-        total += size
-    return stop, at, total
+    starts = plain_run(view, units, start, stop, first_offset=first_offset,
+                       room=max_bytes - total, first=not out)
+    out += plain_messages(view, starts, units, start, first_offset=first_offset, topic=topic,
+                          queue_id=queue_id)
+    return start + len(starts) - 1, starts[-1], total + starts[-1]
 
 
 class CqUnit(NamedTuple):

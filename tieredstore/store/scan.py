@@ -34,6 +34,7 @@ from typing import Any
 from tieredstore.errors import TieredStoreError
 from tieredstore.sizes import MiB
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
+from tieredstore.store.columns import Columns
 from tieredstore.store.errors import QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.record import (
@@ -81,11 +82,14 @@ def _as_raised(error: ScanError) -> TieredStoreError:
 
 @dataclass(slots=True)
 class Batch:
-    """Messages read in order, and (outside strict mode) what could not be read."""
+    """Messages read in order, and (outside strict mode) what could not be read.
+    A scan with ``columns`` puts its messages in ``columns`` instead (and
+    leaves ``messages`` empty)."""
 
     messages: list[Message] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
     units: int = 0  # units looked at, wanted or not
+    columns: Columns | None = None
 
 
 def record_unit(data: bytes | memoryview, position: int, offset: int, *, topic: str,
@@ -122,6 +126,9 @@ class QueueScan:
     to its record's check (see ``decode_units``), and the order of units too
     (the record read where a unit points must be its offset's, as before the
     one scan; ``dead_bytes`` is then not counted): ``get``'s hot path.
+    ``columns``: each batch's messages as
+    :class:`~tieredstore.store.columns.Columns` (``Batch.columns``), with the
+    same checks, and no ``Message`` per row (Spark's read).
 
     After (or during) the scan: ``dead_bytes`` counts commit-log bytes between
     records, ``record_end`` is where the last good unit's record ends (None
@@ -135,7 +142,8 @@ class QueueScan:
                  tags: frozenset[str] | None = None, max_count: int | None = None,
                  max_bytes: int | None = None,
                  unstored: Callable[[int, int], list[CqUnit]] | None = None,
-                 rebuilt: dict[int, CqUnit] | None = None, chained: bool = False) -> None:
+                 rebuilt: dict[int, CqUnit] | None = None, chained: bool = False,
+                 columns: bool = False) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.commit_log = cl
@@ -152,6 +160,7 @@ class QueueScan:
         self.unstored = unstored
         self.rebuilt = rebuilt
         self.chained = chained
+        self.columns = columns
         self.last_read = first - 1
         self.next_offset = first
         self.record_end: int | None = None
@@ -161,8 +170,12 @@ class QueueScan:
         self._stopped = False  # enough read
         self._stop: ScanError | None = None  # a unit problem, raised after the records before
         self._bad: list[tuple[int, TieredStoreError]] = []  # unreadable records not yet reported
-        self._batch = Batch()  # the batch being read
+        self._batch = self._new_batch()  # the batch being read
         self._found: list[CqUnit] | None = None  # the units, for units()
+
+    def _new_batch(self, units: int = 0) -> Batch:
+        return Batch(units=units, columns=Columns(self.topic, self.queue_id) if self.columns
+                     else None)
 
     def _error(self, offset: int, message: str, last: int | None = None, *,
                cause: TieredStoreError | None = None) -> ScanError:
@@ -194,7 +207,7 @@ class QueueScan:
         async for batch in self._blocks():
             yield batch
         if self._bad:
-            self._batch = Batch()
+            self._batch = self._new_batch()
             self._flush_bad(self._batch)
             yield self._batch
 
@@ -237,7 +250,7 @@ class QueueScan:
         while (end is None or offset < end) and not self._stopped:
             # A fresh batch first: one that fails from here holds none of the last
             # batch's messages (yielded already; ``read`` adds this one's).
-            self._batch = batch = Batch()
+            self._batch = batch = self._new_batch()
             segment, segment_end = await self._locate_units(offset)
             stop = segment_end // UNIT_SIZE if end is None else min(end, segment_end // UNIT_SIZE)
             # The units listed in the open segment are the scan's last, even if a
@@ -259,7 +272,7 @@ class QueueScan:
             elif end is not None and self.unstored is not None:
                 # Past the consume queue's end (no await since it was asked for it).
                 units = self.unstored(offset, end)
-                self._batch = Batch(units=len(units))
+                self._batch = self._new_batch(len(units))
                 yield await self._block(range(offset, offset + len(units)), units,
                                         offset + len(units))
                 return
@@ -272,7 +285,7 @@ class QueueScan:
     async def _segment(self, offset: int, end: int) -> AsyncIterator[Batch]:
         while offset < end and not self._stopped:
             stop = min(end, offset + UNITS_PER_BLOCK)
-            self._batch = Batch(units=stop - offset)
+            self._batch = self._new_batch(stop - offset)
             offsets, units = await self._units(offset, stop, self._batch)
             yield await self._block(offsets, units, stop)
             offset = stop
@@ -434,7 +447,7 @@ class QueueScan:
         raise QueueCorrupt(f"no record at commit-log byte {position}", topic=self.topic,
                            queue_id=self.queue_id)
 
-    def _over(self, size: int, out: list[Message]) -> bool:
+    def _over(self, size: int, out: list[Message] | Columns) -> bool:
         """Whether a record of ``size`` bytes is one too many."""
         return (self.max_bytes is not None and bool(self._count or out)
                 and self._total + size > self.max_bytes)
@@ -526,7 +539,7 @@ class QueueScan:
         into ``view``; False once enough were read."""
         if self._bad:
             self._flush_bad(batch)
-        out = batch.messages
+        out: list[Message] | Columns = batch.messages if batch.columns is None else batch.columns
         topic, queue_id, tags = self.topic, self.queue_id, self.tags
         limit = self.max_bytes if self.max_bytes is not None else sys.maxsize
         at = 0
@@ -538,9 +551,14 @@ class QueueScan:
                 return False
             if tags is None:  # the common records: without a walk in Python
                 count = len(out)
-                k, used, self._total = decode_plain_run(
-                    view[at:], units, k, stop, first_offset=offsets[k] - k, topic=topic,
-                    queue_id=queue_id, out=out, total=self._total, max_bytes=limit)
+                if isinstance(out, Columns):
+                    k, used, self._total = out.add_plain_run(
+                        view[at:], units, k, stop, first_offset=offsets[k] - k,
+                        total=self._total, max_bytes=limit)
+                else:
+                    k, used, self._total = decode_plain_run(
+                        view[at:], units, k, stop, first_offset=offsets[k] - k, topic=topic,
+                        queue_id=queue_id, out=out, total=self._total, max_bytes=limit)
                 at += used
                 if k == stop:
                     self._count += len(out) - count
