@@ -122,10 +122,17 @@ async def task_gets(path: Path) -> tuple[int, int, int]:
 def spark_scan(path: Path, cores: int, source: str = "tieredstore") -> tuple[float, int]:
     """Median seconds of ``sum(length(body))`` on ``local[cores]`` over ``source``
     (``floor``: :func:`_floor_source`), and the sum: in a process of its own (a
-    session of its own, whatever this process runs)."""
+    session of its own, whatever this process runs).
+
+    Its Python processes keep compiled bytecode, as an installed package's do,
+    in a cache of their own beside the store: with ``PYTHONDONTWRITEBYTECODE``
+    each of Spark's short-lived Python workers (a query starts several)
+    compiled the library again, half a second of every query."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(path.parent / f"{path.name}-pycache")
     done = subprocess.run([sys.executable, "-m", "bench.spark_scan", str(path), str(cores),
                            source],
-                          capture_output=True, text=True, check=False, timeout=1800)
+                          capture_output=True, text=True, check=False, timeout=1800, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"the Spark scan failed: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -15,10 +15,13 @@ the DataFrame. With ``spark.sql.python.filterPushdown.enabled`` on, the reader
 sees the filters, returns them all to Spark and logs which reader options
 would have selected the same segments.
 
-Rows come out as Arrow record batches. The store's config is resolved on the
-driver and travels with the reader; each task opens its own store, fetcher
-and event loop, and reads strictly read-only (it never claims a queue or
-writes an object).
+Rows come out as Arrow record batches, built from the store's scan in
+columns (``scan_planned(..., columns=True)``: every check of a read, no
+Python object per row) with C calls only: the bodies joined once and shared by
+offsets, constant and empty columns made whole. The store's config is
+resolved on the driver and travels with the reader; each task opens its own
+store, fetcher and event loop, and reads strictly read-only (it never claims
+a queue or writes an object).
 """
 
 from __future__ import annotations
