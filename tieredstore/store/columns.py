@@ -32,7 +32,9 @@ class Columns:
 
     ``tags``, ``keys`` and ``properties`` are None while no row has any (a
     row without: None, ``()``, an empty mapping). Bodies are views of the
-    bytes the scan read, kept alive until :meth:`bodies` joins them.
+    bytes the scan read (immutable: what a read returned), kept alive until
+    :meth:`bodies` joins them: a batch pins the reads it came from, as a
+    batch of messages holds copies of their bodies.
     """
 
     topic: str
