@@ -8,9 +8,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import aioboto3
-from botocore.config import Config
-
 from tieredstore.errors import ConfigError
 
 
@@ -85,7 +82,13 @@ def sse_arguments(settings: S3Settings) -> dict[str, str]:
 
 def s3_client(settings: S3Settings) -> Any:
     """A new aiobotocore S3 client for ``settings``, as an async context manager
-    (entering it opens the client; leaving it closes it)."""
+    (entering it opens the client; leaving it closes it). aioboto3 is imported
+    here, not with the module: a process that never opens an S3 store (a Spark
+    worker over the local backend, the CLI on a directory) does not pay for
+    importing it and aiohttp (about 0.3 s)."""
+    import aioboto3
+    from botocore.config import Config
+
     session = aioboto3.Session(
         aws_access_key_id=settings.access_key_id,
         aws_secret_access_key=settings.secret_access_key,
