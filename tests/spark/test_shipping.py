@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,56 @@ def test_a_local_session_runs_its_workers_in_this_interpreter(merged_store: Buil
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"worker {sys.executable}\n" in done.stdout, done.stdout
     assert f"rows {len(QUEUES) * PER_QUEUE}" in done.stdout, done.stdout
+
+
+def fake_dist(site: Path, name: str, version: str, requires: tuple[str, ...] = (),
+              modules: dict[str, str] | None = None) -> metadata.PathDistribution:
+    """An installed distribution in ``site`` as pip leaves it: its modules, its
+    ``dist-info`` with ``METADATA`` and a ``RECORD`` listing every file."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    names = [f"{info.name}/METADATA"]
+    for module, text in (modules or {}).items():
+        (site / module).write_text(text)
+        names.append(module)
+    (info / "RECORD").write_text("".join(f"{n},,\n" for n in [*names, f"{info.name}/RECORD"]))
+    return metadata.PathDistribution(info)
+
+
+def test_a_requirement_asking_for_an_extra_brings_that_extras_requirements(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``alpha[fast]`` needs what alpha's ``fast`` extra lists, as pip installed it;
+    another extra of alpha is still left out."""
+    fake_dist(tmp_path, "tieredstore", "9.0", ("tsfake-alpha[fast]>=1",
+                                               'tsfake-delta; extra == "spark"'))
+    fake_dist(tmp_path, "tsfake-alpha", "1.0", ('tsfake-beta; extra == "fast"',
+                                                'tsfake-gamma; extra == "slow"'))
+    for name in ("tsfake-beta", "tsfake-gamma", "tsfake-delta"):
+        fake_dist(tmp_path, name, "1.0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = [shipping.metadata_name(d) for d in shipping.closure()]
+    assert names == ["tsfake-alpha", "tsfake-beta", "tsfake-delta"], names
+
+
+def test_a_dependency_reinstalled_with_other_files_gives_another_pack(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same name and version, other bytes (a local build, a patched wheel, a file
+    edited in place): the cached pack must not ship the old bytes."""
+    site = tmp_path / "site"
+    dist = fake_dist(site, "tsfake-alpha", "1.0", modules={"tsfake_alpha.py": "x = 1\n"})
+    monkeypatch.setattr(shipping, "closure", lambda: [dist])
+    package = tmp_path / "pkg.py"
+    package.write_text("")
+    monkeypatch.setattr(shipping, "package_files", lambda: iter([(package, "tieredstore/p.py")]))
+
+    def shipped() -> bytes:
+        with tarfile.open(shipping.pack(tmp_path / "cache").archive) as tar:
+            member = tar.extractfile("tsfake_alpha.py")
+            assert member is not None
+            return member.read()
+
+    assert shipped() == b"x = 1\n"
+    dist = fake_dist(site, "tsfake-alpha", "1.0", modules={"tsfake_alpha.py": "x = 2 # fixed\n"})
+    assert shipped() == b"x = 2 # fixed\n"

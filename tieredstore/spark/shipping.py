@@ -23,8 +23,9 @@ and PySpark itself refuses a worker whose minor version differs from the
 driver's (``PYTHON_VERSION_MISMATCH``).
 
 The archive is cached under a name made of a hash of what goes in it (Python
-tag, platform, each distribution's name and version, and the bytes of every
-shipped tieredstore file), so a pack is built once per environment and source:
+tag, platform, each distribution's name and version and the name, size and
+modification time of each of its shipped files, and the bytes of every shipped
+tieredstore file), so a pack is built once per environment and source:
 ``tieredstore-env-<hash>.tar.gz`` in the cache directory (default
 ``$XDG_CACHE_HOME/tieredstore/spark``, else ``~/.cache/tieredstore/spark``).
 It is written to a temporary name and renamed into place (see
@@ -66,7 +67,8 @@ LAUNCHER_TEXT = ('"""spark-submit entry point: the tieredstore jobs (tieredstore
                  "import sys\n\nfrom tieredstore.spark.jobs import main\n\n"
                  'sys.exit(main(prog="spark-submit ... tieredstore_job.py"))\n')
 
-_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+_EXTRA = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
 
 
 class PackError(TieredStoreError, RuntimeError):
@@ -128,16 +130,22 @@ def pack(cache_dir: str | os.PathLike[str] | None = None) -> Pack:
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     dists = closure()
     files = sorted(package_files())
+    installed = list(dist_files(dists))
     digest = hashlib.sha256()
     for line in (sys.implementation.cache_tag, sysconfig.get_platform(),
                  *(f"{metadata_name(d)}=={d.version}" for d in dists)):
         digest.update(line.encode() + b"\n")
     for path, name in files:
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    # A distribution reinstalled (or edited) in place keeps its version: its
+    # files' sizes and times tell (reading ~235 MB on every session would not pay).
+    for path, name in installed:
+        stat = path.stat()
+        digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     directory.mkdir(parents=True, exist_ok=True)
     archive = directory / f"{ALIAS}-{digest.hexdigest()[:20]}.tar.gz"
     if not archive.is_file():
-        _write(archive, lambda out: _tar(out, [*files, *dist_files(dists)]))
+        _write(archive, lambda out: _tar(out, [*files, *installed]))
     launcher = directory / LAUNCHER
     if not launcher.is_file() or launcher.read_text() != LAUNCHER_TEXT:
         _write(launcher, lambda out: out.write(LAUNCHER_TEXT.encode()))
@@ -188,25 +196,34 @@ def closure() -> list[metadata.Distribution]:
     """The installed distributions tieredstore and its ``spark`` extra need at run
     time, transitively, minus what Spark provides; sorted by name.
 
-    A requirement that only an extra asks for is left out (extras are not
-    requested). One with another marker (a Python version, a platform) is
-    followed if its distribution is installed, skipped if not: markers that
-    exclude it here left it uninstalled. A requirement without a marker that is
-    not installed is an error, as the workers would fail to import it."""
+    A requirement under an extra's marker (``; extra == "x"``) is followed only
+    if that extra was asked for: ``spark`` of tieredstore, ``x`` of a
+    distribution that a requirement names as ``name[x]``. One with another
+    marker (a Python version, a platform) is followed if its distribution is
+    installed, skipped if not: markers that exclude it here left it uninstalled.
+    A requirement without a marker that is not installed is an error, as the
+    workers would fail to import it."""
     try:
         roots = metadata.requires("tieredstore") or []
     except metadata.PackageNotFoundError:
         raise PackError("tieredstore is not installed (pip install "
                           "'tieredstore[spark]'): its requirements name what to ship") from None
-    wanted = [r for r in roots if "extra" not in r or re.search(r"""extra\s*==\s*["']spark""", r)]
+    wanted = needed(roots, {"spark"}, base=True)
     found: dict[str, metadata.Distribution] = {}
+    extras: dict[str, set[str]] = {}
     while wanted:
         requirement = wanted.pop()
-        match = _NAME.match(requirement)
+        match = _REQUIREMENT.match(requirement)
         if match is None:
             continue
         name = normalize(match.group(1))
-        if name in found or name in PROVIDED:
+        asked = {normalize(e) for e in (match.group(2) or "").split(",") if e.strip()}
+        if name in PROVIDED:
+            continue
+        if name in found:
+            more = asked - extras[name]
+            extras[name] |= more
+            wanted += needed(found[name].requires or [], more, base=False)
             continue
         try:
             dist = metadata.distribution(name)
@@ -215,9 +232,20 @@ def closure() -> list[metadata.Distribution]:
                 continue
             raise PackError(f"{requirement!r} is required but not installed; "
                               "install it where you pack") from None
-        found[name] = dist
-        wanted += [r for r in dist.requires or [] if "extra" not in r.partition(";")[2]]
+        found[name], extras[name] = dist, asked
+        wanted += needed(dist.requires or [], asked, base=True)
     return [found[name] for name in sorted(found)]
+
+
+def needed(requirements: list[str], extras: set[str], *, base: bool) -> list[str]:
+    """Those of ``requirements`` that ``extras`` ask for, and (``base``) those
+    under no extra's marker."""
+    out = []
+    for requirement in requirements:
+        named = {normalize(e) for e in _EXTRA.findall(requirement.partition(";")[2])}
+        if (named & extras) if named else base:
+            out.append(requirement)
+    return out
 
 
 def dist_files(dists: list[metadata.Distribution]) -> Iterator[tuple[Path, str]]:
