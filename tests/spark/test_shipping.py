@@ -169,3 +169,33 @@ def test_a_dependency_reinstalled_with_other_files_gives_another_pack(
     assert shipped() == b"x = 1\n"
     dist = fake_dist(site, "tsfake-alpha", "1.0", modules={"tsfake_alpha.py": "x = 2 # fixed\n"})
     assert shipped() == b"x = 2 # fixed\n"
+
+
+@pytest.mark.parametrize("master", ["local[1]", "spark://127.0.0.1:7077"])
+def test_a_session_leaves_the_environment_as_it_was_even_when_it_fails_to_start(
+        master: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variables that choose Spark's Python and address are the session's
+    start's, not the rest of this process's (a later session of the user's own,
+    a subprocess): set while it starts, restored after, also on an error."""
+    from pyspark.sql import SparkSession
+
+    from tieredstore.spark import session
+
+    for key in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_LOCAL_IP"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(session, "pack", lambda _: shipping.Pack(
+        tmp_path / "env.tar.gz", tmp_path / "job.py", "python3.11"))
+    seen: dict[str, str] = {}
+
+    def fail(_: object) -> None:
+        seen.update(os.environ)
+        raise RuntimeError("the JVM did not start")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", fail)
+    before = dict(os.environ)
+    with pytest.raises(RuntimeError, match="JVM"):
+        session.get_session(master)
+    assert dict(os.environ) == before
+    assert seen["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert seen["PYSPARK_PYTHON"] == (sys.executable if master.startswith("local")
+                                      else "python3.11")

@@ -2,7 +2,7 @@
 master with this environment shipped to its workers, or spark-submit's.
 
 Spark binds to the machine's external address unless told otherwise. In
-local mode we set ``SPARK_LOCAL_IP=127.0.0.1`` (unless already set) before
+local mode we set ``SPARK_LOCAL_IP=127.0.0.1`` (unless already set) while
 the JVM starts, and ``spark.driver.host`` / ``spark.driver.bindAddress`` to
 loopback, with the UI off: nothing listens beyond this machine. Under
 spark-submit the JVM is already running with its own settings; we keep its
@@ -57,16 +57,17 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def use_loopback() -> None:
-    """Environment for a JVM whose master runs on this machine (set only if unset)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+def loopback_environment() -> dict[str, str]:
+    """Environment for a JVM whose master runs on this machine (the caller's
+    value kept if set)."""
+    return {"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", LOOPBACK)}
 
 
-def use_this_python() -> None:
+def this_python_environment() -> dict[str, str]:
     """Local mode: the workers (and the JVM's own Python processes) run this
-    interpreter (set only if unset)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    interpreter (the caller's values kept if set)."""
+    return {key: os.environ.get(key, sys.executable)
+            for key in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
 
 
 def cluster_environment(python: str) -> dict[str, str]:
@@ -123,8 +124,9 @@ def get_session(master: str | None = None, *, app_name: str = "tieredstore",
     shipped (:func:`tieredstore.spark.shipping.pack`, cached in ``pack_dir``)
     and run by the workers' ``python3.X`` (``conf`` may name another with
     ``spark.pyspark.python``). The environment variables that choose the
-    Python are set while the session starts only: a JVM that this process
-    started before keeps its own.
+    Python and the address are set while the session starts only, and as they
+    were after (an error too): a JVM that this process started before keeps
+    its own.
     """
     from pyspark.sql import SparkSession
 
@@ -140,12 +142,12 @@ def get_session(master: str | None = None, *, app_name: str = "tieredstore",
         local = on_loopback(master)
         builder = builder.master(master)
         if local:
-            use_loopback()
+            launch |= loopback_environment()
         if master.startswith("local"):
-            use_this_python()
+            launch |= this_python_environment()
         else:
             settings = merge_conf(pack(pack_dir).conf(), settings)
-            launch = cluster_environment(settings["spark.pyspark.python"])
+            launch |= cluster_environment(settings["spark.pyspark.python"])
     settings = {**(LOCAL_CONF if local else {}), **settings}
     for key, value in settings.items():
         builder = builder.config(key, value)
