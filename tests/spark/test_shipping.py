@@ -199,3 +199,30 @@ def test_a_session_leaves_the_environment_as_it_was_even_when_it_fails_to_start(
     assert seen["SPARK_LOCAL_IP"] == "127.0.0.1"
     assert seen["PYSPARK_PYTHON"] == (sys.executable if master.startswith("local")
                                       else "python3.11")
+
+
+def test_a_dependency_installed_editable_is_refused_with_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pip install -e`` leaves only a path hook in the site directory: its code
+    is elsewhere, and a pack of its RECORD would ship none of it."""
+    site = tmp_path / "site"
+    dist = fake_dist(site, "tsfake-alpha", "1.0",
+                     modules={"__editable__.tsfake_alpha-1.0.pth": str(tmp_path / "src")})
+    (site / "tsfake_alpha-1.0.dist-info" / "direct_url.json").write_text(
+        '{"url": "file:///src/alpha", "dir_info": {"editable": true}}')
+    with pytest.raises(shipping.PackError, match=r"tsfake-alpha.*editable.*without -e"):
+        list(shipping.dist_files([dist]))
+
+
+@pytest.mark.parametrize("folder", ["with space", "a#b", "a,b", "100%"])
+def test_an_archive_whose_path_a_uri_would_escape_is_named_by_its_uri(
+        tmp_path: Path, folder: str) -> None:
+    """Spark reads ``spark.archives`` as URIs, comma-separated: a cache under
+    ``/home/Jane Doe`` failed with NoSuchFileException ('.../Jane
+    Doe/...tar.gz#tieredstore-env', the alias taken for part of the name)."""
+    built = shipping.Pack(tmp_path / folder / "tieredstore-env-0.tar.gz", tmp_path / "job.py",
+                          "python3.11")
+    uri = "file://" + str(tmp_path / folder / "tieredstore-env-0.tar.gz").replace(
+        "%", "%25").replace(" ", "%20").replace("#", "%23").replace(",", "%2C")
+    assert built.conf()["spark.archives"] == f"{uri}#tieredstore-env"
+    assert shlex.split(built.submit_line("spark://h:7077"))[4] == f"{uri}#tieredstore-env"

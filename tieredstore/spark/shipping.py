@@ -35,6 +35,7 @@ It is written to a temporary name and renamed into place (see
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -47,6 +48,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import quote
 
 from tieredstore.errors import TieredStoreError
 
@@ -86,7 +88,7 @@ class Pack:
 
     def conf(self) -> dict[str, str]:
         """The Spark settings that ship it (merge into others with :func:`merge_conf`)."""
-        return {"spark.archives": f"{self.archive}#{ALIAS}",
+        return {"spark.archives": f"{spark_path(self.archive)}#{ALIAS}",
                 "spark.executorEnv.PYTHONPATH": ALIAS,
                 "spark.pyspark.python": self.python}
 
@@ -99,6 +101,15 @@ class Pack:
             words += ["--archives", value] if key == "spark.archives" \
                 else ["--conf", f"{key}={value}"]
         return shlex.join([*words, str(self.launcher)])
+
+
+def spark_path(path: Path) -> str:
+    """``path`` as Spark's file lists (``spark.archives``) take it: as it is, or a
+    ``file:`` URI if it holds a character that URIs escape (a space, ``#``, ``%``,
+    ``,``...), which Spark would otherwise take for part of the file's name (or,
+    ``,``, for two files)."""
+    text = str(path)
+    return text if quote(text) == text else path.as_uri()
 
 
 def worker_python() -> str:
@@ -127,7 +138,7 @@ def merge_conf(shipped: Mapping[str, str], conf: Mapping[str, str]) -> dict[str,
 def pack(cache_dir: str | os.PathLike[str] | None = None) -> Pack:
     """The pack of this environment, built into ``cache_dir`` unless already there;
     :class:`PackError` if a requirement is missing or lists no files."""
-    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    directory = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).absolute()
     dists = closure()
     files = sorted(package_files())
     installed = list(dist_files(dists))
@@ -255,6 +266,11 @@ def dist_files(dists: list[metadata.Distribution]) -> Iterator[tuple[Path, str]]
         if dist.files is None:
             raise PackError(f"{metadata_name(dist)} {dist.version} lists no files "
                               "(no RECORD): reinstall it with pip to pack it")
+        if _editable(dist):
+            raise PackError(f"{metadata_name(dist)} {dist.version} is installed editable "
+                              "(pip install -e): its code is not in the site directory, "
+                              "so the pack would not hold it; install it without -e to "
+                              "pack it")
         for entry in dist.files:
             name = entry.as_posix()
             if name.startswith("../") or "__pycache__" in entry.parts or name.endswith(".pyc"):
@@ -262,3 +278,12 @@ def dist_files(dists: list[metadata.Distribution]) -> Iterator[tuple[Path, str]]
             path = Path(str(dist.locate_file(entry)))
             if path.is_file():
                 yield path, name
+
+
+def _editable(dist: metadata.Distribution) -> bool:
+    """Whether pip installed ``dist`` editable (PEP 660/610 ``direct_url.json``)."""
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        return False
+    return isinstance(direct, dict) and bool((direct.get("dir_info") or {}).get("editable"))
