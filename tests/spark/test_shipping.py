@@ -226,3 +226,30 @@ def test_an_archive_whose_path_a_uri_would_escape_is_named_by_its_uri(
         "%", "%25").replace(" ", "%20").replace("#", "%23").replace(",", "%2C")
     assert built.conf()["spark.archives"] == f"{uri}#tieredstore-env"
     assert shlex.split(built.submit_line("spark://h:7077"))[4] == f"{uri}#tieredstore-env"
+
+
+def test_a_pack_is_on_disk_before_it_takes_its_name(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name is never rebuilt: were the rename to reach the disk before the
+    bytes (a machine that stops just after), an empty archive would be used
+    for good. So each file is flushed to the disk, then renamed."""
+    package = tmp_path / "pkg.py"
+    package.write_text("x = 1\n")
+    monkeypatch.setattr(shipping, "closure", lambda: [])
+    monkeypatch.setattr(shipping, "package_files", lambda: iter([(package, "tieredstore/p.py")]))
+    events: list[str] = []
+    fsync, replace = os.fsync, os.replace
+
+    def synced(fd: int) -> None:
+        events.append(f"fsync {os.fstat(fd).st_size > 0}")
+        fsync(fd)
+
+    def renamed(source: str, target: str) -> None:
+        events.append(f"replace {Path(target).name}")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", synced)
+    monkeypatch.setattr(os, "replace", renamed)
+    built = shipping.pack(tmp_path / "cache")
+    assert events == ["fsync True", f"replace {built.archive.name}",
+                      "fsync True", f"replace {built.launcher.name}"], events

@@ -164,11 +164,15 @@ def pack(cache_dir: str | os.PathLike[str] | None = None) -> Pack:
 
 
 def _write(target: Path, fill: Callable[[BinaryIO], object]) -> None:
-    """Write ``target`` through a temporary file in its directory, renamed into place."""
+    """Write ``target`` through a temporary file in its directory, flushed to the
+    disk, then renamed into place (a name that appears is never rebuilt: it must
+    not name bytes that did not reach the disk)."""
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             fill(out)
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(temporary, 0o644)
         os.replace(temporary, target)
     except BaseException:
