@@ -253,3 +253,17 @@ def test_a_pack_is_on_disk_before_it_takes_its_name(tmp_path: Path,
     built = shipping.pack(tmp_path / "cache")
     assert events == ["fsync True", f"replace {built.archive.name}",
                       "fsync True", f"replace {built.launcher.name}"], events
+
+
+def test_the_launcher_run_without_the_environment_says_what_to_do(tmp_path: Path) -> None:
+    """spark-submit of a Spark install with the environment not activated runs the
+    launcher in a Python without tieredstore: a bare ModuleNotFoundError said nothing
+    of the cause."""
+    launcher = tmp_path / shipping.LAUNCHER
+    launcher.write_text(shipping.LAUNCHER_TEXT)
+    done = subprocess.run([sys.executable, "-I", "-S", str(launcher), "stats"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1, done
+    assert "No module named 'tieredstore'" in done.stderr, done.stderr
+    assert "spark-submit with the environment that built the pack activated" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

@@ -66,8 +66,14 @@ COMPRESSLEVEL = 1
 
 LAUNCHER = "tieredstore_job.py"
 LAUNCHER_TEXT = ('"""spark-submit entry point: the tieredstore jobs (tieredstore.spark.jobs)."""\n'
-                 "import sys\n\nfrom tieredstore.spark.jobs import main\n\n"
+                 "import sys\n\ntry:\n    from tieredstore.spark.jobs import main\n"
+                 "except ImportError as exc:\n"
+                 '    sys.exit(f"{sys.executable}: {exc}: the driver runs spark.pyspark.python "\n'
+                 '             "from PATH: run spark-submit with the environment that built "\n'
+                 '             "the pack activated")\n\n'
                  'sys.exit(main(prog="spark-submit ... tieredstore_job.py"))\n')
+"""The launcher: a driver whose Python lacks tieredstore (spark-submit of a Spark
+install, the environment not activated) is told what to do."""
 
 _REQUIREMENT = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
 _EXTRA = re.compile(r"""\bextra\s*==\s*["']([^"']+)["']""")
