@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from tieredstore.errors import ConfigError, TieredStoreError
+from tieredstore.errors import ConfigError, Corrupt, TieredStoreError
 
 LOCK_NAME = "_export.lock"
 COMMITS_DIR = "_commits"
@@ -68,7 +68,7 @@ class TableConflict(TableError):
     """Another writer committed the sequence number this run meant to commit."""
 
 
-class TableCorrupt(TableError):
+class TableCorrupt(TableError, Corrupt):
     """The table's commits or files do not agree (a commit unreadable, a committed
     file neither staged nor in its partition)."""
 
