@@ -161,7 +161,10 @@ def export_killed_at(store: Path, out: Path, step: str) -> None:
     assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
 
 
-@pytest.mark.parametrize("step", ["staged", "committed", "moved "])
+# Through Spark: a kill before the commit (rolled back) and after the first move
+# (rolled forward). tests/spark/test_table.py kills a run at every filesystem
+# call of the protocol, and its recovery at every call, without Spark.
+@pytest.mark.parametrize("step", ["staged", "moved "])
 def test_an_export_killed_at_any_step_is_finished_by_the_next(spark: Any, tmp_path: Path,
                                                                step: str) -> None:
     built = build_store(tmp_path / "store", per_queue=FIRST)
