@@ -27,6 +27,7 @@ from bench import (
     chunk_size,
     consume,
     encryption,
+    flushing,
     quiet_queues,
     random_read,
     seq_read,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "chunk_size": chunk_size.run,
     "quiet_queues": quiet_queues.run,
     "busy_queues": busy_queues.run,
+    "flushing": flushing.run,
     "spark_scan": spark_scan.run,
     "encryption": encryption.run,
 }

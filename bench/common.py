@@ -62,6 +62,7 @@ class Sizes:
     busy_queues: int = 64  # queues written at full speed
     busy_bytes_per_queue: int = 16 * MiB
     busy_segment: int = 16 * MiB  # commit-log segment size, so that every queue seals
+    flushing_segment: int = 1024 * MiB  # the flushing producer's segment (the default size)
 
 
 FULL = Sizes(
@@ -88,6 +89,7 @@ TINY = Sizes(
     rss_queues=20, rss_bytes_per_queue=64 * KiB, rss_pool=256 * KiB,
     chunk_size=256 * KiB, segment_cost=False, quiet_queues=20, quiet_seconds=2.0,
     busy_queues=4, busy_bytes_per_queue=1 * MiB, busy_segment=512 * KiB,
+    flushing_segment=16 * MiB,
 )
 
 

@@ -10,7 +10,9 @@ flush through an object store that loses replies. Bodies are empty, 1 byte,
 tiny, compressible, random and incompressible, with keys, tags and
 properties; queue ids are 0 and 2**32 - 1; timestamps run out of order within
 ``timestamp_before_max``; segments, consume queues, key indexes and log
-objects are tiny, so every file rolls; retention cuts at random times.
+objects are tiny, so every file rolls; retention cuts at random times. A log-mode
+owner sends commits of 256 bytes or more to their segments as (partial) chunks,
+or only full chunks (``direct_commit_size``, issue 32).
 
 The model is a dict of lists, a message's offset its index, sharing no code
 with the store. Every few steps every acknowledged message must read back
@@ -103,6 +105,9 @@ class Owner:
     mode: str
     zstd: bool
     aes: bool
+    # Log mode: commits of at least this many bytes go to their segment as chunks
+    # (partial ones too), smaller ones into log objects (issue 32); 5 MiB: none here.
+    direct_commit: int = 5 * 1024 * KiB
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,8 @@ def config(owner: Owner, **overrides: Any) -> TieredStoreConfig:
         file_reserved_time=0.0, memory_cache_bytes=8 * KiB, metadata_page_size=2,
         timestamp_before_max=WINDOW_MS / 1000, write_mode=owner.mode,
         compression="zstd" if owner.zstd else "none",
-        encryption="aes-gcm" if owner.aes else "none", encryption_key_id=KEY_ID, **overrides)
+        encryption="aes-gcm" if owner.aes else "none", encryption_key_id=KEY_ID,
+        direct_commit_size=owner.direct_commit, **overrides)
 
 
 # What verify and repair run with: the key in the configuration (they take no provider).
@@ -148,7 +154,11 @@ def key_provider(key_id: str) -> bytes:
 
 # Most appends go to one queue, so that its files (the key index too) roll.
 queues = st.sampled_from([QUEUES[0], QUEUES[0], QUEUES[0], *QUEUES])
-owners = st.builds(Owner, st.sampled_from(["log", "direct"]), st.booleans(), st.booleans())
+# The flush-size axis: with a 256-byte direct_commit_size, a flush (or roll) of a
+# pending range past 256 bytes goes to its segment as a partial chunk over the
+# log pieces before it, one below into a log object, across takeovers and rolls.
+owners = st.builds(Owner, st.sampled_from(["log", "direct"]), st.booleans(), st.booleans(),
+                   st.sampled_from([5 * 1024 * KiB, 256]))
 bodies = st.one_of(
     st.just(b""),
     st.binary(min_size=1, max_size=1),
@@ -229,7 +239,8 @@ class CrossModel(RuleBasedStateMachine):
         """A new owner; unless heads were lost, its open warns of no missing page."""
         self.opens += 1
         self.owner = owner
-        event(f"open {owner.mode} zstd={owner.zstd} aes={owner.aes}")
+        event(f"open {owner.mode} zstd={owner.zstd} aes={owner.aes} "
+              f"direct_commit={owner.direct_commit}")
         seen = logging.handlers.BufferingHandler(100_000)
         logging.getLogger("tieredstore").addHandler(seen)
         try:

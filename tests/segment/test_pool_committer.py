@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.segment.test_pool import until
-from tieredstore.errors import TransientError
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.errors import CommitFailed, TransientError
+from tieredstore.objectstore import MIN_PART_SIZE, MemoryObjectStore
 from tieredstore.segment import ChunkedSegment, FileSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import CommitRetriesExhausted, PoolOptions, UploadBufferPool
 from tieredstore.segment.pool.budget import Budget
@@ -178,3 +178,63 @@ async def test_a_derived_segment_waits_chunk_wait_whatever_its_rate(derived: boo
         await asyncio.sleep(0.3)
         assert segment.commits == ([] if derived else [(0, 100)])
         await until(lambda: segment.commits == [(0, 100)])  # chunk_wait bounds the wait
+
+
+class ListSink:
+    """A log sink that lands every put at once, in the segment's own bytes."""
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[int, int]] = []
+
+    def accepts(self, segment: FileSegment) -> bool:
+        return True
+
+    async def put(self, segment: FileSegment, position: int, data: bytes) -> None:
+        assert isinstance(segment, MemorySegment) and position == len(segment.data)
+        self.puts.append((position, len(data)))
+        segment.data += data
+
+
+class HalfLandingSegment(MemorySegment):
+    """Its first commit lands 2 KiB and fails (``CommitFailed``) with the rest."""
+
+    async def commit0(self, position: int, data: bytes | memoryview) -> None:
+        if self.fail:
+            self.fail -= 1
+            self.commits.append((position, len(data)))
+            self.data += bytes(data[: 2 * KiB])
+            raise CommitFailed("injected", segment="s", resume_position=position + 2 * KiB)
+        await super().commit0(position, data)
+
+
+async def test_a_commit_of_direct_commit_size_goes_to_the_segment_not_the_log() -> None:
+    """Issue 32: a partial chunk of at least ``direct_commit_size`` (S3's part
+    minimum by default) is written to its segment, a smaller one to the log."""
+    assert PoolOptions().direct_commit_size == MIN_PART_SIZE
+    segment, sink = MemorySegment(commit_size=8 * KiB), ListSink()
+    async with make_pool(direct_commit_size=4 * KiB) as pool:
+        pool.send_small_commits_to(sink)
+        await pool.append(segment, b"a" * (3 * KiB))
+        await pool.flush(segment)
+        await pool.append(segment, b"b" * (5 * KiB))
+        await pool.flush(segment)
+        await pool.append(segment, b"c" * (4 * KiB))
+        await pool.flush(segment)
+    assert sink.puts == [(0, 3 * KiB)]
+    assert segment.commits == [(3 * KiB, 5 * KiB), (8 * KiB, 4 * KiB)]
+    assert segment.data == b"a" * (3 * KiB) + b"b" * (5 * KiB) + b"c" * (4 * KiB)
+
+
+async def test_the_retry_of_a_direct_commit_goes_to_the_segment_whatever_its_length() -> None:
+    """A direct commit that landed in part is retried at the segment (a chunk in
+    doubt may stand), though what is left is below ``direct_commit_size``."""
+    segment, sink = HalfLandingSegment(commit_size=8 * KiB, fail=1), ListSink()
+    async with make_pool(direct_commit_size=4 * KiB) as pool:
+        pool.send_small_commits_to(sink)
+        await pool.append(segment, b"d" * (5 * KiB))
+        with pytest.raises(CommitRetriesExhausted):
+            await pool.flush(segment)
+        await pool.flush(segment)
+    assert sink.puts == []
+    assert segment.commits == [(0, 5 * KiB), (2 * KiB, 3 * KiB)]
+    assert segment.data == b"d" * (5 * KiB)

@@ -113,6 +113,7 @@ class TieredStoreConfig:
     pool_bytes: int = knob(_POOL.budget_bytes, 1 * KiB, 1024 * GiB, unit="bytes")
     group_commit_interval: float = knob(_POOL.group_commit_interval, 0.0, 3600, unit="s")
     chunk_wait: float = knob(_POOL.chunk_wait, 0.0, 3600, unit="s")
+    direct_commit_size: int = knob(_POOL.direct_commit_size, 1, 5 * GiB, unit="bytes")
     upload_concurrency: int = knob(_POOL.upload_concurrency, 1, 1024)
     write_mode: str = knob("log", choices=WRITE_MODES)
     log_object_size: int = knob(_LOG.object_size, 1 * KiB, 5 * GiB, unit="bytes")

@@ -11,6 +11,21 @@ where small chunks (a segment's tail, group commits) sit between them.
 When small chunks are pending and a big chunk follows, the pending part is
 topped up with the head of the big chunk and the rest is copied, if the rest
 is still at least 5 MiB; otherwise the whole big chunk joins the upload.
+
+The rule: copy every chunk of at least 5 MiB (less the head a pending upload
+borrows), upload only chunks below 5 MiB and such heads. A chunk's size does
+not matter otherwise, nor its position: a partial chunk (a flush, a roll's
+tail) is a chunk like any other. The pool writes every commit of 5 MiB or
+more as a chunk (``SegmentCommitter._to_log``), so a producer that flushes
+every 5 MiB or more has its bytes copied and uploads them once.
+
+S3's floor: a producer that flushes less than 5 MiB at a time (every 1 MB,
+say) cannot have its bytes uploaded once. Each flush must be durable on its
+own, in an object of its own (a log object, or a direct-mode chunk), and
+nothing below 5 MiB can be a part of the merged object except the last: the
+bytes are uploaded a second time, by compaction into a chunk (log mode) or
+by this planner's uploads (direct mode). About 2x the data (measured:
+``python -m bench --only flushing``, BENCHMARKS.md), whatever the planner.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class SegmentCommitter:
 
     __slots__ = ("_shared", "buffer", "chunk_filled", "chunk_rate", "commit_size", "detaching",
                  "due_end", "error", "failures", "fatal", "label", "not_due_since",
-                 "retry_length", "segment", "waiters", "worker")
+                 "retry_direct", "retry_length", "segment", "waiters", "worker")
 
     def __init__(self, segment: FileSegment, commit_size: int, shared: PoolShared) -> None:
         self.segment = segment
@@ -80,6 +80,9 @@ class SegmentCommitter:
         # first attempt may have landed (answer lost), and a chunk object at the
         # same position with other bytes would look like another writer's.
         self.retry_length: int | None = None
+        # Whether that commit went to the segment (not the log): its retry does too,
+        # whatever its length, for a chunk in doubt may stand (docs/format.md).
+        self.retry_direct = False
         self.failures = 0  # failed commits in a row, since bytes last landed
         self.not_due_since: float | None = None  # loop time of the oldest byte not yet due
         # Bytes per second at which the last full chunk filled (0: none has yet),
@@ -272,9 +275,21 @@ class SegmentCommitter:
         return self.retry_length or min(self.buffer.size, self.commit_size)
 
     def _to_log(self, length: int) -> bool:
-        """Whether a commit of ``length`` bytes goes to the log sink (a partial chunk)."""
+        """Whether a commit of ``length`` bytes goes to the log sink.
+
+        The retry of a commit that went to the segment goes there again. Else
+        only a commit smaller than a chunk and than the pool's
+        ``direct_commit_size`` (S3's part minimum, 5 MiB, by default) does. One
+        at least that long goes to its segment as a
+        chunk (``commit0``), full or not: a merge copies it server-side
+        (``tieredstore.segment.planner``), so its bytes are uploaded once, where
+        in a log object they would be uploaded again by compaction.
+        """
         sink = self._shared.log_sink
-        return sink is not None and length < self.commit_size and sink.accepts(self.segment)
+        if self.retry_length is not None and self.retry_direct:
+            return False
+        direct = min(self.commit_size, self._shared.options.direct_commit_size)
+        return sink is not None and length < direct and sink.accepts(self.segment)
 
     async def _commit_once(self) -> BaseException | None:
         """One commit of the next bytes: None once all of them landed, else the
@@ -283,8 +298,9 @@ class SegmentCommitter:
         if self.retry_length is not None:
             metrics.retries += 1  # the bytes of a failed commit, sent again
         length = self._next_length()
-        self.retry_length = None
         sink = shared.log_sink if self._to_log(length) else None
+        self.retry_length = None
+        self.retry_direct = sink is None
         # Bytes behind the due ones ride along up to a commit: fuller objects, fewer PUTs.
         self.schedule(buf.start + length, None)
         body = buf.head(length)

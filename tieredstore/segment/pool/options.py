@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from tieredstore.errors import SegmentError, TieredStoreError, check_field
+from tieredstore.objectstore.base import MIN_PART_SIZE
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.sizes import MiB
 
@@ -26,7 +27,11 @@ class PoolOptions:
     producer that appends without waiting sleeps, once per ``YIELD_BYTES``,
     while commits are in flight on an object store that runs them in worker
     threads (``ObjectStore.runs_in_threads``): long enough for such a thread,
-    waiting for the GIL, to take it (0: never).
+    waiting for the GIL, to take it (0: never). ``direct_commit_size``
+    (write mode log): a commit of at least this many bytes goes to its
+    segment as a chunk, full or not, never into a log object; S3's part
+    minimum by default, the smallest chunk a merge copies server-side (see
+    :meth:`SegmentCommitter._to_log`).
 
     No retry settings: the object store's chokepoint retries each request; a
     commit that fails after that is reported, and its bytes are committed
@@ -38,6 +43,7 @@ class PoolOptions:
     chunk_size: int = SegmentOptions().chunk_size
     group_commit_interval: float = 0.2
     chunk_wait: float = 0.0
+    direct_commit_size: int = MIN_PART_SIZE
     thread_handoff: float = 0.0
     upload_concurrency: int = 16
     high_water: float = 0.75
@@ -49,6 +55,7 @@ class PoolOptions:
         check_field("upload_concurrency", self.upload_concurrency, 1)
         check_field("group_commit_interval", self.group_commit_interval, 0, unit=" seconds")
         check_field("chunk_wait", self.chunk_wait, 0, 3600, unit=" seconds")
+        check_field("direct_commit_size", self.direct_commit_size, 1)
         check_field("thread_handoff", self.thread_handoff, 0, 0.01, unit=" seconds")
         check_field("low_water", self.low_water, 0, 1)  # first: high_water's bound
         check_field("high_water", self.high_water, self.low_water, 1,
