@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from bench.busy_queues import PUT_CLASS, GiB
 from bench.common import DEFAULTS, BenchEnv, MiB, Table
@@ -56,12 +57,13 @@ class FlushRun:
         return sum(self.requests[op] for op in PUT_CLASS) * GiB / self.appended
 
 
-async def measure(flush_every: int, segment: int, mode: str = "log") -> FlushRun:
+async def measure(flush_every: int, segment: int, mode: str = "log", **overrides: Any) -> FlushRun:
     backend = MemoryObjectStore()
     config = DEFAULTS.replace(backend="memory", write_mode=mode, gc_interval=0.0,
                               rolling_interval=0.0, retention_interval=0.0,
                               commit_log_max_size=segment,
-                              max_message_size=min(segment, DEFAULTS.max_message_size))
+                              max_message_size=min(segment, DEFAULTS.max_message_size),
+                              **overrides)
     store = await AsyncMessageStore.open(config, store=backend)
     body = b"f" * MESSAGE
     batch = [body] * BATCH

@@ -1,6 +1,7 @@
 """LogWriter: the group committer of write mode ``log``.
 
-The upload buffer pool sends each segment's commits smaller than a chunk here
+The upload buffer pool sends each segment's commits smaller than a chunk and
+than its ``direct_commit_size`` (5 MiB) here
 (:class:`~tieredstore.segment.pool.sink.LogSink`). Commits that arrive
 together (a group commit makes every buffer due at once; they gather for
 ``linger`` seconds, and behind a log object in flight) are written as one log

@@ -170,9 +170,10 @@ class SegmentCommitter:
 
     def waits_for_chunk(self, now: float) -> bool:
         """Whether the bytes not yet due, at the rate they arrived since the oldest,
-        make a full chunk before that one is the pool's ``chunk_wait`` old: then a
-        group commit leaves them (one upload, as a chunk, instead of a partial
-        commit now and the rest later). The rate is the faster of the bytes since
+        make a full chunk (in the log mode: ``direct_commit_size``, if smaller)
+        before that one is the pool's ``chunk_wait`` old: then a group commit
+        leaves them (one upload, as a chunk, instead of a partial commit now,
+        into a log object, and the rest later). The rate is the faster of the bytes since
         the oldest and the last full chunk's, if that filled within ``chunk_wait``:
         a producer stalled for a moment (the loop busy uploading that chunk) does
         not make a busy segment look quiet. A derived segment's bytes
@@ -189,7 +190,7 @@ class SegmentCommitter:
         else:
             recent = now - self.chunk_filled <= wait  # an old chunk says nothing of now
             rate = max(n / max(age, 1e-3), self.chunk_rate if recent else 0.0)
-            fills = age + (self.commit_size - n) / rate <= wait
+            fills = age + (self._direct_size() - n) / rate <= wait
         if fills:
             self._shared.metrics.waited_for_chunk += 1
         return fills
@@ -274,6 +275,13 @@ class SegmentCommitter:
     def _next_length(self) -> int:
         return self.retry_length or min(self.buffer.size, self.commit_size)
 
+    def _direct_size(self) -> int:
+        """The smallest commit that goes to the segment: a chunk, or in the log
+        mode ``direct_commit_size`` if that is smaller."""
+        if self._shared.log_sink is None:
+            return self.commit_size
+        return min(self.commit_size, self._shared.options.direct_commit_size)
+
     def _to_log(self, length: int) -> bool:
         """Whether a commit of ``length`` bytes goes to the log sink.
 
@@ -288,8 +296,7 @@ class SegmentCommitter:
         sink = self._shared.log_sink
         if self.retry_length is not None and self.retry_direct:
             return False
-        direct = min(self.commit_size, self._shared.options.direct_commit_size)
-        return sink is not None and length < direct and sink.accepts(self.segment)
+        return sink is not None and length < self._direct_size() and sink.accepts(self.segment)
 
     async def _commit_once(self) -> BaseException | None:
         """One commit of the next bytes: None once all of them landed, else the

@@ -84,7 +84,8 @@ class UploadBufferPool:
         self._unyielded = 0  # bytes appended since append last yielded to the loop
 
     def send_small_commits_to(self, sink: LogSink) -> None:
-        """Write mode log: commits smaller than a chunk go to ``sink`` (see
+        """Write mode log: commits smaller than a chunk and than
+        ``direct_commit_size`` go to ``sink`` (see
         :mod:`tieredstore.segment.pool.sink`), and a group commit makes every
         buffer's bytes due at once. Call before the first append."""
         self._shared.log_sink = sink

@@ -1,9 +1,11 @@
-"""LogSink: where the pool sends commits smaller than a chunk in write mode ``log``.
+"""LogSink: where the pool sends small commits in write mode ``log``.
 
 In the log mode (docs/format.md, "Log objects") a commit that would make a
-chunk smaller than the segment's ``commit_size`` goes to a sink instead of
+chunk smaller than the segment's ``commit_size`` and than the pool's
+``direct_commit_size`` (S3's 5 MiB part minimum) goes to a sink instead of
 ``commit0``: the sink gathers such commits from every segment into one log
-object per group commit. Full chunks still go to ``commit0``. A sink's
+object per group commit. Full chunks, and partial ones of at least
+``direct_commit_size``, still go to ``commit0``. A sink's
 ``put`` answers like ``commit0``: it returns once the bytes landed (they are
 then within the segment's commit position), raises ``CommitFailed`` or
 ``CommitPositionError`` carrying the position to resume from, or
