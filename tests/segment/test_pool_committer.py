@@ -238,3 +238,19 @@ async def test_the_retry_of_a_direct_commit_goes_to_the_segment_whatever_its_len
     assert sink.puts == []
     assert segment.commits == [(0, 5 * KiB), (2 * KiB, 3 * KiB)]
     assert segment.data == b"d" * (5 * KiB)
+
+
+async def test_chunk_wait_holds_bytes_until_they_make_a_direct_commit_in_the_log_mode() -> None:
+    """With a log sink, a busy segment's bytes sit group commits out until they
+    make ``direct_commit_size`` (not a full chunk), then go to the segment."""
+    segment, sink = MemorySegment(), ListSink()
+    async with make_pool(group_commit_interval=0.05, chunk_wait=1.0, chunk_size=64 * KiB,
+                         direct_commit_size=4 * KiB) as pool:
+        pool.send_small_commits_to(sink)
+        for _ in range(5):  # 4 KiB in about 0.1 s; a 64 KiB chunk would take 1.6 s
+            await pool.append(segment, b"w" * KiB)
+            await asyncio.sleep(0.025)
+        await until(lambda: segment.commits != [])
+        assert sink.puts == []
+        assert segment.commits[0][0] == 0 and segment.commits[0][1] >= 4 * KiB
+        assert pool.metrics.waited_for_chunk > 0

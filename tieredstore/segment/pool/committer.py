@@ -183,7 +183,7 @@ class SegmentCommitter:
         if wait <= 0 or since is None or n <= 0 or self.waiters:
             return False
         age = now - since
-        if age >= wait:
+        if age >= wait or n >= self._direct_size():  # (they go to the segment now)
             return False
         if self.segment.derived:
             fills = True
