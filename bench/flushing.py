@@ -97,7 +97,7 @@ async def measure(flush_every: int, segment: int, mode: str = "log", **overrides
 
 def _every(n: int) -> str:
     if n == 0:
-        return "never (close)"
+        return "never (close only)"
     return f"{n / MiB:g} MiB" if n % MiB == 0 else f"{n / 1e6:g} MB"
 
 
@@ -119,7 +119,7 @@ async def run(env: BenchEnv) -> list[Table]:
                   ", ".join(f"{op} {n:,}" for op, n in sorted(r.requests.items())))
         if mode == "log" and (every == 0 or every >= 5 * MiB):
             table.verdict(ratio <= GOAL_BYTES and again <= GOAL_REUPLOAD,
-                          f"flush every {_every(every)}: {ratio:.2f}x uploaded, "
+                          f"{mode}, flush every {_every(every)}: {ratio:.3f}x uploaded, "
                           f"{again:.1%} re-uploaded")
     table.notes.append(
         f"data: message bodies appended ({MESSAGE} B messages, batches of {BATCH}); "
