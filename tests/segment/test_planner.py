@@ -86,11 +86,38 @@ def test_chunk_over_five_gib_is_split_into_copy_parts() -> None:
 
 
 def test_too_many_parts_is_refused_with_a_reason() -> None:
-    with pytest.raises(MergePlanError, match="larger chunk size"):
-        plan_merge([5 * MiB] * 10_001)
+    with pytest.raises(MergePlanError, match="cannot be merged within 10 parts"):
+        plan_merge([6] * 20, min_part=5, max_part=10, max_parts=10)
+
+
+def test_too_many_chunks_to_copy_join_the_fewest_that_fit() -> None:
+    """Issue 32: commits of 5 MiB are chunks of their own; 10,001 of them (a 50
+    GiB segment) cannot each be a part: the planner uploads the smaller ones
+    joined, and copies the rest."""
+    lengths = [5 * MiB] * 5_000 + [7 * MiB] * 5_001
+    parts = plan_merge(lengths)
+    check_plan(parts)
+    assert covered(parts, lengths) == expected_runs(lengths)
+    assert [p.kind for p in parts].count(PartKind.COPY) == 5_001
 
 
 def test_parts_grow_to_fit_ten_thousand() -> None:
     parts = plan_merge([1 * MiB] * 60_000)  # 60,000 MiB of tiny chunks
     check_plan(parts)
     assert len(parts) <= 10_000
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 300), min_size=1, max_size=80), st.integers(10, 100),
+       st.integers(2, 20))
+def test_few_parts_allowed_plans_still_cover_every_byte(lengths: list[int], min_part: int,
+                                                        max_parts: int) -> None:
+    """With the part count tight, joined chunks still cover every byte once, in
+    order, within S3's rules, or the plan is refused."""
+    try:
+        parts = plan_merge(lengths, min_part=min_part, max_part=min_part * 4,
+                           max_parts=max_parts)
+    except MergePlanError:
+        return
+    check_plan(parts, min_part=min_part, max_part=min_part * 4, max_parts=max_parts)
+    assert covered(parts, lengths) == expected_runs(lengths)

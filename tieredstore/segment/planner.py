@@ -13,7 +13,10 @@ topped up with the head of the big chunk and the rest is copied, if the rest
 is still at least 5 MiB; otherwise the whole big chunk joins the upload.
 
 The rule: copy every chunk of at least 5 MiB (less the head a pending upload
-borrows), upload only chunks below 5 MiB and such heads. A chunk's size does
+borrows), upload only chunks below 5 MiB and such heads. Past 10,000 parts
+(a segment of more than about 48 GiB in 5 MiB chunks) the bar for a copy
+rises to the lowest chunk length that fits: the smallest chunks are joined
+and uploaded, the rest still copied. A chunk's size does
 not matter otherwise, nor its position: a partial chunk (a flush, a roll's
 tail) is a chunk like any other. The pool writes every commit of 5 MiB or
 more as a chunk (``SegmentCommitter._to_log``), so a producer that flushes
@@ -89,6 +92,29 @@ def plan_merge(
     if target > max_part // 2:
         raise MergePlanError(f"{total} bytes cannot be merged within {budget} parts")
 
+    # Too many chunks to copy one part each (5 MiB chunks of a segment past
+    # about 48 GiB): the smaller ones are joined into uploads, the fewest that fit.
+    parts = _plan(chunk_lengths, min_part, min_part, max_part, target)
+    bars = sorted({n + 1 for n in chunk_lengths if n >= min_part})
+    low, high = 0, len(bars) - 1
+    while len(parts) > budget and low <= high:  # the lowest bar that fits
+        middle = (low + high) // 2
+        tried = _plan(chunk_lengths, min_part, bars[middle], max_part, target)
+        if len(tried) <= budget:
+            parts, high = tried, middle - 1
+        else:
+            low = middle + 1
+    if len(parts) > budget:
+        raise MergePlanError(
+            f"merging {len(chunk_lengths)} chunks ({total} bytes) needs {len(parts)} parts, "
+            f"S3 allows {max_parts}; use a larger chunk size"
+        )
+    return parts
+
+
+def _plan(chunk_lengths: Sequence[int], min_part: int, copy_min: int, max_part: int,
+          target: int) -> list[PlannedPart]:
+    """The parts when chunks of at least ``copy_min`` are copied."""
     parts: list[PlannedPart] = []
     pending: list[ChunkRange] = []
     pending_size = 0
@@ -108,7 +134,7 @@ def plan_merge(
         if length == 0:
             continue
         start = 0
-        if length >= min_part:
+        if length >= copy_min:
             if 0 < pending_size < min_part:
                 need = min_part - pending_size
                 if length - need < min_part:
@@ -132,11 +158,6 @@ def plan_merge(
             if pending_size >= target:
                 flush()
     flush()
-    if len(parts) > budget:
-        raise MergePlanError(
-            f"merging {len(chunk_lengths)} chunks ({total} bytes) needs {len(parts)} parts, "
-            f"S3 allows {max_parts}; use a larger chunk size"
-        )
     return parts
 
 
