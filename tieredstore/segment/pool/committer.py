@@ -170,10 +170,11 @@ class SegmentCommitter:
 
     def waits_for_chunk(self, now: float) -> bool:
         """Whether the bytes not yet due, at the rate they arrived since the oldest,
-        make a full chunk (in the log mode: ``direct_commit_size``, if smaller)
-        before that one is the pool's ``chunk_wait`` old: then a group commit
-        leaves them (one upload, as a chunk, instead of a partial commit now,
-        into a log object, and the rest later). The rate is the faster of the bytes since
+        make a full chunk before that one is the pool's ``chunk_wait`` old, or, if
+        they are short of a commit that goes to the segment (in the log mode:
+        ``direct_commit_size``, if smaller than a chunk), make that: then a
+        group commit leaves them (one upload, as a chunk, instead of a partial
+        commit now, into a log object, and the rest later). The rate is the faster of the bytes since
         the oldest and the last full chunk's, if that filled within ``chunk_wait``:
         a producer stalled for a moment (the loop busy uploading that chunk) does
         not make a busy segment look quiet. A derived segment's bytes
@@ -183,14 +184,18 @@ class SegmentCommitter:
         if wait <= 0 or since is None or n <= 0 or self.waiters:
             return False
         age = now - since
-        if age >= wait or n >= self._direct_size():  # (they go to the segment now)
+        if age >= wait:
             return False
         if self.segment.derived:
             fills = True
         else:
             recent = now - self.chunk_filled <= wait  # an old chunk says nothing of now
             rate = max(n / max(age, 1e-3), self.chunk_rate if recent else 0.0)
-            fills = age + (self._direct_size() - n) / rate <= wait
+            # A full chunk in time (fewest PUTs), or else, if they are short of
+            # one, a commit that goes to the segment (not into a log object).
+            short = self._direct_size() - n
+            fills = age + max(self.commit_size - n, 0) / rate <= wait or (
+                short > 0 and age + short / rate <= wait)
         if fills:
             self._shared.metrics.waited_for_chunk += 1
         return fills
