@@ -174,8 +174,9 @@ class SegmentCommitter:
         they are short of a commit that goes to the segment (in the log mode:
         ``direct_commit_size``, if smaller than a chunk), make that: then a
         group commit leaves them (one upload, as a chunk, instead of a partial
-        commit now, into a log object, and the rest later). The rate is the faster of the bytes since
-        the oldest and the last full chunk's, if that filled within ``chunk_wait``:
+        commit now, into a log object, and the rest later). The rate is the
+        faster of the bytes since the oldest and the last full chunk's, if that
+        filled within ``chunk_wait``:
         a producer stalled for a moment (the loop busy uploading that chunk) does
         not make a busy segment look quiet. A derived segment's bytes
         (``FileSegment.derived``: rebuilt from another file after a crash) wait
