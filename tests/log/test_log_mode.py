@@ -157,6 +157,42 @@ async def test_a_full_chunk_of_log_bytes_becomes_a_chunk() -> None:
     await store.close()
 
 
+async def test_a_flush_of_direct_commit_size_is_a_chunk_over_the_log_pieces() -> None:
+    """Issue 32: a flush of at least ``direct_commit_size`` (short of a chunk) goes
+    to its segment as one chunk, with the log pieces before it, not into a log
+    object; a reopen and a roll read every message once."""
+    backend = MemoryObjectStore()
+    config = log_config(chunk_size=8 * KiB, direct_commit_size=2 * KiB,
+                        commit_log_max_size=32 * KiB)
+    store = await AsyncMessageStore.open(config, store=backend)
+    sent = []
+    await store.append("t", 0, body(0, 0)[:100])  # a small flush: into a log object
+    sent.append(body(0, 0)[:100])
+    await store.flush()
+    cl_pieces = len(await log_objects(backend))
+    assert not await _has_commit_log_chunk(backend)
+    for i in range(1, 4):  # 3 KiB of records in one flush: a partial chunk
+        await store.append("t", 0, bytes([i]) * 1000)
+        sent.append(bytes([i]) * 1000)
+    await store.flush()
+    chunks = [o for o in await data_chunks(backend) if "/commitlog/" in o.key]
+    assert len(chunks) == 1 and 3000 < chunks[0].size < 8 * KiB  # the piece's bytes too
+    # The flush wrote its consume-queue units only into the log, no commit-log piece.
+    assert len(await log_objects(backend)) == cl_pieces + 1
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert await read_all(store, 0) == sent
+    for i in range(40):  # past the 32 KiB segment: it rolls, seals and merges
+        await store.append("t", 0, bytes([i]) * 1000)
+        sent.append(bytes([i]) * 1000)
+        if i % 4 == 3:
+            await store.flush()
+    await store.close()
+    store = await AsyncMessageStore.open(config, store=backend)
+    assert await read_all(store, 0) == sent
+    await store.close()
+
+
 async def _has_commit_log_chunk(backend: ObjectStore) -> bool:
     return any("/commitlog/" in o.key for o in await data_chunks(backend))
 
