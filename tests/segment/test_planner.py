@@ -121,3 +121,15 @@ def test_few_parts_allowed_plans_still_cover_every_byte(lengths: list[int], min_
         return
     check_plan(parts, min_part=min_part, max_part=min_part * 4, max_parts=max_parts)
     assert covered(parts, lengths) == expected_runs(lengths)
+
+
+def test_a_joined_chunk_never_makes_an_upload_past_the_part_maximum() -> None:
+    """Review of issue 32: past the part budget the copy bar rises, and a chunk
+    above the bar is joined into an upload; one longer than what a part may
+    hold (here 26 bytes, parts of at most 8) made an upload part past S3's
+    5 GiB maximum, a plan S3 refuses, instead of a plan that copies it."""
+    lengths = [1] * 14 + [2, 2, 2, 2, 1, 26, 2, 1, 6]
+    parts = plan_merge(lengths, min_part=2, max_part=8, max_parts=15)
+    check_plan(parts, min_part=2, max_part=8, max_parts=15)
+    assert covered(parts, lengths) == expected_runs(lengths)
+

@@ -16,7 +16,8 @@ The rule: copy every chunk of at least 5 MiB (less the head a pending upload
 borrows), upload only chunks below 5 MiB and such heads. Past 10,000 parts
 (a segment of more than about 48 GiB in 5 MiB chunks) the bar for a copy
 rises to the lowest chunk length that fits: the smallest chunks are joined
-and uploaded, the rest still copied. A chunk's size does
+and uploaded, the rest still copied; never past a length that, joined to an
+upload under way, would make a part larger than S3's maximum (5 GiB). A chunk's size does
 not matter otherwise, nor its position: a partial chunk (a flush, a roll's
 tail) is a chunk like any other. The pool writes every commit of 5 MiB or
 more as a chunk (``SegmentCommitter._to_log``), so a producer that flushes
@@ -94,8 +95,11 @@ def plan_merge(
 
     # Too many chunks to copy one part each (5 MiB chunks of a segment past
     # about 48 GiB): the smaller ones are joined into uploads, the fewest that fit.
+    # A joined chunk goes into an upload holding less than ``target`` bytes, so
+    # the bar stays where such an upload still fits in ``max_part``.
     parts = _plan(chunk_lengths, min_part, min_part, max_part, target)
-    bars = sorted({n + 1 for n in chunk_lengths if n >= min_part})
+    bars = sorted({n + 1 for n in chunk_lengths
+                   if min_part <= n and n + 1 <= max_part - target + 1})
     low, high = 0, len(bars) - 1
     while len(parts) > budget and low <= high:  # the lowest bar that fits
         middle = (low + high) // 2
