@@ -96,7 +96,9 @@ async def test_a_put_budget_caps_put_class_requests_per_second() -> None:
     # 10 at once (the burst), then 200/s: the last after (60 - 10) / 200 s.
     assert max(sent) >= 0.24, sorted(sent)
     assert fastest_window(sent, 0.1) <= 10 + 200 * 0.1 + 1, sorted(sent)
-    assert choke.metrics.waits["host"] >= 49
+    # Requests past the burst waited (how many depends on how fast this loop sent
+    # them: a stall refills the bucket, so only "some" is certain).
+    assert choke.metrics.waits["host"] >= 1
     assert choke.metrics.wait_seconds["host"] > 0
 
 
@@ -165,7 +167,7 @@ async def test_the_host_never_waits_behind_queued_background_requests() -> None:
     assert 100 - len(race.done) > 50
     host_seconds = await race.host(5)
     # Five tokens at 50/s take 0.1 s; the queued merges would take > 1 s.
-    assert host_seconds < 0.6, host_seconds
+    assert host_seconds < 0.9, host_seconds  # margin for a loaded machine
     done = race.done
     hosts_done_at = max(i for i, who in enumerate(done) if who == "host")
     assert done[hosts_done_at - 5:hosts_done_at + 1].count("merge") <= 2, done
@@ -211,7 +213,7 @@ async def test_a_queued_read_ahead_a_reader_joins_goes_at_the_host_priority() ->
     urgency.rise(Priority.HOST)  # a reader now waits for this load
     started = time.monotonic()
     await load
-    assert time.monotonic() - started < 0.6  # a few refills at 40/s, not 80 requests
+    assert time.monotonic() - started < 1.5  # a few refills at 40/s, not 80 requests (2 s)
     assert sent.count("crowd") < 40, sent
     urgency.rise(Priority.GC)  # never lowers
     assert urgency.priority is Priority.HOST
@@ -305,13 +307,15 @@ async def test_a_cut_prefix_slows_background_before_the_host() -> None:
     race = Race(choke)
     task = race.queue(Priority.COMPACTION, 12)
     await asyncio.sleep(0.3)
-    assert await race.host(2) < 0.45  # two tokens at ~10/s, not the queue
+    assert await race.host(2) < 1.0  # two tokens at ~10/s, not the queue (1.2 s)
     await task
     done = race.done
     assert done.count("compaction") == 12
     assert "compaction" in done[done.index("host"):]  # queued compactions came after
     # Other prefixes are not slowed.
-    assert max(await send(choke, "put", 50, key="tieredstore/zz/x")) < 0.05
+    waited = dict(choke.metrics.waits)
+    await send(choke, "put", 50, key="tieredstore/zz/x")
+    assert choke.metrics.waits == waited
     await race.background.close()
 
 

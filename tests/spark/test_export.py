@@ -161,10 +161,11 @@ def export_killed_at(store: Path, out: Path, step: str) -> None:
     assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
 
 
-# Through Spark: a kill before the commit (rolled back) and after the first move
-# (rolled forward). tests/spark/test_table.py kills a run at every filesystem
-# call of the protocol, and its recovery at every call, without Spark.
-@pytest.mark.parametrize("step", ["staged", "moved "])
+# Through Spark: a kill after the first move (partly visible, rolled forward).
+# tests/spark/test_table.py kills a run at every filesystem call of the
+# protocol (before the commit: rolled back), and its recovery at every call,
+# without Spark; the step list stays for a run of the others by hand.
+@pytest.mark.parametrize("step", ["moved "])
 def test_an_export_killed_at_any_step_is_finished_by_the_next(spark: Any, tmp_path: Path,
                                                                step: str) -> None:
     built = build_store(tmp_path / "store", per_queue=FIRST)
