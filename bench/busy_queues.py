@@ -27,14 +27,12 @@ from typing import Any
 
 from bench.common import DEFAULTS, BenchEnv, MiB, Table
 from bench.consume import _trailer_size
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.objectstore import PUT_CLASS, MemoryObjectStore
 from tieredstore.store import AsyncMessageStore
 
 GiB = 1024 * MiB
 MESSAGE = 1024
 BATCH = 64
-PUT_CLASS = ("put", "create_multipart", "upload_part", "upload_part_copy",
-             "complete_multipart", "list", "list_uploads")
 GOAL_BYTES = 1.1
 GOAL_PUTS = 140
 CHUNK_WAIT = 10.0

@@ -27,13 +27,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench.common import DEFAULTS, BenchEnv, Table
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.objectstore import GET_CLASS, PUT_CLASS, MemoryObjectStore
 from tieredstore.store import AsyncMessageStore
 
 HOUR = 3600.0
-PUT_CLASS = ("put", "create_multipart", "upload_part", "upload_part_copy",
-             "complete_multipart", "list", "list_uploads")
-GET_CLASS = ("get", "head")
 MESSAGE = 1024
 GOAL_PUTS = 20_000
 GOAL_GETS = 5_000

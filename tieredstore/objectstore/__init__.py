@@ -14,7 +14,7 @@ from tieredstore.objectstore.base import (
     UploadInfo,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
-from tieredstore.objectstore.governor import Governor, GovernorOptions, Prices
+from tieredstore.objectstore.governor import GET_CLASS, PUT_CLASS, Governor, GovernorOptions, Prices
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
@@ -38,6 +38,8 @@ __all__ = [
     "ObjectInfo",
     "ObjectStore",
     "PartInfo",
+    "GET_CLASS",
+    "PUT_CLASS",
     "Prices",
     "RequestMetrics",
     "RetryPolicy",
