@@ -12,18 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, islice, repeat
-from operator import itemgetter, sub
+from itertools import accumulate, repeat
 
 from tieredstore.store.record import (
     NO_PROPERTIES,
-    PLAIN_BODY_AT,
     CqUnit,
     Message,
+    plain_bodies,
     plain_run,
+    store_times,
 )
-
-_STAMP = itemgetter(3)  # a unit's store time
 
 
 @dataclass(slots=True)
@@ -79,11 +77,10 @@ class Columns:
                            room=max_bytes - total, first=not self.offsets)
         n = len(starts) - 1
         self.offsets += range(first_offset + start, first_offset + start + n)
-        self.timestamps += map(_STAMP, islice(units, start, start + n))
-        body_starts = list(map(PLAIN_BODY_AT.__add__, islice(starts, n)))
-        ends = islice(starts, 1, None)
-        self._bodies += map(view.__getitem__, map(slice, body_starts, ends))
-        self.sizes += map(sub, islice(starts, 1, None), body_starts)
+        self.timestamps += store_times(units, start, n)
+        bodies = list(plain_bodies(view, starts))
+        self._bodies += bodies
+        self.sizes += map(len, bodies)
         if self.tags is not None:
             self.tags += repeat(None, n)
         if self.keys is not None:

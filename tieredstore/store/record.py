@@ -23,7 +23,7 @@ A consume-queue unit, 32 bytes::
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice, repeat, starmap
 from operator import add, itemgetter
 from types import MappingProxyType
@@ -55,7 +55,7 @@ _UNIT_CRC = struct.Struct(">I")
 _UNIT_ALL = struct.Struct(">QIqqI")
 UNIT_SIZE = _UNIT.size + _UNIT_CRC.size  # 32
 _UNIT_BODY = _UNIT.size
-PLAIN_BODY_AT = _PLAIN.size  # where a plain record's body begins
+_PLAIN_BODY_AT = _PLAIN.size  # where a plain record's body begins
 _STAMP = itemgetter(3)  # a CqUnit's store time
 
 
@@ -321,6 +321,18 @@ def plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop: int, 
     return starts
 
 
+def plain_bodies(view: memoryview, starts: Sequence[int]) -> Iterator[memoryview]:
+    """Views of the bodies of the records :func:`plain_run` checked, at ``starts``
+    in ``view`` (no copy, no Python code per record)."""
+    return map(view.__getitem__, map(slice, map(_PLAIN_BODY_AT.__add__, starts),
+                                     islice(starts, 1, None)))
+
+
+def store_times(units: Sequence[CqUnit], start: int, n: int) -> Iterator[int]:
+    """The store times of ``units[start:start + n]``."""
+    return map(_STAMP, islice(units, start, start + n))
+
+
 def plain_messages(view: memoryview, starts: Sequence[int], units: Sequence[CqUnit],
                    start: int, *, first_offset: int, topic: str, queue_id: int
                    ) -> list[Message]:
@@ -329,10 +341,9 @@ def plain_messages(view: memoryview, starts: Sequence[int], units: Sequence[CqUn
     message (each ``Message`` a tuple built in C)."""
     n = len(starts) - 1
     first = first_offset + start
-    bodies = map(memoryview.tobytes, map(view.__getitem__, map(
-        slice, map(PLAIN_BODY_AT.__add__, starts), islice(starts, 1, None))))
+    bodies = map(memoryview.tobytes, plain_bodies(view, starts))
     rows = zip(repeat(topic, n), repeat(queue_id, n), range(first, first + n), bodies,
-               map(_STAMP, islice(units, start, start + n)), repeat((), n), repeat(None, n),
+               store_times(units, start, n), repeat((), n), repeat(None, n),
                repeat(NO_PROPERTIES, n), strict=True)
     return list(map(tuple.__new__, repeat(Message, n), rows))
 
