@@ -98,8 +98,7 @@ def plan_merge(
     # A joined chunk goes into an upload holding less than ``target`` bytes, so
     # the bar stays where such an upload still fits in ``max_part``.
     parts = _plan(chunk_lengths, min_part, min_part, max_part, target)
-    bars = sorted({n + 1 for n in chunk_lengths
-                   if min_part <= n and n + 1 <= max_part - target + 1})
+    bars = sorted({n + 1 for n in chunk_lengths if min_part <= n <= max_part - target})
     low, high = 0, len(bars) - 1
     while len(parts) > budget and low <= high:  # the lowest bar that fits
         middle = (low + high) // 2
