@@ -206,7 +206,7 @@ class Table:
                              "export table (or its _commits was deleted); export to a new "
                              "directory")
         if last is not None and self.staging(last.run).is_dir():
-            self._publish(last)
+            self.publish(last)
         staging = self.root / STAGING_DIR
         if staging.is_dir():
             for run in os.listdir(staging):
@@ -268,10 +268,8 @@ class Table:
         self.on_step("committed")
 
     def publish(self, commit: Commit) -> None:
-        """Move the committed run's files into their partitions, then drop its staging."""
-        self._publish(commit)
-
-    def _publish(self, commit: Commit) -> None:
+        """Move the committed run's files into their partitions (those not moved
+        yet: a crashed run's are finished), then drop its staging."""
         staging = self.staging(commit.run)
         for name in commit.files:
             target, staged = self.root / name, staging / name
@@ -286,7 +284,6 @@ class Table:
         self._fsync_dirs(self.root, commit.files)  # the moves, before staging goes
         shutil.rmtree(staging)
         self.on_step("published")
-
 
     def _fsync_dirs(self, base: Path, names: Sequence[str]) -> None:
         """fsync every directory from ``base / name``'s parent up to the table's
