@@ -23,7 +23,6 @@ A run with nothing new writes nothing (step 1 aside) and returns 0 rows.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from tieredstore.spark.options import (
     lower_options,
     on_store,
 )
-from tieredstore.spark.plan import OPEN_CONCURRENCY, find_queues
+from tieredstore.spark.plan import each_queue, find_queues
 from tieredstore.spark.selection import Selection, queue_offsets_option
 from tieredstore.spark.table import (
     Commit,
@@ -51,7 +50,7 @@ from tieredstore.spark.table import (
     next_commit,
     table_root,
 )
-from tieredstore.store import NoSuchQueue, ObjectStore, QueueView, load_log
+from tieredstore.store import ObjectStore, QueueView, load_log
 
 PARTITION_COLUMNS = ("topic", "date")
 # The UTC day of store_timestamp, whatever the session's time zone.
@@ -133,19 +132,10 @@ async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection:
     broker's log is loaded once for all queues."""
     queues = await find_queues(store, config, selection)
     log = await load_log(store, config)
-    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
-
-    async def one(topic: str, queue_id: int) -> QueueView | None:
-        async with limit:
-            try:
-                return await QueueView.open(store, config, topic, queue_id, log=log)
-            except NoSuchQueue:
-                return None
-
+    views = await each_queue(queues, lambda topic, queue_id: QueueView.open(
+        store, config, topic, queue_id, log=log))
     ranges, trimmed = [], []
-    for view in await asyncio.gather(*(one(t, q) for t, q in queues)):
-        if view is None:
-            continue
+    for view in views:
         t, q = view.topic, view.queue_id
         done = last.next_offset(t, q) if last is not None else None
         if done is not None and done > view.max_offset:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.spark.selection import Selection
@@ -40,6 +42,8 @@ from tieredstore.store import (
 )
 
 OPEN_CONCURRENCY = 16
+
+T = TypeVar("T")
 NO_END = 2**63 - 1
 
 COMMIT_LOG, CONSUME_QUEUE = FileType.COMMIT_LOG, FileType.CONSUME_QUEUE
@@ -92,24 +96,35 @@ async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: 
             if selection.wants_queue(*q)]
 
 
+async def each_queue(queues: Sequence[tuple[str, int]],
+                     work: Callable[[str, int], Awaitable[T]]) -> list[T]:
+    """``work(topic, queue_id)`` for each queue, at most :data:`OPEN_CONCURRENCY`
+    at a time; the results in the queues' order, a queue without metadata
+    (``NoSuchQueue``) left out."""
+    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+    async def one(topic: str, queue_id: int) -> tuple[T] | tuple[()]:
+        async with limit:
+            try:
+                return (await work(topic, queue_id),)
+            except NoSuchQueue:
+                return ()
+
+    return [r for found in await asyncio.gather(*(one(t, q) for t, q in queues)) for r in found]
+
+
 async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
                     *, messages_per_slice: int = 0) -> list[SegmentSlice]:
     """The slices of every selected queue, by queue (a queue without metadata has none)."""
     if selection.empty:
         return []
-    queues = await find_queues(store, config, selection)
-    limit = asyncio.Semaphore(OPEN_CONCURRENCY)
-
     async def one(topic: str, queue_id: int) -> list[SegmentSlice]:
-        async with limit:
-            try:
-                meta = await open_metadata(store, config, topic, queue_id)
-            except NoSuchQueue:
-                return []
-            return await plan_queue(meta, topic, queue_id, selection.for_queue(topic, queue_id),
-                                    messages_per_slice=messages_per_slice)
+        meta = await open_metadata(store, config, topic, queue_id)
+        return await plan_queue(meta, topic, queue_id, selection.for_queue(topic, queue_id),
+                                messages_per_slice=messages_per_slice)
 
-    slices = [s for q in await asyncio.gather(*(one(t, q) for t, q in queues)) for s in q]
+    queues = await find_queues(store, config, selection)
+    slices = [s for q in await each_queue(queues, one) for s in q]
     if any(s.reaches_open for s in slices):
         log = await load_log(store, config)
         slices = [dataclasses.replace(s, log_pieces=queue_log_pieces(log, s.topic, s.queue_id))
