@@ -47,8 +47,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import Fetcher
+from tieredstore.objectstore import GET_CLASS, PUT_CLASS, Prices
 from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, RequestMetrics
-from tieredstore.objectstore.governor import GET_CLASS, PUT_CLASS, Prices
 from tieredstore.segment.pool.metrics import PoolMetrics
 
 # Fetcher counters exported one to one: snapshot key -> (metric name, help).

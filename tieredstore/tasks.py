@@ -110,8 +110,9 @@ class PriorityLock:
     commit waiting for a segment that compaction holds waits for compaction's
     requests, not for the governor's queue of background work before them.
 
-    The holder runs under an :class:`Urgency` of its own (its children too)
-    until it releases the lock.
+    A holder below ``HOST`` runs under an :class:`Urgency` of its own (its
+    children too) until it releases the lock; a host holder needs none, as no
+    waiter can raise it.
     """
 
     __slots__ = ("_holder", "_lock", "_token")
@@ -128,6 +129,8 @@ class PriorityLock:
         if self._holder is not None:
             self._holder.rise(current_priority())
         await self._lock.acquire()
+        if current_priority() is Priority.HOST:
+            return  # nothing can rise above the host's: no urgency (the append path)
         self._holder = current_urgency()
         self._token = _PRIORITY.set(self._holder)
 
