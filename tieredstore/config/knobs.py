@@ -41,15 +41,33 @@ class LayerFields:
 
 def knob(default: Any, lo: float | None = None, hi: float | None = None,
          choices: tuple[str, ...] | None = None, unit: str = "", *,
-         also: tuple[Feeds, ...] = ()) -> Any:
+         also: tuple[Feeds, ...] = (), needs_unit: bool = False) -> Any:
     """A key's default, its range or choices, its unit ("bytes", "s" or "") and the
     layer options fields it sets (``also``). A default given as a layer's field
     (:class:`LayerFields`) is that field's default, and the key sets that field:
-    the layers own their defaults, and ``TieredStoreConfig.options`` sets the fields."""
+    the layers own their defaults, and ``TieredStoreConfig.options`` sets the fields.
+
+    ``needs_unit``: a duration that deletes data when it runs out (a retention):
+    written in the file or the environment, a plain number other than 0 is
+    refused (``72`` is hours to a RocketMQ operator); code passes seconds.
+    A key typed ``int | None`` or ``float | None`` is off when None (``"off"``
+    in the file or the environment)."""
     if isinstance(default, Feeds):
         default, also = default.default, (default, *also)
     return field(default=default, metadata={"lo": lo, "hi": hi, "choices": choices,
-                                            "unit": unit, "feeds": also})
+                                            "unit": unit, "feeds": also,
+                                            "needs_unit": needs_unit})
+
+
+OFF = "off"  # the text of None, for a key that may be off
+
+
+def kind_of(f: dataclasses.Field[Any]) -> tuple[str, bool]:
+    """A key's type name (``int``, ``float``, ``bool``, ``str``) and whether it may be
+    None (off)."""
+    kind = str(f.type)
+    optional = kind.endswith(" | None")
+    return kind.removesuffix(" | None"), optional
 
 
 def repr_value(key: str, value: Any) -> str:
@@ -71,19 +89,23 @@ def show_value(key: str, value: Any, unit: str = "") -> str:
 
 
 def check_value(f: dataclasses.Field[Any], value: Any) -> None:
-    kind = f.type if isinstance(f.type, type) else {"int": int, "float": float, "bool": bool,
-                                                     "str": str}[str(f.type)]
+    name, optional = kind_of(f)
+    if optional and value is None:
+        return
+    kind = {"int": int, "float": float, "bool": bool, "str": str}[name]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or (kind in (int, float) and isinstance(value, bool)):
-        raise ConfigError(f.name, f"must be {kind.__name__}, got {show_value(f.name, value)}")
+        off = f" or {OFF!r}" if optional else ""
+        raise ConfigError(f.name, f"must be {kind.__name__}{off}, got "
+                                  f"{show_value(f.name, value)}")
     lo, hi, choices = f.metadata["lo"], f.metadata["hi"], f.metadata["choices"]
     unit = f.metadata["unit"]
     if choices is not None and value not in choices:
         raise ConfigError(f.name, f"must be one of {', '.join(choices)}; "
                                   f"got {show_value(f.name, value)}")
     if lo is not None and hi is not None and not lo <= value <= hi:
-        allowed = f"[{human(lo, unit)}, {human(hi, unit)}]"
+        allowed = f"[{human(lo, unit)}, {human(hi, unit)}]" + (f" or {OFF}" if optional else "")
         if unit == "s" and math.isinf(hi):
             allowed = f"at least {human(lo, unit)} (inf: no limit)"
             raise ConfigError(f.name, f"must be {allowed}, got {show_value(f.name, value, unit)}")

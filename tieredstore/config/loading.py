@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import tomllib
@@ -18,13 +19,14 @@ from tieredstore.config.model import (
     TieredStoreConfig,
 )
 from tieredstore.config.paths import check_paths
+from tieredstore.config.topics import TOPICS, merged, read_topics
 from tieredstore.config.units import human_size
 from tieredstore.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 ENV_PREFIX = "TIEREDSTORE_"
-# Environment variables with the prefix that are not keys and never were.
+# The one environment variable with the prefix that is not a key: the file's path.
 ENV_NOT_KEYS = ("config",)
 # What a ConfigError about the configuration file itself (not one of its keys) names.
 FILE = "file"
@@ -37,6 +39,9 @@ def _flatten(table: Mapping[str, Any], file: Path, where: str = "") -> dict[str,
     """
     flat: dict[str, tuple[Any, str]] = {}
     for key, value in table.items():
+        if key == TOPICS:
+            raise ConfigError(TOPICS, f"must be a top-level table ([topics.\"NAME\"]), not in "
+                                      f"[{where}] of {file}")
         if isinstance(value, Mapping):
             found = _flatten(value, file, f"{where}.{key}" if where else key).items()
         else:
@@ -49,7 +54,9 @@ def _flatten(table: Mapping[str, Any], file: Path, where: str = "") -> dict[str,
     return flat
 
 
-def _read_file(path: str | os.PathLike[str]) -> dict[str, tuple[Any, str]]:
+def _read_file(path: str | os.PathLike[str]
+               ) -> tuple[dict[str, tuple[Any, str]], dict[str, dict[str, Any]]]:
+    """The file's keys (each with the table it is in) and its topics' tables."""
     if not isinstance(path, str | os.PathLike):
         raise ConfigError(FILE, f"must be a path (str or PathLike), got "
                                 f"{type(path).__name__}")
@@ -71,7 +78,8 @@ def _read_file(path: str | os.PathLike[str]) -> dict[str, tuple[Any, str]]:
     except OSError as exc:
         raise ConfigError(FILE, f"cannot read {str(file)!r}: "
                                 f"{exc.strerror or exc}") from None
-    return _flatten(table, file)
+    topics = read_topics(table.pop(TOPICS, {}), FIELDS, f"in {path}", written=True)
+    return _flatten(table, file), topics
 
 
 def load_config(
@@ -82,26 +90,30 @@ def load_config(
 ) -> TieredStoreConfig:
     """Defaults < TOML file < ``TIEREDSTORE_*`` environment < ``overrides``.
 
-    Environment variables with the prefix that name no key are ignored (a
-    host may have its own ``TIEREDSTORE_HOME``), unless they look like a
-    misspelled key. ``max_message_size``, when not set, is at most the
-    commit-log segment size and the pool budget. A problem with the file
-    itself (not a path, missing, unreadable, not TOML) raises a
-    :class:`ConfigError` whose key is ``"file"``.
+    An environment variable with the prefix that names no key is an error
+    naming it, with the key it resembles (a misspelled key must not be
+    ignored); ``TIEREDSTORE_CONFIG`` (the file's path) is the one exception.
+    Per-topic overrides (``[topics."NAME"]``, :mod:`~tieredstore.config.topics`)
+    come from the file and from ``topics=`` in code. ``max_message_size``, when
+    not set, is at most the commit-log segment size (every topic's) and the
+    pool budget. A problem with the file itself (not a path, missing,
+    unreadable, not TOML) raises a :class:`ConfigError` whose key is ``"file"``.
     """
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
+    file_topics: dict[str, dict[str, Any]] = {}
 
-    def given(key: str, value: Any, where: str) -> None:
+    def given(key: str, value: Any, where: str, *, written: bool = False) -> None:
         try:
-            values[key] = coerce(FIELDS, key, value)
+            values[key] = coerce(FIELDS, key, value, written=written)
         except ConfigError as exc:
             raise ConfigError(exc.key, f"{exc.detail} ({where})") from None
         origin[key] = where
 
     if path is not None:
-        for key, (value, place) in _read_file(path).items():
-            given(key, value, f"in {path}, {place}")
+        keys, file_topics = _read_file(path)
+        for key, (value, place) in keys.items():
+            given(key, value, f"in {path}, {place}", written=True)
     environ = os.environ if env is None else env
     if not isinstance(environ, Mapping):
         raise ConfigError("env", f"must be a mapping of names to values, got "
@@ -113,19 +125,18 @@ def load_config(
         if key in ENV_NOT_KEYS:
             continue
         if key not in FIELDS:
-            near = near_miss(FIELDS, key)
-            if near is None:
-                log.debug("ignoring %s: no such configuration key", name)
-                continue
-            raise ConfigError(key, f"{name} names no key; did you mean {near!r} "
-                                   f"({ENV_PREFIX}{near.upper()})?")
+            raise _unknown_variable(name, key)
         given(key, value, f"from {name}")
+    code_topics = read_topics(overrides.pop(TOPICS), FIELDS, "given in code", written=False) \
+        if TOPICS in overrides else {}
     for key, value in overrides.items():
         values[key] = coerce(FIELDS, key, value)
         origin[key] = "given in code"
+    values[TOPICS] = topics = merged(file_topics, code_topics)
     if "max_message_size" not in values:
         default = DEFAULT_MAX_MESSAGE_SIZE
         limits = [values.get(k) for k in ("commit_log_max_size", "pool_bytes")]
+        limits += [dict(t.values).get("commit_log_max_size") for t in topics]
         fits = [v for v in limits if isinstance(v, int) and not isinstance(v, bool)]
         if fits and min(fits) < default:
             values["max_message_size"] = max(min(fits), MIN_MESSAGE_SIZE)
@@ -141,3 +152,18 @@ def load_config(
                                         f"{human_size(config.pool_bytes)}")
     check_paths(config)
     return config
+
+
+def _unknown_variable(name: str, key: str) -> ConfigError:
+    """``TIEREDSTORE_<KEY>`` variables are keys: one that names none is an error
+    (with the key it resembles), never ignored, or a misspelled key would be."""
+    if key == TOPICS:
+        return ConfigError(key, f"{name}: per-topic overrides are set in the configuration "
+                                f"file, as [topics.\"NAME\"] tables, or with topics= in code")
+    near = near_miss(FIELDS, key) or next(iter(difflib.get_close_matches(
+        key, list(FIELDS), n=1, cutoff=0.6)), None)
+    hint = (f"did you mean {near!r} ({ENV_PREFIX}{near.upper()})?" if near else
+            "conf/tieredstore.toml lists every key.")
+    return ConfigError(key, f"{name} names no key; {hint} Every {ENV_PREFIX}* variable is read "
+                            f"as a key, except {ENV_PREFIX}CONFIG (the file's path): rename "
+                            f"a variable of your own")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tieredstore.config.coerce import coerce
@@ -18,6 +19,14 @@ from tieredstore.config.knobs import (
     repr_value,
 )
 from tieredstore.config.names import check_names
+from tieredstore.config.topics import (
+    TOPICS,
+    TopicOverrides,
+    TopicSettings,
+    merged,
+    read_topics,
+    topic_key,
+)
 from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.fetcher import FetcherOptions
@@ -125,13 +134,13 @@ class TieredStoreConfig:
 
     # message store
     max_message_size: int = knob(DEFAULT_MAX_MESSAGE_SIZE, MIN_MESSAGE_SIZE, 1 * GiB, unit="bytes")
-    file_reserved_time: float = knob(72 * 3600.0, 0.0, 100 * YEAR, unit="s")
+    file_reserved_time: float = knob(72 * 3600.0, 0.0, 100 * YEAR, unit="s", needs_unit=True)
     retention_interval: float = knob(600.0, 0.0, 30 * 24 * 3600.0, unit="s")
     timestamp_before_max: float = knob(0.0, 0.0, math.inf, unit="s")
     timestamp_after_max: float = knob(3600.0, 0.0, math.inf, unit="s")
     metadata_page_size: int = knob(DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
     gc_interval: float = knob(3600.0, 0.0, 30 * 24 * 3600.0, unit="s")
-    gc_safety_age: float = knob(_LOG.delete_age, 0.0, YEAR, unit="s")
+    gc_safety_age: float = knob(_LOG.delete_age, 0.0, YEAR, unit="s", needs_unit=True)
     # commit-log records at rest (tieredstore.store.codec)
     compression: str = knob("none", choices=("none", "zstd"))
     compression_level: int = knob(3, 1, 22)
@@ -147,7 +156,13 @@ class TieredStoreConfig:
     offload_block_size: int = knob(64 * MiB, 5 * MiB, 2 * GiB, unit="bytes")
     ledger_max_entries: int = knob(50_000, 1, 2**31 - 1)
     ledger_max_bytes: int = knob(2 * GiB, 1, 1024 * GiB, unit="bytes")
-    ledger_deletion_lag: float = knob(4 * 3600.0, 0.0, YEAR, unit="s")
+    ledger_deletion_lag: float = knob(4 * 3600.0, 0.0, YEAR, unit="s", needs_unit=True)
+    # None: no trigger (offload_*) or no limit (ledger_retention_*); "off" in text
+    offload_threshold_bytes: int | None = knob(None, 0, 1024**5, unit="bytes")
+    offload_threshold_time: float | None = knob(None, 0.0, 100 * YEAR, unit="s")
+    ledger_retention_bytes: int | None = knob(None, 0, 1024**5, unit="bytes")
+    ledger_retention_time: float | None = knob(None, 0.0, 100 * YEAR, unit="s",
+                                               needs_unit=True)
     ledger_sweep_interval: float = knob(600.0, 0.0, 30 * 24 * 3600.0, unit="s")
     ledger_read_priority: str = knob("tiered-storage-first",
                                      choices=("tiered-storage-first", "bookkeeper-first"))
@@ -156,10 +171,14 @@ class TieredStoreConfig:
     metrics_host: str = knob("127.0.0.1")
     price_per_1000_put: float = knob(_GOVERNOR.price_per_1000_put, 0.0, 1000.0)
     price_per_1000_get: float = knob(_GOVERNOR.price_per_1000_get, 0.0, 1000.0)
+    # per-topic overrides of file_reserved_time, commit_log_max_size and chunk_size
+    # ([topics."NAME"] tables, tieredstore.config.topics); code may give a mapping
+    topics: tuple[TopicOverrides, ...] = field(default=(), metadata={"feeds": ()})
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            check_value(f, getattr(self, f.name))
+            if f.name != TOPICS:
+                check_value(f, getattr(self, f.name))
         if self.retry_base_delay > self.retry_max_delay:
             raise ConfigError(
                 "retry_base_delay",
@@ -197,7 +216,47 @@ class TieredStoreConfig:
                                                    f"UTF-8, got {self.encryption_key_id!r}")
         if self.backend == "s3" and not self.s3_bucket:
             raise ConfigError("s3_bucket", "is required when backend = 's3'")
+        for key, limit in (("offload_threshold_bytes", "ledger_retention_bytes"),
+                           ("offload_threshold_time", "ledger_retention_time")):
+            value, most = getattr(self, key), getattr(self, limit)
+            if value is not None and most is not None and value >= most:
+                # PIP-17: retention would delete ledgers before they are offloaded.
+                unit = FIELDS[key].metadata["unit"]
+                raise ConfigError(key, f"must be below {limit} = {human(most, unit)}, or "
+                                       f"retention deletes ledgers before they are "
+                                       f"offloaded; got {human(value, unit)}")
         check_names(self)
+        self._check_topics()
+
+    def _check_topics(self) -> None:
+        """``topics`` as checked overrides (a mapping from code is read as the file's
+        tables are), and each topic's resolved keys through every check above."""
+        topics = self.topics
+        if not (isinstance(topics, tuple) and all(isinstance(t, TopicOverrides) for t in topics)):
+            topics = merged(read_topics(topics, FIELDS, "given in code", written=False))
+            object.__setattr__(self, TOPICS, topics)
+        for overrides in topics:
+            values = dict(read_topics({overrides.topic: dict(overrides.values)}, FIELDS,
+                                      "given in code", written=False)[overrides.topic])
+            try:
+                dataclasses.replace(self, topics=(), **values)
+            except ConfigError as exc:
+                if exc.key in values:
+                    raise ConfigError(topic_key(overrides.topic, exc.key), exc.detail) from None
+                raise ConfigError(topic_key(overrides.topic), f"with this topic's overrides, "
+                                                              f"{exc.key} {exc.detail}") from None
+
+    def for_topic(self, topic: str) -> TopicSettings:
+        """The keys a topic may override, as they apply to ``topic``: its table's
+        values, else the top-level keys."""
+        values: Mapping[str, Any] = next((dict(t.values) for t in self.topics
+                                          if t.topic == topic), {})
+        return TopicSettings(
+            topic=topic,
+            file_reserved_time=values.get("file_reserved_time", self.file_reserved_time),
+            commit_log_max_size=values.get("commit_log_max_size", self.commit_log_max_size),
+            chunk_size=values.get("chunk_size", self.chunk_size),
+            overridden=frozenset(values))
 
     def options(self, kind: type[T], **given: Any) -> T:
         """``kind`` (a layer's options) from the keys that set its fields (see
@@ -213,7 +272,7 @@ class TieredStoreConfig:
 
     def replace(self, **changes: Any) -> TieredStoreConfig:
         """A copy with some keys changed (validated like any other)."""
-        return dataclasses.replace(self, **{k: coerce(FIELDS, k, v)
+        return dataclasses.replace(self, **{k: v if k == TOPICS else coerce(FIELDS, k, v)
                                           for k, v in changes.items()})
 
     def __repr__(self) -> str:
@@ -227,4 +286,6 @@ class TieredStoreConfig:
 
 MAX_KEY_ID = 255
 
-FIELDS = {f.name: f for f in dataclasses.fields(TieredStoreConfig)}
+# The keys (the file's top-level keys and TIEREDSTORE_* variables); ``topics`` is
+# the tables of per-topic overrides, not a key.
+FIELDS = {f.name: f for f in dataclasses.fields(TieredStoreConfig) if f.name != TOPICS}
