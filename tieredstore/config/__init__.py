@@ -21,15 +21,23 @@ The package: :mod:`~tieredstore.config.model` (the keys and the checks
 across them), :mod:`~tieredstore.config.loading` (file, environment,
 overrides), :mod:`~tieredstore.config.knobs` (one key's declaration and
 check), :mod:`~tieredstore.config.coerce` (text into a key's type),
-:mod:`~tieredstore.config.units` (human units), :mod:`~tieredstore.config.names`
-and :mod:`~tieredstore.config.paths` (names and directories).
+:mod:`~tieredstore.config.units` (human units, and the one reader of sizes and
+durations: ``parse_size``, ``parse_duration``), :mod:`~tieredstore.config.topics`
+(per-topic overrides), :mod:`~tieredstore.config.names` and
+:mod:`~tieredstore.config.paths` (names and directories).
+
+Units: sizes are bytes or IEC units (``8MiB``); ``MB``, ``GB``, ``KB`` are refused as
+ambiguous. Durations take units (``500ms``, ``72h``, ``7d``, ``1h30m``); a plain
+number is seconds, except for keys that delete data when their time runs out
+(``file_reserved_time``...), where the file and the environment must give a unit.
 """
 
 from tieredstore.config.crypto import decode_key
 from tieredstore.config.loading import load_config
 from tieredstore.config.model import YEAR, TieredStoreConfig
 from tieredstore.config.paths import check_paths
-from tieredstore.config.units import human_seconds, human_size
+from tieredstore.config.topics import TopicSettings
+from tieredstore.config.units import human_seconds, human_size, parse_duration, parse_size
 from tieredstore.sizes import GiB, KiB, MiB
 
 __all__ = [
@@ -43,4 +51,7 @@ __all__ = [
     "human_seconds",
     "human_size",
     "load_config",
+    "parse_duration",
+    "parse_size",
+    "TopicSettings",
 ]

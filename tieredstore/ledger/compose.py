@@ -33,10 +33,15 @@ from tieredstore.segment.garbage import Garbage
 
 
 def managed_ledger_config(config: TieredStoreConfig) -> ManagedLedgerConfig:
-    """How managed ledgers roll, keep local copies and read (``ledger_*``)."""
+    """How managed ledgers roll, offload, keep ledgers and local copies, and read
+    (``ledger_*``, ``offload_threshold_*``; None: off)."""
     return ManagedLedgerConfig(
         max_entries_per_ledger=config.ledger_max_entries,
         max_ledger_bytes=config.ledger_max_bytes,
+        offload_threshold_bytes=config.offload_threshold_bytes,
+        offload_threshold_seconds=config.offload_threshold_time,
+        retention_bytes=config.ledger_retention_bytes,
+        retention_seconds=config.ledger_retention_time,
         deletion_lag_seconds=config.ledger_deletion_lag,
         sweep_interval_seconds=config.ledger_sweep_interval,
         read_priority=ReadPriority(config.ledger_read_priority),

@@ -301,11 +301,13 @@ def check_message(topic: Any, queue_id: Any, message: Outgoing, *, offset: Any,
     if offset is not None:
         check_int("offset", offset, 0, MAX_OFFSET)
     if timestamp is not None:
-        # The topic's retention, and where it is set.
+        # The topic's retention, and where it is set (code, the topic's table, the key).
+        settings = config.for_topic(topic)
         source = (f"topic_reserved_time[{topic!r}]" if topic in topic_reserved_time
-                  else "file_reserved_time")
+                  else settings.key("file_reserved_time"))
         check_timestamp(timestamp, config=config, retention_source=source,
-                        retention=float(topic_reserved_time.get(topic, config.file_reserved_time)))
+                        retention=float(topic_reserved_time.get(topic,
+                                                                settings.file_reserved_time)))
     total = MIN_RECORD_SIZE + sum(sizes.values())
     limit = largest_record(config)
     if total > limit:

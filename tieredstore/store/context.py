@@ -63,18 +63,25 @@ class StoreContext:
                      ) -> SegmentPath:
         return keys.segment_path(self.config, topic, queue_id, file_type, base)
 
-    def options_for(self, file_type: FileType) -> SegmentOptions:
-        """How a segment of ``file_type`` writes: the consume queue and the key index
-        are derived (re-dispatch rebuilds them from the commit log after a crash)."""
+    def options_for(self, file_type: FileType, topic: str) -> SegmentOptions:
+        """How a segment of ``file_type`` of ``topic`` writes: in the topic's chunk
+        size (``[topics."NAME"] chunk_size``, else ``chunk_size``); the consume queue
+        and the key index are derived (re-dispatch rebuilds them from the commit
+        log after a crash)."""
+        options = self.segment_options
+        chunk_size = self.config.for_topic(topic).chunk_size
+        if chunk_size != options.chunk_size:
+            options = dataclasses.replace(options, chunk_size=chunk_size)
         if file_type is FileType.COMMIT_LOG:
-            return self.segment_options
-        return dataclasses.replace(self.segment_options, derived=True)
+            return options
+        return dataclasses.replace(options, derived=True)
 
-    def max_size(self, file_type: FileType) -> int:
-        """The most bytes a segment of ``file_type`` holds: the consume queue's
-        and the key index's whole units or entries."""
+    def max_size(self, file_type: FileType, topic: str) -> int:
+        """The most bytes a segment of ``file_type`` of ``topic`` holds: the topic's
+        ``commit_log_max_size`` (``[topics."NAME"]``, else the key); the consume
+        queue's and the key index's whole units or entries."""
         if file_type is FileType.COMMIT_LOG:
-            return self.config.commit_log_max_size
+            return self.config.for_topic(topic).commit_log_max_size
         size, entry = ((self.config.consume_queue_max_size, UNIT_SIZE)
                        if file_type is FileType.CONSUME_QUEUE
                        else (self.config.index_max_size, ENTRY_SIZE))
@@ -99,7 +106,8 @@ class StoreContext:
         if segment is not None:
             self._sealed.move_to_end(path)
             return segment
-        options = SegmentOptions(chunk_size=self.segment_options.chunk_size, merge_on_seal=False)
+        options = SegmentOptions(chunk_size=self.config.for_topic(path.topic).chunk_size,
+                                 merge_on_seal=False)
         segment = await ChunkedSegment.open(self.store, path, options=options,
                                             reader=self.fetcher, repair=False)
         self.keep_sealed(segment)

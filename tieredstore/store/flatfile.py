@@ -108,7 +108,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         self.queue_id = queue_id
         self.file_type = file_type
         self.meta = self.records = meta
-        self.max_size = ctx.max_size(file_type)
+        self.max_size = ctx.max_size(file_type, topic)
         self.active: ChunkedSegment | None = None
         self.stats = SegmentStats()
         self._rolling = False  # a roll began and has not finished
@@ -152,7 +152,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         path = self.path_of(self.meta.next_base_offset(self.file_type))
         # claim: a writer that still has it open (one we replace) is fenced.
         self.active = await ChunkedSegment.open(
-            self.store, path, options=self.ctx.options_for(self.file_type),
+            self.store, path, options=self.ctx.options_for(self.file_type, self.topic),
             reader=self.ctx.fetcher,
             claim=True,
         )
@@ -209,7 +209,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         Each one's position is added to ``positions`` once it is buffered: if a
         roll or an append fails midway, those before it stay appended.
         """
-        limit = self.ctx.config.chunk_size
+        limit = self._active.commit_size  # the topic's chunk size
         interval = self.ctx.config.rolling_interval * 1000
         ends = list(itertools.accumulate(sizes))  # ends[k]: bytes of entries[:k + 1]
         i, n = 0, len(sizes)
@@ -339,7 +339,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         # leave alone (repairing it raced that writer's merge: a HEAD of a chunk its
         # cleanup had just deleted failed this store's append with ObjectNotFound).
         segment = await ChunkedSegment.open(
-            self.ctx.store, path, options=self.ctx.options_for(self.file_type),
+            self.ctx.store, path, options=self.ctx.options_for(self.file_type, self.topic),
             reader=self.ctx.fetcher,
             repair=False,
         )

@@ -140,7 +140,8 @@ Run = list[ChunkedSegment]  # one file's contiguous segments, opened read-only
 
 async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: FileType,
                     out: Rebuilt) -> Run:
-    options = SegmentOptions(chunk_size=ctx.segment_options.chunk_size, merge_on_seal=False)
+    options = SegmentOptions(chunk_size=ctx.config.for_topic(topic).chunk_size,
+                             merge_on_seal=False)
     opened = []
     for base in await segment_bases(ctx, topic, queue_id, file_type):
         path = ctx.segment_path(topic, queue_id, file_type, base)

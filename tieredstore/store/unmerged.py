@@ -82,5 +82,6 @@ async def merge_segment(store: ObjectStore, config: TieredStoreConfig, target: U
     path = segment_path(config, target.topic, target.queue_id,
                         FileType.from_label(target.file_type), target.base_offset)
     segment = await ChunkedSegment.open(store, path,
-                                        options=SegmentOptions(chunk_size=config.chunk_size))
+                                        options=SegmentOptions(
+                                            chunk_size=config.for_topic(target.topic).chunk_size))
     return segment.merged, segment.last_merge

@@ -1,0 +1,1 @@
+"""Configuration: units, per-topic overrides, the environment, the Pulsar keys."""
