@@ -105,7 +105,7 @@ def check_value(f: dataclasses.Field[Any], value: Any) -> None:
         raise ConfigError(f.name, f"must be one of {', '.join(choices)}; "
                                   f"got {show_value(f.name, value)}")
     if lo is not None and hi is not None and not lo <= value <= hi:
-        allowed = f"[{human(lo, unit)}, {human(hi, unit)}]" + (f" or {OFF}" if optional else "")
+        allowed = f"[{human(lo, unit)}, {human(hi, unit)}]" + (f" or {OFF!r}" if optional else "")
         if unit == "s" and math.isinf(hi):
             allowed = f"at least {human(lo, unit)} (inf: no limit)"
             raise ConfigError(f.name, f"must be {allowed}, got {show_value(f.name, value, unit)}")
