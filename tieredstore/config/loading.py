@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import difflib
-import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -22,8 +21,6 @@ from tieredstore.config.paths import check_paths
 from tieredstore.config.topics import TOPICS, merged, read_topics
 from tieredstore.config.units import human_size
 from tieredstore.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 ENV_PREFIX = "TIEREDSTORE_"
 # The one environment variable with the prefix that is not a key: the file's path.
