@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.errors.helpers import read_local, seed_local
 from tieredstore.config import KiB, MiB, TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError
 
@@ -83,11 +84,14 @@ def test_code_overrides_the_files_tables_key_by_key(tmp_path: Path) -> None:
 ])
 def test_a_bad_topic_table_names_the_topics_key(tmp_path: Path, text: str, key: str,
                                                 detail: str) -> None:
+    written = seed_local(tmp_path / "data")
     with pytest.raises(ConfigError) as info:
-        load_config(conf(tmp_path, text), env={})
+        load_config(conf(tmp_path, text), env={}, backend="local",
+                    local_path=str(tmp_path / "data"))
     assert info.value.key == key, str(info.value)
     assert detail in str(info.value), str(info.value)
     assert "\n" not in str(info.value)
+    assert read_local(tmp_path / "data") == written
 
 
 @pytest.mark.parametrize(("topics", "key"), [
