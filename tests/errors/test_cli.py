@@ -164,9 +164,6 @@ CASES = cases_by_id(
     Case("L16", lambda cli: cli("gc", "--safety-age", "nan"), SystemExit,
          r"^tieredstore gc: argument --safety-age: must be a number of seconds in "
          r"\[0, 3\.1536e\+07\], got 'nan' \(see tieredstore gc --help\)$"),
-    Case("L15", consume(TIEREDSTORE_HOME="/opt/broker"), SystemExit,
-         r"^tieredstore: config 'home': TIEREDSTORE_HOME names no key; .*except "
-         r"TIEREDSTORE_CONFIG \(the file's path\): rename a variable of your own$"),
 )
 
 

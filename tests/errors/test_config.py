@@ -87,10 +87,6 @@ CASES = cases_by_id(
          r"config 'chunk_size': cannot read 'lots' as a size.*\(from TIEREDSTORE_CHUNK_SIZE\)"),
     Case("C28", from_env(local_fsync="maybe"), ConfigError,
          r"config 'local_fsync': cannot read 'maybe' as bool: must be true or false"),
-    Case("C06", from_env(home="/opt/broker"), ConfigError,
-         r"config 'home': TIEREDSTORE_HOME names no key; conf/tieredstore.toml lists every "
-         r"key\. Every TIEREDSTORE_\* variable is read as a key, except TIEREDSTORE_CONFIG "
-         r"\(the file's path\): rename a variable of your own"),
     Case("C07", from_env(chunk_siz="1MiB"), ConfigError,
          r"config 'chunk_siz': TIEREDSTORE_CHUNK_SIZ names no key; did you mean 'chunk_size' "
          r"\(TIEREDSTORE_CHUNK_SIZE\)\?"),

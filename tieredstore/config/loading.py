@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -27,6 +28,8 @@ ENV_PREFIX = "TIEREDSTORE_"
 ENV_NOT_KEYS = ("config",)
 # What a ConfigError about the configuration file itself (not one of its keys) names.
 FILE = "file"
+
+log = logging.getLogger(__name__)
 
 
 def _flatten(table: Mapping[str, Any], file: Path, where: str = "") -> dict[str, tuple[Any, str]]:
@@ -87,9 +90,11 @@ def load_config(
 ) -> TieredStoreConfig:
     """Defaults < TOML file < ``TIEREDSTORE_*`` environment < ``overrides``.
 
-    An environment variable with the prefix that names no key is an error
-    naming it, with the key it resembles (a misspelled key must not be
-    ignored); ``TIEREDSTORE_CONFIG`` (the file's path) is the one exception.
+    An environment variable with the prefix that resembles a key (a
+    misspelling: ``TIEREDSTORE_CHUNK_SIZ``) is an error naming it and the key;
+    one that resembles none (``TIEREDSTORE_HOME``, a script's own variable) is
+    logged as a warning naming it, and left out: an unrelated variable must not
+    stop a broker. ``TIEREDSTORE_CONFIG`` (the file's path) is no key.
     Per-topic overrides (``[topics."NAME"]``, :mod:`~tieredstore.config.topics`)
     come from the file and from ``topics=`` in code. ``max_message_size``, when
     not set, is at most the commit-log segment size (every topic's) and the
@@ -122,7 +127,8 @@ def load_config(
         if key in ENV_NOT_KEYS:
             continue
         if key not in FIELDS:
-            raise _unknown_variable(name, key)
+            _unknown_variable(name, key)
+            continue
         given(key, value, f"from {name}")
     code_topics = read_topics(overrides.pop(TOPICS), FIELDS, "given in code", written=False) \
         if TOPICS in overrides else {}
@@ -151,16 +157,19 @@ def load_config(
     return config
 
 
-def _unknown_variable(name: str, key: str) -> ConfigError:
-    """``TIEREDSTORE_<KEY>`` variables are keys: one that names none is an error
-    (with the key it resembles), never ignored, or a misspelled key would be."""
+def _unknown_variable(name: str, key: str) -> None:
+    """``TIEREDSTORE_<KEY>`` variables are keys: one that resembles a key is a
+    misspelling and an error (never ignored); one that resembles none is
+    logged as a warning and left out."""
     if key == TOPICS:
-        return ConfigError(key, f"{name}: per-topic overrides are set in the configuration "
-                                f"file, as [topics.\"NAME\"] tables, or with topics= in code")
+        raise ConfigError(key, f"{name}: per-topic overrides are set in the configuration "
+                               f"file, as [topics.\"NAME\"] tables, or with topics= in code")
     near = near_miss(FIELDS, key) or next(iter(difflib.get_close_matches(
         key, list(FIELDS), n=1, cutoff=0.6)), None)
-    hint = (f"did you mean {near!r} ({ENV_PREFIX}{near.upper()})?" if near else
-            "conf/tieredstore.toml lists every key.")
-    return ConfigError(key, f"{name} names no key; {hint} Every {ENV_PREFIX}* variable is read "
-                            f"as a key, except {ENV_PREFIX}CONFIG (the file's path): rename "
-                            f"a variable of your own")
+    if near is None:
+        log.warning("%s names no configuration key and resembles none: left out "
+                    "(conf/tieredstore.toml lists every key)", name)
+        return
+    raise ConfigError(key, f"{name} names no key; did you mean {near!r} "
+                           f"({ENV_PREFIX}{near.upper()})? Every {ENV_PREFIX}* variable that "
+                           f"resembles a key is read as one")
