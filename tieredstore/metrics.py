@@ -11,12 +11,21 @@ nothing awaited; the collector keeps no state of its own. ``const_labels``
 tell apart several stores or fetchers exported on one registry.
 
 A message store's figures: per queue (labels ``topic`` and ``queue``) its
-min, max and commit offsets, the bytes appended and not yet in the bucket and
-the merges owed; how many queues are open and corrupt; and the requests'
+min, max and commit offsets, its live bytes in the bucket, the bytes appended
+and not yet in the bucket (copy lag) and the merges owed; how many queues are
+open and corrupt; the bytes the fetcher served per topic; and the requests'
 estimated cost in dollars at the configured prices (``price_per_1000_put``:
 PUT, COPY, POST and LIST requests; ``price_per_1000_get``: GET and HEAD;
 DELETE is free: :class:`~tieredstore.objectstore.governor.Prices`, which the
 request governor's dollar ceiling uses too).
+
+The bucket exporter (``tieredstore metrics``, :mod:`tieredstore.store.watch`)
+exports the same per-queue names from what the bucket holds, read-only, and
+a ledger offloader its offload counters. docs/metrics.md lists every name.
+Names follow Prometheus' conventions: the ``tieredstore_`` prefix, base units
+(bytes, seconds), ``_total`` on counters (added by the client library);
+labels are names from the key layout (topic, queue), operations and classes,
+never a credential.
 
 The object store's request governor: requests it held back and the seconds
 they waited, by priority (``host``, ``read_ahead``, ``compaction``, ``merge``,
@@ -83,21 +92,81 @@ _FETCHER_COUNTERS = {
 
 @dataclass(frozen=True, slots=True)
 class QueueFigures:
-    """One open queue, as the store sees it now."""
+    """One queue now, as its writer sees it (a message store) or as the bucket
+    holds it (the bucket exporter, :mod:`tieredstore.store.watch`). Both export
+    the same names; a figure one side cannot know is None, and its series is
+    left out: the copy lag only a writer knows (nothing in the bucket records
+    it), the segments and message timestamps only the exporter reads."""
 
     topic: str
     queue_id: int
     min_offset: int
-    max_offset: int  # the next offset to be appended
+    max_offset: int  # writer: the next offset to be appended; bucket: one past the last durable
     commit_offset: int  # offsets below it are durable in the bucket
-    unflushed_bytes: int  # appended (commit log and consume queue), not yet in the bucket
+    stored_bytes: int  # live bytes in the bucket: commit log, consume queue, key index
     merges_pending: int  # sealed segments whose merge is owed
+    copy_lag_bytes: int | None = None  # appended, not yet in the bucket (writer)
+    copy_lag_segments: int | None = None  # segments holding such bytes (writer)
+    segments: int | None = None  # live segments in the bucket (exporter)
+    oldest_ms: int | None = None  # store timestamp of the first live message (exporter)
+    newest_ms: int | None = None  # store timestamp of the last durable message (exporter)
+
+
+# Per-queue gauges: QueueFigures field -> (metric name after ``queue_``, help, scale).
+_QUEUE_GAUGES = {
+    "min_offset": ("min_offset", "The queue's first live offset.", 1.0),
+    "max_offset": ("max_offset", "A writer: the offset the queue's next append gets; the "
+                   "bucket exporter: one past the last offset durable in the bucket.", 1.0),
+    "commit_offset": ("commit_offset", "Offsets below it are durable in the bucket.", 1.0),
+    "stored_bytes": ("stored_bytes", "Live bytes of the queue in the bucket (commit log, "
+                     "consume queue, key index).", 1.0),
+    "merges_pending": ("merges_pending", "Sealed segments of the queue whose merge is owed.",
+                       1.0),
+    "copy_lag_bytes": ("copy_lag_bytes", "Bytes appended to the queue and not yet in the "
+                       "bucket (a writer only).", 1.0),
+    "copy_lag_segments": ("copy_lag_segments", "Segments of the queue holding bytes not yet "
+                          "in the bucket (a writer only).", 1.0),
+    "segments": ("segments", "Live segments of the queue in the bucket (commit log, consume "
+                 "queue, key index; the bucket exporter only).", 1.0),
+    "oldest_ms": ("oldest_message_timestamp_seconds", "Store time of the queue's first live "
+                  "message (the bucket exporter only).", 0.001),
+    "newest_ms": ("newest_message_timestamp_seconds", "Store time of the queue's last "
+                  "durable message (the bucket exporter only).", 0.001),
+}
+
+
+@dataclass(slots=True)
+class OffloadMetrics:
+    """Counters of one ledger offloader: ledgers, entries and bytes offloaded
+    (counted when an offload completes), and offloads that failed. Updated on
+    the event loop's thread, read whole by a scrape."""
+
+    ledgers: int = 0
+    entries: int = 0
+    bytes: int = 0
+    failures: int = 0
+
+
+@dataclass(slots=True)
+class RefreshMetrics:
+    """The bucket exporter's passes over the bucket (:mod:`tieredstore.store.watch`):
+    how many, their seconds, the queues they could not read, when the last one
+    ended and the requests it made."""
+
+    refreshes: int = 0
+    seconds: float = 0.0
+    queue_errors: int = 0
+    last_ended: float = 0.0  # seconds since the epoch; 0: none yet
+    last_requests: int = 0
 
 
 class TieredStoreCollector(Collector):
-    """Exports object-store request metrics, fetcher and upload pool metrics and
-    a message store's figures (``queues``, ``corrupt``: the count of corrupt
-    queues, ``prices``: for the requests' cost), each optional."""
+    """Exports object-store request metrics, fetcher and upload pool metrics, a
+    message store's figures (``queues``, ``corrupt``: the count of corrupt
+    queues, ``prices``: for the requests' cost), a ledger offloader's counters
+    (``offload``) and the bucket exporter's passes (``refresh``), each optional.
+    ``queues`` is called first, so that the request counters a refresh moves
+    show in the same scrape."""
 
     def __init__(
         self,
@@ -108,6 +177,8 @@ class TieredStoreCollector(Collector):
         queues: Callable[[], Sequence[QueueFigures]] | None = None,
         corrupt: Callable[[], int] = lambda: 0,
         prices: Prices | None = None,
+        offload: OffloadMetrics | None = None,
+        refresh: RefreshMetrics | None = None,
         namespace: str = "tieredstore",
         const_labels: Mapping[str, str] | None = None,
     ) -> None:
@@ -117,6 +188,8 @@ class TieredStoreCollector(Collector):
         self.queues = queues
         self.corrupt = corrupt
         self.prices = prices
+        self.offload = offload
+        self.refresh = refresh
         self.namespace = namespace
         self.const_labels = dict(const_labels or {})
 
@@ -124,16 +197,21 @@ class TieredStoreCollector(Collector):
         return self.collect()
 
     def collect(self) -> Iterator[Metric]:
+        figures = None if self.queues is None else list(self.queues())
         if self.store is not None:
             yield from self._store_metrics(self.store)
         if self.fetcher is not None:
             yield from self._fetcher_metrics(self.fetcher.snapshot())
         if self.pool is not None:
             yield from self._pool_metrics(self.pool)
-        if self.queues is not None:
-            yield from self._queue_metrics(list(self.queues()))
+        if figures is not None:
+            yield from self._queue_metrics(figures)
         if self.prices is not None:
             yield self._cost(self.prices)
+        if self.offload is not None:
+            yield from self._offload_metrics(self.offload)
+        if self.refresh is not None:
+            yield from self._refresh_metrics(self.refresh)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -236,6 +314,12 @@ class TieredStoreCollector(Collector):
         for source in ("memory", "disk", "store"):
             served.add_metric(self._values(source), snap[f"bytes_from_{source}"])
         yield served
+        fetched = self._counter("fetch_bytes", "Bytes returned to readers, by topic and by "
+                                "where their unit came from.", "topic", "source")
+        for topic, sources in sorted(snap["bytes_by_topic"].items()):
+            for source, n in sorted(sources.items()):
+                fetched.add_metric(self._values(topic, source), n)
+        yield fetched
         for key, (name, doc) in _FETCHER_COUNTERS.items():
             yield self._count(name, doc, snap[key])
         for key, name, doc in (
@@ -283,21 +367,18 @@ class TieredStoreCollector(Collector):
     # --- a message store -------------------------------------------------------------------
 
     def _queue_metrics(self, figures: list[QueueFigures]) -> Iterator[Metric]:
-        for field, doc in (
-            ("min_offset", "The queue's first live offset."),
-            ("max_offset", "The offset the queue's next append gets."),
-            ("commit_offset", "Offsets below it are durable in the bucket."),
-            ("unflushed_bytes", "Bytes appended to the queue and not yet in the bucket."),
-            ("merges_pending", "Sealed segments of the queue whose merge is owed."),
-        ):
-            gauge = GaugeMetricFamily(self._name(f"queue_{field}"), doc,
+        for field, (name, doc, scale) in _QUEUE_GAUGES.items():
+            gauge = GaugeMetricFamily(self._name(f"queue_{name}"), doc,
                                       labels=self._labels("topic", "queue"))
             for q in figures:
-                gauge.add_metric(self._values(q.topic, str(q.queue_id)), getattr(q, field))
+                value = getattr(q, field)
+                if value is not None:
+                    gauge.add_metric(self._values(q.topic, str(q.queue_id)), value * scale)
             yield gauge
-        yield self._gauge("queues", "Queues open in the store.", len(figures))
-        yield self._gauge("corrupt_queues", "Queues whose damage stops appends.",
-                          self.corrupt())
+        yield self._gauge("queues", "Queues open in the store (the bucket exporter: queues "
+                          "in the bucket).", len(figures))
+        yield self._gauge("corrupt_queues", "Queues whose damage stops appends (the bucket "
+                          "exporter: queues its last pass could not read).", self.corrupt())
 
     def _cost(self, prices: Prices) -> Metric:
         cost = self._counter("store_request_cost_dollars", "Estimated cost of the object-store "
@@ -309,17 +390,43 @@ class TieredStoreCollector(Collector):
         return cost
 
 
+    # --- a ledger offloader, the bucket exporter ----------------------------------------
+
+    def _offload_metrics(self, offload: OffloadMetrics) -> Iterator[Metric]:
+        for name, doc, value in (
+            ("offload_ledgers", "Ledgers offloaded (completed offloads).", offload.ledgers),
+            ("offload_entries", "Entries of the ledgers offloaded.", offload.entries),
+            ("offload_bytes", "Entry bytes of the ledgers offloaded.", offload.bytes),
+            ("offload_failures", "Offloads that failed.", offload.failures),
+        ):
+            yield self._count(name, doc, value)
+
+    def _refresh_metrics(self, refresh: RefreshMetrics) -> Iterator[Metric]:
+        yield self._count("bucket_refreshes", "Passes over the bucket's queues.",
+                          refresh.refreshes)
+        yield self._count("bucket_refresh_seconds", "Seconds spent in passes over the "
+                          "bucket.", refresh.seconds)
+        yield self._count("bucket_refresh_queue_errors", "Queues a pass could not read, "
+                          "summed over passes.", refresh.queue_errors)
+        yield self._gauge("bucket_refreshed_timestamp_seconds", "When the last pass over "
+                          "the bucket ended (0: none yet).", refresh.last_ended)
+        yield self._gauge("bucket_refresh_requests", "Object-store requests the last pass "
+                          "over the bucket made.", refresh.last_requests)
+
+
 def register_metrics(
     registry: CollectorRegistry,
     *,
     store: RequestMetrics | None = None,
     fetcher: Fetcher | None = None,
     pool: PoolMetrics | None = None,
+    offload: OffloadMetrics | None = None,
     namespace: str = "tieredstore",
     const_labels: Mapping[str, str] | None = None,
 ) -> TieredStoreCollector:
-    """Build a :class:`TieredStoreCollector` and register it on ``registry``."""
-    collector = TieredStoreCollector(store=store, fetcher=fetcher, pool=pool,
+    """Build a :class:`TieredStoreCollector` and register it on ``registry``
+    (``offload``: a ledger offloader's ``metrics``)."""
+    collector = TieredStoreCollector(store=store, fetcher=fetcher, pool=pool, offload=offload,
                                      namespace=namespace, const_labels=const_labels)
     registry.register(collector)
     return collector

@@ -44,7 +44,9 @@ async def test_the_endpoint_shows_each_queue_moving_as_a_producer_runs() -> None
         before = await asyncio.to_thread(scrape, port)
         assert before[queue("max_offset", "t", 0)] == 10
         assert before[queue("commit_offset", "t", 0)] == 0
-        assert before[queue("unflushed_bytes", "t", 0)] > 10 * 100
+        assert before[queue("copy_lag_bytes", "t", 0)] > 10 * 100
+        assert before[queue("copy_lag_segments", "t", 0)] >= 1
+        stored_before = before[queue("stored_bytes", "t", 0)]
         assert before[("tieredstore_queues", ())] == 2
         for _ in range(5):
             await store.append("t", 0, b"x" * 100)
@@ -53,7 +55,9 @@ async def test_the_endpoint_shows_each_queue_moving_as_a_producer_runs() -> None
         assert after[queue("max_offset", "t", 0)] == 15
         assert after[queue("max_offset", "t", 1)] == 10
         assert after[queue("commit_offset", "t", 0)] == 15
-        assert after[queue("unflushed_bytes", "t", 0)] == 0
+        assert after[queue("copy_lag_bytes", "t", 0)] == 0
+        assert after[queue("copy_lag_segments", "t", 0)] == 0
+        assert after[queue("stored_bytes", "t", 0)] >= stored_before + 15 * 100
         puts = sum(v for (name, labels), v in after.items()
                    if name == "tieredstore_store_requests_total" and ("op", "put") in labels)
         assert puts > 0

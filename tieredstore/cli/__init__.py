@@ -27,6 +27,7 @@ from . import (
     gc,
     inspector,
     ledger,
+    metrics,
     produce,
     query,
     recover,
@@ -42,7 +43,7 @@ __all__ = ["build_parser", "main"]
 # (the exit code); its docstring is the command's description.
 COMMANDS = {"demo": demo, "produce": produce, "consume": consume, "query": query,
             "inspect": inspector, "recover": recover, "repair": repair, "verify": verify,
-            "gc": gc, "ledger": ledger, "spark": spark, "bench": bench}
+            "gc": gc, "ledger": ledger, "spark": spark, "bench": bench, "metrics": metrics}
 
 
 def build_parser() -> argparse.ArgumentParser:

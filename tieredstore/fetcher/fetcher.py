@@ -112,7 +112,7 @@ class Fetcher:
                 self.metrics.memory_hits += 1
                 if found[1]:
                     self.metrics.readahead_hits += 1
-                self.metrics.served(Source.MEMORY, piece.end - piece.start)
+                self.metrics.served(Source.MEMORY, piece.end - piece.start, path.topic)
                 datas.append(found[0])
         waits = [self.loads.demand(path, slices[i].unit) for i in missing]
         # The read-ahead's GETs go out with the demanded ones, not after them.
@@ -121,7 +121,7 @@ class Fetcher:
             loaded = [await waits[0]] if len(waits) == 1 else await asyncio.gather(*waits)
             for i, (data, source) in zip(missing, loaded, strict=True):
                 datas[i] = data
-                self.metrics.served(source, slices[i].end - slices[i].start)
+                self.metrics.served(source, slices[i].end - slices[i].start, path.topic)
         result = assemble(slices, datas)
         if not self.loads.closed and self.loads and started - self._yielded >= YIELD_EVERY:
             # Let loads in flight move on: a reader served from memory never
@@ -143,11 +143,11 @@ class Fetcher:
             found = self.memory.get(unit_key(piece.unit))
             if found is not None:
                 out.append(found[0][piece.start:piece.end])
-                self.metrics.served(Source.MEMORY, piece.end - piece.start)
+                self.metrics.served(Source.MEMORY, piece.end - piece.start, path.topic)
                 continue
             data = await fetch_span(self.store, path, piece)
             self.metrics.span_gets += 1
-            self.metrics.served(Source.STORE, len(data))
+            self.metrics.served(Source.STORE, len(data), path.topic)
             out.append(data)
         return b"".join(out)
 

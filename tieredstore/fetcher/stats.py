@@ -59,8 +59,13 @@ class FetcherMetrics:
         default_factory=lambda: [0] * (len(READ_SECONDS_BUCKETS) + 1)
     )
     read_seconds_sum: float = 0.0
+    # bytes returned to readers by topic and source: (topic, source) -> bytes
+    bytes_by_topic: dict[tuple[str, Source], int] = field(default_factory=dict)
 
-    def served(self, source: Source, nbytes: int) -> None:
+    def served(self, source: Source, nbytes: int, topic: str) -> None:
+        """``nbytes`` returned to a reader of ``topic``, from ``source``."""
+        key = (topic, source)
+        self.bytes_by_topic[key] = self.bytes_by_topic.get(key, 0) + nbytes
         if source is Source.MEMORY:
             self.bytes_from_memory += nbytes
         elif source is Source.DISK:
@@ -83,8 +88,12 @@ class FetcherMetrics:
         out: dict[str, Any] = {
             name: getattr(self, name)
             for name in self.__dataclass_fields__
-            if name not in ("read_seconds_buckets", "read_seconds_sum")
+            if name not in ("read_seconds_buckets", "read_seconds_sum", "bytes_by_topic")
         }
+        by_topic: dict[str, dict[str, int]] = {}
+        for (topic, source), n in list(self.bytes_by_topic.items()):
+            by_topic.setdefault(topic, {})[source.value] = n
+        out["bytes_by_topic"] = by_topic
         out["bytes_from_cache"] = self.bytes_from_cache
         out["read_seconds"] = {
             "bounds": list(READ_SECONDS_BUCKETS),

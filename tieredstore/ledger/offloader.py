@@ -45,6 +45,7 @@ from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
 from tieredstore.ledger.offloaded import DEFAULT_SCAN_BYTES, OffloadedReadHandle
 from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
+from tieredstore.metrics import OffloadMetrics
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
@@ -135,6 +136,7 @@ class SegmentLedgerOffloader(LedgerOffloader):
             reader = self._own_fetcher = Fetcher(store)
         self.reader: SegmentReader = reader
         self.options = options or OffloadOptions()
+        self.metrics = OffloadMetrics()  # for a collector: TieredStoreCollector(offload=...)
 
     async def close(self) -> None:
         # docstring inherited
@@ -163,7 +165,21 @@ class SegmentLedgerOffloader(LedgerOffloader):
     async def offload(
         self, handle: ReadHandle, uuid: uuid_mod.UUID, extra_metadata: Mapping[str, str]
     ) -> None:
-        # docstring inherited
+        """Copy the closed ledger ``handle`` reads; ``uuid`` names this attempt.
+        Counted in :attr:`metrics`: a ledger, its entries and bytes once it is
+        complete, a failure when it raises."""
+        try:
+            await self._offload(handle, uuid, extra_metadata)
+        except Exception:
+            self.metrics.failures += 1
+            raise
+        self.metrics.ledgers += 1
+        self.metrics.entries += handle.last_add_confirmed + 1
+        self.metrics.bytes += handle.length
+
+    async def _offload(
+        self, handle: ReadHandle, uuid: uuid_mod.UUID, extra_metadata: Mapping[str, str]
+    ) -> None:
         ledger_id = handle.ledger_id
         meta = handle.metadata
         if meta.state is not LedgerState.CLOSED:

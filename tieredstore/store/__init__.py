@@ -77,8 +77,11 @@ from tieredstore.store.view import (
     sealing_segments,
     unit_crc,
 )
+from tieredstore.store.watch import BucketWatch, serve_bucket_metrics
 
 __all__ = [
+    "BucketWatch",
+    "serve_bucket_metrics",
     "Unmerged",
     "UnmergedSurvey",
     "ListedFile",

@@ -445,12 +445,23 @@ class OwnedQueue(QueueReading):
         return self.cq.end // UNIT_SIZE + self._pending.ready(self.cl.committed_end)
 
     def figures(self) -> QueueFigures:
-        """This queue now, for metrics (plain values, read from any thread)."""
-        unflushed = (self.cl.end - self.cl.committed_end + self.cq.end - self.cq.committed_end
-                     + self._pending.bytes_held())
-        return QueueFigures(self.topic, self.queue_id, self.min_offset, self.max_offset,
-                            self.commit_offset, unflushed,
-                            properties.merges_owed(self.meta.properties))
+        """This queue now, for metrics (plain values, read from any thread). Stored
+        bytes: each flat file's durable bytes from its first live segment on; copy
+        lag: bytes appended and not yet in the bucket (the flat files' buffered
+        bytes and the consume-queue units waiting for their commit-log bytes), and
+        the segments holding them."""
+        flats = self.flat_files
+        lag = [flat.end - flat.committed_end for flat in flats]
+        waiting = self._pending.bytes_held()
+        stored = sum(flat.committed_end - self.meta.first(flat.file_type).base_offset
+                     for flat in flats)
+        return QueueFigures(
+            self.topic, self.queue_id, min_offset=self.min_offset,
+            max_offset=self.max_offset, commit_offset=self.commit_offset,
+            stored_bytes=stored, merges_pending=properties.merges_owed(self.meta.properties),
+            copy_lag_bytes=sum(lag) + waiting,
+            # the consume queue's units waiting go to its active segment
+            copy_lag_segments=sum(1 for n in lag if n) + (1 if waiting and not lag[1] else 0))
 
     # --- reading -------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ row: offsets and messages from the consume queue (as :class:`QueueView`
 answers them), live bytes, segments, chunk objects and sealed segments not
 yet merged per flat file (one paged LIST each, no GET), the merges the head
 records as owed, and the store timestamps of the first and last message (two
-reads, when asked).
+consume-queue reads, when asked).
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, q
     view = await QueueView.open(store, config, topic, queue_id, reader, log=log)
     oldest = newest = None
     if timestamps and view.max_offset > view.min_offset:
-        oldest = (await view.get(view.min_offset, 1))[0].store_timestamp
-        newest = (await view.get(view.max_offset - 1, 1))[0].store_timestamp
+        # from the consume-queue units, which carry them: no commit-log read
+        oldest = (await view.units(view.min_offset, view.min_offset + 1))[0].store_timestamp
+        newest = (await view.units(view.max_offset - 1, view.max_offset))[0].store_timestamp
     index = NO_FILE
     if view.index is not None:
         await view.index.open()

@@ -1,0 +1,145 @@
+"""BucketWatch: every queue's figures as the bucket holds them, read-only; what
+``tieredstore metrics`` serves beside a live writer.
+
+A pass (:meth:`BucketWatch.refresh`) computes, for every queue an open would
+find, what ``tieredstore inspect`` shows (:func:`summarize`, over a
+:class:`ReadOnlyMessageStore`: never a write, never a claim, so a writer is
+never fenced), as :class:`~tieredstore.metrics.QueueFigures` under the names a
+writer exports: offsets, live bytes and segments, merges owed, the store
+times of the first and last message. The copy lag is not among them: a
+writer records nothing about its unflushed bytes in the bucket, so only the
+writer's own metrics have it.
+
+A scrape (:meth:`BucketWatch.figures`) answers from the last pass while it is
+younger than ``min_interval`` seconds, else runs one pass first; concurrent
+scrapes share it. So a scrape costs at most one pass, and a pass, with Q
+queues and L log objects holding bytes (docs/metrics.md has measured figures):
+
+- one paged LIST of the broker's log and one ranged GET per log object
+  (:meth:`LogSnapshot.load`), one paged LIST of the queue heads;
+- per queue: a LIST and a GET of its head, a LIST of the consume queue's and
+  of the commit log's open segment, one paged LIST per flat file for the
+  segment count (the key index too, if the queue has one), and one read of
+  the first and one of the last consume-queue unit for the timestamps,
+  through the exporter's fetcher (a unit it still holds costs nothing).
+
+Nothing is listed object by object and no message body is read. The
+requests the last pass made are exported
+(``tieredstore_bucket_refresh_requests``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from tieredstore.errors import TieredStoreError
+from tieredstore.metrics import MetricsServer, QueueFigures, RefreshMetrics, TieredStoreCollector
+from tieredstore.objectstore import Prices
+from tieredstore.store.errors import NoSuchQueue
+from tieredstore.store.read_only import ReadOnlyMessageStore
+from tieredstore.store.summary import QueueSummary, summarize
+from tieredstore.store.view import listed_queues, load_log
+from tieredstore.tasks import gather_bounded
+
+QUEUE_CONCURRENCY = 8
+SCRAPE_TIMEOUT = 60.0  # seconds a scrape waits for its pass
+
+
+class BucketWatch:
+    """The figures of every queue of ``reader``'s bucket, a pass at most every
+    ``min_interval`` seconds. Runs on ``reader``'s event loop."""
+
+    def __init__(self, reader: ReadOnlyMessageStore, *, min_interval: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not min_interval >= 0:
+            raise ValueError(f"min_interval must be at least 0 seconds, got {min_interval}")
+        self.reader = reader
+        self.min_interval = min_interval
+        self.metrics = RefreshMetrics()
+        self.unreadable = 0  # queues the last pass could not read
+        self._clock = clock
+        self._figures: list[QueueFigures] = []
+        self._at: float | None = None  # when the last pass started
+        self._lock = asyncio.Lock()
+
+    async def figures(self) -> list[QueueFigures]:
+        """The last pass's figures, after a new pass if it is ``min_interval`` old."""
+        async with self._lock:
+            if self._at is None or self._clock() - self._at >= self.min_interval:
+                await self.refresh()
+            return self._figures
+
+    async def refresh(self) -> list[QueueFigures]:
+        """One pass over the bucket (see the module doc for its requests)."""
+        self._at = self._clock()
+        started = time.perf_counter()
+        requests = self.reader.store.metrics
+        before = sum(requests.snapshot()["requests"].values())
+        store, config = self.reader.store, self.reader.config
+        log = await load_log(store, config)
+        unreadable: list[tuple[str, int]] = []
+
+        async def one(queue: tuple[str, int]) -> QueueSummary | None:
+            try:
+                return await summarize(store, config, *queue, self.reader.fetcher, log=log)
+            except NoSuchQueue:  # gone since the listing
+                return None
+            except TieredStoreError:
+                unreadable.append(queue)
+                return None
+
+        got = await gather_bounded(QUEUE_CONCURRENCY, one,
+                                   await listed_queues(store, config, log=log))
+        self._figures = [figures(s) for s in got if s is not None]
+        self.unreadable = len(unreadable)
+        m = self.metrics
+        m.refreshes += 1
+        m.queue_errors += len(unreadable)
+        m.seconds += time.perf_counter() - started
+        m.last_ended = time.time()
+        m.last_requests = int(sum(requests.snapshot()["requests"].values()) - before)
+        return self._figures
+
+
+def figures(summary: QueueSummary) -> QueueFigures:
+    """A summary under the names a writer's figures have (all of it is durable:
+    the commit offset is the end)."""
+    s = summary
+    return QueueFigures(
+        s.topic, s.queue_id, min_offset=s.min_offset, max_offset=s.max_offset,
+        commit_offset=s.max_offset,
+        stored_bytes=s.commit_log.bytes + s.consume_queue.bytes + s.index.bytes,
+        merges_pending=s.merges_pending, segments=s.segments, oldest_ms=s.oldest_ms,
+        newest_ms=s.newest_ms)
+
+
+async def serve_bucket_metrics(reader: ReadOnlyMessageStore, host: str, port: int, *,
+                               min_interval: float,
+                               on_ready: Callable[[int], None] = lambda port: None) -> None:
+    """Serve the figures of ``reader``'s bucket (a :class:`BucketWatch`), the
+    requests this process made and their cost, at ``http://host:port/metrics``
+    until cancelled; ``on_ready(port)`` once it listens (port 0: a free one),
+    after a first pass.
+    A scrape waits for the pass it needs on this loop; a pass that fails
+    fails the scrape (HTTP 500)."""
+    watch = BucketWatch(reader, min_interval=min_interval)
+    loop = asyncio.get_running_loop()
+
+    def queues() -> list[QueueFigures]:  # on the HTTP server's thread
+        return asyncio.run_coroutine_threadsafe(watch.figures(), loop).result(SCRAPE_TIMEOUT)
+
+    config = reader.config
+    collector = TieredStoreCollector(
+        store=reader.store.metrics, queues=queues, corrupt=lambda: watch.unreadable,
+        prices=Prices(config.price_per_1000_put, config.price_per_1000_get),
+        refresh=watch.metrics)
+    # Registering the collector describes it, that is collects it: a first pass,
+    # run on this loop while the server starts on a thread of its own.
+    server = await asyncio.to_thread(MetricsServer.start, collector, host, port)
+    try:
+        on_ready(server.port)
+        await asyncio.Event().wait()
+    finally:
+        await asyncio.to_thread(server.stop)
