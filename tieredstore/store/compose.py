@@ -27,7 +27,7 @@ from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
-from tieredstore.objectstore.governor import GovernorOptions
+from tieredstore.objectstore.governor import GovernorOptions, Prices
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.s3 import S3Settings
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
@@ -43,6 +43,7 @@ __all__ = [
     "open_pool",
     "pool_options",
     "prepare_bucket",
+    "request_prices",
 ]
 
 
@@ -61,6 +62,12 @@ def object_store_options(config: TieredStoreConfig) -> ObjectStoreOptions:
 def open_object_store(config: TieredStoreConfig) -> ObjectStore:
     """The configured backend, with the configured retry policy."""
     return open_backend(object_store_options(config))
+
+
+def request_prices(config: TieredStoreConfig) -> Prices:
+    """What requests cost at ``config``'s prices: the governor's dollar budget and
+    the cost metric use these."""
+    return config.options(GovernorOptions).prices
 
 
 def holds_local_store(path: str | os.PathLike[str]) -> bool:

@@ -37,7 +37,7 @@ from tieredstore.errors import (
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
 from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
-from tieredstore.objectstore import ObjectStore, Prices
+from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions
 from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.store import arguments, compose, keys
@@ -386,10 +386,10 @@ class AsyncMessageStore(QueueReads):
         register it on the host's registry (``registry.register(collector)``),
         or let the store serve it (``metrics_port``)."""
         ctx = self.ctx
-        prices = Prices(self.config.price_per_1000_put, self.config.price_per_1000_get)
         return TieredStoreCollector(store=ctx.store.metrics, fetcher=ctx.fetcher,
                                     pool=ctx.pool.metrics, queues=self._figures,
-                                    corrupt=lambda: len(self.corrupt), prices=prices,
+                                    corrupt=lambda: len(self.corrupt),
+                                    prices=compose.request_prices(self.config),
                                     namespace=namespace, const_labels=const_labels)
 
     def _figures(self) -> list[QueueFigures]:

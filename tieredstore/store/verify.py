@@ -31,10 +31,12 @@ from tieredstore.errors import TieredStoreError
 from tieredstore.filetype import FileType
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
+from tieredstore.metrics import MetricsServer, TieredStoreCollector
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentReader, SegmentState
 from tieredstore.store.checks import ScanStop, record_chain, scan_records
 from tieredstore.store.codec import RecordCodec
+from tieredstore.store.compose import request_prices
 from tieredstore.store.properties import clean_from, index_from
 from tieredstore.store.queue_view import queue_files, reading_fetcher
 from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
@@ -329,7 +331,22 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
                        topic: str | None = None, queue_id: int | None = None,
                        on_bytes: Callable[[int], None] = lambda n: None) -> VerifyReport:
     """:func:`verify_queue` for every queue (or the one named), and the queues
-    whose segments no metadata references; never writes."""
+    whose segments no metadata references; never writes. With ``metrics_port``
+    set, ``store``'s requests, bytes and their cost are served there while it
+    runs (``tieredstore verify --metrics-port``)."""
+    if not config.metrics_port:
+        return await _verify_store(store, config, topic, queue_id, on_bytes)
+    server = MetricsServer.start(
+        TieredStoreCollector(store=store.metrics, prices=request_prices(config)),
+        config.metrics_host, config.metrics_port)
+    try:
+        return await _verify_store(store, config, topic, queue_id, on_bytes)
+    finally:
+        server.stop()
+
+
+async def _verify_store(store: ObjectStore, config: TieredStoreConfig, topic: str | None,
+                        queue_id: int | None, on_bytes: Callable[[int], None]) -> VerifyReport:
     found = [(t, q) for t, q in await listed_queues(store, config)
              if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
     orphans = {key: count for key, count in (await queues_with_segments(store, config)).items()

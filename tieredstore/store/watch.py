@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from tieredstore.errors import TieredStoreError
 from tieredstore.metrics import MetricsServer, QueueFigures, RefreshMetrics, TieredStoreCollector
-from tieredstore.objectstore import Prices
+from tieredstore.store.compose import request_prices
 from tieredstore.store.errors import NoSuchQueue
 from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.summary import QueueSummary, summarize
@@ -130,10 +130,9 @@ async def serve_bucket_metrics(reader: ReadOnlyMessageStore, host: str, port: in
     def queues() -> list[QueueFigures]:  # on the HTTP server's thread
         return asyncio.run_coroutine_threadsafe(watch.figures(), loop).result(SCRAPE_TIMEOUT)
 
-    config = reader.config
     collector = TieredStoreCollector(
         store=reader.store.metrics, queues=queues, corrupt=lambda: watch.unreadable,
-        prices=Prices(config.price_per_1000_put, config.price_per_1000_get),
+        prices=request_prices(reader.config),
         refresh=watch.metrics)
     # Registering the collector describes it, that is collects it: a first pass,
     # run on this loop while the server starts on a thread of its own.
