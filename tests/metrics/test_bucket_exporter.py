@@ -31,8 +31,10 @@ consume_queue_max_size = "2KiB"
 [store]
 metadata_page_size = 4
 """
-# Requests one pass may make with three queues (measured: docs/metrics.md).
-PASS_REQUESTS_MAX = 20 + 10 * QUEUES
+# Requests one pass may make (measured: docs/metrics.md): after a writer's
+# changes, and over a bucket that did not change since the pass before.
+PASS_REQUESTS_MAX = 2 + 12 * QUEUES
+IDLE_PASS_REQUESTS_MAX = 2 + 5 * QUEUES
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -148,3 +150,9 @@ def test_scrapes_beside_a_live_writer_move_and_never_fence_it(writer: Writer,
     assert writer.append(5) == [o + 5 for o in offsets]
     assert writer.send("close") == "DONE"
     assert writer.process.wait(timeout=30) == 0
+    # Over a bucket that stays as it is, a pass reads heads and open segments only.
+    scrape(exporter)
+    idle = scrape(exporter)
+    assert idle[("tieredstore_bucket_refresh_requests", ())] <= IDLE_PASS_REQUESTS_MAX
+    for q in range(QUEUES):
+        assert queue(idle, "max_offset", q) == offsets[q] + 5

@@ -12,7 +12,7 @@ from tieredstore.log.format import Piece, encode_log_object
 from tieredstore.log.index import read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
-from tieredstore.log.pieces import LogSnapshot
+from tieredstore.log.pieces import LogIndexes, LogSnapshot
 from tieredstore.log.recovery import recover_log
 from tieredstore.log.series import LogEntry, LogSeries
 from tieredstore.log.tracker import LogTracker
@@ -27,6 +27,7 @@ __all__ = [
     "LogWriter",
     "LogPath",
     "LogSeries",
+    "LogIndexes",
     "LogSnapshot",
     "Piece",
     "encode_log_object",

@@ -66,19 +66,49 @@ class LogPieces:
                       if (t, q, f) == (topic, queue_id, file_type))
 
 
-async def load_pieces(store: ObjectStore, entries: Iterable[LogEntry]) -> list[Found]:
+class LogIndexes:
+    """The indexes of log objects read before, kept for the next load. A log
+    object is written once (``If-None-Match``) and never changes, so a reader
+    that loads the log again and again (the bucket exporter, a pass per scrape)
+    reads only the indexes of objects new since; objects no longer listed are
+    forgotten."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, int], Found] = {}
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def get(self, entry: LogEntry) -> Found | None:
+        return self._found.get((entry.key, entry.size))
+
+    def keep(self, loaded: Iterable[Found]) -> None:
+        """What a load found: the indexes kept from now on (the rest forgotten)."""
+        self._found = {(entry.key, entry.size): (entry, pieces) for entry, pieces in loaded}
+
+
+async def load_pieces(store: ObjectStore, entries: Iterable[LogEntry],
+                      known: LogIndexes | None = None) -> list[Found]:
     """Each data entry of the log with its pieces: one ranged GET of its index
     (two for a long one), ``READ_CONCURRENCY`` at a time; fences hold none. An
-    entry gone since its listing is left out (see the module doc)."""
+    entry gone since its listing is left out (see the module doc). ``known``:
+    indexes read before, not read again, and kept up to date."""
     async def one(entry: LogEntry) -> Found | None:
+        found = known.get(entry) if known is not None else None
+        if found is not None:
+            return found
         try:
             pieces = await read_index(store, entry.key, entry.size)
         except ObjectNotFound:
             return None
         return entry, [(p.segment, p.unit(entry.key)) for p in pieces]
 
-    loaded = await gather_bounded(READ_CONCURRENCY, one, [e for e in entries if not e.fence])
-    return [found for found in loaded if found is not None]
+    loaded = [f for f in await gather_bounded(READ_CONCURRENCY, one,
+                                              [e for e in entries if not e.fence])
+              if f is not None]
+    if known is not None:
+        known.keep(loaded)
+    return loaded
 
 
 class LogSnapshot(LogPieces):
@@ -93,10 +123,13 @@ class LogSnapshot(LogPieces):
         self._source = source
 
     @classmethod
-    async def load(cls, store: ObjectStore, path: LogPath) -> LogSnapshot:
-        """One paged LIST of the log, one ranged GET per log object holding bytes."""
+    async def load(cls, store: ObjectStore, path: LogPath, known: LogIndexes | None = None
+                   ) -> LogSnapshot:
+        """One paged LIST of the log, one ranged GET per log object holding bytes
+        (of those ``known`` does not hold yet, with ``known``)."""
         snapshot = cls(source=(store, path))
-        for _, found in await load_pieces(store, await LogSeries(store, path, "").entries()):
+        for _, found in await load_pieces(store, await LogSeries(store, path, "").entries(),
+                                          known):
             for key, unit in found:
                 snapshot.found(key, unit)
         return snapshot

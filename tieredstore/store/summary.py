@@ -31,6 +31,7 @@ class FlatSummary:
     bytes: int  # live bytes
     chunks: int  # chunk objects holding bytes, of live segments (merged ones have none)
     unmerged: int  # live sealed segments whose chunks are not merged into one object yet
+    recorded: int = 0  # of the segments, those the metadata records (and the bucket holds)
 
 
 NO_FILE = FlatSummary(0, 0, 0, 0)
@@ -68,36 +69,58 @@ class QueueSummary:
 
 async def summarize(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
                     reader: SegmentReader | None = None, *, log: LogSnapshot | None = None,
-                    timestamps: bool = True) -> QueueSummary:
+                    timestamps: bool = True, known: QueueSummary | None = None
+                    ) -> QueueSummary:
     """``reader``: as :meth:`QueueView.open`'s; ``log``: the broker's log as loaded
     before this call (loaded here if None). Raises
     :class:`~tieredstore.store.NoSuchQueue`, and what reading the first or last
-    message raises (with ``timestamps``)."""
+    message raises (with ``timestamps``).
+
+    ``known``: the queue's summary from an earlier call. While its head is at
+    the same version, the segments its records name are the same, so they are
+    taken from ``known`` instead of listing each flat file again (a watcher's
+    repeated passes; ``chunks`` and ``unmerged`` are then ``known``'s too); the
+    open segments are listed as always. While the first offset is the same, so
+    is the first message's timestamp."""
     view = await QueueView.open(store, config, topic, queue_id, reader, log=log)
     oldest = newest = None
     if timestamps and view.max_offset > view.min_offset:
-        # from the consume-queue units, which carry them: no commit-log read
-        oldest = (await view.units(view.min_offset, view.min_offset + 1))[0].store_timestamp
+        # from the consume-queue units, which carry them: no commit-log read; the
+        # first message's once only (the message at an offset never changes)
+        oldest = known.oldest_ms if known is not None and known.min_offset == view.min_offset \
+            else None
+        if oldest is None:
+            oldest = (await view.units(view.min_offset, view.min_offset + 1))[0].store_timestamp
         newest = (await view.units(view.max_offset - 1, view.max_offset))[0].store_timestamp
+    if known is not None and known.head_version != view.meta.version:
+        known = None
     index = NO_FILE
     if view.index is not None:
         await view.index.open()
-        index = await _flat(store, config, view.index)
-    return QueueSummary(topic, queue_id, view.min_offset, view.max_offset,
-                        await _flat(store, config, view.cl), await _flat(store, config, view.cq),
+        index = await _flat(store, config, view.index, known.index if known else None)
+    cl = await _flat(store, config, view.cl, known.commit_log if known else None)
+    cq = await _flat(store, config, view.cq, known.consume_queue if known else None)
+    return QueueSummary(topic, queue_id, view.min_offset, view.max_offset, cl, cq,
                         merges_owed(view.meta.properties), view.meta.writer_id,
                         view.meta.version, oldest, newest, index)
 
 
-async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView) -> FlatSummary:
-    """``flat`` opened (by ``QueueView.open``), and one LIST of its segments."""
+async def _flat(store: ObjectStore, config: TieredStoreConfig, flat: FlatView,
+                known: FlatSummary | None = None) -> FlatSummary:
+    """``flat`` opened (by ``QueueView.open``), and one LIST of its segments
+    (none with ``known``: its recorded segments, chunks and unmerged are kept)."""
+    tail = sum(1 for v in flat.tail if v.size)
+    if known is not None:
+        return FlatSummary(known.recorded + tail, flat.end - flat.first, known.chunks,
+                           known.unmerged, known.recorded)
     listed = await list_flat_file(store, config, flat.topic, flat.queue_id, flat.file_type)
     recorded = [s for base, s in listed.items() if flat.first <= base < flat.next_base]
     chunks = sum(len(s.data_chunks) for base, s in listed.items() if base >= flat.first)
     unmerged = sum(1 for s in recorded if s.state is not SegmentState.SEALED) + \
         sum(1 for v in flat.tail if v.size and v.state is SegmentState.SEALING)
     return FlatSummary(segment_count(listed, (v.size for v in flat.tail), flat.first,
-                                     flat.next_base), flat.end - flat.first, chunks, unmerged)
+                                     flat.next_base), flat.end - flat.first, chunks, unmerged,
+                       len(recorded))
 
 
 def segment_count(bases: Iterable[int], tail_sizes: Iterable[int], first: int,

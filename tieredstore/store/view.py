@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError
-from tieredstore.log import LogSnapshot, LogWriter
+from tieredstore.log import LogIndexes, LogSnapshot, LogWriter
 from tieredstore.metadata import (
     First,
     MetadataNotFound,
@@ -95,10 +95,12 @@ class SegmentView:
         return "CORRUPT" if self.state is None else self.state.value
 
 
-async def load_log(store: ObjectStore, config: TieredStoreConfig) -> LogSnapshot:
-    """The broker's log as a view loads it (listed, its indexes read): load it
-    before listing any segment."""
-    return await LogSnapshot.load(store, log_path(config))
+async def load_log(store: ObjectStore, config: TieredStoreConfig,
+                   known: LogIndexes | None = None) -> LogSnapshot:
+    """The broker's log as a view loads it (listed, its indexes read, those
+    ``known`` holds from an earlier load excepted): load it before listing any
+    segment."""
+    return await LogSnapshot.load(store, log_path(config), known)
 
 
 async def listed_queues(store: ObjectStore, config: TieredStoreConfig, *,

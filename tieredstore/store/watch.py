@@ -16,12 +16,16 @@ scrapes share it. So a scrape costs at most one pass, and a pass, with Q
 queues and L log objects holding bytes (docs/metrics.md has measured figures):
 
 - one paged LIST of the broker's log and one ranged GET per log object
-  (:meth:`LogSnapshot.load`), one paged LIST of the queue heads;
+  written since the last pass (:meth:`LogSnapshot.load`: log objects never
+  change, so their indexes are kept), one paged LIST of the queue heads;
 - per queue: a LIST and a GET of its head, a LIST of the consume queue's and
-  of the commit log's open segment, one paged LIST per flat file for the
-  segment count (the key index too, if the queue has one), and one read of
-  the first and one of the last consume-queue unit for the timestamps,
-  through the exporter's fetcher (a unit it still holds costs nothing).
+  of the commit log's open segment (more if a writer sealed one and has not
+  recorded it yet) and a read of its last consume-queue unit (the newest
+  timestamp); when its first offset moved since the last pass, a LIST of the
+  segment holding it and a ranged GET of its unit (the oldest timestamp);
+  when its head changed, one paged LIST per flat file (the key index too, if
+  it has one) to count its recorded segments (:func:`summarize` with
+  ``known``: a head at the same version records the same segments).
 
 Nothing is listed object by object and no message body is read. The
 requests the last pass made are exported
@@ -35,6 +39,7 @@ import time
 from collections.abc import Callable
 
 from tieredstore.errors import TieredStoreError
+from tieredstore.log import LogIndexes
 from tieredstore.metrics import MetricsServer, QueueFigures, RefreshMetrics, TieredStoreCollector
 from tieredstore.store.compose import request_prices
 from tieredstore.store.errors import NoSuchQueue
@@ -63,6 +68,8 @@ class BucketWatch:
         self._figures: list[QueueFigures] = []
         self._at: float | None = None  # when the last pass started
         self._lock = asyncio.Lock()
+        self._indexes = LogIndexes()  # log objects never change: their indexes are kept
+        self._summaries: dict[tuple[str, int], QueueSummary] = {}  # the last pass's
 
     async def figures(self) -> list[QueueFigures]:
         """The last pass's figures, after a new pass if it is ``min_interval`` old."""
@@ -78,12 +85,13 @@ class BucketWatch:
         requests = self.reader.store.metrics
         before = sum(requests.snapshot()["requests"].values())
         store, config = self.reader.store, self.reader.config
-        log = await load_log(store, config)
+        log = await load_log(store, config, self._indexes)
         unreadable: list[tuple[str, int]] = []
 
         async def one(queue: tuple[str, int]) -> QueueSummary | None:
             try:
-                return await summarize(store, config, *queue, self.reader.fetcher, log=log)
+                return await summarize(store, config, *queue, self.reader.fetcher, log=log,
+                                       known=self._summaries.get(queue))
             except NoSuchQueue:  # gone since the listing
                 return None
             except TieredStoreError:
@@ -92,7 +100,8 @@ class BucketWatch:
 
         got = await gather_bounded(QUEUE_CONCURRENCY, one,
                                    await listed_queues(store, config, log=log))
-        self._figures = [figures(s) for s in got if s is not None]
+        self._summaries = {(s.topic, s.queue_id): s for s in got if s is not None}
+        self._figures = [figures(s) for s in self._summaries.values()]
         self.unreadable = len(unreadable)
         m = self.metrics
         m.refreshes += 1
