@@ -13,7 +13,8 @@ tell apart several stores or fetchers exported on one registry.
 A message store's figures: per queue (labels ``topic`` and ``queue``) its
 min, max and commit offsets, its live bytes in the bucket, the bytes appended
 and not yet in the bucket (copy lag) and the merges owed; how many queues are
-open and corrupt; the bytes the fetcher served per topic; and the requests'
+open and corrupt; the bytes the fetcher served per topic and source; and the
+requests'
 estimated cost in dollars at the configured prices (``price_per_1000_put``:
 PUT, COPY, POST and LIST requests; ``price_per_1000_get``: GET and HEAD;
 DELETE is free: :class:`~tieredstore.objectstore.governor.Prices`, which the
@@ -309,17 +310,12 @@ class TieredStoreCollector(Collector):
         lookups.add_metric(self._values("disk", "miss"), snap["disk_misses"])
         lookups.add_metric(self._values("disk", "corrupt"), snap["disk_corrupt"])
         yield lookups
-        served = self._counter("fetcher_served_bytes", "Bytes returned to readers, by where "
-                               "their unit came from.", "source")
-        for source in ("memory", "disk", "store"):
-            served.add_metric(self._values(source), snap[f"bytes_from_{source}"])
-        yield served
-        fetched = self._counter("fetch_bytes", "Bytes returned to readers, by topic and by "
-                                "where their unit came from.", "topic", "source")
+        served = self._counter("fetcher_served_bytes", "Bytes returned to readers, by topic "
+                               "and by where their unit came from.", "topic", "source")
         for topic, sources in sorted(snap["bytes_by_topic"].items()):
             for source, n in sorted(sources.items()):
-                fetched.add_metric(self._values(topic, source), n)
-        yield fetched
+                served.add_metric(self._values(topic, source), n)
+        yield served
         for key, (name, doc) in _FETCHER_COUNTERS.items():
             yield self._count(name, doc, snap[key])
         for key, name, doc in (

@@ -64,7 +64,7 @@ async def test_prometheus_collector_exports_fetcher_and_store_metrics() -> None:
                       tier="memory", result="hit") == 7
         assert sample(registry, "tieredstore_fetcher_readahead_hits_total", broker="b0") == 1
         assert sample(registry, "tieredstore_fetcher_served_bytes_total", broker="b0",
-                      source="store") == fetcher.metrics.bytes_from_store
+                      topic="t", source="store") == fetcher.metrics.bytes_from_store
         assert sample(registry, "tieredstore_fetcher_memory_bytes", broker="b0") \
             == fetcher.memory.nbytes
         assert sample(registry, "tieredstore_fetcher_read_duration_seconds_count",
