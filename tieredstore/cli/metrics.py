@@ -1,7 +1,7 @@
-"""``tieredstore metrics``: a Prometheus exporter for a bucket, read-only.
+"""tieredstore metrics: a Prometheus exporter for a bucket, read-only.
 
-Serves ``http://HOST:PORT/metrics`` until interrupted: per queue (labels
-``topic``, ``queue``) the offsets, live bytes and segments, merges owed and
+Serves http://HOST:PORT/metrics until interrupted: per queue (labels topic
+and queue) the offsets, live bytes and segments, merges owed and
 the store times of the first and last message, as the bucket holds them,
 under the names a writer exports; and this process's own requests, bytes and
 their cost. The store is opened read-only: nothing is written, no queue is
@@ -39,10 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         metavar="HOST:PORT",
                         help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; "
                              "port 0 picks a free one, printed at start)")
-    parser.add_argument("--min-interval", type=seconds(0, 86400), default=15.0,
+    parser.add_argument("--min-interval", type=seconds(0, 86400), default=60.0,
                         metavar="SECONDS",
                         help="a scrape reuses the last pass over the bucket while it is "
-                             "younger than this (default 15; 0: every scrape makes a pass)")
+                             "younger than this (default 60; 0: every scrape makes a pass; "
+                             "what a pass costs: docs/metrics.md)")
 
 
 def run(args: argparse.Namespace) -> int:
