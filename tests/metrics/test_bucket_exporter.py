@@ -23,14 +23,6 @@ from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = 3
-SMALL = """
-[segments]
-chunk_size = "4KiB"
-commit_log_max_size = "32KiB"
-consume_queue_max_size = "2KiB"
-[store]
-metadata_page_size = 4
-"""
 # Requests one pass may make (measured: docs/metrics.md): after a writer's
 # changes, and over a bucket that did not change since the pass before.
 PASS_REQUESTS_MAX = 2 + 12 * QUEUES
@@ -95,14 +87,12 @@ def writer(tmp_path: Path) -> Iterator[Writer]:
 
 @pytest.fixture
 def exporter(tmp_path: Path, writer: Writer) -> Iterator[int]:
-    config = tmp_path / "small.toml"
-    config.write_text(SMALL)
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tieredstore.cli", "metrics", "--config", str(config),
-         "--data-dir", str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}",
-         "--min-interval", "0"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+        [sys.executable, "-m", "tieredstore.cli", "metrics", "--data-dir",
+         str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}", "--min-interval", "0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
