@@ -4,8 +4,8 @@ For each chunk size: the exact requests to write a 1 GiB segment in full
 chunks and merge it (in-memory store, as :mod:`bench.segment_cost` counts
 them), then on each backend a catch-up read of a sealed, merged segment of
 the run's size through a fresh fetcher at the default read-ahead (2..8
-units), median of the run's repeats. ``conf/tieredstore.toml`` records the
-choice made from this table.
+units), median of the run's repeats. ``tieredstore/config/tieredstore.toml``
+records the choice made from this table.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 from tieredstore.cli import bench as bench_cmd
 from tieredstore.cli import main
 from tieredstore.cli.common import progress
-from tieredstore.config import load_config
+from tieredstore.config import REFERENCE_FILE, load_config
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.segment import FileType, SegmentPath
 
@@ -123,10 +123,10 @@ def test_demo_produces_restarts_consumes_and_verifies(cli: Cli, tmp_path: Path) 
 
 
 def test_make_demo_runs_the_console_script_with_no_arguments(tmp_path: Path) -> None:
-    """As ``make demo`` runs it: in a directory holding the shipped
-    conf/tieredstore.toml, which the CLI reads when no --config is given."""
+    """As ``make demo`` runs it, in a directory holding conf/tieredstore.toml (here
+    the shipped reference file), which the CLI reads when no --config is given."""
     (tmp_path / "conf").mkdir()
-    shutil.copy(Path(__file__).parents[2] / "conf" / "tieredstore.toml", tmp_path / "conf")
+    shutil.copy(REFERENCE_FILE, tmp_path / "conf")
     script = Path(sys.executable).with_name("tieredstore")
     command = [str(script), "demo"] if script.exists() else \
         [sys.executable, "-m", "tieredstore.cli", "demo"]

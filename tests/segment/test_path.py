@@ -1,4 +1,4 @@
-"""Keys are built as DESIGN.md says; names that could escape a key are refused."""
+"""Keys are built as docs/design.md says; names that could escape a key are refused."""
 
 from __future__ import annotations
 

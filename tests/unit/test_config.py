@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.config import REFERENCE_FILE, TieredStoreConfig, load_config
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.options import FetcherOptions
 from tieredstore.ledger.managed.config import ManagedLedgerConfig
@@ -20,7 +20,7 @@ from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.pool.options import PoolOptions
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "tieredstore.toml"
+CONF = REFERENCE_FILE
 
 
 def test_the_shipped_file_documents_every_key_with_its_default() -> None:

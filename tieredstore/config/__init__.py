@@ -1,11 +1,11 @@
 """Configuration: one frozen dataclass, loaded from TOML, environment and code.
 
-Precedence, lowest first: defaults here, ``conf/tieredstore.toml`` (or the
-file given), ``TIEREDSTORE_<KEY>`` environment variables, keyword overrides
-in code. Every key is validated; a bad value raises :class:`ConfigError`
-naming the key (and where it was set) and what it allows, ranges in human
-units. ``conf/tieredstore.toml`` documents every key; a test keeps the two in
-step.
+Precedence, lowest first: defaults here, the file given (if any),
+``TIEREDSTORE_<KEY>`` environment variables, keyword overrides in code. Every
+key is validated; a bad value raises :class:`ConfigError` naming the key (and
+where it was set) and what it allows, ranges in human units.
+``tieredstore.toml`` beside this package (:data:`REFERENCE_FILE`, shipped in
+the wheel) documents every key; a test keeps the two in step.
 
 Names (``cluster``, ``broker``, ``key_prefix``) and paths are checked when
 the configuration is built, before anything is written. The S3 secret never
@@ -36,6 +36,7 @@ from tieredstore.config.crypto import decode_key
 from tieredstore.config.loading import load_config
 from tieredstore.config.model import YEAR, TieredStoreConfig
 from tieredstore.config.paths import check_paths
+from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.topics import TopicSettings
 from tieredstore.config.units import human_seconds, human_size, parse_duration, parse_size
 from tieredstore.sizes import GiB, KiB, MiB
@@ -46,6 +47,7 @@ __all__ = [
     "GiB",
     "KiB",
     "MiB",
+    "REFERENCE_FILE",
     "TieredStoreConfig",
     "check_paths",
     "human_seconds",

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tieredstore.config.knobs import OFF, kind_of, show_value
+from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.units import DURATION_HELP, SIZE_HELP, UnitError, parse_duration, parse_size
 from tieredstore.errors import ConfigError
 
@@ -32,7 +33,7 @@ def near_miss(names: Iterable[str], key: str) -> str | None:
 
 def unknown_key(fields: Fields, key: str) -> ConfigError:
     near = near_miss(fields, key)
-    hint = f"did you mean {near!r}?" if near else "conf/tieredstore.toml lists every key"
+    hint = f"did you mean {near!r}?" if near else f"{REFERENCE_FILE} lists every key"
     return ConfigError(key, f"unknown key; {hint}")
 
 

@@ -63,7 +63,7 @@ WRITE_MODES = ("direct", "log")
 
 @dataclass(frozen=True, slots=True)
 class TieredStoreConfig:
-    """Every knob of the library. See ``conf/tieredstore.toml`` for meanings."""
+    """Every knob of the library. See :data:`~tieredstore.config.REFERENCE_FILE` for meanings."""
 
     # where the data lives
     backend: str = knob(_STORE.backend, choices=BACKENDS)
