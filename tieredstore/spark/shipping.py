@@ -43,7 +43,7 @@ import sys
 import sysconfig
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -58,7 +58,7 @@ ALIAS = "tieredstore-env"
 PROVIDED = frozenset({"pyspark", "py4j"})
 """Distributions every Spark worker has on its path already."""
 
-SHIPPED_SUFFIXES = (".py", ".proto", ".typed")
+SHIPPED_SUFFIXES = (".py", ".proto", ".typed", ".toml")
 """Files of the tieredstore package that run (or are read) at run time."""
 
 COMPRESSLEVEL = 1
@@ -213,25 +213,32 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def closure() -> list[metadata.Distribution]:
-    """The installed distributions tieredstore and its ``spark`` extra need at run
-    time, transitively, minus what Spark provides; sorted by name.
+def closure(extras: Iterable[str] = ("spark",), *, requires: Iterable[str] | None = None
+            ) -> list[metadata.Distribution]:
+    """The installed distributions tieredstore's runtime requirements and its
+    ``extras`` need, transitively, minus what Spark provides; sorted by name.
+    The default is the pack's (the ``spark`` extra); ``closure(())`` is what an
+    install without extras holds (the core: embedding the store, the CLI).
 
-    A requirement under an extra's marker (``; extra == "x"``) is followed only
-    if that extra was asked for: ``spark`` of tieredstore, ``x`` of a
-    distribution that a requirement names as ``name[x]``. One with another
-    marker (a Python version, a platform) is followed if its distribution is
-    installed, skipped if not: markers that exclude it here left it uninstalled.
-    A requirement without a marker that is not installed is an error, as the
-    workers would fail to import it."""
-    try:
-        roots = metadata.requires("tieredstore") or []
-    except metadata.PackageNotFoundError:
-        raise PackError("tieredstore is not installed (pip install "
-                          "'tieredstore[spark]'): its requirements name what to ship") from None
-    wanted = needed(roots, {"spark"}, base=True)
+    ``requires``: the requirements to start from, as ``Requires-Dist`` lines
+    (default: the installed tieredstore's; a test passes a checkout's
+    ``pyproject.toml`` ones). A requirement under an extra's marker
+    (``; extra == "x"``) is followed only if that extra was asked for: one of
+    ``extras`` for tieredstore's own, ``x`` of a distribution that a
+    requirement names as ``name[x]``. One with another marker (a Python
+    version, a platform) is followed if its distribution is installed, skipped
+    if not: markers that exclude it here left it uninstalled. A requirement
+    without a marker that is not installed is an error, as the workers would
+    fail to import it."""
+    if requires is None:
+        try:
+            requires = metadata.requires("tieredstore") or []
+        except metadata.PackageNotFoundError:
+            raise PackError("tieredstore is not installed (pip install "
+                            "'tieredstore[spark]'): its requirements name what to ship") from None
+    wanted = needed(list(requires), {normalize(e) for e in extras}, base=True)
     found: dict[str, metadata.Distribution] = {}
-    extras: dict[str, set[str]] = {}
+    followed: dict[str, set[str]] = {}  # the extras asked of each one found
     while wanted:
         requirement = wanted.pop()
         match = _REQUIREMENT.match(requirement)
@@ -242,8 +249,8 @@ def closure() -> list[metadata.Distribution]:
         if name in PROVIDED:
             continue
         if name in found:
-            more = asked - extras[name]
-            extras[name] |= more
+            more = asked - followed[name]
+            followed[name] |= more
             wanted += needed(found[name].requires or [], more, base=False)
             continue
         try:
@@ -253,7 +260,7 @@ def closure() -> list[metadata.Distribution]:
                 continue
             raise PackError(f"{requirement!r} is required but not installed; "
                               "install it where you pack") from None
-        found[name], extras[name] = dist, asked
+        found[name], followed[name] = dist, asked
         wanted += needed(dist.requires or [], asked, base=True)
     return [found[name] for name in sorted(found)]
 
