@@ -11,8 +11,10 @@ MODULES = (test_api, test_config, test_cli, test_s3)
 
 
 def test_every_row_of_the_table_is_a_test_and_every_test_a_row() -> None:
-    rows = re.findall(r"^\| ([A-Z]\d\d) \| (.+?) \| (clear|partly clear|unclear|new) \|",
-                      DOC.read_text(), flags=re.MULTILINE)
+    text = DOC.read_text()
+    rows = re.findall(r"^\| ([A-Z]\d\d) \| (.+?) \| (.+?) \|$", text, flags=re.MULTILINE)
+    assert len(rows) == len(re.findall(r"^\| [A-Z]\d\d \|", text, flags=re.MULTILINE)), \
+        "a row that is not | id | input | what you get |"
     ids = [r[0] for r in rows]
     assert len(ids) == len(set(ids)), "a row id appears twice"
     tested: set[str] = set()
@@ -23,11 +25,3 @@ def test_every_row_of_the_table_is_a_test_and_every_test_a_row() -> None:
         tested |= cases | without
     assert set(ids) == tested, (f"rows without a test: {sorted(set(ids) - tested)}; "
                                 f"tests without a row: {sorted(tested - set(ids))}")
-    counts = {kind: sum(1 for r in rows if r[2] == kind)
-              for kind in ("unclear", "partly clear", "clear", "new")}
-    summary = re.search(r"^\| all \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$",
-                        DOC.read_text(), flags=re.MULTILINE)
-    assert summary is not None
-    assert tuple(map(int, summary.groups())) == (len(rows), counts["unclear"],
-                                                 counts["partly clear"], counts["clear"],
-                                                 counts["new"])
