@@ -122,3 +122,47 @@ def test_verify_repair_and_inspect_see_a_queue_whose_bytes_are_only_in_log_objec
     assert len(capsys.readouterr().out.splitlines()) == 15
     assert main(["verify", "-q", *common]) == 0
     assert "messages 15" in capsys.readouterr().out
+
+
+def test_inspect_lists_a_queue_whose_heads_are_lost_or_damaged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Direct mode, so no log object holds the queues' bytes: a queue with no head
+    and one with every head damaged are listed, with why, as verify and repair
+    see them, and the others as before."""
+    config = tmp_path / "small.toml"
+    config.write_text(SMALL + '[store]\nwrite_mode = "direct"\n')
+    common = ["--config", str(config), "--data-dir", str(tmp_path / "data")]
+    for queue in ("0", "1", "2"):
+        assert main(["produce", "--topic", "orders", "--queue", queue, "--count", "100",
+                     "-q", *common]) == 0
+
+    async def damage() -> None:
+        store = LocalObjectStore(tmp_path / "data", fsync=False)
+        heads = [o.key for o in await store.list_all("") if "/head-" in o.key]
+        await store.delete_many([k for k in heads if "/orders/1/" in k])
+        for key in (k for k in heads if "/orders/2/" in k):
+            data = bytearray(await store.get(key))
+            data[-1] ^= 0xFF
+            await store.put(key, bytes(data))
+        await store.close()
+
+    asyncio.run(damage())
+    capsys.readouterr()
+    assert main(["inspect", "queues", "--format", "json", *common]) == 0
+    rows = {row["queue"]: row for row in json.loads(capsys.readouterr().out)}
+    assert {q: row["lost"] for q, row in rows.items()} == {
+        0: None, 1: "no head", 2: "every head damaged"}
+    assert rows[0]["max_offset"] == 100 and rows[1]["max_offset"] is None
+    assert main(["inspect", *common]) == 0
+    out = capsys.readouterr().out
+    assert "orders/1: metadata lost (no head)" in out, out
+    assert "orders/2: metadata lost (every head damaged)" in out, out
+    assert main(["inspect", "topics", "--format", "json", *common]) == 0
+    [topic] = json.loads(capsys.readouterr().out)
+    assert (topic["queues"], topic["messages"]) == (3, 100)
+    assert main(["repair", *common]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "queues", "--format", "json", *common]) == 0
+    rows = {row["queue"]: row for row in json.loads(capsys.readouterr().out)}
+    assert {q: (row["lost"], row["max_offset"]) for q, row in rows.items()} == {
+        0: (None, 100), 1: (None, 100), 2: (None, 100)}

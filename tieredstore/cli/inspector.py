@@ -11,19 +11,24 @@ Nothing is written and no queue is claimed: the metadata is read with
 ``QueueMetadata.open_read_only`` and segments are found by listing, after one
 load of the broker's log. The queues are those an open finds: those with
 metadata, and those whose bytes are in log objects (a queue with no head
-there shows with no writer). Numbers are what is durable in the bucket (see
-:mod:`tieredstore.store.view`).
+there shows with no writer). A queue whose metadata is lost (its segments are
+in the bucket but its heads are gone or all damaged: what ``verify`` reports
+and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`) is
+listed too, with why in ``lost``, and its numbers when a reader can still
+open it (its bytes in log objects), else none. Numbers are what is durable in
+the bucket (see :mod:`tieredstore.store.view`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig, human_size
+from tieredstore.errors import TieredStoreError
 from tieredstore.store import (
     FileType,
     ListedFile,
@@ -35,6 +40,7 @@ from tieredstore.store import (
     listed_queues,
     load_log,
     open_metadata,
+    queues_to_rebuild,
     summarize,
     unit_crc,
 )
@@ -52,14 +58,28 @@ QUEUE_CONCURRENCY = 8
 Row = dict[str, Any]
 
 
+NUMBERS = ("min_offset", "max_offset", "messages", "segments", "commitlog_segments",
+           "commitlog_bytes", "consumequeue_segments", "consumequeue_bytes", "index_segments",
+           "index_bytes", "merges_pending", "writer", "head_version")
+"""A queue row's numbers: none for a lost queue that cannot be read."""
+
+
 async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
-                     queues: Sequence[tuple[str, int]], log: LogSnapshot | None = None
-                     ) -> list[Row]:
-    """``log``: the broker's log as loaded before this call (loaded here if None)."""
+                     queues: Sequence[tuple[str, int]], log: LogSnapshot | None = None,
+                     lost: Mapping[tuple[str, int], str] | None = None) -> list[Row]:
+    """``log``: the broker's log as loaded before this call (loaded here if None);
+    ``lost``: why each queue whose metadata is lost lost it."""
     log = log or await load_log(store, config)
+    lost = lost or {}
 
     async def one(topic: str, queue_id: int) -> Row:
-        got = await summarize(store, config, topic, queue_id, log=log, timestamps=False)
+        why = lost.get((topic, queue_id))
+        try:
+            got = await summarize(store, config, topic, queue_id, log=log, timestamps=False)
+        except TieredStoreError:
+            if why is None:
+                raise
+            return {"topic": topic, "queue": queue_id, **dict.fromkeys(NUMBERS), "lost": why}
         row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
                     "max_offset": got.max_offset, "messages": got.messages,
                     "segments": got.segments}
@@ -70,6 +90,7 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
         row["merges_pending"] = got.merges_pending
         row["writer"] = got.writer
         row["head_version"] = got.head_version
+        row["lost"] = why
         return row
 
     return await gather_bounded(QUEUE_CONCURRENCY, lambda q: one(*q), queues)
@@ -83,7 +104,7 @@ def topic_rows(queues: Sequence[Row]) -> list[Row]:
                                              "index_bytes": 0})
         row["queues"] += 1
         for key in ("messages", "commitlog_bytes", "consumequeue_bytes", "index_bytes"):
-            row[key] += q[key]
+            row[key] += q[key] or 0  # none: a lost queue that cannot be read
     return list(topics.values())
 
 
@@ -116,6 +137,10 @@ async def chunk_rows(store: ObjectStore, topic: str, queue_id: int, file_type: F
     return rows
 
 
+def _size(n: int | None) -> str | None:
+    return None if n is None else human_size(n, exact=False)
+
+
 def render(what: str, rows: list[Row]) -> str:
     if what == "topics":
         return table([[r["topic"], r["queues"], r["messages"],
@@ -125,12 +150,13 @@ def render(what: str, rows: list[Row]) -> str:
     if what == "queues":
         return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
                        r["segments"], r["commitlog_segments"], r["consumequeue_segments"],
-                       human_size(r["commitlog_bytes"], exact=False),
-                       human_size(r["consumequeue_bytes"], exact=False),
-                       human_size(r["index_bytes"], exact=False) if r["index_segments"] else "-",
+                       _size(r["commitlog_bytes"]), _size(r["consumequeue_bytes"]),
+                       _size(r["index_bytes"]) if r["index_segments"] else "-",
                        r["merges_pending"], r["writer"] or "-"] for r in rows],
                      ["topic", "queue", "min", "max", "segments", "cl segs", "cq segs", "cl bytes",
-                      "cq bytes", "key index", "merging", "writer"])
+                      "cq bytes", "key index", "merging", "writer"]) + "".join(
+            f"\n{r['topic']}/{r['queue']}: metadata lost ({r['lost']}): `tieredstore repair` "
+            "rebuilds it from its segments" for r in rows if r["lost"])
     if what == "segments":
         return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
                        r["sealed"], r["merged"], r["recorded"],
@@ -155,7 +181,9 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
         queues = [(t, q) for t, q in await listed_queues(store, config, topics=topics, log=log)
                   if args.queue is None or q == args.queue]
         if args.what in ("topics", "queues"):
-            rows = await queue_rows(store, config, queues, log)
+            lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
+                    if (topics is None or t in topics) and args.queue in (None, q)}
+            rows = await queue_rows(store, config, sorted({*queues, *lost}), log, lost)
             return topic_rows(rows) if args.what == "topics" else rows
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
 
