@@ -19,6 +19,28 @@ consume_queue_max_size = "1KiB"
 """
 
 
+def three_queues_one_headless_one_damaged(tmp_path: Path, config_text: str) -> list[str]:
+    """orders/0..2 with 100 messages each, then queue 1's heads deleted and each
+    of queue 2's changed; the command line's common options."""
+    config = tmp_path / "small.toml"
+    config.write_text(config_text)
+    common = ["--config", str(config), "--data-dir", str(tmp_path / "data")]
+    for queue in ("0", "1", "2"):
+        assert main(["produce", "--topic", "orders", "--queue", queue, "--count", "100",
+                     "-q", *common]) == 0
+
+    async def damage() -> None:
+        store = LocalObjectStore(tmp_path / "data", fsync=False)
+        heads = [o.key for o in await store.list_all("") if "/head-" in o.key]
+        await store.delete_many([k for k in heads if "/orders/1/" in k])
+        for key in (k for k in heads if "/orders/2/" in k):
+            data = bytearray(await store.get(key))
+            data[-1] ^= 0xFF
+            await store.put(key, bytes(data))
+        await store.close()
+
+    asyncio.run(damage())
+    return common
 def test_verify_reports_a_queue_whose_heads_are_gone(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]
                                                       ) -> None:
@@ -52,24 +74,7 @@ def test_verify_reports_a_queue_whose_heads_are_gone(tmp_path: Path,
 
 def test_repair_rebuilds_queues_whose_heads_are_gone_or_damaged(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "small.toml"
-    config.write_text(SMALL)
-    common = ["--config", str(config), "--data-dir", str(tmp_path / "data")]
-    for queue in ("0", "1", "2"):
-        assert main(["produce", "--topic", "orders", "--queue", queue, "--count", "100",
-                     "-q", *common]) == 0
-
-    async def damage() -> None:
-        store = LocalObjectStore(tmp_path / "data", fsync=False)
-        heads = [o.key for o in await store.list_all("") if "/head-" in o.key]
-        await store.delete_many([k for k in heads if "/orders/1/" in k])
-        for key in (k for k in heads if "/orders/2/" in k):
-            data = bytearray(await store.get(key))
-            data[-1] ^= 0xFF
-            await store.put(key, bytes(data))
-        await store.close()
-
-    asyncio.run(damage())
+    common = three_queues_one_headless_one_damaged(tmp_path, SMALL)
     capsys.readouterr()
     assert main(["repair", *common]) == 0
     out = capsys.readouterr().out
@@ -129,24 +134,8 @@ def test_inspect_lists_a_queue_whose_heads_are_lost_or_damaged(
     """Direct mode, so no log object holds the queues' bytes: a queue with no head
     and one with every head damaged are listed, with why, as verify and repair
     see them, and the others as before."""
-    config = tmp_path / "small.toml"
-    config.write_text(SMALL + '[store]\nwrite_mode = "direct"\n')
-    common = ["--config", str(config), "--data-dir", str(tmp_path / "data")]
-    for queue in ("0", "1", "2"):
-        assert main(["produce", "--topic", "orders", "--queue", queue, "--count", "100",
-                     "-q", *common]) == 0
-
-    async def damage() -> None:
-        store = LocalObjectStore(tmp_path / "data", fsync=False)
-        heads = [o.key for o in await store.list_all("") if "/head-" in o.key]
-        await store.delete_many([k for k in heads if "/orders/1/" in k])
-        for key in (k for k in heads if "/orders/2/" in k):
-            data = bytearray(await store.get(key))
-            data[-1] ^= 0xFF
-            await store.put(key, bytes(data))
-        await store.close()
-
-    asyncio.run(damage())
+    common = three_queues_one_headless_one_damaged(
+        tmp_path, SMALL + '[store]\nwrite_mode = "direct"\n')
     capsys.readouterr()
     assert main(["inspect", "queues", "--format", "json", *common]) == 0
     rows = {row["queue"]: row for row in json.loads(capsys.readouterr().out)}
