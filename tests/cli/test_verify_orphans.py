@@ -41,6 +41,8 @@ def three_queues_one_headless_one_damaged(tmp_path: Path, config_text: str) -> l
 
     asyncio.run(damage())
     return common
+
+
 def test_verify_reports_a_queue_whose_heads_are_gone(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]
                                                       ) -> None:
