@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tieredstore.config import GiB, KiB, MiB, load_config, parse_duration, parse_size
+from tieredstore.config import (
+    REFERENCE_FILE,
+    GiB,
+    KiB,
+    MiB,
+    load_config,
+    parse_duration,
+    parse_size,
+)
 from tieredstore.errors import ConfigError
 
 RETENTION_KEYS = ("file_reserved_time", "gc_safety_age", "ledger_deletion_lag",
@@ -123,7 +131,7 @@ def test_the_shipped_file_writes_every_duration_with_a_unit() -> None:
 
     from tieredstore.config import TieredStoreConfig
 
-    text = (Path(__file__).resolve().parents[2] / "conf" / "tieredstore.toml").read_text()
+    text = REFERENCE_FILE.read_text()
     for f in dataclasses.fields(TieredStoreConfig):
         if f.name != "topics" and f.metadata["unit"] == "s":
             line = re.search(rf"^{f.name} = (.*)$", text, flags=re.MULTILINE)

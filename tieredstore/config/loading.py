@@ -19,6 +19,7 @@ from tieredstore.config.model import (
     TieredStoreConfig,
 )
 from tieredstore.config.paths import check_paths
+from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.topics import TOPICS, merged, read_topics
 from tieredstore.config.units import human_size
 from tieredstore.errors import ConfigError
@@ -168,7 +169,7 @@ def _unknown_variable(name: str, key: str) -> None:
         key, list(FIELDS), n=1, cutoff=0.6)), None)
     if near is None:
         log.warning("%s names no configuration key and resembles none: left out "
-                    "(conf/tieredstore.toml lists every key)", name)
+                    "(%s lists every key)", name, REFERENCE_FILE)
         return
     raise ConfigError(key, f"{name} names no key; did you mean {near!r} "
                            f"({ENV_PREFIX}{near.upper()})? Every {ENV_PREFIX}* variable that "
