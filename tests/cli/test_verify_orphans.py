@@ -151,6 +151,12 @@ def test_inspect_lists_a_queue_whose_heads_are_lost_or_damaged(
     assert main(["inspect", "topics", "--format", "json", *common]) == 0
     [topic] = json.loads(capsys.readouterr().out)
     assert (topic["queues"], topic["messages"]) == (3, 100)
+    assert main(["inspect", "segments", "--format", "json", *common]) == 0
+    segments = json.loads(capsys.readouterr().out)
+    for queue in (1, 2):  # listed, none recorded: the metadata that records them is lost
+        mine = [row for row in segments if row["queue"] == queue]
+        assert len(mine) == len([row for row in segments if row["queue"] == 0]), segments
+        assert not any(row["recorded"] for row in mine), mine
     assert main(["repair", *common]) == 0
     capsys.readouterr()
     assert main(["inspect", "queues", "--format", "json", *common]) == 0

@@ -14,9 +14,10 @@ metadata, and those whose bytes are in log objects (a queue with no head
 there shows with no writer). A queue whose metadata is lost (its segments are
 in the bucket but its heads are gone or all damaged: what ``verify`` reports
 and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`) is
-listed too, with why in ``lost``, and its numbers when a reader can still
-open it (its bytes in log objects), else none. Numbers are what is durable in
-the bucket (see :mod:`tieredstore.store.view`).
+listed too: in ``queues`` with why in ``lost``, and its numbers when a reader
+can still open it (its bytes in log objects), else none; in ``segments`` and
+``chunks`` with its segments as listed, none recorded. Numbers are what is
+durable in the bucket (see :mod:`tieredstore.store.view`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tieredstore.store import (
     SegmentState,
     SegmentView,
     list_recorded,
+    list_segments,
     listed_queues,
     load_log,
     open_metadata,
@@ -178,17 +180,23 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
     async with open_existing_store(config) as store:
         log = await load_log(store, config)
         topics = None if args.topic is None else [args.topic]
-        queues = [(t, q) for t, q in await listed_queues(store, config, topics=topics, log=log)
-                  if args.queue is None or q == args.queue]
+        lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
+                if (topics is None or t in topics) and args.queue in (None, q)}
+        queues = sorted({*lost, *((t, q) for t, q in await listed_queues(
+            store, config, topics=topics, log=log) if args.queue in (None, q))})
         if args.what in ("topics", "queues"):
-            lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
-                    if (topics is None or t in topics) and args.queue in (None, q)}
-            rows = await queue_rows(store, config, sorted({*queues, *lost}), log, lost)
+            rows = await queue_rows(store, config, queues, log, lost)
             return topic_rows(rows) if args.what == "topics" else rows
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
 
         async def files(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
-            meta = await open_metadata(store, config, topic, queue_id, log=log)
+            try:
+                meta = await open_metadata(store, config, topic, queue_id, log=log)
+            except TieredStoreError:
+                if (topic, queue_id) not in lost:
+                    raise
+                return [(topic, queue_id, t, ListedFile(await list_segments(  # none recorded
+                    store, config, topic, queue_id, t, log=log), [], 0)) for t in types]
             return [(topic, queue_id, t, await list_recorded(store, config, meta, t, log=log))
                     for t in types]
 
