@@ -60,7 +60,8 @@ from tieredstore.store.record import (
     record_head,
     record_size,
 )
-from tieredstore.store.view import listed_queues, load_log, open_metadata
+from tieredstore.store.view import OPEN_CONCURRENCY, listed_queues, load_log, open_metadata
+from tieredstore.tasks import gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -116,16 +117,19 @@ async def queues_to_rebuild(store: ObjectStore, config: TieredStoreConfig
     lost, with why: ``"no head"``, or ``"every head damaged"`` (none can be read).
     Read-only: what a writer's open rebuilds, for ``tieredstore repair``."""
     with_heads = set(await listed_queues(store, config))
-    found: list[tuple[str, int, str]] = []
-    for topic, queue_id in await queues_with_segments(store, config):
-        if (topic, queue_id) not in with_heads:
-            found.append((topic, queue_id, "no head"))
-            continue
+
+    async def why(queue: tuple[str, int]) -> str | None:
+        if queue not in with_heads:
+            return "no head"
         try:
-            await open_metadata(store, config, topic, queue_id)
+            await open_metadata(store, config, *queue)
         except TieredStoreError:
-            found.append((topic, queue_id, "every head damaged"))
-    return found
+            return "every head damaged"
+        return None
+
+    queues = list(await queues_with_segments(store, config))
+    return [(topic, queue_id, reason) for (topic, queue_id), reason in zip(
+        queues, await gather_bounded(OPEN_CONCURRENCY, why, queues), strict=True) if reason]
 
 
 async def has_segments(ctx: StoreContext, topic: str, queue_id: int) -> bool:
