@@ -242,9 +242,13 @@ class FaultyStore(ObjectStore):
 
     async def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
                                  if_none_match: bool = False) -> ObjectInfo:
-        self._check("complete_multipart", key)
-        return await self.inner.complete_multipart(key, upload_id, parts,
+        due = self._check("complete_multipart", key)
+        info = await self.inner.complete_multipart(key, upload_id, parts,
                                                    if_none_match=if_none_match)
+        if due is not None:
+            raise InjectedFault(f"injected lost answer of complete_multipart on {key!r}",
+                                op="complete_multipart", key=key)
+        return info
 
     async def abort_multipart(self, key: str, upload_id: str) -> None:
         self._check("abort_multipart", key)
@@ -264,3 +268,36 @@ async def offload_objects(store: ObjectStore, prefix: str = "offload/") -> dict[
         data_name = f"{name.uuid}-ledger-{name.ledger_id}"
         out.setdefault(data_name, []).append(info.key)
     return out
+
+
+def parse_pip17(data: bytes, index: bytes) -> tuple[list[tuple[int, bytes]],
+                                                     list[tuple[int, int, int]], bytes]:
+    """Decode an offloaded ledger as PIP-17's text describes it, with struct alone
+    (no code of the writer): the entries ``(id, payload)`` found by walking the
+    data object block by block, the index's ``(first_entry_id, part, offset)``
+    mappings (each checked against the block at its offset), and the ledger
+    metadata bytes the index carries."""
+    magic, index_len, object_len, header_len, count, meta_len = struct.unpack_from(
+        ">IiqqiI", index, 0)
+    assert magic == 0xDE47DE47 and index_len == len(index) == 32 + meta_len + 20 * count
+    assert header_len == 128 and object_len == len(data)
+    meta = index[32:32 + meta_len]
+    mappings = [struct.unpack_from(">qiq", index, 32 + meta_len + 20 * i) for i in range(count)]
+    entries: list[tuple[int, bytes]] = []
+    offset = 0
+    for first_id, _part, block_offset in mappings:
+        assert block_offset == offset, "blocks are back to back, in index order"
+        block_magic, block_header_len, block_len, block_first = struct.unpack_from(
+            ">Iqqq", data, offset)
+        assert (block_magic, block_header_len, block_first) == (0xFBDBABCB, 128, first_id)
+        assert data[offset + 28:offset + 128] == bytes(100)
+        pos, end = offset + 128, offset + block_len
+        while pos + 12 <= end:
+            length, entry_id = struct.unpack_from(">iq", data, pos)
+            if length < 0:  # padding 0xFEDCDEAD to the block end
+                break
+            entries.append((entry_id, data[pos + 12:pos + 12 + length]))
+            pos += 12 + length
+        offset = end
+    assert offset == len(data)
+    return entries, mappings, meta

@@ -1,9 +1,10 @@
 """Failures injected at every step of an offload; the next attempt leaves no
 orphan object and the ledger reads back.
 
-Each case offloads a 12 MiB ledger in 5 MiB chunks (two chunks copied by
-UploadPartCopy, the third uploaded with the unit table) through a managed
-ledger whose object store raises on the chosen call. After the failure the
+Each case offloads a 12 MiB ledger in parts of at least 5 MiB (a multipart
+upload of three parts, then the index) through a managed ledger whose object
+store raises on the chosen call (``after``: once the call landed, its answer
+lost). After the failure the
 faults are disarmed and ``offload_prefix`` runs again. Then every object in
 the bucket must be managed-ledger metadata or belong to the attempt the
 metadata records as complete, no multipart upload may be left, and every
@@ -79,24 +80,22 @@ async def check_reads(ml: ManagedLedger, entries: list[bytes]) -> None:
 
 
 STEPS = [
-    ("put", 1, "chunk-", False),
-    ("put", 3, "chunk-", False),
-    ("put", 1, "/sealed", False),
     ("create_multipart", 1, None, False),
-    ("upload_part_copy", 1, None, False),
-    ("upload_part_copy", 2, None, False),
     ("upload_part", 1, None, False),
+    ("upload_part", 2, None, False),
+    ("upload_part", 3, None, False),
     ("complete_multipart", 1, None, False),
-    ("delete", 1, "chunk-", False),
+    ("complete_multipart", 1, None, True),
     ("put", 1, "-index", False),
+    ("put", 1, "-index", True),
     ("put", 1, "/head-", False),  # recording the attempt's uuid
     ("put", 2, "/head-", False),  # recording the offload complete
 ]
 
 
 @pytest.mark.parametrize(("op", "nth", "match", "after"), STEPS,
-                         ids=[f"{op}#{nth}{'-' + m.strip('/-') if m else ''}"
-                              for op, nth, m, _ in STEPS])
+                         ids=[f"{op}#{nth}{'-' + m.strip('/-') if m else ''}{'-lost' if a else ''}"
+                              for op, nth, m, a in STEPS])
 async def test_failure_then_next_attempt(tmp_path: Path, op: str, nth: int, match: str | None,
                                          after: bool) -> None:
     store = FaultyStore(MemoryObjectStore())
@@ -124,7 +123,7 @@ async def test_failed_cleanup_is_finished_through_the_uuid(tmp_path: Path) -> No
     through that uuid before it begins."""
     store = FaultyStore(MemoryObjectStore())
     ml, entries = await start(tmp_path, store)
-    store.fail("upload_part_copy", 2)
+    store.fail("put", 1, match="-index")  # the data object stands
     store.fail("delete", 1, match="-index")  # the cleanup's first delete
     with pytest.raises(InjectedFault):
         await ml.offload_prefix(Position(1, 0))

@@ -139,14 +139,20 @@ def test_user_metadata_rules() -> None:
 
 def test_offload_keys() -> None:
     u = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
-    loc = OffloadNamespace("off", "c", "n").locate(42, u)
-    assert loc.index_key.endswith(f"/c/n/{u}-ledger-42/0/commitlog/{u}-ledger-42-index")
-    assert loc.data_key.endswith(f"/c/n/{u}-ledger-42/0/commitlog/seg-{0:020d}/segment")
-    assert loc.data_key.startswith("off/")
-    for key in (loc.index_key, loc.data_key, loc.path.chunk_key(0)):
+    space = OffloadNamespace("off", "c", "n")
+    loc = space.locate(42, u)
+    assert (loc.data_key, loc.index_key) == (f"off/{u}-ledger-42", f"off/{u}-ledger-42-index")
+    assert OffloadNamespace("", "c", "n").locate(42, u).data_key == f"{u}-ledger-42"
+    assert loc.legacy_index_key.endswith(f"/c/n/{u}-ledger-42/0/commitlog/{u}-ledger-42-index")
+    assert loc.legacy_data_key.endswith(f"/c/n/{u}-ledger-42/0/commitlog/seg-{0:020d}/segment")
+    for key in (loc.index_key, loc.data_key, loc.legacy_index_key, loc.legacy_data_key,
+                loc.legacy_path.chunk_key(0)):
+        assert space.attempt_of(key) == loc
         name = parse_offload_key(key)
         assert name is not None and (name.uuid, name.ledger_id) == (u, 42)
     assert parse_offload_key("off/x/y") is None
+    assert space.attempt_of(f"off/{u}-ledger-42-other") is None
+    assert space.attempt_of(f"other/{u}-ledger-42") is None
 
 
 def test_offload_boundary_policy() -> None:

@@ -1,5 +1,5 @@
-"""LedgerOffloader on the segment engine: round trips byte for byte, the
-objects it writes, what it refuses, fencing, cleanup."""
+"""LedgerOffloader: round trips byte for byte, the PIP-17 objects it writes at
+PIP-17's names, what it refuses, fencing, cleanup."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from tests.ledger.helpers import (
     MiB,
     make_ledger,
     offload_objects,
+    parse_pip17,
     payloads,
     random_sizes,
-    reference_blocks,
 )
 from tieredstore.checksum import crc32c, format_crc
-from tieredstore.errors import SegmentFenced
 from tieredstore.fetcher import Fetcher
 from tieredstore.ledger import (
     EntryOutOfRange,
@@ -29,7 +28,6 @@ from tieredstore.ledger import (
     LedgerSelection,
     LocalLedgerStore,
     LocalReadHandle,
-    OffloadedReadHandle,
     OffloadExists,
     OffloadFenced,
     OffloadMetadataTooLarge,
@@ -43,9 +41,8 @@ from tieredstore.ledger import (
     read_ledger_slice,
 )
 from tieredstore.ledger.format import data_object_name, index_object_name
-from tieredstore.ledger.index import OffloadIndex
+from tieredstore.ledger.handle import ReadHandle
 from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
-from tieredstore.segment.trailer import FOOTER_SIZE, decode_footer
 
 UUID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -70,7 +67,7 @@ def offloader(store: ObjectStore, fetcher: Fetcher | None = None, *,
     )
 
 
-async def check_reads_identically(source: LocalReadHandle, copy: OffloadedReadHandle,
+async def check_reads_identically(source: LocalReadHandle, copy: ReadHandle,
                                   entries: list[bytes], seed: int) -> None:
     """Entry by entry, then random ranges, byte for byte; and the same answers
     to every question a ReadHandle answers."""
@@ -92,25 +89,24 @@ async def check_reads_identically(source: LocalReadHandle, copy: OffloadedReadHa
         await copy.read(last, last + 1)
 
 
-async def check_objects_are_pip17(store: ObjectStore, off: SegmentLedgerOffloader,
-                                  source: LocalReadHandle, entries: list[bytes],
-                                  block_size: int) -> None:
-    """The data object's bytes are exactly the PIP-17 blocks (then our trailer);
-    the index is PIP-17's index of those blocks."""
-    location = off.locate(source.ledger_id, UUID)
-    index = OffloadIndex.decode(await store.get(location.index_key))
-    assert index.ledger_metadata == source.metadata.to_bytes()
-    data = await store.get(location.data_key)
-    blocks = reference_blocks(list(enumerate(entries)), block_size)
-    offset = 0
-    for i, (first_entry_id, _, expected) in enumerate(blocks):
-        assert data[offset : offset + len(expected)] == expected, f"block {i} differs"
-        assert index.entries[i].offset == offset and index.entries[i].part_id == i + 1
-        assert index.entries[i].first_entry_id == first_entry_id
-        offset += len(expected)
-    assert index.data_object_len == offset
-    footer = decode_footer(data[-FOOTER_SIZE:], segment="test")
-    assert footer.data_size == offset and len(data) == offset + footer.trailer_size
+async def check_objects_are_pip17(store: ObjectStore, source: LocalReadHandle,
+                                  entries: list[bytes], *, prefix: str = "offload/",
+                                  read_block: int = MiB) -> None:
+    """At PIP-17's names ``{uuid}-ledger-{id}`` and ``...-index`` (under the
+    prefix), the objects decode with PIP-17's layout (an independent parser)
+    to exactly the ledger's entries and metadata; blocks are about the read
+    size (one entry may make a larger one), numbered from part 1."""
+    name = f"{UUID}-ledger-{source.ledger_id}"
+    assert sorted(o.key for o in await store.list_all(prefix)) == [
+        prefix + name, prefix + name + "-index"]
+    data = await store.get(prefix + name)
+    found, mappings, meta = parse_pip17(data, await store.get(prefix + name + "-index"))
+    assert found == list(enumerate(entries))
+    assert meta == source.metadata.to_bytes()
+    assert [m[1] for m in mappings] == list(range(1, len(mappings) + 1))
+    ends = [m[2] for m in mappings[1:]] + [len(data)]
+    for (first, _, offset), end in zip(mappings, ends, strict=True):
+        assert end - offset <= read_block or end - offset == 140 + len(entries[first])
 
 
 @pytest.mark.parametrize(
@@ -126,7 +122,8 @@ async def test_round_trip(ledgers: LocalLedgerStore, memory: MemoryObjectStore,
     async with Fetcher(memory) as fetcher:
         off = offloader(memory, fetcher, block_size=block_size, chunk_size=8 * MiB)
         await off.offload(source, UUID, {"ManagedLedgerName": "tenant/ns/persistent/t"})
-        await check_objects_are_pip17(memory, off, source, entries, block_size)
+        await check_objects_are_pip17(memory, source, entries)
+        assert memory.metrics.requests["upload_part"] >= total // block_size
         copy = await off.read_offloaded(source.ledger_id, UUID)
         await check_reads_identically(source, copy, entries, seed)
         await copy.close()
@@ -140,8 +137,11 @@ async def test_round_trip_on_s3(ledgers: LocalLedgerStore, store: ObjectStore) -
     async with Fetcher(store) as fetcher:
         off = offloader(store, fetcher)
         await off.offload(source, UUID, {"ManagedLedgerName": "t"})
-        assert store.metrics.requests["upload_part_copy"] == 2  # two 5 MiB chunks copied
-        await check_objects_are_pip17(store, off, source, entries, 5 * MiB)
+        requests = dict(store.metrics.requests)
+        assert requests["upload_part"] == 2  # 11 MiB: parts of at least 5 MiB (moto checks)
+        assert requests["create_multipart"] == requests["complete_multipart"] == 1
+        assert "upload_part_copy" not in requests
+        await check_objects_are_pip17(store, source, entries)
         copy = await off.read_offloaded(source.ledger_id, UUID)
         await check_reads_identically(source, copy, entries, 4)
         await copy.close()
@@ -167,7 +167,8 @@ async def test_index_golden(ledgers: LocalLedgerStore, memory: MemoryObjectStore
     )
     assert await memory.get(location.index_key) == expected
     data = await memory.get(location.data_key)
-    assert data[:data_len] == (
+    assert location.data_key == f"offload/{UUID}-ledger-{source.ledger_id}"
+    assert data == (
         struct.pack(">IqqQ", 0xFBDBABCB, 128, data_len, 0) + bytes(100)
         + struct.pack(">iq", 5, 0) + b"hello" + struct.pack(">iq", 0, 1)
         + struct.pack(">iq", 6, 2) + b"world!"
@@ -180,11 +181,8 @@ async def test_pip17_names_are_recoverable(ledgers: LocalLedgerStore,
     off = offloader(memory)
     await off.offload(source, UUID, {})
     keys = [o.key for o in await memory.list_all("")]
-    assert len(keys) == 2
-    index_key = next(k for k in keys if k.endswith("-index"))
-    data_key = next(k for k in keys if not k.endswith("-index"))
-    assert index_key.rsplit("/", 1)[1] == index_object_name(source.ledger_id, UUID)
-    assert f"/{data_object_name(source.ledger_id, UUID)}/" in data_key
+    assert keys == ["offload/" + data_object_name(source.ledger_id, UUID),
+                    "offload/" + index_object_name(source.ledger_id, UUID)]
     for key in keys:
         name = parse_offload_key(key)
         assert name is not None and (name.uuid, name.ledger_id) == (UUID, source.ledger_id)
@@ -206,16 +204,18 @@ async def test_open_and_empty_ledgers_are_refused(ledgers: LocalLedgerStore,
     assert await memory.list_all("") == []
 
 
-async def test_entry_larger_than_a_block_is_an_error(ledgers: LocalLedgerStore,
-                                                     memory: MemoryObjectStore) -> None:
-    source = await make_ledger(ledgers, [b"a" * 100, bytes(5 * MiB), b"b"])
+async def test_entry_larger_than_a_block_gets_a_block_of_its_own(
+        ledgers: LocalLedgerStore, memory: MemoryObjectStore) -> None:
+    entries = [b"a" * 100, bytes(5 * MiB), b"b"]
+    source = await make_ledger(ledgers, entries)
     off = offloader(memory)
-    with pytest.raises(EntryTooLarge, match="entry 1"):
-        await off.offload(source, UUID, {})
-    with pytest.raises(OffloadNotFound):
-        await off.read_offloaded(source.ledger_id, UUID)
+    await off.offload(source, UUID, {})
+    await check_objects_are_pip17(memory, source, entries)
+    copy = await off.read_offloaded(source.ledger_id, UUID)
+    assert await copy.read(0, 2) == [LedgerEntry(i, p) for i, p in enumerate(entries)]
     await off.delete_offloaded(source.ledger_id, UUID)
     assert await memory.list_all("") == []
+    assert EntryTooLarge  # still raised by the fixed-block writer (test_stream)
 
 
 async def test_extra_metadata_is_on_both_objects(ledgers: LocalLedgerStore,
@@ -289,7 +289,7 @@ class RacingStore(MemoryObjectStore):
 
 
 @pytest.mark.parametrize(("suffix", "error"), [
-    ("chunk-00000000000000000000", SegmentFenced),
+    (f"{UUID}-ledger-0", OffloadFenced),
     ("-index", OffloadFenced),
 ])
 async def test_a_second_writer_of_the_attempt_is_fenced(
@@ -328,8 +328,8 @@ async def test_incomplete_attempt_is_not_readable(ledgers: LocalLedgerStore,
 
 async def test_slices_of_a_namespace_without_prefix(ledgers: LocalLedgerStore,
                                                     memory: MemoryObjectStore) -> None:
-    """An offload namespace with an empty prefix: its keys start with the hash,
-    and planning finds its attempts all the same (it listed "/" and found none)."""
+    """An offload namespace with an empty prefix: its objects are at the
+    bucket's root, where Pulsar looks, and planning finds them there."""
     entries = [b"entry %d" % i for i in range(5)]
     source = await make_ledger(ledgers, entries)
     space = OffloadNamespace("", "c", "n")
@@ -337,6 +337,7 @@ async def test_slices_of_a_namespace_without_prefix(ledgers: LocalLedgerStore,
         block_size=5 * MiB, chunk_size=5 * MiB, namespace=space))
     await off.offload(source, UUID, {})
     await off.close()
+    await check_objects_are_pip17(memory, source, entries, prefix="")
     (part,) = await plan_ledger_slices(memory, space, LedgerSelection())
     assert (part.ledger_id, part.offload_uuid, part.first, part.last) == (
         source.ledger_id, str(UUID), 0, 4)

@@ -1,4 +1,5 @@
-"""What offloading and reading back cost, in requests (exact counts on memory).
+"""What offloading and reading back cost, in requests (exact counts on memory),
+and the old layout still read.
 
 The printed numbers are the measurements quoted in the issue's report.
 """
@@ -11,102 +12,119 @@ from pathlib import Path
 import pytest
 
 from tests.ledger.helpers import KiB, MiB, make_ledger, payloads
-from tieredstore.fetcher import Fetcher
-from tieredstore.ledger import LedgerEntry, LocalLedgerStore, OffloadOptions, SegmentLedgerOffloader
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.ledger import (
+    LedgerEntry,
+    LocalLedgerStore,
+    OffloadedReadHandle,
+    OffloadOptions,
+    SegmentLedgerOffloader,
+)
+from tieredstore.ledger.index import OffloadIndex
+from tieredstore.ledger.stream import BlockStreamWriter
+from tieredstore.ledger.user_metadata import build_user_metadata
+from tieredstore.objectstore import ByteRange, MemoryObjectStore, ObjectData
 from tieredstore.segment import DirectReader
+from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions
 
 UUID = uuid.UUID("6d8f1c1e-2a3b-4c5d-8e9f-0a1b2c3d4e5f")
-CHUNK = 8 * MiB
+ENTRIES = payloads([100 * KiB] * 410, seed=7)  # 40 MiB
+
+
+class RangeLog(MemoryObjectStore):
+    """Remembers the byte range of every GET (None: the whole object)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets: list[tuple[str, ByteRange | None]] = []
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        self.gets.append((key, byte_range))
+        return await super().get_object(key, byte_range)
 
 
 @pytest.fixture
-async def offloaded(tmp_path: Path) -> tuple[MemoryObjectStore, list[bytes], int]:
-    """A 40 MiB ledger of 100 KiB entries, offloaded with 5 MiB blocks in 8 MiB chunks."""
+async def offloaded(tmp_path: Path) -> RangeLog:
+    """A 40 MiB ledger of 100 KiB entries, offloaded in parts of 8 MiB."""
     ledgers = LocalLedgerStore(tmp_path, fsync=False)
-    entries = payloads([100 * KiB] * 410, seed=7)
-    source = await make_ledger(ledgers, entries)
-    store = MemoryObjectStore()
-    off = SegmentLedgerOffloader(store, reader=DirectReader(store),
-                                 options=OffloadOptions(block_size=5 * MiB, chunk_size=CHUNK))
+    source = await make_ledger(ledgers, ENTRIES)
+    store = RangeLog()
+    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=8 * MiB))
     await off.offload(source, UUID, {})
     requests = dict(store.metrics.requests)
-    data_len = source.length + 128 * 9 + 12 * len(entries)  # 9 blocks
-    chunks = -(-data_len // CHUNK)
-    print(f"\noffload of {data_len / MiB:.1f} MiB: {requests}")
-    assert requests["put"] == chunks + 3  # the chunks, the seal entry and marker, the index
-    assert requests["upload_part_copy"] == chunks - 1  # every whole chunk copied server-side
-    assert requests["upload_part"] == 1  # the short last chunk and the unit table
+    print(f"\noffload of {source.length / MiB:.1f} MiB: {requests}")
+    assert requests["upload_part"] == 5  # 40 MiB and the block headers, parts of >= 8 MiB
     assert requests["create_multipart"] == requests["complete_multipart"] == 1
+    assert requests["put"] == 1  # the index
+    assert "upload_part_copy" not in requests
     store.metrics.reset()
-    return store, entries, chunks
+    store.gets.clear()
+    return store
 
 
-async def test_front_to_back_costs_one_get_per_unit(
-    offloaded: tuple[MemoryObjectStore, list[bytes], int],
-) -> None:
-    store, entries, units = offloaded
-    async with Fetcher(store) as fetcher:
-        off = SegmentLedgerOffloader(store, reader=fetcher)
-        handle = await off.read_offloaded(0, UUID)
-        assert len(handle.segment.layout) == units == 6
-        opened = dict(store.metrics.requests)
-        assert opened == {"get": 2, "head": 1}  # the index, the unit table; the data's HEAD
-        for i in range(len(entries)):
-            assert await handle.read(i, i) == [LedgerEntry(i, entries[i])]
-        await fetcher.wait_idle()
-        gets = store.metrics.requests["get"] - opened["get"]
-        print(f"entry by entry: {gets} GETs for {units} units, {len(entries)} entries, "
-              f"{handle.windows_decoded} windows decoded")
-        assert gets == units
-        assert fetcher.metrics.store_gets == units
-        assert set(store.metrics.requests) == {"get", "head"}
+async def test_one_entry_costs_one_ranged_get_of_at_most_1_mib(offloaded: RangeLog) -> None:
+    store = offloaded
+    handle = await SegmentLedgerOffloader(store).read_offloaded(0, UUID)
+    assert isinstance(handle, OffloadedReadHandle)
+    assert dict(store.metrics.requests) == {"get": 1}  # the index, once
+    index_key = handle.location.index_key
+    data_key = handle.location.data_key
+    assert store.gets == [(index_key, None)]
+    for i in (0, 205, 409, 37):  # the first, the middle, the last, and back
+        store.gets.clear()
+        before = dict(store.metrics.requests)
+        assert await handle.read(i, i) == [LedgerEntry(i, ENTRIES[i])]
+        ((key, ranged),) = store.gets
+        assert key == data_key and ranged is not None and ranged.length <= MiB
+        assert store.metrics.requests["get"] == before["get"] + 1
+        print(f"entry {i}: one GET of bytes [{ranged.start}, {ranged.end})")
+    assert set(store.metrics.requests) == {"get"}
 
 
-async def test_one_big_read_costs_one_get_per_unit(
-    offloaded: tuple[MemoryObjectStore, list[bytes], int],
-) -> None:
-    store, entries, units = offloaded
-    async with Fetcher(store) as fetcher:
-        handle = await SegmentLedgerOffloader(store, reader=fetcher).read_offloaded(0, UUID)
-        got = await handle.read(0, len(entries) - 1)
-        assert [e.payload for e in got] == entries
-        await fetcher.wait_idle()
-        assert store.metrics.requests["get"] == 2 + units
+async def test_entry_by_entry_fetches_each_block_once(offloaded: RangeLog) -> None:
+    store = offloaded
+    handle = await SegmentLedgerOffloader(store).read_offloaded(0, UUID)
+    assert isinstance(handle, OffloadedReadHandle)
+    for i in range(len(ENTRIES)):
+        assert await handle.read(i, i) == [LedgerEntry(i, ENTRIES[i])]
+    blocks = len(handle.index.entries)
+    print(f"entry by entry: {handle.gets} GETs, {blocks} blocks of <= 1 MiB, "
+          f"{len(ENTRIES)} entries")
+    assert handle.gets == blocks == -(-len(ENTRIES) // 10)  # ten 100 KiB entries a block
 
 
-async def test_without_the_fetcher_every_window_is_a_get(
-    offloaded: tuple[MemoryObjectStore, list[bytes], int],
-) -> None:
-    """The contrast: with no cache each 1 MiB window re-fetches its 8 MiB unit."""
-    store, entries, units = offloaded
-    handle = await SegmentLedgerOffloader(store, reader=DirectReader(store)).read_offloaded(
-        0, UUID)
-    for i in range(len(entries)):
-        await handle.read(i, i)
-    gets = store.metrics.requests["get"] - 2
-    print(f"no fetcher: {gets} GETs for {units} units")
-    assert gets >= 4 * units
+async def test_one_big_read_fetches_up_to_8_mib_a_get(offloaded: RangeLog) -> None:
+    store = offloaded
+    handle = await SegmentLedgerOffloader(store).read_offloaded(0, UUID)
+    assert [e.payload for e in await handle.read(0, len(ENTRIES) - 1)] == ENTRIES
+    ranges = [r for _, r in store.gets[1:]]
+    assert all(r is not None and r.length <= 8 * MiB for r in ranges)
+    assert len(ranges) == 6  # 41 blocks of about 1 MiB, eight a GET
 
 
-async def test_offset_cache_spares_rescans(
-    offloaded: tuple[MemoryObjectStore, list[bytes], int],
-) -> None:
-    store, entries, _ = offloaded
-    async with Fetcher(store) as fetcher:
-        handle = await SegmentLedgerOffloader(store, reader=fetcher).read_offloaded(0, UUID)
-        # Entry 45 is about 4 MiB into the first block: reaching it scans from
-        # the block start, window by window, remembering every offset seen.
-        assert await handle.read(45, 45) == [LedgerEntry(45, entries[45])]
-        scanned = handle.windows_decoded
-        assert scanned >= 4
-        # An entry before it now starts at its own offset: one window.
-        assert await handle.read(20, 20) == [LedgerEntry(20, entries[20])]
-        assert handle.windows_decoded == scanned + 1
-        assert handle.offsets.hits >= 1
-        # Reading 45 again: decoded once more from its own offset, no GET.
-        gets = store.metrics.requests["get"]
-        assert await handle.read(45, 46) == [LedgerEntry(45, entries[45]),
-                                             LedgerEntry(46, entries[46])]
-        assert handle.windows_decoded == scanned + 2
-        assert store.metrics.requests["get"] == gets
+async def test_an_old_layout_attempt_still_reads(tmp_path: Path) -> None:
+    """An attempt offloaded before PIP-17's names (a segment of the segment
+    engine with 64 MiB padded blocks, the index beside it) reads back, and
+    deleting it leaves nothing."""
+    ledgers = LocalLedgerStore(tmp_path, fsync=False)
+    entries = payloads([300 * KiB] * 30, seed=3)
+    source = await make_ledger(ledgers, entries)
+    store = MemoryObjectStore()
+    off = SegmentLedgerOffloader(store, reader=DirectReader(store))
+    where = off.locate(source.ledger_id, UUID)
+    meta = build_user_metadata({}, {"ledger-id": str(source.ledger_id)})
+    segment = ChunkedSegment(store, where.legacy_path, options=SegmentOptions(
+        chunk_size=5 * MiB, merge_on_seal=True, merged_metadata=tuple(sorted(meta.items()))))
+    writer = BlockStreamWriter(last_entry_id=len(entries) - 1, length=source.length,
+                               block_size=5 * MiB)
+    data = b"".join(bytes(b) for i, p in enumerate(entries) for b in writer.add(i, p))
+    data += b"".join(bytes(b) for b in writer.finish())
+    await segment.commit0(0, data)
+    await segment.seal()
+    index = OffloadIndex.for_blocks(writer.blocks, source.metadata.to_bytes())
+    await store.put(where.legacy_index_key, index.encode(), metadata=meta)
+    copy = await off.read_offloaded(source.ledger_id, UUID)
+    assert await copy.read(0, len(entries) - 1) == [LedgerEntry(i, p)
+                                                    for i, p in enumerate(entries)]
+    await copy.close()
+    await off.delete_offloaded(source.ledger_id, UUID)
+    assert await store.list_all("") == []

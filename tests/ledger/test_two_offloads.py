@@ -60,10 +60,10 @@ from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed import ManagedLedgerPath, sweep_offloads
 from tieredstore.ledger.managed import attempt as attempt_mod
 from tieredstore.ledger.managed.format import decode_head, offload_uuid
-from tieredstore.ledger.stream import BlockStreamWriter
+from tieredstore.ledger.offloader import _DataUpload
+from tieredstore.ledger.stream import BlockPacker
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
-from tieredstore.segment.chunked import ChunkedSegment
-from tieredstore.segment.garbage import BESIDE_MERGED, UNREFERENCED
+from tieredstore.segment.garbage import UNREFERENCED, UPLOAD
 
 NAME = "tenant/ns/persistent/topic"
 ROOT = "managed-ledgers"
@@ -76,11 +76,12 @@ POINTS = ("copy", "index")
 class GatedOffloader(SegmentLedgerOffloader):
     """An offloader that can stop at two points of an attempt: ``copy``
     (after its listing found the attempt's names free, before the first
-    chunk) and ``index`` (after the data object is merged, before the index)."""
+    part) and ``index`` (after the data object is written, before the index).
+    ``read_block_size`` sets the data bytes (how entries are cut in blocks)."""
 
-    def __init__(self, store: ObjectStore, *, block_size: int = 5 * MiB) -> None:
-        super().__init__(store, options=OffloadOptions(block_size=block_size,
-                                                       chunk_size=5 * MiB))
+    def __init__(self, store: ObjectStore, *, read_block_size: int = MiB) -> None:
+        super().__init__(store, options=OffloadOptions(block_size=5 * MiB,
+                                                       read_block_size=read_block_size))
         self.gates = {p: asyncio.Event() for p in POINTS}
         self.reached = {p: asyncio.Event() for p in POINTS}
         for gate in self.gates.values():
@@ -102,10 +103,10 @@ class GatedOffloader(SegmentLedgerOffloader):
         self.uuids.append(uuid)
         await super().offload(handle, uuid, extra_metadata)
 
-    async def _copy_entries(self, handle: ReadHandle, writer: BlockStreamWriter,
-                            segment: ChunkedSegment) -> None:
+    async def _copy_entries(self, handle: ReadHandle, packer: BlockPacker,
+                            data: _DataUpload) -> None:
         await self._pause("copy")
-        await super()._copy_entries(handle, writer, segment)
+        await super()._copy_entries(handle, packer, data)
 
     async def _put_index(self, location: OffloadLocation, data: bytes,
                          user_metadata: Mapping[str, str]) -> None:
@@ -152,10 +153,11 @@ class Owners:
 
 
 def owners(tmp_path: Path, *, store: ObjectStore | None = None,
-           zombie_block_size: int = 5 * MiB) -> Owners:
+           zombie_read_block: int = MiB) -> Owners:
     bucket = store or MemoryObjectStore()
     return Owners(bucket, LocalLedgerStore(tmp_path / "ledgers", fsync=False),
-                  GatedOffloader(bucket, block_size=zombie_block_size), GatedOffloader(bucket))
+                  GatedOffloader(bucket, read_block_size=zombie_read_block),
+                  GatedOffloader(bucket))
 
 
 def small_entries() -> list[bytes]:
@@ -163,8 +165,8 @@ def small_entries() -> list[bytes]:
 
 
 def big_entries() -> list[bytes]:
-    """About 7 MiB: two blocks at a block size of 5 MiB, one at 8 MiB (so the
-    data bytes differ with the block size)."""
+    """About 7 MiB: two parts of a multipart upload; one entry a block at a
+    read block size of 1 MiB, three at 2 MiB (so the data bytes differ)."""
     return [bytes([i]) * (512 * 1024 + i) for i in range(14)]
 
 
@@ -306,10 +308,9 @@ async def test_newer_offloads_first_then_the_zombie_tries(tmp_path: Path) -> Non
 
 
 async def test_a_zombie_that_dies_mid_merge_leaves_nothing_for_good(tmp_path: Path) -> None:
-    """The zombie's store fails its merge and every cleanup call (as a process
-    that died would leave them): chunks, seal entry, marker and a multipart
-    upload of an attempt no metadata references. The sweep removes them once
-    they are older than the safety age."""
+    """The zombie's store fails its completion and every cleanup call (as a
+    process that died would leave it): a multipart upload of an attempt no
+    metadata references. The sweep aborts it once older than the safety age."""
     memory = MemoryObjectStore()
     dying = DyingStore(memory)
     o = owners(tmp_path, store=memory)
@@ -326,9 +327,9 @@ async def test_a_zombie_that_dies_mid_merge_leaves_nothing_for_good(tmp_path: Pa
         await task
     (zombie_uuid,) = o.zombie_offloader.uuids
     zombie_location = o.zombie_offloader.locate(0, zombie_uuid)
-    assert await memory.list_multipart_uploads(zombie_location.attempt_prefix)
-    assert await memory.list_all(zombie_location.attempt_prefix)
-    await check_outcome(o, newer, o.newer_offloader.uuids[0], [UNREFERENCED])
+    assert await memory.list_multipart_uploads(zombie_location.data_key)
+    assert not await memory.list_all(zombie_location.data_key)
+    await check_outcome(o, newer, o.newer_offloader.uuids[0], [UPLOAD])
 
 
 # --- both with the same uuid ---------------------------------------------------------------
@@ -341,11 +342,11 @@ async def test_same_uuid_newer_wins_the_names(tmp_path: Path, point: str,
                                               same_bytes: bool) -> None:
     """Both attempts are named X. The zombie stops mid-attempt; the newer
     owner deletes what X holds (the attempt its head records), records X
-    and offloads. The zombie then writes on: with the same bytes its merged
-    object and index are the ones there (idempotent), with other bytes its
-    If-None-Match create of the merged object or the index fails (fenced).
+    and offloads. The zombie then writes on: its If-None-Match create of the
+    data object finds another writer's token (fenced, same bytes or not), or
+    its index is the one there (same bytes: idempotent) or not (fenced).
     Either way it is fenced at the metadata and deletes nothing of X."""
-    o = owners(tmp_path, zombie_block_size=5 * MiB if same_bytes else 8 * MiB)
+    o = owners(tmp_path, zombie_read_block=MiB if same_bytes else 2 * MiB)
     zombie = await o.zombie(big_entries())
     o.zombie_offloader.hold(point)
     task = asyncio.create_task(zombie.offload_prefix(Position(1, 0)))
@@ -360,10 +361,8 @@ async def test_same_uuid_newer_wins_the_names(tmp_path: Path, point: str,
     assert o.zombie_offloader.uuids == o.newer_offloader.uuids[:1] == [X]
     assert await o.store.get(location.index_key) == index
     assert OffloadIndex.decode(index).entries[0].offset == 0
-    # Other bytes written after the newer owner's merge: the zombie's chunks,
-    # seal entry and marker lie beside the merged object (reads never list).
-    leftovers = not same_bytes and point == "copy"
-    await check_outcome(o, newer, X, [BESIDE_MERGED] if leftovers else [])
+    # The zombie aborted its upload when fenced: nothing of it is left.
+    await check_outcome(o, newer, X, [])
 
 
 @pytest.mark.usefixtures("same_uuid")
@@ -371,7 +370,7 @@ async def test_same_uuid_newer_wins_the_names(tmp_path: Path, point: str,
 async def test_same_uuid_zombie_finishes_first(tmp_path: Path, same_bytes: bool) -> None:
     """The zombie writes all of X before the newer owner offloads, and is
     fenced at the head write; the newer owner deletes X and writes it anew."""
-    o = owners(tmp_path, zombie_block_size=5 * MiB if same_bytes else 8 * MiB)
+    o = owners(tmp_path, zombie_read_block=MiB if same_bytes else 2 * MiB)
     zombie = await o.zombie(big_entries())
     o.zombie_offloader.hold("index")
     task = asyncio.create_task(zombie.offload_prefix(Position(1, 0)))
@@ -479,5 +478,5 @@ async def test_the_sweep_reads_every_managed_ledger_and_its_pages(tmp_path: Path
     now = datetime.now(UTC) + LATER
     found = await sweep_offloads(offloader, store, root=ROOT, safety_age=SAFETY_AGE, now=now)
     assert [(g.kind, g.key) for g in found.found] == [
-        (UNREFERENCED, offloader.locate(0, orphan).attempt_prefix)]
+        (UNREFERENCED, offloader.locate(0, orphan).data_key)]
     assert sorted(await offload_objects(store)) == sorted(recorded)

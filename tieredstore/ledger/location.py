@@ -1,19 +1,20 @@
-"""Where an offloaded ledger's objects live: PIP-17 names on segment keys. Pure.
+"""Where an offloaded ledger's objects live: PIP-17's names under a prefix. Pure.
 
-An offload attempt ``(ledger_id, uuid)`` is one segment of the segment
-engine, whose topic is the PIP-17 data object name ``{uuid}-ledger-{id}``::
+An offload attempt ``(ledger_id, uuid)`` is the two objects Pulsar's jcloud
+offloader writes (``DataBlockUtils``)::
 
-    {prefix}/{h}/{cluster}/{namespace}/{uuid}-ledger-{id}/0/commitlog/seg-00000000000000000000/
-        chunk-{pos:020d}     while the offload writes (each with its CRC32C)
-        sealed               while it merges
-        segment              the data object: the PIP-17 blocks, then our unit table
+    {prefix}/{uuid}-ledger-{id}          the data object
+    {prefix}/{uuid}-ledger-{id}-index    the index object
+
+(with an empty prefix, at the bucket's root, where Pulsar looks). Attempts
+written before this layout were one segment of the segment engine, with the
+index beside its directory (docs/format.md, *The old layout*)::
+
+    {prefix}/{h}/{cluster}/{namespace}/{uuid}-ledger-{id}/0/commitlog/seg-.../segment
     {prefix}/{h}/{cluster}/{namespace}/{uuid}-ledger-{id}/0/commitlog/{uuid}-ledger-{id}-index
-                             the PIP-17 index object, byte for byte
 
-``h`` is the segment engine's hash of the path, so attempts spread over S3
-partitions. The index lies beside the segment's directory, not in it: the
-engine refuses objects it did not write in a segment's prefix. Both PIP-17
-names can be read back off any key (:func:`parse_offload_key`).
+They stay readable and sweepable: the ``legacy_*`` names. Both PIP-17 names
+can be read back off any key (:func:`parse_offload_key`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from tieredstore.segment.path import SegmentPath
 
 @dataclass(frozen=True, slots=True)
 class OffloadNamespace:
-    """The part of the keys shared by every offload of one offloader."""
+    """The part of the keys shared by every offload of one offloader: the
+    prefix (``cluster`` and ``namespace`` name old-layout attempts only)."""
 
     prefix: str = "offload"
     cluster: str = "pulsar"
@@ -55,13 +57,22 @@ class OffloadNamespace:
         return f"{self.prefix}/" if self.prefix else ""
 
     def attempt_of(self, key: str) -> OffloadLocation | None:
-        """The attempt of this namespace ``key`` belongs to; None for another
-        namespace's key, or one that is no offload's at all."""
-        name = parse_offload_key(key)
-        if name is None:
+        """The attempt of this namespace ``key`` belongs to (either layout); None
+        for another namespace's key, or one that is no offload's at all."""
+        if not key.startswith(self.list_prefix):
             return None
-        location = self.locate(name.ledger_id, name.uuid)
-        return location if key.startswith(location.attempt_prefix) else None
+        rest = key[len(self.list_prefix):]
+        if "/" not in rest:
+            try:
+                name = parse_object_name(rest)
+            except ValueError:
+                return None
+            return self.locate(name.ledger_id, name.uuid)
+        found = parse_offload_key(key)
+        if found is None:
+            return None
+        location = self.locate(found.ledger_id, found.uuid)
+        return location if key.startswith(location.legacy_prefix) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,24 +94,41 @@ class OffloadLocation:
         return index_object_name(self.ledger_id, self.uuid)
 
     @property
-    def path(self) -> SegmentPath:
-        """The segment that holds the data object."""
+    def data_key(self) -> str:
+        """The PIP-17 data object."""
+        return self.space.list_prefix + self.data_name
+
+    @property
+    def index_key(self) -> str:
+        """The PIP-17 index object."""
+        return self.space.list_prefix + self.index_name
+
+    @property
+    def keys(self) -> tuple[str, str]:
+        """The index key, then the data key: the order they are deleted in."""
+        return self.index_key, self.data_key
+
+    # --- the old layout: readable, never written --------------------------------
+
+    @property
+    def legacy_path(self) -> SegmentPath:
+        """The segment that held an old-layout attempt's data."""
         return SegmentPath(self.space.cluster, self.space.namespace, self.data_name, 0,
                            FileType.COMMIT_LOG, 0, prefix=self.space.prefix)
 
     @property
-    def data_key(self) -> str:
-        """The merged segment object: the PIP-17 data bytes, then our unit table."""
-        return self.path.merged_key
+    def legacy_data_key(self) -> str:
+        """An old-layout attempt's merged segment: PIP-17 bytes, then a unit table."""
+        return self.legacy_path.merged_key
 
     @property
-    def index_key(self) -> str:
-        return self.path.file_prefix + self.index_name
+    def legacy_index_key(self) -> str:
+        return self.legacy_path.file_prefix + self.index_name
 
     @property
-    def attempt_prefix(self) -> str:
-        """Every object of this attempt is under this prefix (a listing finds them)."""
-        return self.path.file_prefix
+    def legacy_prefix(self) -> str:
+        """Every object of an old-layout attempt is under this prefix."""
+        return self.legacy_path.file_prefix
 
     def __str__(self) -> str:
         return self.data_name
@@ -109,8 +137,8 @@ class OffloadLocation:
 def parse_offload_key(key: str) -> ObjectName | None:
     """The PIP-17 name an offload key carries, or None if it carries none.
 
-    For a data-side key (chunk, marker, segment) the name is the data object's;
-    for the index, the index's.
+    For a data-side key (the data object; an old layout's chunk, marker,
+    segment) the name is the data object's; for the index, the index's.
     """
     for part in reversed(key.split("/")):
         try:
@@ -118,4 +146,3 @@ def parse_offload_key(key: str) -> ObjectName | None:
         except ValueError:
             continue
     return None
-

@@ -1,106 +1,72 @@
 """OffloadedReadHandle: an offloaded ledger, read back as if it were the original.
 
-Opening costs three requests: a GET of the index object (PIP-17 bytes, read
-once), a HEAD of the data object and a ranged GET of its tail (our unit
-table, which gives the segment its layout). No listing, no writes.
-
-A read finds the block of its first entry by binary search in the index,
-then starts from the nearest entry whose offset it has seen (an
-:class:`~tieredstore.ledger.offsets.OffsetCache`) rather than the block's
-start. It decodes a window of up to ``scan_bytes`` (1 MiB, as Pulsar reads),
-never past the unit it starts in unless an entry runs on, through the
-segment's reader: with a :class:`~tieredstore.fetcher.Fetcher`, a unit is
-fetched by one GET, checked against its CRC32C, cached, and read ahead when
-reads run forward. So a ledger read front to back costs about one GET per
-unit, whatever the entry sizes. The entries of the last window are kept, so
-a reader going entry by entry decodes each window once.
+Opening is one GET, of the index object (the handle keeps it; a managed
+ledger keeps the handle). A read finds the block of each wanted entry by
+binary search in the index and fetches whole blocks by ranged GET of the data
+object: the block of the first entry wanted and the blocks after it the read
+reaches, adjacent, up to ``max_get_bytes`` (8 MiB) a GET, at least one block.
+Blocks are about 1 MiB (:class:`~tieredstore.ledger.stream.BlockPacker`), so
+one entry costs one ranged GET of at most about 1 MiB; the blocks of the last
+GET are kept, so a reader going entry by entry fetches each block once.
+Every block is checked against the index (its header's length and first
+entry id) and decoded with its entry ids in order; the data object's size and
+format version are checked on its first GET. No listing, no HEAD, no writes.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from tieredstore.errors import ObjectNotFound
-from tieredstore.ledger.block import BlockEntry, BlockScan, decode_entries
+from tieredstore.ledger.block import decode_entries
 from tieredstore.ledger.errors import CorruptLedger, LedgerClosed, OffloadNotFound
-from tieredstore.ledger.format import ENTRY_HEADER_SIZE, LedgerFormatError
+from tieredstore.ledger.format import HEADER_SIZE, DataBlockHeader, LedgerFormatError
 from tieredstore.ledger.handle import LedgerEntry, LedgerMetadata, ReadHandle, check_range
 from tieredstore.ledger.index import IndexEntry, OffloadIndex
 from tieredstore.ledger.location import OffloadLocation
-from tieredstore.ledger.offsets import OffsetCache
 from tieredstore.ledger.user_metadata import check_format_version
-from tieredstore.objectstore.base import ObjectStore
-from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions
-from tieredstore.segment.layout import SegmentLayout
-from tieredstore.segment.listing import SegmentState
-from tieredstore.segment.reader import SegmentReader
-from tieredstore.segment.recovery import read_merged_units
+from tieredstore.objectstore.base import ByteRange, ObjectStore
 from tieredstore.sizes import MiB
 
-DEFAULT_SCAN_BYTES = 1 * MiB
+MAX_GET_BYTES = 8 * MiB
+
+
+async def read_index(store: ObjectStore, location: OffloadLocation
+                     ) -> tuple[OffloadIndex, dict[str, str]]:
+    """The attempt's index object, decoded, and its user metadata; raises
+    :class:`OffloadNotFound` if there is none (an incomplete attempt)."""
+    ledger_id = location.ledger_id
+    try:
+        got = await store.get_object(location.index_key)
+    except ObjectNotFound:
+        raise OffloadNotFound(f"no complete offload {location} (no index object "
+                              f"{location.index_key!r})", ledger_id=ledger_id) from None
+    check_format_version(got.info.metadata, location.index_key, ledger_id=ledger_id)
+    try:
+        return OffloadIndex.decode(got.data), dict(got.info.metadata)
+    except LedgerFormatError as exc:
+        raise CorruptLedger(f"index {location.index_key!r}: {exc}", ledger_id=ledger_id) from None
 
 
 class OffloadedReadHandle(ReadHandle):
-    """Reads one offloaded ledger. Open with :meth:`open`."""
+    """Reads one offloaded ledger at PIP-17's names. Open with :meth:`open`."""
 
-    def __init__(
-        self,
-        location: OffloadLocation,
-        index: OffloadIndex,
-        segment: ChunkedSegment,
-        *,
-        scan_bytes: int = DEFAULT_SCAN_BYTES,
-    ) -> None:
+    def __init__(self, store: ObjectStore, location: OffloadLocation, index: OffloadIndex, *,
+                 max_get_bytes: int = MAX_GET_BYTES) -> None:
+        self.store = store
         self.location = location
         self.index = index
-        self.segment = segment
-        self.scan_bytes = max(ENTRY_HEADER_SIZE, scan_bytes)
-        self.offsets = OffsetCache()
+        self.max_get_bytes = max_get_bytes
         self._metadata = LedgerMetadata.from_bytes(index.ledger_metadata)
-        self._recent: OrderedDict[int, LedgerEntry] = OrderedDict()
+        self._blocks: dict[int, list[LedgerEntry]] = {}  # the last GET's, by part id
+        self._checked = False
         self._closed = False
-        self.windows_decoded = 0
+        self.gets = 0
 
     @classmethod
-    async def open(
-        cls,
-        store: ObjectStore,
-        location: OffloadLocation,
-        *,
-        reader: SegmentReader | None = None,
-        scan_bytes: int = DEFAULT_SCAN_BYTES,
-    ) -> OffloadedReadHandle:
-        """Read the index and the data object's unit table; refuse an
-        incomplete offload with :class:`OffloadNotFound`."""
-        ledger_id = location.ledger_id
-        try:
-            got = await store.get_object(location.index_key)
-            info = await store.head(location.data_key)
-        except ObjectNotFound:
-            raise OffloadNotFound(
-                f"no complete offload {location} (its index or data object is missing)",
-                ledger_id=ledger_id,
-            ) from None
-        check_format_version(got.info.metadata, location.index_key, ledger_id=ledger_id)
-        check_format_version(info.metadata, location.data_key, ledger_id=ledger_id)
-        try:
-            index = OffloadIndex.decode(got.data)
-        except LedgerFormatError as exc:
-            raise CorruptLedger(f"index {location.index_key!r}: {exc}",
-                                ledger_id=ledger_id) from None
-        path = location.path
-        layout = SegmentLayout(await read_merged_units(store, path, info.size))
-        if layout.size != index.data_object_len:
-            raise CorruptLedger(
-                f"the data object holds {layout.size} bytes, its index says "
-                f"{index.data_object_len}",
-                ledger_id=ledger_id,
-            )
-        segment = ChunkedSegment(store, path, options=SegmentOptions(merge_on_seal=False),
-                                 reader=reader, layout=layout, state=SegmentState.SEALED)
-        return cls(location, index, segment, scan_bytes=scan_bytes)
-
-    # --- what the original says -------------------------------------------------------
+    async def open(cls, store: ObjectStore, location: OffloadLocation, *,
+                   max_get_bytes: int = MAX_GET_BYTES) -> OffloadedReadHandle:
+        """Read the index; refuse an incomplete offload with :class:`OffloadNotFound`."""
+        index, _ = await read_index(store, location)
+        return cls(store, location, index, max_get_bytes=max_get_bytes)
 
     @property
     def ledger_id(self) -> int:
@@ -110,8 +76,6 @@ class OffloadedReadHandle(ReadHandle):
     def metadata(self) -> LedgerMetadata:
         return self._metadata
 
-    # --- reading ----------------------------------------------------------------------
-
     async def read(self, first: int, last: int) -> list[LedgerEntry]:
         # docstring inherited
         if self._closed:
@@ -120,86 +84,70 @@ class OffloadedReadHandle(ReadHandle):
         out: list[LedgerEntry] = []
         wanted = first
         while wanted <= last:
-            entry = self._recent.get(wanted)
-            if entry is not None:
-                out.append(entry)
-                wanted += 1
-                continue
-            await self._decode_window(wanted)
-            if wanted not in self._recent:
-                raise CorruptLedger(
-                    f"entry {wanted} is not where the index says (block of "
-                    f"{self.index.lookup(wanted)})",
-                    ledger_id=self.ledger_id,
-                )
+            block = self.index.lookup(wanted)
+            entries = self._blocks.get(block.part_id)
+            if entries is None:
+                entries = await self._fetch(block, last)
+            skip = wanted - block.first_entry_id
+            if not 0 <= skip < len(entries):
+                raise CorruptLedger(f"entry {wanted} is not in the block at data offset "
+                                    f"{block.offset}", ledger_id=self.ledger_id)
+            taken = entries[skip: skip + last - wanted + 1]
+            out += taken
+            wanted += len(taken)
         return out
 
-    async def _decode_window(self, entry_id: int) -> None:
-        """Decode a window of entries that starts at or before ``entry_id`` and
-        reaches it; they replace the recent entries."""
-        block = self.index.lookup(entry_id)
-        block_len = self.index.block_len(block)
-        block_end = block.offset + block_len
-        known = self.offsets.floor(entry_id)
-        if known is not None and known[0] >= block.first_entry_id:
-            next_id, pos = known
-        else:
-            next_id, pos = block.first_entry_id, block.data_offset
-        recent: OrderedDict[int, LedgerEntry] = OrderedDict()
-        while True:
-            entries, next_id, pos, at_end = await self._window(block, block_len, next_id, pos,
-                                                                block_end)
-            for e in entries:
-                self.offsets.add(e.entry_id, block.offset + e.offset)
-                if e.entry_id >= entry_id:
-                    recent[e.entry_id] = LedgerEntry(e.entry_id, bytes(e.payload))
-            if recent or at_end:
+    async def _fetch(self, block: IndexEntry, last: int) -> list[LedgerEntry]:
+        """GET ``block`` and the adjacent blocks up to the one holding ``last``
+        (within ``max_get_bytes``); keep them; the entries of ``block``."""
+        entries = self.index.entries
+        run = [block]
+        size = self.index.block_len(block)
+        for nxt in entries[block.part_id:]:
+            more = self.index.block_len(nxt)
+            if nxt.first_entry_id > last or size + more > self.max_get_bytes:
                 break
-        self._recent = recent
-
-    async def _window(
-        self, block: IndexEntry, block_len: int, next_id: int, pos: int, block_end: int
-    ) -> tuple[list[BlockEntry], int, int, bool]:
-        """Entries from ``pos`` (the start of entry ``next_id``) in one window;
-        then the next id, its position, and whether the block ended."""
-        if pos >= block_end:
-            return [], next_id, pos, True
-        unit_end = self.segment.layout.unit_at(pos).end
-        stop = min(block_end, pos + self.scan_bytes)
-        if unit_end - pos >= ENTRY_HEADER_SIZE:
-            stop = min(stop, unit_end)
-        data = await self.segment.read0(pos, stop - pos)
-        self.windows_decoded += 1
-        scan = self._decode(data, block, block_len, pos, next_id)
-        if not scan.entries and not scan.at_end and len(data) >= 4:
-            # The entry runs past the window: read exactly it (its units load
-            # once, through the reader, like any others).
-            length = int.from_bytes(data[:4], "big", signed=True)
-            stop = min(block_end, pos + ENTRY_HEADER_SIZE + max(0, length))
-            data = await self.segment.read0(pos, stop - pos)
-            scan = self._decode(data, block, block_len, pos, next_id)
-        if not scan.entries and not scan.at_end:
-            raise CorruptLedger(
-                f"no entry can be decoded at data offset {pos} (block at {block.offset})",
-                ledger_id=self.ledger_id,
-            )
-        if scan.entries:
-            next_id = scan.entries[-1].entry_id + 1
-        return scan.entries, next_id, block.offset + scan.next_offset, scan.at_end
-
-    def _decode(self, data: bytes, block: IndexEntry, block_len: int, pos: int, next_id: int
-                ) -> BlockScan:
+            run.append(nxt)
+            size += more
+        key = self.location.data_key
         try:
-            return decode_entries(data, offset=pos - block.offset, block_len=block_len,
-                                  expected_entry_id=next_id, partial=True)
+            got = await self.store.get_object(key, ByteRange(block.offset, size))
+        except ObjectNotFound:
+            raise OffloadNotFound(f"the data object {key!r} of offload {self.location} is "
+                                  "gone", ledger_id=self.ledger_id) from None
+        self.gets += 1
+        if not self._checked:
+            check_format_version(got.info.metadata, key, ledger_id=self.ledger_id)
+            if got.info.size != self.index.data_object_len:
+                raise CorruptLedger(f"the data object holds {got.info.size} bytes, its index "
+                                    f"says {self.index.data_object_len}", ledger_id=self.ledger_id)
+            self._checked = True
+        if len(got.data) != size:
+            raise CorruptLedger(f"{key!r}: {len(got.data)} bytes at {block.offset}, expected "
+                                f"{size}", ledger_id=self.ledger_id)
+        view = memoryview(got.data)
+        self._blocks = {}
+        for one in run:
+            start = one.offset - block.offset
+            end = start + self.index.block_len(one)
+            self._blocks[one.part_id] = self._decode(one, view[start:end])
+        return self._blocks[block.part_id]
+
+    def _decode(self, block: IndexEntry, data: memoryview) -> list[LedgerEntry]:
+        try:
+            header = DataBlockHeader.decode(data)
+            if (header.block_len, header.first_entry_id) != (len(data), block.first_entry_id):
+                raise LedgerFormatError(
+                    f"its header says {header.block_len} bytes from entry "
+                    f"{header.first_entry_id}, the index {len(data)} from {block.first_entry_id}")
+            scan = decode_entries(data[HEADER_SIZE:], offset=HEADER_SIZE, block_len=len(data),
+                                  expected_entry_id=block.first_entry_id)
         except LedgerFormatError as exc:
-            raise CorruptLedger(f"data object at offset {pos}: {exc}",
+            raise CorruptLedger(f"block at data offset {block.offset}: {exc}",
                                 ledger_id=self.ledger_id) from None
+        return [LedgerEntry(e.entry_id, bytes(e.payload)) for e in scan.entries]
 
     async def close(self) -> None:
         # docstring inherited
-        if not self._closed:
-            self._closed = True
-            self._recent.clear()
-            self.segment.reader.forget(self.segment.path)
-
+        self._closed = True
+        self._blocks = {}

@@ -1,4 +1,4 @@
-"""LedgerOffloader (PIP-17) and its implementation on the segment engine.
+"""LedgerOffloader (PIP-17) and its implementation, Pulsar's object layout on our store.
 
 ``offload(handle, uuid, extra_metadata)`` copies a closed ledger to the object
 store as PIP-17's two objects; ``read_offloaded`` gives back a
@@ -7,51 +7,65 @@ original; ``delete_offloaded`` removes both. The ``uuid`` names one attempt:
 the managed ledger records it before the attempt starts, so that a failed
 attempt can be cleaned up through it later.
 
-How the objects map onto the segment engine (docs/format.md, "Offloaded
-ledgers"): the data object's bytes are the logical bytes of one segment
-(see :mod:`tieredstore.ledger.location` for its keys). The blocks are
-streamed from the ledger (:class:`~tieredstore.ledger.stream.BlockStreamWriter`)
-into ``commit0``: chunk objects written with ``If-None-Match`` (so a second
-writer of the same attempt with other bytes is fenced), each with its CRC32C.
-Sealing merges them into the one ``segment`` object by multipart upload,
-copying chunks server-side; that object is the PIP-17 data bytes followed by
-our unit table, so every offset the index names is the same in both. The
-index object is written last, with ``If-None-Match``: its presence means the
-attempt is complete. A failed attempt leaves no multipart upload behind (the
-engine aborts it) and is removed by ``delete_offloaded`` with its uuid.
+The objects are PIP-17's, at PIP-17's names (docs/format.md, "Offloaded
+ledgers"; :mod:`tieredstore.ledger.location`): the data object
+``{uuid}-ledger-{id}`` (unpadded blocks of about 1 MiB,
+:class:`~tieredstore.ledger.stream.BlockPacker`), written by one PUT or, once
+larger than a part, one multipart upload of runs of whole blocks, created
+with ``If-None-Match``; then the index ``{uuid}-ledger-{id}-index``, created
+with ``If-None-Match``: its presence means the attempt is complete. A lost
+reply is settled by the writer's token in the data object's metadata, a
+second writer of the same uuid is fenced (:class:`OffloadFenced`), a failed
+attempt leaves no multipart upload behind (aborted) and is removed by
+``delete_offloaded`` with its uuid. Old-layout attempts (one segment of the
+segment engine) are read by :class:`~tieredstore.ledger.legacy.LegacyReadHandle`
+and deleted too.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
+import secrets
 import uuid as uuid_mod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NoReturn
 
-from tieredstore.errors import check_field
+from tieredstore.errors import NoSuchUpload, ObjectNotFound, PreconditionFailed, check_field
 from tieredstore.fetcher import Fetcher
-from tieredstore.ledger.errors import OffloadExists, OffloadFenced, OffloadRefused
+from tieredstore.ledger.errors import (
+    OffloadExists,
+    OffloadFenced,
+    OffloadNotFound,
+    OffloadRefused,
+)
 from tieredstore.ledger.format import (
     DEFAULT_BLOCK_SIZE,
     MAX_BLOCK_SIZE,
     MIN_BLOCK_SIZE,
+    MIN_POSSIBLE_BLOCK_SIZE,
     LedgerFormatError,
 )
 from tieredstore.ledger.handle import LedgerState, ReadHandle
 from tieredstore.ledger.index import OffloadIndex
+from tieredstore.ledger.legacy import DEFAULT_SCAN_BYTES, LegacyReadHandle
 from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
-from tieredstore.ledger.offloaded import DEFAULT_SCAN_BYTES, OffloadedReadHandle
-from tieredstore.ledger.stream import BlockStreamWriter
+from tieredstore.ledger.offloaded import MAX_GET_BYTES, OffloadedReadHandle
+from tieredstore.ledger.stream import BlockPacker
 from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.metrics import OffloadMetrics
-from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.base import ObjectStore, PartInfo
 from tieredstore.objectstore.conditional import create_once
-from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions, destroy_segment
-from tieredstore.segment.merge import FORMAT_METADATA
+from tieredstore.segment.chunked import destroy_segment
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.sizes import MiB
+
+WRITER_KEY = "tieredstore-offload-writer"
+"""User metadata of the data object: a random token per ``offload`` call, by
+which a retry after a lost reply knows its own object."""
 
 log = logging.getLogger(__name__)
 
@@ -93,16 +107,21 @@ class LedgerOffloader(abc.ABC):
 class OffloadOptions:
     """How :class:`SegmentLedgerOffloader` writes and reads.
 
-    ``block_size``: PIP-17's ``maxBlockSizeInBytes`` (64 MiB; 5 MiB to 2 GiB).
-    ``chunk_size``: the engine's chunk and read unit (8 MiB; chunks of 5 MiB or
-    more merge by server-side copy). ``read_batch_bytes``: about how much of
-    the ledger one read of the source handle fetches. ``scan_bytes``: how
-    much an offloaded handle decodes at a time.
+    ``block_size``: the multipart part size, Pulsar's ``maxBlockSizeInBytes``
+    (64 MiB; 5 MiB to 2 GiB): a data object up to it is one PUT, a larger one
+    a multipart upload of parts of at least it (one held in memory at a time).
+    ``read_block_size``: the PIP-17 data blocks' size (1 MiB, what one
+    ranged GET reads an entry with). ``read_batch_bytes``: about how much of
+    the ledger one read of the source handle fetches. ``max_get_bytes``: the
+    most one GET of a read fetches (adjacent blocks). ``chunk_size`` and
+    ``scan_bytes`` read old-layout attempts.
     """
 
     block_size: int = DEFAULT_BLOCK_SIZE
+    read_block_size: int = 1 * MiB
     chunk_size: int = 8 * MiB
     read_batch_bytes: int = 8 * MiB
+    max_get_bytes: int = MAX_GET_BYTES
     scan_bytes: int = DEFAULT_SCAN_BYTES
     merge_concurrency: int = 4
     namespace: OffloadNamespace = field(default_factory=OffloadNamespace)
@@ -110,12 +129,16 @@ class OffloadOptions:
     def __post_init__(self) -> None:
         check_field("block_size", self.block_size, MIN_BLOCK_SIZE, MAX_BLOCK_SIZE,
                     bounds=f"[{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}] (5 MiB to 2 GiB)")
-        for key in ("chunk_size", "read_batch_bytes", "scan_bytes", "merge_concurrency"):
+        check_field("read_block_size", self.read_block_size, MIN_POSSIBLE_BLOCK_SIZE,
+                    self.block_size)
+        for key in ("chunk_size", "read_batch_bytes", "max_get_bytes", "scan_bytes",
+                    "merge_concurrency"):
             check_field(key, getattr(self, key), 1)
 
 
 class SegmentLedgerOffloader(LedgerOffloader):
-    """Offloads ledgers to ``store`` through the segment engine.
+    """Offloads ledgers to ``store`` as PIP-17 objects (the name is historical:
+    only old-layout attempts are read through the segment engine).
 
     ``reader`` serves the reads of offloaded handles and of the merge: a
     :class:`~tieredstore.fetcher.Fetcher` shared with the host, or, by default,
@@ -193,44 +216,39 @@ class SegmentLedgerOffloader(LedgerOffloader):
         location = self.locate(ledger_id, uuid)
         own = {"ledger-id": str(ledger_id), "offload-uuid": str(location.uuid)}
         user_metadata = build_user_metadata(
-            extra_metadata, own, reserved=metadata_size(FORMAT_METADATA), ledger_id=ledger_id
+            extra_metadata, own, reserved=metadata_size({WRITER_KEY: "0" * 32}),
+            ledger_id=ledger_id,
         )
-        options = SegmentOptions(
-            chunk_size=self.options.chunk_size,
-            merge_on_seal=True,
-            merge_concurrency=self.options.merge_concurrency,
-            merged_metadata=tuple(sorted(user_metadata.items())),
-        )
-        # One listing, as opening the segment would make, but without its
-        # recovery: objects of this attempt there are refused, never resumed.
-        if await self.store.list_all(location.attempt_prefix):
+        # One listing: objects of this attempt there are refused, never resumed.
+        if {o.key for o in await self.store.list_all(location.data_key)} & set(location.keys):
             raise OffloadExists(f"objects of attempt {location} exist already",
                                 ledger_id=ledger_id)
-        segment = ChunkedSegment(self.store, location.path, options=options, reader=self.reader)
-        writer = BlockStreamWriter(
-            last_entry_id=handle.last_add_confirmed,
-            length=handle.length,
-            block_size=self.options.block_size,
-        )
-        await self._copy_entries(handle, writer, segment)
-        await segment.seal()
-        index = OffloadIndex.for_blocks(writer.blocks, meta.to_bytes())
+        packer = BlockPacker(block_size=self.options.read_block_size)
+        data = _DataUpload(self.store, location, {**user_metadata,
+                                                  WRITER_KEY: secrets.token_hex(16)})
+        try:
+            await self._copy_entries(handle, packer, data)
+            await data.finish()
+        except BaseException:
+            await data.abort()
+            raise
+        if packer.bytes_written != data.size:
+            raise LedgerFormatError(f"ledger {ledger_id}: {data.size} bytes uploaded, the "
+                                    f"blocks hold {packer.bytes_written}")
+        index = OffloadIndex.for_blocks(packer.blocks, meta.to_bytes())
         await self._put_index(location, index.encode(), user_metadata)
-        log.info("offloaded ledger %d as %s: %d entries, %d bytes, %d blocks", ledger_id,
-                 location, handle.last_add_confirmed + 1, writer.bytes_written,
-                 len(writer.blocks))
+        log.info("offloaded ledger %d as %s: %d entries, %d bytes, %d blocks, %d parts",
+                 ledger_id, location, handle.last_add_confirmed + 1, packer.bytes_written,
+                 len(packer.blocks), len(data.parts) or 1)
 
-    async def _copy_entries(
-        self, handle: ReadHandle, writer: BlockStreamWriter, segment: ChunkedSegment
-    ) -> None:
-        """Read the ledger in batches, stream its blocks into whole chunks (the
-        last one may be short)."""
-        chunk = self.options.chunk_size
-        pending = bytearray()
-        position = 0  # our own count: commit0 refuses it if the segment moved under us
+    async def _copy_entries(self, handle: ReadHandle, packer: BlockPacker,
+                            data: _DataUpload) -> None:
+        """Read the ledger in batches, pack its entries into blocks, and hand
+        the data object a part whenever one is full."""
         last = handle.last_add_confirmed
         average = max(1, handle.length // (last + 1))
         batch = max(1, min(10_000, self.options.read_batch_bytes // average))
+        payload = 0
         for first in range(0, last + 1, batch):
             upto = min(last, first + batch - 1)
             entries = await handle.read(first, upto)
@@ -240,17 +258,16 @@ class SegmentLedgerOffloader(LedgerOffloader):
                     f"ids {[e.entry_id for e in entries][:5]}..."
                 )
             for entry in entries:
-                for piece in writer.add(entry.entry_id, entry.payload):
-                    pending += piece
-            whole = len(pending) - len(pending) % chunk
-            if whole:
-                await segment.commit0(position, bytes(memoryview(pending)[:whole]))
-                position += whole
-                del pending[:whole]
-        for piece in writer.finish():
-            pending += piece
-        if pending:
-            await segment.commit0(position, bytes(pending))
+                payload += len(entry.payload)
+                block = packer.add(entry.entry_id, entry.payload)
+                if block is not None:
+                    await data.add(block, self.options.block_size)
+        if payload != handle.length:
+            raise LedgerFormatError(f"ledger {handle.ledger_id}: the entries hold {payload} "
+                                    f"bytes, the ledger's length is {handle.length}")
+        block = packer.finish()
+        if block is not None:
+            await data.add(block, self.options.block_size)
 
     async def _put_index(
         self, location: OffloadLocation, data: bytes, user_metadata: Mapping[str, str]
@@ -264,21 +281,113 @@ class SegmentLedgerOffloader(LedgerOffloader):
 
     # --- read and delete ------------------------------------------------------------
 
-    async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> OffloadedReadHandle:
-        # docstring inherited
-        return await OffloadedReadHandle.open(
-            self.store, self.locate(ledger_id, uuid), reader=self.reader,
-            scan_bytes=self.options.scan_bytes,
-        )
+    async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> ReadHandle:
+        """A handle on the attempt at PIP-17's names; an old-layout attempt
+        (no index there) is read through the segment engine."""
+        location = self.locate(ledger_id, uuid)
+        try:
+            return await OffloadedReadHandle.open(self.store, location,
+                                                  max_get_bytes=self.options.max_get_bytes)
+        except OffloadNotFound as missing:
+            try:
+                return await LegacyReadHandle.open(self.store, location, reader=self.reader,
+                                                   scan_bytes=self.options.scan_bytes)
+            except OffloadNotFound:
+                raise missing from None
 
     async def delete_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> None:
         """Delete the attempt's objects: the index first (an attempt without it
-        is never read), then the segment with its chunks, marker and uploads."""
+        is never read), then its uploads and data object; then an old-layout
+        attempt's segment with its chunks, marker and uploads."""
         location = self.locate(ledger_id, uuid)
         await self.store.delete(location.index_key)
-        await destroy_segment(self.store, location.path)
-        self.reader.forget(location.path)
-        # Anything else under the attempt's prefix is the attempt's too.
-        leftovers = [o.key for o in await self.store.list_all(location.attempt_prefix)]
+        for upload in await self.store.list_multipart_uploads(location.data_key):
+            if upload.key == location.data_key:
+                await self.store.abort_multipart(upload.key, upload.upload_id)
+        await self.store.delete(location.data_key)
+        await self.store.delete(location.legacy_index_key)
+        await destroy_segment(self.store, location.legacy_path)
+        self.reader.forget(location.legacy_path)
+        # Anything else under the old attempt's prefix is the attempt's too.
+        leftovers = [o.key for o in await self.store.list_all(location.legacy_prefix)]
         if leftovers:
             await self.store.delete_many(leftovers)
+
+
+async def open_offloaded(store: ObjectStore, location: OffloadLocation, *,
+                         reader: SegmentReader | None = None,
+                         options: OffloadOptions | None = None) -> ReadHandle:
+    """A handle on the attempt at PIP-17's names; an old-layout attempt (no
+    index there) is read through the segment engine with ``reader``."""
+    options = options or OffloadOptions()
+    try:
+        return await OffloadedReadHandle.open(store, location,
+                                              max_get_bytes=options.max_get_bytes)
+    except OffloadNotFound as missing:
+        try:
+            return await LegacyReadHandle.open(store, location, reader=reader,
+                                               scan_bytes=options.scan_bytes)
+        except OffloadNotFound:
+            raise missing from None
+
+
+class _DataUpload:
+    """The data object, written as blocks come: one PUT if it stays below a
+    part, else a multipart upload of parts of at least ``part_size`` (whole
+    blocks), completed with ``If-None-Match``. A key found taken is ours only
+    if the object carries our writer token (a retry after a lost reply)."""
+
+    def __init__(self, store: ObjectStore, location: OffloadLocation,
+                 metadata: Mapping[str, str]) -> None:
+        self.store = store
+        self.location = location
+        self.metadata = dict(metadata)
+        self.pending = bytearray()
+        self.parts: list[PartInfo] = []
+        self.upload_id: str | None = None
+        self.size = 0
+
+    async def add(self, block: bytes, part_size: int) -> None:
+        self.pending += block
+        self.size += len(block)
+        if len(self.pending) >= part_size:
+            await self._upload_part()
+
+    async def _upload_part(self) -> None:
+        key = self.location.data_key
+        if self.upload_id is None:
+            self.upload_id = await self.store.create_multipart(key, metadata=self.metadata)
+        self.parts.append(await self.store.upload_part(key, self.upload_id,
+                                                       len(self.parts) + 1, bytes(self.pending)))
+        self.pending.clear()
+
+    async def finish(self) -> None:
+        key = self.location.data_key
+        if self.upload_id is None:
+            if not await create_once(self.store, key, bytes(self.pending),
+                                     metadata=self.metadata, compare="metadata"):
+                self._fenced()
+            return
+        if self.pending:
+            await self._upload_part()
+        try:
+            await self.store.complete_multipart(key, self.upload_id, self.parts,
+                                                if_none_match=True)
+        except (PreconditionFailed, NoSuchUpload):
+            await self.abort()  # ours landed, or another's stands: not needed either way
+            try:
+                info = await self.store.head(key)
+            except ObjectNotFound:
+                self._fenced()
+            if info.size != self.size or info.metadata.get(WRITER_KEY) != self.metadata[WRITER_KEY]:
+                self._fenced()
+        self.upload_id = None
+
+    async def abort(self) -> None:
+        if self.upload_id is not None:
+            with contextlib.suppress(Exception):
+                await self.store.abort_multipart(self.location.data_key, self.upload_id)
+
+    def _fenced(self) -> NoReturn:
+        raise OffloadFenced(f"another writer's data object {self.location.data_name} exists",
+                            ledger_id=self.location.ledger_id)

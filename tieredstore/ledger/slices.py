@@ -15,8 +15,8 @@ table, the ledger's metadata, and the managed ledger's name from the object's
 user metadata) and cuts the selected entries into slices of
 ``blocks_per_slice`` blocks, leaving out blocks the entry range does not
 reach. :func:`read_ledger_slice` opens the attempt as ``read_offloaded`` does
-(:class:`~tieredstore.ledger.OffloadedReadHandle`: its index, a HEAD and the
-data object's unit table) and reads its entries, every unit CRC-checked. An
+(:func:`~tieredstore.ledger.offloader.open_offloaded`: its index; an old-layout
+attempt's unit table too) and reads its entries. An
 attempt without its data object (an offload that did not finish) is left out
 when planning; one whose objects vanish before its slice is read (deleted
 after the deletion lag) fails the read, naming it. The Spark source
@@ -36,7 +36,7 @@ from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.index import OffloadIndex
 from tieredstore.ledger.location import OffloadNamespace
 from tieredstore.ledger.managed import recorded_offloads
-from tieredstore.ledger.offloaded import OffloadedReadHandle
+from tieredstore.ledger.offloader import open_offloaded
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentReader
 from tieredstore.tasks import gather_bounded
@@ -84,13 +84,14 @@ async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
     with two of them is refused (:class:`OffloadError` naming it)."""
     recorded = await recorded_offloads(store, root)
     attempts = [a async for a in _attempts(store, space, selection)
-                if recorded is None or recorded.get(a, False)]
-    async def one(ledger_id: int, uuid: uuid_mod.UUID) -> list[LedgerSlice] | None:
+                if recorded is None or recorded.get(a[:2], False)]
+    async def one(ledger_id: int, uuid: uuid_mod.UUID, legacy: bool
+                  ) -> list[LedgerSlice] | None:
         """None: not complete, or not selected."""
         where = space.locate(ledger_id, uuid)
         try:
-            got = await store.get_object(where.index_key)
-            await store.head(where.data_key)
+            got = await store.get_object(where.legacy_index_key if legacy else where.index_key)
+            await store.head(where.legacy_data_key if legacy else where.data_key)
         except ObjectNotFound:
             return None  # an offload that did not finish, or deleted meanwhile
         name = got.info.metadata.get(MANAGED_LEDGER_KEY)
@@ -103,7 +104,7 @@ async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
     found = await gather_bounded(READ_CONCURRENCY, lambda a: one(*a), attempts)
     kept = [(a, slices) for a, slices in zip(attempts, found, strict=True) if slices is not None]
     if recorded is None:
-        _one_attempt_each([a for a, _ in kept], root)
+        _one_attempt_each([a[:2] for a, _ in kept], root)
     return [s for _, slices in kept for s in slices]
 
 
@@ -124,15 +125,16 @@ def _one_attempt_each(attempts: list[tuple[int, uuid_mod.UUID]], root: str) -> N
 
 
 async def _attempts(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection
-                    ) -> AsyncIterator[tuple[int, uuid_mod.UUID]]:
-    """Attempts of the namespace with an index object, in key order."""
+                    ) -> AsyncIterator[tuple[int, uuid_mod.UUID, bool]]:
+    """Attempts of the namespace with an index object, in key order, and
+    whether each is of the old layout."""
     async for page in store.list_pages(space.list_prefix):
         for info in page:
             where = space.attempt_of(info.key)
-            if where is None or where.index_key != info.key:
+            if where is None or info.key not in (where.index_key, where.legacy_index_key):
                 continue
             if selection.ledger_ids is None or where.ledger_id in selection.ledger_ids:
-                yield where.ledger_id, where.uuid
+                yield where.ledger_id, where.uuid, info.key == where.legacy_index_key
 
 
 def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,
@@ -156,7 +158,7 @@ async def read_ledger_slice(store: ObjectStore, part: LedgerSlice,
                             ) -> AsyncIterator[list[LedgerEntry]]:
     """The slice's entries, a few hundred at a time."""
     where = part.space.locate(part.ledger_id, part.offload_uuid)
-    handle = await OffloadedReadHandle.open(store, where, reader=reader)
+    handle = await open_offloaded(store, where, reader=reader)
     try:
         for first in range(part.first, part.last + 1, ENTRIES_PER_READ):
             yield await handle.read(first, min(part.last, first + ENTRIES_PER_READ - 1))
