@@ -17,7 +17,7 @@ from tieredstore.ledger import (
     offload_options,
 )
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
-from tieredstore.segment.garbage import DEAD_LOG, LOG_FENCE, UNREFERENCED
+from tieredstore.segment.garbage import DEAD_LOG, LOG_FENCE, UNREFERENCED, UPLOAD
 from tieredstore.store import AsyncMessageStore, collect_garbage
 
 T0 = 1_700_000_000_000
@@ -74,18 +74,19 @@ async def test_offload_attempts_no_metadata_records_and_their_uploads(tmp_path: 
     orphan = uuid_mod.uuid4()
     await offloader.offload(ledger, orphan, {})  # a dead owner's: no managed ledger records it
     location = offloader.locate(ledger.ledger_id, orphan)
-    upload = await backend.create_multipart(location.data_key)  # its merge, abandoned
-    assert {k for k in await keys(backend) if k.startswith(location.attempt_prefix)}
+    upload = await backend.create_multipart(location.data_key)  # a second upload, abandoned
+    assert {k for k in await keys(backend) if k in location.keys} == set(location.keys)
     now = datetime.now(UTC) + SOON
     finder = offload_garbage(config, backend)
     before, open_uploads = await keys(backend), await uploads(backend)
     dry = await collect_garbage(backend, config, safety_age=0, dry_run=True, now=now,
                                 finders=[finder])
-    assert [(g.kind, g.key) for g in dry.found] == [(UNREFERENCED, location.attempt_prefix)]
+    assert [(g.kind, g.key) for g in dry.found] == [
+        (UNREFERENCED, location.data_key), (UPLOAD, f"{location.data_key}#{upload}")]
     assert await keys(backend) == before and await uploads(backend) == open_uploads
     done = await collect_garbage(backend, config, safety_age=0, now=now, finders=[finder])
-    assert done.deleted == 1
-    assert not [k for k in await keys(backend) if k.startswith(location.attempt_prefix)]
+    assert done.deleted == 2
+    assert not [k for k in await keys(backend) if k in location.keys]
     assert upload not in await uploads(backend)
     # Young: left alone.
     again = uuid_mod.uuid4()

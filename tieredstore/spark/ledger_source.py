@@ -2,8 +2,8 @@
 
 Columns: ``managed_ledger`` string (null when the offload did not name it),
 ``ledger_id`` long, ``entry_id`` long, ``payload`` binary, ``offload_uuid``
-string. One input partition per PIP-17 block (``blocks_per_partition``
-joins neighbours) of each offload attempt the managed-ledger metadata (under
+string. One input partition per ``blocks_per_partition`` PIP-17 blocks
+(16: blocks are about 1 MiB) of each offload attempt the managed-ledger metadata (under
 ``ledger_root``) records complete; without any managed-ledger metadata there,
 of each complete attempt, and a ledger with two complete attempts is an
 error naming it (see :func:`tieredstore.ledger.plan_ledger_slices`).
@@ -85,6 +85,10 @@ def entries_batch(part: LedgerSlice, entries: Sequence[LedgerEntry]) -> Any:
     ], schema=_ARROW)
 
 
+BLOCKS_PER_PARTITION = 16
+"""PIP-17 blocks are about 1 MiB: a partition reads about 16 MiB."""
+
+
 class LedgerReader(PlannedReader):
     """One slice of an offloaded ledger (:class:`LedgerSlice`) per task."""
 
@@ -119,4 +123,4 @@ class TieredStoreLedgerDataSource(Source):
         config = config_from_options(options, skip=LEDGER_OPTIONS)
         return LedgerReader(config, offload_namespace(config),
                             ledger_selection(options),
-                            int_option(options, "blocks_per_partition", 1, lo=1))
+                            int_option(options, "blocks_per_partition", BLOCKS_PER_PARTITION, lo=1))
