@@ -4,14 +4,17 @@ delete as the managed ledger's new owner; keys from the configuration."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tieredstore.cli import main
 from tieredstore.config import load_config
-from tieredstore.ledger import LedgerHost
-from tieredstore.objectstore import LocalObjectStore
+from tieredstore.ledger import LedgerHost, OffloadRefused, SegmentLedgerOffloader
+from tieredstore.objectstore import LocalObjectStore, ObjectInfo
 
 NAME = "tenant/ns/persistent/orders"
 
@@ -89,3 +92,117 @@ def test_an_unknown_managed_ledger_is_an_error_naming_it(
     code = main(["--data-dir", str(data), "ledger", "list", "--name", "no/such"])
     assert code == 2
     assert "no/such" in capsys.readouterr().err
+
+
+async def listing(data: Path, prefix: str) -> list[ObjectInfo]:
+    async with LocalObjectStore(data, fsync=False) as store:
+        return await store.list_all(prefix)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], data: Path, *args: str) -> Any:
+    return json.loads(run(capsys, data, *args, "--json"))
+
+
+def test_status_and_offload_before_a_position(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+    status = run_json(capsys, data, "status")
+    assert status["name"] == NAME
+    assert [(r["ledger_id"], r["state"], r["offload"]) for r in status["ledgers"]] == [
+        (0, "closed", "none"), (1, "closed", "none"), (2, "closed", "none"), (3, "open", "none")]
+
+    done = run_json(capsys, data, "offload", "--before", "2:0")
+    assert done == {"name": NAME, "offloaded": [0, 1], "first_not_offloaded": "2:0"}
+    text = run(capsys, data, "status")
+    assert rows(text)[0][4] == "complete" and rows(text)[2][4] == "none", text
+    status = run_json(capsys, data, "status")
+    assert [r["offload"] for r in status["ledgers"]] == ["complete", "complete", "none"]
+    assert all(r["offload_uuid"] for r in status["ledgers"][:2])
+    # The take-over closed ledger 3, which was empty: dropped, no new one opened.
+    assert [r["ledger_id"] for r in status["ledgers"]] == [0, 1, 2]
+
+    # Offloaded objects at PIP-17's names: {uuid}-ledger-{id} and its index.
+    keys = {o.key for o in asyncio.run(listing(data, "offload/"))}
+    assert keys == {f"offload/{r['offload_uuid']}-ledger-{r['ledger_id']}{suffix}"
+                    for r in status["ledgers"][:2] for suffix in ("", "-index")}, keys
+
+    assert run_json(capsys, data, "offload")["offloaded"] == [2]  # the rest
+    read = run_json(capsys, data, "read", "--ledger", "1", "--first", "4")
+    assert [(e["entry_id"], base64.b64decode(e["payload_base64"])) for e in read["entries"]] \
+        == [(4, payload(1, 4))]
+
+
+def test_take_over_commands_add_no_ledger(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Offload, sweep and delete run again and again: no new ledger each time
+    (3 -> 4 -> 5 -> 6 was the bug); list and status never take over."""
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+    for _ in range(3):
+        run(capsys, data, "offload")
+        run(capsys, data, "sweep")
+        run(capsys, data, "status")
+    ids = [r["ledger_id"] for r in run_json(capsys, data, "list")["ledgers"]]
+    assert ids == [0, 1, 2]
+    assert sorted(p.name for p in (data / "ledgers").iterdir()) == [
+        f"{i:020d}.{ext}" for i in range(3) for ext in ("log", "meta")]
+    # The next real owner starts its ledger after them and appends.
+    async def append() -> None:
+        config = load_config(env={}, backend="local", local_path=str(data), local_fsync=False)
+        host = LedgerHost.create(config, LocalObjectStore(data, fsync=False))
+        ml = await host.open(NAME)
+        assert ml.current_ledger_id == 3  # ids are not reused: 3 was dropped, never used
+        await ml.add_entry(b"more")
+        await ml.close()
+        await host.close()
+        await host.store.close()
+    asyncio.run(append())
+    assert [r["state"] for r in run_json(capsys, data, "list")["ledgers"]][-1] == "open"
+
+
+def test_a_failed_offload_shows_in_status(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        raise OffloadRefused("the bucket said no", ledger_id=0)
+
+    monkeypatch.setattr(SegmentLedgerOffloader, "offload", refuse)
+    code = main(["--data-dir", str(data), "ledger", "offload", "--before", "1",
+                 "--name", NAME])
+    assert code == 2 and "the bucket said no" in capsys.readouterr().err
+    (first, *_) = run_json(capsys, data, "status")["ledgers"]
+    assert first["offload"] == "failed" and "the bucket said no" in first["failure"]
+    monkeypatch.undo()
+    assert run_json(capsys, data, "offload", "--before", "1")["offloaded"] == [0]
+    (first, *_) = run_json(capsys, data, "status")["ledgers"]
+    assert (first["offload"], first["failure"]) == ("complete", None)
+
+
+@pytest.mark.parametrize("bad", ["x", "1:y", "-1:0"])
+def test_a_bad_position_is_refused_naming_it(tmp_path: Path, bad: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+    with pytest.raises(SystemExit) as exit_:
+        main(["--data-dir", str(data), "ledger", "offload", f"--before={bad}", "--name", NAME])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "--before" in err and repr(bad) in err
+
+
+def test_flags_feed_the_managed_ledger_config(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``--deletion-lag`` (and the threshold and retention flags, same path:
+    configuration keys) reach ManagedLedgerConfig: a zero lag lets sweep
+    delete the local copies at once."""
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+    run(capsys, data, "offload")
+    kept = run_json(capsys, data, "sweep")
+    assert kept["local_copies_deleted"] == []  # the default lag is 4 hours
+    swept = run_json(capsys, data, "sweep", "--deletion-lag", "0")
+    assert swept["local_copies_deleted"] == [0, 1, 2]
+    assert [r["local"] for r in run_json(capsys, data, "list")["ledgers"]] == [False] * 3

@@ -1,121 +1,239 @@
-"""``tieredstore ledger list | read | offload | sweep | delete``: managed ledgers and
-their offloads (the Pulsar adapter), named by ``--name``.
+"""``tieredstore ledger list | status | read | offload | sweep | delete``: managed
+ledgers and their offloads (the Pulsar adapter), named by ``--name``.
 
 The local ledgers live in ``--ledgers DIR`` (default ``ledger_dir``, or
 ``<local_path>/ledgers``); metadata and offloads in the configured bucket
-(``ledger_root``, ``offload_*`` keys). ``list`` and ``read`` only read.
-``offload``, ``sweep`` and ``delete`` take the managed ledger over, fencing any
-other owner (run them with the broker that owns it stopped):
+(``ledger_root``, ``offload_*`` keys). ``list``, ``status`` and ``read`` only
+read: they never take the managed ledger over. ``offload``, ``sweep`` and
+``delete`` take it over, fencing any other owner (run them with the broker
+that owns it stopped); they append nothing, so they start no new ledger (the
+one left open is closed, and dropped if empty, as Pulsar drops a ledger
+closed empty): running them again and again adds no ledger.
 
-- ``offload`` offloads every closed ledger not offloaded yet;
-- ``sweep`` deletes the local copies whose offload completed
-  ``ledger_deletion_lag`` seconds ago, then the offload attempts no managed
-  ledger references (older than ``gc_safety_age``; ``--dry-run`` lists them);
+- ``status``: per ledger, its offload: ``none``, ``in progress`` (recorded,
+  not complete: running, or its owner died), ``failed`` (with the error) or
+  ``complete``;
+- ``offload --before LEDGER:ENTRY`` offloads every closed ledger before that
+  position (Pulsar's ``offloadPrefix``); without it, the ledgers the offload
+  thresholds select if one is set, else every closed ledger;
+- ``sweep`` trims the ledgers past retention (if set), deletes the local
+  copies whose offload completed ``ledger_deletion_lag`` ago, then the
+  offload attempts no managed ledger references (older than
+  ``gc_safety_age``; ``--dry-run`` lists them and takes nothing over);
 - ``delete --before ID`` drops every ledger below ``ID``, both copies.
+
+Thresholds, retention and deletion lag come from the configuration
+(``offload_threshold_bytes``, ``offload_threshold_time``,
+``ledger_retention_bytes``, ``ledger_retention_time``,
+``ledger_deletion_lag``) or these commands' flags of the same names, which
+override it.
+
+``--json`` prints one document: ``list``/``status``: ``{"name", "ledgers":
+[{"ledger_id", "state", "entries", "bytes", "offload", "offload_uuid",
+"local", "failure"}]}``; ``read``: ``{"name", "ledger_id", "entries":
+[{"entry_id", "size", "payload_base64"}]}``; ``offload``: ``{"name",
+"offloaded": [ids], "first_not_offloaded": "LEDGER:ENTRY"}``; ``sweep``:
+``{"name", "trimmed_before", "local_copies_deleted": [ids] or null (dry
+run), "offload_garbage": {"dry_run", "deleted", "found": [{"kind", "key",
+"detail"}]}}``; ``delete``: ``{"name", "first_ledger"}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
+import json
 import os
 import socket
 from typing import Any
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
-from tieredstore.ledger import LedgerHost, ManagedLedger, Position, sweep_offloads
+from tieredstore.ledger import LedgerHost, LedgerRow, ManagedLedger, Position, sweep_offloads
 
-from .common import EXIT_OK, open_existing_store, resolve_config, table
+from .common import EXIT_OK, CliError, open_existing_store, resolve_config, table
 from .gc import render
 
-HELP = "managed ledgers and their offloads: list, read, offload, sweep, delete"
+HELP = "managed ledgers and their offloads: list, status, read, offload, sweep, delete"
+
+# flag -> configuration key; each feeds ManagedLedgerConfig as the key does
+MANAGED_FLAGS = {
+    "--offload-threshold-bytes": ("offload_threshold_bytes", "SIZE",
+                                  "offload the oldest closed ledgers once the newer ones hold "
+                                  "more than this (e.g. 10MiB; off: none)"),
+    "--offload-threshold-time": ("offload_threshold_time", "DURATION",
+                                 "offload ledgers closed this long ago (e.g. 4h; off: none)"),
+    "--retention-bytes": ("ledger_retention_bytes", "SIZE",
+                          "trim the oldest ledgers past this size (sweep; off: no limit)"),
+    "--retention-time": ("ledger_retention_time", "DURATION",
+                         "trim ledgers closed longer ago than this (sweep; off: no limit)"),
+    "--deletion-lag": ("ledger_deletion_lag", "DURATION",
+                       "keep a local copy this long after its offload completed (e.g. 4h)"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     for action, text in (("list", "each ledger: entries, bytes, offloaded, local copy"),
+                         ("status", "each ledger's offload: none, in progress, failed, "
+                                    "complete"),
                          ("read", "print entries of a closed ledger"),
-                         ("offload", "offload every closed ledger not offloaded yet"),
-                         ("sweep", "delete local copies past the lag, and unreferenced "
-                                   "offload attempts"),
+                         ("offload", "offload closed ledgers (before --before, or as the "
+                                     "thresholds say, or all)"),
+                         ("sweep", "trim past retention, delete local copies past the lag, "
+                                   "and unreferenced offload attempts"),
                          ("delete", "drop every ledger below --before")):
-        one = commands.add_parser(action, parents=[common], help=text)
-        one.add_argument("--name", required=True, help="the managed ledger")
+        one = commands.add_parser(action, parents=[common], help=text, description=text)
+        one.add_argument("--name", required=True, help="the managed ledger, e.g. "
+                         "tenant/ns/persistent/topic")
         one.add_argument("--ledgers", metavar="DIR", help="the local ledgers' directory "
                          "(default: ledger_dir, or <local_path>/ledgers)")
+        with contextlib.suppress(argparse.ArgumentError):  # the common options may have it
+            one.add_argument("--json", action="store_true", help="print one JSON document")
         if action == "read":
-            one.add_argument("--ledger", type=int, required=True, metavar="ID")
-            one.add_argument("--first", type=int, default=0, metavar="ENTRY")
-            one.add_argument("--last", type=int, default=None, metavar="ENTRY")
+            one.add_argument("--ledger", type=int, required=True, metavar="ID",
+                             help="the ledger to read")
+            one.add_argument("--first", type=int, default=0, metavar="ENTRY",
+                             help="the first entry id to print (default 0)")
+            one.add_argument("--last", type=int, default=None, metavar="ENTRY",
+                             help="the last entry id to print, inclusive (default: the last)")
+        if action == "offload":
+            one.add_argument("--before", type=position, metavar="LEDGER:ENTRY",
+                             help="offload every closed ledger before this position "
+                                  "(LEDGER alone means LEDGER:0)")
+        if action in ("offload", "sweep", "delete"):
+            for flag, (_, metavar, help_text) in MANAGED_FLAGS.items():
+                one.add_argument(flag, metavar=metavar, help=help_text)
         if action == "sweep":
             one.add_argument("--dry-run", action="store_true",
-                             help="list the unreferenced offload objects, delete nothing")
+                             help="list the unreferenced offload objects, delete nothing "
+                                  "(takes nothing over)")
         if action == "delete":
-            one.add_argument("--before", type=int, required=True, metavar="ID")
+            one.add_argument("--before", type=int, required=True, metavar="ID",
+                             help="drop every ledger whose id is below ID")
+
+
+def position(text: str) -> Position:
+    """``LEDGER:ENTRY`` (or ``LEDGER``), both whole numbers >= 0."""
+    ledger, _, entry = text.partition(":")
+    try:
+        got = Position(int(ledger), int(entry) if entry else 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected LEDGER:ENTRY (e.g. 3:0), got {text!r}") from None
+    if got.ledger_id < 0 or got.entry_id < 0:
+        raise argparse.ArgumentTypeError(f"a position is not negative, got {text!r}")
+    return got
 
 
 def run(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
+    overrides = {key: getattr(args, flag[2:].replace("-", "_"))
+                 for flag, (key, _, _) in MANAGED_FLAGS.items()
+                 if getattr(args, flag[2:].replace("-", "_"), None) is not None}
+    config = resolve_config(args, **overrides)
     return sync.run(_run(config, args))
+
+
+def emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
+    """Print ``document`` as JSON with ``--json``, else ``text``."""
+    print(json.dumps(document, indent=1) if getattr(args, "json", False) else text)
+    return EXIT_OK
 
 
 async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
     host = LedgerHost.create(config, open_existing_store(config), args.ledgers)
     try:
         action = args.ledger_command
-        if action == "list":
+        if action in ("list", "status"):
             rows = await host.ledger_rows(args.name)
-            print(table([[r.ledger_id, r.state, r.entries, r.size, r.offloaded, r.local,
-                          r.offload_uuid] for r in rows],
-                        ["ledger", "state", "entries", "bytes", "offloaded", "local", "uuid"]))
-            return EXIT_OK
+            return emit(args, {"name": args.name, "ledgers": [_row(r) for r in rows]},
+                        _table(rows, status=action == "status"))
         if action == "read":
-            for entry in await host.read(args.name, args.ledger, args.first, args.last):
-                print(f"{args.ledger}:{entry.entry_id}\t{len(entry.payload)}\t"
-                      f"{_show(entry.payload)}")
-            return EXIT_OK
+            entries = await host.read(args.name, args.ledger, args.first, args.last)
+            return emit(args, {"name": args.name, "ledger_id": args.ledger, "entries": [
+                {"entry_id": e.entry_id, "size": len(e.payload),
+                 "payload_base64": base64.b64encode(bytes(e.payload)).decode()}
+                for e in entries]}, "\n".join(f"{args.ledger}:{e.entry_id}\t{len(e.payload)}\t"
+                                              f"{_show(e.payload)}" for e in entries))
         if action == "sweep" and args.dry_run:  # lists only: no take-over
-            return await _sweep(host, config, None)
+            return await _sweep(host, config, args, None)
         return await _take_over(host, config, args)
     finally:
         await host.close()
         await host.store.close()
 
 
-async def _sweep(host: LedgerHost, config: TieredStoreConfig, ml: ManagedLedger | None
-                 ) -> int:
-    """Delete local copies past the lag (``ml``, taken over) and unreferenced offload
-    attempts; with no ``ml`` (a dry run), list the attempts only."""
+def _row(r: LedgerRow) -> dict[str, Any]:
+    return {"ledger_id": r.ledger_id, "state": r.state, "entries": r.entries, "bytes": r.size,
+            "offload": r.offload, "offload_uuid": r.offload_uuid, "local": r.local,
+            "failure": r.failure}
+
+
+def _table(rows: list[LedgerRow], *, status: bool) -> str:
+    if status:
+        return table([[r.ledger_id, r.state, r.entries, r.size, r.offload, r.offload_uuid,
+                       r.failure] for r in rows],
+                     ["ledger", "state", "entries", "bytes", "offload", "uuid", "failure"])
+    return table([[r.ledger_id, r.state, r.entries, r.size, r.offloaded, r.local,
+                   r.offload_uuid] for r in rows],
+                 ["ledger", "state", "entries", "bytes", "offloaded", "local", "uuid"])
+
+
+async def _sweep(host: LedgerHost, config: TieredStoreConfig, args: argparse.Namespace,
+                 ml: ManagedLedger | None) -> int:
+    """Trim past retention and delete local copies past the lag (``ml``, taken
+    over), then unreferenced offload attempts; with no ``ml`` (a dry run),
+    list the attempts only."""
     dry_run = ml is None
-    local = [] if ml is None else await ml.delete_offloaded_local_copies()
+    trimmed = None if ml is None else await ml.apply_retention()
+    local = None if ml is None else await ml.delete_offloaded_local_copies()
     report = await sweep_offloads(host.offloader, host.store, root=config.ledger_root,
                                   safety_age=config.gc_safety_age, dry_run=dry_run)
-    if ml is None:
-        print("local copies: left alone (a dry run does not take the managed ledger over)")
+    lines = []
+    if local is None:
+        lines.append("local copies: left alone (a dry run does not take the managed ledger "
+                     "over)")
     else:
-        print(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
-    print(f"offload garbage: {render(report)}")
-    return EXIT_OK
+        if trimmed is not None:
+            lines.append(f"retention: the first ledger is now {trimmed}")
+        lines.append(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
+    lines.append(f"offload garbage: {render(report)}")
+    return emit(args, {"name": args.name, "trimmed_before": trimmed,
+                       "local_copies_deleted": local,
+                       "offload_garbage": {"dry_run": report.dry_run, "deleted": report.deleted,
+                                           "found": [{"kind": g.kind, "key": g.key,
+                                                      "detail": g.detail}
+                                                     for g in report.found]}},
+                "\n".join(lines))
 
 
 async def _take_over(host: LedgerHost, config: TieredStoreConfig, args: argparse.Namespace
                      ) -> int:
-    ml = await host.open(args.name, writer_id=f"tieredstore-cli@{socket.gethostname()}:"
-                                              f"{os.getpid()}")
+    ml = await host.open(args.name, appending=False,
+                         writer_id=f"tieredstore-cli@{socket.gethostname()}:{os.getpid()}")
     try:
         action = args.ledger_command
         if action == "offload":
             before = {r.ledger_id for r in await host.ledger_rows(args.name) if r.offloaded}
-            await ml.offload_prefix(Position(ml.current_ledger_id, 0))
+            if args.before is not None:
+                first = await ml.offload_prefix(args.before)
+            elif ml.config.offload_triggers:
+                first = await ml.maybe_offload() or ml.first_not_offloaded()
+            else:
+                first = await ml.offload_prefix(Position(2**63 - 1, 0))
             done = [r.ledger_id for r in await host.ledger_rows(args.name)
                     if r.offloaded and r.ledger_id not in before]
-            print(f"offloaded {len(done)} ledger(s): {', '.join(map(str, done)) or '-'}")
-        elif action == "sweep":
-            return await _sweep(host, config, ml)
-        else:
-            first = await ml.trim(args.before)
-            print(f"the first ledger is now {first}")
-        return EXIT_OK
+            return emit(args, {"name": args.name, "offloaded": done,
+                               "first_not_offloaded": f"{first.ledger_id}:{first.entry_id}"},
+                        f"offloaded {len(done)} ledger(s): {', '.join(map(str, done)) or '-'}")
+        if action == "sweep":
+            return await _sweep(host, config, args, ml)
+        if action == "delete":
+            first_ledger = await ml.trim(args.before)
+            return emit(args, {"name": args.name, "first_ledger": first_ledger},
+                        f"the first ledger is now {first_ledger}")
+        raise CliError(f"unknown ledger action {action!r}")
     finally:
         await ml.close()
 

@@ -11,6 +11,7 @@
 
 from tieredstore.ledger.compose import (
     LedgerHost,
+    LedgerRow,
     ledger_dir,
     managed_ledger_config,
     offload_garbage,
@@ -72,6 +73,7 @@ from tieredstore.ledger.slices import (
 
 __all__ = [
     "LedgerHost",
+    "LedgerRow",
     "ledger_dir",
     "managed_ledger_config",
     "offload_garbage",

@@ -90,12 +90,14 @@ class LedgerHost:
         return cls(config, store, local,
                    SegmentLedgerOffloader(store, options=offload_options(config)))
 
-    async def open(self, name: str, *, writer_id: str = "") -> ManagedLedger:
-        """Open (or create) ``name``, taking it over from any other owner."""
+    async def open(self, name: str, *, writer_id: str = "",
+                   appending: bool = True) -> ManagedLedger:
+        """Open (or create) ``name``, taking it over from any other owner; with
+        ``appending=False`` (offload, trim, sweep only) start no new ledger."""
         return await ManagedLedger.open(
             name, metadata_store=self.store, ledgers=self.ledgers, offloader=self.offloader,
             config=managed_ledger_config(self.config), root=self.config.ledger_root,
-            writer_id=writer_id)
+            writer_id=writer_id, appending=appending)
 
     # --- read-only: never takes a managed ledger over ----------------------------------
 
@@ -134,10 +136,12 @@ class LedgerHost:
 
 def _row(meta: ManagedLedgerMetadata, info: pb.LedgerInfo) -> LedgerRow:
     uuid = offload_uuid(info)
+    ctx = info.offloadContext
     return LedgerRow(info.ledgerId,
                      "open" if info.ledgerId == state.open_ledger_id(meta.head) else "closed",
                      info.entries, info.size, state.is_offloaded(info),
-                     None if uuid is None else str(uuid), not info.offloadContext.bookkeeperDeleted)
+                     None if uuid is None else str(uuid), not ctx.bookkeeperDeleted,
+                     state.offload_state(info), ctx.failure if ctx.HasField("failure") else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +155,5 @@ class LedgerRow:
     offloaded: bool  # its offload is recorded complete
     offload_uuid: str | None  # the latest attempt recorded
     local: bool  # its local copy is kept (not deleted after the lag)
+    offload: str = "none"  # none, in progress, failed, complete (state.offload_state)
+    failure: str | None = None  # the recorded failure of the latest attempt

@@ -23,20 +23,24 @@ class OffloadDriverMetadata(_message.Message):
     def __init__(self, name: _Optional[str] = ..., properties: _Optional[_Iterable[_Union[KeyValue, _Mapping]]] = ...) -> None: ...
 
 class OffloadContext(_message.Message):
-    __slots__ = ("uidMsb", "uidLsb", "complete", "bookkeeperDeleted", "timestamp", "driverMetadata")
+    __slots__ = ("uidMsb", "uidLsb", "complete", "bookkeeperDeleted", "timestamp", "driverMetadata", "failure", "failedAt")
     UIDMSB_FIELD_NUMBER: _ClassVar[int]
     UIDLSB_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     BOOKKEEPERDELETED_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     DRIVERMETADATA_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_FIELD_NUMBER: _ClassVar[int]
+    FAILEDAT_FIELD_NUMBER: _ClassVar[int]
     uidMsb: int
     uidLsb: int
     complete: bool
     bookkeeperDeleted: bool
     timestamp: int
     driverMetadata: OffloadDriverMetadata
-    def __init__(self, uidMsb: _Optional[int] = ..., uidLsb: _Optional[int] = ..., complete: _Optional[bool] = ..., bookkeeperDeleted: _Optional[bool] = ..., timestamp: _Optional[int] = ..., driverMetadata: _Optional[_Union[OffloadDriverMetadata, _Mapping]] = ...) -> None: ...
+    failure: str
+    failedAt: int
+    def __init__(self, uidMsb: _Optional[int] = ..., uidLsb: _Optional[int] = ..., complete: _Optional[bool] = ..., bookkeeperDeleted: _Optional[bool] = ..., timestamp: _Optional[int] = ..., driverMetadata: _Optional[_Union[OffloadDriverMetadata, _Mapping]] = ..., failure: _Optional[str] = ..., failedAt: _Optional[int] = ...) -> None: ...
 
 class LedgerInfo(_message.Message):
     __slots__ = ("ledgerId", "entries", "size", "timestamp", "offloadContext")

@@ -27,14 +27,27 @@ from tieredstore.tasks import Priority
 class Appending(Offloading):
     """Appends and rollovers (a rollover may start an offload, hence the base)."""
 
-    async def _start(self) -> None:
+    async def _start(self, appending: bool = True) -> None:
+        """Take over: recover the ledger left open (fencing its writer) and, if
+        ``appending``, start a new current ledger in the same head write. An
+        owner that does not append (an operator's offload, trim or sweep)
+        only closes it, and writes nothing when none is open: it leaves no
+        new ledger behind (an empty one is dropped, as Pulsar drops a ledger
+        closed empty), so commands run one after another add none."""
         open_id = state.open_ledger_id(self.meta.head)
         closed = None
         if open_id is not None:
             handle = await self.ledgers.open_ledger(open_id, recovery=True)
             closed = handle.last_add_confirmed + 1, handle.length
             await handle.close()
-        await self._commit_rollover(await self._new_ledger(), closed)
+        if appending:
+            await self._commit_rollover(await self._new_ledger(), closed)
+        elif closed is not None:
+            now = self.now_ms()
+            dropped = await self.meta.update(lambda head: state.close_open_ledger(
+                head, entries=closed[0], size=closed[1], timestamp_ms=now))
+            if dropped is not None:
+                await self.ledgers.delete_ledger(dropped.ledgerId)
 
     async def _new_ledger(self) -> LocalLedgerWriter:
         c = self.config

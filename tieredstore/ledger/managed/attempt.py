@@ -10,7 +10,10 @@
    but only by an owner that still owns the metadata (one LIST of the heads
    says so), and not when the failure says another writer holds the
    attempt's names (``OffloadExists``, ``OffloadFenced``, ``SegmentFenced``):
-   what is there is not ours to delete. An owner that was taken over raises
+   what is there is not ours to delete. That owner then records the failure
+   (one head write, best effort: ``ledger status`` shows it; a lost reply is
+   settled as any head write's, a crash before it leaves the attempt shown in
+   progress). An owner that was taken over raises
    :class:`ManagedLedgerFenced` and deletes nothing.
 4. The offload is recorded complete. If that head write fails it may still
    have landed: the metadata finds out (:meth:`ManagedLedgerMetadata.settle`).
@@ -76,6 +79,11 @@ async def offload_attempt(
         if owner and not isinstance(exc, _NAMES_TAKEN):
             with contextlib.suppress(Exception):
                 await offloader.delete_offloaded(ledger_id, uuid)
+        if owner:
+            failure = f"{type(exc).__name__}: {exc}"
+            with contextlib.suppress(Exception):
+                await meta.update(lambda head: state.fail_offload(head, ledger_id, uuid,
+                                                                  failure, now_ms()))
         raise
     except BaseException:  # cancelled: no time to ask who owns the metadata
         with contextlib.suppress(Exception):

@@ -81,7 +81,9 @@ class ManagedLedgerBase:
 
     def _check_writer(self) -> LocalLedgerWriter:
         self._check_open()
-        assert self._writer is not None
+        if self._writer is None:
+            raise ManagedLedgerError("opened without appending: it has no current ledger",
+                                     name=self.name)
         return self._writer
 
     def _require_offloader(self) -> LedgerOffloader:

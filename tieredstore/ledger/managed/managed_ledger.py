@@ -63,9 +63,13 @@ class ManagedLedger(Appending, Reading, Deleting):
         root: str = "managed-ledgers",
         writer_id: str = "",
         clock: Callable[[], float] = time.time,
+        appending: bool = True,
     ) -> ManagedLedger:
         """Open (or create) the managed ledger ``name``: recover a ledger left
-        open (fencing its writer), then start a new current ledger."""
+        open (fencing its writer), then start a new current ledger. With
+        ``appending=False`` (an owner that offloads, trims or sweeps only) no
+        new ledger is started: the one left open is closed (dropped if empty),
+        and appends raise :class:`ManagedLedgerError`."""
         config = config or ManagedLedgerConfig()
         for attempt in range(OPEN_ATTEMPTS):
             meta = await ManagedLedgerMetadata.open(
@@ -74,7 +78,7 @@ class ManagedLedger(Appending, Reading, Deleting):
             )
             self = cls(meta, ledgers, offloader, config, clock)
             try:
-                await self._start()
+                await self._start(appending)
             except ManagedLedgerFenced:
                 # The owner we replace wrote a head since we loaded ours: the newest
                 # open does not give up to it. Load again and take over again.

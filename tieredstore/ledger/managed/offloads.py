@@ -44,7 +44,7 @@ class Offloading(ManagedLedgerBase):
                         and not state.is_offloaded(i)]
                 for ledger_id in todo:
                     await self._offload_ledger(ledger_id)
-                return self._first_not_offloaded()
+                return self.first_not_offloaded()
         finally:
             self._offloading = False
             if self._trigger_pending and not self._closed:
@@ -53,7 +53,8 @@ class Offloading(ManagedLedgerBase):
                 self._background.spawn(self.maybe_offload(), f"offload of {self.name}",
                                        priority=Priority.OFFLOAD)
 
-    def _first_not_offloaded(self) -> Position:
+    def first_not_offloaded(self) -> Position:
+        """The first position of the oldest ledger not offloaded (or past the last)."""
         head = self.meta.head
         for info in head.ledgers:
             if not state.is_offloaded(info):

@@ -139,6 +139,31 @@ def complete_offload(head: pb.ManagedLedgerHead, ledger_id: int, uuid: uuid_mod.
     info.offloadContext.timestamp = timestamp_ms
 
 
+def fail_offload(head: pb.ManagedLedgerHead, ledger_id: int, uuid: uuid_mod.UUID,
+                 failure: str, failed_at_ms: int) -> None:
+    """Record that the attempt ``uuid`` failed (its uuid stays recorded: a
+    next attempt deletes whatever it left)."""
+    info = find(head, ledger_id)
+    if info is None or offload_uuid(info) != uuid or info.offloadContext.complete:
+        return  # trimmed, replaced, or completed meanwhile: nothing to record
+    info.offloadContext.failure = failure[:FAILURE_LIMIT]
+    info.offloadContext.failedAt = failed_at_ms
+
+
+FAILURE_LIMIT = 500
+"""A recorded failure message is cut to this many characters."""
+
+
+def offload_state(info: pb.LedgerInfo) -> str:
+    """``none`` (no attempt recorded), ``in progress`` (recorded, not complete,
+    no failure recorded: running, or its owner died), ``failed`` or ``complete``."""
+    if offload_uuid(info) is None:
+        return "none"
+    if info.offloadContext.complete:
+        return "complete"
+    return "failed" if info.offloadContext.HasField("failure") else "in progress"
+
+
 def mark_local_deleted(head: pb.ManagedLedgerHead, ledger_ids: Iterable[int]) -> None:
     for ledger_id in ledger_ids:
         info = find(head, ledger_id)
