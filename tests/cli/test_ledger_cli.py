@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,20 @@ def test_flags_feed_the_managed_ledger_config(tmp_path: Path,
     swept = run_json(capsys, data, "sweep", "--deletion-lag", "0")
     assert swept["local_copies_deleted"] == [0, 1, 2]
     assert [r["local"] for r in run_json(capsys, data, "list")["ledgers"]] == [False] * 3
+
+
+def test_append_creates_then_offload_and_read(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's walk-through: append to a new managed ledger (from flags,
+    then from stdin), offload before a position, status, read back."""
+    data = tmp_path / "data"
+    got = run_json(capsys, data, "append", "--entry", "hello", "--entry", "world")
+    assert got == {"name": NAME, "positions": ["0:0", "0:1"]}
+    monkeypatch.setattr("sys.stdin", io.StringIO("a\nb\nc\n"))
+    assert run_json(capsys, data, "append", "--rollover")["positions"] == ["1:0", "1:1", "1:2"]
+    assert run_json(capsys, data, "offload", "--before", "1:0")["offloaded"] == [0]
+    status = run_json(capsys, data, "status")["ledgers"]
+    assert [(r["ledger_id"], r["entries"], r["offload"]) for r in status] == [
+        (0, 2, "complete"), (1, 3, "none")]
+    assert "0:1\t5\tworld" in run(capsys, data, "read", "--ledger", "0")

@@ -1,10 +1,13 @@
-"""``tieredstore ledger list | status | read | offload | sweep | delete``: managed
-ledgers and their offloads (the Pulsar adapter), named by ``--name``.
+"""``tieredstore ledger append | list | status | read | offload | sweep | delete``:
+managed ledgers and their offloads (the Pulsar adapter), named by ``--name``.
 
 The local ledgers live in ``--ledgers DIR`` (default ``ledger_dir``, or
 ``<local_path>/ledgers``); metadata and offloads in the configured bucket
 (``ledger_root``, ``offload_*`` keys). ``list``, ``status`` and ``read`` only
-read: they never take the managed ledger over. ``offload``, ``sweep`` and
+read: they never take the managed ledger over. ``append`` creates the
+managed ledger (and a local store) if need be, takes it over and appends
+entries: ``--entry TEXT`` (repeated), else one per line of stdin;
+``--rollover`` closes its ledger after them. ``offload``, ``sweep`` and
 ``delete`` take it over, fencing any other owner (run them with the broker
 that owns it stopped); they append nothing, so they start no new ledger (the
 one left open is closed, and dropped if empty, as Pulsar drops a ledger
@@ -28,7 +31,8 @@ Thresholds, retention and deletion lag come from the configuration
 ``ledger_deletion_lag``) or these commands' flags of the same names, which
 override it.
 
-``--json`` prints one document: ``list``/``status``: ``{"name", "ledgers":
+``--json`` prints one document: ``append``: ``{"name", "positions":
+["LEDGER:ENTRY"]}``; ``list``/``status``: ``{"name", "ledgers":
 [{"ledger_id", "state", "entries", "bytes", "offload", "offload_uuid",
 "local", "failure"}]}``; ``read``: ``{"name", "ledger_id", "entries":
 [{"entry_id", "size", "payload_base64"}]}``; ``offload``: ``{"name",
@@ -46,16 +50,19 @@ import contextlib
 import json
 import os
 import socket
+import sys
 from typing import Any
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import LedgerHost, LedgerRow, ManagedLedger, Position, sweep_offloads
+from tieredstore.store import open_object_store
 
 from .common import EXIT_OK, CliError, open_existing_store, resolve_config, table
 from .gc import render
 
-HELP = "managed ledgers and their offloads: list, status, read, offload, sweep, delete"
+HELP = ("managed ledgers and their offloads: append, list, status, read, offload, sweep, "
+        "delete")
 
 # flag -> configuration key; each feeds ManagedLedgerConfig as the key does
 MANAGED_FLAGS = {
@@ -75,7 +82,8 @@ MANAGED_FLAGS = {
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
-    for action, text in (("list", "each ledger: entries, bytes, offloaded, local copy"),
+    for action, text in (("append", "append entries (creating the managed ledger)"),
+                         ("list", "each ledger: entries, bytes, offloaded, local copy"),
                          ("status", "each ledger's offload: none, in progress, failed, "
                                     "complete"),
                          ("read", "print entries of a closed ledger"),
@@ -91,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                          "(default: ledger_dir, or <local_path>/ledgers)")
         with contextlib.suppress(argparse.ArgumentError):  # the common options may have it
             one.add_argument("--json", action="store_true", help="print one JSON document")
+        if action == "append":
+            one.add_argument("--entry", action="append", metavar="TEXT",
+                             help="an entry's payload (UTF-8); repeat it for more; without "
+                                  "it, one entry per line of stdin")
+            one.add_argument("--rollover", action="store_true",
+                             help="close the ledger after the entries (it can then be "
+                                  "offloaded)")
         if action == "read":
             one.add_argument("--ledger", type=int, required=True, metavar="ID",
                              help="the ledger to read")
@@ -142,9 +157,12 @@ def emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
 
 
 async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
-    host = LedgerHost.create(config, open_existing_store(config), args.ledgers)
+    action = args.ledger_command
+    store = open_object_store(config) if action == "append" else open_existing_store(config)
+    host = LedgerHost.create(config, store, args.ledgers)
     try:
-        action = args.ledger_command
+        if action == "append":
+            return await _append(host, args)
         if action in ("list", "status"):
             rows = await host.ledger_rows(args.name)
             return emit(args, {"name": args.name, "ledgers": [_row(r) for r in rows]},
@@ -162,6 +180,25 @@ async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
     finally:
         await host.close()
         await host.store.close()
+
+
+async def _append(host: LedgerHost, args: argparse.Namespace) -> int:
+    texts = args.entry if args.entry is not None else sys.stdin.read().splitlines()
+    ml = await host.open(args.name, writer_id=_writer_id())
+    try:
+        positions = await ml.add_entries([t.encode() for t in texts]) if texts else []
+        if args.rollover:
+            await ml.rollover()
+    finally:
+        await ml.close()
+    shown = [f"{p.ledger_id}:{p.entry_id}" for p in positions]
+    return emit(args, {"name": args.name, "positions": shown},
+                f"appended {len(shown)} entr{'y' if len(shown) == 1 else 'ies'}"
+                + (f": {shown[0]} to {shown[-1]}" if shown else ""))
+
+
+def _writer_id() -> str:
+    return f"tieredstore-cli@{socket.gethostname()}:{os.getpid()}"
 
 
 def _row(r: LedgerRow) -> dict[str, Any]:
@@ -210,8 +247,7 @@ async def _sweep(host: LedgerHost, config: TieredStoreConfig, args: argparse.Nam
 
 async def _take_over(host: LedgerHost, config: TieredStoreConfig, args: argparse.Namespace
                      ) -> int:
-    ml = await host.open(args.name, appending=False,
-                         writer_id=f"tieredstore-cli@{socket.gethostname()}:{os.getpid()}")
+    ml = await host.open(args.name, appending=False, writer_id=_writer_id())
     try:
         action = args.ledger_command
         if action == "offload":
