@@ -25,11 +25,12 @@ from collections import OrderedDict
 
 from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger.block import BlockEntry, BlockScan, decode_entries
-from tieredstore.ledger.errors import CorruptLedger, LedgerClosed, OffloadNotFound
+from tieredstore.ledger.errors import CorruptLedger, OffloadNotFound
 from tieredstore.ledger.format import ENTRY_HEADER_SIZE, LedgerFormatError
-from tieredstore.ledger.handle import LedgerEntry, LedgerMetadata, ReadHandle, check_range
+from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.index import IndexEntry, OffloadIndex
 from tieredstore.ledger.location import OffloadLocation
+from tieredstore.ledger.offloaded import IndexedReadHandle
 from tieredstore.ledger.offsets import OffsetCache
 from tieredstore.ledger.user_metadata import check_format_version
 from tieredstore.objectstore.base import ObjectStore
@@ -43,7 +44,7 @@ from tieredstore.sizes import MiB
 DEFAULT_SCAN_BYTES = 1 * MiB
 
 
-class LegacyReadHandle(ReadHandle):
+class LegacyReadHandle(IndexedReadHandle):
     """Reads one old-layout offloaded ledger. Open with :meth:`open`."""
 
     def __init__(
@@ -54,14 +55,11 @@ class LegacyReadHandle(ReadHandle):
         *,
         scan_bytes: int = DEFAULT_SCAN_BYTES,
     ) -> None:
-        self.location = location
-        self.index = index
+        super().__init__(location, index)
         self.segment = segment
         self.scan_bytes = max(ENTRY_HEADER_SIZE, scan_bytes)
         self.offsets = OffsetCache()
-        self._metadata = LedgerMetadata.from_bytes(index.ledger_metadata)
         self._recent: OrderedDict[int, LedgerEntry] = OrderedDict()
-        self._closed = False
         self.windows_decoded = 0
 
     @classmethod
@@ -103,23 +101,9 @@ class LegacyReadHandle(ReadHandle):
                                  reader=reader, layout=layout, state=SegmentState.SEALED)
         return cls(location, index, segment, scan_bytes=scan_bytes)
 
-    # --- what the original says -------------------------------------------------------
-
-    @property
-    def ledger_id(self) -> int:
-        return self.location.ledger_id
-
-    @property
-    def metadata(self) -> LedgerMetadata:
-        return self._metadata
-
     # --- reading ----------------------------------------------------------------------
 
-    async def read(self, first: int, last: int) -> list[LedgerEntry]:
-        # docstring inherited
-        if self._closed:
-            raise LedgerClosed("the handle is closed", ledger_id=self.ledger_id)
-        check_range(self.ledger_id, first, last, self.last_add_confirmed)
+    async def _read(self, first: int, last: int) -> list[LedgerEntry]:
         out: list[LedgerEntry] = []
         wanted = first
         while wanted <= last:

@@ -15,6 +15,8 @@ format version are checked on its first GET. No listing, no HEAD, no writes.
 
 from __future__ import annotations
 
+import abc
+
 from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger.block import decode_entries
 from tieredstore.ledger.errors import CorruptLedger, LedgerClosed, OffloadNotFound
@@ -46,27 +48,15 @@ async def read_index(store: ObjectStore, location: OffloadLocation
         raise CorruptLedger(f"index {location.index_key!r}: {exc}", ledger_id=ledger_id) from None
 
 
-class OffloadedReadHandle(ReadHandle):
-    """Reads one offloaded ledger at PIP-17's names. Open with :meth:`open`."""
+class IndexedReadHandle(ReadHandle):
+    """What the handles of an offloaded ledger share: the attempt, its index
+    (the original's metadata), the checks every read makes; ``_read`` reads."""
 
-    def __init__(self, store: ObjectStore, location: OffloadLocation, index: OffloadIndex, *,
-                 max_get_bytes: int = MAX_GET_BYTES) -> None:
-        self.store = store
+    def __init__(self, location: OffloadLocation, index: OffloadIndex) -> None:
         self.location = location
         self.index = index
-        self.max_get_bytes = max_get_bytes
         self._metadata = LedgerMetadata.from_bytes(index.ledger_metadata)
-        self._blocks: dict[int, list[LedgerEntry]] = {}  # the last GET's, by part id
-        self._checked = False
         self._closed = False
-        self.gets = 0
-
-    @classmethod
-    async def open(cls, store: ObjectStore, location: OffloadLocation, *,
-                   max_get_bytes: int = MAX_GET_BYTES) -> OffloadedReadHandle:
-        """Read the index; refuse an incomplete offload with :class:`OffloadNotFound`."""
-        index, _ = await read_index(store, location)
-        return cls(store, location, index, max_get_bytes=max_get_bytes)
 
     @property
     def ledger_id(self) -> int:
@@ -81,20 +71,42 @@ class OffloadedReadHandle(ReadHandle):
         if self._closed:
             raise LedgerClosed("the handle is closed", ledger_id=self.ledger_id)
         check_range(self.ledger_id, first, last, self.last_add_confirmed)
+        return await self._read(first, last)
+
+    @abc.abstractmethod
+    async def _read(self, first: int, last: int) -> list[LedgerEntry]:
+        """Entries ``first..last``, checked to lie in the ledger."""
+
+
+class OffloadedReadHandle(IndexedReadHandle):
+    """Reads one offloaded ledger at PIP-17's names. Open with :meth:`open`."""
+
+    def __init__(self, store: ObjectStore, location: OffloadLocation, index: OffloadIndex, *,
+                 max_get_bytes: int = MAX_GET_BYTES) -> None:
+        super().__init__(location, index)
+        self.store = store
+        self.max_get_bytes = max_get_bytes
+        self._blocks: dict[int, list[LedgerEntry]] = {}  # the last GET's, by part id
+        self._checked = False
+        self.gets = 0
+
+    @classmethod
+    async def open(cls, store: ObjectStore, location: OffloadLocation, *,
+                   max_get_bytes: int = MAX_GET_BYTES) -> OffloadedReadHandle:
+        """Read the index; refuse an incomplete offload with :class:`OffloadNotFound`."""
+        index, _ = await read_index(store, location)
+        return cls(store, location, index, max_get_bytes=max_get_bytes)
+
+    async def _read(self, first: int, last: int) -> list[LedgerEntry]:
         out: list[LedgerEntry] = []
-        wanted = first
-        while wanted <= last:
-            block = self.index.lookup(wanted)
-            entries = self._blocks.get(block.part_id)
-            if entries is None:
-                entries = await self._fetch(block, last)
-            skip = wanted - block.first_entry_id
+        while (at := first + len(out)) <= last:
+            block = self.index.lookup(at)
+            entries = self._blocks.get(block.part_id) or await self._fetch(block, last)
+            skip = at - block.first_entry_id
             if not 0 <= skip < len(entries):
-                raise CorruptLedger(f"entry {wanted} is not in the block at data offset "
+                raise CorruptLedger(f"entry {at} is not in the block at data offset "
                                     f"{block.offset}", ledger_id=self.ledger_id)
-            taken = entries[skip: skip + last - wanted + 1]
-            out += taken
-            wanted += len(taken)
+            out += entries[skip: skip + last - at + 1]
         return out
 
     async def _fetch(self, block: IndexEntry, last: int) -> list[LedgerEntry]:
