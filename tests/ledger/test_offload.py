@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import struct
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from tests.ledger.helpers import (
     random_sizes,
 )
 from tieredstore.checksum import crc32c, format_crc
+from tieredstore.errors import NoSuchUpload, PreconditionFailed
 from tieredstore.fetcher import Fetcher
 from tieredstore.ledger import (
     EntryOutOfRange,
@@ -42,7 +43,7 @@ from tieredstore.ledger import (
 )
 from tieredstore.ledger.format import data_object_name, index_object_name
 from tieredstore.ledger.handle import ReadHandle
-from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore, PartInfo
 
 UUID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -343,3 +344,39 @@ async def test_slices_of_a_namespace_without_prefix(ledgers: LocalLedgerStore,
         source.ledger_id, str(UUID), 0, 4)
     read = [e async for batch in read_ledger_slice(memory, part) for e in batch]
     assert read == [LedgerEntry(i, p) for i, p in enumerate(entries)]
+
+
+class LostReplyStore(MemoryObjectStore):
+    """The data object's write lands, then its answer is lost and the retry
+    finds the key taken: 412 (a PUT), or the upload gone (a completion)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost: list[str] = []
+
+    async def put(self, key: str, data: bytes | memoryview, *, if_none_match: bool = False,
+                  metadata: Mapping[str, str] | None = None) -> ObjectInfo:
+        info = await super().put(key, data, if_none_match=if_none_match, metadata=metadata)
+        if not key.endswith("-index") and not self.lost:
+            self.lost.append("put")
+            raise PreconditionFailed("the retry found the key taken", op="put", key=key)
+        return info
+
+    async def complete_multipart(self, key: str, upload_id: str, parts: Sequence[PartInfo], *,
+                                 if_none_match: bool = False) -> ObjectInfo:
+        await super().complete_multipart(key, upload_id, parts, if_none_match=if_none_match)
+        self.lost.append("complete")
+        raise NoSuchUpload("the retry found the upload completed", op="complete_multipart",
+                           key=key)
+
+
+@pytest.mark.parametrize("size", [10_000, 12 * MiB], ids=["one-put", "multipart"])
+async def test_a_data_object_whose_reply_was_lost_is_ours(ledgers: LocalLedgerStore,
+                                                          size: int) -> None:
+    store = LostReplyStore()
+    entries = payloads([size // 10] * 10, 5)
+    source = await make_ledger(ledgers, entries)
+    await offloader(store).offload(source, UUID, {})
+    assert store.lost == ["complete" if size > 5 * MiB else "put"]
+    await check_objects_are_pip17(store, source, entries)
+    assert await store.list_multipart_uploads("") == []
