@@ -7,8 +7,10 @@ same bucket, in interleavings fixed by gates in the offloader:
 - the zombie starts, the newer owner opens (and may offload), the zombie
   finishes;
 - the newer owner offloads first, then the zombie tries;
-- both use the same uuid, with the same bytes (idempotent) or different
-  bytes (a different block size: fenced by If-None-Match).
+- both use the same uuid, with the same bytes or different bytes (a
+  different read block size): the data object's If-None-Match and writer
+  token fence the second writer either way; an index of the same bytes is
+  idempotent, of other bytes fenced.
 
 Every case ends with: the newest metadata records exactly one offload, the
 newer owner's; it reads back the original entries; the zombie got
@@ -213,7 +215,7 @@ async def check_outcome(o: Owners, newer: ManagedLedger, winner: uuid_mod.UUID,
     await newer.rollover()
     await newer.offload_prefix(Position(position.ledger_id + 1, 0))
     assert (await newer.read_entry(position)).payload == b"after"
-    # After the sweep: the winner's objects only (its merged object and index),
+    # After the sweep: the winner's objects only (its data object and index),
     # plus the newer owner's later offload; no upload.
     assert await o.sweep() == swept
     objects = await offload_objects(o.store)
@@ -307,7 +309,7 @@ async def test_newer_offloads_first_then_the_zombie_tries(tmp_path: Path) -> Non
     await check_outcome(o, newer, newer_uuid)
 
 
-async def test_a_zombie_that_dies_mid_merge_leaves_nothing_for_good(tmp_path: Path) -> None:
+async def test_a_zombie_that_dies_mid_upload_leaves_nothing_for_good(tmp_path: Path) -> None:
     """The zombie's store fails its completion and every cleanup call (as a
     process that died would leave it): a multipart upload of an attempt no
     metadata references. The sweep aborts it once older than the safety age."""

@@ -123,7 +123,6 @@ class OffloadOptions:
     read_batch_bytes: int = 8 * MiB
     max_get_bytes: int = MAX_GET_BYTES
     scan_bytes: int = DEFAULT_SCAN_BYTES
-    merge_concurrency: int = 4
     namespace: OffloadNamespace = field(default_factory=OffloadNamespace)
 
     def __post_init__(self) -> None:
@@ -131,8 +130,7 @@ class OffloadOptions:
                     bounds=f"[{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}] (5 MiB to 2 GiB)")
         check_field("read_block_size", self.read_block_size, MIN_POSSIBLE_BLOCK_SIZE,
                     self.block_size)
-        for key in ("chunk_size", "read_batch_bytes", "max_get_bytes", "scan_bytes",
-                    "merge_concurrency"):
+        for key in ("chunk_size", "read_batch_bytes", "max_get_bytes", "scan_bytes"):
             check_field(key, getattr(self, key), 1)
 
 
@@ -140,10 +138,10 @@ class SegmentLedgerOffloader(LedgerOffloader):
     """Offloads ledgers to ``store`` as PIP-17 objects (the name is historical:
     only old-layout attempts are read through the segment engine).
 
-    ``reader`` serves the reads of offloaded handles and of the merge: a
-    :class:`~tieredstore.fetcher.Fetcher` shared with the host, or, by default,
-    one of the offloader's own (closed by :meth:`close`), so that reads get
-    its caches and read-ahead either way.
+    ``reader`` serves the reads of old-layout attempts (through the segment
+    engine): a :class:`~tieredstore.fetcher.Fetcher` shared with the host, or,
+    by default, one of the offloader's own (closed by :meth:`close`). Attempts
+    at PIP-17's names are read by ranged GETs of their blocks.
     """
 
     def __init__(

@@ -5,8 +5,8 @@ ledger's newest metadata (head and pages) records that uuid for that ledger,
 complete or not. Owners delete what they stop referencing (a failed attempt
 through its recorded uuid, a trimmed ledger's offload), but an owner that was
 replaced, or that died, cannot: a zombie may go on writing an attempt whose
-uuid the new owner already replaced, and a process that died mid-merge
-leaves its chunks and its multipart upload. A sweep finds, in one offload
+uuid the new owner already replaced, and a process that died mid-upload
+leaves its multipart upload (or a data object without its index). A sweep finds, in one offload
 namespace:
 
 - **unreferenced attempts** (every object and upload of the attempt older
