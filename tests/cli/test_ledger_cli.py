@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tieredstore.cli import main
-from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.config import load_config
 from tieredstore.ledger import LedgerHost, OffloadRefused, SegmentLedgerOffloader
 from tieredstore.objectstore import LocalObjectStore, ObjectInfo
 
@@ -226,8 +226,6 @@ def test_append_creates_then_offload_and_read(tmp_path: Path,
     assert "0:1\t5\tworld" in run(capsys, data, "read", "--ledger", "0")
 
 
-@pytest.mark.skipif("offload_threshold_bytes" not in TieredStoreConfig.__dataclass_fields__,
-                    reason="the offload threshold keys come with the configuration's change")
 def test_offload_without_a_position_follows_the_threshold_flag(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--offload-threshold-bytes`` is the key ``offload_threshold_bytes``: the
