@@ -60,7 +60,7 @@ class Cli:
         return out
 
     def json(self, *args: str) -> Any:
-        return json.loads(self.ok(*args, "--format", "json"))
+        return json.loads(self.ok(*args, "--json"))
 
     def segment_path(self, topic: str, queue_id: int, file_type: FileType, base: int
                      ) -> SegmentPath:
@@ -86,7 +86,7 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def consume_json(cli: Cli, *args: str) -> list[dict[str, Any]]:
-    out = cli.ok("consume", *args, "--format", "json")
+    out = cli.ok("consume", *args, "--json")
     return [json.loads(line) for line in out.splitlines()]
 
 
@@ -169,10 +169,10 @@ def test_produce_then_consume_round_trip(cli: Cli, tmp_path: Path) -> None:
     out = cli.ok("produce", "--topic", "orders", "--queue", "3", "--count", "300", "--size",
                  "50", "--key", "k1", "--key", "k2", "--tag", "red", "--property", "a=1",
                  "--property", "b=x=y")
-    assert "produced 300 messages" in out and "offsets 0..299" in out
+    assert "produced 300 messages" in out and "offsets [0, 300)" in out
     lines = tmp_path / "lines.txt"
     lines.write_bytes("first\nzürich ünïcode\n\n".encode() + b"\xff\xfe binary\r\nlast")
-    assert "offsets 300..304" in cli.ok("produce", "--topic", "orders", "--queue", "3",
+    assert "offsets [300, 305)" in cli.ok("produce", "--topic", "orders", "--queue", "3",
                                         "--file", str(lines))
 
     got = consume_json(cli, "--topic", "orders", "--queue", "3")
@@ -326,7 +326,7 @@ def test_recover_reports_a_corrupt_queue_and_exits_1(cli: Cli) -> None:
     assert re.search(r"^orders\s+0 .* ok$", out, re.M), out
     assert re.search(r"^orders\s+1 .* DAMAGED$", out, re.M), out
     assert "DAMAGED orders/1:" in out and "are missing" in out
-    code, report, _ = cli("recover", "--format", "json")
+    code, report, _ = cli("recover", "--json")
     assert code == 1
     states = {q["queue"]: q["state"] for q in json.loads(report)["queues"]}
     assert states == {0: "ok", 1: "damaged"}
@@ -338,9 +338,12 @@ def test_recover_reports_a_corrupt_queue_and_exits_1(cli: Cli) -> None:
 def test_errors_print_one_line_and_exit_2(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     cli.ok("produce", "--topic", "t", "--queue", "0", "--count", "3")
     code, _, err = cli("consume", "--topic", "nope", "--queue", "0")
-    assert (code, err) == (2, "tieredstore: nope/0: no such queue\n")
+    assert (code, err) == (2, "tieredstore: unknown topic 'nope'; topics: t\n")
+    code, _, err = cli("consume", "--topic", "t", "--queue", "5")
+    assert (code, err) == (2, "tieredstore: unknown queue t/5; topic 't' has queues 0\n")
     code, _, err = cli("consume", "--topic", "t", "--queue", "0", "--from", "9")
-    assert code == 2 and err.startswith("tieredstore: t/0: offset 9 is outside [0, 3]")
+    assert code == 2 and err.startswith(
+        "tieredstore: t/0: offset 9 is outside the queue's offsets [0, 3)")
     code, _, err = cli("produce", "--topic", "t", "--queue", "0", "--file", "/no/such/file")
     assert code == 2 and err.startswith("tieredstore: cannot read '/no/such/file'")
     code, _, err = cli("produce", "--topic", "bad/name", "--queue", "0", "--count", "1")
@@ -366,8 +369,8 @@ def test_bench_runs_the_suite_with_its_arguments(monkeypatch: pytest.MonkeyPatch
     monkeypatch.chdir(tmp_path)  # a checkout: the suite beside the working directory
     ran: list[tuple[list[str], Path]] = []
 
-    def fake_run(command: list[str], *, cwd: Path, check: bool) -> subprocess.CompletedProcess[
-            bytes]:
+    def fake_run(command: list[str], *, cwd: Path, check: bool, stdout: Any = None
+                 ) -> subprocess.CompletedProcess[bytes]:
         ran.append((command, cwd))
         return subprocess.CompletedProcess(command, 0)
 

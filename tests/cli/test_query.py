@@ -40,7 +40,7 @@ def test_query_finds_a_key_in_every_queue_newest_last(tmp_path: Path,
     assert [line.split("\t")[-1] for line in lines] == [f"order {i}" for i in numbers]
     assert [line.split("\t")[:2] for line in lines] == [[str(i % 3), str(i // 3)]
                                                         for i in numbers]
-    newest = query(capsys, data, "--key", "customer-3", "--count", "2", "--format", "json")
+    newest = query(capsys, data, "--key", "customer-3", "--count", "2", "--json")
     assert [json.loads(line)["body"] for line in newest] == [f"order {i}" for i in numbers[-2:]]
     window = query(capsys, data, "--key", "customer-3", "--from-time", str(T0 + 100),
                    "--until-time", str(T0 + 120))

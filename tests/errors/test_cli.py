@@ -49,7 +49,7 @@ class Cli:
         return code, out.out, out.err
 
     def bodies(self) -> list[str]:
-        code, out, err = self("consume", "--topic", "t", "--queue", "0", "--format", "json")
+        code, out, err = self("consume", "--topic", "t", "--queue", "0", "--json")
         assert code == 0, err
         return [json.loads(line)["body"] for line in out.splitlines()]
 

@@ -140,7 +140,7 @@ def test_a_bucket_is_created_only_when_asked(moto: S3Server, seeded_bucket: tupl
                  "--create-bucket"]) == 0
     assert second in buckets(moto)
     capsys.readouterr()
-    assert main(["consume", "--topic", "t", "--queue", "0", "--format", "json"]) == 0
+    assert main(["consume", "--topic", "t", "--queue", "0", "--json"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
 
 
@@ -252,8 +252,8 @@ def test_a_whole_run_never_shows_the_secret(moto: S3Server, tmp_path: Path,
             monkeypatch.setenv(name, value)
         monkeypatch.chdir(tmp_path)
         for argv in (["produce", "--topic", "c", "--queue", "0", "--count", "5"],
-                     ["consume", "--topic", "c", "--queue", "0", "--format", "json"],
-                     ["inspect"], ["inspect", "segments", "--format", "json"], ["verify"],
+                     ["consume", "--topic", "c", "--queue", "0", "--json"],
+                     ["inspect"], ["inspect", "segments", "--json"], ["verify"],
                      ["recover"], ["gc", "--dry-run"],
                      ["produce", "--topic", "c", "--queue", "0", "--count", "1", "--timestamp",
                       "1", "--debug"],

@@ -5,7 +5,7 @@ the environment (:mod:`tieredstore.spark.shipping`): ``tieredstore spark
 --master`` by itself, run from a virtual environment that is not activated;
 the README's ``spark-submit`` line (what ``tieredstore spark pack`` prints) for
 the launcher and for a script of one's own, run from the activated one. The
-drivers run in a directory the executors do not share: a relative ``--path``
+drivers run in a directory the executors do not share: a relative ``--data-dir``
 still reads the store."""
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def tieredstore(args: list[str], work: Path) -> str:
 
 def test_the_command_line_ships_the_environment(cluster: str, driver: Path) -> None:
     """``tieredstore spark --master``, its virtual environment not activated."""
-    out = tieredstore(["spark", "--master", cluster, "export", "--path", "store",
+    out = tieredstore(["spark", "--master", cluster, "export", "--data-dir", "store",
                        "--output", "cli-export"], driver)
     assert f"exported {MESSAGES} messages" in out, out
     import pyarrow.parquet as pq
@@ -214,13 +214,14 @@ def submit_line(cluster: str, driver: Path) -> list[str]:
 
 
 def test_the_readme_spark_submit_line_runs_a_job(submit_line: list[str], driver: Path) -> None:
-    done = run([*submit_line, "verify", "--path", "store"], driver, activated=True)
+    done = run([*submit_line, "verify", "--data-dir", "store"], driver, activated=True)
     assert f"{len(QUEUES)} queue(s) verified, 0 with problems" in done.stdout, done.stdout
 
 
 SCRIPT = """
 import sys
-from tieredstore.spark import get_session, run_job
+from tieredstore.cli import main
+from tieredstore.spark import get_session
 
 spark = get_session()   # spark-submit's master, with the pack its line ships
 
@@ -237,7 +238,7 @@ print("messages", df.count(), df.where("topic = 'orders' and offset >= 200").cou
 ledger = spark.read.format("tieredstore-ledger").option("path", "ledgers").load()
 print("entries", ledger.count(), ledger.selectExpr("sum(length(payload))").first()[0])
 for job in (["stats"], ["compact"], ["verify"], ["export", "--output", "submit-export"]):
-    print("job", *job, "exit", run_job([*job, "--path", "store"], spark=spark), flush=True)
+    print("job", *job, "exit", main(["spark", *job, "--data-dir", "store"]), flush=True)
 spark.stop()
 """
 

@@ -24,6 +24,7 @@ import pytest
 
 from tests.spark.conftest import QUEUES, T0, BuiltStore, Written, build_store
 from tests.spark.test_read import assert_same, rows_of
+from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark import jobs
 from tieredstore.spark.table import TableBusy, TableError
@@ -98,8 +99,8 @@ def test_export_twice_appends_only_the_new_messages(spark: Any, tmp_path: Path,
 
     # Nothing new: nothing written, exit status 0, a message.
     before = (visible_files(out), sorted(os.listdir(out / "_commits")))
-    assert jobs.main(["export", "--path", str(built.path), "--output", out.as_uri()],
-                     spark=spark) == 0
+    assert cli_main(["spark", "export", "--data-dir", str(built.path), "--output",
+                     out.as_uri()]) == 0
     assert "nothing new to export" in capsys.readouterr().out
     assert (visible_files(out), sorted(os.listdir(out / "_commits"))) == before
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,10 @@ def test_reading_a_damaged_record_fails_naming_it(spark: Any,
 def test_verify_command_line_exit_status(spark: Any, damaged_store: tuple[BuiltStore, int, int],
                                          capsys: pytest.CaptureFixture[str]) -> None:
     built, _, _ = damaged_store
-    args = ["verify", "--path", str(built.path), "--topic", "v"]
-    assert jobs.main([*args, "--queue-id", "2"], spark=spark) == 0
+    args = ["spark", "verify", "--data-dir", str(built.path), "--topic", "v"]
+    assert cli_main([*args, "--queue", "2"]) == 0
     assert "1 queue(s) verified, 0 with problems" in capsys.readouterr().out
-    assert jobs.main([*args, "--queue-id", "0,1"], spark=spark) == 1
+    assert cli_main([*args, "--queue", "0,1"]) == 1
     out = capsys.readouterr().out
     assert "2 queue(s) verified, 2 with problems" in out
     assert "v/1: offset" in out
@@ -233,17 +234,22 @@ def test_stats_sums_up_each_queue_before_and_after_compact(spark: Any, tmp_path:
 def test_the_spark_command_runs_the_jobs(spark: Any, merged_store: BuiltStore,
                                          tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """``tieredstore spark``: the job's own options, and the command's ``--data-dir``;
-    the session that was running stays running."""
+    """``tieredstore spark``: the store options every command takes, before or after
+    the job's name; an unknown topic is an error before Spark runs; the session
+    that was running stays running."""
     path = str(merged_store.path)
-    assert cli_main(["spark", "--master", "local[2]", "stats", "--path", path,
+    assert cli_main(["spark", "--master", "local[2]", "stats", "--data-dir", path,
                      "--topic", "orders"]) == 0
     out = capsys.readouterr().out
     assert f"3 queue(s), {3 * PER_QUEUE} messages" in out, out
-    assert cli_main(["spark", "verify", "--data-dir", path, "--queue-id", "0"]) == 0
-    assert "2 queue(s) verified, 0 with problems" in capsys.readouterr().out
-    assert cli_main(["spark", "stats", "--path", str(tmp_path / "nothing")]) == 2
+    assert cli_main(["--data-dir", path, "spark", "verify", "--queue", "0", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and len(report["queues"]) == 2, report
+    assert {q["queue"] for q in report["queues"]} == {0}
+    assert cli_main(["spark", "stats", "--data-dir", str(tmp_path / "nothing")]) == 2
     assert "is not a directory: no store to read" in capsys.readouterr().err
+    assert cli_main(["spark", "stats", "--data-dir", path, "--topic", "nope"]) == 2
+    assert "unknown topic 'nope'" in capsys.readouterr().err
     assert spark.range(3).count() == 3
 
 
@@ -270,6 +276,7 @@ def test_compact_log_moves_each_brokers_backlog_into_chunks(
     for broker, b in built.items():
         read = spark.read.format("tieredstore").options(**options, broker=broker).load()
         assert_same(rows_of(read), b.rows())
-    again = ["compact", "--path", options["path"], "--log", "--log-broker", "broker-b"]
-    assert jobs.main(again, spark=spark) == 0
+    again = ["spark", "compact", "--data-dir", options["path"], "--log", "--log-broker",
+             "broker-b"]
+    assert cli_main(again) == 0
     assert "broker-b: 2 queue(s); log objects 0 -> 0" in capsys.readouterr().out

@@ -1,12 +1,22 @@
 """The ``tieredstore`` command: demo, produce, consume, query, inspect, recover, repair,
 verify, gc, ledger, spark, bench.
 
-Every command takes ``--config`` (default ``conf/tieredstore.toml`` if it
-exists; ``TIEREDSTORE_<KEY>`` environment variables override the file) and
-``--data-dir`` (the local backend's directory). Exit codes: 0 success, 1 the
-command found something wrong (``demo``, ``verify``, ``recover``), 2 bad
-arguments or an error that stopped the command, printed as one line
-``tieredstore: <message>`` (``--debug`` prints the traceback too).
+Every command takes the same options for where the store is: ``--config
+TOML`` (default ``conf/tieredstore.toml`` if it exists), ``--backend local|s3``,
+``--data-dir DIR`` (local), ``--bucket``, ``--endpoint``, ``--region``,
+``--create-bucket`` (S3), ``--prefix``, ``--cluster``, ``--broker``. A flag
+overrides ``TIEREDSTORE_<KEY>`` environment variables, which override the
+file. S3 credentials are never flags: they come from the configuration or
+boto3's own chain (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``~/.aws``).
+
+``--json`` prints JSON on stdout (one document; ``consume`` and ``query``
+one object a line); each command's help gives its shape. Offset ranges are
+written half-open, ``[first, end)``.
+
+Exit codes: 0 success, 1 the command found something wrong (``demo``,
+``verify``, ``recover``, ``repair``, the Spark jobs), 2 bad arguments, an
+unknown topic or queue, or an error that stopped the command, printed as one
+line ``tieredstore: <message>`` (``--debug`` prints the traceback too).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from tieredstore import __version__
 from tieredstore.errors import TieredStoreError
 
 from . import (
@@ -35,7 +46,7 @@ from . import (
     spark,
     verify,
 )
-from .common import EXIT_USAGE, Parser, add_common_options, describe_error
+from .common import EXIT_USAGE, Parser, add_common_options, describe_error, option_defaults
 
 __all__ = ["build_parser", "main"]
 
@@ -49,16 +60,16 @@ COMMANDS = {"demo": demo, "produce": produce, "consume": consume, "query": query
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tieredstore", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tieredstore {__version__}",
+                        help="print the version and exit")
     add_common_options(parser)
-    parser.set_defaults(config=None, data_dir=None, quiet=False, debug=False,
-                        create_bucket=False)
+    parser.set_defaults(**option_defaults())
     common = Parser(add_help=False)
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         command = sub.add_parser(name, parents=[common], help=module.HELP,
                                  description=module.__doc__,
-                                 add_help=module is not spark,  # spark's jobs take --help
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         command.set_defaults(run=module.run)
         module.add_arguments(command, common)

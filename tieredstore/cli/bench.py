@@ -4,7 +4,10 @@ The suite lives in the repository's ``bench`` package, beside ``tieredstore``;
 it is not installed with the library. Arguments after ``bench`` go to it
 unchanged (``tieredstore bench --quick --only write``; ``--help`` shows its
 own options when given after ``--``). The suite starts its own servers and
-stores; ``--config`` and ``--data-dir`` do not apply to it.
+stores: the store options (``--config``, ``--data-dir``, ``--bucket`` ...) do
+not apply to it and are refused. It writes a Markdown report (its
+``--output``); with ``--json`` its own output goes to stderr and stdout gets
+``{"command": [...], "directory", "exit_status"}``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import tieredstore
 
-from .common import EXIT_FAILED
+from .common import EXIT_FAILED, CliError, location_overrides, print_json
 
 
 def find_suite() -> Path | None:
@@ -36,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace) -> int:
+    given = [*(["--config"] if args.config is not None else []), *location_overrides(args)]
+    if given:
+        raise CliError(f"bench starts its own stores: {', '.join(given)} does not apply to it")
     extra = list(getattr(args, "extra", []))
     if extra[:1] == ["--"]:
         extra = extra[1:]
@@ -50,4 +56,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     command = [sys.executable, "-m", "bench", *extra]
     print(f"running {' '.join(command[1:])} in {root}", file=sys.stderr)
-    return subprocess.run(command, cwd=root, check=False).returncode
+    status = subprocess.run(command, cwd=root, check=False,
+                            stdout=2 if args.json else None).returncode  # fd 2: stderr
+    if args.json:
+        print_json({"command": command[1:], "directory": str(root), "exit_status": status})
+    return status

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,11 +34,33 @@ class CliError(TieredStoreError):
     """The command cannot run as asked (a missing directory, an unreadable file)."""
 
 
+class UnknownQueue(CliError, LookupError):
+    """A topic or queue the command was asked for is not in the store."""
+
+
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (and exit 2, as argparse's)."""
+    """An argument parser whose errors are one line (and exit 2, as argparse's), and
+    whose help is plain text (:func:`plain`: the docstrings' markup taken out)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+
+# ``x`` and :role:`x` (:role:`~a.b.x` shows x), as docstrings write them.
+_MARKUP = re.compile(r"``([^`]+)``|:[a-z]+:`(~?)([^`]+)`")
+
+
+def plain(text: str) -> str:
+    """``text`` without reST markup: ````x```` and ``:mod:`x``` become ``x``,
+    ``:func:`~a.b``` becomes ``b``."""
+    def one(match: re.Match[str]) -> str:
+        if match[1] is not None:
+            return match[1]
+        return match[3].rsplit(".", 1)[-1] if match[2] else match[3]
+    return _MARKUP.sub(one, text)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -54,47 +78,107 @@ def describe_error(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def add_common_options(parser: argparse.ArgumentParser, *, data_dir_default: str | None = None
-                       ) -> None:
-    """``--config``, ``--data-dir`` and ``--quiet``, on the main parser and every command.
+# The store's location: flag -> (config key, metavar, help). The same names on
+# every command; each overrides its key from the file and the environment.
+LOCATION: dict[str, tuple[str, str | None, str]] = {
+    "--backend": ("backend", "NAME", "where the store is: local (a directory) or s3 (a bucket); "
+                  "default: s3 if --bucket is given, local if --data-dir is, else backend"),
+    "--data-dir": ("local_path", "DIR", "the local backend's directory (local_path)"),
+    "--bucket": ("s3_bucket", "NAME", "the S3 bucket (s3_bucket)"),
+    "--endpoint": ("s3_endpoint_url", "URL", "an S3-compatible server's URL, e.g. "
+                   "http://127.0.0.1:9000 (s3_endpoint_url; default: AWS)"),
+    "--region": ("s3_region", "NAME", "the bucket's region (s3_region)"),
+    "--prefix": ("key_prefix", "PREFIX", "the key prefix everything is stored under "
+                 "(key_prefix)"),
+    "--cluster": ("cluster", "NAME", "the cluster name in the keys (cluster)"),
+    "--broker": ("broker", "NAME", "the broker name in the keys (broker)"),
+}
+BACKENDS = ("local", "s3", "memory")
+PRECEDENCE = ("a flag overrides TIEREDSTORE_<KEY> environment variables, which override the "
+              "--config file, which overrides the defaults. S3 credentials are never flags: "
+              "they come from s3_access_key_id/s3_secret_access_key or, when empty, from "
+              "boto3's chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws, instance roles)")
 
-    The command's copies default to SUPPRESS, so that an option given before
-    the command name is not reset by the command's parser.
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """The store's location (``--config``, ``--backend``, ``--data-dir``, ``--bucket``,
+    ``--endpoint``, ``--region``, ``--prefix``, ``--cluster``, ``--broker``,
+    ``--create-bucket``) as one argument group; :func:`resolve_config` applies them.
+
+    Every default is SUPPRESS, so that an option given before a command name is
+    not reset by the command's parser (:func:`option_defaults` gives the values
+    of options not given).
     """
     suppress = argparse.SUPPRESS
-    parser.add_argument("--config", metavar="TOML", default=suppress,
-                        help=f"configuration file (default: {DEFAULT_CONFIG} if it exists); "
-                             "TIEREDSTORE_<KEY> environment variables override it")
-    parser.add_argument("--data-dir", metavar="DIR",
-                        default=data_dir_default if data_dir_default is not None else suppress,
-                        help="directory of the local backend (overrides local_path and "
-                             "selects backend = local)")
+    group = parser.add_argument_group("store location", PRECEDENCE)
+    group.add_argument("--config", metavar="TOML", default=suppress,
+                       help=f"configuration file (default: {DEFAULT_CONFIG} if it exists)")
+    for flag, (key, metavar, text) in LOCATION.items():
+        group.add_argument(flag, dest=key, metavar=metavar, default=suppress, help=text,
+                           choices=BACKENDS if flag == "--backend" else None)
+    group.add_argument("--create-bucket", action="store_true", default=suppress,
+                       help="create the S3 bucket if it does not exist (s3_create_bucket); "
+                            "without it a missing bucket is an error")
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """What every command takes: :func:`add_store_options`, ``--json``,
+    ``--quiet``, ``--debug``, ``--metrics-port`` (SUPPRESS defaults, as there)."""
+    suppress = argparse.SUPPRESS
+    add_store_options(parser)
+    parser.add_argument("--json", action="store_true", default=suppress,
+                        help="print JSON on stdout: one document (consume and query: one "
+                             "object a line); the shape of each command is in its --help")
     parser.add_argument("-q", "--quiet", action="store_true", default=suppress,
-                        help="no progress bars")
+                        help="no progress bars and no summary on stderr")
     parser.add_argument("--debug", action="store_true", default=suppress,
                         help="on an error, print the traceback too; log at DEBUG")
     parser.add_argument("--metrics-port", metavar="PORT", type=int, default=suppress,
                         help="serve the store's Prometheus metrics on 127.0.0.1:PORT while "
                              "the command runs (metrics_port; commands that open a store)")
-    parser.add_argument("--create-bucket", action="store_true", default=suppress,
-                        help="create the S3 bucket if it does not exist (s3_create_bucket); "
-                             "without it a missing bucket is an error")
+
+
+def option_defaults() -> dict[str, Any]:
+    """The value of each common option when it is not given."""
+    return {"config": None, **{key: None for key, _, _ in LOCATION.values()},
+            "s3_create_bucket": False, "json": False, "quiet": False, "debug": False,
+            "metrics_port": None}
+
+
+def location_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The config keys the location flags in ``args`` set (none of a flag not given).
+    ``--data-dir`` alone means backend local, ``--bucket`` alone backend s3."""
+    given = {key: getattr(args, key) for key, _, _ in LOCATION.values()
+             if getattr(args, key, None) is not None}
+    if "backend" not in given:
+        if "local_path" in given and "s3_bucket" in given:
+            raise CliError("--data-dir and --bucket name two backends: add --backend local "
+                           "or --backend s3")
+        if "local_path" in given:
+            given["backend"] = "local"
+        elif "s3_bucket" in given:
+            given["backend"] = "s3"
+    if getattr(args, "s3_create_bucket", False):
+        given["s3_create_bucket"] = True
+    return given
+
+
+def config_path(args: argparse.Namespace) -> str | None:
+    """``--config``, else :data:`DEFAULT_CONFIG` if it exists here, else None."""
+    path: str | None = getattr(args, "config", None)
+    if path is None and os.path.exists(DEFAULT_CONFIG):
+        path = DEFAULT_CONFIG
+    return path
 
 
 def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreConfig:
-    """The configuration a command runs with: file, environment, ``--data-dir``, overrides."""
-    path = getattr(args, "config", None)
-    if path is None and os.path.exists(DEFAULT_CONFIG):
-        path = DEFAULT_CONFIG
-    data_dir = getattr(args, "data_dir", None)
-    if data_dir is not None:
-        overrides = {"backend": "local", "local_path": str(data_dir), **overrides}
-    if getattr(args, "create_bucket", False):
-        overrides = {"s3_create_bucket": True, **overrides}
+    """The configuration a command runs with: defaults < file < environment <
+    flags (:func:`location_overrides`, ``--metrics-port``) < ``overrides``."""
+    overrides = {**location_overrides(args), **overrides}
     if getattr(args, "metrics_port", None) is not None:
         overrides = {"metrics_port": args.metrics_port, **overrides}
     try:
-        return load_config(path, **overrides)
+        return load_config(config_path(args), **overrides)
     except ConfigError as exc:
         if exc.key != "file" or getattr(args, "config", None) is None:
             raise
@@ -170,6 +254,45 @@ def progress_enabled(args: argparse.Namespace) -> bool:
 
 
 # --- output -----------------------------------------------------------------------
+
+
+def offsets(first: int, end: int) -> str:
+    """The one notation of a range of offsets in what the command prints: half-open
+    ``[first, end)``, as the library and docs/format.md write ranges."""
+    return f"[{first}, {end})"
+
+
+def print_json(document: object) -> None:
+    """One JSON document on stdout (``--json`` of every command but consume and query)."""
+    print(json.dumps(document, indent=1, ensure_ascii=False, default=str))
+
+
+LISTED_AT_MOST = 12  # an unknown name's error lists what exists when it is this short
+
+
+def check_selected(existing: Sequence[tuple[str, int]], topic: str | None,
+                   queue: int | None = None) -> None:
+    """Raise :class:`UnknownQueue` if ``topic`` (and ``queue``, of that topic or of
+    any) names nothing among ``existing``, the store's own listing of its queues."""
+    topics = sorted({t for t, _ in existing})
+    if topic is not None and topic not in topics:
+        raise UnknownQueue(f"unknown topic {topic!r}; {_shown('topics', topics)}")
+    if queue is None:
+        return
+    ids = sorted({q for t, q in existing if topic is None or t == topic})
+    if queue not in ids:
+        where = f"{topic}/{queue}" if topic is not None else str(queue)
+        owner = f"topic {topic!r} has" if topic is not None else "the store has"
+        raise UnknownQueue(f"unknown queue {where}; {owner} "
+                           f"{_shown('queues', [str(q) for q in ids])}")
+
+
+def _shown(what: str, names: Sequence[str]) -> str:
+    if not names:
+        return f"the store has no {what}" if what == "topics" else f"no {what}"
+    if len(names) > LISTED_AT_MOST:
+        return f"{len(names)} {what} (tieredstore inspect topics lists them)"
+    return f"{what}: {', '.join(names)}" if what == "topics" else f"{what} {', '.join(names)}"
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:

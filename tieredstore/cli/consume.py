@@ -5,10 +5,13 @@ found by listing, so a broker writing the store is not disturbed. It sees
 what is durable in the bucket (see :mod:`tieredstore.store.view`). Every
 record is checked (CRC32C, offset) as ``get`` checks it.
 
-``--format text`` prints ``offset, store time, body`` a line (tabs between,
-newlines and tabs in the body escaped); ``--format json`` one JSON object a
-line with every field; ``body`` is text when the bytes are UTF-8, else base64
-(``"encoding"`` says which).
+Prints ``offset, store time, body`` a line (tabs between, newlines and tabs
+in the body escaped), and a summary on stderr (the offsets consumed,
+``[first, end)``). ``--json``: one JSON object a line, ``{"topic", "queue",
+"offset", "timestamp" (ms), "time" (ISO 8601), "keys" [...], "tags" (null:
+none), "properties" {...}, "encoding" ("utf-8" or "base64"), "body"}``;
+``body`` is text when the bytes are UTF-8, else base64. An unknown topic or
+queue is an error (exit 2) naming it.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import sys
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.store import Message, OffsetOutOfRange, iso
+from tieredstore.store import Message, NoSuchQueue, OffsetOutOfRange, iso
 from tieredstore.store import parse_time as store_time
 
 from .common import (
     CliError,
+    check_selected,
     nonnegative_int,
+    offsets,
     progress,
     progress_enabled,
     read_only_store,
@@ -73,17 +78,21 @@ def as_text(message: Message) -> str:
 
 async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
     """Print the messages asked for; returns (count, first offset, end offset)."""
-    render = as_json if args.format == "json" else as_text
+    render = as_json if args.json else as_text
     async with await read_only_store(args) as store:
-        queue = await store.queue(args.topic, args.queue)
+        try:
+            queue = await store.queue(args.topic, args.queue)
+        except NoSuchQueue:
+            check_selected(await store.queues(), args.topic, args.queue)
+            raise
         if args.from_time is not None:
             start = await queue.offset_for_time(args.from_time)
         else:
             start = queue.min_offset if args.from_offset is None else args.from_offset
         if not queue.min_offset <= start <= queue.max_offset:
-            raise OffsetOutOfRange(f"offset {start} is outside [{queue.min_offset}, "
-                                   f"{queue.max_offset}]", topic=args.topic,
-                                   queue_id=args.queue)
+            raise OffsetOutOfRange(f"offset {start} is outside the queue's offsets "
+                                   f"{offsets(queue.min_offset, queue.max_offset)}",
+                                   topic=args.topic, queue_id=args.queue)
         end = queue.max_offset if args.count is None else min(queue.max_offset,
                                                               start + args.count)
         offset = start
@@ -93,7 +102,7 @@ async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
                 batch = await queue.get(offset, min(BATCH, end - offset))
                 if not batch:
                     raise CliError(f"{args.topic}/{args.queue}: no message at offset "
-                                   f"{offset}, below max offset {end}")
+                                   f"{offset}, within {offsets(start, end)}")
                 bar.write("".join(render(m) + "\n" for m in batch))
                 offset += len(batch)
                 bar.update(len(batch))
@@ -104,8 +113,9 @@ HELP = "print messages of a queue (read-only)"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID")
+    parser.add_argument("--topic", required=True, help="the topic")
+    parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID",
+                        help="the queue id (0, 1, ...)")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from", dest="from_offset", type=nonnegative_int, metavar="OFFSET",
                        help="first offset (default: the queue's min offset)")
@@ -114,8 +124,6 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                             "or ISO 8601 (UTC unless an offset is given)")
     parser.add_argument("--count", type=nonnegative_int, metavar="N",
                         help="at most N messages (default: up to the max offset)")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="text (default) or json (one object a line)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,5 +134,5 @@ def run(args: argparse.Namespace) -> int:
         raise
     if not args.quiet:
         print(f"consumed {count} messages of {args.topic}/{args.queue}, offsets "
-              f"[{start}, {end})", file=sys.stderr)
+              f"{offsets(start, end)}", file=sys.stderr)
     return 0

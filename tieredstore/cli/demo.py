@@ -8,6 +8,15 @@ compares each byte with what was produced; runs ``verify``; prints a summary
 table and the object-store requests of each phase. Exits 1 if anything
 differs. The local store's directory is new, empty, or one an earlier demo
 made (it holds ``.tieredstore-demo``), which it clears: it refuses any other.
+``--backend local`` (the default, whatever the configuration says):
+``--data-dir`` (default ``demo-data``); ``--backend s3``: the bucket the flags
+or the configuration name, under a fresh key prefix; ``--backend memory``: in
+this process only.
+
+``--json``: ``{"ok", "messages", "location", "queues": [{"topic", "queue",
+"min_offset", "max_offset" (offsets [min, max)), "segments", "bytes",
+"checked", "result"}], "requests": {phase: {operation: count}}, "problems":
+[...]}``.
 """
 
 from __future__ import annotations
@@ -16,9 +25,10 @@ import argparse
 import random
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig, human_size
@@ -37,7 +47,9 @@ from .common import (
     EXIT_OK,
     CliError,
     format_requests,
+    location_overrides,
     positive_int,
+    print_json,
     progress,
     progress_enabled,
     resolve_config,
@@ -198,9 +210,9 @@ class Demo:
             {k: int(v) for k, v in before.items()}, report.requests["requests"])))
         return report
 
-    def summary(self, report: VerifyReport) -> list[list[object]]:
+    def summary(self, report: VerifyReport) -> list[list[Any]]:
         verified = {(c.topic, c.queue_id): c for c in report.queues}
-        rows: list[list[object]] = []
+        rows: list[list[Any]] = []
         for (topic, queue_id), result in self.queues.items():
             check = verified.get((topic, queue_id))
             problems = len(result.differences) + (check.error_count if check else 1)
@@ -215,54 +227,63 @@ class Demo:
         return rows
 
 
+SUMMARY = ["topic", "queue", "min", "max", "segments", "bytes", "checked", "result"]
+
+
 async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
-                   show_progress: bool) -> bool:
-    """Run the demo on ``config``'s backend (which must be fresh); True if all matched."""
+                   show_progress: bool, say: Callable[[str], None] = print
+                   ) -> dict[str, Any]:
+    """Run the demo on ``config``'s backend (which must be fresh), telling ``say``
+    how it goes; the ``--json`` document (``"ok"``: True if all matched)."""
     shared = open_object_store(config) if config.backend == "memory" else None
     demo = Demo(config, messages=messages, seed=seed, show_progress=show_progress,
                 shared=shared)
     where = {"local": f"local directory {config.local_path!r}",
              "s3": f"s3://{config.s3_bucket}/{config.key_prefix}",
              "memory": "memory"}[config.backend]
-    print(f"tieredstore demo: {messages} messages to {len(demo.queues)} queues of "
+    say(f"tieredstore demo: {messages} messages to {len(demo.queues)} queues of "
           f"{len(QUEUES)} topics on {where}")
-    print("  " + ", ".join(f"{k} {human_size(getattr(config, k), exact=False)}"
+    say("  " + ", ".join(f"{k} {human_size(getattr(config, k), exact=False)}"
                            for k in DEMO_SIZES))
     started = time.perf_counter()
     produced = await demo.produce()
     took = time.perf_counter() - started
-    print(f"produced {messages} messages ({human_size(produced, exact=False)} of bodies) "
+    say(f"produced {messages} messages ({human_size(produced, exact=False)} of bodies) "
           f"in {took:.2f}s, flushed, closed")
     started = time.perf_counter()
     recovered = await demo.reopen_and_consume()
     differences = sum(len(r.differences) for r in demo.queues.values())
     checked = sum(r.checked for r in demo.queues.values())
-    print(f"reopened in {recovered:.2f}s: {len(demo.queues) - len(demo.corrupt)} queues "
+    say(f"reopened in {recovered:.2f}s: {len(demo.queues) - len(demo.corrupt)} queues "
           f"recovered, {len(demo.corrupt)} corrupt")
-    print(f"consumed {checked} messages and compared every byte in "
+    say(f"consumed {checked} messages and compared every byte in "
           f"{time.perf_counter() - started - recovered:.2f}s: {differences} differences")
     started = time.perf_counter()
     report = await demo.verify()
-    print(f"verify: {report.messages} messages, "
+    say(f"verify: {report.messages} messages, "
           f"{sum(c.units for c in report.queues)} units CRC-checked, "
           f"{report.error_count} errors in {time.perf_counter() - started:.2f}s")
-    print()
-    print(table(demo.summary(report), ["topic", "queue", "min", "max", "segments", "bytes",
-                                       "checked", "result"]))
-    print()
-    print("object-store requests (what an S3 bucket would be sent):")
+    say("")
+    say(table(demo.summary(report), SUMMARY))
+    say("")
+    say("object-store requests (what an S3 bucket would be sent):")
     width = max(len(name) for name, _ in demo.phases)
     for name, requests in demo.phases:
-        print(f"  {name.ljust(width)}  {format_requests({'requests': dict(requests)})}")
+        say(f"  {name.ljust(width)}  {format_requests({'requests': dict(requests)})}")
     problems = [f"{t}/{q}: {why}" for (t, q), why in demo.corrupt.items()]
     problems += [f"{t}/{q}: {d}" for (t, q), r in demo.queues.items() for d in r.differences]
     problems += [e for c in report.queues for e in c.errors]
     if checked != messages:
         problems.append(f"{checked} messages read back, {messages} produced")
     for line in problems[:20]:
-        print(f"  PROBLEM {line}")
-    print("demo: OK" if not problems else f"demo: FAILED ({len(problems)} problems)")
-    return not problems
+        say(f"  PROBLEM {line}")
+    say("demo: OK" if not problems else f"demo: FAILED ({len(problems)} problems)")
+    return {"ok": not problems, "messages": messages, "location": where,
+            "queues": [{"topic": r[0], "queue": r[1], "min_offset": r[2], "max_offset": r[3],
+                        "segments": r[4], "bytes": r[5], "checked": r[6], "result": r[7]}
+                       for r in demo.summary(report)],
+            "requests": {name: dict(requests) for name, requests in demo.phases},
+            "problems": problems}
 
 
 HELP = ("produce, seal, restart, recover, consume and verify on a fresh store; exit 1 on "
@@ -273,10 +294,6 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     parser.add_argument("--messages", type=positive_int, default=4800, metavar="N",
                         help="messages to produce (default 4800)")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    parser.add_argument("--backend", choices=("local", "memory", "s3"), default="local",
-                        help="local (default): --data-dir (default demo-data), new, empty "
-                             "or made by an earlier demo (then cleared; any other is "
-                             "refused); s3: the configured bucket under a fresh key prefix")
 
 
 def take_demo_dir(data_dir: str) -> None:
@@ -305,18 +322,20 @@ def take_demo_dir(data_dir: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.backend == "local":
-        data_dir = getattr(args, "data_dir", None) or "demo-data"
+    backend = location_overrides(args).get("backend", "local")
+    if backend == "local":
+        data_dir = args.local_path or "demo-data"
         take_demo_dir(data_dir)
-        args.data_dir = data_dir
-        config = resolve_config(args, **DEMO_SIZES)
+        config = resolve_config(args, backend=backend, local_path=data_dir, **DEMO_SIZES)
     else:
-        args.data_dir = None
-        config = resolve_config(args, backend=args.backend, **DEMO_SIZES)
-        if args.backend == "s3":
+        config = resolve_config(args, backend=backend, **DEMO_SIZES)
+        if backend == "s3":
             prefix = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{random.randrange(16**6):06x}"
             config = config.replace(key_prefix="/".join(p for p in (config.key_prefix, prefix)
                                                         if p))
-    ok = sync.run(run_demo(config, messages=args.messages, seed=args.seed,
-                              show_progress=progress_enabled(args)))
-    return EXIT_OK if ok else EXIT_FAILED
+    done = sync.run(run_demo(config, messages=args.messages, seed=args.seed,
+                             show_progress=progress_enabled(args),
+                             say=(lambda _: None) if args.json else print))
+    if args.json:
+        print_json(done)
+    return EXIT_OK if done["ok"] else EXIT_FAILED

@@ -12,6 +12,9 @@ backend's temporary files. Anything younger than ``--safety-age`` seconds
 
 Read-only on metadata: it never claims a queue, so it is safe beside a live
 writer. ``--dry-run`` lists what a pass would delete and deletes nothing.
+
+``--json``: ``{"dry_run", "deleted" (items deleted), "found": [{"kind", "key",
+"detail"}], "by_kind": {kind: count}}``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from tieredstore.config import YEAR, TieredStoreConfig
 from tieredstore.ledger import offload_garbage
 from tieredstore.store import GcReport, collect_garbage
 
-from .common import EXIT_OK, open_existing_store, resolve_config, seconds, table
+from .common import EXIT_OK, open_existing_store, print_json, resolve_config, seconds, table
 
 
 async def gc(config: TieredStoreConfig, *, dry_run: bool, safety_age: float) -> GcReport:
@@ -45,8 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
     age = config.gc_safety_age if args.safety_age is None else args.safety_age
-    print(render(sync.run(gc(config, dry_run=args.dry_run, safety_age=age))))
+    report = sync.run(gc(config, dry_run=args.dry_run, safety_age=age))
+    print_json(as_document(report)) if args.json else print(render(report))
     return EXIT_OK
+
+
+def as_document(report: GcReport) -> dict[str, object]:
+    """The ``--json`` document of a pass."""
+    return {"dry_run": report.dry_run, "deleted": report.deleted,
+            "found": [{"kind": g.kind, "key": g.key, "detail": g.detail} for g in report.found],
+            "by_kind": dict(report.by_kind())}
 
 
 def render(report: GcReport) -> str:

@@ -17,13 +17,24 @@ and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`) is
 listed too: in ``queues`` with why in ``lost``, and its numbers when a reader
 can still open it (its bytes in log objects), else none; in ``segments`` and
 ``chunks`` with its segments as listed, none recorded. Numbers are what is
-durable in the bucket (see :mod:`tieredstore.store.view`).
+durable in the bucket (see :mod:`tieredstore.store.view`). ``--topic`` or
+``--queue`` naming nothing in the store is an error (exit 2).
+
+``--json``: one JSON array, an object per row. ``topics``: ``topic, queues,
+messages, commitlog_bytes, consumequeue_bytes, index_bytes``. ``queues``:
+``topic, queue, min_offset, max_offset`` (offsets ``[min, max)``), ``messages,
+segments``, ``{commitlog,consumequeue,index}_{segments,bytes}``,
+``merges_pending, writer, head_version`` (null for a lost queue no reader can
+open), and ``lost`` (why, for a queue whose metadata is lost). ``segments``:
+``topic, queue, type, base, size, state, sealed, merged, recorded, trimmed,
+first_offset, last_offset`` (both inclusive: the record's), ``units, objects,
+stored_bytes, error``. ``chunks``: ``topic, queue, type, base, position,
+length, object, object_offset, crc32c`` (hex).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,8 +60,10 @@ from tieredstore.store import (
 from tieredstore.tasks import gather_bounded
 
 from .common import (
+    check_selected,
     nonnegative_int,
     open_existing_store,
+    print_json,
     resolve_config,
     table,
 )
@@ -182,8 +195,11 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
         topics = None if args.topic is None else [args.topic]
         lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
                 if (topics is None or t in topics) and args.queue in (None, q)}
-        queues = sorted({*lost, *((t, q) for t, q in await listed_queues(
-            store, config, topics=topics, log=log) if args.queue in (None, q))})
+        named = await listed_queues(store, config, topics=topics, log=log)
+        queues = sorted({*lost, *((t, q) for t, q in named if args.queue in (None, q))})
+        if not queues and (args.topic is not None or args.queue is not None):
+            check_selected(named or await listed_queues(store, config, log=log), args.topic,
+                           args.queue)
         if args.what in ("topics", "queues"):
             rows = await queue_rows(store, config, queues, log, lost)
             return topic_rows(rows) if args.what == "topics" else rows
@@ -227,13 +243,12 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="segments/chunks: only this flat file type")
     parser.add_argument("--segment", type=nonnegative_int, metavar="BASE",
                         help="segments/chunks: only the segment at this base offset")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def run(args: argparse.Namespace) -> int:
     rows = sync.run(inspect(args))
-    if args.format == "json":
-        print(json.dumps(rows, indent=1))
+    if args.json:
+        print_json(rows)
     elif rows:
         print(render(args.what, rows))
     else:

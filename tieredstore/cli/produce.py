@@ -3,7 +3,13 @@
 Bodies come from ``--count N --size B`` (generated), ``--file F`` (one message
 per line) or standard input (one message per line). Producing is writing:
 opening the store recovers and claims its queues, which fences any other
-writer of the same broker.
+writer of the same broker. Reading standard input on a terminal, it says so
+on stderr first.
+
+Prints one line: what was appended, offsets ``[first, end)``. ``--json``:
+``{"topic", "queue", "count", "bytes", "first_offset", "end_offset",
+"seconds"}`` (offsets null when nothing was produced; ``end_offset`` is
+exclusive).
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from tieredstore.store import AsyncMessageStore
 from .common import (
     CliError,
     nonnegative_int,
+    offsets,
     positive_int,
+    print_json,
     progress,
     progress_enabled,
     resolve_config,
@@ -84,8 +92,9 @@ HELP = "append messages to a queue"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID")
+    parser.add_argument("--topic", required=True, help="the topic (created by its first message)")
+    parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID",
+                        help="the queue id (0, 1, ...)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--count", type=positive_int, metavar="N",
                         help="generate N messages (of --size bytes)")
@@ -112,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
             bodies = generated(args.count, args.size)
             total = args.count
         elif args.file in (None, "-"):
+            if sys.stdin.isatty():
+                print("tieredstore produce: reading messages from standard input, one a line; "
+                      "end with Ctrl-D (or give --count N or --file PATH)", file=sys.stderr)
             bodies = lines(sys.stdin.buffer)
         else:
             try:
@@ -123,9 +135,13 @@ def run(args: argparse.Namespace) -> int:
         count, size, first, last = sync.run(produce(args, bodies, total))
     took = time.perf_counter() - started
     where = f"{args.topic}/{args.queue}"
-    if count:
+    if args.json:
+        print_json({"topic": args.topic, "queue": args.queue, "count": count, "bytes": size,
+                    "first_offset": first if count else None,
+                    "end_offset": last + 1 if count else None, "seconds": round(took, 3)})
+    elif count:
         print(f"produced {count} messages ({human_size(size, exact=False)}) to {where}, offsets "
-              f"{first}..{last}, in {took:.2f}s")
+              f"{offsets(first, last + 1)}, in {took:.2f}s")
     else:
         print(f"produced nothing to {where}: no input")
     return 0

@@ -12,12 +12,15 @@ segments still unmerged after closing (read from the object names). A queue
 whose data is inconsistent is reported as corrupt, with why; one that reads
 around bytes missing from the bucket as damaged, with what is missing; the
 exit code is then 1.
+
+``--json``: ``{"queues": [{"topic", "queue", "state" (ok, damaged, corrupt),
+"reason", "min_offset", "max_offset", "commit_offset", "durable_before",
+"merges_pending_before", "unmerged_after"}], "requests": {operation: count}}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +41,7 @@ from .common import (
     EXIT_OK,
     format_requests,
     open_existing_store,
+    print_json,
     resolve_config,
     table,
 )
@@ -100,7 +104,7 @@ HELP = "open the store (recovery) and report; exit 1 if a queue is corrupt"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=("text", "json"), default="text")
+    """None but the common ones."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,9 +112,9 @@ def run(args: argparse.Namespace) -> int:
     results, requests = sync.run(recover(config))
     corrupt = [r for r in results if r.state == "corrupt"]
     failed = [r for r in results if r.state != "ok"]
-    if args.format == "json":
-        print(json.dumps({"queues": [asdict(r) for r in results],
-                          "requests": requests.get("requests", {})}, indent=1))
+    if args.json:
+        print_json({"queues": [asdict(r) for r in results],
+                    "requests": requests.get("requests", {})})
         return EXIT_FAILED if failed else EXIT_OK
     print(table([[r.topic, r.queue, r.min_offset, r.max_offset,
                   r.commit_offset, r.durable_before, r.merges_pending_before,

@@ -9,19 +9,29 @@ loading the broker's log (a queue's bytes may be in log objects alone), and
 opens each one. Opening claims a queue: it takes it over from a writer that still
 has it open, so run it with the broker stopped. Queues whose metadata is
 fine are left alone. Exit status 1 if a queue could not be rebuilt.
+
+``--json``: ``{"queues": [{"topic", "queue", "why", "records", "max_offset",
+"error"}], "rebuilt", "failed"}`` (``error`` empty when rebuilt).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.store import AsyncMessageStore, queues_to_rebuild, recorded_segments
 
-from .common import EXIT_FAILED, EXIT_OK, open_existing_store, resolve_config, table
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    open_existing_store,
+    print_json,
+    resolve_config,
+    table,
+)
 
 
 @dataclass
@@ -63,12 +73,16 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 def run(args: argparse.Namespace) -> int:
     found = sync.run(repair(resolve_config(args)))
+    failed = [r for r in found if r.error]
+    if args.json:
+        print_json({"queues": [asdict(r) for r in found], "rebuilt": len(found) - len(failed),
+                    "failed": len(failed)})
+        return EXIT_FAILED if failed else EXIT_OK
     if not found:
         print("every queue with segments has valid metadata: nothing to repair")
         return EXIT_OK
     print(table([[r.topic, r.queue, r.why, r.records, r.max_offset,
                   f"FAILED: {r.error}" if r.error else "rebuilt"] for r in found],
                 ["topic", "queue", "found", "records", "max offset", "result"]))
-    failed = [r for r in found if r.error]
     print(f"rebuilt {len(found) - len(failed)} of {len(found)} queue(s)")
     return EXIT_FAILED if failed else EXIT_OK

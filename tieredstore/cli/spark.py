@@ -1,17 +1,35 @@
-"""``tieredstore spark export|verify|compact|stats``: the Spark jobs; ``tieredstore
-spark pack``: the environment for a cluster's workers, and the spark-submit line.
+"""``tieredstore spark export|verify|compact|stats``: the Spark jobs
+(:mod:`tieredstore.spark.jobs`); ``tieredstore spark pack``: the environment for a
+cluster's workers, and the spark-submit line.
 
-The arguments after ``spark`` go to the jobs (:mod:`tieredstore.spark.jobs`):
-``--master`` first (default ``local[*]`` on loopback, or spark-submit's), then
-the job and its options, ``tieredstore spark verify --help`` for each. The
-store is named as for the jobs (``--path``, ``--backend s3 --bucket ...``,
-``--option KEY=VALUE``); ``--config`` and ``--data-dir`` given before the job
-name it too. A master that is not ``local`` gets this environment shipped to
-its workers (:mod:`tieredstore.spark.shipping`), which need only Python and
-Spark. ``tieredstore spark [--master M] pack [--cache-dir DIR]`` builds that
-pack (cached) and prints the ``spark-submit`` line that runs the jobs (or your
+``--master M`` (before or after the job's name; default ``local[*]`` on
+loopback, or spark-submit's), then the job and its options; the store is
+named with the options every command takes (``--data-dir DIR``, or
+``--bucket B --endpoint URL ...``, ``--config TOML``), and ``--option
+KEY=VALUE`` for any other config key. ``--topic`` and ``--queue`` select
+(repeatable, or comma-separated); one that names nothing in the store is an
+error (exit 2) before Spark starts. A master that is not ``local`` gets this
+environment shipped to its workers (:mod:`tieredstore.spark.shipping`), which
+need only Python and Spark. ``pack [--cache-dir DIR]`` builds that pack
+(cached) and prints the ``spark-submit`` line that runs these jobs (or your
 own script) with it. Needs the ``spark`` extra (``pip install
-'tieredstore[spark]'``).
+'tieredstore[spark]'``). Exit status 1 if a job found a problem.
+
+``--json`` documents: ``verify``: ``{"queues": [{"topic", "queue",
+"segments", "messages", "first_offset", "next_offset" (offsets
+[first, next)), "ok", "problems"}], "ok"}``; ``stats``: ``{"queues":
+[{"topic", "queue", "messages", "min_offset", "max_offset", "commitlog_bytes",
+"consumequeue_bytes", "index_bytes", "segments", "chunks",
+"unmerged_segments", "oldest", "newest" (ISO 8601), "error"}]}``; ``export``:
+``{"table", "rows", "sequence" (null: nothing new), "exported": [{"topic",
+"queue", "first_offset", "end_offset"}], "trimmed": [the same, removed by
+retention before export]}``; ``compact``: ``{"segments": [{"topic", "queue",
+"file_type", "base_offset", "state", "chunks", "merged", "parts",
+"bytes_copied", "bytes_reuploaded", "error"}], "skipped": [...], "merged"}``;
+``compact --log``: ``{"brokers": [{"broker", "log_objects_before",
+"log_objects_after", "log_bytes_before", "log_bytes_after", "queues",
+"seconds", "error"}]}``; ``pack``: ``{"archive", "bytes", "python",
+"submit_line"}``.
 """
 
 from __future__ import annotations
@@ -19,61 +37,285 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from .common import EXIT_OK, EXIT_USAGE, Parser, describe_error
+from tieredstore import sync
 
-JOBS = ("export", "verify", "compact", "stats")
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    check_selected,
+    config_path,
+    describe_error,
+    location_overrides,
+    offsets,
+    print_json,
+    read_only_store,
+)
+
+JOBS = {"export": "append new messages to a Parquet table, exactly once",
+        "verify": "check every CRC and offset; one row per queue",
+        "compact": "merge sealed segments left unmerged",
+        "stats": "messages, bytes, segments, chunks, times; one row per queue"}
 PACK = "pack"
 MASTER_PLACEHOLDER = "spark://HOST:7077"
-
+EXPORT_ABOUT = (
+    "Append the selected queues' messages past their last exported offsets to the "
+    "Parquet table OUT (OUT/topic=T/date=YYYY-MM-DD/*.parquet, date in UTC), exactly "
+    "once: the exported offsets are committed in OUT/_commits before the files move into "
+    "their partitions, a crashed run is finished or redone by the next, and one run at a "
+    "time may work on OUT. Nothing new: nothing written, exit status 0. Read the table "
+    "with spark.read.parquet(OUT).")
 
 HELP = f"run a Spark job: {', '.join(JOBS)} (--master M); or {PACK} for a cluster"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.set_defaults(passthrough=True)
+    parser.add_argument("--master", default=None,
+                        help="Spark master (default: spark-submit's, or local[*])")
+    jobs = parser.add_subparsers(dest="job", required=True, metavar="JOB")
+    for name, text in JOBS.items():
+        job = jobs.add_parser(name, parents=[common], help=text,
+                              description=EXPORT_ABOUT if name == "export" else text)
+        job.add_argument("--master", default=argparse.SUPPRESS,
+                         help="Spark master (default: spark-submit's, or local[*])")
+        job.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                         help="any other config key (repeatable)")
+        job.add_argument("--topic", action="append", default=[],
+                         help="only this topic (repeatable, or comma-separated)")
+        job.add_argument("--queue", action="append", default=[], metavar="ID",
+                         help="only this queue id (repeatable, or comma-separated)")
+        if name == "export":
+            job.add_argument("--output", required=True, metavar="OUT",
+                             help="the table: a local directory or file:// URI (on a "
+                                  "cluster, the same path on every node)")
+        if name == "compact":
+            job.add_argument("--dry-run", action="store_true",
+                             help="list what would be merged, merge nothing")
+            job.add_argument("--log", action="store_true",
+                             help="compact the brokers' log backlogs into chunks instead, one "
+                                  "task per broker (takes each broker's store over: run it "
+                                  "with the brokers stopped)")
+            job.add_argument("--log-broker", action="append", default=[], dest="log_brokers",
+                             metavar="BROKER", help="with --log: a broker (repeatable, or "
+                             "comma-separated; default: --broker or the configured one)")
+    pack = jobs.add_parser(PACK, parents=[common], help="pack tieredstore for a cluster's "
+                           "workers; print the spark-submit line that ships it",
+                           description="pack tieredstore and its dependencies for a "
+                           "cluster's workers; print the spark-submit line that ships it")
+    pack.add_argument("--master", default=argparse.SUPPRESS,
+                      help=f"the master to put in the line (default {MASTER_PLACEHOLDER})")
+    pack.add_argument("--cache-dir", help="where packs are kept (default "
+                      "$XDG_CACHE_HOME/tieredstore/spark or ~/.cache/tieredstore/spark)")
+
+
+def split(values: Sequence[str]) -> list[str]:
+    """Repeated, comma-separated values, stripped, empty ones left out."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def queue_ids(values: Sequence[str]) -> list[int]:
+    try:
+        found = [int(q) for q in split(values)]
+    except ValueError:
+        raise CliError(f"--queue: queue ids are integers, got {', '.join(values)}") from None
+    if any(q < 0 for q in found):
+        raise CliError(f"--queue: queue ids are at least 0, got {', '.join(values)}")
+    return found
+
+
+def store_options(args: argparse.Namespace) -> dict[str, str]:
+    """The reader options (config keys) that the common store flags and ``--option``
+    name, as :func:`tieredstore.cli.common.resolve_config` reads them."""
+    options = {key: str(value).lower() if isinstance(value, bool) else str(value)
+               for key, value in location_overrides(args).items()}
+    path = config_path(args)
+    if path is not None:
+        options["config"] = path
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--option {item!r}: expected KEY=VALUE")
+        options[key.strip()] = value
+    return options
+
+
+async def check_selection(args: argparse.Namespace, topics: Sequence[str],
+                          queues: Sequence[int]) -> None:
+    """Every topic and queue named is in the store (its own listing), else
+    :class:`~tieredstore.cli.common.UnknownQueue`."""
+    async with await read_only_store(args) as store:
+        existing = await store.queues()
+    for topic in topics:
+        check_selected(existing, topic)
+    selected = [(t, q) for t, q in existing if not topics or t in topics]
+    for queue in queues:
+        check_selected(selected, topics[0] if len(topics) == 1 else None, queue)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.job == PACK:
+        return run_pack(args)
     try:
-        from tieredstore.spark import run_job
+        import tieredstore.spark as jobs
     except ImportError as exc:
         print(f"tieredstore: the Spark jobs need pyspark ({exc}); install the spark extra: "
               "pip install 'tieredstore[spark]'", file=sys.stderr)
         return EXIT_USAGE
-    argv = list(getattr(args, "extra", []))
-    job = next((i for i, a in enumerate(argv) if a in (*JOBS, PACK)), None)
-    if job is not None and argv[job] == PACK:
-        return run_pack(argv[:job] + argv[job + 1:])
-    if job is not None:
-        named = [("--config", args.config), ("--path", args.data_dir)]
-        argv[job + 1:job + 1] = [item for flag, value in named
-                                 if value is not None and flag not in argv
-                                 for item in (flag, str(value))]
-    return run_job(argv, prog="tieredstore spark")
+    options = store_options(args)
+    topics, queues = split(args.topic), queue_ids(args.queue)
+    if topics or queues:
+        sync.run(check_selection(args, topics, queues))
+    filters = jobs.Filters(tuple(topics), tuple(queues))
+    own = not jobs.session_running()
+    spark = jobs.get_session(args.master, app_name=f"tieredstore-{args.job}")
+    try:
+        if args.job == "export":
+            return show_export(args, jobs.export(spark, options, args.output, filters))
+        if args.job == "verify":
+            return show_verify(args, jobs.verify_reports(spark, options, filters))
+        if args.job == "stats":
+            return show_stats(args, jobs.stats(spark, options, filters).collect())
+        if args.log:
+            return show_logs(args, jobs.compact_logs(spark, options,
+                                                     split(args.log_brokers)).collect())
+        df, skipped = jobs.compact(spark, options, filters, dry_run=args.dry_run)
+        return show_compact(args, df.collect(), skipped)
+    finally:
+        if own:
+            spark.stop()
 
 
-def run_pack(argv: Sequence[str]) -> int:
+def run_pack(args: argparse.Namespace) -> int:
     """Build (or find) the pack; print the spark-submit line on stdout, the
     archive and its size on stderr."""
-    from tieredstore.spark import PackError, pack
-
-    parser = Parser(prog=f"tieredstore spark {PACK}",
-                    description="pack tieredstore and its dependencies for a cluster's "
-                                "workers; print the spark-submit line that ships it")
-    parser.add_argument("--master", default=MASTER_PLACEHOLDER,
-                        help=f"the master to put in the line (default {MASTER_PLACEHOLDER})")
-    parser.add_argument("--cache-dir", help="where packs are kept (default "
-                        "$XDG_CACHE_HOME/tieredstore/spark or ~/.cache/tieredstore/spark)")
-    args = parser.parse_args(list(argv))
+    try:
+        from tieredstore.spark import PackError, pack
+    except ImportError as exc:
+        print(f"tieredstore: packing needs pyspark ({exc}); install the spark extra: "
+              "pip install 'tieredstore[spark]'", file=sys.stderr)
+        return EXIT_USAGE
+    master = args.master or MASTER_PLACEHOLDER
     try:
         built = pack(args.cache_dir)
     except (PackError, OSError) as exc:
         print(f"tieredstore spark {PACK}: {describe_error(exc)}", file=sys.stderr)
         return EXIT_USAGE
     size = built.archive.stat().st_size
+    if args.json:
+        print_json({"archive": str(built.archive), "bytes": size, "python": built.python,
+                    "submit_line": built.submit_line(master)})
+        return EXIT_OK
     print(f"{built.archive} ({size / 2**20:.0f} MiB); the workers run {built.python} "
-          "from their PATH. Append a job and its options (stats --path DIR ...), or put "
+          "from their PATH. Append a job and its options (stats --data-dir DIR ...), or put "
           "your own script in place of the last word:", file=sys.stderr)
-    print(built.submit_line(args.master))
+    print(built.submit_line(master))
     return EXIT_OK
+
+
+# --- rendering ------------------------------------------------------------------------
+
+
+def _ranges(ranges: Sequence[tuple[str, int, int, int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "queue": q, "first_offset": a, "end_offset": b}
+            for t, q, a, b in ranges]
+
+
+def show_export(args: argparse.Namespace, result: Any) -> int:
+    if args.json:
+        print_json({"table": result.table, "rows": result.rows, "sequence": result.sequence,
+                    "exported": _ranges(result.ranges), "trimmed": _ranges(result.trimmed)})
+        return EXIT_OK
+    for topic, queue_id, lost, first in result.trimmed:
+        print(f"{topic}/{queue_id}: offsets {offsets(lost, first)} were removed by retention "
+              "before they were exported")
+    if result.sequence is None:
+        print(f"nothing new to export to {result.table}")
+        return EXIT_OK
+    print(f"exported {result.rows} messages of {len(result.ranges)} queue(s) to "
+          f"{result.table} (commit {result.sequence})")
+    return EXIT_OK
+
+
+def show_verify(args: argparse.Namespace, reports: Sequence[Any]) -> int:
+    ok = all(r.ok for r in reports)
+    if args.json:
+        print_json({"queues": [{"topic": r.topic, "queue": r.queue_id, "segments": r.segments,
+                                "messages": r.messages, "first_offset": r.first_offset,
+                                "next_offset": r.next_offset, "ok": r.ok,
+                                "problems": list(r.problems)} for r in reports], "ok": ok})
+        return EXIT_OK if ok else EXIT_FAILED
+    print(f"{'queue':<30} {'segments':>8} {'messages':>10} {'offsets':>20}  verdict")
+    for r in reports:
+        verdict = "ok" if r.ok else f"{len(r.problems)} problem(s)"
+        print(f"{r.topic + '/' + str(r.queue_id):<30} {r.segments:>8} {r.messages:>10} "
+              f"{offsets(r.first_offset, r.next_offset):>20}  {verdict}")
+    for r in reports:
+        for problem in r.problems:
+            print(f"  {problem}")
+    bad = sum(1 for r in reports if not r.ok)
+    print(f"{len(reports)} queue(s) verified, {bad} with problems")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _row(row: Any) -> dict[str, Any]:
+    """A Spark row as a JSON object: ``queue_id`` as ``queue``, times in ISO 8601."""
+    out = {("queue" if k == "queue_id" else k): v for k, v in row.asDict().items()}
+    return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in out.items()}
+
+
+def show_stats(args: argparse.Namespace, rows: Sequence[Any]) -> int:
+    bad = sum(1 for r in rows if r.error is not None)
+    if args.json:
+        print_json({"queues": [_row(r) for r in rows]})
+        return EXIT_FAILED if bad else EXIT_OK
+    print(f"{'queue':<30} {'messages':>10} {'offsets':>20} {'cl bytes':>12} {'segments':>8} "
+          f"{'chunks':>7} {'unmerged':>8}  oldest .. newest")
+    for r in rows:
+        name = f"{r.topic}/{r.queue_id}"
+        if r.error is not None:
+            print(f"{name:<30} {r.error}")
+            continue
+        times = f"{r.oldest:%Y-%m-%d %H:%M:%S} .. {r.newest:%Y-%m-%d %H:%M:%S}" \
+            if r.oldest is not None else "-"
+        print(f"{name:<30} {r.messages:>10} {offsets(r.min_offset, r.max_offset):>20} "
+              f"{r.commitlog_bytes:>12} {r.segments:>8} {r.chunks:>7} "
+              f"{r.unmerged_segments:>8}  {times}")
+    print(f"{len(rows)} queue(s), {sum(r.messages or 0 for r in rows)} messages"
+          + (f", {bad} unreadable" if bad else ""))
+    return EXIT_FAILED if bad else EXIT_OK
+
+
+def show_compact(args: argparse.Namespace, results: Sequence[Any], skipped: Sequence[str]
+                 ) -> int:
+    merged = sum(1 for r in results if r.merged)
+    code = EXIT_OK if args.dry_run or merged == len(results) else EXIT_FAILED
+    if args.json:
+        print_json({"segments": [_row(r) for r in results], "skipped": list(skipped),
+                    "merged": merged})
+        return code
+    for row in results:
+        status = "merged" if row.merged else f"NOT merged: {row.error}"
+        print(f"{row.topic}/{row.queue_id} {row.file_type} @{row.base_offset} "
+              f"({row.state}, {row.chunks} chunks): {status}")
+    for line in skipped:
+        print(f"skipped {line}")
+    print(f"{merged} of {len(results)} segments merged")
+    return code
+
+
+def show_logs(args: argparse.Namespace, rows: Sequence[Any]) -> int:
+    code = EXIT_FAILED if any(r.error is not None for r in rows) else EXIT_OK
+    if args.json:
+        print_json({"brokers": [_row(r) for r in rows]})
+        return code
+    for r in rows:
+        if r.error is not None:
+            print(f"{r.broker}: NOT compacted: {r.error}")
+            continue
+        print(f"{r.broker}: {r.queues} queue(s); log objects {r.log_objects_before} -> "
+              f"{r.log_objects_after} ({r.log_bytes_before} -> {r.log_bytes_after} bytes) "
+              f"in {r.seconds:.1f} s")
+    return code

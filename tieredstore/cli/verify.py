@@ -2,7 +2,13 @@
 
 Read-only. Renders :func:`tieredstore.store.verify_store` (what is checked is
 said there, in :mod:`tieredstore.store.verify`): one row per queue, the
-totals, and the first errors.
+totals, and the first errors. ``--topic`` or ``--queue`` naming nothing in
+the store is an error (exit 2); exit 1 if any error was found.
+
+``--json``: ``{"queues": [{"topic", "queue", "min_offset", "max_offset"
+(offsets [min, max)), "segments", "messages", "undispatched", "dead_bytes",
+"units", "bytes", "error_count", "errors": [...first ones]}], "messages",
+"error_count", "requests": {operation: count}}``.
 """
 
 from __future__ import annotations
@@ -12,13 +18,16 @@ import sys
 
 from tieredstore import sync
 from tieredstore.config import human_size
-from tieredstore.store import VerifyReport, verify_store
+from tieredstore.store import QueueCheck, VerifyReport, listed_queues, verify_store
 
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    check_selected,
     format_requests,
+    nonnegative_int,
     open_existing_store,
+    print_json,
     progress,
     progress_enabled,
     resolve_config,
@@ -30,8 +39,8 @@ HELP = "read every message and check every CRC (read-only); exit 1 on any error"
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", help="only this topic")
-    parser.add_argument("--queue", type=int, help="only this queue id")
-    parser.add_argument("--max-errors", type=int, default=20, metavar="N",
+    parser.add_argument("--queue", type=nonnegative_int, metavar="ID", help="only this queue id")
+    parser.add_argument("--max-errors", type=nonnegative_int, default=20, metavar="N",
                         help="errors to print (all are counted; default 20)")
 
 
@@ -55,16 +64,34 @@ def print_report(report: VerifyReport, *, max_errors: int) -> None:
             print(f"  {line}", file=sys.stderr)
 
 
+def as_document(report: VerifyReport) -> dict[str, object]:
+    """The ``--json`` document of a report."""
+    def queue(c: QueueCheck) -> dict[str, object]:
+        return {"topic": c.topic, "queue": c.queue_id, "min_offset": c.min_offset,
+                "max_offset": c.max_offset, "segments": c.segments, "messages": c.records,
+                "undispatched": c.undispatched, "dead_bytes": c.dead_bytes, "units": c.units,
+                "bytes": c.bytes, "error_count": c.error_count, "errors": list(c.errors)}
+    return {"queues": [queue(c) for c in report.queues], "messages": report.messages,
+            "error_count": report.error_count,
+            "requests": dict(report.requests.get("requests", {}))}
+
+
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
 
     async def main() -> VerifyReport:
         async with open_existing_store(config) as store:
             with progress(progress_enabled(args), desc="verify", unit="B") as bar:
-                return await verify_store(store, config, topic=args.topic,
-                                          queue_id=args.queue, on_bytes=bar.update)
+                report = await verify_store(store, config, topic=args.topic,
+                                            queue_id=args.queue, on_bytes=bar.update)
+            if not report.queues and (args.topic is not None or args.queue is not None):
+                check_selected(await listed_queues(store, config), args.topic, args.queue)
+            return report
 
     report = sync.run(main())
+    if args.json:
+        print_json(as_document(report))
+        return EXIT_FAILED if report.error_count else EXIT_OK
     print_report(report, max_errors=args.max_errors)
     print(f"requests: {format_requests(report.requests)}")
     return EXIT_FAILED if report.error_count else EXIT_OK

@@ -53,18 +53,27 @@ version) and Spark only. :func:`get_session` with a master that is not
 pack`` prints the line that ships it.
 
 Jobs: ``tieredstore spark export|verify|compact|stats`` (see
-:mod:`tieredstore.spark.jobs`), or the functions of that module with a
-SparkSession.
+:mod:`tieredstore.spark.jobs`), or these functions with a SparkSession:
+:func:`export`, :func:`verify_reports`, :func:`compact`, :func:`compact_logs`,
+:func:`stats`.
 """
 
 from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
-from tieredstore.spark.jobs import main as run_job
+from tieredstore.spark.jobs import (
+    Filters,
+    compact,
+    compact_logs,
+    export,
+    stats,
+    verify_reports,
+)
 from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerDataSource
 from tieredstore.spark.options import FORMAT_NAME
-from tieredstore.spark.session import get_session, register
+from tieredstore.spark.session import get_session, register, session_running
 from tieredstore.spark.shipping import Pack, PackError, pack
 from tieredstore.store import ScanError
 
-__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Pack", "PackError", "ScanError",
-           "TieredStoreDataSource", "TieredStoreLedgerDataSource", "get_session", "pack",
-           "register", "run_job"]
+__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Pack", "PackError",
+           "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "compact",
+           "compact_logs", "export", "get_session", "pack", "register", "session_running",
+           "stats", "verify_reports"]

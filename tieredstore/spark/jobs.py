@@ -1,19 +1,21 @@
 """Spark jobs over a store: export, verify, compact, stats.
 
-    tieredstore spark [--master M] export  --path DIR --output OUT [--topic T] [--queue-id Q]
-    tieredstore spark [--master M] verify  --path DIR [--topic T] [--queue-id Q]
-    tieredstore spark [--master M] compact --path DIR [--dry-run]
-    tieredstore spark [--master M] stats   --path DIR [--topic T] [--queue-id Q]
-    python -m tieredstore.spark.jobs ...      (the same)
+Their command line is ``tieredstore spark`` (:mod:`tieredstore.cli.spark`,
+which renders what these functions return)::
+
+    tieredstore spark [--master M] export  --data-dir DIR --output OUT [--topic T] [--queue Q]
+    tieredstore spark [--master M] verify  --data-dir DIR [--topic T] [--queue Q]
+    tieredstore spark [--master M] compact --data-dir DIR [--dry-run]
+    tieredstore spark [--master M] stats   --bucket B --endpoint URL [--topic T] [--queue Q]
     spark-submit ... tieredstore_job.py verify ...   (the line ``tieredstore spark pack`` prints)
 
 Run by ``python``, the master is ``local[*]`` unless ``--master`` says
 otherwise, and a local master binds to loopback only; a cluster's master gets
 this environment shipped to its workers (:mod:`tieredstore.spark.shipping`).
-Run by spark-submit, its master applies. The store is named as for the reader: ``--path`` (local
-backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
-``--cluster``, ``--broker``, ``--key-prefix``, ``--config TOML`` and
-``--option KEY=VALUE`` for any other config key.
+Run by spark-submit, its master applies. The store is named by the options
+every ``tieredstore`` command takes (``--data-dir``, ``--bucket``,
+``--endpoint``, ``--config`` ...), and ``--option KEY=VALUE`` for any other
+config key.
 
 - ``export --output OUT`` appends the selected queues' new messages to the
   Parquet table OUT, incrementally and exactly once: each run writes only the
@@ -40,16 +42,15 @@ backend), ``--backend s3 --bucket B [--endpoint URL] [--region R]``,
   chunk objects, sealed segments not yet merged, the store timestamps of the
   first and last message; exit status 1 if a queue could not be read.
 
-Each job is also a function of a SparkSession: :func:`export`,
-:func:`verify`, :func:`compact`, :func:`stats`.
+Each job is a function of a SparkSession and the reader options: :func:`export`,
+:func:`verify_reports` (:func:`verify`), :func:`compact`, :func:`compact_logs`,
+:func:`stats`.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -61,8 +62,7 @@ from tieredstore.spark.export import ExportResult, export_table
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import SELECTION_OPTIONS, config_from_options, on_store
 from tieredstore.spark.plan import find_queues
-from tieredstore.spark.selection import Selection, names, selection_from_options
-from tieredstore.spark.session import get_session, session_running
+from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.table import StepHook
 from tieredstore.spark.verify import QueueReport, verify_task
@@ -192,174 +192,3 @@ def stats(spark: Any, options: dict[str, str], filters: Filters | None = None) -
     """One row per selected queue (``STATS_SCHEMA``), one task per queue. Offset and
     time filters do not apply: a queue is summed up whole."""
     return spark.createDataFrame(_per_queue(spark, options, filters, queue_stats), STATS_SCHEMA)
-
-
-# --- command line ------------------------------------------------------------------
-
-# The store arguments: each is the reader option of its name (help: None, none).
-STORE_ARGS = {"config": "a tieredstore TOML file", "path": "the local backend's directory",
-              "backend": None, "bucket": None, "endpoint": None, "region": None,
-              "cluster": None, "broker": None, "key_prefix": None}
-
-def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog,
-                                     description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--master", help="Spark master (default: spark-submit's, or local[*])")
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("export", "append new messages to a Parquet table, exactly once"),
-                       ("verify", "check every CRC and offset; one row per queue"),
-                       ("compact", "merge sealed segments left unmerged"),
-                       ("stats", "messages, bytes, segments, chunks, times; one row per queue")):
-        sub = commands.add_parser(name, help=text)
-        store = sub.add_argument_group("store")
-        for option, about in STORE_ARGS.items():
-            store.add_argument(f"--{option.replace('_', '-')}", dest=option, help=about)
-        store.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                           help="any other config key (repeatable)")
-        which = sub.add_argument_group("selection")
-        which.add_argument("--topic", action="append", default=[],
-                           help="topic (repeatable, or comma-separated)")
-        which.add_argument("--queue-id", action="append", default=[], dest="queue_id",
-                           help="queue id (repeatable, or comma-separated)")
-        if name == "export":
-            sub.description = (
-                "Append the selected queues' messages past their last exported offsets to "
-                "the Parquet table OUT (OUT/topic=T/date=YYYY-MM-DD/*.parquet, date in UTC), "
-                "exactly once: the exported offsets are committed in OUT/_commits before the "
-                "files move into their partitions, a crashed run is finished or redone by the "
-                "next, and one run at a time may work on OUT. Nothing new: nothing written, "
-                "exit status 0. Read the table with spark.read.parquet(OUT).")
-            sub.add_argument("--output", required=True, metavar="OUT",
-                             help="the table: a local directory or file:// URI (on a "
-                                  "cluster, the same path on every node)")
-        if name == "compact":
-            sub.add_argument("--dry-run", action="store_true",
-                             help="list what would be merged, merge nothing")
-            sub.add_argument("--log", action="store_true",
-                             help="compact the brokers' log backlogs into chunks instead, one "
-                                  "task per broker (takes each broker's store over: run it "
-                                  "with the brokers stopped)")
-            sub.add_argument("--log-broker", action="append", default=[], dest="log_brokers",
-                             metavar="BROKER", help="with --log: a broker (repeatable, or "
-                             "comma-separated; default: --broker or the configured one)")
-    return parser
-
-
-def _split(values: Sequence[str]) -> list[str]:
-    return [name for v in values for name in names(v)]
-
-
-def store_options(args: argparse.Namespace) -> dict[str, str]:
-    """The reader options the store arguments name."""
-    options = {k: getattr(args, k) for k in STORE_ARGS if getattr(args, k) is not None}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--option {item!r}: expected KEY=VALUE")
-        options[key.strip()] = value
-    return options
-
-
-def filters_of(args: argparse.Namespace) -> Filters:
-    try:
-        queue_ids = tuple(int(q) for q in _split(args.queue_id))
-    except ValueError:
-        raise SystemExit(f"--queue-id: integers expected, got {args.queue_id}") from None
-    return Filters(tuple(_split(args.topic)), queue_ids,
-                   getattr(args, "offset_from", None), getattr(args, "offset_to", None),
-                   getattr(args, "time_from", None), getattr(args, "time_to", None))
-
-
-def main(argv: Sequence[str] | None = None, *, spark: Any = None,
-         prog: str = "python -m tieredstore.spark.jobs") -> int:
-    """Run a job; the exit status. Given a ``spark`` session, use it and leave it
-    running; a session that was running already is left running too."""
-    args = _parser(prog).parse_args(argv)
-    options, filters = store_options(args), filters_of(args)
-    own = spark is None and not session_running()
-    if spark is None:
-        spark = get_session(args.master, app_name=f"tieredstore-{args.command}")
-    try:
-        if args.command == "export":
-            _print_export(export(spark, options, args.output, filters))
-            return 0
-        if args.command == "verify":
-            reports = verify_reports(spark, options, filters)
-            _print_verify(reports)
-            return 0 if all(r.ok for r in reports) else 1
-        if args.command == "stats":
-            return _print_stats(stats(spark, options, filters).collect())
-        if args.log:
-            return _print_logs(compact_logs(spark, options, _split(args.log_brokers)).collect())
-        df, skipped = compact(spark, options, filters, dry_run=args.dry_run)
-        results = df.collect()
-        for row in results:
-            status = "merged" if row.merged else f"NOT merged: {row.error}"
-            print(f"{row.topic}/{row.queue_id} {row.file_type} @{row.base_offset} "
-                  f"({row.state}, {row.chunks} chunks): {status}")
-        for line in skipped:
-            print(f"skipped {line}")
-        print(f"{sum(1 for r in results if r.merged)} of {len(results)} segments merged")
-        return 0 if args.dry_run or all(r.merged for r in results) else 1
-    finally:
-        if own:
-            spark.stop()
-
-
-def _print_export(result: ExportResult) -> None:
-    for topic, queue_id, lost, first in result.trimmed:
-        print(f"{topic}/{queue_id}: offsets {lost}..{first - 1} were removed by retention "
-              "before they were exported")
-    if result.sequence is None:
-        print(f"nothing new to export to {result.table}")
-        return
-    print(f"exported {result.rows} messages of {len(result.ranges)} queue(s) to "
-          f"{result.table} (commit {result.sequence})")
-
-
-def _print_verify(reports: Sequence[QueueReport]) -> None:
-    print(f"{'queue':<30} {'segments':>8} {'messages':>10} {'offsets':>20}  verdict")
-    for r in reports:
-        offsets = f"{r.first_offset}..{r.next_offset}"
-        verdict = "ok" if r.ok else f"{len(r.problems)} problem(s)"
-        print(f"{r.topic + '/' + str(r.queue_id):<30} {r.segments:>8} {r.messages:>10} "
-              f"{offsets:>20}  {verdict}")
-    for r in reports:
-        for problem in r.problems:
-            print(f"  {problem}")
-    bad = sum(1 for r in reports if not r.ok)
-    print(f"{len(reports)} queue(s) verified, {bad} with problems")
-
-
-def _print_logs(rows: Sequence[Any]) -> int:
-    for r in rows:
-        if r.error is not None:
-            print(f"{r.broker}: NOT compacted: {r.error}")
-            continue
-        print(f"{r.broker}: {r.queues} queue(s); log objects {r.log_objects_before} -> "
-              f"{r.log_objects_after} ({r.log_bytes_before} -> {r.log_bytes_after} bytes) "
-              f"in {r.seconds:.1f} s")
-    return 1 if any(r.error is not None for r in rows) else 0
-
-
-def _print_stats(rows: Sequence[Any]) -> int:
-    print(f"{'queue':<30} {'messages':>10} {'offsets':>20} {'cl bytes':>12} {'segments':>8} "
-          f"{'chunks':>7} {'unmerged':>8}  oldest .. newest")
-    for r in rows:
-        name = f"{r.topic}/{r.queue_id}"
-        if r.error is not None:
-            print(f"{name:<30} {r.error}")
-            continue
-        times = f"{r.oldest:%Y-%m-%d %H:%M:%S} .. {r.newest:%Y-%m-%d %H:%M:%S}" \
-            if r.oldest is not None else "-"
-        print(f"{name:<30} {r.messages:>10} {f'{r.min_offset}..{r.max_offset}':>20} "
-              f"{r.commitlog_bytes:>12} {r.segments:>8} {r.chunks:>7} "
-              f"{r.unmerged_segments:>8}  {times}")
-    bad = sum(1 for r in rows if r.error is not None)
-    print(f"{len(rows)} queue(s), {sum(r.messages or 0 for r in rows)} messages"
-          + (f", {bad} unreadable" if bad else ""))
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

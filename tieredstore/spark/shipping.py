@@ -65,13 +65,13 @@ COMPRESSLEVEL = 1
 """gzip level: 1 packs ~235 MB into ~90 MB in ~5 s; 6 saves 10% for twice the time."""
 
 LAUNCHER = "tieredstore_job.py"
-LAUNCHER_TEXT = ('"""spark-submit entry point: the tieredstore jobs (tieredstore.spark.jobs)."""\n'
-                 "import sys\n\ntry:\n    from tieredstore.spark.jobs import main\n"
+LAUNCHER_TEXT = ('"""spark-submit entry point: the tieredstore jobs (tieredstore spark ...)."""\n'
+                 "import sys\n\ntry:\n    from tieredstore.cli import main\n"
                  "except ImportError as exc:\n"
                  '    sys.exit(f"{sys.executable}: {exc}: the driver runs spark.pyspark.python "\n'
                  '             "from PATH: run spark-submit with the environment that built "\n'
                  '             "the pack activated")\n\n'
-                 'sys.exit(main(prog="spark-submit ... tieredstore_job.py"))\n')
+                 'sys.exit(main(["spark", *sys.argv[1:]]))\n')
 """The launcher: a driver whose Python lacks tieredstore (spark-submit of a Spark
 install, the environment not activated) is told what to do."""
 
