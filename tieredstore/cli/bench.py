@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tieredstore
 
-from .common import EXIT_FAILED, CliError, location_overrides, print_json
+from .common import EXIT_FAILED, CliError, print_json, store_flags_given
 
 
 def find_suite() -> Path | None:
@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace) -> int:
-    given = [*(["--config"] if args.config is not None else []), *location_overrides(args)]
+    given = store_flags_given(args)
     if given:
-        raise CliError(f"bench starts its own stores: {', '.join(given)} does not apply to it")
+        raise CliError(f"bench starts its own stores: {' '.join(given)} does not apply")
     extra = list(getattr(args, "extra", []))
     if extra[:1] == ["--"]:
         extra = extra[1:]

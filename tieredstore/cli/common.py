@@ -116,7 +116,8 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
     for flag, (key, metavar, text) in LOCATION.items():
         group.add_argument(flag, dest=key, metavar=metavar, default=suppress, help=text,
                            choices=BACKENDS if flag == "--backend" else None)
-    group.add_argument("--create-bucket", action="store_true", default=suppress,
+    group.add_argument("--create-bucket", dest="s3_create_bucket", action="store_true",
+                       default=suppress,
                        help="create the S3 bucket if it does not exist (s3_create_bucket); "
                             "without it a missing bucket is an error")
 
@@ -161,6 +162,14 @@ def location_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "s3_create_bucket", False):
         given["s3_create_bucket"] = True
     return given
+
+
+def store_flags_given(args: argparse.Namespace) -> list[str]:
+    """The store options given in ``args``, by their flags."""
+    return [*(["--config"] if getattr(args, "config", None) is not None else []),
+            *(flag for flag, (key, _, _) in LOCATION.items()
+              if getattr(args, key, None) is not None),
+            *(["--create-bucket"] if getattr(args, "s3_create_bucket", False) else [])]
 
 
 def config_path(args: argparse.Namespace) -> str | None:

@@ -1,0 +1,262 @@
+"""The command line's uniform surface: every command's ``--json`` parsed, run on a
+local directory and on moto with the store named by flags alone (no config
+file, no ``TIEREDSTORE_*`` variables; S3 credentials from boto3's own chain,
+``AWS_ACCESS_KEY_ID``); unknown topics and queues are errors; help for every
+option, without markup; ``--version``."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.servers import ACCESS_KEY, SECRET_KEY, S3Server
+from tieredstore import __version__
+from tieredstore.cli import bench as bench_cmd
+from tieredstore.cli import build_parser, main
+
+_buckets = itertools.count()
+MESSAGES = 20  # per queue; queues 0 and 1 of "orders"
+
+
+@dataclass
+class Where:
+    """A store named by flags alone, with its messages produced."""
+
+    backend: str
+    flags: list[str]
+    produced: list[dict[str, Any]]
+
+    def run(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main([*args, *self.flags])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    def json(self, capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+        code, out, err = self.run(capsys, *args, "--json")
+        assert code == 0, f"tieredstore {' '.join(args)} --json exited {code}:\n{out}\n{err}"
+        return json.loads(out)
+
+    def lines(self, capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, Any]]:
+        code, out, err = self.run(capsys, *args, "--json")
+        assert code == 0, f"tieredstore {' '.join(args)} --json exited {code}:\n{out}\n{err}"
+        return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No TIEREDSTORE_* variables, no conf/tieredstore.toml in the working
+    directory; boto3's chain has the test server's credentials."""
+    work = tmp_path_factory.mktemp("surface")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("TIEREDSTORE_"):
+                patch.delenv(name)
+        patch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+        patch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        patch.chdir(work)
+        yield work
+
+
+def s3_flags(server: S3Server) -> list[str]:
+    bucket = f"cli-{os.getpid()}-{next(_buckets)}"
+    return ["--bucket", bucket, "--endpoint", server.endpoint_url, "--region", "us-east-1",
+            "--create-bucket"]
+
+
+@pytest.fixture(scope="module", params=["local", "moto"])
+def where(request: pytest.FixtureRequest, clean_environment: Path) -> Where:
+    """One store per backend for the module, produced to through the command line."""
+    if request.param == "local":
+        flags = ["--data-dir", str(clean_environment / "data")]
+    else:
+        flags = s3_flags(request.getfixturevalue("moto"))
+    produced = []
+    for queue in ("0", "1"):
+        out = io.StringIO()
+        sys.stdout, saved = out, sys.stdout
+        try:
+            code = main(["produce", "--topic", "orders", "--queue", queue, "--count",
+                         str(MESSAGES), "--key", f"k{queue}", "--json", *flags])
+        finally:
+            sys.stdout = saved
+        assert code == 0, out.getvalue()
+        produced.append(json.loads(out.getvalue()))
+    return Where(request.param, flags, produced)
+
+
+def test_produce_prints_what_it_appended(where: Where) -> None:
+    assert where.produced == [
+        {"topic": "orders", "queue": q, "count": MESSAGES, "bytes": 100 * MESSAGES,
+         "first_offset": 0, "end_offset": MESSAGES, "seconds": where.produced[q]["seconds"]}
+        for q in (0, 1)]
+
+
+def test_consume_and_query_print_json_lines(where: Where,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    got = where.lines(capsys, "consume", "--topic", "orders", "--queue", "1", "--from", "15")
+    assert [(m["topic"], m["queue"], m["offset"], m["keys"]) for m in got] == [
+        ("orders", 1, offset, ["k1"]) for offset in range(15, MESSAGES)]
+    assert got[0]["body"].startswith("message 15 ") and got[0]["encoding"] == "utf-8"
+    found = where.lines(capsys, "query", "--topic", "orders", "--key", "k0", "--count", "3")
+    assert [(m["queue"], m["offset"]) for m in found] == [(0, o) for o in range(17, 20)]
+
+
+def test_inspect_lists_every_view_as_json(where: Where,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    [topic] = where.json(capsys, "inspect", "topics")
+    assert (topic["topic"], topic["queues"], topic["messages"]) == ("orders", 2, 2 * MESSAGES)
+    queues = where.json(capsys, "inspect", "queues")
+    assert [(q["queue"], q["min_offset"], q["max_offset"]) for q in queues] == [
+        (0, 0, MESSAGES), (1, 0, MESSAGES)]
+    segments = where.json(capsys, "inspect", "segments", "--queue", "0")
+    assert {s["type"] for s in segments} >= {"commitlog", "consumequeue"}
+    chunks = where.json(capsys, "inspect", "chunks", "--topic", "orders", "--queue", "0",
+                        "--type", "commitlog")
+    assert chunks and all(len(c["crc32c"]) == 8 for c in chunks)
+
+
+def test_verify_recover_repair_and_gc_print_one_document(
+        where: Where, capsys: pytest.CaptureFixture[str]) -> None:
+    report = where.json(capsys, "verify")
+    assert (report["error_count"], report["messages"]) == (0, 2 * MESSAGES)
+    assert [(q["queue"], q["min_offset"], q["max_offset"]) for q in report["queues"]] == [
+        (0, 0, MESSAGES), (1, 0, MESSAGES)]
+    assert sum(report["requests"].values()) > 0
+    assert where.json(capsys, "verify", "--topic", "orders", "--queue", "1")["messages"] \
+        == MESSAGES
+    recovered = where.json(capsys, "recover")
+    assert [(q["queue"], q["state"], q["max_offset"]) for q in recovered["queues"]] == [
+        (0, "ok", MESSAGES), (1, "ok", MESSAGES)]
+    assert where.json(capsys, "repair") == {"queues": [], "rebuilt": 0, "failed": 0}
+    swept = where.json(capsys, "gc", "--dry-run")
+    assert swept["dry_run"] is True and swept["deleted"] == 0
+    assert isinstance(swept["found"], list) and isinstance(swept["by_kind"], dict)
+
+
+UNKNOWN = [  # (argv, the error); on moto the first two only, to keep the suite quick
+    (["consume", "--topic", "nope", "--queue", "0"], "unknown topic 'nope'; topics: orders"),
+    (["verify", "--topic", "orders", "--queue", "7"],
+     "unknown queue orders/7; topic 'orders' has queues 0, 1"),
+    (["query", "--topic", "nope", "--key", "k0"], "unknown topic 'nope'; topics: orders"),
+    (["inspect", "--topic", "nope"], "unknown topic 'nope'; topics: orders"),
+    (["verify", "--topic", "nope"], "unknown topic 'nope'; topics: orders"),
+    (["consume", "--topic", "orders", "--queue", "7"],
+     "unknown queue orders/7; topic 'orders' has queues 0, 1"),
+    (["inspect", "--topic", "orders", "--queue", "7"],
+     "unknown queue orders/7; topic 'orders' has queues 0, 1"),
+]
+
+
+def test_an_unknown_topic_or_queue_is_an_error_naming_it_and_what_exists(
+        where: Where, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, error in UNKNOWN[:2] if where.backend == "moto" else UNKNOWN:
+        code, out, err = where.run(capsys, *argv, "--json")
+        assert (code, out, err) == (2, "", f"tieredstore: {error}\n"), argv
+
+
+def test_demo_reports_as_json(where: Where, capsys: pytest.CaptureFixture[str],
+                              clean_environment: Path) -> None:
+    if where.backend == "local":
+        flags = ["--data-dir", str(clean_environment / "demo")]
+    else:  # the same bucket: the demo writes under a fresh key prefix of its own
+        flags = [*where.flags, "--backend", "s3"]
+    capsys.readouterr()
+    assert main(["demo", "--messages", "12", "--json", *flags]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["ok"] is True and done["problems"] == [] and done["messages"] == 12
+    assert sum(q["checked"] for q in done["queues"]) == 12
+    assert set(done["requests"]) == {"produce, flush, close", "reopen (recovery), consume",
+                                     "verify (read-only)"}
+
+
+# --- not per backend --------------------------------------------------------------------
+
+
+def test_flags_override_the_environment_and_the_config_file(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defaults < --config file < TIEREDSTORE_* < flags."""
+    config = tmp_path / "c.toml"
+    config.write_text(f'[backend]\nbackend = "local"\nlocal_path = "{tmp_path / "file"}"\n')
+    monkeypatch.setenv("TIEREDSTORE_LOCAL_PATH", str(tmp_path / "env"))
+    produce = ["produce", "--topic", "t", "--queue", "0", "--count", "1", "-q",
+               "--config", str(config)]
+    assert main(produce) == 0
+    assert (tmp_path / "env" / "objects").is_dir() and not (tmp_path / "file").exists()
+    assert main([*produce, "--data-dir", str(tmp_path / "flag")]) == 0
+    assert (tmp_path / "flag" / "objects").is_dir()
+    capsys.readouterr()
+    assert main([*produce, "--data-dir", "d", "--bucket", "b"]) == 2
+    assert "--data-dir and --bucket name two backends" in capsys.readouterr().err
+
+
+def test_produce_on_a_terminal_says_it_reads_standard_input(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal(io.BytesIO(b"one\ntwo\n")))
+    assert main(["produce", "--topic", "t", "--queue", "0", "--data-dir",
+                 str(tmp_path / "d"), "--json"]) == 0
+    out = capsys.readouterr()
+    assert out.err.splitlines()[0].startswith("tieredstore produce: reading messages from "
+                                              "standard input, one a line; end with Ctrl-D")
+    assert json.loads(out.out)["count"] == 2
+
+
+def test_bench_reports_as_json_and_refuses_store_flags(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench_cmd, "find_suite", lambda: tmp_path)
+    monkeypatch.setattr(bench_cmd.subprocess, "run", lambda command, **kw:
+                        subprocess.CompletedProcess(command, 3))
+    capsys.readouterr()
+    assert main(["bench", "--tiny", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out) == {
+        "command": ["-m", "bench", "--tiny"], "directory": str(tmp_path), "exit_status": 3}
+    assert main(["bench", "--bucket", "b"]) == 2
+    assert "bench starts its own stores: --bucket does not apply" in capsys.readouterr().err
+
+
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from parsers(sub)
+
+
+def test_every_option_has_help_and_no_help_has_markup(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each option of each command and job (the ledger's own left to it); every
+    help page plain text; the same store options everywhere."""
+    store_flags = {"--config", "--backend", "--data-dir", "--bucket", "--endpoint", "--prefix",
+                   "--region", "--create-bucket", "--json"}
+    for parser in parsers(build_parser()):
+        flags = {f for a in parser._actions for f in a.option_strings}
+        assert store_flags <= flags or parser.prog == "tieredstore ledger", parser.prog
+        text = parser.format_help()
+        assert "``" not in text and ":mod:" not in text and ":func:" not in text, parser.prog
+        if parser.prog.startswith("tieredstore ledger"):
+            continue
+        missing = [a.option_strings or a.dest for a in parser._actions
+                   if not a.help and not isinstance(a, argparse._SubParsersAction)]
+        assert not missing, f"{parser.prog}: options without help: {missing}"
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"tieredstore {__version__}\n"
