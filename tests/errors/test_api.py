@@ -177,7 +177,7 @@ CASES = cases_by_id(
          r"offset: must be an int, got float 1.5"),
     Case("G03", lambda s: s.get(T, Q, -1), InvalidArgument, r"offset: must be in \[0, .*got -1"),
     Case("G04", lambda s: s.get(T, Q, 99), OffsetOutOfRange,
-         rf"t/0: offset 99 is outside \[0, {SEEDED}\]"),
+         rf"t/0: offset 99 is outside the queue.s offsets \[0, {SEEDED}\)"),
     Case("G05", lambda s: s.get(T, Q, 0, max_count=0), InvalidArgument,
          r"max_count: must be in \[1, .*got 0"),
     Case("G06", lambda s: s.get(T, Q, 0, max_count=-1), InvalidArgument,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.servers import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.spark.conftest import PER_QUEUE, QUEUES, UNITS_PER_SEGMENT, BuiltStore, build_store
 from tests.spark.test_read import assert_same, rows_of
 from tieredstore.checksum import crc32c, format_crc
@@ -280,3 +281,26 @@ def test_compact_log_moves_each_brokers_backlog_into_chunks(
              "broker-b"]
     assert cli_main(again) == 0
     assert "broker-b: 2 queue(s); log objects 0 -> 0" in capsys.readouterr().out
+
+
+def test_the_spark_command_reads_a_bucket_named_by_flags(
+        spark: Any, moto: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store options every command takes name a bucket for the jobs too: produced
+    and read by flags (no config file); the credentials from the configuration's
+    environment, which travels to the executors in the resolved config."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TIEREDSTORE_S3_ACCESS_KEY_ID", ACCESS_KEY)
+    monkeypatch.setenv("TIEREDSTORE_S3_SECRET_ACCESS_KEY", SECRET_KEY)
+    flags = ["--bucket", f"spark-cli-{tmp_path.name}"[:63], "--endpoint", moto.endpoint_url,
+             "--region", "us-east-1"]
+    for queue in ("0", "1"):
+        assert cli_main(["produce", "--topic", "s3", "--queue", queue, "--count", "7", "-q",
+                         "--create-bucket", *flags]) == 0
+    capsys.readouterr()
+    assert cli_main(["spark", "stats", "--json", "--topic", "s3", "--queue", "1", *flags]) == 0
+    out = capsys.readouterr()
+    stats = json.loads(out.out)["queues"]
+    assert [(r["topic"], r["queue"], r["messages"], r["max_offset"]) for r in stats] == [
+        ("s3", 1, 7, 7)]
+    assert SECRET_KEY not in out.out + out.err

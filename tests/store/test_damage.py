@@ -263,7 +263,7 @@ def test_verify_names_a_damaged_consume_queue_range_once(
     out = captured.out + captured.err
     assert code == 1
     assert "messages 384, errors 1" in out, out
-    assert "offsets 384..399: consume-queue units unreadable" in out, out
+    assert "offsets [384, 400): consume-queue units unreadable" in out, out
 
 
 async def test_a_corrupt_queue_takes_no_append_but_what_is_intact_reads() -> None:

@@ -159,7 +159,7 @@ async def test_bad_input_gets_clear_errors(open_store: Opener) -> None:
     with pytest.raises(InvalidName, match="queue_id"):
         await ms.append("t", -1, b"x")
     await ms.append("t", 0, b"x")
-    with pytest.raises(OffsetOutOfRange, match=r"outside \[0, 1\]"):
+    with pytest.raises(OffsetOutOfRange, match=r"outside the queue's offsets \[0, 1\)"):
         await ms.get("t", 0, 2)
     assert await ms.get("t", 0, 1) == []
     with pytest.raises(OffsetOutOfRange, match="no such queue"):

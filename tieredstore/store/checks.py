@@ -91,7 +91,7 @@ def record_chain(records: Iterable[SegmentRecord], *, file_type: FileType,
         if consume_queue and (r.size != count * UNIT_SIZE or r.message_count != count):
             yield ChainProblem(first, f"consume-queue segment @{r.base_offset} holds {r.size} "
                                f"bytes and {r.message_count} messages for offsets "
-                               f"{first}..{last}")
+                               f"[{first}, {last + 1})")
         if expected is not None and first != expected:
             kind = "gap" if first > expected else "overlap"
             yield ChainProblem(expected, f"{kind} in the {what} metadata: the next segment "

@@ -125,7 +125,8 @@ class QueueReading(abc.ABC):
     def check_range(self, offset: int) -> None:
         if not self.min_offset <= offset <= self.max_offset:
             raise OffsetOutOfRange(
-                f"offset {offset} is outside [{self.min_offset}, {self.max_offset}]",
+                f"offset {offset} is outside the queue's offsets "
+                f"[{self.min_offset}, {self.max_offset})",
                 topic=self.topic, queue_id=self.queue_id)
 
     def unit_and_record(self, data: bytes | memoryview, position: int, offset: int

@@ -64,8 +64,8 @@ class ScanError(QueueCorrupt):
 
     def __init__(self, topic: str, queue_id: int, offset: int, message: str,
                  last_offset: int | None = None) -> None:
-        span = f"offset {offset}" if last_offset in (None, offset) \
-            else f"offsets {offset}..{last_offset}"
+        span = f"offset {offset}" if last_offset is None or last_offset == offset \
+            else f"offsets [{offset}, {last_offset + 1})"
         self.text = f"{span}: {message}"  # without the queue's name
         super().__init__(self.text, topic=topic, queue_id=queue_id)
         self.offset = offset
