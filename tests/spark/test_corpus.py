@@ -23,17 +23,19 @@ from tieredstore.store import AsyncMessageStore, verify_store
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-OFFSETS = re.compile(r"offsets? (\d+)(?:\.\.(\d+))?")
+OFFSETS = re.compile(r"offset (\d+)()|offsets \[(\d+), (\d+)\)")
 
 
 def offsets_named(problems: list[str]) -> set[int]:
-    """Every offset the problems name (``offset N`` or ``offsets A..B``)."""
+    """Every offset the problems name (``offset N`` or ``offsets [A, B)``)."""
     out: set[int] = set()
     for text in problems:
         found = OFFSETS.search(text)
         assert found, f"a problem names no offset: {text}"
-        first = int(found.group(1))
-        out.update(range(first, int(found.group(2) or first) + 1))
+        if found.group(1) is not None:
+            out.add(int(found.group(1)))
+        else:
+            out.update(range(int(found.group(3)), int(found.group(4))))
     return out
 
 

@@ -34,9 +34,10 @@ async def test_verify_queue_checks_every_message_and_counts_the_segments_once() 
     damaged = await verify_queue(backend, config, "t", 0)
     assert damaged.segments == summary.segments  # the same segments, damaged or not
     assert len(damaged.errors) == 1, damaged.errors
-    found = re.match(r"t/0: offsets? (\d+)(?:\.\.(\d+))?: .*CRC32C", damaged.errors[0])
+    found = re.match(r"t/0: (?:offset (\d+)|offsets \[(\d+), (\d+)\)): .*CRC32C",
+                     damaged.errors[0])
     assert found, damaged.errors
-    bad = int(found.group(2) or found.group(1)) - int(found.group(1)) + 1
+    bad = 1 if found.group(1) else int(found.group(3)) - int(found.group(2))
     assert damaged.messages == COUNT - bad
 
 

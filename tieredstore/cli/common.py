@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -82,7 +83,8 @@ def describe_error(exc: BaseException) -> str:
 # every command; each overrides its key from the file and the environment.
 LOCATION: dict[str, tuple[str, str | None, str]] = {
     "--backend": ("backend", "NAME", "where the store is: local (a directory) or s3 (a bucket); "
-                  "default: s3 if --bucket is given, local if --data-dir is, else backend"),
+                  "default: s3 if --bucket is given, local if --data-dir is, else backend "
+                  "(memory: the demo only)"),
     "--data-dir": ("local_path", "DIR", "the local backend's directory (local_path)"),
     "--bucket": ("s3_bucket", "NAME", "the S3 bucket (s3_bucket)"),
     "--endpoint": ("s3_endpoint_url", "URL", "an S3-compatible server's URL, e.g. "
@@ -110,7 +112,7 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
     of options not given).
     """
     suppress = argparse.SUPPRESS
-    group = parser.add_argument_group("store location", PRECEDENCE)
+    group = parser.add_argument_group("store location", textwrap.fill(PRECEDENCE, 78))
     group.add_argument("--config", metavar="TOML", default=suppress,
                        help=f"configuration file (default: {DEFAULT_CONFIG} if it exists)")
     for flag, (key, metavar, text) in LOCATION.items():
