@@ -200,7 +200,7 @@ def test_flags_override_the_environment_and_the_config_file(
     assert (tmp_path / "flag" / "objects").is_dir()
     capsys.readouterr()
     assert main([*produce, "--data-dir", "d", "--bucket", "b"]) == 2
-    assert "--data-dir and --bucket name two backends" in capsys.readouterr().err
+    assert "--data-dir names a local store and --bucket an S3 one" in capsys.readouterr().err
 
 
 def test_produce_on_a_terminal_says_it_reads_standard_input(

@@ -83,7 +83,8 @@ def describe_error(exc: BaseException) -> str:
 # every command; each overrides its key from the file and the environment.
 LOCATION: dict[str, tuple[str, str | None, str]] = {
     "--backend": ("backend", "NAME", "where the store is: local (a directory) or s3 (a bucket); "
-                  "default: s3 if --bucket is given, local if --data-dir is, else backend "
+                  "default: local with --data-dir, s3 with --bucket, --endpoint or --region, "
+                  "else the configured backend "
                   "(memory: the demo only)"),
     "--data-dir": ("local_path", "DIR", "the local backend's directory (local_path)"),
     "--bucket": ("s3_bucket", "NAME", "the S3 bucket (s3_bucket)"),
@@ -148,18 +149,23 @@ def option_defaults() -> dict[str, Any]:
             "metrics_port": None}
 
 
+S3_FLAGS = ("--bucket", "--endpoint", "--region")
+
+
 def location_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The config keys the location flags in ``args`` set (none of a flag not given).
-    ``--data-dir`` alone means backend local, ``--bucket`` alone backend s3."""
+    Without ``--backend``, ``--data-dir`` means backend local and ``--bucket``,
+    ``--endpoint`` or ``--region`` backend s3; both kinds at once are refused."""
     given = {key: getattr(args, key) for key, _, _ in LOCATION.values()
              if getattr(args, key, None) is not None}
     if "backend" not in given:
-        if "local_path" in given and "s3_bucket" in given:
-            raise CliError("--data-dir and --bucket name two backends: add --backend local "
-                           "or --backend s3")
+        s3 = [flag for flag in S3_FLAGS if LOCATION[flag][0] in given]
+        if "local_path" in given and s3:
+            raise CliError(f"--data-dir names a local store and {s3[0]} an S3 one: add "
+                           "--backend local or --backend s3")
         if "local_path" in given:
             given["backend"] = "local"
-        elif "s3_bucket" in given:
+        elif s3:
             given["backend"] = "s3"
     if getattr(args, "s3_create_bucket", False):
         given["s3_create_bucket"] = True
