@@ -139,7 +139,7 @@ def test_inspect_lists_a_queue_whose_heads_are_lost_or_damaged(
     common = three_queues_one_headless_one_damaged(
         tmp_path, SMALL + '[store]\nwrite_mode = "direct"\n')
     capsys.readouterr()
-    assert main(["inspect", "queues", "--format", "json", *common]) == 0
+    assert main(["inspect", "queues", "--json", *common]) == 0
     rows = {row["queue"]: row for row in json.loads(capsys.readouterr().out)}
     assert {q: row["lost"] for q, row in rows.items()} == {
         0: None, 1: "no head", 2: "every head damaged"}
@@ -148,10 +148,10 @@ def test_inspect_lists_a_queue_whose_heads_are_lost_or_damaged(
     out = capsys.readouterr().out
     assert "orders/1: metadata lost (no head)" in out, out
     assert "orders/2: metadata lost (every head damaged)" in out, out
-    assert main(["inspect", "topics", "--format", "json", *common]) == 0
+    assert main(["inspect", "topics", "--json", *common]) == 0
     [topic] = json.loads(capsys.readouterr().out)
     assert (topic["queues"], topic["messages"]) == (3, 100)
-    assert main(["inspect", "segments", "--format", "json", *common]) == 0
+    assert main(["inspect", "segments", "--json", *common]) == 0
     segments = json.loads(capsys.readouterr().out)
     for queue in (1, 2):  # listed, none recorded: the metadata that records them is lost
         mine = [row for row in segments if row["queue"] == queue]
@@ -159,7 +159,7 @@ def test_inspect_lists_a_queue_whose_heads_are_lost_or_damaged(
         assert not any(row["recorded"] for row in mine), mine
     assert main(["repair", *common]) == 0
     capsys.readouterr()
-    assert main(["inspect", "queues", "--format", "json", *common]) == 0
+    assert main(["inspect", "queues", "--json", *common]) == 0
     rows = {row["queue"]: row for row in json.loads(capsys.readouterr().out)}
     assert {q: (row["lost"], row["max_offset"]) for q, row in rows.items()} == {
         0: (None, 100), 1: (None, 100), 2: (None, 100)}

@@ -19,7 +19,7 @@ never by an edit of its text. By language:
 A block of another language, or none, fails the test unless marked with the
 reason it is not run (``<!-- not run: why -->`` on the line before its fence;
 see :mod:`tests.docs.readme`): a block the test cannot run is never skipped
-silently. Inline commands in the prose (``tieredstore spark export --path DIR
+silently. Inline commands in the prose (``tieredstore spark export --data-dir DIR
 ...``) are synopses with placeholders, not examples: only fenced blocks run.
 """
 
