@@ -178,6 +178,8 @@ def test_demo_reports_as_json(where: Where, capsys: pytest.CaptureFixture[str],
     done = json.loads(capsys.readouterr().out)
     assert done["ok"] is True and done["problems"] == [] and done["messages"] == 12
     assert sum(q["checked"] for q in done["queues"]) == 12
+    assert all(q["result"] == "ok" and q["bytes"] > 0 and q["segments"] > 0
+               for q in done["queues"]), done["queues"]
     assert set(done["requests"]) == {"produce, flush, close", "reopen (recovery), consume",
                                      "verify (read-only)"}
 

@@ -211,6 +211,8 @@ class Demo:
         return report
 
     def summary(self, report: VerifyReport) -> list[list[Any]]:
+        """A row per queue: topic, queue, min, max, segments and bytes (None: not
+        verified), messages checked, result."""
         verified = {(c.topic, c.queue_id): c for c in report.queues}
         rows: list[list[Any]] = []
         for (topic, queue_id), result in self.queues.items():
@@ -221,8 +223,7 @@ class Demo:
             else:
                 outcome = "ok" if not problems else f"{problems} DIFFER"
             rows.append([topic, queue_id, result.min_offset, result.max_offset,
-                         check.segments if check else "-",
-                         human_size(check.bytes, exact=False) if check else "-",
+                         check.segments if check else None, check.bytes if check else None,
                          result.checked, outcome])
         return rows
 
@@ -264,7 +265,9 @@ async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
           f"{sum(c.units for c in report.queues)} units CRC-checked, "
           f"{report.error_count} errors in {time.perf_counter() - started:.2f}s")
     say("")
-    say(table(demo.summary(report), SUMMARY))
+    rows = demo.summary(report)
+    say(table([[*r[:5], None if r[5] is None else human_size(r[5], exact=False), *r[6:]]
+               for r in rows], SUMMARY))
     say("")
     say("object-store requests (what an S3 bucket would be sent):")
     width = max(len(name) for name, _ in demo.phases)
@@ -281,7 +284,7 @@ async def run_demo(config: TieredStoreConfig, *, messages: int, seed: int,
     return {"ok": not problems, "messages": messages, "location": where,
             "queues": [{"topic": r[0], "queue": r[1], "min_offset": r[2], "max_offset": r[3],
                         "segments": r[4], "bytes": r[5], "checked": r[6], "result": r[7]}
-                       for r in demo.summary(report)],
+                       for r in rows],
             "requests": {name: dict(requests) for name, requests in demo.phases},
             "problems": problems}
 
