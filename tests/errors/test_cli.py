@@ -161,13 +161,13 @@ CASES = cases_by_id(
     Case("L14", lambda cli: cli("consume", "--topic", "t", "--queue", "0", "--data-dir",
                                 str(cli.tmp / "missing"), common=False), SystemExit,
          r"^tieredstore: no local store at '.*missing'"),
-    Case("L16", lambda cli: cli("gc", "--safety-age", "nan"), SystemExit,
-         r"^tieredstore gc: argument --safety-age: must be a number of seconds in "
-         r"\[0, 3\.1536e\+07\], got 'nan' \(see tieredstore gc --help\)$"),
+    Case("L16", lambda cli: cli("gc", "--safety-age", "400d"), SystemExit,
+         r"^tieredstore gc: argument --safety-age: must be a duration in "
+         r"\[0 s, 365 d\], got '400d' \(see tieredstore gc --help\)$"),
 )
 
 
-@pytest.mark.parametrize("value", ["inf", "-inf", "-1", "1e12", "soon"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1s", "1e12", "72", "soon"])
 def test_gc_refuses_a_safety_age_it_cannot_use(cli: Cli, value: str) -> None:
     """Row L16 for the other values ``float`` reads but no age is (and text)."""
     code, _, err = cli("gc", "--safety-age", value)
@@ -197,3 +197,28 @@ def test_debug_shows_the_traceback(cli: Cli) -> None:
 
 
 CASES_WITHOUT_ERROR = {"L08": test_debug_shows_the_traceback}
+
+
+def test_gc_safety_age_needs_a_unit_as_gc_safety_age_does(cli: Cli) -> None:
+    """``--safety-age 72`` is the key ``gc_safety_age = 72``: refused (72 seconds to
+    one operator, 72 hours to another, and too short an age deletes what a writer is
+    about to reference); a duration with a unit is read as the key reads it."""
+    code, _, err = cli("gc", "--safety-age", "72")
+    assert code == 2, err
+    assert err.startswith("tieredstore gc: argument --safety-age: '72' has no unit"), err
+    assert err.count("\n") == 1, err
+    assert cli.bodies() == LINES
+    code, out, err = cli("gc", "--dry-run", "--safety-age", "2h")
+    assert code == 0, err
+    assert "dry run" in out
+    code, out, err = cli("gc", "--dry-run", "--safety-age", "0")
+    assert code == 0, err
+
+
+def test_metrics_min_interval_takes_a_unit(cli: Cli) -> None:
+    """``--min-interval 5m`` is read (a plain number stays seconds): the error is
+    about the next option, a bad ``--listen``."""
+    for value in ("5m", "90"):
+        code, _, err = cli("metrics", "--min-interval", value, "--listen", "nowhere")
+        assert code == 2, err
+        assert err.startswith("tieredstore metrics: argument --listen: "), err

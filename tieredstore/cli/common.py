@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
 
-from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.config import (
+    DURATION_HELP,
+    TieredStoreConfig,
+    UnitError,
+    human_seconds,
+    load_config,
+    parse_duration,
+)
 from tieredstore.errors import ConfigError, TieredStoreError
 from tieredstore.store import (
     MAX_TIMESTAMP,
@@ -244,16 +251,24 @@ def nonnegative_int(text: str) -> int:
     return value
 
 
-def seconds(lo: float, hi: float) -> Callable[[str], float]:
-    """An argparse type: a number of seconds in ``[lo, hi]`` (never nan or inf)."""
+def seconds(lo: float, hi: float, *, needs_unit: bool = False) -> Callable[[str], float]:
+    """An argparse type: a duration in ``[lo, hi]`` seconds (never nan or inf), read
+    as the configuration reads one (``500ms``, ``72h``, ``1h30m``:
+    :func:`~tieredstore.config.parse_duration`). A plain number is seconds, except
+    with ``needs_unit`` (a flag standing for a key that deletes data when its time
+    runs out, such as ``gc_safety_age``): there it is refused as the key refuses it,
+    0 excepted."""
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = parse_duration(text, bare=not needs_unit)
+        except UnitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} ({DURATION_HELP})"
+                                             ) from None
         if not lo <= value <= hi:  # False for nan
-            raise argparse.ArgumentTypeError(f"must be a number of seconds in [{lo:g}, {hi:g}], "
-                                             f"got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be a duration in [{human_seconds(lo)}, "
+                                             f"{human_seconds(hi)}], got {text!r}")
         return value
     return parse
 

@@ -40,9 +40,10 @@ HELP = "delete what no metadata references (--dry-run: list it)"
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="list, delete nothing")
-    parser.add_argument("--safety-age", type=seconds(0.0, YEAR), default=None,
-                        metavar="SECONDS", help="leave anything younger alone; 0 to a year, "
-                        "as gc_safety_age (default: gc_safety_age)")
+    parser.add_argument("--safety-age", type=seconds(0.0, YEAR, needs_unit=True), default=None,
+                        metavar="DURATION", help="leave anything younger alone: a duration "
+                        "with a unit (1h, 30m; 0: none), 0 to a year, as gc_safety_age "
+                        "(default: gc_safety_age)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -40,9 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; "
                              "port 0 picks a free one, printed at start)")
     parser.add_argument("--min-interval", type=seconds(0, 86400), default=60.0,
-                        metavar="SECONDS",
+                        metavar="DURATION",
                         help="a scrape reuses the last pass over the bucket while it is "
-                             "younger than this (default 60; 0: every scrape makes a pass; "
+                             "younger than this (30s, 5m; a plain number is seconds; "
+                             "default 60s; 0: every scrape makes a pass; "
                              "what a pass costs: docs/metrics.md)")
 
 

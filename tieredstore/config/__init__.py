@@ -38,11 +38,20 @@ from tieredstore.config.model import YEAR, TieredStoreConfig
 from tieredstore.config.paths import check_paths
 from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.topics import TopicSettings
-from tieredstore.config.units import human_seconds, human_size, parse_duration, parse_size
+from tieredstore.config.units import (
+    DURATION_HELP,
+    UnitError,
+    human_seconds,
+    human_size,
+    parse_duration,
+    parse_size,
+)
 from tieredstore.sizes import GiB, KiB, MiB
 
 __all__ = [
     "decode_key",
+    "DURATION_HELP",
+    "UnitError",
     "YEAR",
     "GiB",
     "KiB",
