@@ -72,8 +72,15 @@ class BucketWatch:
         self._summaries: dict[tuple[str, int], QueueSummary] = {}  # the last pass's
 
     async def figures(self) -> list[QueueFigures]:
-        """The last pass's figures, after a new pass if it is ``min_interval`` old."""
+        """The last pass's figures, after a new pass if it is ``min_interval`` old.
+        A scrape that waited for a pass under way takes that pass's figures, however
+        long it took: otherwise each waiting scrape made a pass of its own after it,
+        and scrapes coming faster than passes end (a pass longer than the scrape
+        timeout) queued passes without bound."""
+        ended = self.metrics.refreshes  # passes ended before this scrape came
         async with self._lock:
+            if self.metrics.refreshes > ended:
+                return self._figures  # one ended while this scrape waited
             if self._at is None or self._clock() - self._at >= self.min_interval:
                 await self.refresh()
             return self._figures
