@@ -116,3 +116,18 @@ def test_topics_are_not_an_environment_variable() -> None:
 def test_a_default_max_message_size_fits_a_topics_small_segments(tmp_path: Path) -> None:
     config = load_config(conf(tmp_path, '[topics.t]\ncommit_log_max_size = "64KiB"\n'), env={})
     assert config.max_message_size == 64 * KiB
+
+
+@pytest.mark.parametrize("table", ['[Topics."audit"]', '[topic."audit"]', "[TOPICS.audit]",
+                                   '[store."audit"]', "[Topics]"])
+def test_a_topic_table_under_another_name_is_refused_not_read_as_every_topics(
+        tmp_path: Path, table: str) -> None:
+    """Tables only group keys, one level deep: a topic's table under a misspelled
+    name (``[Topics."audit"]``, ``[topic."audit"]``) was flattened into the top
+    level, so its 1h retention became every topic's."""
+    text = f'{table}\nfile_reserved_time = "1h"\n'
+    with pytest.raises(ConfigError) as caught:
+        config = load_config(conf(tmp_path, text), env={})
+        pytest.fail(f"{table} read: every topic's retention is "
+                    f"{config.for_topic('orders').file_reserved_time} s")
+    assert "[topics.\"NAME\"]" in str(caught.value), caught.value

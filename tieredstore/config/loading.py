@@ -36,13 +36,23 @@ log = logging.getLogger(__name__)
 def _flatten(table: Mapping[str, Any], file: Path, where: str = "") -> dict[str, tuple[Any, str]]:
     """Keys may sit at the top or in TOML tables ([s3], [fetcher]...), each once.
 
-    Returns each key's value and the table it was found in.
+    Tables only group keys, one level deep: a table in a table, or a top-level
+    table named like ``topics`` (``[Topics]``), is an error. Otherwise a topic's
+    table under a misspelled name (``[topic."audit"]``) would be flattened into
+    the top level, its retention every topic's. Returns each key's value and the
+    table it was found in.
     """
     flat: dict[str, tuple[Any, str]] = {}
     for key, value in table.items():
         if key == TOPICS:
             raise ConfigError(TOPICS, f"must be a top-level table ([topics.\"NAME\"]), not in "
                                       f"[{where}] of {file}")
+        if isinstance(value, Mapping) and (where or near_miss([TOPICS], key.lower())):
+            name = f"{where}.{key}" if where else key
+            raise ConfigError(name,
+                              f"[{name}] in {file}: tables only group keys, one level deep "
+                              f"([s3], [pool]); a topic's keys go in a [topics.\"NAME\"] "
+                              f"table")
         if isinstance(value, Mapping):
             found = _flatten(value, file, f"{where}.{key}" if where else key).items()
         else:
