@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
+
 from tieredstore.config import TieredStoreConfig, load_config
-from tieredstore.store import BucketWatch, MessageStore, ReadOnlyMessageStore
+from tieredstore.objectstore import ObjectInfo
+from tieredstore.store import BucketWatch, MessageStore, ReadOnlyMessageStore, open_object_store
+from tieredstore.testing import ForwardingObjectStore
 
 
 def bucket(root: Path) -> TieredStoreConfig:
@@ -55,3 +60,42 @@ def test_a_scrape_after_min_interval_makes_a_new_pass(tmp_path: Path) -> None:
             return passes
 
     assert asyncio.run(main()) == [1, 1, 2, 2, 3]
+
+
+class Unlistable(ForwardingObjectStore):
+    """Its listings fail while ``broken``."""
+
+    broken = False
+
+    async def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        if self.broken:
+            raise RuntimeError("the bucket cannot be listed")
+        async for page in super().list_pages(prefix):
+            yield page
+
+
+def test_a_failed_pass_is_no_pass_the_next_scrape_tries_again(tmp_path: Path) -> None:
+    """A pass that fails fails the scrape, and the next scrape makes a pass, however
+    soon: it used to count as a pass, so scrapes within ``min_interval`` after it
+    answered with the figures of the pass before (HTTP 200, ``up`` = 1), hiding
+    the failure; after a failed first pass, with no queue at all."""
+    config = bucket(tmp_path)
+    now = [0.0]
+
+    async def main() -> None:
+        store = Unlistable(open_object_store(config), close_inner=True)
+        async with await ReadOnlyMessageStore.open(config, store=store) as reader:
+            watch = BucketWatch(reader, min_interval=10, clock=lambda: now[0])
+            assert len(await watch.figures()) == 2
+            store.broken = True
+            for at in (20.0, 21.0):
+                now[0] = at
+                with pytest.raises(RuntimeError, match="cannot be listed"):
+                    await watch.figures()
+            store.broken = False
+            now[0] = 22.0
+            assert len(await watch.figures()) == 2
+            assert watch.metrics.refreshes == 2
+        await store.close()
+
+    asyncio.run(main())

@@ -66,7 +66,7 @@ class BucketWatch:
         self.unreadable = 0  # queues the last pass could not read
         self._clock = clock
         self._figures: list[QueueFigures] = []
-        self._at: float | None = None  # when the last pass started
+        self._at: float | None = None  # when the last pass that ended started
         self._lock = asyncio.Lock()
         self._indexes = LogIndexes()  # log objects never change: their indexes are kept
         self._summaries: dict[tuple[str, int], QueueSummary] = {}  # the last pass's
@@ -86,8 +86,10 @@ class BucketWatch:
             return self._figures
 
     async def refresh(self) -> list[QueueFigures]:
-        """One pass over the bucket (see the module doc for its requests)."""
-        self._at = self._clock()
+        """One pass over the bucket (see the module doc for its requests). One that
+        raises is not a pass: the figures stay unset, and the next scrape tries again
+        rather than answering with the figures of the pass before."""
+        at = self._clock()
         started = time.perf_counter()
         requests = self.reader.store.metrics
         before = sum(requests.snapshot()["requests"].values())
@@ -109,6 +111,7 @@ class BucketWatch:
                                    await listed_queues(store, config, log=log))
         self._summaries = {(s.topic, s.queue_id): s for s in got if s is not None}
         self._figures = [figures(s) for s in self._summaries.values()]
+        self._at = at
         self.unreadable = len(unreadable)
         m = self.metrics
         m.refreshes += 1
