@@ -285,6 +285,17 @@ def check_batch(topic: Any, queue_id: Any, messages: Any, *, config: TieredStore
     return out
 
 
+def topic_retention(config: TieredStoreConfig, topic_reserved_time: Mapping[str, float],
+                    topic: str) -> tuple[float, str]:
+    """``topic``'s retention in seconds and where it is set: the store's
+    ``topic_reserved_time`` (code), else the topic's table, else
+    ``file_reserved_time``. The one rule retention and the timestamp check share."""
+    if topic in topic_reserved_time:
+        return float(topic_reserved_time[topic]), f"topic_reserved_time[{topic!r}]"
+    settings = config.for_topic(topic)
+    return settings.file_reserved_time, settings.key("file_reserved_time")
+
+
 def check_message(topic: Any, queue_id: Any, message: Outgoing, *, offset: Any,
                   config: TieredStoreConfig, topic_reserved_time: Mapping[str, float]
                   ) -> Outgoing:
@@ -301,13 +312,8 @@ def check_message(topic: Any, queue_id: Any, message: Outgoing, *, offset: Any,
     if offset is not None:
         check_int("offset", offset, 0, MAX_OFFSET)
     if timestamp is not None:
-        # The topic's retention, and where it is set (code, the topic's table, the key).
-        settings = config.for_topic(topic)
-        source = (f"topic_reserved_time[{topic!r}]" if topic in topic_reserved_time
-                  else settings.key("file_reserved_time"))
-        check_timestamp(timestamp, config=config, retention_source=source,
-                        retention=float(topic_reserved_time.get(topic,
-                                                                settings.file_reserved_time)))
+        retention, source = topic_retention(config, topic_reserved_time, topic)
+        check_timestamp(timestamp, config=config, retention_source=source, retention=retention)
     total = MIN_RECORD_SIZE + sum(sizes.values())
     limit = largest_record(config)
     if total > limit:

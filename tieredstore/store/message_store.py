@@ -374,8 +374,8 @@ class AsyncMessageStore(QueueReads):
         now_s = time.time() if now is None else now
         deleted = 0
         for (topic, _), queue in list(self._queues.items()):
-            reserved = self.topic_reserved_time.get(
-                topic, self.config.for_topic(topic).file_reserved_time)
+            reserved, _ = arguments.topic_retention(self.config, self.topic_reserved_time,
+                                                    topic)
             deleted += await queue.delete_expired(int((now_s - reserved) * 1000))
         return deleted
 
