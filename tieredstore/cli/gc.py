@@ -7,8 +7,8 @@ a merged object, multipart uploads begun before the safety age (a merge
 whose writer died), log objects with nothing live and log fences of every
 broker of the cluster (running or not; never a log's newest entry), the
 offload attempts no managed ledger records with their uploads, and the local
-backend's temporary files. Anything younger than ``--safety-age`` seconds
-(default ``gc_safety_age``) is left alone.
+backend's temporary files. Anything younger than ``--safety-age`` (a duration with a unit,
+``1h``, as ``gc_safety_age``; default ``gc_safety_age``) is left alone.
 
 Read-only on metadata: it never claims a queue, so it is safe beside a live
 writer. ``--dry-run`` lists what a pass would delete and deletes nothing.
