@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14managed_ledger.proto\x12\x1atieredstore.ledger.managed"&\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t"_\n\x15OffloadDriverMetadata\x12\x0c\n\x04name\x18\x01 \x02(\t\x128\n\nproperties\x18\x02 \x03(\x0b2$.tieredstore.ledger.managed.KeyValue"\xf1\x01\n\x0eOffloadContext\x12\x0e\n\x06uidMsb\x18\x01 \x01(\x03\x12\x0e\n\x06uidLsb\x18\x02 \x01(\x03\x12\x10\n\x08complete\x18\x03 \x01(\x08\x12\x19\n\x11bookkeeperDeleted\x18\x04 \x01(\x08\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\x12I\n\x0edriverMetadata\x18\x06 \x01(\x0b21.tieredstore.ledger.managed.OffloadDriverMetadata\x12\x18\n\x07failure\x18d \x01(\tR\x07failure\x12\x1a\n\x08failedAt\x18e \x01(\x03R\x08failedAt"\x94\x01\n\nLedgerInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07entries\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12B\n\x0eoffloadContext\x18\x05 \x01(\x0b2*.tieredstore.ledger.managed.OffloadContext"\xaa\x03\n\x11ManagedLedgerHead\x12\x15\n\rformatVersion\x18\x01 \x01(\r\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x10\n\x08writerId\x18\x03 \x01(\t\x12\x11\n\tsessionId\x18\x04 \x01(\t\x12\x13\n\x0bwrittenAtMs\x18\x05 \x01(\x03\x12\x10\n\x08pageSize\x18\x06 \x01(\r\x12\x15\n\rfirstLedgerId\x18\x07 \x01(\x03\x12\x14\n\x0cpagedThrough\x18\x08 \x01(\x03\x12\x14\n\x0clastPageHash\x18\t \x01(\x06\x12\x14\n\x0cpagedEntries\x18\n \x01(\x03\x12\x11\n\tpagedSize\x18\x0b \x01(\x03\x12\x14\n\x0cpagedLedgers\x18\x0c \x01(\x03\x127\n\x07ledgers\x18\r \x03(\x0b2&.tieredstore.ledger.managed.LedgerInfo\x12\x16\n\x0elastLedgerOpen\x18\x0e \x01(\x08\x128\n\nproperties\x18\x0f \x03(\x0b2$.tieredstore.ledger.managed.KeyValue\x12\x14\n\x0cpagesWritten\x18\x10 \x01(\x04"c\n\x11ManagedLedgerPage\x12\x15\n\rformatVersion\x18\x01 \x01(\r\x127\n\x07ledgers\x18\x02 \x03(\x0b2&.tieredstore.ledger.managed.LedgerInfo')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14managed_ledger.proto\x12\x1atieredstore.ledger.managed\"&\n\x08KeyValue\x12\x0b\n\x03key\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"_\n\x15OffloadDriverMetadata\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\x38\n\nproperties\x18\x02 \x03(\x0b\x32$.tieredstore.ledger.managed.KeyValue\"\xde\x01\n\x0eOffloadContext\x12\x0e\n\x06uidMsb\x18\x01 \x01(\x03\x12\x0e\n\x06uidLsb\x18\x02 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x03 \x01(\x08\x12\x19\n\x11\x62ookkeeperDeleted\x18\x04 \x01(\x08\x12\x11\n\ttimestamp\x18\x05 \x01(\x03\x12I\n\x0e\x64riverMetadata\x18\x06 \x01(\x0b\x32\x31.tieredstore.ledger.managed.OffloadDriverMetadata\x12\x0f\n\x07\x66\x61ilure\x18\x64 \x01(\t\x12\x10\n\x08\x66\x61iledAt\x18\x65 \x01(\x03\"\x94\x01\n\nLedgerInfo\x12\x10\n\x08ledgerId\x18\x01 \x02(\x03\x12\x0f\n\x07\x65ntries\x18\x02 \x01(\x03\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\ttimestamp\x18\x04 \x01(\x03\x12\x42\n\x0eoffloadContext\x18\x05 \x01(\x0b\x32*.tieredstore.ledger.managed.OffloadContext\"\xaa\x03\n\x11ManagedLedgerHead\x12\x15\n\rformatVersion\x18\x01 \x01(\r\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x10\n\x08writerId\x18\x03 \x01(\t\x12\x11\n\tsessionId\x18\x04 \x01(\t\x12\x13\n\x0bwrittenAtMs\x18\x05 \x01(\x03\x12\x10\n\x08pageSize\x18\x06 \x01(\r\x12\x15\n\rfirstLedgerId\x18\x07 \x01(\x03\x12\x14\n\x0cpagedThrough\x18\x08 \x01(\x03\x12\x14\n\x0clastPageHash\x18\t \x01(\x06\x12\x14\n\x0cpagedEntries\x18\n \x01(\x03\x12\x11\n\tpagedSize\x18\x0b \x01(\x03\x12\x14\n\x0cpagedLedgers\x18\x0c \x01(\x03\x12\x37\n\x07ledgers\x18\r \x03(\x0b\x32&.tieredstore.ledger.managed.LedgerInfo\x12\x16\n\x0elastLedgerOpen\x18\x0e \x01(\x08\x12\x38\n\nproperties\x18\x0f \x03(\x0b\x32$.tieredstore.ledger.managed.KeyValue\x12\x14\n\x0cpagesWritten\x18\x10 \x01(\x04\"c\n\x11ManagedLedgerPage\x12\x15\n\rformatVersion\x18\x01 \x01(\r\x12\x37\n\x07ledgers\x18\x02 \x03(\x0b\x32&.tieredstore.ledger.managed.LedgerInfo')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,11 +36,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OFFLOADDRIVERMETADATA']._serialized_start=92
   _globals['_OFFLOADDRIVERMETADATA']._serialized_end=187
   _globals['_OFFLOADCONTEXT']._serialized_start=190
-  _globals['_OFFLOADCONTEXT']._serialized_end=431
-  _globals['_LEDGERINFO']._serialized_start=434
-  _globals['_LEDGERINFO']._serialized_end=582
-  _globals['_MANAGEDLEDGERHEAD']._serialized_start=585
-  _globals['_MANAGEDLEDGERHEAD']._serialized_end=1011
-  _globals['_MANAGEDLEDGERPAGE']._serialized_start=1013
-  _globals['_MANAGEDLEDGERPAGE']._serialized_end=1112
+  _globals['_OFFLOADCONTEXT']._serialized_end=412
+  _globals['_LEDGERINFO']._serialized_start=415
+  _globals['_LEDGERINFO']._serialized_end=563
+  _globals['_MANAGEDLEDGERHEAD']._serialized_start=566
+  _globals['_MANAGEDLEDGERHEAD']._serialized_end=992
+  _globals['_MANAGEDLEDGERPAGE']._serialized_start=994
+  _globals['_MANAGEDLEDGERPAGE']._serialized_end=1093
 # @@protoc_insertion_point(module_scope)
