@@ -90,9 +90,14 @@ def test_an_unknown_managed_ledger_is_an_error_naming_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "data"
     asyncio.run(build(data))
-    code = main(["--data-dir", str(data), "ledger", "list", "--name", "no/such"])
-    assert code == 2
-    assert "no/such" in capsys.readouterr().err
+    before = {o.key for o in asyncio.run(listing(data, ""))}
+    for action in (["list"], ["status"], ["offload"], ["sweep"], ["sweep", "--dry-run"],
+                   ["delete", "--before", "5"]):
+        code = main(["--data-dir", str(data), "ledger", *action, "--name", "no/such"])
+        assert code == 2, action
+        assert "no/such" in capsys.readouterr().err, action
+    # A misspelt name takes nothing over and creates no managed ledger.
+    assert {o.key for o in asyncio.run(listing(data, ""))} == before
 
 
 async def listing(data: Path, prefix: str) -> list[ObjectInfo]:

@@ -21,6 +21,7 @@ from tieredstore.ledger import (
     LocalReadHandle,
     ManagedLedger,
     ManagedLedgerConfig,
+    ManagedLedgerError,
     ManagedLedgerFenced,
     NoOffloader,
     OffloadedReadHandle,
@@ -171,6 +172,22 @@ async def test_entries_read_back_and_empty_ledgers_are_dropped(env: Env) -> None
         assert (await ml.read_entry(p)).payload == b"e%d" % i
     with pytest.raises(PositionOutOfRange):
         await ml.read_entries(3, 0, 0)
+
+
+async def test_an_owner_that_does_not_append_creates_no_managed_ledger(env: Env) -> None:
+    """Offload, trim and sweep owners (``appending=False``) open only a managed
+    ledger that exists: a misspelt name is an error, and writes nothing."""
+    with pytest.raises(ManagedLedgerError, match="no such managed ledger"):
+        await ManagedLedger.open("tenant/ns/persistent/typo", metadata_store=env.store,
+                                 ledgers=env.ledgers, offloader=env.offloader,
+                                 appending=False)
+    assert await env.store.list_all("") == []
+    ml = await env.open()
+    await ml.close()
+    again = await ManagedLedger.open("tenant/ns/persistent/t", metadata_store=env.store,
+                                     ledgers=env.ledgers, offloader=env.offloader,
+                                     appending=False)
+    await again.close()
 
 
 async def test_reopen_recovers_the_open_ledger_and_fences_its_writer(env: Env) -> None:

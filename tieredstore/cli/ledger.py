@@ -11,7 +11,8 @@ entries: ``--entry TEXT`` (repeated), else one per line of stdin;
 ``delete`` take it over, fencing any other owner (run them with the broker
 that owns it stopped); they append nothing, so they start no new ledger (the
 one left open is closed, and dropped if empty, as Pulsar drops a ledger
-closed empty): running them again and again adds no ledger.
+closed empty): running them again and again adds no ledger. Every action
+but ``append`` refuses a managed ledger that does not exist (exit 2).
 
 - ``status``: per ledger, its offload: ``none``, ``in progress`` (recorded,
   not complete: running, or its owner died), ``failed`` (with the error) or
@@ -175,6 +176,7 @@ async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
                 for e in entries]}, "\n".join(f"{args.ledger}:{e.entry_id}\t{len(e.payload)}\t"
                                               f"{_show(e.payload)}" for e in entries))
         if action == "sweep" and args.dry_run:  # lists only: no take-over
+            await host.ledger_rows(args.name)  # an unknown name is an error, as for the rest
             return await _sweep(host, config, args, None)
         return await _take_over(host, config, args)
     finally:

@@ -69,13 +69,17 @@ class ManagedLedger(Appending, Reading, Deleting):
         open (fencing its writer), then start a new current ledger. With
         ``appending=False`` (an owner that offloads, trims or sweeps only) no
         new ledger is started: the one left open is closed (dropped if empty),
-        and appends raise :class:`ManagedLedgerError`."""
+        and appends raise :class:`ManagedLedgerError`; nor is a managed ledger
+        created: one without metadata (a misspelt name) is a
+        :class:`ManagedLedgerError`, and nothing is written."""
         config = config or ManagedLedgerConfig()
         for attempt in range(OPEN_ATTEMPTS):
             meta = await ManagedLedgerMetadata.open(
                 metadata_store, ManagedLedgerPath(root, name), writer_id=writer_id,
                 page_size=config.page_size,
             )
+            if not appending and meta.version == 0:
+                raise ManagedLedgerError("no such managed ledger", name=name)
             self = cls(meta, ledgers, offloader, config, clock)
             try:
                 await self._start(appending)
