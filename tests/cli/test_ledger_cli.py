@@ -242,3 +242,22 @@ def test_offload_without_a_position_follows_the_threshold_flag(
     assert done["offloaded"] == [0, 1] and done["first_not_offloaded"] == "2:0"
     assert run_json(capsys, data, "offload", "--offload-threshold-bytes", "0")["offloaded"] \
         == [2]
+
+
+def test_sweep_reports_its_garbage_as_gc_does(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``ledger sweep --json``'s ``offload_garbage`` is the document ``gc --json``
+    prints for a pass (one shape for one report, ``by_kind`` too), and text is
+    written as every other command's ``--json`` writes it (UTF-8, not escapes)."""
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+    shape = {"dry_run", "deleted", "found", "by_kind"}
+    for dry in ([], ["--dry-run"]):
+        swept = run_json(capsys, data, "sweep", *dry)
+        assert set(swept["offload_garbage"]) == shape, swept
+        assert swept["offload_garbage"]["by_kind"] == {}
+    name = "tenant/ns/persistent/zürich"
+    code = main(["--data-dir", str(data), "ledger", "append", "--name", name, "--entry", "x",
+                 "--json"])
+    assert code == 0
+    assert f'"name": "{name}"' in capsys.readouterr().out

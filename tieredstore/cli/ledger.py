@@ -39,8 +39,8 @@ override it.
 [{"entry_id", "size", "payload_base64"}]}``; ``offload``: ``{"name",
 "offloaded": [ids], "first_not_offloaded": "LEDGER:ENTRY"}``; ``sweep``:
 ``{"name", "trimmed_before", "local_copies_deleted": [ids] or null (dry
-run), "offload_garbage": {"dry_run", "deleted", "found": [{"kind", "key",
-"detail"}]}}``; ``delete``: ``{"name", "first_ledger"}``.
+run), "offload_garbage": the document of ``gc --json``}``; ``delete``:
+``{"name", "first_ledger"}``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
-import json
 import os
 import socket
 import sys
@@ -59,8 +58,8 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import LedgerHost, LedgerRow, ManagedLedger, Position, sweep_offloads
 from tieredstore.store import open_object_store
 
-from .common import EXIT_OK, CliError, open_existing_store, resolve_config, table
-from .gc import render
+from .common import EXIT_OK, CliError, open_existing_store, print_json, resolve_config, table
+from .gc import as_document, render
 
 HELP = ("managed ledgers and their offloads: append, list, status, read, offload, sweep, "
         "delete")
@@ -153,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
 def emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
     """Print ``document`` as JSON with ``--json``, else ``text``."""
-    print(json.dumps(document, indent=1) if getattr(args, "json", False) else text)
+    print_json(document) if getattr(args, "json", False) else print(text)
     return EXIT_OK
 
 
@@ -240,10 +239,7 @@ async def _sweep(host: LedgerHost, config: TieredStoreConfig, args: argparse.Nam
     lines.append(f"offload garbage: {render(report)}")
     return emit(args, {"name": args.name, "trimmed_before": trimmed,
                        "local_copies_deleted": local,
-                       "offload_garbage": {"dry_run": report.dry_run, "deleted": report.deleted,
-                                           "found": [{"kind": g.kind, "key": g.key,
-                                                      "detail": g.detail}
-                                                     for g in report.found]}},
+                       "offload_garbage": as_document(report)},
                 "\n".join(lines))
 
 
