@@ -7,6 +7,7 @@ option, without markup; ``--version``."""
 from __future__ import annotations
 
 import argparse
+import base64
 import io
 import itertools
 import json
@@ -28,6 +29,8 @@ from tieredstore.cli import build_parser, main
 
 _buckets = itertools.count()
 MESSAGES = 20  # per queue; queues 0 and 1 of "orders"
+LEDGER = "tenant/ns/persistent/surface"  # a managed ledger beside the queues
+ENTRIES = ["one", "two", "three"]  # its ledger 0, closed
 
 
 @dataclass
@@ -37,6 +40,8 @@ class Where:
     backend: str
     flags: list[str]
     produced: list[dict[str, Any]]
+    appended: dict[str, Any]  # ledger append --json, the first command run on the store
+    ledgers: str  # the managed ledger's local directory
 
     def run(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -83,18 +88,24 @@ def where(request: pytest.FixtureRequest, clean_environment: Path) -> Where:
         flags = ["--data-dir", str(clean_environment / "data")]
     else:
         flags = s3_flags(request.getfixturevalue("moto"))
-    produced = []
-    for queue in ("0", "1"):
+    ledgers = str(clean_environment / f"ledgers-{request.param}")
+
+    def run_json(*argv: str) -> Any:
         out = io.StringIO()
         sys.stdout, saved = out, sys.stdout
         try:
-            code = main(["produce", "--topic", "orders", "--queue", queue, "--count",
-                         str(MESSAGES), "--key", f"k{queue}", "--json", *flags])
+            code = main([*argv, "--json", *flags])
         finally:
             sys.stdout = saved
         assert code == 0, out.getvalue()
-        produced.append(json.loads(out.getvalue()))
-    return Where(request.param, flags, produced)
+        return json.loads(out.getvalue())
+
+    # First on the store: on moto the ledger's append creates the bucket (--create-bucket).
+    appended = run_json("ledger", "append", "--name", LEDGER, "--ledgers", ledgers,
+                        "--rollover", *itertools.chain(*(("--entry", e) for e in ENTRIES)))
+    produced = [run_json("produce", "--topic", "orders", "--queue", queue, "--count",
+                         str(MESSAGES), "--key", f"k{queue}") for queue in ("0", "1")]
+    return Where(request.param, flags, produced, appended, ledgers)
 
 
 def test_produce_prints_what_it_appended(where: Where) -> None:
@@ -144,6 +155,60 @@ def test_verify_recover_repair_and_gc_print_one_document(
     swept = where.json(capsys, "gc", "--dry-run")
     assert swept["dry_run"] is True and swept["deleted"] == 0
     assert isinstance(swept["found"], list) and isinstance(swept["by_kind"], dict)
+
+
+def test_ledger_actions_print_one_document(where: Where,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """append (the fixture's), list, status, offload, read and sweep --dry-run: each
+    one JSON document, on the store the flags name."""
+    ledger = ["--name", LEDGER, "--ledgers", where.ledgers]
+    assert where.appended == {"name": LEDGER, "positions": ["0:0", "0:1", "0:2"]}
+    listed = where.json(capsys, "ledger", "list", *ledger)
+    assert listed["name"] == LEDGER
+    assert [(r["ledger_id"], r["state"], r["entries"], r["bytes"], r["offload"], r["local"])
+            for r in listed["ledgers"]][:1] == [
+        (0, "closed", 3, sum(map(len, ENTRIES)), "none", True)]
+    assert set(listed["ledgers"][0]) == {"ledger_id", "state", "entries", "bytes", "offload",
+                                         "offload_uuid", "local", "failure"}
+    done = where.json(capsys, "ledger", "offload", "--before", "1", *ledger)
+    assert done == {"name": LEDGER, "offloaded": [0], "first_not_offloaded": "1:0"}
+    status = where.json(capsys, "ledger", "status", *ledger)
+    [first] = [r for r in status["ledgers"] if r["ledger_id"] == 0]
+    assert first["offload"] == "complete" and first["offload_uuid"], first
+    read = where.json(capsys, "ledger", "read", "--ledger", "0", "--first", "1", *ledger)
+    assert read == {"name": LEDGER, "ledger_id": 0, "entries": [
+        {"entry_id": i, "size": len(ENTRIES[i]),
+         "payload_base64": base64.b64encode(ENTRIES[i].encode()).decode()} for i in (1, 2)]}
+    swept = where.json(capsys, "ledger", "sweep", "--dry-run", *ledger)
+    assert swept["local_copies_deleted"] is None and swept["offload_garbage"]["dry_run"]
+    if where.backend == "moto":  # the bucket append created: without --create-bucket, none
+        bucket = f"{where.flags[1]}-none"
+        missing = [bucket if f == where.flags[1] else f for f in where.flags
+                   if f != "--create-bucket"]
+        capsys.readouterr()
+        assert main(["ledger", "append", "--entry", "x", *ledger, *missing]) == 2
+        assert bucket in capsys.readouterr().err
+
+
+def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --listen: one pass over the bucket, the exporter's per-queue values."""
+    done = where.json(capsys, "metrics")
+    assert [(q["topic"], q["queue"], q["min_offset"], q["max_offset"], q["commit_offset"])
+            for q in done["queues"]] == [("orders", 0, 0, MESSAGES, MESSAGES),
+                                         ("orders", 1, 0, MESSAGES, MESSAGES)]
+    assert all(q["stored_bytes"] > 100 * MESSAGES and q["segments"] >= 2
+               and q["oldest_message_timestamp_seconds"]
+               <= q["newest_message_timestamp_seconds"] for q in done["queues"]), done
+    samples = {(m["name"], tuple(m["labels"].items())): m["value"] for m in done["metrics"]}
+    assert samples[("tieredstore_queues", ())] == 2
+    assert samples[("tieredstore_bucket_refreshes_total", ())] == 1
+    assert samples[("tieredstore_store_requests_total", (("op", "list"),))] > 0
+    assert not any(name.startswith("tieredstore_store_requests_total") and op in (
+        ("op", "put"), ("op", "delete")) for name, labels in samples for op in labels)
+    code, out, err = where.run(capsys, "metrics")
+    assert code == 0, err
+    assert re.search(r"^orders\s+1\s+0\s+20\s", out, re.M), out
+    assert "queues 2, unreadable 0; the pass made" in out
 
 
 UNKNOWN = [  # (argv, the error); on moto the first two only, to keep the suite quick
@@ -243,22 +308,31 @@ def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser
                 yield from parsers(sub)
 
 
+# The commands that serve metrics while they run: verify its requests, the others
+# a writer's (the ledger's actions that take the managed ledger over: its offload too).
+SERVING = {"tieredstore produce", "tieredstore recover", "tieredstore repair",
+           "tieredstore verify", "tieredstore ledger append", "tieredstore ledger offload",
+           "tieredstore ledger sweep", "tieredstore ledger delete"}
+
+
 def test_every_option_has_help_and_no_help_has_markup(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Each option of each command and job (the ledger's own left to it); every
-    help page plain text; the same store options everywhere."""
+    """Each option of each command, ledger action and job; every help page plain
+    text; the same store options everywhere; --metrics-port only where it serves."""
     store_flags = {"--config", "--backend", "--data-dir", "--bucket", "--endpoint", "--prefix",
                    "--region", "--create-bucket", "--json"}
+    offered = set()
     for parser in parsers(build_parser()):
         flags = {f for a in parser._actions for f in a.option_strings}
-        assert store_flags <= flags or parser.prog == "tieredstore ledger", parser.prog
+        assert store_flags <= flags, f"{parser.prog}: no {sorted(store_flags - flags)}"
+        if "--metrics-port" in flags:
+            offered.add(parser.prog)
         text = parser.format_help()
         assert "``" not in text and not re.search(r":[a-z]+:`", text), parser.prog
-        if parser.prog.startswith("tieredstore ledger"):
-            continue
         missing = [a.option_strings or a.dest for a in parser._actions
                    if not a.help and not isinstance(a, argparse._SubParsersAction)]
         assert not missing, f"{parser.prog}: options without help: {missing}"
+    assert offered == SERVING
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0

@@ -134,7 +134,7 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """What every command takes: :func:`add_store_options`, ``--json``,
-    ``--quiet``, ``--debug``, ``--metrics-port`` (SUPPRESS defaults, as there)."""
+    ``--quiet``, ``--debug`` (SUPPRESS defaults, as there)."""
     suppress = argparse.SUPPRESS
     add_store_options(parser)
     parser.add_argument("--json", action="store_true", default=suppress,
@@ -144,9 +144,17 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
                         help="no progress bars and no summary on stderr")
     parser.add_argument("--debug", action="store_true", default=suppress,
                         help="on an error, print the traceback too; log at DEBUG")
-    parser.add_argument("--metrics-port", metavar="PORT", type=int, default=suppress,
-                        help="serve the store's Prometheus metrics on 127.0.0.1:PORT while "
-                             "the command runs (metrics_port; commands that open a store)")
+
+
+def add_metrics_port(parser: argparse.ArgumentParser, served: str) -> None:
+    """``--metrics-port``, on the commands that serve metrics only (``served``
+    says what they serve). A command serves only when given it: the
+    configuration's ``metrics_port`` is a broker's, and a command run beside
+    the broker must not take its port (:func:`resolve_config`)."""
+    parser.add_argument("--metrics-port", metavar="PORT", type=port_number, default=None,
+                        help=f"serve {served} to Prometheus on metrics_host:PORT (127.0.0.1 "
+                             "by default) while the command runs; without it the command "
+                             "serves nothing, whatever the configuration's metrics_port")
 
 
 def option_defaults() -> dict[str, Any]:
@@ -197,10 +205,11 @@ def config_path(args: argparse.Namespace) -> str | None:
 
 def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreConfig:
     """The configuration a command runs with: defaults < file < environment <
-    flags (:func:`location_overrides`, ``--metrics-port``) < ``overrides``."""
-    overrides = {**location_overrides(args), **overrides}
-    if getattr(args, "metrics_port", None) is not None:
-        overrides = {"metrics_port": args.metrics_port, **overrides}
+    flags (:func:`location_overrides`, ``--metrics-port``) < ``overrides``.
+    ``metrics_port`` is ``--metrics-port`` or 0 (serve nothing): never the
+    file's or the environment's (see :func:`add_metrics_port`)."""
+    overrides = {"metrics_port": getattr(args, "metrics_port", None) or 0,
+                 **location_overrides(args), **overrides}
     try:
         return load_config(config_path(args), **overrides)
     except ConfigError as exc:
@@ -248,6 +257,14 @@ def nonnegative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port in [1, 65535]."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port in [1, 65535], got {value}")
     return value
 
 

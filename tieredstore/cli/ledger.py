@@ -41,13 +41,17 @@ override it.
 ``{"name", "trimmed_before", "local_copies_deleted": [ids] or null (dry
 run), "offload_garbage": the document of ``gc --json``}``; ``delete``:
 ``{"name", "first_ledger"}``.
+
+``--metrics-port PORT`` (``append``, ``offload``, ``sweep``, ``delete``: the
+actions that take the managed ledger over) serves the host's requests, their
+cost and its offload counters (``tieredstore_offload_*_total``) while the
+action runs; the read-only actions serve nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import os
 import socket
 import sys
@@ -56,9 +60,17 @@ from typing import Any
 from tieredstore import sync
 from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import LedgerHost, LedgerRow, ManagedLedger, Position, sweep_offloads
-from tieredstore.store import open_object_store
+from tieredstore.store import open_object_store, prepare_bucket
 
-from .common import EXIT_OK, CliError, open_existing_store, print_json, resolve_config, table
+from .common import (
+    EXIT_OK,
+    CliError,
+    add_metrics_port,
+    open_existing_store,
+    print_json,
+    resolve_config,
+    table,
+)
 from .gc import as_document, render
 
 HELP = ("managed ledgers and their offloads: append, list, status, read, offload, sweep, "
@@ -80,6 +92,10 @@ MANAGED_FLAGS = {
 }
 
 
+# The actions that take the managed ledger over (a writer: --metrics-port serves it).
+WRITERS = ("append", "offload", "sweep", "delete")
+
+
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     for action, text in (("append", "append entries (creating the managed ledger)"),
@@ -97,8 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                          "tenant/ns/persistent/topic")
         one.add_argument("--ledgers", metavar="DIR", help="the local ledgers' directory "
                          "(default: ledger_dir, or <local_path>/ledgers)")
-        with contextlib.suppress(argparse.ArgumentError):  # the common options may have it
-            one.add_argument("--json", action="store_true", help="print one JSON document")
+        if action in WRITERS:
+            add_metrics_port(one, "the ledger host's requests, their cost and its offload "
+                                  "counters (tieredstore_offload_*_total; docs/metrics.md)")
         if action == "append":
             one.add_argument("--entry", action="append", metavar="TEXT",
                              help="an entry's payload (UTF-8); repeat it for more; without "
@@ -151,15 +168,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 def emit(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    """Print ``document`` as JSON with ``--json``, else ``text``."""
-    print_json(document) if getattr(args, "json", False) else print(text)
+    """Print ``document`` as JSON with ``--json`` (the shapes: the module doc), else
+    ``text``."""
+    if args.json:
+        print_json(document)
+    else:
+        print(text)
     return EXIT_OK
 
 
 async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
     action = args.ledger_command
-    store = open_object_store(config) if action == "append" else open_existing_store(config)
-    host = LedgerHost.create(config, store, args.ledgers)
+    if action == "append":  # creates the managed ledger: a bucket as the writers prepare it
+        store = open_object_store(config)
+        try:
+            await prepare_bucket(store, config)
+        except BaseException:
+            await store.close()
+            raise
+    else:
+        store = open_existing_store(config)
+    try:
+        host = LedgerHost.create(config, store, args.ledgers)
+    except BaseException:
+        await store.close()
+        raise
     try:
         if action == "append":
             return await _append(host, args)

@@ -1,29 +1,47 @@
-"""tieredstore metrics: a Prometheus exporter for a bucket, read-only.
+"""tieredstore metrics: a bucket's per-queue figures, read-only: printed once, or
+served to Prometheus with ``--listen``.
 
-Serves http://HOST:PORT/metrics until interrupted: per queue (labels topic
-and queue) the offsets, live bytes and segments, merges owed and
-the store times of the first and last message, as the bucket holds them,
-under the names a writer exports; and this process's own requests, bytes and
-their cost. The store is opened read-only: nothing is written, no queue is
-claimed, a live writer is never fenced. A scrape answers from the last pass
-over the bucket while it is younger than --min-interval, else makes one
-first (its requests: docs/metrics.md). The copy lag (bytes not yet in the
-bucket) is only in a writer's own metrics: the bucket does not record it.
+Per queue (labels topic and queue) the offsets, live bytes and segments,
+merges owed and the store times of the first and last message, as the bucket
+holds them, under the names a writer exports; and this process's own
+requests, bytes and their cost. The store is opened read-only: nothing is
+written, no queue is claimed, a live writer is never fenced. The copy lag
+(bytes not yet in the bucket) is only in a writer's own metrics: the bucket
+does not record it. Names and what a pass costs: docs/metrics.md.
+
+Without ``--listen``: one pass over the bucket, printed as a table (``--json``:
+one document, the values a scrape after that pass serves: ``{"queues":
+[{"topic", "queue", NAME: value, ...}], "metrics": [{"name", "labels",
+"value"}]}``, where each NAME of a queue is exported as
+``tieredstore_queue_NAME`` with its topic and queue labels, e.g.
+``min_offset``, ``max_offset``, ``commit_offset``, ``stored_bytes``,
+``segments``, ``merges_pending``, ``oldest_message_timestamp_seconds``,
+``newest_message_timestamp_seconds``; ``metrics`` holds every other sample
+but the latency histograms').
+
+With ``--listen HOST:PORT``: serves http://HOST:PORT/metrics until
+interrupted. A scrape answers from the last pass over the bucket while it is
+younger than ``--min-interval``, else makes one first.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import defaultdict
+from typing import Any
 
 from tieredstore import sync
+from tieredstore.config import human_size
 from tieredstore.errors import ConfigError
-from tieredstore.store import serve_bucket_metrics
+from tieredstore.store import iso, scrape_bucket, serve_bucket_metrics
 
-from .common import CliError, read_only_store, seconds
+from .common import CliError, print_json, read_only_store, seconds, table
 
-HELP = "serve a bucket's per-queue figures to Prometheus (read-only, never fences a writer)"
+HELP = ("a bucket's per-queue figures, once or served to Prometheus with --listen (read-only, "
+        "never fences a writer)")
 
-DEFAULT_LISTEN = "127.0.0.1:9464"
+QUEUE_PREFIX = "tieredstore_queue_"
+QUEUE_LABELS = {"topic", "queue"}
 
 
 def listen_address(text: str) -> tuple[str, int]:
@@ -35,19 +53,26 @@ def listen_address(text: str) -> tuple[str, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
-                        metavar="HOST:PORT",
-                        help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; "
-                             "port 0 picks a free one, printed at start)")
+    parser.add_argument("--listen", type=listen_address, default=None, metavar="HOST:PORT",
+                        help="serve /metrics on this address until interrupted, e.g. "
+                             "127.0.0.1:9464 (port 0 picks a free one, printed at start); "
+                             "without it, print one pass and exit")
     parser.add_argument("--min-interval", type=seconds(0, 86400), default=60.0,
                         metavar="DURATION",
-                        help="a scrape reuses the last pass over the bucket while it is "
-                             "younger than this (30s, 5m; a plain number is seconds; "
-                             "default 60s; 0: every scrape makes a pass; "
-                             "what a pass costs: docs/metrics.md)")
+                        help="with --listen: a scrape reuses the last pass over the bucket "
+                             "while it is younger than this (30s, 5m; a plain number is "
+                             "seconds; default 60s; 0: every scrape makes a pass; what a "
+                             "pass costs: docs/metrics.md)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.listen is None:
+        document = sync.run(one_pass(args))
+        if args.json:
+            print_json(document)
+        else:
+            print(render(document))
+        return 0
     host, port = args.listen
 
     def ready(bound: int) -> None:
@@ -65,3 +90,53 @@ def run(args: argparse.Namespace) -> int:
 
     sync.run(main())
     return 0
+
+
+async def one_pass(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--json`` document of one pass (the module doc gives its shape)."""
+    async with await read_only_store(args) as reader:
+        families = await scrape_bucket(reader)
+    queues: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+    others = []
+    for family in families:
+        if family.type == "histogram":
+            continue
+        for sample in family.samples:
+            value = _number(sample.value)
+            if set(sample.labels) == QUEUE_LABELS and sample.name.startswith(QUEUE_PREFIX):
+                key = (sample.labels["topic"], int(sample.labels["queue"]))
+                queues[key][sample.name.removeprefix(QUEUE_PREFIX)] = value
+            else:
+                others.append({"name": sample.name, "labels": dict(sample.labels),
+                               "value": value})
+    return {"queues": [{"topic": t, "queue": q, **values}
+                       for (t, q), values in sorted(queues.items())],
+            "metrics": others}
+
+
+def _number(value: float) -> int | float:
+    return int(value) if value == int(value) else value
+
+
+def render(document: dict[str, Any]) -> str:
+    """The table of a pass's queues and a line on the store and the pass's requests."""
+    def at(seconds: float | None) -> str | None:
+        return None if seconds is None else iso(int(seconds * 1000))
+
+    rows = [[q["topic"], q["queue"], q.get("min_offset"), q.get("max_offset"),
+             q.get("segments"), human_size(int(q.get("stored_bytes", 0)), exact=False),
+             q.get("merges_pending"), at(q.get("oldest_message_timestamp_seconds")),
+             at(q.get("newest_message_timestamp_seconds"))] for q in document["queues"]]
+    totals = {m["name"]: m["value"] for m in document["metrics"] if not m["labels"]}
+    requests = {m["labels"]["op"]: m["value"] for m in document["metrics"]
+                if m["name"] == "tieredstore_store_requests_total"}
+    cost = sum(m["value"] for m in document["metrics"]
+               if m["name"] == "tieredstore_store_request_cost_dollars_total")
+    shown = ", ".join(f"{op} {n}" for op, n in sorted(requests.items()))
+    return "\n".join([
+        table(rows, ["topic", "queue", "min", "max", "segments", "bytes", "merges owed",
+                     "oldest", "newest"]),
+        f"queues {totals.get('tieredstore_queues', 0)}, unreadable "
+        f"{totals.get('tieredstore_corrupt_queues', 0)}; the pass made "
+        f"{totals.get('tieredstore_bucket_refresh_requests', 0)} requests; this process "
+        f"{sum(requests.values())} ({shown or 'none'}), ${cost:.6f}"])

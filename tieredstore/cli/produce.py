@@ -27,6 +27,7 @@ from tieredstore.store import AsyncMessageStore
 
 from .common import (
     CliError,
+    add_metrics_port,
     nonnegative_int,
     offsets,
     positive_int,
@@ -92,6 +93,7 @@ HELP = "append messages to a queue"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    add_metrics_port(parser, "the writer's metrics (docs/metrics.md)")
     parser.add_argument("--topic", required=True, help="the topic (created by its first message)")
     parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID",
                         help="the queue id (0, 1, ...)")

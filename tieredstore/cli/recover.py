@@ -39,6 +39,7 @@ from tieredstore.store import (
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    add_metrics_port,
     format_requests,
     open_existing_store,
     print_json,
@@ -104,7 +105,7 @@ HELP = "open the store (recovery) and report; exit 1 if a queue is corrupt"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    """None but the common ones."""
+    add_metrics_port(parser, "the recovering writer's metrics (docs/metrics.md)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from tieredstore.store import AsyncMessageStore, queues_to_rebuild, recorded_seg
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    add_metrics_port,
     open_existing_store,
     print_json,
     resolve_config,
@@ -68,7 +69,8 @@ HELP = ("rebuild the metadata of queues that lost it from their segments (takes 
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    """None but the common ones."""
+    add_metrics_port(parser, "the writer's metrics while it rebuilds queues (none to "
+                             "rebuild: no writer is opened and nothing is served)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ from tieredstore.store import QueueCheck, VerifyReport, listed_queues, verify_st
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    add_metrics_port,
     check_selected,
     format_requests,
     nonnegative_int,
@@ -38,6 +39,7 @@ HELP = "read every message and check every CRC (read-only); exit 1 on any error"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    add_metrics_port(parser, "the requests, bytes and cost of the verify run")
     parser.add_argument("--topic", help="only this topic")
     parser.add_argument("--queue", type=nonnegative_int, metavar="ID", help="only this queue id")
     parser.add_argument("--max-errors", type=nonnegative_int, default=20, metavar="N",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tieredstore.config import TieredStoreConfig
@@ -28,7 +28,8 @@ from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.gc import find_offload_garbage
 from tieredstore.ledger.managed.sources import choose_sources, open_copy
 from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
-from tieredstore.objectstore import ObjectStore
+from tieredstore.metrics import MetricsServer, TieredStoreCollector
+from tieredstore.objectstore import GovernorOptions, ObjectStore
 from tieredstore.segment.garbage import Garbage
 
 
@@ -76,19 +77,52 @@ def ledger_dir(config: TieredStoreConfig) -> str:
 @dataclass
 class LedgerHost:
     """What a host of managed ledgers opens once: the bucket, the local ledgers,
-    the offloader; :meth:`open` a managed ledger on them."""
+    the offloader; :meth:`open` a managed ledger on them.
+
+    Its metrics (:meth:`metrics_collector`: the bucket's requests, bytes and
+    their cost, and the offloader's ``tieredstore_offload_*_total``) are
+    served on ``metrics_host``:``metrics_port`` from :meth:`create` to
+    :meth:`close` when ``metrics_port`` is set, as a message store serves its
+    own; else the host registers the collector where it wants. A process that
+    embeds a message store too gives one of them ``metrics_port = 0`` and
+    registers its collector beside the other's (``const_labels`` tell their
+    request counters apart) or serves each on a port of its own.
+    """
 
     config: TieredStoreConfig
     store: ObjectStore
     ledgers: LocalLedgerStore
     offloader: SegmentLedgerOffloader
+    _metrics_server: MetricsServer | None = field(default=None, repr=False)
 
     @classmethod
     def create(cls, config: TieredStoreConfig, store: ObjectStore,
                ledgers: str | None = None) -> LedgerHost:
+        """The host on ``store``, its local ledgers in ``ledgers`` (default
+        :func:`ledger_dir`); serving its metrics if ``metrics_port`` is set
+        (``ConfigError`` naming ``metrics_port`` if that port cannot be bound)."""
         local = LocalLedgerStore(ledgers or ledger_dir(config), fsync=config.local_fsync)
-        return cls(config, store, local,
+        host = cls(config, store, local,
                    SegmentLedgerOffloader(store, options=offload_options(config)))
+        if config.metrics_port:
+            host._metrics_server = MetricsServer.start(
+                host.metrics_collector(), config.metrics_host, config.metrics_port)
+        return host
+
+    def metrics_collector(self, *, namespace: str = "tieredstore",
+                          const_labels: Mapping[str, str] | None = None
+                          ) -> TieredStoreCollector:
+        """This host's Prometheus collector: its object store's requests, bytes
+        and their cost (at ``price_per_1000_put``/``_get``) and its offloader's
+        counters (docs/metrics.md, Ledger offload)."""
+        return TieredStoreCollector(store=self.store.metrics, offload=self.offloader.metrics,
+                                    prices=self.config.options(GovernorOptions).prices,
+                                    namespace=namespace, const_labels=const_labels)
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port of the metrics endpoint the host serves, if it serves one."""
+        return None if self._metrics_server is None else self._metrics_server.port
 
     async def open(self, name: str, *, writer_id: str = "",
                    appending: bool = True) -> ManagedLedger:
@@ -131,7 +165,13 @@ class LedgerHost:
             await handle.close()
 
     async def close(self) -> None:
-        await self.offloader.close()
+        """Close the offloader and stop serving metrics (the store is the caller's)."""
+        try:
+            await self.offloader.close()
+        finally:
+            if self._metrics_server is not None:
+                self._metrics_server.stop()
+                self._metrics_server = None
 
 
 def _row(meta: ManagedLedgerMetadata, info: pb.LedgerInfo) -> LedgerRow:

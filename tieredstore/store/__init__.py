@@ -24,6 +24,7 @@ from tieredstore.store.compose import (
     open_fetcher,
     open_object_store,
     pool_options,
+    prepare_bucket,
 )
 from tieredstore.store.errors import (
     MessageTooLarge,
@@ -77,10 +78,11 @@ from tieredstore.store.view import (
     sealing_segments,
     unit_crc,
 )
-from tieredstore.store.watch import BucketWatch, serve_bucket_metrics
+from tieredstore.store.watch import BucketWatch, scrape_bucket, serve_bucket_metrics
 
 __all__ = [
     "BucketWatch",
+    "scrape_bucket",
     "serve_bucket_metrics",
     "Unmerged",
     "UnmergedSurvey",
@@ -153,6 +155,7 @@ __all__ = [
     "open_object_store",
     "open_segment",
     "pool_options",
+    "prepare_bucket",
     "queues_with_segments",
     "summarize",
 ]

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from prometheus_client.metrics_core import Metric
 
 from tieredstore.errors import TieredStoreError
 from tieredstore.log import LogIndexes
@@ -149,10 +151,7 @@ async def serve_bucket_metrics(reader: ReadOnlyMessageStore, host: str, port: in
     def queues() -> list[QueueFigures]:  # on the HTTP server's thread
         return asyncio.run_coroutine_threadsafe(watch.figures(), loop).result(SCRAPE_TIMEOUT)
 
-    collector = TieredStoreCollector(
-        store=reader.store.metrics, queues=queues, corrupt=lambda: watch.unreadable,
-        prices=request_prices(reader.config),
-        refresh=watch.metrics)
+    collector = bucket_collector(watch, queues)
     # Registering the collector describes it, that is collects it: a first pass,
     # run on this loop while the server starts on a thread of its own.
     server = await asyncio.to_thread(MetricsServer.start, collector, host, port)
@@ -161,3 +160,23 @@ async def serve_bucket_metrics(reader: ReadOnlyMessageStore, host: str, port: in
         await asyncio.Event().wait()
     finally:
         await asyncio.to_thread(server.stop)
+
+
+def bucket_collector(watch: BucketWatch, queues: Callable[[], Sequence[QueueFigures]]
+                     ) -> TieredStoreCollector:
+    """What the exporter serves: ``queues`` (``watch``'s figures), the queues
+    its last pass could not read, this process's requests and their cost, and
+    the passes (``tieredstore_bucket_*``)."""
+    reader = watch.reader
+    return TieredStoreCollector(
+        store=reader.store.metrics, queues=queues, corrupt=lambda: watch.unreadable,
+        prices=request_prices(reader.config), refresh=watch.metrics)
+
+
+async def scrape_bucket(reader: ReadOnlyMessageStore) -> list[Metric]:
+    """One pass over ``reader``'s bucket, collected as a scrape of
+    :func:`serve_bucket_metrics` would serve it after that pass: the same
+    families, names and values (``tieredstore metrics`` without ``--listen``)."""
+    watch = BucketWatch(reader, min_interval=0)
+    got = await watch.refresh()
+    return list(bucket_collector(watch, lambda: got).collect())
