@@ -3,11 +3,12 @@ scrapes, the exporter writes nothing, and the writer is not fenced.
 
 The writer is a process of its own (tests/metrics/writer.py, as
 tests/cli/test_live.py does it), the exporter the command itself, run as a
-subprocess on a free port.
+subprocess on a free port; without ``--listen`` it prints one pass, the same values.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.servers import free_port
+from tieredstore.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = 3
@@ -105,9 +107,11 @@ def exporter(tmp_path: Path, writer: Writer) -> Iterator[int]:
         process.wait(timeout=30)
 
 
-def test_scrapes_beside_a_live_writer_move_and_never_fence_it(writer: Writer,
-                                                              exporter: int) -> None:
+def test_scrapes_beside_a_live_writer_move_and_never_fence_it(
+        writer: Writer, exporter: int, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     started = time.time()
+    data = tmp_path / "data"
     first = scrape(exporter)
     offsets = writer.append(50)
     second = scrape(exporter)
@@ -146,3 +150,13 @@ def test_scrapes_beside_a_live_writer_move_and_never_fence_it(writer: Writer,
     assert idle[("tieredstore_bucket_refresh_requests", ())] <= IDLE_PASS_REQUESTS_MAX
     for q in range(QUEUES):
         assert queue(idle, "max_offset", q) == offsets[q] + 5
+    # Without --listen: one pass, printed; the values a scrape serves.
+    capsys.readouterr()
+    assert main(["metrics", "--data-dir", str(data), "--json"]) == 0
+    once = json.loads(capsys.readouterr().out)
+    assert [(q["topic"], q["queue"]) for q in once["queues"]] == [("t", q) for q in range(QUEUES)]
+    for q in once["queues"]:
+        served = {name: queue(idle, name, q["queue"]) for name in q if name not in (
+            "topic", "queue")}
+        assert served == {name: v for name, v in q.items() if name not in ("topic", "queue")}
+        assert len(served) == 8, sorted(served)

@@ -1,7 +1,7 @@
 """The one registry's names and what the newer series count: Prometheus naming
 (prefix, base units, ``_total`` on counters), no secret in any label, fetch bytes
-per topic, offload counters, ``verify --metrics-port``, and the timestamps a
-queue summary reads from consume-queue units."""
+per topic, offload counters (a ledger host serves them), ``verify --metrics-port``,
+and the timestamps a queue summary reads from consume-queue units."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from tests.ledger.helpers import make_ledger, payloads
 from tests.servers import free_port
 from tests.store.conftest import small_config
 from tieredstore.ledger import (
+    LedgerHost,
     LocalLedgerStore,
     OffloadExists,
     OffloadOptions,
+    Position,
     SegmentLedgerOffloader,
 )
 from tieredstore.metrics import RefreshMetrics, TieredStoreCollector
@@ -150,6 +152,44 @@ async def test_verify_serves_its_requests_on_the_metrics_port_while_it_runs() ->
     with pytest.raises(urllib.error.URLError):  # served while it runs only
         await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/metrics",
                                 timeout=5)
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        return str(reply.read().decode())
+
+
+async def test_a_ledger_host_serves_its_offload_counters_on_the_metrics_port(
+        tmp_path: Path) -> None:
+    """A LedgerHost, as a message store, serves its collector at ``metrics_port`` from
+    create to close: the bucket's requests and the offloader's counters, registered by
+    no one."""
+    port = free_port()
+    config = small_config(gc_interval=0, metrics_port=port, ledger_max_entries=4)
+    bucket = MemoryObjectStore()
+    host = LedgerHost.create(config, bucket, str(tmp_path / "ledgers"))
+    try:
+        assert host.metrics_port == port
+        ml = await host.open("t/n/persistent/m")
+        await ml.add_entries([b"e" * 100] * 10)  # ledgers 0 and 1 closed at 4 entries
+        await ml.offload_prefix(Position(2, 0))
+        await ml.close()
+        text = await asyncio.to_thread(scrape, port)
+    finally:
+        await host.close()
+    assert values(text, "tieredstore_offload_ledgers_total")[()] == 2
+    assert values(text, "tieredstore_offload_entries_total")[()] == 8
+    assert values(text, "tieredstore_offload_bytes_total")[()] == 800
+    assert values(text, "tieredstore_offload_failures_total")[()] == 0
+    assert values(text, "tieredstore_store_requests_total")[(("op", "put"),)] > 0
+    assert "tieredstore_store_request_cost_dollars_total" in text
+    with pytest.raises(urllib.error.URLError):  # served until close only
+        await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/metrics",
+                                timeout=5)
+    quiet = LedgerHost.create(config.replace(metrics_port=0), bucket,
+                              str(tmp_path / "ledgers"))
+    assert quiet.metrics_port is None  # no endpoint unless asked for
+    await quiet.close()
 
 
 async def test_a_summary_reads_the_message_timestamps_from_consume_queue_units() -> None:
