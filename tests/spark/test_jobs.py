@@ -304,3 +304,11 @@ def test_the_spark_command_reads_a_bucket_named_by_flags(
     assert [(r["topic"], r["queue"], r["messages"], r["max_offset"]) for r in stats] == [
         ("s3", 1, 7, 7)]
     assert SECRET_KEY not in out.out + out.err
+    # verify on the same bucket, by the same flags: one JSON document. (Not export: it
+    # reads through the data source, whose Python workers resolve the configuration
+    # in their own environment, the session's, started before this test set the
+    # credentials.)
+    assert cli_main(["spark", "verify", "--json", *flags]) == 0
+    verified = json.loads(capsys.readouterr().out)
+    assert verified["ok"] and {(q["queue"], q["messages"]) for q in verified["queues"]
+                               if q["topic"] == "s3"} == {(0, 7), (1, 7)}, verified
