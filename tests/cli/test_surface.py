@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -270,6 +271,27 @@ def test_flags_override_the_environment_and_the_config_file(
     assert "--data-dir names a local store and --bucket an S3 one" in capsys.readouterr().err
 
 
+def test_a_command_serves_metrics_when_given_the_flag_only(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configuration's metrics_port is a broker's: a command run beside it does not
+    take it; --metrics-port does (here a port already taken: the error names it)."""
+    data = ["--data-dir", str(tmp_path / "d")]
+    assert main(["produce", "--topic", "t", "--queue", "0", "--count", "1", "-q", *data]) == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        monkeypatch.setenv("TIEREDSTORE_METRICS_PORT", port)
+        capsys.readouterr()
+        assert main(["verify", "-q", *data]) == 0
+        assert main(["produce", "--topic", "t", "--queue", "0", "--count", "1", "-q",
+                     *data]) == 0
+        assert main(["verify", "--metrics-port", port, *data]) == 2
+        assert f"tieredstore: --metrics-port: cannot serve metrics on 127.0.0.1:{port}" in \
+            capsys.readouterr().err
+
+
 def test_produce_on_a_terminal_says_it_reads_standard_input(
         clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -298,6 +320,35 @@ def test_bench_reports_as_json_and_refuses_store_flags(
         "command": ["-m", "bench", "--tiny"], "directory": str(tmp_path), "exit_status": 3}
     assert main(["bench", "--bucket", "b"]) == 2
     assert "bench starts its own stores: --bucket does not apply" in capsys.readouterr().err
+
+
+# Where each command of `tieredstore --help` has its --json parsed on a local directory
+# and on moto through flags alone.
+COVERED = {
+    "produce": "where", "consume": "test_consume_and_query_print_json_lines",
+    "query": "test_consume_and_query_print_json_lines",
+    "inspect": "test_inspect_lists_every_view_as_json",
+    "verify": "test_verify_recover_repair_and_gc_print_one_document",
+    "recover": "test_verify_recover_repair_and_gc_print_one_document",
+    "repair": "test_verify_recover_repair_and_gc_print_one_document",
+    "gc": "test_verify_recover_repair_and_gc_print_one_document",
+    "demo": "test_demo_reports_as_json", "metrics": "test_metrics_prints_one_pass",
+    "ledger": "test_ledger_actions_print_one_document",
+    # starts its own stores: its --json here, store flags refused
+    "bench": "test_bench_reports_as_json_and_refuses_store_flags",
+    # stats and verify on moto, every job on a local directory
+    "spark": "tests/spark/test_jobs.py::test_the_spark_command_reads_a_bucket_named_by_flags",
+}
+
+
+def test_every_command_is_covered_here_or_named() -> None:
+    [commands] = [a.choices for a in build_parser()._actions
+                  if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands) == set(COVERED), "a command without a surface test"
+    for test in COVERED.values():
+        path, _, name = test.rpartition("::")
+        source = Path(__file__).parents[2] / path if path else Path(__file__)
+        assert f"def {name}(" in source.read_text(), test
 
 
 def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

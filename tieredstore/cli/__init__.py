@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Sequence
 
 from tieredstore import __version__
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import ConfigError, TieredStoreError
 
 from . import (
     bench,
@@ -46,7 +46,14 @@ from . import (
     spark,
     verify,
 )
-from .common import EXIT_USAGE, Parser, add_common_options, describe_error, option_defaults
+from .common import (
+    EXIT_USAGE,
+    CliError,
+    Parser,
+    add_common_options,
+    describe_error,
+    option_defaults,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -103,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             handler.setLevel(logging.DEBUG)
     try:
         code: int = args.run(args)
+    except ConfigError as exc:  # a port that --metrics-port named: say so, as for --listen
+        if exc.key != "metrics_port" or args.metrics_port is None:
+            return _failed(exc, debug)
+        return _failed(CliError(f"--metrics-port: {exc.detail}"), debug)
     except KeyboardInterrupt:
         print("tieredstore: interrupted", file=sys.stderr)
         return 130
@@ -111,13 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except Exception as exc:  # every failure: one line, exit 2 (1 is "found something")
-        if debug:
-            traceback.print_exc()
-        hint = "" if debug or isinstance(exc, TieredStoreError) else \
-            " (--debug shows the traceback)"
-        print(f"tieredstore: {describe_error(exc)}{hint}", file=sys.stderr)
-        return EXIT_USAGE
+        return _failed(exc, debug)
     return code
+
+
+def _failed(exc: Exception, debug: bool) -> int:
+    """Say what stopped the command on one line (with ``--debug`` the traceback too)."""
+    if debug:
+        traceback.print_exc()
+    hint = "" if debug or isinstance(exc, TieredStoreError) else " (--debug shows the traceback)"
+    print(f"tieredstore: {describe_error(exc)}{hint}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":
