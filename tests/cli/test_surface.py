@@ -210,6 +210,8 @@ def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str
     assert code == 0, err
     assert re.search(r"^orders\s+1\s+0\s+20\s", out, re.M), out
     assert "queues 2, unreadable 0; the pass made" in out
+    code, out, err = where.run(capsys, "metrics", "--min-interval", "5")
+    assert (code, out) == (2, "") and "--min-interval applies to --listen only" in err
 
 
 UNKNOWN = [  # (argv, the error); on moto the first two only, to keep the suite quick

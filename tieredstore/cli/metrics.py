@@ -40,6 +40,7 @@ from .common import CliError, print_json, read_only_store, seconds, table
 HELP = ("a bucket's per-queue figures, once or served to Prometheus with --listen (read-only, "
         "never fences a writer)")
 
+DEFAULT_INTERVAL = 60.0  # --min-interval's default, in seconds
 QUEUE_PREFIX = "tieredstore_queue_"
 QUEUE_LABELS = {"topic", "queue"}
 
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help="serve /metrics on this address until interrupted, e.g. "
                              "127.0.0.1:9464 (port 0 picks a free one, printed at start); "
                              "without it, print one pass and exit")
-    parser.add_argument("--min-interval", type=seconds(0, 86400), default=60.0,
+    parser.add_argument("--min-interval", type=seconds(0, 86400), default=None,
                         metavar="DURATION",
                         help="with --listen: a scrape reuses the last pass over the bucket "
                              "while it is younger than this (30s, 5m; a plain number is "
@@ -66,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.listen is None and args.min_interval is not None:
+        raise CliError("--min-interval applies to --listen only (without it: one pass)")
     if args.listen is None:
         document = sync.run(one_pass(args))
         if args.json:
@@ -74,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
             print(render(document))
         return 0
     host, port = args.listen
+    interval = DEFAULT_INTERVAL if args.min_interval is None else args.min_interval
 
     def ready(bound: int) -> None:
         print(f"serving metrics on http://{host}:{bound}/metrics", flush=True)
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with await read_only_store(args) as reader:
             try:
-                await serve_bucket_metrics(reader, host, port, min_interval=args.min_interval,
+                await serve_bucket_metrics(reader, host, port, min_interval=interval,
                                            on_ready=ready)
             except ConfigError as exc:
                 if exc.key != "metrics_port":
