@@ -17,7 +17,7 @@ one document, the values a scrape after that pass serves: ``{"queues":
 ``min_offset``, ``max_offset``, ``commit_offset``, ``stored_bytes``,
 ``segments``, ``merges_pending``, ``oldest_message_timestamp_seconds``,
 ``newest_message_timestamp_seconds``; ``metrics`` holds every other sample
-but the latency histograms').
+but the latency histograms).
 
 With ``--listen HOST:PORT``: serves http://HOST:PORT/metrics until
 interrupted. A scrape answers from the last pass over the bucket while it is
