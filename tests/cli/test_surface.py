@@ -367,6 +367,11 @@ SERVING = {"tieredstore produce", "tieredstore recover", "tieredstore repair",
            "tieredstore verify", "tieredstore ledger append", "tieredstore ledger offload",
            "tieredstore ledger sweep", "tieredstore ledger delete"}
 
+# The ledger's configuration flags, on the action each has an effect in.
+LEDGER_FLAGS = {
+    "tieredstore ledger offload": {"--offload-threshold-bytes", "--offload-threshold-time"},
+    "tieredstore ledger sweep": {"--retention-bytes", "--retention-time", "--deletion-lag"}}
+
 
 def test_every_option_has_help_and_no_help_has_markup(
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -380,6 +385,9 @@ def test_every_option_has_help_and_no_help_has_markup(
         assert store_flags <= flags, f"{parser.prog}: no {sorted(store_flags - flags)}"
         if "--metrics-port" in flags:
             offered.add(parser.prog)
+        managed = {f for f in flags if f.startswith(("--offload-threshold", "--retention",
+                                                     "--deletion-lag"))}
+        assert managed == LEDGER_FLAGS.get(parser.prog, set()), parser.prog
         text = parser.format_help()
         assert "``" not in text and not re.search(r":[a-z]+:`", text), parser.prog
         missing = [a.option_strings or a.dest for a in parser._actions

@@ -29,8 +29,10 @@ but ``append`` refuses a managed ledger that does not exist (exit 2).
 Thresholds, retention and deletion lag come from the configuration
 (``offload_threshold_bytes``, ``offload_threshold_time``,
 ``ledger_retention_bytes``, ``ledger_retention_time``,
-``ledger_deletion_lag``) or these commands' flags of the same names, which
-override it.
+``ledger_deletion_lag``) or the flags of the same names, which override it,
+on the action each has an effect in: ``offload`` the thresholds, ``sweep``
+retention and the deletion lag (``append --rollover`` follows the configured
+thresholds too, as a broker's rollover does).
 
 ``--json`` prints one document: ``append``: ``{"name", "positions":
 ["LEDGER:ENTRY"]}``; ``list``/``status``: ``{"name", "ledgers":
@@ -91,6 +93,10 @@ MANAGED_FLAGS = {
                        "keep a local copy this long after its offload completed (e.g. 4h)"),
 }
 
+# The action each flag above has an effect in: offload follows the thresholds (without
+# --before), sweep applies retention and the deletion lag; delete follows none of them.
+FLAGS_OF = {"offload": ("--offload-threshold-bytes", "--offload-threshold-time"),
+            "sweep": ("--retention-bytes", "--retention-time", "--deletion-lag")}
 
 # The actions that take the managed ledger over (a writer: --metrics-port serves it).
 WRITERS = ("append", "offload", "sweep", "delete")
@@ -134,9 +140,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
             one.add_argument("--before", type=position, metavar="LEDGER:ENTRY",
                              help="offload every closed ledger before this position "
                                   "(LEDGER alone means LEDGER:0)")
-        if action in ("offload", "sweep", "delete"):
-            for flag, (_, metavar, help_text) in MANAGED_FLAGS.items():
-                one.add_argument(flag, metavar=metavar, help=help_text)
+        for flag in FLAGS_OF.get(action, ()):
+            _, metavar, help_text = MANAGED_FLAGS[flag]
+            one.add_argument(flag, metavar=metavar, help=help_text)
         if action == "sweep":
             one.add_argument("--dry-run", action="store_true",
                              help="list the unreferenced offload objects, delete nothing "
