@@ -36,11 +36,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _route_moto_requests_once() -> None:
+    """moto routes every request by listing its own package directory (a stat per
+    entry, about 2 ms, under the one lock every request takes). The directory does
+    not change while the process runs: list it once. Only the routing is faster;
+    every request is served as before."""
+    from moto import backends
+
+    if getattr(backends.list_of_moto_modules, "listed_once", False):
+        return
+    modules = tuple(backends.list_of_moto_modules())
+
+    def listed() -> tuple[str, ...]:
+        return modules
+
+    listed.listed_once = True  # type: ignore[attr-defined]
+    backends.list_of_moto_modules = listed
+
+
 @contextlib.contextmanager
 def moto_server() -> Iterator[S3Server]:
     from moto.server import ThreadedMotoServer
 
     os.environ.setdefault("MOTO_ENABLE_TELEMETRY", "false")
+    _route_moto_requests_once()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
