@@ -76,8 +76,15 @@ def runs(backend: str) -> int:
 # --- the worker processes ---------------------------------------------------------------
 
 
+Spawned = tuple[asyncio.subprocess.Process, asyncio.Queue[list[Any]], asyncio.Task[None]]
+
+
 class Worker:
-    """One writer process; its reports of the current round collect in ``reports``."""
+    """One writer process; its reports of the current round collect in ``reports``.
+
+    A standby process (started, its imports done, waiting for commands) is kept
+    beside it: a worker killed in a round is replaced at once by its standby, not
+    by an interpreter start the next round would wait for."""
 
     def __init__(self, name: str, logdir: Path) -> None:
         self.name = name
@@ -87,20 +94,31 @@ class Worker:
         self.lines: asyncio.Queue[list[Any]] = asyncio.Queue()
         self.reader: asyncio.Task[None] | None = None
         self.reports: list[list[Any]] = []
+        self.standby: asyncio.Future[Spawned] | None = None
 
     async def start(self) -> None:
+        """Take the standby process (or start one), and start the next standby."""
+        if self.standby is None:
+            self.standby = asyncio.ensure_future(self._spawn())
+        self.proc, self.lines, self.reader = await self.standby
+        self.standby = asyncio.ensure_future(self._spawn())
+
+    async def _spawn(self) -> Spawned:
+        """A new worker process, once it said ``hello``."""
         self.spawned += 1
         stderr = _log_file(self.logdir / f"{self.name}-{self.spawned}.log")
         try:
-            self.proc = await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "tests.store.failover_worker", cwd=ROOT,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 limit=1 << 26)
         finally:
             stderr.close()
-        self.lines = asyncio.Queue()
-        self.reader = asyncio.ensure_future(self._read(self.proc, self.lines))
-        assert (await self.next(30.0))[0] == "hello", f"worker {self.name} did not start"
+        lines: asyncio.Queue[list[Any]] = asyncio.Queue()
+        reader = asyncio.ensure_future(self._read(proc, lines))
+        hello = await asyncio.wait_for(lines.get(), 30.0)
+        assert hello[0] == "hello", f"worker {self.name} did not start: {hello}"
+        return proc, lines, reader
 
     @staticmethod
     async def _read(proc: asyncio.subprocess.Process, lines: asyncio.Queue[list[Any]]) -> None:
@@ -141,15 +159,20 @@ class Worker:
         self.proc = None
 
     async def exit(self) -> None:
-        if self.proc is None:
-            return
-        with contextlib.suppress(ConnectionError):
-            await self.send({"cmd": "exit"})
-        try:
-            await asyncio.wait_for(self.proc.wait(), 30)
-        except TimeoutError:
-            self.proc.kill()
-            await self.proc.wait()
+        """End the process and its standby."""
+        procs = [] if self.proc is None else [self.proc]
+        if self.standby is not None:
+            procs.append((await self.standby)[0])
+        for proc in procs:
+            assert proc.stdin is not None
+            with contextlib.suppress(ConnectionError):
+                proc.stdin.write(b'{"cmd": "exit"}\n')
+                await proc.stdin.drain()
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 def _log_file(path: Path) -> Any:
@@ -451,7 +474,11 @@ class Bench:
         return {"backend": "s3", "bucket": s3.bucket, "endpoint": self.server.endpoint_url}
 
 
-async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> list[str]:
+async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally
+                    ) -> asyncio.Future[list[str]]:
+    """Play round ``round_no``; return its check (the readback by a third store, then
+    :func:`check_round`), started: it runs while the next round plays, on a store of
+    its own (a directory, a bucket) that no writer touches any more."""
     rng = random.Random(seed)
     spec = await bench.spec(round_no)
     for pending in bench.respawns:
@@ -477,7 +504,7 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
                       "compression": codecs["A"]})
     if (await first.until("ready", "done"))[0] != "ready":
         await stop_or_respawn(bench, first)
-        return [f"{tag}: A did not get going: {first.reports[-3:]}"]
+        return checked([f"{tag}: A did not get going: {first.reports[-3:]}"])
     # B opens at once, or a while later. A idle from its open: at once, while A's
     # first group commit may still be pending (the log holding A's fence only:
     # issue 28, defect 1).
@@ -487,7 +514,7 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
             await first.send({"cmd": "idle"})
         if (await first.until("idle", "done"))[0] != "idle":
             await stop_or_respawn(bench, first)
-            return [f"{tag}: A did not go idle: {first.reports[-3:]}"]
+            return checked([f"{tag}: A did not go idle: {first.reports[-3:]}"])
     # A zombie: in some rounds A's whole process stops (SIGSTOP, as in a long GC
     # pause or a partition) while B opens, and goes on after B's open returned.
     frozen = rng.random() < 0.4
@@ -525,16 +552,28 @@ async def one_round(bench: Bench, round_no: int, seed: int, tally: Tally) -> lis
             kill[w] = True  # died by itself: what it reported still counts
             bench.respawns.append(asyncio.ensure_future(w.start()))
 
-    a = Writer.of("A", first.reports, kill[first])
-    b = Writer.of("B", second.reports, kill[second])
-    back = await read_back(spec, round_no, write_mode=modes["reader"],
-                           compression=codecs["reader"])
-    found = check_round(tag, a, b, back, tally)
-    if found:  # keep the evidence: every report of both writers, and the data
-        _keep(bench.base / "violations.jsonl", {
-            "round": round_no, "seed": seed, "spec": spec, "violations": found,
-            "A": first.reports, "B": second.reports})
-    return found
+    a_reports, b_reports = first.reports, second.reports  # the next round starts new lists
+    a = Writer.of("A", a_reports, kill[first])
+    b = Writer.of("B", b_reports, kill[second])
+
+    async def check() -> list[str]:
+        back = await read_back(spec, round_no, write_mode=modes["reader"],
+                               compression=codecs["reader"])
+        found = check_round(tag, a, b, back, tally)
+        if found:  # keep the evidence: every report of both writers, and the data
+            _keep(bench.base / "violations.jsonl", {
+                "round": round_no, "seed": seed, "spec": spec, "violations": found,
+                "A": a_reports, "B": b_reports})
+        return found
+
+    return asyncio.ensure_future(check())
+
+
+def checked(found: list[str]) -> asyncio.Future[list[str]]:
+    """The check of a round that ended early: ``found``, at once."""
+    done: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+    done.set_result(found)
+    return done
 
 
 async def stop_or_respawn(bench: Bench, worker: Worker) -> None:
@@ -566,18 +605,27 @@ async def campaign(backend: str, base: Path, server: S3Server | None,
     tally = Tally(backend)
     started = time.monotonic()
     seed0 = {"local": 10_000, "moto": 20_000, "seaweedfs": 30_000}[backend]
+
+    def count_in(found: list[str]) -> None:
+        tally.runs += 1
+        if found:
+            tally.violating_runs += 1
+            tally.violations.extend(found)
+
     async with bench_of(backend, base, server) as bench:
+        checking: asyncio.Future[list[str]] | None = None  # the previous round's check
         for n in range(count):
             try:
-                found = await one_round(bench, n, seed0 + n, tally)
+                check = await one_round(bench, n, seed0 + n, tally)
             except TimeoutError:
                 tally.violations.append(f"{backend} round {n} seed {seed0 + n}: a writer did "
                                         f"not answer in {ROUND_TIMEOUT}s (hung)")
                 break
-            tally.runs += 1
-            if found:
-                tally.violating_runs += 1
-                tally.violations.extend(found)
+            if checking is not None:
+                count_in(await checking)
+            checking = check
+        if checking is not None:
+            count_in(await checking)
     line = tally.line(time.monotonic() - started)
     with capsys.disabled():
         print("\n" + line)
