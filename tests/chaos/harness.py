@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import multiprocessing
 import os
 import random
 import re
@@ -52,7 +53,8 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -971,6 +973,32 @@ def seeds_from_env(default: int) -> list[int]:
     if "," in text:
         return [int(s) for s in text.split(",") if s.strip()]
     return list(range(int(text)))
+
+
+def run_seed(seed: int, steps: int, overrides: dict[str, Any]) -> SeedResult:
+    """One seed's run on the store configured by ``chaos_config(**overrides)``."""
+    return asyncio.run(ChaosRun(seed, steps=steps, config=chaos_config(**overrides)).run())
+
+
+async def run_seeds(seeds: list[int], steps: int,
+                    overrides: Callable[[int], dict[str, Any]] = lambda seed: {}
+                    ) -> dict[int, SeedResult]:
+    """Every seed's :func:`run_seed`, each in a worker process, as many at a time
+    as this process may use CPUs (``TIEREDSTORE_CHAOS_PROCESSES=N``: N at a time;
+    ``1``: one after the other, in this process). A seed shares nothing with
+    another: its bucket is in its own memory, its ledgers in a temporary
+    directory of its own; no port, no file in common. Spawned workers, not
+    forked ones: this process may run threads (moto's server)."""
+    raw = os.environ.get("TIEREDSTORE_CHAOS_PROCESSES", "").strip()
+    processes = min(len(seeds), int(raw) if raw else len(os.sched_getaffinity(0)))
+    if processes <= 1:
+        return {seed: await ChaosRun(seed, steps=steps, config=chaos_config(**overrides(seed))
+                                     ).run() for seed in seeds}
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = await asyncio.gather(*(loop.run_in_executor(pool, run_seed, seed, steps,
+                                                           overrides(seed)) for seed in seeds))
+    return dict(zip(seeds, done, strict=True))
 
 
 def summary(results: list[SeedResult]) -> str:

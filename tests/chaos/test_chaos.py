@@ -31,6 +31,7 @@ from tests.chaos.harness import (
     SeedResult,
     chaos_config,
     fault_store,
+    run_seeds,
     seeds_from_env,
     summary,
 )
@@ -49,10 +50,7 @@ MIN_FAULTS = 500
 
 @pytest.fixture(scope="module")
 async def results() -> dict[int, SeedResult]:
-    out: dict[int, SeedResult] = {}
-    for seed in SEEDS:
-        out[seed] = await ChaosRun(seed, steps=STEPS).run()
-    return out
+    return await run_seeds(SEEDS, STEPS)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

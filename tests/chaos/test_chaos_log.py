@@ -8,27 +8,30 @@ chunks and rolls."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.chaos.harness import ChaosRun, SeedResult, chaos_config, seeds_from_env
+from tests.chaos.harness import SeedResult, run_seeds, seeds_from_env
 
 pytestmark = pytest.mark.slow
 
 SEEDS = seeds_from_env(8)  # TIEREDSTORE_CHAOS_SEEDS, as in test_chaos.py
 
 
+def log_mode(seed: int) -> dict[str, Any]:
+    """The store of ``seed``: write mode log, eager or lazy by the seed's parity."""
+    age = 0.0 if seed % 2 else 3600.0
+    # A small safety age, not 0: fences are deleted (0 keeps them), and a store
+    # idle for half of it lists the log before it writes.
+    safety = 0.05 if seed % 2 else 3600.0
+    return {"write_mode": "log", "log_compact_age": age, "gc_safety_age": safety,
+            "log_consolidate_interval": age, "log_consolidate_bytes": 8 * 1024}
+
+
 @pytest.fixture(scope="module")
 async def results() -> dict[int, SeedResult]:
-    out: dict[int, SeedResult] = {}
-    for seed in SEEDS:
-        age = 0.0 if seed % 2 else 3600.0
-        # A small safety age, not 0: fences are deleted (0 keeps them), and a store
-        # idle for half of it lists the log before it writes.
-        safety = 0.05 if seed % 2 else 3600.0
-        config = chaos_config(write_mode="log", log_compact_age=age, gc_safety_age=safety,
-                              log_consolidate_interval=age, log_consolidate_bytes=8 * 1024)
-        out[seed] = await ChaosRun(seed, steps=300, config=config).run()
-    return out
+    return await run_seeds(SEEDS, 300, log_mode)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
