@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import QUICK_JVM
 from tests.ledger.helpers import make_ledger
 from tests.servers import free_port
 from tests.spark.conftest import PER_QUEUE, QUEUES, build_store
@@ -54,7 +55,10 @@ def base_env(work: Path) -> dict[str, str]:
                                                                    "VIRTUAL_ENV")}
     path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if Path(p) != VENV_BIN]
     env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
-               PATH=os.pathsep.join(path), SPARK_LOG_DIR=str(work))
+               PATH=os.pathsep.join(path), SPARK_LOG_DIR=str(work),
+               # JVMs that compile with C1 only (tests/conftest.py): speed, nothing else
+               SPARK_SUBMIT_OPTS=QUICK_JVM, SPARK_LAUNCHER_OPTS=QUICK_JVM,
+               SPARK_DAEMON_JAVA_OPTS=QUICK_JVM)
     return env
 
 
@@ -78,6 +82,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, bare_python: Path) -> Iter
     env = base_env(work)
     env.update(PATH=os.pathsep.join([str(bare_python), env["PATH"]]),
                SPARK_WORKER_DIR=str(work / "worker"),
+               # the executors the worker starts inherit it (C1 only, as every JVM here)
+               JAVA_TOOL_OPTIONS=QUICK_JVM,
                # no REST submission server (its port is fixed), UIs on free ports
                SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
     python = f"python{sys.version_info.major}.{sys.version_info.minor}"
