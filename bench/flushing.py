@@ -123,15 +123,21 @@ async def run(env: BenchEnv) -> list[Table]:
                           f"{again:.1%} re-uploaded")
     table.notes.append(
         f"data: message bodies appended ({MESSAGE} B messages, batches of {BATCH}); "
-        f"chunk_size {DEFAULTS.chunk_size / MiB:g} MiB, group_commit_interval "
-        f"{DEFAULTS.group_commit_interval} s, chunk_wait {DEFAULTS.chunk_wait} s")
+        f"shipped defaults: chunk_size {DEFAULTS.chunk_size / MiB:g} MiB, "
+        f"group_commit_interval {DEFAULTS.group_commit_interval} s, chunk_wait "
+        f"{DEFAULTS.chunk_wait} s, pool_bytes {DEFAULTS.pool_bytes / MiB:g} MiB, "
+        f"direct_commit_size {DEFAULTS.direct_commit_size / MiB:g} MiB")
     table.notes.append(
         "what every byte uploaded once costs: the commit log's records (3% framing past the "
         "bodies) and their consume-queue units (32 B a message, 3%): about 1.06x")
     table.notes.append(
         "what a flushing producer still uploads twice: its consume-queue units (32 B a "
-        "message) and a flush's bytes past its last chunk when under 5 MiB, which go into "
-        "log objects and again into chunks")
+        "message, 3%), which go into a log object at each flush and into chunks later (the "
+        "table counts the chunks compaction made before close: about 2.4%), and the bytes "
+        "of the flush that ends the segment and of the one that starts the next when under "
+        "5 MiB (the first: once more by the merge, with the trailer). A flush's remainder "
+        "behind a chunk joins that chunk (a full chunk waits for 5 MiB behind it): one chunk "
+        "per flush of 5 MiB or more")
     table.notes.append(
         "flush every 1 MB: S3's floor. Its bytes are below the 5 MiB part minimum, so "
         "they go into log objects and are uploaded again into a chunk (docs/format.md, "

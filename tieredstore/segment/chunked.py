@@ -1,14 +1,15 @@
 """ChunkedSegment: a FileSegment as immutable chunk objects, merged on seal.
 
 Each ``commit0`` writes its bytes as chunk objects of at most ``chunk_size``
-bytes, each the next entry of the segment's chunk series (docs/format.md):
-created with ``If-None-Match: *`` at the id after the last entry this handle
-knows, with its CRC32C and this handle's random writer id in the object
-metadata. A retry that finds its own entry there (same writer id, size and
-CRC) has succeeded (the first attempt landed, its answer was lost); anything
-else there means a newer writer took the segment over, and this handle is
-fenced: every later commit raises ``SegmentFenced``
-(:mod:`tieredstore.segment.conditional` tells the two apart).
+bytes (with ``SegmentOptions.join_tail``, a tail shorter than that joins the
+chunk before it: an object of less than two chunks), each the next entry of
+the segment's chunk series (docs/format.md): created with ``If-None-Match: *``
+at the id after the last entry this handle knows, with its CRC32C and this
+handle's random writer id in the object metadata. A retry that finds its own
+entry there (same writer id, size and CRC) has succeeded (the first attempt
+landed, its answer was lost); anything else there means a newer writer took
+the segment over, and this handle is fenced: every later commit raises
+``SegmentFenced`` (:mod:`tieredstore.segment.conditional` tells the two apart).
 
 A writer that opens the segment with ``claim`` takes it over: it creates a
 zero-byte ``fence`` entry at the id after the last entry, so the previous
@@ -212,7 +213,8 @@ class ChunkedSegment(FileSegment):
 
     @property
     def commit_size(self) -> int:
-        """A commit of ``chunk_size`` bytes is one chunk object, one PUT."""
+        """A commit of ``chunk_size`` bytes (with ``join_tail``, of less than two) is
+        one chunk object, one PUT."""
         return self.options.chunk_size
 
     @property
@@ -296,9 +298,15 @@ class ChunkedSegment(FileSegment):
         # One piece after another, never in parallel: a crash then leaves a
         # contiguous prefix of chunks, never a hole that recovery would have to
         # tell apart from lost data. Parallelism comes from many segments.
+        # With join_tail a tail shorter than a chunk joins the chunk before it
+        # (one object of less than two chunks): a partial chunk between two
+        # others is one a merge cannot copy when under S3's part minimum.
         step = self.options.chunk_size
-        for offset in range(0, len(view), step):
-            piece = view[offset : offset + step]
+        starts = list(range(0, len(view), step))
+        if self.options.join_tail and len(starts) > 1 and len(view) % step:
+            starts.pop()
+        for i, offset in enumerate(starts):
+            piece = view[offset : starts[i + 1] if i + 1 < len(starts) else len(view)]
             body = piece.obj if isinstance(piece.obj, bytes) and len(piece) == len(piece.obj) \
                 else bytes(piece)
             assert isinstance(body, bytes)

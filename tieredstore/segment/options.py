@@ -16,7 +16,13 @@ class SegmentOptions:
     (``tieredstore-format``), as ``(key, value)`` pairs. ``derived``: the
     segment's bytes can be rebuilt from another file's (a consume queue or a
     key index, from the commit log), so a writer may hold them back longer
-    (the upload buffer pool's ``chunk_wait``).
+    (the upload buffer pool's ``chunk_wait``). ``join_tail``: a commit's tail
+    shorter than a chunk joins the chunk before it (one object of less than
+    two chunks), so that no partial chunk, which a merge cannot copy under
+    S3's part minimum, sits between two others; the message store's segments
+    do, for the pool commits a chunk and the remainder a flush found behind
+    it at once (``SegmentCommitter._keep``). Off: chunks of at most
+    ``chunk_size``.
     """
 
     chunk_size: int = 8 * MiB
@@ -26,6 +32,7 @@ class SegmentOptions:
     merge_concurrency: int = 4
     merged_metadata: tuple[tuple[str, str], ...] = ()
     derived: bool = False
+    join_tail: bool = False
 
     def __post_init__(self) -> None:
         for key in ("chunk_size", "max_size", "merge_concurrency"):

@@ -260,7 +260,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         segment = self._active
         self._rolling = True
         if not segment.sealed:
-            await self.ctx.pool.flush(segment)
+            await self.ctx.pool.flush(segment, last=True)  # its tail: a chunk, not the log
             leftover = await self.ctx.pool.detach(segment)
             if leftover:
                 raise self._corrupt(f"{len(leftover)} bytes could not be committed before "

@@ -113,7 +113,7 @@ class AsyncMessageStore(QueueReads):
             fetcher=compose.open_fetcher(backend, config),
             pool=compose.open_pool(config, backend),
             writer_id=writer_id or f"{config.broker}@{socket.gethostname()}:{os.getpid()}",
-            segment_options=config.options(SegmentOptions),
+            segment_options=config.options(SegmentOptions, join_tail=True),
             codec=codec,
             opener=codec or RecordCodec.from_config(config, strict=False),
         )

@@ -62,7 +62,7 @@ class SegmentCommitter:
     """
 
     __slots__ = ("_shared", "buffer", "chunk_filled", "chunk_rate", "commit_size", "detaching",
-                 "due_end", "error", "failures", "fatal", "label", "not_due_since",
+                 "due_end", "error", "failures", "fatal", "label", "last", "not_due_since",
                  "retry_direct", "retry_length", "segment", "waiters", "worker")
 
     def __init__(self, segment: FileSegment, commit_size: int, shared: PoolShared) -> None:
@@ -84,6 +84,9 @@ class SegmentCommitter:
         # whatever its length, for a chunk in doubt may stand (docs/format.md).
         self.retry_direct = False
         self.failures = 0  # failed commits in a row, since bytes last landed
+        # The segment takes no more bytes (a roll flushes it before its seal): its
+        # last commits go to it, not to the log (:meth:`_to_log`).
+        self.last = False
         self.not_due_since: float | None = None  # loop time of the oldest byte not yet due
         # Bytes per second at which the last full chunk filled (0: none has yet),
         # and the loop time it filled.
@@ -115,8 +118,9 @@ class SegmentCommitter:
     def place(self, body: bytes) -> int:
         """Buffer ``body`` (admitted by the budget already); return its position.
 
-        Whole ``commit_size`` runs become due at once, and everything does
-        with no group-commit interval.
+        Whole ``commit_size`` runs become due at once, but for the bytes
+        :meth:`_keep` leaves behind them (log mode: ``direct_commit_size``), and
+        everything does with no group-commit interval.
         """
         shared = self._shared
         n = len(body)
@@ -129,9 +133,9 @@ class SegmentCommitter:
         shared.not_due += n
         shared.metrics.appends += 1
         shared.metrics.bytes_appended += n
-        size = self.commit_size
-        if self.not_due >= size:
-            self.schedule(self.due_end + self.not_due // size * size, "chunk")
+        size, keep = self.commit_size, self._keep()
+        if self.not_due >= size + keep:
+            self.schedule(self.due_end + (self.not_due - keep) // size * size, "chunk")
         if interval <= 0:
             self.schedule(self.buffer.end, "interval")
         return position
@@ -143,18 +147,19 @@ class SegmentCommitter:
         to = min(to, self.buffer.end)
         if to <= self.due_end:
             return
+        if trigger == "chunk" and self.not_due_since is not None:
+            # The rate the bytes not yet due arrived at since the oldest; what is
+            # left behind the chunk arrived last, at that rate.
+            now = asyncio.get_running_loop().time()
+            self.chunk_rate = self.not_due / max(now - self.not_due_since, 1e-3)
+            self.chunk_filled = now
+            self.not_due_since = now - (self.buffer.end - to) / self.chunk_rate
         if self.error is None:
             shared.not_due -= to - self.due_end
         self.due_end = to
-        if trigger == "chunk" and self.not_due_since is not None:
-            now = asyncio.get_running_loop().time()
-            self.chunk_rate = self.commit_size / max(now - self.not_due_since, 1e-3)
-            self.chunk_filled = now
         if to == self.buffer.end:
             shared.timer.discard(self)
             self.not_due_since = None
-        elif trigger == "chunk":  # what is left arrived since the chunk filled, about now
-            self.not_due_since = asyncio.get_running_loop().time()
         if trigger is not None:
             shared.metrics.scheduled_by[trigger] += 1
         if self.worker is None and self.runnable:
@@ -201,9 +206,11 @@ class SegmentCommitter:
             self._shared.metrics.waited_for_chunk += 1
         return fills
 
-    async def flush(self, until: int | None = None) -> None:
-        """Make every buffered byte due; return when those before ``until`` (or all) land."""
+    async def flush(self, until: int | None = None, *, last: bool = False) -> None:
+        """Make every buffered byte due; return when those before ``until`` (or all)
+        land. ``last``: the segment takes no more bytes after these."""
         self.surface()
+        self.last = self.last or last
         target = self.buffer.end
         wait_for = target if until is None else min(until, target)
         if self.buffer.start >= wait_for:
@@ -279,7 +286,22 @@ class SegmentCommitter:
             self.worker = None
 
     def _next_length(self) -> int:
-        return self.retry_length or min(self.buffer.size, self.commit_size)
+        """A commit of ``commit_size``, or of every buffered byte if fewer than
+        ``commit_size`` + :meth:`_keep` (a remainder that would go into a log
+        object joins the chunk: one object, uploaded once)."""
+        if self.retry_length:
+            return self.retry_length
+        n, size = self.buffer.size, self.commit_size
+        return n if n < size + self._keep() else size
+
+    def _keep(self) -> int:
+        """Bytes a full chunk leaves behind it when it becomes due: in the log
+        mode ``direct_commit_size`` (if under a chunk), so that a flush or group
+        commit coming after it finds at least that much and commits it to the
+        segment, where a remainder under ``direct_commit_size`` would go into a
+        log object and be uploaded again into a chunk; 0 in the direct mode."""
+        direct = self._direct_size()
+        return direct if direct < self.commit_size else 0
 
     def _direct_size(self) -> int:
         """The smallest commit that goes to the segment: a chunk, or in the log
@@ -291,16 +313,20 @@ class SegmentCommitter:
     def _to_log(self, length: int) -> bool:
         """Whether a commit of ``length`` bytes goes to the log sink.
 
-        The retry of a commit that went to the segment goes there again. Else
-        only a commit smaller than a chunk and than the pool's
-        ``direct_commit_size`` (S3's part minimum, 5 MiB, by default) does. One
-        at least that long goes to its segment as a
-        chunk (``commit0``), full or not: a merge copies it server-side
+        The retry of a commit goes where its first attempt went. Else only a
+        commit smaller than a chunk and than the pool's ``direct_commit_size``
+        (S3's part minimum, 5 MiB, by default) does, and not the last bytes of
+        a segment (``last``: a roll's tail, which its seal would move from the
+        log into a chunk anyway). One at least that long goes to its segment
+        as a chunk (``commit0``), full or not: a merge copies it server-side
         (``tieredstore.segment.planner``), so its bytes are uploaded once, where
         in a log object they would be uploaded again by compaction.
         """
         sink = self._shared.log_sink
-        if self.retry_length is not None and self.retry_direct:
+        if self.retry_length is not None:
+            if self.retry_direct:
+                return False
+        elif self.last:
             return False
         return sink is not None and length < self._direct_size() and sink.accepts(self.segment)
 
@@ -359,7 +385,9 @@ class SegmentCommitter:
         """While a chunk uploads, join the next one if its bytes are here: its
         commit then starts the moment this one lands, not after its join."""
         buf, size = self.buffer, self.commit_size
-        if buf.start <= position and position + size <= min(buf.end, self.due_end):
+        # That commit is one chunk if enough bytes are behind it (:meth:`_next_length`).
+        if (buf.start <= position and position + size <= self.due_end
+                and position + size + self._keep() <= buf.end):
             self._shared.hand_off()  # the upload's thread first, to its system calls
             buf.join(position, size)
 

@@ -17,13 +17,33 @@ class PoolOptions:
 
     ``budget_bytes`` bounds every byte appended and not yet committed, across
     all segments (bytes being uploaded count until their commit lands).
+    512 MiB by default: 64 busy queues need about 64 x 5 MiB not yet due
+    under ``high_water`` for their commits to reach S3's part minimum
+    (``direct_commit_size``) before the pool's room-making commits them
+    (measured, ``bench busy_queues``: 2.1x the data uploaded with 64 MiB,
+    1.6x with 256 MiB). A budget, not an allocation: a host holds that much
+    only while its producers outrun the uploads (RSS about 1.3x the bytes
+    held, BENCHMARKS.md *Memory*; the sync store's outbox may hold as much
+    again), and a quiet host holds a few group commits' worth.
     ``chunk_size`` cuts the commits of segments whose ``commit_size`` is None
-    (a ``ChunkedSegment`` says its own chunk size). Above ``high_water`` x budget of bytes not yet
-    due for commit, the pool makes room by committing the largest buffers
-    until at most ``low_water`` x budget are left. ``chunk_wait``: seconds a
-    segment's bytes may wait for a full chunk when a group commit comes, if
-    their rate will make one by then (0: never; see
-    :meth:`SegmentCommitter.waits_for_chunk`). ``thread_handoff``: seconds a
+    (a ``ChunkedSegment`` says its own chunk size). Above ``high_water`` x
+    budget of bytes not yet due for commit, the pool makes room by
+    committing the largest buffers until at most ``low_water`` x budget are
+    left. ``chunk_wait``: seconds a segment's bytes may wait for a full chunk
+    (log mode: for ``direct_commit_size``) when a group commit comes, if their
+    rate will make one by then (0: never; see
+    :meth:`SegmentCommitter.waits_for_chunk`). 10 s by default, so that a
+    busy queue's bytes are uploaded once, as chunks, instead of into log
+    objects and again into chunks (64 busy queues: 1.1x the data instead of
+    2.1x). What it costs: held bytes become durable, their messages visible
+    to other processes reading the bucket and their offsets part of
+    ``commit_offset``, up to ``chunk_wait`` after their append instead of one
+    ``group_commit_interval`` (a consume queue's units, held as long whatever
+    their rate, up to ``chunk_wait`` after their records landed); a crash
+    loses up to that much of what was appended and not flushed. The host's
+    own reads see the bytes at once (they are read from the pool), and
+    ``flush()``, a roll, a detach and ``close()`` never wait (they make every
+    byte due). ``thread_handoff``: seconds a
     producer that appends without waiting sleeps, once per ``YIELD_BYTES``,
     while commits are in flight on an object store that runs them in worker
     threads (``ObjectStore.runs_in_threads``): long enough for such a thread,
@@ -31,7 +51,10 @@ class PoolOptions:
     (write mode log): a commit of at least this many bytes goes to its
     segment as a chunk, full or not, never into a log object; S3's part
     minimum by default, the smallest chunk a merge copies server-side (see
-    :meth:`SegmentCommitter._to_log`).
+    :meth:`SegmentCommitter._to_log`). A full chunk becomes due only with
+    that many bytes behind it, and a commit takes up to that many past a
+    chunk (:meth:`SegmentCommitter._keep`), so that a flush's remainder
+    joins a chunk instead of going into a log object.
 
     No retry settings: the object store's chokepoint retries each request; a
     commit that fails after that is reported, and its bytes are committed
@@ -39,10 +62,10 @@ class PoolOptions:
     :mod:`tieredstore.segment.pool.committer`).
     """
 
-    budget_bytes: int = 64 * MiB
+    budget_bytes: int = 512 * MiB
     chunk_size: int = SegmentOptions().chunk_size
     group_commit_interval: float = 0.2
-    chunk_wait: float = 0.0
+    chunk_wait: float = 10.0
     direct_commit_size: int = MIN_PART_SIZE
     thread_handoff: float = 0.0
     upload_concurrency: int = 16

@@ -90,11 +90,30 @@ class UploadBufferPool:
         buffer's bytes due at once. Call before the first append."""
         self._shared.log_sink = sink
 
-    def _interval_passed(self, committer: SegmentCommitter) -> None:
-        """The group-commit interval of ``committer``'s oldest byte not yet due
-        passed; in write mode log, every buffer's bytes become due with it, so
-        that one log object takes them all."""
-        for due in self._not_due() if self._shared.log_sink is not None else [committer]:
+    def _interval_passed(self, committers: list[SegmentCommitter]) -> None:
+        """The group-commit interval of ``committers``' oldest bytes not yet due
+        passed; in write mode log, every buffer's bytes become due with them, so
+        that one log object takes them all (each buffer looked at once).
+
+        With ``chunk_wait``, derived segments' bytes (consume queues: their
+        interval starts when their records land, out of step with the commit
+        log's) make no group commit of their own while a commit log's bytes
+        are buffered: those make one within an interval, and the derived bytes
+        go with it (they wait ``chunk_wait`` anyway). Else each dispatch
+        would start group commits of its own, a log object more per interval
+        (1,000 quiet queues: about 40,000 PUTs an hour instead of 18,000)."""
+        if self._shared.log_sink is None:
+            for committer in committers:
+                committer.interval_passed()
+            return
+        pending = self._not_due()
+        if (self.options.chunk_wait > 0 and all(c.segment.derived for c in committers)
+                and any(not c.segment.derived for c in pending)):
+            for committer in committers:
+                if committer.not_due > 0 and committer.error is None:
+                    self._shared.timer.add(committer)  # looked at by that group commit
+            return
+        for due in pending:
             due.interval_passed()
 
     def _not_due(self) -> list[SegmentCommitter]:
@@ -214,11 +233,15 @@ class UploadBufferPool:
 
     # --- flushing and closing -----------------------------------------------
 
-    async def flush(self, segment: FileSegment | None = None, until: int | None = None) -> None:
+    async def flush(self, segment: FileSegment | None = None, until: int | None = None, *,
+                    last: bool = False) -> None:
         """Return when everything appended before the call (to ``segment``, or to
         every segment) is committed; raise what stopped it otherwise. With
         ``segment`` and ``until``, everything is still made due, but the call
         returns once ``segment``'s bytes before position ``until`` are committed.
+        ``last`` (with ``segment``): it takes no more bytes (a roll, before its
+        seal), so its last commits go to it as a chunk whatever their length,
+        never into a log object that the seal would move into a chunk again.
 
         With several failed segments, the others still complete; the first
         error is raised and the rest are logged.
@@ -226,7 +249,7 @@ class UploadBufferPool:
         if segment is not None:
             committer = self._committers.get(id(segment))
             if committer is not None:
-                await committer.flush(until)
+                await committer.flush(until, last=last)
             return
         committers = [c for c in self._committers.values()
                       if c.buffer.size or c.error is not None]

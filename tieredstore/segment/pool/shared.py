@@ -36,7 +36,7 @@ class PoolShared:
                  "slots", "tasks", "timer")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions,
-                 interval_passed: Callable[[SegmentCommitter], None]) -> None:
+                 interval_passed: Callable[[list[SegmentCommitter]], None]) -> None:
         self.budget = budget
         self.metrics = metrics
         self.options = options
