@@ -325,7 +325,8 @@ async def test_held_consume_queue_bytes_start_no_group_commit_of_their_own() -> 
     records land, out of step with the commit log's) makes no group commit
     while a commit log's bytes are buffered: those go at their own interval,
     so quiet queues make one log object per interval, not one more per
-    dispatch (1,000 quiet queues: about 40,000 PUTs an hour instead of 18,000)."""
+    dispatch (1,000 quiet queues: about 40,000 PUTs an hour instead of
+    18,000). The held bytes ride that group commit's log object."""
     interval = 1.0
     held, quiet, sink = DerivedSegment(), MemorySegment(), ListSink()
     loop = asyncio.get_running_loop()
@@ -337,8 +338,27 @@ async def test_held_consume_queue_bytes_start_no_group_commit_of_their_own() -> 
         await pool.append(quiet, b"v" * 100)
         await until(lambda: sink.puts != [], within=10 * interval)
         # At the held bytes' interval (half of one from now) nothing went: the
-        # quiet bytes went at their own, and the held ones still wait.
+        # quiet bytes went at their own, and the held ones with them.
         assert loop.time() - started >= 0.9 * interval
-        assert sink.puts == [(0, 100)] and quiet.data == b"v" * 100 and held.data == b""
-        await pool.flush(held)
-    assert held.data == b"u" * 100
+        await until(lambda: len(sink.puts) == 2)
+        assert quiet.data == b"v" * 100 and held.data == b"u" * 100
+        assert pool.metrics.scheduled_by["flush"] == 0
+
+
+async def test_held_consume_queue_bytes_wait_while_no_log_object_is_written() -> None:
+    """With ``chunk_wait``, a derived segment's bytes wait out group commits
+    that write nothing else (a busy commit log waiting for its chunk), and
+    ride the next that writes a log object."""
+    held, busy, quiet, sink = DerivedSegment(), MemorySegment(), MemorySegment(), ListSink()
+    async with make_pool(group_commit_interval=0.05, chunk_wait=30.0,
+                         direct_commit_size=4 * KiB) as pool:
+        pool.send_small_commits_to(sink)
+        await pool.append(held, b"u" * 100)
+        for _ in range(10):  # 1 KiB every 10 ms: 4 KiB well within chunk_wait
+            await pool.append(busy, b"w" * KiB)
+            await asyncio.sleep(0.01)
+        assert held.data == b"" and sink.puts == []
+        assert pool.metrics.waited_for_chunk > 0
+        await pool.append(quiet, b"v" * 100)
+        await until(lambda: held.data == b"u" * 100)
+        assert quiet.data == b"v" * 100

@@ -166,12 +166,18 @@ class SegmentCommitter:
             self.worker = shared.tasks.spawn(self._drain(), f"commit {self.label}",
                                             priority=Priority.HOST)
 
-    def interval_passed(self) -> None:
-        """The group-commit interval of the oldest byte not yet due has passed."""
-        if self.waits_for_chunk(asyncio.get_running_loop().time()):
+    def interval_passed(self, *, ride: bool = False) -> bool:
+        """The group-commit interval of the oldest byte not yet due has passed:
+        make the bytes due, or let them wait (:meth:`waits_for_chunk`); whether
+        they went into a log object. ``ride``: a log object is being written
+        anyway, and a derived segment's bytes go with it, whatever their wait."""
+        if not (ride and self.segment.derived) and self.waits_for_chunk(
+                asyncio.get_running_loop().time()):
             self._shared.timer.add(self)  # looked at again one interval from now
-            return
+            return False
+        to_log = self._to_log(self._next_length())
         self.schedule(self.buffer.end, "interval")
+        return to_log
 
     def waits_for_chunk(self, now: float) -> bool:
         """Whether the bytes not yet due, at the rate they arrived since the oldest,
@@ -185,7 +191,8 @@ class SegmentCommitter:
         a producer stalled for a moment (the loop busy uploading that chunk) does
         not make a busy segment look quiet. A derived segment's bytes
         (``FileSegment.derived``: rebuilt from another file after a crash) wait
-        that long whatever their rate. Never while a flush waits on them."""
+        that long whatever their rate (unless they ride a log object written
+        anyway: :meth:`interval_passed`). Never while a flush waits on them."""
         wait, since, n = self._shared.options.chunk_wait, self.not_due_since, self.not_due
         if wait <= 0 or since is None or n <= 0 or self.waiters:
             return False

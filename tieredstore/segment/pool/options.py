@@ -38,9 +38,10 @@ class PoolOptions:
     2.1x). What it costs: held bytes become durable, their messages visible
     to other processes reading the bucket and their offsets part of
     ``commit_offset``, up to ``chunk_wait`` after their append instead of one
-    ``group_commit_interval`` (a consume queue's units, held as long whatever
-    their rate, up to ``chunk_wait`` after their records landed); a crash
-    loses up to that much of what was appended and not flushed. The host's
+    ``group_commit_interval`` (a busy queue's consume-queue units, held as
+    long when no log object is written anyway, up to ``chunk_wait`` after
+    their records landed: see :meth:`UploadBufferPool._interval_passed`); a
+    crash loses up to that much of what was appended and not flushed. The host's
     own reads see the bytes at once (they are read from the pool), and
     ``flush()``, a roll, a detach and ``close()`` never wait (they make every
     byte due). ``thread_handoff``: seconds a
