@@ -138,6 +138,10 @@ def test_inspect_lists_every_view_as_json(where: Where,
     chunks = where.json(capsys, "inspect", "chunks", "--topic", "orders", "--queue", "0",
                         "--type", "commitlog")
     assert chunks and all(len(c["crc32c"]) == 8 for c in chunks)
+    # object: the key below the segment's file (a chunk or merged object of the
+    # segment), or the whole key of the broker's log object that holds the unit
+    assert all(c["object"].startswith(f"seg-{c['base']:020d}/") or "/log/log-" in c["object"]
+               for c in chunks), chunks
 
 
 def test_verify_recover_repair_and_gc_print_one_document(

@@ -29,7 +29,9 @@ open), and ``lost`` (why, for a queue whose metadata is lost). ``segments``:
 ``topic, queue, type, base, size, state, sealed, merged, recorded, trimmed,
 first_offset, last_offset`` (both inclusive: the record's), ``units, objects,
 stored_bytes, error``. ``chunks``: ``topic, queue, type, base, position,
-length, object, object_offset, crc32c`` (hex).
+length, object, object_offset, crc32c`` (hex); ``object`` is the key below the
+queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a unit held
+in the broker's log, that log object's whole key.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ async def chunk_rows(store: ObjectStore, topic: str, queue_id: int, file_type: F
         crc = await unit_crc(store, unit)
         rows.append({"topic": topic, "queue": queue_id, "type": file_type.label,
                      "base": view.base, "position": unit.position, "length": unit.length,
-                     "object": unit.key[len(view.path.file_prefix):],
+                     "object": unit.key.removeprefix(view.path.file_prefix),
                      "object_offset": unit.object_offset,
                      "crc32c": f"{crc:08x}" if crc is not None else None})
     return rows
