@@ -239,6 +239,24 @@ def test_an_unknown_topic_or_queue_is_an_error_naming_it_and_what_exists(
         assert (code, out, err) == (2, "", f"tieredstore: {error}\n"), argv
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["--timestamp", "1700000000"], "timestamp: 1700000000 (1970-01-20T16:13:20.000Z) is "),
+    (["--key", "k" * 70_000], "keys[0]"),
+    (["--tag", "\ud800"], "tags"),
+])
+def test_produce_refuses_a_bad_message_before_it_claims_the_queue(
+        where: Where, capsys: pytest.CaptureFixture[str], argv: list[str], error: str) -> None:
+    """A message produce would refuse is refused before the store is opened: the
+    queue keeps its writer and head (a live broker is not fenced by a typo)."""
+    before = where.json(capsys, "inspect", "--topic", "orders", "--queue", "0")
+    code, out, err = where.run(capsys, "produce", "--topic", "orders", "--queue", "0",
+                               "--count", "1", *argv)
+    assert (code, out) == (2, "") and error in err, err
+    after = where.json(capsys, "inspect", "--topic", "orders", "--queue", "0")
+    assert [(q["writer"], q["head_version"]) for q in after] == \
+        [(q["writer"], q["head_version"]) for q in before]
+
+
 def test_demo_reports_as_json(where: Where, capsys: pytest.CaptureFixture[str],
                               clean_environment: Path) -> None:
     if where.backend == "local":

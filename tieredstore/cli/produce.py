@@ -3,8 +3,10 @@
 Bodies come from ``--count N --size B`` (generated), ``--file F`` (one message
 per line) or standard input (one message per line). Producing is writing:
 opening the store recovers and claims its queues, which fences any other
-writer of the same broker. Reading standard input on a terminal, it says so
-on stderr first.
+writer of the same broker; so the topic, queue, keys, tags, properties and
+timestamp every message shares are checked first, and a bad one is an error
+(exit 2) that leaves the store untouched. Reading standard input on a
+terminal, it says so on stderr first.
 
 Prints one line: what was appended, offsets ``[first, end)``. ``--json``:
 ``{"topic", "queue", "count", "bytes", "first_offset", "end_offset",
@@ -23,7 +25,7 @@ from typing import BinaryIO
 
 from tieredstore import sync
 from tieredstore.config import human_size
-from tieredstore.store import AsyncMessageStore
+from tieredstore.store import AsyncMessageStore, check_append
 
 from .common import (
     CliError,
@@ -72,6 +74,11 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
         raise CliError(f"--size {args.size} is larger than max_message_size = "
                        f"{human_size(config.max_message_size, exact=False)}")
     properties = dict(args.property or ())
+    # What every message shares is checked before the store is opened: opening
+    # claims the queue, and a typo must not fence a live writer.
+    check_append(args.topic, args.queue, b"", keys=tuple(args.key or ()), tags=args.tag,
+                 properties=properties, timestamp=args.timestamp, offset=None, config=config,
+                 topic_reserved_time={})
     count = size = 0
     first = last = -1
     async with await AsyncMessageStore.open(config) as store:

@@ -16,7 +16,7 @@ from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
-from tieredstore.store.arguments import MAX_TIMESTAMP
+from tieredstore.store.arguments import MAX_TIMESTAMP, check_append
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.columns import Columns
 from tieredstore.store.compose import (
@@ -88,6 +88,7 @@ __all__ = [
     "UnmergedSurvey",
     "ListedFile",
     "MAX_TIMESTAMP",
+    "check_append",
     "first_live",
     "list_recorded",
     "merge_segment",
