@@ -152,13 +152,14 @@ def test_take_over_commands_add_no_ledger(tmp_path: Path,
     ids = [r["ledger_id"] for r in run_json(capsys, data, "list")["ledgers"]]
     assert ids == [0, 1, 2]
     assert sorted(p.name for p in (data / "ledgers").iterdir()) == [
-        f"{i:020d}.{ext}" for i in range(3) for ext in ("log", "meta")]
+        f"{i:020d}.{ext}" for i in range(3) for ext in ("log", "meta")] + [
+        f"{4:020d}.next"]  # the dropped ledger 3's id is never given again
     # The next real owner starts its ledger after them and appends.
     async def append() -> None:
         config = load_config(env={}, backend="local", local_path=str(data), local_fsync=False)
         host = LedgerHost.create(config, LocalObjectStore(data, fsync=False))
         ml = await host.open(NAME)
-        assert ml.current_ledger_id == 3  # ids are not reused: 3 was dropped, never used
+        assert ml.current_ledger_id == 4  # ids are not reused: 3 was dropped
         await ml.add_entry(b"more")
         await ml.close()
         await host.close()

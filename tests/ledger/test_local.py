@@ -138,6 +138,22 @@ async def test_ids_exists_delete(ledgers: LocalLedgerStore) -> None:
         await ledgers.open_ledger(10)
 
 
+async def test_an_id_is_never_given_twice(ledgers: LocalLedgerStore) -> None:
+    """Ledger ids are unique for the life of the directory, as BookKeeper's: a
+    deleted ledger's id is not given again (managed ledgers share the directory,
+    and one deleting "its" ledger 1 must not delete another's new ledger 1),
+    also by a store opened on the directory later."""
+    made = [await ledgers.create_ledger() for _ in range(3)]
+    for writer in made:
+        await writer.close()
+    assert await ledgers.delete_ledger(2) and await ledgers.delete_ledger(1)
+    assert (await ledgers.create_ledger()).ledger_id == 3
+    assert await ledgers.delete_ledger(3)
+    again = LocalLedgerStore(ledgers.root, fsync=False)
+    assert (await again.create_ledger()).ledger_id == 4
+    assert await again.ledger_ids() == [0, 4]
+
+
 async def test_digest_is_checked_on_read(ledgers: LocalLedgerStore) -> None:
     writer = await ledgers.create_ledger()
     await writer.append_many([b"first", b"second", b"third"])

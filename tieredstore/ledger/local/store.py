@@ -6,6 +6,12 @@ CRC32C digest per entry), and ``{id:020d}.meta``, its BookKeeper ledger
 metadata. The metadata file's existence is the ledger's: it is created last
 (``link(2)``, so never half-written, and never over an existing one) and
 deleted first. It is replaced by ``rename(2)``.
+
+Ids are never given twice, as BookKeeper's: managed ledgers share the
+directory, and one that deletes its ledger must never delete another's that
+got the same id. A new ledger takes the id after the highest ledger present,
+and at least the floor ``{id:020d}.next`` (an empty file) that each delete
+raises to the deleted id + 1 before the ledger's files go.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from tieredstore.ledger.logfile import check_id, fsync_dir, write_file
 from tieredstore.metadata.errors import CorruptMetadata
 
 _META_NAME = re.compile(r"([0-9]{20})\.meta")
+_FLOOR_NAME = re.compile(r"([0-9]{20})\.next")
 
 
 class LocalLedgerStore:
@@ -97,7 +104,22 @@ class LocalLedgerStore:
 
     def _next_id(self) -> int:
         ids = self._list_ids()
-        return ids[-1] + 1 if ids else 0
+        return max(ids[-1] + 1 if ids else 0, max(self._floors(), default=0))
+
+    def _floors(self) -> list[int]:
+        """The ``.next`` floors present (each delete leaves one; the highest counts)."""
+        return [int(m.group(1)) for name in os.listdir(self.root)
+                if (m := _FLOOR_NAME.fullmatch(name))]
+
+    def _raise_floor(self, floor: int) -> None:
+        """Make ``floor`` the lowest id a new ledger may take, durably, then drop
+        the lower floors (a concurrent delete's higher one stays: the highest counts)."""
+        (self.root / f"{floor:020d}.next").touch()
+        if self.fsync:
+            fsync_dir(self.root)
+        for old in self._floors():
+            if old < floor:
+                (self.root / f"{old:020d}.next").unlink(missing_ok=True)
 
     def _list_ids(self) -> list[int]:
         found = []
@@ -152,6 +174,8 @@ class LocalLedgerStore:
         return await asyncio.to_thread(self._delete, ledger_id)
 
     def _delete(self, ledger_id: int) -> bool:
+        if self.meta_path(ledger_id).exists():
+            self._raise_floor(ledger_id + 1)  # before the id is free: never given again
         try:
             self.meta_path(ledger_id).unlink()
         except FileNotFoundError:
