@@ -195,6 +195,23 @@ def test_ledger_actions_print_one_document(where: Where,
         assert bucket in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["--first", "4"], "cannot read entries [4, 3)"),
+    (["--last", "9"], "cannot read entries [0, 10)"),
+    (["--first", "-1"], "cannot read entries [-1, 3)"),
+    (["--first", "2", "--last", "0"], "cannot read entries [2, 1)"),
+])
+def test_ledger_read_outside_the_ledger_is_an_error(
+        where: Where, capsys: pytest.CaptureFixture[str], argv: list[str], error: str) -> None:
+    """Entries the ledger does not hold are an error naming what it holds, in the
+    one range notation; reading from its end prints nothing."""
+    ledger = ["--name", LEDGER, "--ledgers", where.ledgers, "--ledger", "0"]
+    assert where.json(capsys, "ledger", "read", "--first", "3", *ledger)["entries"] == []
+    code, out, err = where.run(capsys, "ledger", "read", *argv, *ledger)
+    assert (code, out, err) == (2, "", f"tieredstore: managed ledger {LEDGER!r}: ledger 0 "
+                                       f"holds entries [0, 3): {error}\n")
+
+
 def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --listen: one pass over the bucket, the exporter's per-queue values."""
     done = where.json(capsys, "metrics")

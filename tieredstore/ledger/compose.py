@@ -149,8 +149,11 @@ class LedgerHost:
 
     async def read(self, name: str, ledger_id: int, first: int, last: int | None
                    ) -> list[LedgerEntry]:
-        """Entries ``first..last`` (None: to the end) of a closed ledger of ``name``:
-        from its offload when complete, else from the local copy."""
+        """Entries ``first`` to ``last`` inclusive (None: to the end) of a closed
+        ledger of ``name``: from its offload when complete, else from the local
+        copy. Entries the ledger does not hold are an error naming what it holds,
+        ``[0, end)``; from its end (``first`` = end, or ``last`` = ``first`` - 1)
+        there is nothing to read."""
         meta = await self._metadata(name)
         info = await meta.ledger(ledger_id)
         if info is None or not state.is_sealed(meta.head, info):
@@ -159,8 +162,12 @@ class LedgerHost:
         source = choose_sources(info, ReadPriority.TIERED_STORAGE_FIRST)[0]
         handle = await open_copy(source, info, self.ledgers, self.offloader)
         try:
-            end = handle.last_add_confirmed if last is None else last
-            return await handle.read(first, end) if first <= end else []
+            held = handle.last_add_confirmed + 1
+            end = held if last is None else last + 1
+            if not 0 <= first <= end <= held:
+                raise PositionOutOfRange(f"ledger {ledger_id} holds entries [0, {held}): "
+                                         f"cannot read entries [{first}, {end})", name=name)
+            return await handle.read(first, end - 1) if first < end else []
         finally:
             await handle.close()
 
