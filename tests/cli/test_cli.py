@@ -197,6 +197,18 @@ def test_produce_then_consume_round_trip(cli: Cli, tmp_path: Path) -> None:
     assert re.fullmatch(r"300\t\d{4}-\d\d-\d\dT[\d:.]+Z\tfirst\n", text)
 
 
+def test_consume_text_tells_a_backslash_from_a_byte_that_is_not_utf8(cli: Cli,
+                                                                      tmp_path: Path) -> None:
+    """Text output escapes a backslash as \\\\ and shows a byte that is not UTF-8 as
+    \\xNN: the four characters \\xff and the byte 0xff print differently."""
+    lines = tmp_path / "lines.txt"
+    lines.write_bytes(b"\\xff\n\xff\na\tb\\n\n")
+    cli.ok("produce", "--topic", "esc", "--queue", "0", "--file", str(lines))
+    text = cli.ok("consume", "--topic", "esc", "--queue", "0")
+    assert [line.split("\t", 2)[2] for line in text.splitlines()] == \
+        ["\\\\xff", "\\xff", "a\\tb\\\\n"]
+
+
 def test_consume_from_a_time(cli: Cli) -> None:
     for stamp in ("1000", "2000", "3000"):
         cli.ok("produce", "--topic", "t", "--queue", "0", "--count", "40", "--timestamp",

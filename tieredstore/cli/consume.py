@@ -5,8 +5,9 @@ found by listing, so a broker writing the store is not disturbed. It sees
 what is durable in the bucket (see :mod:`tieredstore.store.view`). Every
 record is checked (CRC32C, offset) as ``get`` checks it.
 
-Prints ``offset, store time, body`` a line (tabs between, newlines and tabs
-in the body escaped), and a summary on stderr (the offsets consumed,
+Prints ``offset, store time, body`` a line (tabs between; in the body newlines,
+tabs and backslashes escaped as ``\\n``, ``\\t``, ``\\\\``, and bytes that are not
+UTF-8 as ``\\xNN``), and a summary on stderr (the offsets consumed,
 ``[first, end)``). ``--json``: one JSON object a line, ``{"topic", "queue",
 "offset", "timestamp" (ms), "time" (ISO 8601), "keys" [...], "tags" (null:
 none), "properties" {...}, "encoding" ("utf-8" or "base64"), "body"}``;
@@ -70,9 +71,10 @@ def as_json(message: Message) -> str:
 
 
 def as_text(message: Message) -> str:
-    body = message.body.decode("utf-8", "backslashreplace")
-    body = body.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r") \
-        .replace("\t", "\\t")
+    # Backslashes escaped before the bytes that are not UTF-8 become \xNN: the
+    # four characters \xff print as \\xff, the byte 0xff as \xff.
+    body = bytes(message.body).replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+    body = body.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     return f"{message.offset}\t{iso(message.store_timestamp)}\t{body}"
 
 
