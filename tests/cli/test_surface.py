@@ -144,6 +144,18 @@ def test_inspect_lists_every_view_as_json(where: Where,
                for c in chunks), chunks
 
 
+@pytest.mark.parametrize("what", [[], ["queues"], ["topics"]])
+@pytest.mark.parametrize("option", [["--segment", "0"], ["--type", "commitlog"]])
+def test_inspect_refuses_a_segment_option_where_it_lists_no_segments(
+        where: Where, capsys: pytest.CaptureFixture[str], what: list[str],
+        option: list[str]) -> None:
+    """--segment and --type select segments and chunks: on the queues or topics
+    listing they would do nothing, so they are refused."""
+    code, out, err = where.run(capsys, "inspect", *what, *option)
+    assert (code, out) == (2, "") and \
+        f"{option[0]} selects segments and chunks only" in err, err
+
+
 def test_verify_recover_repair_and_gc_print_one_document(
         where: Where, capsys: pytest.CaptureFixture[str]) -> None:
     report = where.json(capsys, "verify")

@@ -62,6 +62,7 @@ from tieredstore.store import (
 from tieredstore.tasks import gather_bounded
 
 from .common import (
+    CliError,
     check_selected,
     nonnegative_int,
     open_existing_store,
@@ -191,6 +192,11 @@ def render(what: str, rows: list[Row]) -> str:
 
 
 async def inspect(args: argparse.Namespace) -> list[Row]:
+    if args.what in ("topics", "queues"):
+        for option, value in (("--segment", args.segment), ("--type", args.type)):
+            if value is not None:
+                raise CliError(f"{option} selects segments and chunks only: "
+                               f"inspect segments {option} {value} (or chunks)")
     config = resolve_config(args)
     async with open_existing_store(config) as store:
         log = await load_log(store, config)
