@@ -361,6 +361,23 @@ def test_produce_on_a_terminal_says_it_reads_standard_input(
     assert json.loads(out.out)["count"] == 2
 
 
+def test_ledger_append_on_a_terminal_says_it_reads_standard_input(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.TextIOWrapper):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal(io.BytesIO(b"one\ntwo\n")))
+    assert main(["ledger", "append", "--name", "t", "--data-dir", str(tmp_path / "d"),
+                 "--json"]) == 0
+    out = capsys.readouterr()
+    assert out.err.splitlines()[0].startswith("tieredstore ledger append: reading entries "
+                                              "from standard input, one a line; end with "
+                                              "Ctrl-D")
+    assert json.loads(out.out)["positions"] == ["0:0", "0:1"]
+
+
 def test_bench_reports_as_json_and_refuses_store_flags(
         clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -223,6 +223,9 @@ async def _run(config: TieredStoreConfig, args: argparse.Namespace) -> int:
 
 
 async def _append(host: LedgerHost, args: argparse.Namespace) -> int:
+    if args.entry is None and sys.stdin.isatty():
+        print("tieredstore ledger append: reading entries from standard input, one a line; "
+              "end with Ctrl-D (or give --entry TEXT)", file=sys.stderr)
     texts = args.entry if args.entry is not None else sys.stdin.read().splitlines()
     ml = await host.open(args.name, writer_id=_writer_id())
     try:
