@@ -224,6 +224,19 @@ def test_ledger_read_outside_the_ledger_is_an_error(
                                        f"holds entries [0, 3): {error}\n")
 
 
+def test_ledger_append_of_nothing_is_refused_before_it_takes_over(
+        where: Where, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --entry and nothing on stdin (without --rollover): an error, and the
+    managed ledger is not taken over (no new ledger, the owner not fenced)."""
+    ledger = ["--name", LEDGER, "--ledgers", where.ledgers]
+    before = where.json(capsys, "ledger", "list", *ledger)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code, out, err = where.run(capsys, "ledger", "append", *ledger)
+    assert (code, out) == (2, "") and "no entries to append" in err, err
+    assert where.json(capsys, "ledger", "list", *ledger) == before
+
+
 def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --listen: one pass over the bucket, the exporter's per-queue values."""
     done = where.json(capsys, "metrics")

@@ -7,7 +7,8 @@ The local ledgers live in ``--ledgers DIR`` (default ``ledger_dir``, or
 read: they never take the managed ledger over. ``append`` creates the
 managed ledger (and a local store) if need be, takes it over and appends
 entries: ``--entry TEXT`` (repeated), else one per line of stdin;
-``--rollover`` closes its ledger after them. ``offload``, ``sweep`` and
+``--rollover`` closes its ledger after them (no entries and no
+``--rollover`` is an error, before anything is taken over). ``offload``, ``sweep`` and
 ``delete`` take it over, fencing any other owner (run them with the broker
 that owns it stopped); they append nothing, so they start no new ledger (the
 one left open is closed, and dropped if empty, as Pulsar drops a ledger
@@ -227,6 +228,9 @@ async def _append(host: LedgerHost, args: argparse.Namespace) -> int:
         print("tieredstore ledger append: reading entries from standard input, one a line; "
               "end with Ctrl-D (or give --entry TEXT)", file=sys.stderr)
     texts = args.entry if args.entry is not None else sys.stdin.read().splitlines()
+    if not texts and not args.rollover:  # taking it over for nothing would fence its owner
+        raise CliError("no entries to append: give --entry TEXT or lines on standard input "
+                       "(--rollover alone closes the current ledger)")
     ml = await host.open(args.name, writer_id=_writer_id())
     try:
         positions = await ml.add_entries([t.encode() for t in texts]) if texts else []
