@@ -358,6 +358,30 @@ def test_a_command_serves_metrics_when_given_the_flag_only(
             capsys.readouterr().err
 
 
+def test_recover_reports_a_queue_it_could_not_open_and_exits_1(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A queue the open could not recover (its one commit-log chunk fails its
+    CRC32C) is in the report, with why, and the exit status is 1: it printed
+    'no queues' and exited 0."""
+    data = ["--data-dir", str(tmp_path / "d")]
+    for queue in ("0", "1"):  # 5.2 MB each: one chunk object (direct_commit_size)
+        assert main(["produce", "--topic", "o", "--queue", queue, "--count", "2600",
+                     "--size", "2000", "-q", *data]) == 0
+    [chunk] = [p for p in (tmp_path / "d").rglob("*") if "/o/1/commitlog/" in str(p)
+               and p.stat().st_size > 5_000_000]
+    body = bytearray(chunk.read_bytes())
+    body[len(body) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(body))
+    capsys.readouterr()
+    assert main(["recover", "--json", *data]) == 1
+    queues = {q["queue"]: q for q in json.loads(capsys.readouterr().out)["queues"]}
+    assert queues[0]["state"] == "ok", queues
+    assert queues[1]["state"] == "corrupt" and "CRC32C" in queues[1]["reason"], queues
+    assert main(["recover", *data]) == 1
+    out = capsys.readouterr().out
+    assert "recovered 1 of 2 queues" in out and "CORRUPT o/1:" in out, out
+
+
 def test_produce_on_a_terminal_says_it_reads_standard_input(
         clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

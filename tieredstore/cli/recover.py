@@ -78,20 +78,28 @@ async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[
                   for key in await listed_queues(probe, config)}
     results: list[QueueRecovery] = []
     async with await AsyncMessageStore.open(config) as store:
-        for topic, queue_id in store.queues():
+        # The listed queues too: one whose open failed (bytes failing their
+        # CRC32C, say) is not among the store's queues, and is reported by
+        # trying it again, as the next access would.
+        for topic, queue_id in sorted({*store.queues(), *before}):
             result = QueueRecovery(topic, queue_id)
             result.durable_before, result.merges_pending_before = before.get(
                 (topic, queue_id), (None, 0))
             if (topic, queue_id) in store.corrupt:
                 result.state = "corrupt"
                 result.reason = str(store.corrupt[(topic, queue_id)])
+                results.append(result)
+                continue
+            try:
+                result.min_offset = await store.min_offset(topic, queue_id)
+                result.max_offset = await store.max_offset(topic, queue_id)
+                result.commit_offset = await store.commit_offset(topic, queue_id)
+            except TieredStoreError as exc:
+                result.state, result.reason = "corrupt", str(exc)
             else:
                 damage = store.damaged.get((topic, queue_id))
                 if damage:
                     result.state, result.reason = "damaged", "; ".join(damage)
-                result.min_offset = await store.min_offset(topic, queue_id)
-                result.max_offset = await store.max_offset(topic, queue_id)
-                result.commit_offset = await store.commit_offset(topic, queue_id)
             results.append(result)
     requests = store.snapshot()["requests"]
     async with open_existing_store(config) as probe:
