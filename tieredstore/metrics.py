@@ -113,26 +113,27 @@ class QueueFigures:
     newest_ms: int | None = None  # store timestamp of the last durable message (exporter)
 
 
-# Per-queue gauges: QueueFigures field -> (metric name after ``queue_``, help, scale).
+# Per-queue gauges: QueueFigures field -> (metric name after ``queue_``, help, divisor: a
+# value is exported divided by it, 1000 for milliseconds as seconds; ms * 0.001 is inexact).
 _QUEUE_GAUGES = {
-    "min_offset": ("min_offset", "The queue's first live offset.", 1.0),
+    "min_offset": ("min_offset", "The queue's first live offset.", 1),
     "max_offset": ("max_offset", "A writer: the offset the queue's next append gets; the "
-                   "bucket exporter: one past the last offset durable in the bucket.", 1.0),
-    "commit_offset": ("commit_offset", "Offsets below it are durable in the bucket.", 1.0),
+                   "bucket exporter: one past the last offset durable in the bucket.", 1),
+    "commit_offset": ("commit_offset", "Offsets below it are durable in the bucket.", 1),
     "stored_bytes": ("stored_bytes", "Live bytes of the queue in the bucket (commit log, "
-                     "consume queue, key index).", 1.0),
+                     "consume queue, key index).", 1),
     "merges_pending": ("merges_pending", "Sealed segments of the queue whose merge is owed.",
-                       1.0),
+                       1),
     "copy_lag_bytes": ("copy_lag_bytes", "Bytes appended to the queue and not yet in the "
-                       "bucket (a writer only).", 1.0),
+                       "bucket (a writer only).", 1),
     "copy_lag_segments": ("copy_lag_segments", "Segments of the queue holding bytes not yet "
-                          "in the bucket (a writer only).", 1.0),
+                          "in the bucket (a writer only).", 1),
     "segments": ("segments", "Live segments of the queue in the bucket (commit log, consume "
-                 "queue, key index; the bucket exporter only).", 1.0),
+                 "queue, key index; the bucket exporter only).", 1),
     "oldest_ms": ("oldest_message_timestamp_seconds", "Store time of the queue's first live "
-                  "message (the bucket exporter only).", 0.001),
+                  "message (the bucket exporter only).", 1000),
     "newest_ms": ("newest_message_timestamp_seconds", "Store time of the queue's last "
-                  "durable message (the bucket exporter only).", 0.001),
+                  "durable message (the bucket exporter only).", 1000),
 }
 
 
@@ -363,13 +364,13 @@ class TieredStoreCollector(Collector):
     # --- a message store -------------------------------------------------------------------
 
     def _queue_metrics(self, figures: list[QueueFigures]) -> Iterator[Metric]:
-        for field, (name, doc, scale) in _QUEUE_GAUGES.items():
+        for field, (name, doc, divisor) in _QUEUE_GAUGES.items():
             gauge = GaugeMetricFamily(self._name(f"queue_{name}"), doc,
                                       labels=self._labels("topic", "queue"))
             for q in figures:
                 value = getattr(q, field)
                 if value is not None:
-                    gauge.add_metric(self._values(q.topic, str(q.queue_id)), value * scale)
+                    gauge.add_metric(self._values(q.topic, str(q.queue_id)), value / divisor)
             yield gauge
         yield self._gauge("queues", "Queues open in the store (the bucket exporter: queues "
                           "in the bucket).", len(figures))

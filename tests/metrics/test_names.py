@@ -28,7 +28,13 @@ from tieredstore.ledger import (
 )
 from tieredstore.metrics import RefreshMetrics, TieredStoreCollector
 from tieredstore.objectstore import MemoryObjectStore
-from tieredstore.store import AsyncMessageStore, summarize, verify_store
+from tieredstore.store import (
+    AsyncMessageStore,
+    ReadOnlyMessageStore,
+    scrape_bucket,
+    summarize,
+    verify_store,
+)
 
 SECRET = "wJalrXUtnFEMI-not-a-real-secret"
 UNITS = ("_bytes", "_seconds", "_dollars")  # a name that measures says its unit last
@@ -204,3 +210,21 @@ async def test_a_summary_reads_the_message_timestamps_from_consume_queue_units()
     assert (got.oldest_ms, got.newest_ms) == (messages[0].store_timestamp,
                                               messages[-1].store_timestamp)
     assert (got.oldest_ms, got.newest_ms) == (1_700_000_000_000, 1_700_000_000_000 + 7 * 39)
+
+
+async def test_the_exporter_gives_message_times_in_seconds_exactly() -> None:
+    """ms / 1000, not ms * 0.001: 1700000000018 ms is 1700000000.018 s, never
+    1700000000.0180001 (what the scale by 0.001 gave)."""
+    bucket = MemoryObjectStore()
+    config = small_config(gc_interval=0)
+    async with await AsyncMessageStore.open(config, store=bucket) as store:
+        for ms in (1_700_000_000_008, 1_700_000_000_018):
+            await store.append("t", 0, b"m", timestamp=ms)
+        await store.flush()
+    reader = await ReadOnlyMessageStore.open(config, store=bucket)
+    try:
+        got = {m.name: [s.value for s in m.samples] for m in await scrape_bucket(reader)}
+    finally:
+        await reader.close()
+    assert got["tieredstore_queue_oldest_message_timestamp_seconds"] == [1700000000.008]
+    assert got["tieredstore_queue_newest_message_timestamp_seconds"] == [1700000000.018]
