@@ -382,37 +382,33 @@ def test_recover_reports_a_queue_it_could_not_open_and_exits_1(
     assert "recovered 1 of 2 queues" in out and "CORRUPT o/1:" in out, out
 
 
-def test_produce_on_a_terminal_says_it_reads_standard_input(
+class Terminal(io.TextIOWrapper):
+    """Standard input that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+TERMINAL_CASES = [  # argv, what it says first, a key of its --json and its value
+    (["produce", "--topic", "t", "--queue", "0"],
+     "tieredstore produce: reading messages from standard input, one a line; end with Ctrl-D",
+     "count", 2),
+    (["ledger", "append", "--name", "t"],
+     "tieredstore ledger append: reading entries from standard input, one a line; end with "
+     "Ctrl-D", "positions", ["0:0", "0:1"]),
+]
+
+
+@pytest.mark.parametrize("case", TERMINAL_CASES, ids=["produce", "ledger-append"])
+def test_reading_standard_input_on_a_terminal_says_so(
         clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    class Terminal(io.TextIOWrapper):
-        def isatty(self) -> bool:
-            return True
-
+        monkeypatch: pytest.MonkeyPatch, case: tuple[list[str], str, str, Any]) -> None:
+    argv, says, key, value = case
     monkeypatch.setattr(sys, "stdin", Terminal(io.BytesIO(b"one\ntwo\n")))
-    assert main(["produce", "--topic", "t", "--queue", "0", "--data-dir",
-                 str(tmp_path / "d"), "--json"]) == 0
+    assert main([*argv, "--data-dir", str(tmp_path / "d"), "--json"]) == 0
     out = capsys.readouterr()
-    assert out.err.splitlines()[0].startswith("tieredstore produce: reading messages from "
-                                              "standard input, one a line; end with Ctrl-D")
-    assert json.loads(out.out)["count"] == 2
-
-
-def test_ledger_append_on_a_terminal_says_it_reads_standard_input(
-        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    class Terminal(io.TextIOWrapper):
-        def isatty(self) -> bool:
-            return True
-
-    monkeypatch.setattr(sys, "stdin", Terminal(io.BytesIO(b"one\ntwo\n")))
-    assert main(["ledger", "append", "--name", "t", "--data-dir", str(tmp_path / "d"),
-                 "--json"]) == 0
-    out = capsys.readouterr()
-    assert out.err.splitlines()[0].startswith("tieredstore ledger append: reading entries "
-                                              "from standard input, one a line; end with "
-                                              "Ctrl-D")
-    assert json.loads(out.out)["positions"] == ["0:0", "0:1"]
+    assert out.err.splitlines()[0].startswith(says)
+    assert json.loads(out.out)[key] == value
 
 
 def test_bench_reports_as_json_and_refuses_store_flags(
