@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -304,11 +305,29 @@ def test_the_spark_command_reads_a_bucket_named_by_flags(
     assert [(r["topic"], r["queue"], r["messages"], r["max_offset"]) for r in stats] == [
         ("s3", 1, 7, 7)]
     assert SECRET_KEY not in out.out + out.err
-    # verify on the same bucket, by the same flags: one JSON document. (Not export: it
-    # reads through the data source, whose Python workers resolve the configuration
-    # in their own environment, the session's, started before this test set the
-    # credentials.)
+    # verify on the same bucket, by the same flags: one JSON document.
     assert cli_main(["spark", "verify", "--json", *flags]) == 0
     verified = json.loads(capsys.readouterr().out)
     assert verified["ok"] and {(q["queue"], q["messages"]) for q in verified["queues"]
                                if q["topic"] == "s3"} == {(0, 7), (1, 7)}, verified
+    # Spark's Python processes have no credentials of their own (the session started
+    # before they were set): export reads through the data source, bound to the
+    # configuration the command resolved.
+    assert spark.sparkContext.parallelize([0], 1).map(lambda _: sorted(
+        k for k in os.environ if k.startswith(("AWS_ACCESS", "AWS_SECRET", "TIEREDSTORE_S3"))
+    )).collect() == [[]]
+    table = tmp_path / "table"
+    assert cli_main(["spark", "export", "--json", "--output", str(table), *flags]) == 0
+    out = capsys.readouterr()
+    exported = json.loads(out.out)
+    assert (exported["rows"], exported["sequence"]) == (14, 1), exported
+    assert [(r["topic"], r["queue"], r["first_offset"], r["end_offset"])
+            for r in exported["exported"]] == [("s3", 0, 0, 7), ("s3", 1, 0, 7)]
+    rows = spark.read.parquet(str(table)).select("topic", "queue_id", "offset", "body").collect()
+    assert sorted((r.topic, r.queue_id, r.offset) for r in rows) == [
+        ("s3", q, o) for q in (0, 1) for o in range(7)]
+    assert all(bytes(r.body).startswith(f"message {r.offset} ".encode()) for r in rows)
+    assert cli_main(["spark", "compact", "--json", *flags]) == 0
+    compacted = json.loads(capsys.readouterr().out)
+    assert compacted["merged"] == len(compacted["segments"]), compacted
+    assert SECRET_KEY not in out.out + out.err

@@ -29,6 +29,7 @@ from tieredstore.store import (
     ReadOnlyMessageStore,
     holds_local_store,
     open_object_store,
+    unknown_selected,
 )
 
 DEFAULT_CONFIG = "conf/tieredstore.toml"
@@ -316,32 +317,14 @@ def print_json(document: object) -> None:
     print(json.dumps(document, indent=1, ensure_ascii=False, default=str))
 
 
-LISTED_AT_MOST = 12  # an unknown name's error lists what exists when it is this short
-
-
 def check_selected(existing: Sequence[tuple[str, int]], topic: str | None,
                    queue: int | None = None) -> None:
     """Raise :class:`UnknownQueue` if ``topic`` (and ``queue``, of that topic or of
-    any) names nothing among ``existing``, the store's own listing of its queues."""
-    topics = sorted({t for t, _ in existing})
-    if topic is not None and topic not in topics:
-        raise UnknownQueue(f"unknown topic {topic!r}; {_shown('topics', topics)}")
-    if queue is None:
-        return
-    ids = sorted({q for t, q in existing if topic is None or t == topic})
-    if queue not in ids:
-        where = f"{topic}/{queue}" if topic is not None else str(queue)
-        owner = f"topic {topic!r} has" if topic is not None else "the store has"
-        raise UnknownQueue(f"unknown queue {where}; {owner} "
-                           f"{_shown('queues', [str(q) for q in ids])}")
-
-
-def _shown(what: str, names: Sequence[str]) -> str:
-    if not names:
-        return f"the store has no {what}" if what == "topics" else f"no {what}"
-    if len(names) > LISTED_AT_MOST:
-        return f"{len(names)} {what} (tieredstore inspect topics lists them)"
-    return f"{what}: {', '.join(names)}" if what == "topics" else f"{what} {', '.join(names)}"
+    any) names nothing among ``existing``, the store's own listing of its queues
+    (:func:`~tieredstore.store.unknown_selected` says what)."""
+    problem = unknown_selected(existing, topic, queue)
+    if problem is not None:
+        raise UnknownQueue(problem)
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:

@@ -58,6 +58,7 @@ Jobs: ``tieredstore spark export|verify|compact|stats`` (see
 :func:`stats`.
 """
 
+from tieredstore.spark.bound import bind
 from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import (
     Filters,
@@ -74,6 +75,6 @@ from tieredstore.spark.shipping import Pack, PackError, pack
 from tieredstore.store import ScanError
 
 __all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Pack", "PackError",
-           "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "compact",
+           "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind", "compact",
            "compact_logs", "export", "get_session", "pack", "register", "session_running",
            "stats", "verify_reports"]

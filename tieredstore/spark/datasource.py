@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,6 +42,8 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.spark.options import (
     FORMAT_NAME,
+    READER_OPTIONS,
+    SELECTION_OPTIONS,
     config_from_options,
     int_option,
     lower_options,
@@ -103,10 +105,13 @@ class PlannedReader(DataSourceReader):
 
 
 class Source(DataSource):
-    """A format of short name :attr:`format_name` and schema :attr:`columns`."""
+    """A format of short name :attr:`format_name` and schema :attr:`columns`; its
+    store named by the options, or :attr:`bound` (see :mod:`tieredstore.spark.bound`)."""
 
     format_name: ClassVar[str]
     columns: ClassVar[StructType]
+    # The configuration a format bound on the driver reads (pickled with the class).
+    bound: ClassVar[TieredStoreConfig | None] = None
 
     @classmethod
     def name(cls) -> str:
@@ -114,6 +119,19 @@ class Source(DataSource):
 
     def schema(self) -> StructType:
         return self.columns
+
+    def store_config(self, options: Mapping[str, str], *,
+                     skip: frozenset[str] = SELECTION_OPTIONS) -> TieredStoreConfig:
+        """The store to read: :attr:`bound`, or the one the options (of which
+        ``skip`` are the reader's own) name. A bound format takes no store option."""
+        if self.bound is None:
+            return config_from_options(options, skip=skip)
+        named = sorted(k for k in options
+                       if k == "config" or (k not in skip and k not in READER_OPTIONS))
+        if named:
+            raise ConfigError(named[0], f"format {self.name()!r} reads the store it was "
+                              "bound to (tieredstore.spark.bind): give it no store options")
+        return self.bound
 
 
 def to_record_batches(columns: Columns, max_rows: int = BATCH_ROWS) -> Iterator[Any]:
@@ -208,7 +226,7 @@ class TieredStoreDataSource(Source):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = lower_options(dict(self.options))
-        config, selection = config_from_options(options), selection_from_options(options)
+        config, selection = self.store_config(options), selection_from_options(options)
         per_partition = int_option(options, "messages_per_partition", 0)
         batch_rows = int_option(options, "batch_rows", BATCH_ROWS, lo=1)
         if options.get("pushdown", "false").lower() not in ("false", "0", "no", "off"):

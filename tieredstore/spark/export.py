@@ -9,7 +9,8 @@ A run (under the table's lock, :mod:`tieredstore.spark.table`):
    exports ``[next, end)`` of each queue (from the queue's first stored offset
    for a queue not exported before, or whose next offsets retention removed);
 3. reads exactly those ranges through the DataSource (option
-   ``queue_offsets``) and has Spark write them, partitioned by ``topic`` and
+   ``queue_offsets``), bound to the configuration this run resolved
+   (:mod:`tieredstore.spark.bound`) and has Spark write them, partitioned by ``topic`` and
    ``date`` (the UTC day of ``store_timestamp``), into the run's hidden
    staging directory;
 4. checks that the staged rows are each queue's range, each offset once
@@ -32,9 +33,9 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.spark.bound import bind
 from tieredstore.spark.options import (
-    FORMAT_NAME,
-    SELECTION_OPTIONS,
+    READER_OPTIONS,
     config_from_options,
     lower_options,
     on_store,
@@ -100,7 +101,7 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
             return ExportResult(str(root), 0, None, (), trimmed)
         run = new_run_id()
         try:
-            rows = _stage(spark, options, table, run, todo)
+            rows = _stage(spark, table, run, todo, config=config, options=options)
             files = table.staged_files(run)
             if not files:
                 raise TableError(root, f"Spark wrote {rows} rows, but no file is in "
@@ -177,14 +178,18 @@ def hadoop_path(path: Path, *, glob: bool = False) -> str:
     return re.sub(r"([\\{}\[\]*?])", r"\\\1", text) if glob else text
 
 
-def _stage(spark: Any, options: Mapping[str, str], table: Table, run: str,
-           ranges: tuple[Range, ...]) -> int:
-    """Spark writes ``ranges`` into the run's staging directory; the rows written,
-    checked against ``ranges``."""
-    reader = {k: v for k, v in lower_options(options).items() if k not in SELECTION_OPTIONS}
+def _stage(spark: Any, table: Table, run: str, ranges: tuple[Range, ...], *,
+           config: TieredStoreConfig, options: Mapping[str, str]) -> int:
+    """Spark writes ``ranges``, read through the format bound to ``config``
+    (:func:`~tieredstore.spark.bound.bind`: the configuration resolved here, not
+    again from ``options`` in Spark's processes), into the run's staging
+    directory; the rows written, checked against ``ranges``. ``options``: the
+    reader's split (``messages_per_partition``, ``batch_rows``)."""
+    reader = {k: v for k, v in lower_options(options).items()
+              if k in READER_OPTIONS and k != "config"}
     reader["queue_offsets"] = queue_offsets_option({(t, q): (a, b) for t, q, a, b in ranges})
     staging = hadoop_path(table.staging(run))
-    df = spark.read.format(FORMAT_NAME).options(**reader).load()
+    df = spark.read.format(bind(spark, config)).options(**reader).load()
     df.withColumn("date", F.expr(DATE_EXPR)).write.mode("errorifexists") \
         .partitionBy(*PARTITION_COLUMNS).parquet(staging)
     staged_df = spark.read.schema(CHECK_SCHEMA).parquet(hadoop_path(table.staging(run),

@@ -41,7 +41,7 @@ from tieredstore.ledger import (
     read_ledger_slice,
 )
 from tieredstore.spark.datasource import PlannedReader, Source
-from tieredstore.spark.options import config_from_options, int_option, lower_options
+from tieredstore.spark.options import int_option, lower_options
 from tieredstore.spark.selection import ints, names, one_int
 from tieredstore.store import ObjectStore
 from tieredstore.store import open_reading as opened
@@ -120,7 +120,7 @@ class TieredStoreLedgerDataSource(Source):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = lower_options(dict(self.options))
-        config = config_from_options(options, skip=LEDGER_OPTIONS)
+        config = self.store_config(options, skip=LEDGER_OPTIONS)
         return LedgerReader(config, offload_namespace(config),
                             ledger_selection(options),
                             int_option(options, "blocks_per_partition", BLOCKS_PER_PARTITION, lo=1))

@@ -49,7 +49,12 @@ def config_from_options(options: Mapping[str, str], *,
                                  if key not in skip and key not in READER_OPTIONS}
     if "local_path" in overrides and "backend" not in overrides:
         overrides["backend"] = "local"
-    config = load_config(options.get("config") or None, **overrides)
+    return readable(load_config(options.get("config") or None, **overrides))
+
+
+def readable(config: TieredStoreConfig) -> TieredStoreConfig:
+    """``config`` as Spark reads it: refused for the memory backend; a local
+    store's path made absolute and seen to hold a store (:func:`local_store_path`)."""
     if config.backend == "memory":
         raise ConfigError("backend", "a memory store lives in one process; Spark reads "
                           "'local' (a directory every executor sees) or 's3'")

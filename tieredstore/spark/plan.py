@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import ConfigError
 from tieredstore.spark.selection import Selection
 from tieredstore.store import (
     UNIT_SIZE,
@@ -39,6 +40,7 @@ from tieredstore.store import (
     load_log,
     open_metadata,
     queue_log_pieces,
+    unknown_selected,
 )
 
 OPEN_CONCURRENCY = 16
@@ -84,16 +86,33 @@ class SegmentSlice:
 
 async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection
                       ) -> list[tuple[str, int]]:
-    """The queues the selection wants. Named topics and queues need no listing of
-    the others: only the heads of the named topics are listed."""
+    """The queues the selection wants, from the store's listing (of the named
+    topics' heads only, when topics are named). A topic or queue id named that
+    the listing lacks is an error naming it (:func:`unknown_named`); queues of
+    ``queue_offsets`` are taken as named, unchecked (their ranges came from
+    the store)."""
     if selection.queue_offsets is not None:
         return sorted(q for q in selection.queue_offsets if selection.wants_queue(*q))
-    if selection.topics is not None and selection.queue_ids is not None:
-        return sorted((t, q) for t in selection.topics for q in selection.queue_ids
-                      if q >= 0 and selection.wants_queue(t, q))
     topics = None if selection.topics is None else sorted(selection.topics)
-    return [q for q in await listed_queues(store, config, topics=topics)
-            if selection.wants_queue(*q)]
+    listed = await listed_queues(store, config, topics=topics)
+    unknown_named(listed, selection)
+    return [q for q in listed if selection.wants_queue(*q)]
+
+
+def unknown_named(listed: Sequence[tuple[str, int]], selection: Selection) -> None:
+    """Raise :class:`ConfigError` (option ``topic`` or ``queue_id``) when a topic
+    or queue id the selection names is not among ``listed`` (the store's
+    listing, :func:`~tieredstore.store.unknown_selected`): a queue id must be a
+    queue of one of the topics named (of any, when none is)."""
+    topics = sorted(selection.topics or ())
+    for topic in topics:
+        problem = unknown_selected(listed, topic)
+        if problem is not None:
+            raise ConfigError("topic", problem)
+    for queue_id in sorted(selection.queue_ids or ()):
+        problem = unknown_selected(listed, topics[0] if len(topics) == 1 else None, queue_id)
+        if problem is not None:
+            raise ConfigError("queue_id", problem)
 
 
 async def each_queue(queues: Sequence[tuple[str, int]],

@@ -59,6 +59,7 @@ from tieredstore.store.record import (
 )
 from tieredstore.store.repair import queues_to_rebuild, queues_with_segments
 from tieredstore.store.scan import Batch, QueueScan, ScanError
+from tieredstore.store.selected import unknown_selected
 from tieredstore.store.shown import iso, parse_time
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
@@ -114,6 +115,7 @@ __all__ = [
     "QueueMetadata",
     "SegmentState",
     "listed_queues",
+    "unknown_selected",
     "load_log",
     "queues_to_rebuild",
     "recorded_segments",
