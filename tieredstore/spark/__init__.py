@@ -20,7 +20,12 @@ The selection, exact: ``topic`` and ``queue_id`` (comma-separated lists),
 ``queue_offsets``, a JSON list of ``[topic, queue_id, from, to]``: only those
 queues, each within its own offsets (what ``export`` reads with).
 The split: ``messages_per_partition`` (0: one partition per segment),
-``batch_rows``.
+``batch_rows``. Store options are resolved in the Python process Spark starts
+to plan the read, in the JVM's environment; :func:`bind` gives a format bound
+to a configuration resolved in this process instead (credentials held by the
+driver only; see :mod:`tieredstore.spark.bound`), taking the selection and the
+split only. A ``topic`` or ``queue_id`` the store does not list is an error
+naming it.
 
 The selection options choose segments from metadata before any data is read.
 Spark filters (``df.where(...)``) are applied to the rows but never pushed

@@ -19,7 +19,10 @@ Rows come out as Arrow record batches, built from the store's scan in
 columns (``scan_planned(..., columns=True)``: every check of a read, no
 Python object per row) with C calls only: the bodies joined once and shared by
 offsets, constant and empty columns made whole. The store's config is
-resolved on the driver and travels with the reader; each task opens its own
+resolved where the read is planned (from the options, or the one a bound
+format carries: :mod:`tieredstore.spark.bound`) and travels with the reader
+to the executors; a topic or queue id the store does not list is an error
+naming it (:func:`~tieredstore.spark.plan.find_queues`). Each task opens its own
 store, fetcher and event loop, and reads strictly read-only (it never claims
 a queue or writes an object).
 """

@@ -3,10 +3,13 @@
 Store options map onto :func:`tieredstore.config.load_config` overrides, so
 every config key may be given by its own name (``s3_bucket``, ``chunk_size``,
 ``read_concurrency``...) and a few by a short alias (``path``, ``bucket``,
-``endpoint``...). The config is resolved once, on the driver, and travels to
-executors as it is (a frozen dataclass pickles): they read neither files nor
-``TIEREDSTORE_*`` variables, so every task sees the same store. A local store's path is made
-absolute on the driver, and must hold a store.
+``endpoint``...). The config is resolved once, where the read is planned, and
+travels to executors as it is (a frozen dataclass pickles): they read neither
+files nor ``TIEREDSTORE_*`` variables, so every task sees the same store. A
+DataSource's options are resolved in the Python process Spark starts to plan
+the read (the JVM's environment); the jobs resolve theirs in this process and
+read through a format bound to the result (:mod:`tieredstore.spark.bound`). A
+local store's path is made absolute where it is resolved, and must hold a store.
 """
 
 from __future__ import annotations

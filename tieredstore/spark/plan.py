@@ -95,6 +95,8 @@ async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: 
         return sorted(q for q in selection.queue_offsets if selection.wants_queue(*q))
     topics = None if selection.topics is None else sorted(selection.topics)
     listed = await listed_queues(store, config, topics=topics)
+    if not set(topics or ()) <= {t for t, _ in listed}:  # named by the full listing
+        unknown_named(await listed_queues(store, config), selection)
     unknown_named(listed, selection)
     return [q for q in listed if selection.wants_queue(*q)]
 

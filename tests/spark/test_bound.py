@@ -1,0 +1,56 @@
+"""A format bound to a configuration resolved on the driver (``tieredstore.spark.bind``):
+it reads a bucket whose credentials Spark's processes lack, and the secret shows
+nowhere Spark displays; and the reader's named topics and queues are checked
+against the store's listing."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.servers import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.spark.conftest import QUEUES, BuiltStore, build_store
+from tests.spark.test_read import assert_same, rows_of
+from tieredstore.spark import bind
+
+
+def test_a_bound_format_reads_with_the_drivers_credentials_and_shows_no_secret(
+        spark: Any, moto: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bucket = f"bound-{uuid.uuid4().hex[:12]}"
+    built = build_store(tmp_path, queues=QUEUES[:2], per_queue=70, backend="s3",
+                        s3_bucket=bucket, s3_endpoint_url=moto.endpoint_url,
+                        s3_region="us-east-1", s3_access_key_id=ACCESS_KEY,
+                        s3_secret_access_key=SECRET_KEY)
+    name = bind(spark, built.config)
+    assert name.startswith("tieredstore-bound-")
+    df = spark.read.format(name).option("queue_id", "1").load()
+    assert_same(rows_of(df), built.rows(queue_id=1))
+    df.explain("extended")
+    df.explain("formatted")
+    shown = capsys.readouterr().out + df._jdf.queryExecution().toString()
+    assert "BatchScan" in shown and SECRET_KEY not in shown
+    assert not [kv for kv in spark.sparkContext.getConf().getAll() if SECRET_KEY in kv[1]]
+    assert SECRET_KEY not in str(spark.conf.getAll)
+    # A bound format reads its own store: a store option is an error (naming it,
+    # and no value).
+    with pytest.raises(Exception, match="reads the store it was bound to") as raised:
+        spark.read.format(name).option("secret_access_key", "other").load().collect()
+    assert "secret_access_key" in str(raised.value) and SECRET_KEY not in str(raised.value)
+
+
+def test_a_topic_or_queue_the_store_lacks_is_an_error_naming_it(
+        spark: Any, merged_store: BuiltStore) -> None:
+    """As the command line's: the store's listing names what exists."""
+    read = spark.read.format("tieredstore").options(**merged_store.options)
+    with pytest.raises(Exception, match=r"unknown topic 'nope'; topics: audit, orders"):
+        read.option("topic", "nope").load().collect()
+    with pytest.raises(Exception, match=r"unknown queue orders/7; topic 'orders' has "
+                                        r"queues 0, 1, 2"):
+        read.options(topic="orders", queue_id="1,7").load().collect()
+    with pytest.raises(Exception, match=r"unknown queue 5; the store has queues 0, 1, 2"):
+        read.option("queue_id", "5").load().collect()
+    assert read.options(topic="audit", queue_id="0").load().count() == len(
+        merged_store.rows("audit", 0))
