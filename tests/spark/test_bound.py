@@ -20,7 +20,7 @@ from tieredstore.spark import bind
 def test_a_bound_format_reads_with_the_drivers_credentials_and_shows_no_secret(
         spark: Any, moto: S3Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bucket = f"bound-{uuid.uuid4().hex[:12]}"
-    built = build_store(tmp_path, queues=QUEUES[:2], per_queue=70, backend="s3",
+    built = build_store(tmp_path, queues=QUEUES[:2], per_queue=30, backend="s3",
                         s3_bucket=bucket, s3_endpoint_url=moto.endpoint_url,
                         s3_region="us-east-1", s3_access_key_id=ACCESS_KEY,
                         s3_secret_access_key=SECRET_KEY)
@@ -43,14 +43,21 @@ def test_a_bound_format_reads_with_the_drivers_credentials_and_shows_no_secret(
 
 def test_a_topic_or_queue_the_store_lacks_is_an_error_naming_it(
         spark: Any, merged_store: BuiltStore) -> None:
-    """As the command line's: the store's listing names what exists."""
-    read = spark.read.format("tieredstore").options(**merged_store.options)
-    with pytest.raises(Exception, match=r"unknown topic 'nope'; topics: audit, orders"):
-        read.option("topic", "nope").load().collect()
+    """As the command line's: the store's listing names what exists (a name no
+    queue can have, too)."""
+    def read(**options: str) -> Any:
+        return spark.read.format("tieredstore").options(**merged_store.options, **options)
+
+    for topic in ("nope", "no/such"):
+        with pytest.raises(Exception, match=rf"unknown topic '{topic}'; topics: audit, orders"):
+            read(topic=f"{topic},orders").load().collect()
     with pytest.raises(Exception, match=r"unknown queue orders/7; topic 'orders' has "
                                         r"queues 0, 1, 2"):
-        read.options(topic="orders", queue_id="1,7").load().collect()
+        read(topic="orders", queue_id="1,7").load().collect()
+    with pytest.raises(Exception, match=r"unknown topic 'nope'; topics: audit, orders"):
+        read(topic="nope", queue_id="0").load().collect()
     with pytest.raises(Exception, match=r"unknown queue 5; the store has queues 0, 1, 2"):
-        read.option("queue_id", "5").load().collect()
-    assert read.options(topic="audit", queue_id="0").load().count() == len(
-        merged_store.rows("audit", 0))
+        read(queue_id="5").load().collect()
+    # A queue id of one of the topics named is known.
+    assert read(topic="audit,orders", queue_id="1").load().count() == len(
+        merged_store.rows("orders", 1))

@@ -118,8 +118,6 @@ def test_spark_filters_return_exactly_their_rows(spark: Any, merged_store: Built
     ({"time_from": str(T0 + 130_000), "time_to": str(T0 + 140_001)}, 4,
      lambda r: T0 + 130_000 <= r[3] <= T0 + 140_000),
     ({"time_from": "2023-11-14T22:16:56"}, 4, lambda r: r[3] >= T0 + 216_000),
-    ({"topic": "nothing"}, 0, lambda r: False),
-    ({"topic": "no/such,.."}, 0, lambda r: False),  # no queue has them
 ])
 def test_options_choose_segments_before_reading(
         spark: Any, merged_store: BuiltStore, options: dict[str, str], partitions: int,

@@ -86,17 +86,21 @@ class SegmentSlice:
 
 async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection
                       ) -> list[tuple[str, int]]:
-    """The queues the selection wants, from the store's listing (of the named
-    topics' heads only, when topics are named). A topic or queue id named that
-    the listing lacks is an error naming it (:func:`unknown_named`); queues of
-    ``queue_offsets`` are taken as named, unchecked (their ranges came from
-    the store)."""
+    """The queues the selection wants. Named topics and queues need no listing of
+    the others: only the heads of the named topics are listed, and none when
+    queue ids are named too (:func:`plan_read` reports a named queue without
+    metadata). A topic or queue id named that the listing lacks is an error
+    naming it (:func:`unknown_named`); the queues of ``queue_offsets`` are
+    taken as given (their ranges came from the store)."""
     if selection.queue_offsets is not None:
         return sorted(q for q in selection.queue_offsets if selection.wants_queue(*q))
+    if selection.topics is not None and selection.queue_ids is not None:
+        return sorted((t, q) for t in selection.topics for q in selection.queue_ids
+                      if q >= 0 and selection.wants_queue(t, q))
     topics = None if selection.topics is None else sorted(selection.topics)
     listed = await listed_queues(store, config, topics=topics)
     if not set(topics or ()) <= {t for t, _ in listed}:  # named by the full listing
-        unknown_named(await listed_queues(store, config), selection)
+        listed = await listed_queues(store, config)
     unknown_named(listed, selection)
     return [q for q in listed if selection.wants_queue(*q)]
 
@@ -136,7 +140,9 @@ async def each_queue(queues: Sequence[tuple[str, int]],
 
 async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
                     *, messages_per_slice: int = 0) -> list[SegmentSlice]:
-    """The slices of every selected queue, by queue (a queue without metadata has none)."""
+    """The slices of every selected queue, by queue. A queue without metadata has
+    none; a topic or queue id named (not by ``queue_offsets``) that the store
+    does not list is an error naming it (:func:`unknown_named`)."""
     if selection.empty:
         return []
     async def one(topic: str, queue_id: int) -> list[SegmentSlice]:
@@ -145,7 +151,10 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
                                 messages_per_slice=messages_per_slice)
 
     queues = await find_queues(store, config, selection)
-    slices = [s for q in await each_queue(queues, one) for s in q]
+    planned = await each_queue(queues, one)
+    if len(planned) < len(queues) and selection.queue_offsets is None:
+        unknown_named(await listed_queues(store, config), selection)  # one had no metadata
+    slices = [s for q in planned for s in q]
     if any(s.reaches_open for s in slices):
         log = await load_log(store, config)
         slices = [dataclasses.replace(s, log_pieces=queue_log_pieces(log, s.topic, s.queue_id))
