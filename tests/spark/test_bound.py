@@ -5,8 +5,12 @@ against the store's listing."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -61,3 +65,29 @@ def test_a_topic_or_queue_the_store_lacks_is_an_error_naming_it(
     # A queue id of one of the topics named is known.
     assert read(topic="audit,orders", queue_id="1").load().count() == len(
         merged_store.rows("orders", 1))
+
+
+def test_bind_resolves_options_here_and_the_class_carries_them_pickled(
+        merged_store: BuiltStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No session needed: the registered class, pickled as PySpark pickles it, holds
+    the configuration resolved in this process (a relative path made absolute here)."""
+    from pyspark import cloudpickle
+
+    from tieredstore.errors import ConfigError
+
+    registered: list[Any] = []
+    session = SimpleNamespace(dataSource=SimpleNamespace(register=registered.append))
+    monkeypatch.chdir(merged_store.path.parent)
+    name = bind(session, {"path": merged_store.path.name, "chunk_size": "8KiB"})
+    (source,) = registered
+    # Unpickled in a process of its own, as Spark's planning process does.
+    shown = subprocess.run(
+        [sys.executable, "-c", "import sys, pickle; c = pickle.load(sys.stdin.buffer); "
+         "print(c.name(), c.bound.local_path, c.bound.chunk_size)"],
+        input=cloudpickle.dumps(source), capture_output=True, check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, cwd="/")
+    assert shown.stdout.decode().split() == [name, str(merged_store.path), str(8 * 1024)]
+    with pytest.raises(ConfigError, match="memory store lives in one process"):
+        bind(session, {"backend": "memory"})
+    with pytest.raises(ConfigError, match="holds no tieredstore local store"):
+        bind(session, {"path": str(tmp_path)})
