@@ -289,7 +289,8 @@ def test_the_spark_command_reads_a_bucket_named_by_flags(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The store options every command takes name a bucket for the jobs too: produced
     and read by flags (no config file); the credentials from the configuration's
-    environment, which travels to the executors in the resolved config."""
+    environment, set after the session started: they travel to the executors in
+    the configuration resolved here (export's data source read too, bound to it)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TIEREDSTORE_S3_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("TIEREDSTORE_S3_SECRET_ACCESS_KEY", SECRET_KEY)
