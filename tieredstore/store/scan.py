@@ -13,7 +13,13 @@ are then read in runs of neighbouring records (one read up to the end of the
 reader's unit, parallel GETs of whole units, each unit fetched once and its
 CRC32C checked), decoded, each record's CRC32C checked and compared with its
 unit (:func:`~tieredstore.store.checks.record_problem`). A run that cannot
-be read is read one record at a time to name the damaged ones.
+be read is read one record at a time to name the damaged ones, except the
+records of the range a failed read names (its error's ``span``: a unit that
+failed its check, after the read again of ``fetch_unit``, or a missing
+chunk): those are reported unreadable without another read, for the rest of
+the scan. So a damaged unit costs one checked read per scan (a GET and at
+most its reads again), and one warning of each, whatever its number of
+records.
 
 Problems are :class:`ScanError` naming topic, queue and offset(s). ``strict``
 (a read) raises the first, after the messages before it (:meth:`QueueScan.read`
@@ -170,6 +176,8 @@ class QueueScan:
         self._stopped = False  # enough read
         self._stop: ScanError | None = None  # a unit problem, raised after the records before
         self._bad: list[tuple[int, TieredStoreError]] = []  # unreadable records not yet reported
+        # The commit-log bytes [start, end) the last failed read named, and its error.
+        self._damaged: tuple[int, int, TieredStoreError] | None = None
         self._batch = self._new_batch()  # the batch being read
         self._found: list[CqUnit] | None = None  # the units, for units()
 
@@ -490,10 +498,15 @@ class QueueScan:
                     break
                 j += 1
                 size += length
-            try:
-                data = await cl.read(first.position, size, span=span, view=not span)
-            except TieredStoreError:
-                going = await self._one_by_one(offsets, units, start=i, stop=j + 1, batch=batch)
+            data: bytes | memoryview | None = None
+            if self._known_damage(first) is None:
+                try:
+                    data = await cl.read(first.position, size, span=span, view=not span)
+                except TieredStoreError as exc:
+                    self._note_damage(segment, exc)
+            if data is None:
+                going = await self._one_by_one(offsets, units, start=i, stop=j + 1,
+                                               segment=segment, batch=batch)
             else:
                 going = self._decode(memoryview(data), offsets, units, start=i, stop=j + 1,
                                      batch=batch)
@@ -502,19 +515,41 @@ class QueueScan:
             i = j + 1
         return True
 
+    def _note_damage(self, segment: Any, exc: TieredStoreError) -> None:
+        """A read of commit-log ``segment`` failed with ``exc``: the range its error
+        names (in the segment), if any, is not read again in this scan."""
+        span = getattr(exc, "span", None)
+        if span is not None and span[0] < span[1]:
+            base = segment.path.base_offset
+            self._damaged = (base + span[0], base + span[1], exc)
+
+    def _known_damage(self, unit: CqUnit) -> TieredStoreError | None:
+        """The error of a failed read whose range ``unit``'s record overlaps."""
+        damaged = self._damaged
+        if damaged is not None and unit.position < damaged[1] and unit.end > damaged[0]:
+            return damaged[2]
+        return None
+
     async def _one_by_one(self, offsets: Sequence[int], units: list[CqUnit], *, start: int,
-                          stop: int, batch: Batch) -> bool:
-        """A run failed: read its records one at a time to name the damaged ones
-        (neighbours that fail for one reason, in this run or the next, as one
-        problem; strict: raised before the next good record)."""
+                          stop: int, segment: Any, batch: Batch) -> bool:
+        """A run (in commit-log ``segment``) failed: read its records one
+        at a time to name the damaged ones, but not those in a range a failed read
+        named (:meth:`_known_damage`) (neighbours that fail for one reason, in
+        this run or the next, as one problem; strict: raised before the next good
+        record)."""
         bad = self._bad
         span = self._hashes is not None
         for k in range(start, stop):
             unit = units[k]
-            try:
-                data = await self.commit_log.read(unit.position, unit.size, span=span,
-                                                  view=not span)
-            except TieredStoreError as exc:
+            exc = self._known_damage(unit)
+            if exc is None:
+                try:
+                    data = await self.commit_log.read(unit.position, unit.size, span=span,
+                                                      view=not span)
+                except TieredStoreError as failed:
+                    exc = failed
+                    self._note_damage(segment, failed)
+            if exc is not None:
                 if bad and (str(bad[-1][1]) != str(exc) or bad[-1][0] + 1 != offsets[k]):
                     self._flush_bad(batch)
                 bad.append((offsets[k], exc))
