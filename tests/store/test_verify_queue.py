@@ -12,7 +12,7 @@ import pytest
 
 from tests.store.conftest import small_config
 from tests.store.test_damage import COUNT, build, flip
-from tieredstore.objectstore import MemoryObjectStore, ObjectInfo
+from tieredstore.objectstore import ByteRange, MemoryObjectStore, ObjectData, ObjectInfo
 from tieredstore.store import summarize, verify_queue, verify_store
 from tieredstore.testing import ForwardingObjectStore
 
@@ -76,3 +76,35 @@ async def test_verify_lists_each_segment_directory_once(write_mode: str) -> None
     # consume queue is listed, before the commit log, and for the orphan check).
     rest = sum(n for p, n in listed.items() if p not in segment_dirs and p not in flat_files)
     assert rest == 8, listed
+
+
+class _TornOnce(ForwardingObjectStore):
+    """The first GET of each commit-log chunk comes back with a byte changed:
+    damage on the way, not in the bucket."""
+
+    def __init__(self, inner: MemoryObjectStore) -> None:
+        super().__init__(inner)
+        self.torn: list[str] = []
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        got = await super().get_object(key, byte_range)
+        if "/commitlog/" not in key or "/chunk-" not in key or key in self.torn:
+            return got
+        self.torn.append(key)
+        data = bytearray(got.data)
+        data[len(data) // 2] ^= 0x01
+        return ObjectData(bytes(data), got.info)
+
+
+@pytest.mark.parametrize("write_mode", ["log", "direct"])
+async def test_a_read_damaged_on_the_way_is_read_again_once_and_verifies(
+        write_mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    backend = MemoryObjectStore()
+    await build(backend, write_mode)
+    torn = _TornOnce(backend)
+    check = await verify_queue(torn, small_config(gc_interval=0), "t", 0)
+    assert torn.torn, "no commit-log chunk was read"
+    assert check.errors == []
+    assert check.messages == COUNT
+    again = [r for r in caplog.records if "read again after a failed check" in r.message]
+    assert len(again) == len(torn.torn), [r.message for r in again]
