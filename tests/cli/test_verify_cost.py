@@ -50,27 +50,31 @@ def corrupt_store(tmp_path: Path) -> tuple[list[str], int]:
     return common, asyncio.run(damage())
 
 
-def read_again_warnings(caplog: pytest.LogCaptureFixture) -> int:
-    return sum(r.levelno == logging.WARNING and "read again after a failed check" in r.message
-               for r in caplog.records)
+def run(args: list[str], capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> tuple[int, str, str, int]:
+    """The command's exit code, stdout, stderr and "read again" warnings."""
+    capsys.readouterr()
+    caplog.clear()
+    code = main(args)
+    captured = capsys.readouterr()
+    warnings = sum(r.levelno == logging.WARNING and "read again after a failed check"
+                   in r.message for r in caplog.records)
+    return code, captured.out, captured.err, warnings
 
 
 def test_verify_reads_a_corrupt_unit_a_bounded_number_of_times(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
     common, objects = corrupt_store(tmp_path)
-    capsys.readouterr()
-    caplog.clear()
-    assert main(["verify", "--json", *common]) == 1
-    captured = capsys.readouterr()
-    report = json.loads(captured.out)
+    code, out, _, warnings = run(["verify", "--json", *common], capsys, caplog)
+    assert code == 1
+    report = json.loads(out)
     assert report["error_count"] == 1, report
     [error] = report["queues"][0]["errors"]
     assert f"offsets [0, {RECORDS}): commit-log bytes unreadable" in error, error
     assert "CRC32C" in error, error
     # Each object read at most once a look, the damaged unit READ_ATTEMPTS times a look.
     assert report["requests"]["get"] <= LOOKS * (objects + READ_ATTEMPTS), report["requests"]
-    warnings = read_again_warnings(caplog)
     assert 0 < warnings <= LOOKS * (READ_ATTEMPTS - 1), warnings
 
 
@@ -78,11 +82,8 @@ def test_consume_stops_at_a_corrupt_unit_with_one_error_and_bounded_warnings(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         caplog: pytest.LogCaptureFixture) -> None:
     common, _ = corrupt_store(tmp_path)
-    capsys.readouterr()
-    caplog.clear()
-    assert main(["consume", "--topic", "t", "--queue", "0", *common]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "CRC32C" in captured.err and "expected" in captured.err, captured.err[-2000:]
-    warnings = read_again_warnings(caplog)
+    code, out, err, warnings = run(["consume", "--topic", "t", "--queue", "0", *common],
+                                   capsys, caplog)
+    assert (code, out) == (2, "")
+    assert "CRC32C" in err and "expected" in err, err[-2000:]
     assert 0 < warnings <= READ_ATTEMPTS - 1, warnings
