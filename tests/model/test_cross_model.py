@@ -193,11 +193,15 @@ def pick(data: st.DataObject, items: list[T]) -> T:
 def toml_of(cfg: TieredStoreConfig) -> str:
     """The flat TOML of the settings ``cfg`` changes, for the CLI."""
     lines = []
+    needs_unit = {f.name for f in dataclasses.fields(cfg) if f.metadata.get("needs_unit")}
     for name, value in dataclasses.asdict(cfg).items():
         if isinstance(value, float) and math.isinf(value):
             lines.append(f"{name} = inf")
         elif isinstance(value, bool):
             lines.append(f"{name} = {str(value).lower()}")
+        elif isinstance(value, int | float) and name in needs_unit and value:
+            seconds = f"{value:f}".rstrip("0").rstrip(".")  # a plain number is refused there
+            lines.append(f'{name} = "{seconds}s"')
         elif isinstance(value, int | float):
             lines.append(f"{name} = {value}")
         elif isinstance(value, str):
