@@ -16,11 +16,12 @@ from tests.log.test_direct_in_doubt import (
     flush_until_it_lands,
     roll_and_reopen,
 )
-from tests.log.test_log_mode import KiB, data_chunks, read_all
+from tests.log.test_log_mode import data_chunks, read_all
 from tieredstore.errors import CommitFailed
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
 from tieredstore.segment.pool import CommitRetriesExhausted
+from tieredstore.sizes import KiB
 from tieredstore.store import AsyncMessageStore
 
 
