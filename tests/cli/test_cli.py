@@ -250,7 +250,7 @@ def test_inspect_shows_segments_and_writes_nothing(cli: Cli) -> None:
     assert all(s["sealed"] and s["merged"] and s["recorded"] for s in commit_log[:-1])
     assert commit_log[-1]["state"] == "open" and not commit_log[-1]["recorded"]
     assert all(b["base"] == a["base"] + a["size"] for a, b in itertools.pairwise(commit_log))
-    assert commit_log[1]["first_offset"] == commit_log[0]["last_offset"] + 1
+    assert commit_log[1]["first_offset"] == commit_log[0]["end_offset"]
     chunks = cli.json("inspect", "chunks", "--topic", "orders", "--queue", "0", "--type",
                       "commitlog", "--segment", str(commit_log[-1]["base"]))
     assert chunks and all(re.fullmatch(r"[0-9a-f]{8}", c["crc32c"]) for c in chunks)
@@ -282,7 +282,7 @@ def test_verify_names_the_queue_and_offset_of_a_corrupted_object(cli: Cli, targe
         victim = segments[-1]
         assert victim["state"] == "open" and victim["size"] > 20
         key = cli.segment_path("orders", 0, FileType.COMMIT_LOG, victim["base"]).chunk_key(0)
-        first = segments[-2]["last_offset"] + 1
+        first = segments[-2]["end_offset"]
     flip_byte(cli.data, key, 20)
 
     code, out, err = cli("verify")

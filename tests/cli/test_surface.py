@@ -144,6 +144,23 @@ def test_inspect_lists_every_view_as_json(where: Where,
                for c in chunks), chunks
 
 
+def test_one_name_means_one_thing_across_commands(
+        where: Where, capsys: pytest.CaptureFixture[str]) -> None:
+    """``stored_bytes`` is a queue's live bytes (metrics) and nothing else; a
+    segment's own objects are ``object_bytes``; verify's ``checked_bytes`` are
+    what it read (no key index), not what is stored; offsets end exclusive."""
+    segments = where.json(capsys, "inspect", "segments", "--queue", "0")
+    assert all("stored_bytes" not in s and "last_offset" not in s for s in segments)
+    recorded = [s for s in segments if s["recorded"]]
+    assert all(s["end_offset"] > s["first_offset"] for s in recorded), recorded
+    for kind in ("commitlog", "consumequeue"):
+        ranges = [(s["first_offset"], s["end_offset"]) for s in recorded if s["type"] == kind]
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges)), ranges
+    [queue] = where.json(capsys, "verify", "--topic", "orders", "--queue", "0")["queues"]
+    assert "bytes" not in queue and queue["checked_bytes"] > 0
+    assert "object_bytes" not in where.json(capsys, "metrics")["queues"][0]
+
+
 @pytest.mark.parametrize("what", [[], ["queues"], ["topics"]])
 @pytest.mark.parametrize("option", [["--segment", "0"], ["--type", "commitlog"]])
 def test_inspect_refuses_a_segment_option_where_it_lists_no_segments(

@@ -27,8 +27,12 @@ segments``, ``{commitlog,consumequeue,index}_{segments,bytes}``,
 ``merges_pending, writer, head_version`` (null for a lost queue no reader can
 open), and ``lost`` (why, for a queue whose metadata is lost). ``segments``:
 ``topic, queue, type, base, size, state, sealed, merged, recorded, trimmed,
-first_offset, last_offset`` (both inclusive: the record's), ``units, objects,
-stored_bytes, error``. ``chunks``: ``topic, queue, type, base, position,
+first_offset, end_offset`` (the record's offsets, half-open ``[first, end)`` as
+everywhere; null for a segment with no record), ``units, objects, object_bytes,
+error``: ``object_bytes`` is the size of the segment's own objects (its chunks
+or merged object), 0 while its bytes are still in the broker's log objects (a
+queue's live bytes in the bucket are ``stored_bytes`` in ``tieredstore
+metrics``). ``chunks``: ``topic, queue, type, base, position,
 length, object, object_offset, crc32c`` (hex); ``object`` is the key below the
 queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a unit held
 in the broker's log, that log object's whole key.
@@ -136,9 +140,9 @@ def segment_row(topic: str, queue_id: int, file_type: FileType, first: int,
         "merged": view.state is SegmentState.SEALED,
         "recorded": record is not None, "trimmed": view.base < first,
         "first_offset": record.first_message_offset if record is not None else None,
-        "last_offset": record.last_message_offset if record is not None else None,
+        "end_offset": record.last_message_offset + 1 if record is not None else None,
         "units": len(view.layout), "objects": len(view.objects),
-        "stored_bytes": view.stored_bytes, "error": view.error,
+        "object_bytes": view.stored_bytes, "error": view.error,
     }
 
 
@@ -179,10 +183,10 @@ def render(what: str, rows: list[Row]) -> str:
         return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
                        r["sealed"], r["merged"], r["recorded"],
                        "yes" if r["trimmed"] else "", r["first_offset"],
-                       r["last_offset"], r["units"], r["stored_bytes"]]
+                       r["end_offset"], r["units"], r["object_bytes"]]
                       for r in rows],
                      ["topic", "queue", "type", "base", "size", "state", "sealed", "merged",
-                      "recorded", "trimmed", "first", "last", "units", "stored"]) + "".join(
+                      "recorded", "trimmed", "first", "end", "units", "object bytes"]) + "".join(
             f"\n{r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
             for r in rows if r["error"])
     return table([[r["topic"], r["queue"], r["type"], r["base"], r["position"], r["length"],

@@ -7,8 +7,13 @@ the store is an error (exit 2); exit 1 if any error was found.
 
 ``--json``: ``{"queues": [{"topic", "queue", "min_offset", "max_offset"
 (offsets [min, max)), "segments", "messages", "undispatched", "dead_bytes",
-"units", "bytes", "error_count", "errors": [...first ones]}], "messages",
-"error_count", "requests": {operation: count}}``.
+"units", "checked_bytes", "error_count", "errors": [...first ones]}],
+"messages", "error_count", "requests": {operation: count}}``. ``segments``
+counts the commit log's, the consume queue's and the key index's live
+segments (as ``inspect queues`` does); ``units`` and ``checked_bytes`` are
+what was fetched and CRC-checked: the commit log and the consume queue only
+(the key index is not read). A queue's live bytes in the bucket are
+``stored_bytes`` in ``tieredstore metrics``.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def print_report(report: VerifyReport, *, max_errors: int) -> None:
              human_size(c.bytes, exact=False), c.units, c.records,
              "ok" if not c.error_count else f"{c.error_count} ERRORS"]
             for c in report.queues]
-    print(table(rows, ["topic", "queue", "min", "max", "segments", "bytes", "units",
+    print(table(rows, ["topic", "queue", "min", "max", "segments", "checked", "units",
                        "messages", "result"]))
     undispatched = sum(c.undispatched for c in report.queues)
     dead = sum(c.dead_bytes for c in report.queues)
@@ -72,7 +77,7 @@ def as_document(report: VerifyReport) -> dict[str, object]:
         return {"topic": c.topic, "queue": c.queue_id, "min_offset": c.min_offset,
                 "max_offset": c.max_offset, "segments": c.segments, "messages": c.records,
                 "undispatched": c.undispatched, "dead_bytes": c.dead_bytes, "units": c.units,
-                "bytes": c.bytes, "error_count": c.error_count, "errors": list(c.errors)}
+                "checked_bytes": c.bytes, "error_count": c.error_count, "errors": list(c.errors)}
     return {"queues": [queue(c) for c in report.queues], "messages": report.messages,
             "error_count": report.error_count,
             "requests": dict(report.requests.get("requests", {}))}
