@@ -224,6 +224,21 @@ def test_ledger_actions_print_one_document(where: Where,
         assert bucket in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--prefix", "--cluster"])
+def test_ledger_actions_refuse_the_message_store_key_flags(
+        where: Where, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """--prefix, --cluster and --broker do not move a managed ledger's keys
+    (ledger_root, offload_prefix): a ledger action refuses them, changing nothing."""
+    ledger = ["--name", LEDGER, "--ledgers", where.ledgers]
+    before = where.json(capsys, "ledger", "list", *ledger)
+    for action in (["list"], ["append", "--entry", "x"]):
+        code, out, err = where.run(capsys, "ledger", *action, *ledger, flag, "elsewhere")
+        assert (code, out) == (2, "") and f"{flag} names the message store's keys, not a " \
+            "managed ledger's: those are under ledger_root and offload_prefix" in err, err
+    assert where.json(capsys, "ledger", "list", *ledger) == before
+    assert "ledger commands refuse it" in " ".join(build_parser().format_help().split())
+
+
 @pytest.mark.parametrize("argv, error", [
     (["--first", "4"], "cannot read entries [4, 3)"),
     (["--last", "9"], "cannot read entries [0, 10)"),

@@ -99,11 +99,16 @@ LOCATION: dict[str, tuple[str, str | None, str]] = {
     "--endpoint": ("s3_endpoint_url", "URL", "an S3-compatible server's URL, e.g. "
                    "http://127.0.0.1:9000 (s3_endpoint_url; default: AWS)"),
     "--region": ("s3_region", "NAME", "the bucket's region (s3_region)"),
-    "--prefix": ("key_prefix", "PREFIX", "the key prefix everything is stored under "
-                 "(key_prefix)"),
-    "--cluster": ("cluster", "NAME", "the cluster name in the keys (cluster)"),
-    "--broker": ("broker", "NAME", "the broker name in the keys (broker)"),
+    "--prefix": ("key_prefix", "PREFIX", "the key prefix the message store's keys are under "
+                 "(key_prefix); not a managed ledger's: ledger commands refuse it"),
+    "--cluster": ("cluster", "NAME", "the cluster name in the message store's keys (cluster); "
+                  "ledger commands refuse it"),
+    "--broker": ("broker", "NAME", "the broker name in the message store's keys (broker); "
+                 "ledger commands refuse it"),
 }
+# The flags above that name the message store's keys only: a managed ledger's keys
+# are under ledger_root and offload_prefix (PIP-17's {offload_prefix}/{uuid}-ledger-{id}).
+MESSAGE_STORE_KEYS = ("--prefix", "--cluster", "--broker")
 BACKENDS = ("local", "s3", "memory")
 PRECEDENCE = ("a flag overrides TIEREDSTORE_<KEY> environment variables, which override the "
               "--config file, which overrides the defaults. S3 credentials are never flags: "

@@ -3,7 +3,8 @@ managed ledgers and their offloads (the Pulsar adapter), named by ``--name``.
 
 The local ledgers live in ``--ledgers DIR`` (default ``ledger_dir``, or
 ``<local_path>/ledgers``); metadata and offloads in the configured bucket
-(``ledger_root``, ``offload_*`` keys). ``list``, ``status`` and ``read`` only
+(``ledger_root``, ``offload_*`` keys; ``--prefix``, ``--cluster`` and
+``--broker`` name the message store's keys and are refused here). ``list``, ``status`` and ``read`` only
 read: they never take the managed ledger over. ``append`` creates the
 managed ledger (and a local store) if need be, takes it over and appends
 entries: ``--entry TEXT`` (repeated), else one per line of stdin;
@@ -67,6 +68,8 @@ from tieredstore.store import open_object_store, prepare_bucket
 
 from .common import (
     EXIT_OK,
+    LOCATION,
+    MESSAGE_STORE_KEYS,
     CliError,
     add_metrics_port,
     open_existing_store,
@@ -166,7 +169,21 @@ def position(text: str) -> Position:
     return got
 
 
+def refuse_store_key_flags(args: argparse.Namespace) -> None:
+    """``--prefix``, ``--cluster`` and ``--broker`` name the message store's keys; a
+    managed ledger's are under ``ledger_root`` and ``offload_prefix`` (their own
+    config keys, PIP-17's names below the latter), which these flags do not move:
+    given to a ledger action they would do nothing, so they are refused."""
+    for flag in MESSAGE_STORE_KEYS:
+        if getattr(args, LOCATION[flag][0], None) is not None:
+            raise CliError(f"{flag} names the message store's keys, not a managed ledger's: "
+                           "those are under ledger_root and offload_prefix (the [ledger] "
+                           "keys of the config file, or TIEREDSTORE_LEDGER_ROOT and "
+                           "TIEREDSTORE_OFFLOAD_PREFIX)")
+
+
 def run(args: argparse.Namespace) -> int:
+    refuse_store_key_flags(args)
     overrides = {key: getattr(args, flag[2:].replace("-", "_"))
                  for flag, (key, _, _) in MANAGED_FLAGS.items()
                  if getattr(args, flag[2:].replace("-", "_"), None) is not None}
