@@ -292,6 +292,30 @@ def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str
     assert (code, out) == (2, "") and "--min-interval applies to --listen only" in err
 
 
+def test_metrics_counts_a_queue_whose_metadata_is_lost(
+        clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A queue whose heads are gone (its segments in the bucket: what verify
+    reports and repair rebuilds) is not healthy: the pass counts it."""
+    data = ["--data-dir", str(tmp_path / "d")]
+    for queue in ("0", "1"):
+        assert main(["produce", "--topic", "o", "--queue", queue, "--count", "5", "-q",
+                     *data]) == 0
+    heads = [p for p in (tmp_path / "d").rglob("*") if "/meta/heads/o/1/" in str(p)]
+    assert heads
+    for head in heads:
+        head.unlink()
+    capsys.readouterr()
+    assert main(["verify", *data]) == 1
+    capsys.readouterr()
+    assert main(["metrics", "--json", *data]) == 0
+    samples = {m["name"]: m["value"] for m in json.loads(capsys.readouterr().out)["metrics"]
+               if not m["labels"]}
+    assert samples["tieredstore_corrupt_queues"] == 1, samples
+    assert samples["tieredstore_bucket_refresh_queue_errors_total"] == 1, samples
+    assert main(["metrics", *data]) == 0
+    assert ", unreadable 1; the pass made" in capsys.readouterr().out
+
+
 UNKNOWN = [  # (argv, the error); on moto the first two only, to keep the suite quick
     (["consume", "--topic", "nope", "--queue", "0"], "unknown topic 'nope'; topics: orders"),
     (["verify", "--topic", "orders", "--queue", "7"],

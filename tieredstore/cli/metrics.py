@@ -17,7 +17,9 @@ one document, the values a scrape after that pass serves: ``{"queues":
 ``min_offset``, ``max_offset``, ``commit_offset``, ``stored_bytes``,
 ``segments``, ``merges_pending``, ``oldest_message_timestamp_seconds``,
 ``newest_message_timestamp_seconds``; ``metrics`` holds every other sample
-but the latency histograms).
+but the latency histograms; ``tieredstore_corrupt_queues`` counts the queues
+the pass could not read and those whose metadata is lost, as ``verify``
+reports them and ``repair`` rebuilds them: the text's ``unreadable``).
 
 With ``--listen HOST:PORT``: serves http://HOST:PORT/metrics until
 interrupted. A scrape answers from the last pass over the bucket while it is

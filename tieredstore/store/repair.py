@@ -36,10 +36,12 @@ the active segment and ``min_offset`` is where retention left it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
+from tieredstore.log import LogSnapshot
 from tieredstore.metadata import First, SegmentRecord
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import (
@@ -92,15 +94,18 @@ async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                   | {base for base in pieces if base == newest or base not in listed})
 
 
-async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
+async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig, *,
+                               log: LogSnapshot | None = None
                                ) -> dict[tuple[str, int], int]:
     """Every queue of this cluster and broker that has segments in the bucket, with
     how many: those the broker's log holds pieces of (loaded as a reader loads
-    it, first: every byte is in one of the two listings), and those with chunks
-    or a merged object (one paged LIST of the whole store prefix). What a
-    writer's open finds, for checks and repair."""
+    it, first: every byte is in one of the two listings; ``log``: one the
+    caller has just loaded), and those with chunks or a merged object (one
+    paged LIST of the whole store prefix). What a writer's open finds, for
+    checks and repair."""
     segments: dict[tuple[str, int], set[tuple[FileType, int]]] = {}
-    log = await load_log(store, config)
+    if log is None:
+        log = await load_log(store, config)
     for queue in log.queues():
         segments[queue] = {(file_type, base) for file_type, base, _ in log.of_queue(*queue)}
     prefix = f"{config.key_prefix}/" if config.key_prefix else ""
@@ -111,23 +116,29 @@ async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig
     return {queue: len(found) for queue, found in sorted(segments.items())}
 
 
-async def queues_to_rebuild(store: ObjectStore, config: TieredStoreConfig
+async def queues_to_rebuild(store: ObjectStore, config: TieredStoreConfig, *,
+                            log: LogSnapshot | None = None,
+                            opened: Collection[tuple[str, int]] = ()
                             ) -> list[tuple[str, int, str]]:
-    """The queues with segments (:func:`queues_with_segments`) whose metadata is
-    lost, with why: ``"no head"``, or ``"every head damaged"`` (none can be read).
-    Read-only: what a writer's open rebuilds, for ``tieredstore repair``."""
+    """The queues with segments (:func:`queues_with_segments`, with ``log``) whose
+    metadata is lost, with why: ``"no head"``, or ``"every head damaged"`` (none
+    can be read). ``opened``: queues whose metadata the caller has just opened,
+    not opened again. Read-only: what a writer's open rebuilds, for ``tieredstore
+    repair``; what the bucket exporter counts among the queues it cannot read."""
     with_heads = set(await listed_queues(store, config))
 
     async def why(queue: tuple[str, int]) -> str | None:
         if queue not in with_heads:
             return "no head"
+        if queue in opened:
+            return None
         try:
             await open_metadata(store, config, *queue)
         except TieredStoreError:
             return "every head damaged"
         return None
 
-    queues = list(await queues_with_segments(store, config))
+    queues = list(await queues_with_segments(store, config, log=log))
     return [(topic, queue_id, reason) for (topic, queue_id), reason in zip(
         queues, await gather_bounded(OPEN_CONCURRENCY, why, queues), strict=True) if reason]
 

@@ -27,7 +27,13 @@ queues and L log objects holding bytes (docs/metrics.md has measured figures):
   it has one) to count its recorded segments (:func:`summarize` with
   ``known``: a head at the same version records the same segments).
 
-Nothing is listed object by object and no message body is read. The
+- the queues whose metadata is lost (:func:`queues_to_rebuild`, what
+  ``verify`` reports and ``repair`` rebuilds): one paged LIST of every key
+  under ``key_prefix`` and one more paged LIST of the heads (the log as
+  loaded above; the heads the pass read are not read again). They count among the queues the pass could not read
+  (``tieredstore_corrupt_queues``).
+
+No message body is read. The
 requests the last pass made are exported
 (``tieredstore_bucket_refresh_requests``).
 """
@@ -46,6 +52,7 @@ from tieredstore.metrics import MetricsServer, QueueFigures, RefreshMetrics, Tie
 from tieredstore.store.compose import request_prices
 from tieredstore.store.errors import NoSuchQueue
 from tieredstore.store.read_only import ReadOnlyMessageStore
+from tieredstore.store.repair import queues_to_rebuild
 from tieredstore.store.summary import QueueSummary, summarize
 from tieredstore.store.view import listed_queues, load_log
 from tieredstore.tasks import gather_bounded
@@ -65,7 +72,7 @@ class BucketWatch:
         self.reader = reader
         self.min_interval = min_interval
         self.metrics = RefreshMetrics()
-        self.unreadable = 0  # queues the last pass could not read
+        self.unreadable = 0  # queues the last pass could not read, or whose metadata is lost
         self._clock = clock
         self._figures: list[QueueFigures] = []
         self._at: float | None = None  # when the last pass that ended started
@@ -112,12 +119,15 @@ class BucketWatch:
         got = await gather_bounded(QUEUE_CONCURRENCY, one,
                                    await listed_queues(store, config, log=log))
         self._summaries = {(s.topic, s.queue_id): s for s in got if s is not None}
+        # What verify reports and repair rebuilds: segments whose heads are lost.
+        lost = {(topic, queue_id) for topic, queue_id, _ in await queues_to_rebuild(
+            store, config, log=log, opened=self._summaries)}
         self._figures = [figures(s) for s in self._summaries.values()]
         self._at = at
-        self.unreadable = len(unreadable)
+        self.unreadable = len(lost | set(unreadable))
         m = self.metrics
         m.refreshes += 1
-        m.queue_errors += len(unreadable)
+        m.queue_errors += self.unreadable
         m.seconds += time.perf_counter() - started
         m.last_ended = time.time()
         m.last_requests = int(sum(requests.snapshot()["requests"].values()) - before)
