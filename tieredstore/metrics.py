@@ -375,8 +375,8 @@ class TieredStoreCollector(Collector):
         yield self._gauge("queues", "Queues open in the store (the bucket exporter: queues "
                           "in the bucket).", len(figures))
         yield self._gauge("corrupt_queues", "Queues whose damage stops appends (the bucket "
-                          "exporter: queues its last pass could not read or whose metadata is lost, as verify "
-                          "reports them).", self.corrupt())
+                          "exporter: queues its last pass could not read or whose "
+                          "metadata is lost, as verify reports them).", self.corrupt())
 
     def _cost(self, prices: Prices) -> Metric:
         cost = self._counter("store_request_cost_dollars", "Estimated cost of the object-store "
@@ -405,7 +405,8 @@ class TieredStoreCollector(Collector):
         yield self._count("bucket_refresh_seconds", "Seconds spent in passes over the "
                           "bucket.", refresh.seconds)
         yield self._count("bucket_refresh_queue_errors", "Queues a pass could not read "
-                          "or found with their metadata lost, summed over passes.", refresh.queue_errors)
+                          "or found with their metadata lost, summed over passes.",
+                          refresh.queue_errors)
         yield self._gauge("bucket_refreshed_timestamp_seconds", "When the last pass over "
                           "the bucket ended (0: none yet).", refresh.last_ended)
         yield self._gauge("bucket_refresh_requests", "Object-store requests the last pass "

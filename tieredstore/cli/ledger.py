@@ -4,8 +4,8 @@ managed ledgers and their offloads (the Pulsar adapter), named by ``--name``.
 The local ledgers live in ``--ledgers DIR`` (default ``ledger_dir``, or
 ``<local_path>/ledgers``); metadata and offloads in the configured bucket
 (``ledger_root``, ``offload_*`` keys; ``--prefix``, ``--cluster`` and
-``--broker`` name the message store's keys and are refused here). ``list``, ``status`` and ``read`` only
-read: they never take the managed ledger over. ``append`` creates the
+``--broker`` name the message store's keys and are refused here). ``list``,
+``status`` and ``read`` only read: they never take the managed ledger over. ``append`` creates the
 managed ledger (and a local store) if need be, takes it over and appends
 entries: ``--entry TEXT`` (repeated), else one per line of stdin;
 ``--rollover`` closes its ledger after them (no entries and no

@@ -30,8 +30,8 @@ queues and L log objects holding bytes (docs/metrics.md has measured figures):
 - the queues whose metadata is lost (:func:`queues_to_rebuild`, what
   ``verify`` reports and ``repair`` rebuilds): one paged LIST of every key
   under ``key_prefix`` and one more paged LIST of the heads (the log as
-  loaded above; the heads the pass read are not read again). They count among the queues the pass could not read
-  (``tieredstore_corrupt_queues``).
+  loaded above; the heads the pass read are not read again). They count
+  among the queues the pass could not read (``tieredstore_corrupt_queues``).
 
 No message body is read. The
 requests the last pass made are exported
