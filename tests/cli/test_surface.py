@@ -224,6 +224,22 @@ def test_ledger_actions_print_one_document(where: Where,
         assert bucket in capsys.readouterr().err
 
 
+def test_ledger_list_shows_the_open_ledger_as_its_local_copy_holds_it(
+        where: Where, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The metadata records counts on close: the open ledger shows what its local
+    log holds (not 0 after two appends), and nothing without a local copy."""
+    ledger = ["--name", f"{LEDGER}-open", "--ledgers", str(tmp_path / "ledgers")]
+    assert where.json(capsys, "ledger", "append", "--entry", "ab", "--entry", "cde",
+                      *ledger)["positions"] == ["0:0", "0:1"]
+    [row] = where.json(capsys, "ledger", "list", *ledger)["ledgers"]
+    assert (row["ledger_id"], row["state"], row["entries"], row["bytes"]) == (0, "open", 2, 5)
+    code, out, err = where.run(capsys, "ledger", "list", *ledger)
+    assert code == 0 and re.search(r"^\s*0\s+open\s+2\s+5\s", out, re.M), out
+    ledger[-1] = str(tmp_path / "elsewhere")  # another host: no local copy
+    [row] = where.json(capsys, "ledger", "list", *ledger)["ledgers"]
+    assert (row["state"], row["entries"], row["bytes"]) == ("open", None, None)
+
+
 @pytest.mark.parametrize("flag", ["--prefix", "--cluster"])
 def test_ledger_actions_refuse_the_message_store_key_flags(
         where: Where, capsys: pytest.CaptureFixture[str], flag: str) -> None:

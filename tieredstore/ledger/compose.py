@@ -7,12 +7,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import ManagedLedgerError, PositionOutOfRange
+from tieredstore.ledger.errors import LedgerNotFound, ManagedLedgerError, PositionOutOfRange
 from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.location import OffloadNamespace
@@ -143,9 +143,23 @@ class LedgerHost:
         return meta
 
     async def ledger_rows(self, name: str) -> list[LedgerRow]:
-        """The live ledgers of ``name`` as its newest metadata records them."""
+        """The live ledgers of ``name`` as its newest metadata records them. The
+        metadata records a ledger's entries and bytes when it closes: for the
+        open one they are what its local log holds now (read without fencing
+        its writer), None when this host has no local copy of it."""
         meta = await self._metadata(name)
-        return [_row(meta, info) async for info in meta.ledgers()]
+        rows = [_row(meta, info) async for info in meta.ledgers()]
+        return [await self._open_row(r) if r.state == "open" else r for r in rows]
+
+    async def _open_row(self, row: LedgerRow) -> LedgerRow:
+        try:
+            handle = await self.ledgers.open_ledger(row.ledger_id)
+        except LedgerNotFound:
+            return replace(row, entries=None, size=None)
+        try:
+            return replace(row, entries=handle.last_add_confirmed + 1, size=handle.length)
+        finally:
+            await handle.close()
 
     async def read(self, name: str, ledger_id: int, first: int, last: int | None
                    ) -> list[LedgerEntry]:
@@ -197,8 +211,8 @@ class LedgerRow:
 
     ledger_id: int
     state: str  # "open" (the current ledger) or "closed"
-    entries: int
-    size: int
+    entries: int | None  # open: in its local log now (None: no local copy here)
+    size: int | None  # the entries' payload bytes, likewise
     offloaded: bool  # its offload is recorded complete
     offload_uuid: str | None  # the latest attempt recorded
     local: bool  # its local copy is kept (not deleted after the lag)
