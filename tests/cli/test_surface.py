@@ -233,7 +233,7 @@ def test_ledger_list_shows_the_open_ledger_as_its_local_copy_holds_it(
                       *ledger)["positions"] == ["0:0", "0:1"]
     [row] = where.json(capsys, "ledger", "list", *ledger)["ledgers"]
     assert (row["ledger_id"], row["state"], row["entries"], row["bytes"]) == (0, "open", 2, 5)
-    code, out, err = where.run(capsys, "ledger", "list", *ledger)
+    code, out, _ = where.run(capsys, "ledger", "list", *ledger)
     assert code == 0 and re.search(r"^\s*0\s+open\s+2\s+5\s", out, re.M), out
     ledger[-1] = str(tmp_path / "elsewhere")  # another host: no local copy
     [row] = where.json(capsys, "ledger", "list", *ledger)["ledgers"]
