@@ -42,8 +42,9 @@ thresholds too, as a broker's rollover does).
 "local", "failure"}]}`` (``state``: ``open`` or ``closed``; the metadata
 records ``entries`` and ``bytes`` when a ledger closes: for the open ledger
 they are what its local copy holds now, null without a local copy);
-``read``: ``{"name", "ledger_id", "entries": [{"entry_id", "size", "payload_base64"}]}``; ``offload``: ``{"name",
-"offloaded": [ids], "first_not_offloaded": "LEDGER:ENTRY"}``; ``sweep``:
+``read``: ``{"name", "ledger_id", "entries": [{"entry_id", "size",
+"payload_base64"}]}``; ``offload``: ``{"name", "offloaded": [ids],
+"first_not_offloaded": "LEDGER:ENTRY"}``; ``sweep``:
 ``{"name", "trimmed_before", "local_copies_deleted": [ids] or null (dry
 run), "offload_garbage": the document of ``gc --json``}``; ``delete``:
 ``{"name", "first_ledger"}``.
