@@ -75,7 +75,7 @@ def test_list_offload_read_sweep_and_delete(tmp_path: Path,
     assert "dry run: 0 item(s) would be deleted" in dry and "left alone" in dry
     assert run(capsys, data, "list") == before, "a dry run took the managed ledger over"
     swept = run(capsys, data, "sweep")
-    assert "local copies deleted: 0, 1, 2" in swept
+    assert "local copies deleted, of ledgers: 0, 1, 2" in swept
     listed = rows(run(capsys, data, "list"))
     assert [listed[i][5] for i in range(3)] == ["no"] * 3
     # Read back from the offloads alone.

@@ -240,6 +240,25 @@ def test_ledger_list_shows_the_open_ledger_as_its_local_copy_holds_it(
     assert (row["state"], row["entries"], row["bytes"]) == ("open", None, None)
 
 
+def test_ledger_delete_refuses_a_position_past_the_last_ledger(
+        where: Where, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """delete --before past the last ledger + 1 is an error, nothing dropped; sweep
+    labels its local copies deleted as ledger ids, not a count."""
+    ledger = ["--name", f"{LEDGER}-trim", "--ledgers", str(tmp_path / "ledgers")]
+    where.json(capsys, "ledger", "append", "--entry", "x", "--rollover", *ledger)
+    where.json(capsys, "ledger", "sweep", "--retention-time", "off", *ledger)  # a take-over
+    before = where.json(capsys, "ledger", "list", *ledger)  # ... dropped the empty ledger 1
+    assert [r["ledger_id"] for r in before["ledgers"]] == [0], before
+    code, out, err = where.run(capsys, "ledger", "delete", "--before", "99", *ledger)
+    assert (code, out) == (2, "") and "cannot drop the ledgers before 99: the last ledger " \
+        "is 0, so 1 drops every ledger" in err, err
+    assert where.json(capsys, "ledger", "list", *ledger) == before
+    code, out, err = where.run(capsys, "ledger", "sweep", *ledger)
+    assert code == 0 and "local copies deleted, of ledgers: -" in out, (out, err)
+    assert where.json(capsys, "ledger", "delete", "--before", "1", *ledger) == {
+        "name": f"{LEDGER}-trim", "first_ledger": 1}
+
+
 @pytest.mark.parametrize("flag", ["--prefix", "--cluster"])
 def test_ledger_actions_refuse_the_message_store_key_flags(
         where: Where, capsys: pytest.CaptureFixture[str], flag: str) -> None:

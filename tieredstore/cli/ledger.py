@@ -26,7 +26,8 @@ but ``append`` refuses a managed ledger that does not exist (exit 2).
   copies whose offload completed ``ledger_deletion_lag`` ago, then the
   offload attempts no managed ledger references (older than
   ``gc_safety_age``; ``--dry-run`` lists them and takes nothing over);
-- ``delete --before ID`` drops every ledger below ``ID``, both copies.
+- ``delete --before ID`` drops every ledger below ``ID``, both copies; an
+  ``ID`` past the last ledger + 1 is refused (exit 2), nothing changed.
 
 Thresholds, retention and deletion lag come from the configuration
 (``offload_threshold_bytes``, ``offload_threshold_time``,
@@ -301,7 +302,7 @@ async def _sweep(host: LedgerHost, config: TieredStoreConfig, args: argparse.Nam
     else:
         if trimmed is not None:
             lines.append(f"retention: the first ledger is now {trimmed}")
-        lines.append(f"local copies deleted: {', '.join(map(str, local)) or '-'}")
+        lines.append(f"local copies deleted, of ledgers: {', '.join(map(str, local)) or '-'}")
     lines.append(f"offload garbage: {render(report)}")
     return emit(args, {"name": args.name, "trimmed_before": trimmed,
                        "local_copies_deleted": local,

@@ -11,6 +11,7 @@ ledger's record can no longer change and moves to a page. ``trim`` and
 from __future__ import annotations
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
+from tieredstore.ledger.errors import PositionOutOfRange
 from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import ManagedLedgerBase
 from tieredstore.ledger.managed.format import offload_uuid
@@ -45,9 +46,18 @@ class Deleting(ManagedLedgerBase):
     async def trim(self, before_ledger_id: int) -> int:
         """Drop every ledger with a smaller id (never the current one): their
         local and offloaded copies, then their records. Returns the new first
-        ledger id."""
+        ledger id. With a ledger open, an id past it drops every ledger but it;
+        with none open, an id past the last ledger + 1 (no ledger has it or
+        precedes it: the first pointer would move past every id ever given) is
+        refused with :class:`PositionOutOfRange`, nothing changed."""
         self._check_open()
         async with self._data_lock:
+            head = self.meta.head
+            last = state.last_ledger_id(head)
+            if state.open_ledger_id(head) is None and before_ledger_id > last + 1:
+                raise PositionOutOfRange(
+                    f"cannot drop the ledgers before {before_ledger_id}: the last ledger is "
+                    f"{last}, so {last + 1} drops every ledger", name=self.name)
             return await self._trim_locked(before_ledger_id)
 
     async def _trim_locked(self, before: int) -> int:
