@@ -117,8 +117,10 @@ def test_the_cli_names_the_missing_bucket(moto: S3Server, seeded_bucket: tuple[s
              rf"^tieredstore: bucket '{missing}' does not exist at http://\S+; create it, or "
              r"set s3_create_bucket = true \(the CLI: --create-bucket\)$"),
             (["consume", "--topic", "t", "--queue", "0"],
-             rf"^tieredstore: list '.*': NoSuchBucket: bucket '{missing}' does not exist$"),
-            (["inspect"], rf"NoSuchBucket: bucket '{missing}' does not exist$")):
+             rf"^tieredstore: bucket '{missing}' does not exist at http://\S+$"),
+            (["inspect"], rf"^tieredstore: bucket '{missing}' does not exist at http://\S+$"),
+            (["verify", "--json"],
+             rf"^tieredstore: bucket '{missing}' does not exist at http://\S+$")):
         capsys.readouterr()
         assert main(argv) == 2
         err = capsys.readouterr().err

@@ -110,7 +110,10 @@ class S3ObjectStore(ObjectStore):
             except ObjectStoreError:
                 raise
             except Exception as exc:
-                raise translate_error(exc, op, key, self.bucket) from exc
+                error = translate_error(exc, op, key, self.bucket)
+                if _code(exc) == "NoSuchBucket":  # whatever the request: say where
+                    error = NoSuchBucket(self._missing(), op=op, key=key, bucket=self.bucket)
+                raise error from exc
 
         return await self.chokepoint.call(op, attempt, bytes_up=bytes_up, key=key)
 
@@ -130,6 +133,13 @@ class S3ObjectStore(ObjectStore):
 
     def _where(self) -> str:
         return f" at {self.settings.endpoint_url}" if self.settings.endpoint_url else ""
+
+    def _missing(self) -> str:
+        """That the bucket does not exist, naming it and where it was looked for
+        (the endpoint, else AWS and the region; never a credential)."""
+        where = self.settings.endpoint_url or "AWS S3" + (
+            f" ({self.settings.region})" if self.settings.region else "")
+        return f"bucket {self.bucket!r} does not exist at {where}"
 
     def __repr__(self) -> str:
         return f"<S3ObjectStore bucket={self.bucket!r}{self._where()}>"
@@ -159,7 +169,7 @@ class S3ObjectStore(ObjectStore):
                 error = translate_client_error(exc, "head_bucket", "", self.bucket)
                 if isinstance(error, ObjectNotFound):
                     raise NoSuchBucket(
-                        f"bucket {self.bucket!r} does not exist{self._where()}; create it, or "
+                        f"{self._missing()}; create it, or "
                         "set s3_create_bucket = true (the CLI: --create-bucket)",
                         op="head_bucket", bucket=self.bucket) from None
                 if not isinstance(error, AccessDenied):
@@ -361,3 +371,10 @@ async def _read_with_crc(content: Any) -> tuple[bytes, int]:
         crc = crc32c(block, crc)
         blocks.append(block)
     return b"".join(blocks), crc
+
+
+def _code(exc: Exception) -> str:
+    """An S3 error response's code ("" for any other failure)."""
+    if isinstance(exc, botocore.exceptions.ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
