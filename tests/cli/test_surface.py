@@ -78,8 +78,7 @@ def clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
 
 def s3_flags(server: S3Server) -> list[str]:
     bucket = f"cli-{os.getpid()}-{next(_buckets)}"
-    return ["--bucket", bucket, "--endpoint", server.endpoint_url, "--region", "us-east-1",
-            "--create-bucket"]
+    return ["--bucket", bucket, "--endpoint", server.endpoint_url, "--region", "us-east-1"]
 
 
 @pytest.fixture(scope="module", params=["local", "moto"])
@@ -102,7 +101,8 @@ def where(request: pytest.FixtureRequest, clean_environment: Path) -> Where:
         return json.loads(out.getvalue())
 
     # First on the store: on moto the ledger's append creates the bucket (--create-bucket).
-    appended = run_json("ledger", "append", "--name", LEDGER, "--ledgers", ledgers,
+    create = ["--create-bucket"] if request.param == "moto" else []
+    appended = run_json("ledger", "append", "--name", LEDGER, "--ledgers", ledgers, *create,
                         "--rollover", *itertools.chain(*(("--entry", e) for e in ENTRIES)))
     produced = [run_json("produce", "--topic", "orders", "--queue", queue, "--count",
                          str(MESSAGES), "--key", f"k{queue}") for queue in ("0", "1")]
@@ -257,6 +257,19 @@ def test_ledger_delete_refuses_a_position_past_the_last_ledger(
     assert code == 0 and "local copies deleted, of ledgers: -" in out, (out, err)
     assert where.json(capsys, "ledger", "delete", "--before", "1", *ledger) == {
         "name": f"{LEDGER}-trim", "first_ledger": 1}
+
+
+@pytest.mark.parametrize("argv", [["inspect"], ["verify"], ["metrics"], ["gc", "--dry-run"],
+                                  ["consume", "--topic", "orders", "--queue", "0"],
+                                  ["ledger", "list", "--name", LEDGER]])
+def test_a_command_that_reads_an_existing_store_refuses_create_bucket(
+        where: Where, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """--create-bucket would do nothing where the store must exist: refused."""
+    code, out, err = where.run(capsys, *argv, "--create-bucket")
+    name = " ".join(argv[:2] if argv[0] == "ledger" else argv[:1])
+    assert (code, out, err) == (2, "", f"tieredstore: --create-bucket: {name} opens an "
+                                       "existing store and creates no bucket; create it with "
+                                       "produce, demo or ledger append\n")
 
 
 @pytest.mark.parametrize("flag", ["--prefix", "--cluster"])

@@ -4,7 +4,9 @@ verify, gc, ledger, spark, bench.
 Every command takes the same options for where the store is: ``--config
 TOML`` (default ``conf/tieredstore.toml`` if it exists), ``--backend local|s3``,
 ``--data-dir DIR`` (local), ``--bucket``, ``--endpoint``, ``--region``,
-``--create-bucket`` (S3), ``--prefix``, ``--cluster``, ``--broker``. A flag
+``--create-bucket`` (S3: produce, demo and ledger append create the bucket
+with it; the commands that read an existing store refuse it), ``--prefix``,
+``--cluster``, ``--broker``. A flag
 overrides ``TIEREDSTORE_<KEY>`` environment variables, which override the
 file. S3 credentials are never flags: they come from the configuration or
 boto3's own chain (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``~/.aws``).
@@ -64,6 +66,21 @@ COMMANDS = {"demo": demo, "produce": produce, "consume": consume, "query": query
             "gc": gc, "ledger": ledger, "spark": spark, "bench": bench, "metrics": metrics}
 
 
+# The commands (and ledger actions) that only open an existing store: a missing
+# bucket is an error there, so --create-bucket would do nothing and is refused.
+EXISTING_STORE_ONLY = {"consume", "query", "inspect", "verify", "metrics", "gc", "ledger list",
+                       "ledger status", "ledger read", "ledger offload", "ledger sweep",
+                       "ledger delete"}
+
+
+def refuse_create_bucket(args: argparse.Namespace) -> None:
+    """``--create-bucket`` on a command of :data:`EXISTING_STORE_ONLY` is an error."""
+    name = " ".join(filter(None, (args.command, getattr(args, "ledger_command", None))))
+    if getattr(args, "s3_create_bucket", False) and name in EXISTING_STORE_ONLY:
+        raise CliError(f"--create-bucket: {name} opens an existing store and creates no "
+                       "bucket; create it with produce, demo or ledger append")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tieredstore", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for handler in logging.getLogger().handlers:
             handler.setLevel(logging.DEBUG)
     try:
+        refuse_create_bucket(args)
         code: int = args.run(args)
     except ConfigError as exc:  # a port that --metrics-port named: say so, as for --listen
         if exc.key != "metrics_port" or args.metrics_port is None:

@@ -134,8 +134,10 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
                            choices=BACKENDS if flag == "--backend" else None)
     group.add_argument("--create-bucket", dest="s3_create_bucket", action="store_true",
                        default=suppress,
-                       help="create the S3 bucket if it does not exist (s3_create_bucket); "
-                            "without it a missing bucket is an error")
+                       help="create the S3 bucket if it does not exist (s3_create_bucket): "
+                            "produce, demo and ledger append; the commands that read an "
+                            "existing store refuse it. Without it a missing bucket is an "
+                            "error")
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
