@@ -33,6 +33,7 @@ from tieredstore.fetcher.fetcher import FetcherOptions
 from tieredstore.log.format import MAX_PIECE_LENGTH
 from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from tieredstore.objectstore.base import MAX_PART_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
 from tieredstore.objectstore.governor import GovernorOptions
@@ -202,6 +203,16 @@ class TieredStoreConfig:
             raise ConfigError("chunk_size", f"{human(self.chunk_size, 'bytes')} is too large "
                               "for write_mode = 'log': a log piece's length is 32 bits, so "
                               f"chunk_size must not exceed {human(MAX_LOG_PIECE, 'bytes')}")
+        joined = self.chunk_size + min(self.direct_commit_size, self.chunk_size) - 1
+        if self.write_mode == "log" and joined > MAX_PART_SIZE:
+            # A full chunk takes up to direct_commit_size - 1 bytes behind it (one
+            # object, not a chunk and a log piece: SegmentCommitter._next_length),
+            # and one PUT holds at most S3's 5 GiB.
+            raise ConfigError("chunk_size", f"{human(self.chunk_size, 'bytes')} is too large: a "
+                              f"chunk with the remainder it joins (direct_commit_size = "
+                              f"{human(self.direct_commit_size, 'bytes')}) could exceed one "
+                              f"PUT's {human(MAX_PART_SIZE, 'bytes')}; keep chunk_size + "
+                              f"min(direct_commit_size, chunk_size) at or under it")
         if self.max_message_size > self.commit_log_max_size:
             # A record never spans two commit-log segments.
             raise ConfigError(
