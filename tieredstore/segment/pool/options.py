@@ -43,8 +43,8 @@ class PoolOptions:
     their records landed: see :meth:`UploadBufferPool._interval_passed`); a
     crash loses up to that much of what was appended and not flushed. The host's
     own reads see the bytes at once (they are read from the pool), and
-    ``flush()``, a roll, a detach and ``close()`` never wait (they make every
-    byte due). ``thread_handoff``: seconds a
+    ``flush()``, a roll and ``close()`` never wait (they make every byte due;
+    a detach hands the bytes back to its owner). ``thread_handoff``: seconds a
     producer that appends without waiting sleeps, once per ``YIELD_BYTES``,
     while commits are in flight on an object store that runs them in worker
     threads (``ObjectStore.runs_in_threads``): long enough for such a thread,
