@@ -7,6 +7,8 @@ import struct
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import crc32c
+
 from tieredstore.errors import ObjectStoreError
 from tieredstore.ledger import LocalLedgerStore, LocalReadHandle
 from tieredstore.ledger.block import BlockPlan
@@ -85,6 +87,10 @@ class WrittenBlock:
     @property
     def payload_bytes(self) -> int:
         return self.plan.payload_bytes
+
+    @property
+    def crc(self) -> int | None:
+        return self.plan.crc
 
 
 def stream_blocks(entries: Iterable[tuple[int, BytesLike]], block_size: int, *,
@@ -279,16 +285,23 @@ def parse_pip17(data: bytes, index: bytes) -> tuple[list[tuple[int, bytes]],
     metadata bytes the index carries."""
     magic, index_len, object_len, header_len, count, meta_len = struct.unpack_from(
         ">IiqqiI", index, 0)
-    assert magic == 0xDE47DE47 and index_len == len(index) == 32 + meta_len + 20 * count
+    assert magic == 0xDE47DE47 and index_len == 32 + meta_len + 20 * count
     assert header_len == 128 and object_len == len(data)
+    # Pulsar reads index_len bytes; our checksum trailer follows them.
+    assert len(index) == index_len + 8 + 4 * (count + 1), "the checksum trailer follows"
+    trailer_magic, trailer_count = struct.unpack_from(">Ii", index, index_len)
+    assert (trailer_magic, trailer_count) == (0x54534B31, count)
+    crcs = struct.unpack_from(f">{count}I", index, index_len + 8)
+    assert struct.unpack_from(">I", index, len(index) - 4)[0] == crc32c.crc32c(index[:-4])
     meta = index[32:32 + meta_len]
     mappings = [struct.unpack_from(">qiq", index, 32 + meta_len + 20 * i) for i in range(count)]
     entries: list[tuple[int, bytes]] = []
     offset = 0
-    for first_id, _part, block_offset in mappings:
+    for (first_id, _part, block_offset), crc in zip(mappings, crcs, strict=True):
         assert block_offset == offset, "blocks are back to back, in index order"
         block_magic, block_header_len, block_len, block_first = struct.unpack_from(
             ">Iqqq", data, offset)
+        assert crc32c.crc32c(data[offset:offset + block_len]) == crc, "the block's CRC32C"
         assert (block_magic, block_header_len, block_first) == (0xFBDBABCB, 128, first_id)
         assert data[offset + 28:offset + 128] == bytes(100)
         pos, end = offset + 128, offset + block_len

@@ -3,6 +3,7 @@ PIP-17's names, what it refuses, fencing, cleanup."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 import uuid
@@ -23,6 +24,7 @@ from tieredstore.checksum import crc32c, format_crc
 from tieredstore.errors import NoSuchUpload, PreconditionFailed
 from tieredstore.fetcher import Fetcher
 from tieredstore.ledger import (
+    CorruptLedger,
     EntryOutOfRange,
     EntryTooLarge,
     LedgerEntry,
@@ -43,7 +45,15 @@ from tieredstore.ledger import (
 )
 from tieredstore.ledger.format import data_object_name, index_object_name
 from tieredstore.ledger.handle import ReadHandle
-from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore, PartInfo
+from tieredstore.objectstore import (
+    ByteRange,
+    MemoryObjectStore,
+    ObjectData,
+    ObjectInfo,
+    ObjectStore,
+    PartInfo,
+)
+from tieredstore.testing import ForwardingObjectStore
 
 UUID = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 
@@ -166,8 +176,12 @@ async def test_index_golden(ledgers: LocalLedgerStore, memory: MemoryObjectStore
         + meta
         + struct.pack(">qiq", 0, 1, 0)
     )
-    assert await memory.get(location.index_key) == expected
     data = await memory.get(location.data_key)
+    # Our checksum trailer after PIP-17's bytes: magic "TSK1", the block count,
+    # each block's CRC32C, then the CRC32C of every byte before it.
+    expected += struct.pack(">IiI", 0x54534B31, 1, crc32c(data))
+    expected += struct.pack(">I", crc32c(expected))
+    assert await memory.get(location.index_key) == expected
     assert location.data_key == f"offload/{UUID}-ledger-{source.ledger_id}"
     assert data == (
         struct.pack(">IqqQ", 0xFBDBABCB, 128, data_len, 0) + bytes(100)
@@ -380,3 +394,39 @@ async def test_a_data_object_whose_reply_was_lost_is_ours(ledgers: LocalLedgerSt
     assert store.lost == ["complete" if size > 5 * MiB else "put"]
     await check_objects_are_pip17(store, source, entries)
     assert await store.list_multipart_uploads("") == []
+
+
+class FlipOnce(ForwardingObjectStore):
+    """Flips one bit of the payload of the first ``flips`` GETs of ``key``."""
+
+    def __init__(self, inner: ObjectStore, key: str, flips: int) -> None:
+        super().__init__(inner)
+        self.key, self.flips = key, flips
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        got = await self.inner.get_object(key, byte_range)
+        if key == self.key and self.flips > 0:
+            self.flips -= 1
+            data = bytearray(got.data)
+            data[len(data) // 2] ^= 0x10
+            return dataclasses.replace(got, data=bytes(data))
+        return got
+
+
+@pytest.mark.parametrize("what", ["data", "index"])
+async def test_a_bit_flipped_in_transit_is_read_again_and_one_at_rest_is_corrupt(
+        ledgers: LocalLedgerStore, memory: MemoryObjectStore, what: str) -> None:
+    """PIP-17 has no checksum: our index's trailer holds each block's CRC32C and
+    its own, so a changed byte is never returned as an entry."""
+    entries = [bytes([i]) * 300 for i in range(40)]
+    source = await make_ledger(ledgers, entries)
+    await offloader(memory).offload(source, UUID, {})
+    location = offloader(memory).locate(source.ledger_id, UUID)
+    key = location.data_key if what == "data" else location.index_key
+    once = FlipOnce(memory, key, flips=1)  # a read torn in transit: read again, right
+    copy = await offloader(once).read_offloaded(source.ledger_id, UUID)
+    assert [e.payload for e in await copy.read(0, 39)] == entries
+    always = FlipOnce(memory, key, flips=99)  # damaged at rest: an error, no entry
+    with pytest.raises(CorruptLedger, match="CRC32C"):
+        copy = await offloader(always).read_offloaded(source.ledger_id, UUID)
+        await copy.read(0, 39)

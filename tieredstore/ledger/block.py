@@ -61,6 +61,9 @@ class BlockPlan:
     block_len: int
     payload_bytes: int
     """Sum of the payload sizes (Pulsar's ``getBlockEntryBytesCount``)."""
+    crc: int | None = None
+    """CRC32C of the whole block as stored (header included), where the writer
+    keeps one (our unpadded blocks: the index's checksum trailer)."""
 
     @property
     def end_entry_id(self) -> int:

@@ -14,6 +14,19 @@ Layout, big-endian, as Pulsar's ``OffloadIndexBlockImpl.toStream`` writes it::
 ``offset`` is the block's byte offset in the data object (the sum of the sizes
 of the blocks before it); ``part_id`` is its multipart part number. Pulsar reads
 ``index_len`` and ignores it; we check it.
+
+Our writer appends a checksum trailer after those ``index_len`` bytes, which
+Pulsar's reader never reaches (it reads ``index_entry_count`` entries and
+stops)::
+
+    magic 0x54534B31 ("TSK1")  int32
+    block_count             int32   = index_entry_count
+    per block: crc32c       int32   of the whole block as stored, header included
+    crc32c                  int32   of every byte of the object before it
+
+so a reader detects a block or an index changed in transit or at rest (PIP-17
+has no checksum of its own). An index without the trailer (Pulsar's own) is
+read unchecked.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
 
+from tieredstore.checksum import crc32c
 from tieredstore.ledger.block import BlockPlan
 from tieredstore.ledger.format import (
     HEADER_SIZE,
@@ -40,6 +54,9 @@ from tieredstore.ledger.ledger_metadata_pb2 import LedgerMetadataFormat
 
 _INDEX_HEADER = struct.Struct(">IiqqiI")
 _INDEX_ENTRY = struct.Struct(">qiq")
+_TRAILER_HEADER = struct.Struct(">Ii")
+_CRC = struct.Struct(">I")
+TRAILER_MAGIC = 0x54534B31  # "TSK1"
 INDEX_HEADER_SIZE = _INDEX_HEADER.size  # 32
 INDEX_ENTRY_SIZE = _INDEX_ENTRY.size  # 20
 
@@ -79,6 +96,9 @@ class OffloadIndex:
     ledger_metadata: bytes
     """BookKeeper ``LedgerMetadataFormat`` bytes, stored as they are."""
     entries: Sequence[IndexEntry]
+    block_crcs: Sequence[int] = ()
+    """CRC32C of each block as stored, from the checksum trailer; empty when
+    the index has none (written by Pulsar)."""
     last_entry_id: int = field(init=False, repr=False, compare=False)
     """From the ledger metadata: lookups past it are refused."""
     _first_ids: list[int] = field(init=False, repr=False, compare=False)
@@ -91,8 +111,12 @@ class OffloadIndex:
             raise LedgerFormatError(
                 f"index data_header_len is {self.data_header_len}, expected {HEADER_SIZE}"
             )
+        object.__setattr__(self, "block_crcs", tuple(self.block_crcs))
         if not self.entries:
             raise LedgerFormatError("an offload index needs at least one block")
+        if self.block_crcs and len(self.block_crcs) != len(self.entries):
+            raise LedgerFormatError(f"the checksum trailer holds {len(self.block_crcs)} block "
+                                    f"checksums for {len(self.entries)} blocks")
         prev: IndexEntry | None = None
         for i, e in enumerate(self.entries):
             check_int("index first_entry_id", e.first_entry_id, 0, INT64_MAX)
@@ -131,11 +155,19 @@ class OffloadIndex:
     def for_blocks(cls, blocks: Iterable[BlockPlan], ledger_metadata: bytes) -> OffloadIndex:
         """The index of a data object made of ``blocks``, in order, parts 1, 2, ..."""
         entries = []
+        crcs: list[int | None] = []
         offset = 0
         for part_id, block in enumerate(blocks, 1):
             entries.append(IndexEntry(block.first_entry_id, part_id, offset))
+            crcs.append(block.crc)
             offset += block.block_len
-        return cls(offset, HEADER_SIZE, ledger_metadata, entries)
+        kept = [c for c in crcs if c is not None]
+        return cls(offset, HEADER_SIZE, ledger_metadata, entries,
+                   kept if len(kept) == len(crcs) else ())
+
+    def block_crc(self, entry: IndexEntry) -> int | None:
+        """The stored CRC32C of the block ``entry`` points to, if the index has them."""
+        return self.block_crcs[entry.part_id - 1] if self.block_crcs else None
 
     @property
     def metadata(self) -> LedgerMetadataFormat:
@@ -180,6 +212,10 @@ class OffloadIndex:
         for e in self.entries:
             _INDEX_ENTRY.pack_into(out, pos, e.first_entry_id, e.part_id, e.offset)
             pos += INDEX_ENTRY_SIZE
+        if self.block_crcs:
+            out += _TRAILER_HEADER.pack(TRAILER_MAGIC, n)
+            out += b"".join(_CRC.pack(c) for c in self.block_crcs)
+            out += _CRC.pack(crc32c(out))
         return bytes(out)
 
     @classmethod
@@ -199,15 +235,29 @@ class OffloadIndex:
         if count < 0:
             raise LedgerFormatError(f"index entry count is negative: {count}")
         expected = INDEX_HEADER_SIZE + meta_len + count * INDEX_ENTRY_SIZE
-        if index_len != expected or len(view) != expected:
+        with_trailer = expected + _TRAILER_HEADER.size + (count + 1) * _CRC.size
+        if index_len != expected or len(view) not in (expected, with_trailer):
             raise LedgerFormatError(
-                f"index of {count} entries and {meta_len} metadata bytes is {expected} bytes, "
-                f"but its header says {index_len} and the object has {len(view)}"
+                f"index of {count} entries and {meta_len} metadata bytes is {expected} bytes "
+                f"({with_trailer} with its checksum trailer), but its header says {index_len} "
+                f"and the object has {len(view)}"
             )
+        crcs: list[int] = []
+        if len(view) == with_trailer:
+            trailer_magic, trailer_count = _TRAILER_HEADER.unpack_from(view, expected)
+            stored = _CRC.unpack_from(view, with_trailer - _CRC.size)[0]
+            if trailer_magic != TRAILER_MAGIC or trailer_count != count:
+                raise LedgerFormatError(f"the index's checksum trailer is not one: magic "
+                                        f"0x{trailer_magic:08X}, {trailer_count} blocks")
+            if crc32c(view[:with_trailer - _CRC.size]) != stored:
+                raise LedgerFormatError("the index fails its CRC32C (changed in transit or "
+                                        "at rest)")
+            start = expected + _TRAILER_HEADER.size
+            crcs = [_CRC.unpack_from(view, start + i * _CRC.size)[0] for i in range(count)]
         pos = INDEX_HEADER_SIZE + meta_len
         metadata = bytes(view[INDEX_HEADER_SIZE:pos])
         entries = [
             IndexEntry(*_INDEX_ENTRY.unpack_from(view, pos + i * INDEX_ENTRY_SIZE))
             for i in range(count)
         ]
-        return cls(object_len, header_len, metadata, entries)
+        return cls(object_len, header_len, metadata, entries, crcs)

@@ -9,14 +9,20 @@ Blocks are about 1 MiB (:class:`~tieredstore.ledger.stream.BlockPacker`), so
 one entry costs one ranged GET of at most about 1 MiB; the blocks of the last
 GET are kept, so a reader going entry by entry fetches each block once.
 Every block is checked against the index (its header's length and first
-entry id) and decoded with its entry ids in order; the data object's size and
-format version are checked on its first GET. No listing, no HEAD, no writes.
+entry id, and its CRC32C where the index has our checksum trailer) and decoded
+with its entry ids in order; the data object's size and format version are
+checked on its first GET. A GET (of the index or of blocks) that fails a check
+is made once more, as every checked read of the store is (a torn or flipped
+read in transit); a second failure is :class:`CorruptLedger`. No listing, no
+HEAD, no writes.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
 
+from tieredstore.checksum import crc32c
 from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger.block import decode_entries
 from tieredstore.ledger.errors import CorruptLedger, LedgerClosed, OffloadNotFound
@@ -29,6 +35,9 @@ from tieredstore.objectstore.base import ByteRange, ObjectStore
 from tieredstore.sizes import MiB
 
 MAX_GET_BYTES = 8 * MiB
+READS = 2  # a checked GET and, if it fails its check, one more
+
+log = logging.getLogger(__name__)
 
 
 async def read_index(store: ObjectStore, location: OffloadLocation
@@ -36,16 +45,22 @@ async def read_index(store: ObjectStore, location: OffloadLocation
     """The attempt's index object, decoded, and its user metadata; raises
     :class:`OffloadNotFound` if there is none (an incomplete attempt)."""
     ledger_id = location.ledger_id
-    try:
-        got = await store.get_object(location.index_key)
-    except ObjectNotFound:
-        raise OffloadNotFound(f"no complete offload {location} (no index object "
-                              f"{location.index_key!r})", ledger_id=ledger_id) from None
-    check_format_version(got.info.metadata, location.index_key, ledger_id=ledger_id)
-    try:
-        return OffloadIndex.decode(got.data), dict(got.info.metadata)
-    except LedgerFormatError as exc:
-        raise CorruptLedger(f"index {location.index_key!r}: {exc}", ledger_id=ledger_id) from None
+    for attempt in range(1, READS + 1):
+        try:
+            got = await store.get_object(location.index_key)
+        except ObjectNotFound:
+            raise OffloadNotFound(f"no complete offload {location} (no index object "
+                                  f"{location.index_key!r})", ledger_id=ledger_id) from None
+        check_format_version(got.info.metadata, location.index_key, ledger_id=ledger_id)
+        try:
+            return OffloadIndex.decode(got.data), dict(got.info.metadata)
+        except LedgerFormatError as exc:
+            if attempt == READS:
+                raise CorruptLedger(f"index {location.index_key!r}: {exc}",
+                                    ledger_id=ledger_id) from None
+            log.warning("index %r: %s; read again after a failed check",
+                        location.index_key, exc)
+    raise AssertionError("unreachable")
 
 
 class IndexedReadHandle(ReadHandle):
@@ -121,6 +136,19 @@ class OffloadedReadHandle(IndexedReadHandle):
                 break
             run.append(nxt)
             size += more
+        for attempt in range(1, READS + 1):
+            try:
+                return await self._fetch_run(block, run, size)
+            except CorruptLedger as exc:
+                if attempt == READS:
+                    raise
+                log.warning("%s; read again after a failed check", exc)
+        raise AssertionError("unreachable")
+
+    async def _fetch_run(self, block: IndexEntry, run: list[IndexEntry],
+                         size: int) -> list[LedgerEntry]:
+        """One ranged GET of the blocks of ``run`` (``size`` bytes from ``block``),
+        checked and decoded, kept."""
         key = self.location.data_key
         try:
             got = await self.store.get_object(key, ByteRange(block.offset, size))
@@ -138,15 +166,19 @@ class OffloadedReadHandle(IndexedReadHandle):
             raise CorruptLedger(f"{key!r}: {len(got.data)} bytes at {block.offset}, expected "
                                 f"{size}", ledger_id=self.ledger_id)
         view = memoryview(got.data)
-        self._blocks = {}
+        decoded = {}
         for one in run:
             start = one.offset - block.offset
             end = start + self.index.block_len(one)
-            self._blocks[one.part_id] = self._decode(one, view[start:end])
-        return self._blocks[block.part_id]
+            decoded[one.part_id] = self._decode(one, view[start:end])
+        self._blocks = decoded  # only blocks that passed every check are kept
+        return decoded[block.part_id]
 
     def _decode(self, block: IndexEntry, data: memoryview) -> list[LedgerEntry]:
         try:
+            crc = self.index.block_crc(block)
+            if crc is not None and crc32c(data) != crc:
+                raise LedgerFormatError("it fails its CRC32C (changed in transit or at rest)")
             header = DataBlockHeader.decode(data)
             if (header.block_len, header.first_entry_id) != (len(data), block.first_entry_id):
                 raise LedgerFormatError(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 
+from tieredstore.checksum import crc32c
 from tieredstore.ledger.block import BlockPlan, check_block_size, next_block_size
 from tieredstore.ledger.format import (
     ENTRY_HEADER_SIZE,
@@ -205,9 +206,10 @@ class BlockPacker:
 
     def _close(self) -> bytes:
         count = len(self._pieces) // 2
-        self.blocks.append(BlockPlan(self._first, count, self._used, self._payload))
         block = b"".join([DataBlockHeader(block_len=self._used,
                                           first_entry_id=self._first).encode(), *self._pieces])
+        self.blocks.append(BlockPlan(self._first, count, self._used, self._payload,
+                                     crc32c(block)))
         self.bytes_written += len(block)
         self._pieces = []
         self._used = HEADER_SIZE
