@@ -12,15 +12,15 @@ Every block is checked against the index (its header's length and first
 entry id, and its CRC32C where the index has our checksum trailer) and decoded
 with its entry ids in order; the data object's size and format version are
 checked on its first GET. A GET (of the index or of blocks) that fails a check
-is made once more, as every checked read of the store is (a torn or flipped
-read in transit); a second failure is :class:`CorruptLedger`. No listing, no
-HEAD, no writes.
+is made again, as every checked read of the store is
+(:func:`~tieredstore.objectstore.reads.read_again_if`: a torn or flipped read
+in transit does not repeat); damage that repeats is :class:`CorruptLedger`.
+No listing, no HEAD, no writes.
 """
 
 from __future__ import annotations
 
 import abc
-import logging
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import ObjectNotFound
@@ -32,35 +32,32 @@ from tieredstore.ledger.index import IndexEntry, OffloadIndex
 from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.user_metadata import check_format_version
 from tieredstore.objectstore.base import ByteRange, ObjectStore
+from tieredstore.objectstore.reads import read_again_if
 from tieredstore.sizes import MiB
 
 MAX_GET_BYTES = 8 * MiB
-READS = 2  # a checked GET and, if it fails its check, one more
-
-log = logging.getLogger(__name__)
 
 
 async def read_index(store: ObjectStore, location: OffloadLocation
                      ) -> tuple[OffloadIndex, dict[str, str]]:
     """The attempt's index object, decoded, and its user metadata; raises
     :class:`OffloadNotFound` if there is none (an incomplete attempt)."""
+    return await read_again_if(CorruptLedger, lambda: _read_index_once(store, location))
+
+
+async def _read_index_once(store: ObjectStore, location: OffloadLocation
+                           ) -> tuple[OffloadIndex, dict[str, str]]:
     ledger_id = location.ledger_id
-    for attempt in range(1, READS + 1):
-        try:
-            got = await store.get_object(location.index_key)
-        except ObjectNotFound:
-            raise OffloadNotFound(f"no complete offload {location} (no index object "
-                                  f"{location.index_key!r})", ledger_id=ledger_id) from None
-        check_format_version(got.info.metadata, location.index_key, ledger_id=ledger_id)
-        try:
-            return OffloadIndex.decode(got.data), dict(got.info.metadata)
-        except LedgerFormatError as exc:
-            if attempt == READS:
-                raise CorruptLedger(f"index {location.index_key!r}: {exc}",
-                                    ledger_id=ledger_id) from None
-            log.warning("index %r: %s; read again after a failed check",
-                        location.index_key, exc)
-    raise AssertionError("unreachable")
+    try:
+        got = await store.get_object(location.index_key)
+    except ObjectNotFound:
+        raise OffloadNotFound(f"no complete offload {location} (no index object "
+                              f"{location.index_key!r})", ledger_id=ledger_id) from None
+    check_format_version(got.info.metadata, location.index_key, ledger_id=ledger_id)
+    try:
+        return OffloadIndex.decode(got.data), dict(got.info.metadata)
+    except LedgerFormatError as exc:
+        raise CorruptLedger(f"index {location.index_key!r}: {exc}", ledger_id=ledger_id) from None
 
 
 class IndexedReadHandle(ReadHandle):
@@ -136,14 +133,7 @@ class OffloadedReadHandle(IndexedReadHandle):
                 break
             run.append(nxt)
             size += more
-        for attempt in range(1, READS + 1):
-            try:
-                return await self._fetch_run(block, run, size)
-            except CorruptLedger as exc:
-                if attempt == READS:
-                    raise
-                log.warning("%s; read again after a failed check", exc)
-        raise AssertionError("unreachable")
+        return await read_again_if(CorruptLedger, lambda: self._fetch_run(block, run, size))
 
     async def _fetch_run(self, block: IndexEntry, run: list[IndexEntry],
                          size: int) -> list[LedgerEntry]:
