@@ -9,6 +9,7 @@ either. Messages name what was wrong: the key, the field, the position.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 
 class TieredStoreError(Exception):
@@ -117,6 +118,18 @@ def check_field(key: str, value: object, lo: float, hi: float = math.inf, *,
     allowed = bounds or (f"[{lo}, {hi}]" if hi < math.inf else "")
     raise ConfigError(key, f"must be {f'within {allowed}' if allowed else f'>= {lo}'}{unit}, "
                            f"got {value!r}")
+
+
+def check_offload_before_retention(key: str, value: float | None, limit_key: str,
+                                   limit: float | None,
+                                   show: Callable[[float], str] = str) -> None:
+    """PIP-17's rule for a managed ledger's offload threshold ``value`` and its
+    retention ``limit`` (either None: unset): the threshold must be below the
+    limit, or retention deletes ledgers before they are offloaded. ``show``
+    writes a value in the key's units."""
+    if value is not None and limit is not None and value >= limit:
+        raise ConfigError(key, f"must be below {limit_key} = {show(limit)}, or retention "
+                               f"deletes ledgers before they are offloaded; got {show(value)}")
 
 
 class InvalidName(TieredStoreError, ValueError):

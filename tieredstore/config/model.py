@@ -8,6 +8,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from tieredstore.config.coerce import coerce
@@ -28,7 +29,7 @@ from tieredstore.config.topics import (
     topic_key,
 )
 from tieredstore.config.units import human
-from tieredstore.errors import ConfigError
+from tieredstore.errors import ConfigError, check_offload_before_retention
 from tieredstore.fetcher.fetcher import FetcherOptions
 from tieredstore.log.format import MAX_PIECE_LENGTH
 from tieredstore.log.options import LogOptions
@@ -229,13 +230,8 @@ class TieredStoreConfig:
             raise ConfigError("s3_bucket", "is required when backend = 's3'")
         for key, limit in (("offload_threshold_bytes", "ledger_retention_bytes"),
                            ("offload_threshold_time", "ledger_retention_time")):
-            value, most = getattr(self, key), getattr(self, limit)
-            if value is not None and most is not None and value >= most:
-                # PIP-17: retention would delete ledgers before they are offloaded.
-                unit = FIELDS[key].metadata["unit"]
-                raise ConfigError(key, f"must be below {limit} = {human(most, unit)}, or "
-                                       f"retention deletes ledgers before they are "
-                                       f"offloaded; got {human(value, unit)}")
+            check_offload_before_retention(key, getattr(self, key), limit, getattr(self, limit),
+                                           partial(human, unit=FIELDS[key].metadata["unit"]))
         check_names(self)
         self._check_topics()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from tieredstore.errors import ConfigError, check_field
+from tieredstore.errors import ConfigError, check_field, check_offload_before_retention
 
 HOUR = 3600.0
 
@@ -83,10 +83,11 @@ class ManagedLedgerConfig:
                     bounds=f"[1, write_quorum_size={self.write_quorum_size}]")
         check_field("write_quorum_size", self.write_quorum_size, 1, self.ensemble_size,
                     bounds=f"[1, ensemble_size={self.ensemble_size}]")
-        _below("offload_threshold_bytes", self.offload_threshold_bytes,
-               "retention_bytes", self.retention_bytes)
-        _below("offload_threshold_seconds", self.offload_threshold_seconds,
-               "retention_seconds", self.retention_seconds)
+        check_offload_before_retention("offload_threshold_bytes", self.offload_threshold_bytes,
+                                       "retention_bytes", self.retention_bytes)
+        check_offload_before_retention("offload_threshold_seconds",
+                                       self.offload_threshold_seconds, "retention_seconds",
+                                       self.retention_seconds)
 
     @property
     def offload_triggers(self) -> bool:
@@ -94,11 +95,3 @@ class ManagedLedgerConfig:
         return self.offload_threshold_bytes is not None or \
             self.offload_threshold_seconds is not None
 
-
-def _below(key: str, value: float | None, limit_key: str, limit: float | None) -> None:
-    if value is not None and limit is not None and value >= limit:
-        raise ConfigError(
-            key,
-            f"must be below {limit_key} ({limit}), or ledgers would be deleted by "
-            f"retention before they are offloaded; got {value}",
-        )
