@@ -44,6 +44,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from prometheus_client import start_http_server
@@ -160,6 +161,9 @@ class RefreshMetrics:
     queue_errors: int = 0
     last_ended: float = 0.0  # seconds since the epoch; 0: none yet
     last_requests: int = 0
+    # Each broker's newest writer as its liveness record says at the last pass:
+    # (broker, writer id, state, last seen in seconds since the epoch).
+    writers: list[tuple[str, str, str, float]] = dataclass_field(default_factory=list)
 
 
 class TieredStoreCollector(Collector):
@@ -411,6 +415,13 @@ class TieredStoreCollector(Collector):
                           "the bucket ended (0: none yet).", refresh.last_ended)
         yield self._gauge("bucket_refresh_requests", "Object-store requests the last pass "
                           "over the bucket made.", refresh.last_requests)
+        seen = GaugeMetricFamily(
+            self._name("broker_writer_last_seen_timestamp_seconds"), "When the broker's newest "
+            "writer last refreshed its liveness record (labels: its writer id and state: live, "
+            "closed, stale, unknown).", labels=self._labels("broker", "writer", "state"))
+        for broker, writer, state, at in refresh.writers:
+            seen.add_metric(self._values(broker, writer, state), at)
+        yield seen
 
 
 def register_metrics(

@@ -9,7 +9,9 @@ not), lose a queue's heads (and ``tieredstore repair`` runs, or not), and
 flush through an object store that loses replies. Bodies are empty, 1 byte,
 tiny, compressible, random and incompressible, with keys, tags and
 properties; queue ids are 0 and 2**32 - 1; timestamps run out of order within
-``timestamp_before_max``; segments, consume queues, key indexes and log
+``timestamp_before_max``; an open that does not take over (the API's
+``take_over=False``, the CLI's ``produce`` and ``recover`` without
+``--take-over``) is refused while the owner is live and writes nothing; segments, consume queues, key indexes and log
 objects are tiny, so every file rolls; retention cuts at random times. A log-mode
 owner sends commits of 256 bytes or more to their segments as (partial) chunks,
 or only full chunks (``direct_commit_size``, issue 32).
@@ -78,6 +80,7 @@ from tieredstore.store import (
     AsyncMessageStore,
     Message,
     ReadOnlyMessageStore,
+    WriterLive,
     metadata_root,
     verify_store,
 )
@@ -433,14 +436,14 @@ class CrossModel(RuleBasedStateMachine):
             self.cli("repair")
         self.store = self.run(self.open(owner, heads_lost=True))
 
-    def cli(self, *args: str) -> str:
+    def cli(self, *args: str, status: int = 0) -> str:
         path = self.tmp / "cli.toml"
         path.write_text(toml_of(config(TOOLS, **TOOLS_KEY)))
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            status = cli([*args, "-q", "--config", str(path), "--data-dir",
-                          str(self.tmp / "data")])
-        assert status == 0, f"tieredstore {' '.join(args)}: exit {status}\n{out.getvalue()}"
+            got = cli([*args, "-q", "--config", str(path), "--data-dir",
+                       str(self.tmp / "data")])
+        assert got == status, f"tieredstore {' '.join(args)}: exit {got}\n{out.getvalue()}"
         return out.getvalue()
 
     @precondition(lambda self: bool(self.model))
@@ -467,6 +470,33 @@ class CrossModel(RuleBasedStateMachine):
                 q.min_offset = new_min
 
         self.run(go())
+
+    @rule(owner=owners, via=st.sampled_from(["api", "cli produce", "cli recover"]))
+    def polite_open_is_refused(self, owner: Owner, via: str) -> None:
+        """An open that does not take over (``take_over=False``, a CLI writer without
+        ``--take-over``) while the owner is live is refused naming it, writes nothing,
+        and the owner goes on unfenced (issue 39: liveness informs, fencing decides)."""
+
+        async def keys() -> list[tuple[str, int]]:
+            return sorted((o.key, o.size) for o in await self.bucket.list_all(""))
+
+        async def go() -> None:
+            before = await keys()
+            if via == "api":
+                with pytest.raises(WriterLive) as refused:
+                    await AsyncMessageStore.open(
+                        config(owner), store=ForwardingObjectStore(self.bucket),
+                        key_provider=key_provider, take_over=False)
+                assert refused.value.seen.writer == f"owner-{self.opens}"
+            else:
+                args = ["produce", "--topic", "ta", "--queue", "0", "--count", "1"] \
+                    if via == "cli produce" else ["recover"]
+                said = self.cli(*args, status=2)
+                assert f"owner-{self.opens}" in said and "--take-over" in said, said
+            assert await keys() == before, f"{via}: a refused open wrote to the bucket"
+
+        self.run(go())
+        event(f"refused a polite open ({via})")
 
     @rule(queue_id=st.sampled_from([2**32, 2**40, 10**20]))
     def queue_id_too_large_is_refused(self, queue_id: int) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 from tieredstore import __version__
 from tieredstore.errors import ConfigError, TieredStoreError
+from tieredstore.store import WriterLive
 
 from . import (
     bench,
@@ -132,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.key != "metrics_port" or args.metrics_port is None:
             return _failed(exc, debug)
         return _failed(CliError(f"--metrics-port: {exc.detail}"), debug)
+    except WriterLive as exc:
+        return _failed(CliError(f"{exc}; --take-over takes it over (that writer is then "
+                                "fenced for good)"), debug)
     except KeyboardInterrupt:
         print("tieredstore: interrupted", file=sys.stderr)
         return 130

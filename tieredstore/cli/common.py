@@ -165,6 +165,16 @@ def add_metrics_port(parser: argparse.ArgumentParser, served: str) -> None:
                              "serves nothing, whatever the configuration's metrics_port")
 
 
+def add_take_over(parser: argparse.ArgumentParser, what: str = "the broker") -> None:
+    """``--take-over``, on the commands that take a broker or managed ledger over:
+    without it they refuse while another writer is live (its liveness record,
+    docs/format.md), naming it; the newest open still wins when given."""
+    parser.add_argument("--take-over", action="store_true",
+                        help=f"take {what} over even while another writer is live: that "
+                             "writer is fenced for good (without it the command refuses, "
+                             "naming the writer and when it was last seen)")
+
+
 def option_defaults() -> dict[str, Any]:
     """The value of each common option when it is not given."""
     return {"config": None, **{key: None for key, _, _ in LOCATION.values()},

@@ -5,7 +5,10 @@
 - ``segments``: each segment of each flat file: base, size, state, whether it
   is sealed, merged, recorded in the metadata, trimmed (deletion pending);
 - ``chunks``: the units of each segment (chunk objects, or ranges of the
-  merged object) with their CRC32C.
+  merged object) with their CRC32C;
+- ``brokers``: the broker's newest writer as its liveness record says (who,
+  live, closed, stale or unknown, last seen when; docs/format.md, Liveness
+  records). ``queues`` ends with the same line.
 
 Nothing is written and no queue is claimed: the metadata is read with
 ``QueueMetadata.open_read_only`` and segments are found by listing, after one
@@ -35,12 +38,15 @@ queue's live bytes in the bucket are ``stored_bytes`` in ``tieredstore
 metrics``). ``chunks``: ``topic, queue, type, base, position,
 length, object, object_offset, crc32c`` (hex); ``object`` is the key below the
 queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a unit held
-in the broker's log, that log object's whole key.
+in the broker's log, that log object's whole key. ``brokers``: ``broker, writer,
+host, pid, state, started_ms, last_seen_ms, last_seen_seconds_ago,
+heartbeat_interval_s`` (``writer`` and the rest null when no record is there).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,6 +68,7 @@ from tieredstore.store import (
     queues_to_rebuild,
     summarize,
     unit_crc,
+    writer_seen,
 )
 from tieredstore.tasks import gather_bounded
 
@@ -195,14 +202,34 @@ def render(what: str, rows: list[Row]) -> str:
                   "obj offset", "crc32c"])
 
 
-async def inspect(args: argparse.Namespace) -> list[Row]:
-    if args.what in ("topics", "queues"):
+async def broker_rows(store: ObjectStore, config: TieredStoreConfig) -> list[Row]:
+    """The broker's newest writer, from its liveness record."""
+    seen = await writer_seen(store, config)
+    empty: Row = dict.fromkeys(("writer", "host", "pid", "state", "started_ms", "last_seen_ms",
+                                "last_seen_seconds_ago", "heartbeat_interval_s"))
+    return [{"broker": config.broker,
+             **(empty if seen is None else seen.document(time.time()))}]
+
+
+def broker_line(row: Row) -> str:
+    if row["writer"] is None:
+        return f"broker {row['broker']}: no writer's liveness record"
+    return (f"broker {row['broker']}: {row['state']} writer {row['writer']}, last seen "
+            f"{row['last_seen_seconds_ago']:.0f} s ago")
+
+
+async def inspect(args: argparse.Namespace) -> tuple[list[Row], list[Row]]:
+    """The rows of ``args.what``, and the brokers' rows."""
+    if args.what in ("topics", "queues", "brokers"):
         for option, value in (("--segment", args.segment), ("--type", args.type)):
             if value is not None:
                 raise CliError(f"{option} selects segments and chunks only: "
                                f"inspect segments {option} {value} (or chunks)")
     config = resolve_config(args)
     async with open_existing_store(config) as store:
+        brokers = await broker_rows(store, config)
+        if args.what == "brokers":
+            return brokers, brokers
         log = await load_log(store, config)
         topics = None if args.topic is None else [args.topic]
         lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
@@ -214,7 +241,7 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
                            args.queue)
         if args.what in ("topics", "queues"):
             rows = await queue_rows(store, config, queues, log, lost)
-            return topic_rows(rows) if args.what == "topics" else rows
+            return (topic_rows(rows) if args.what == "topics" else rows), brokers
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
 
         async def files(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
@@ -238,7 +265,7 @@ async def inspect(args: argparse.Namespace) -> list[Row]:
                     rows.append(segment_row(topic, queue_id, file_type, listed.first, view))
                 else:
                     rows += await chunk_rows(store, topic, queue_id, file_type, view)
-        return rows
+        return rows, brokers
 
 
 HELP = "topics, queues, segments, chunks and sizes (read-only)"
@@ -246,7 +273,7 @@ HELP = "topics, queues, segments, chunks and sizes (read-only)"
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", default="queues",
-                        choices=("topics", "queues", "segments", "chunks"),
+                        choices=("topics", "queues", "segments", "chunks", "brokers"),
                         help="what to list (default: queues)")
     parser.add_argument("--topic", help="only this topic")
     parser.add_argument("--queue", type=nonnegative_int, metavar="ID",
@@ -258,11 +285,14 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = sync.run(inspect(args))
+    rows, brokers = sync.run(inspect(args))
     if args.json:
         print_json(rows)
-    elif rows:
-        print(render(args.what, rows))
-    else:
-        print(f"no {args.what}")
+        return 0
+    if args.what == "brokers":
+        print("\n".join(broker_line(r) for r in rows))
+        return 0
+    print(render(args.what, rows) if rows else f"no {args.what}")
+    if args.what == "queues":
+        print("\n".join(broker_line(r) for r in brokers))
     return 0

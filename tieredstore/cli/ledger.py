@@ -76,6 +76,7 @@ from .common import (
     MESSAGE_STORE_KEYS,
     CliError,
     add_metrics_port,
+    add_take_over,
     open_existing_store,
     print_json,
     resolve_config,
@@ -130,6 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
         if action in WRITERS:
             add_metrics_port(one, "the ledger host's requests, their cost and its offload "
                                   "counters (tieredstore_offload_*_total; docs/metrics.md)")
+            add_take_over(one, "the managed ledger")
         if action == "append":
             one.add_argument("--entry", action="append", metavar="TEXT",
                              help="an entry's payload (UTF-8); repeat it for more; without "
@@ -252,7 +254,7 @@ async def _append(host: LedgerHost, args: argparse.Namespace) -> int:
     if not texts and not args.rollover:  # taking it over for nothing would fence its owner
         raise CliError("no entries to append: give --entry TEXT or lines on standard input "
                        "(--rollover alone closes the current ledger)")
-    ml = await host.open(args.name, writer_id=_writer_id())
+    ml = await host.open(args.name, writer_id=_writer_id(), take_over=args.take_over)
     try:
         positions = await ml.add_entries([t.encode() for t in texts]) if texts else []
         if args.rollover:
@@ -312,7 +314,8 @@ async def _sweep(host: LedgerHost, config: TieredStoreConfig, args: argparse.Nam
 
 async def _take_over(host: LedgerHost, config: TieredStoreConfig, args: argparse.Namespace
                      ) -> int:
-    ml = await host.open(args.name, appending=False, writer_id=_writer_id())
+    ml = await host.open(args.name, appending=False, writer_id=_writer_id(),
+                         take_over=args.take_over)
     try:
         action = args.ledger_command
         if action == "offload":

@@ -30,6 +30,7 @@ from tieredstore.store import AsyncMessageStore, check_append
 from .common import (
     CliError,
     add_metrics_port,
+    add_take_over,
     nonnegative_int,
     offsets,
     positive_int,
@@ -81,7 +82,7 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
                  topic_reserved_time={})
     count = size = 0
     first = last = -1
-    async with await AsyncMessageStore.open(config) as store:
+    async with await AsyncMessageStore.open(config, take_over=args.take_over) as store:
         with progress(progress_enabled(args), total=total, desc="produce") as bar:
             for body in bodies:
                 last = await store.append(args.topic, args.queue, body,
@@ -101,6 +102,7 @@ HELP = "append messages to a queue"
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     add_metrics_port(parser, "the writer's metrics (docs/metrics.md)")
+    add_take_over(parser)
     parser.add_argument("--topic", required=True, help="the topic (created by its first message)")
     parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID",
                         help="the queue id (0, 1, ...)")

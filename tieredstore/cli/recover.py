@@ -40,6 +40,7 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     add_metrics_port,
+    add_take_over,
     format_requests,
     open_existing_store,
     print_json,
@@ -72,12 +73,13 @@ async def _before(store: ObjectStore, config: TieredStoreConfig, topic: str, que
     return view.max_offset, merges_owed(view.meta.properties)
 
 
-async def recover(config: TieredStoreConfig) -> tuple[list[QueueRecovery], dict[str, Any]]:
+async def recover(config: TieredStoreConfig, *, take_over: bool = False
+                  ) -> tuple[list[QueueRecovery], dict[str, Any]]:
     async with open_existing_store(config) as probe:
         before = {key: await _before(probe, config, *key)
                   for key in await listed_queues(probe, config)}
     results: list[QueueRecovery] = []
-    async with await AsyncMessageStore.open(config) as store:
+    async with await AsyncMessageStore.open(config, take_over=take_over) as store:
         # The listed queues too: one whose open failed (bytes failing their
         # CRC32C, say) is not among the store's queues, and is reported by
         # trying it again, as the next access would.
@@ -114,11 +116,12 @@ HELP = "open the store (recovery) and report; exit 1 if a queue is corrupt"
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     add_metrics_port(parser, "the recovering writer's metrics (docs/metrics.md)")
+    add_take_over(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
-    results, requests = sync.run(recover(config))
+    results, requests = sync.run(recover(config, take_over=args.take_over))
     corrupt = [r for r in results if r.state == "corrupt"]
     failed = [r for r in results if r.state != "ok"]
     if args.json:

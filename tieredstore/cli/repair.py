@@ -28,6 +28,7 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     add_metrics_port,
+    add_take_over,
     open_existing_store,
     print_json,
     resolve_config,
@@ -45,13 +46,13 @@ class Repaired:
     error: str = ""
 
 
-async def repair(config: TieredStoreConfig) -> list[Repaired]:
+async def repair(config: TieredStoreConfig, *, take_over: bool = False) -> list[Repaired]:
     async with open_existing_store(config) as probe:
         found = [Repaired(topic, queue_id, why)
                  for topic, queue_id, why in await queues_to_rebuild(probe, config)]
     if not found:
         return found
-    async with await AsyncMessageStore.open(config) as store:
+    async with await AsyncMessageStore.open(config, take_over=take_over) as store:
         for item in found:
             try:  # the open (lazy, on first access) rebuilds it
                 item.max_offset = await store.max_offset(item.topic, item.queue)
@@ -71,10 +72,11 @@ HELP = ("rebuild the metadata of queues that lost it from their segments (takes 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     add_metrics_port(parser, "the writer's metrics while it rebuilds queues (none to "
                              "rebuild: no writer is opened and nothing is served)")
+    add_take_over(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    found = sync.run(repair(resolve_config(args)))
+    found = sync.run(repair(resolve_config(args), take_over=args.take_over))
     failed = [r for r in found if r.error]
     if args.json:
         print_json({"queues": [asdict(r) for r in found], "rebuilt": len(found) - len(failed),

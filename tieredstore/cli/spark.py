@@ -40,19 +40,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from tieredstore import sync
+from tieredstore.store import refuse_live_writer
 
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     CliError,
+    add_take_over,
     check_selected,
     config_path,
     describe_error,
+    existing,
     location_overrides,
     offsets,
+    open_existing_store,
     print_json,
     read_only_store,
+    resolve_config,
 )
 
 JOBS = {"export": "append new messages to a Parquet table, exactly once",
@@ -101,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
             job.add_argument("--log-broker", action="append", default=[], dest="log_brokers",
                              metavar="BROKER", help="with --log: a broker (repeatable, or "
                              "comma-separated; default: --broker or the configured one)")
+            add_take_over(job, "each broker")
     pack = jobs.add_parser(PACK, parents=[common], help="pack tieredstore for a cluster's "
                            "workers; print the spark-submit line that ships it",
                            description="pack tieredstore and its dependencies for a "
@@ -155,6 +161,16 @@ async def check_selection(args: argparse.Namespace, topics: Sequence[str],
         check_selected(selected, topics[0] if len(topics) == 1 else None, queue)
 
 
+async def refuse_live_brokers(args: argparse.Namespace, brokers: Sequence[str]) -> None:
+    """:class:`WriterLive` if a broker that compact works on (``brokers``, else the
+    configured one) is written by a live store: its merges and claims are that
+    store's business (``--take-over`` goes on anyway)."""
+    config = existing(resolve_config(args, disk_cache_bytes=0))
+    async with open_existing_store(config) as store:
+        for broker in brokers or [config.broker]:
+            await refuse_live_writer(store, config.replace(broker=broker))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.job == PACK:
         return run_pack(args)
@@ -169,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     if topics or queues:
         sync.run(check_selection(args, topics, queues))
     filters = jobs.Filters(tuple(topics), tuple(queues))
+    if args.job == "compact" and not args.dry_run and not args.take_over:
+        sync.run(refuse_live_brokers(args, split(args.log_brokers) if args.log else []))
     own = not jobs.session_running()
     spark = jobs.get_session(args.master, app_name=f"tieredstore-{args.job}")
     try:

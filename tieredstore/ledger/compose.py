@@ -45,6 +45,7 @@ def managed_ledger_config(config: TieredStoreConfig) -> ManagedLedgerConfig:
         retention_seconds=config.ledger_retention_time,
         deletion_lag_seconds=config.ledger_deletion_lag,
         sweep_interval_seconds=config.ledger_sweep_interval,
+        heartbeat_interval_seconds=config.heartbeat_interval,
         read_priority=ReadPriority(config.ledger_read_priority),
     )
 
@@ -124,14 +125,15 @@ class LedgerHost:
         """The port of the metrics endpoint the host serves, if it serves one."""
         return None if self._metrics_server is None else self._metrics_server.port
 
-    async def open(self, name: str, *, writer_id: str = "",
-                   appending: bool = True) -> ManagedLedger:
-        """Open (or create) ``name``, taking it over from any other owner; with
+    async def open(self, name: str, *, writer_id: str = "", appending: bool = True,
+                   take_over: bool = True) -> ManagedLedger:
+        """Open (or create) ``name``, taking it over from any other owner (with
+        ``take_over=False``: :class:`WriterLive` while that owner is live); with
         ``appending=False`` (offload, trim, sweep only) start no new ledger."""
         return await ManagedLedger.open(
             name, metadata_store=self.store, ledgers=self.ledgers, offloader=self.offloader,
             config=managed_ledger_config(self.config), root=self.config.ledger_root,
-            writer_id=writer_id, appending=appending)
+            writer_id=writer_id, appending=appending, take_over=take_over)
 
     # --- read-only: never takes a managed ledger over ----------------------------------
 

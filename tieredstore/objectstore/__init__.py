@@ -17,6 +17,7 @@ from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, Retry
 from tieredstore.objectstore.governor import GET_CLASS, PUT_CLASS, Governor, GovernorOptions, Prices
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
+from tieredstore.objectstore.probe import ConditionalWritesIgnored
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.objectstore.s3 import S3ObjectStore
 from tieredstore.objectstore.s3_settings import S3Settings
@@ -30,6 +31,7 @@ __all__ = [
     "MIN_PART_SIZE",
     "ByteRange",
     "Chokepoint",
+    "ConditionalWritesIgnored",
     "Governor",
     "GovernorOptions",
     "LocalObjectStore",

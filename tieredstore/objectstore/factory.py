@@ -15,6 +15,7 @@ from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
 from tieredstore.objectstore.governor import GovernorOptions
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
+from tieredstore.objectstore.probe import check_conditional_writes
 from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
 
 BACKENDS = ("local", "s3", "memory")
@@ -34,6 +35,7 @@ class ObjectStoreOptions:
     local_fsync: bool = True
     s3: S3Settings | None = None
     create_bucket: bool = False
+    accept_ignored_if_none_match: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     governor: GovernorOptions = field(default_factory=GovernorOptions)
 
@@ -61,13 +63,17 @@ def open_backend(options: ObjectStoreOptions) -> ObjectStore:
     return S3ObjectStore(options.s3, chokepoint=chokepoint)
 
 
-async def prepare_bucket(store: ObjectStore, *, create: bool) -> None:
+async def prepare_bucket(store: ObjectStore, *, create: bool, prefix: str = "",
+                         accept_ignored_if_none_match: bool = False) -> None:
     """Before a writer uses an S3 bucket: create it if ``create`` asks, else make
     sure it exists (a misspelled bucket is an error naming it, never a new
-    bucket). Other backends need nothing."""
+    bucket); then, once per key ``prefix``, that the server honours
+    ``If-None-Match`` (:mod:`.probe`). Other backends need nothing."""
     if not isinstance(store, S3ObjectStore):
         return
     if create:
         await store.create_bucket()
     else:
         await store.check_bucket()
+    await check_conditional_writes(store, prefix, store.server,
+                                   accept_ignored=accept_ignored_if_none_match)

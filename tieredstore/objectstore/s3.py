@@ -134,12 +134,15 @@ class S3ObjectStore(ObjectStore):
     def _where(self) -> str:
         return f" at {self.settings.endpoint_url}" if self.settings.endpoint_url else ""
 
-    def _missing(self) -> str:
-        """That the bucket does not exist, naming it and where it was looked for
-        (the endpoint, else AWS and the region; never a credential)."""
-        where = self.settings.endpoint_url or "AWS S3" + (
+    @property
+    def server(self) -> str:
+        """Which server: the endpoint, else AWS and the region (never a credential)."""
+        return self.settings.endpoint_url or "AWS S3" + (
             f" ({self.settings.region})" if self.settings.region else "")
-        return f"bucket {self.bucket!r} does not exist at {where}"
+
+    def _missing(self) -> str:
+        """That the bucket does not exist, naming it and where it was looked for."""
+        return f"bucket {self.bucket!r} does not exist at {self.server}"
 
     def __repr__(self) -> str:
         return f"<S3ObjectStore bucket={self.bucket!r}{self._where()}>"

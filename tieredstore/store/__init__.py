@@ -14,6 +14,7 @@ the command line the packages below it.
 from tieredstore.filetype import FileType
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
+from tieredstore.metadata.liveness import Seen, WriterLive
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
 from tieredstore.store.arguments import MAX_TIMESTAMP, check_append
@@ -80,6 +81,7 @@ from tieredstore.store.view import (
     unit_crc,
 )
 from tieredstore.store.watch import BucketWatch, scrape_bucket, serve_bucket_metrics
+from tieredstore.store.writers import refuse_live_writer, writer_seen
 
 __all__ = [
     "BucketWatch",
@@ -161,4 +163,8 @@ __all__ = [
     "prepare_bucket",
     "queues_with_segments",
     "summarize",
+    "Seen",
+    "WriterLive",
+    "writer_seen",
+    "refuse_live_writer",
 ]

@@ -396,10 +396,14 @@ def check_now(now: Any) -> None:
                                      f"the epoch: {now / 1000!r}")
 
 
-def check_open(config: Any, store: Any, topic_reserved_time: Any, writer_id: Any) -> None:
+def check_open(config: Any, store: Any, topic_reserved_time: Any, writer_id: Any,
+               take_over: Any = True) -> None:
     """``open``'s arguments (the configuration validated itself when built)."""
     from tieredstore.objectstore import ObjectStore
 
+    if not isinstance(take_over, bool):
+        raise InvalidArgumentType("take_over", f"must be a bool, got {type_name(take_over)} "
+                                               f"{show(take_over)}")
     if config is not None and not isinstance(config, TieredStoreConfig):
         hint = "; build one with load_config(**settings)" if isinstance(config, Mapping) else ""
         raise InvalidArgumentType("config", f"must be a TieredStoreConfig or None, got "

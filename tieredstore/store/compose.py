@@ -77,8 +77,10 @@ def holds_local_store(path: str | os.PathLike[str]) -> bool:
 
 async def prepare_bucket(store: ObjectStore, config: TieredStoreConfig) -> None:
     """Before a writer uses an S3 bucket: create it if ``s3_create_bucket`` asks,
-    else make sure it exists (a misspelled bucket is an error naming it)."""
-    await prepare_backend(store, create=config.s3_create_bucket)
+    else make sure it exists (a misspelled bucket is an error naming it); and
+    that the server honours conditional creates (checked once per key prefix)."""
+    await prepare_backend(store, create=config.s3_create_bucket, prefix=config.key_prefix,
+                          accept_ignored_if_none_match=config.s3_accept_ignored_if_none_match)
 
 
 # --- fetcher -------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
 from tieredstore.store.repair import has_segments
 from tieredstore.store.view import listed_queues
-from tieredstore.store.writers import WriterRegistry
+from tieredstore.store.writers import WriterRegistry, refuse_live_writer
 from tieredstore.tasks import Priority, gather_bounded
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ class AsyncMessageStore(QueueReads):
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
                                             owns_store=False, codec=ctx.opener)
-        self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id)
+        self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id,
+                                      ctx.config.heartbeat_interval)
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
         self._metrics_server: MetricsServer | None = None
@@ -90,13 +91,19 @@ class AsyncMessageStore(QueueReads):
         topic_reserved_time: Mapping[str, float] | None = None,
         writer_id: str | None = None,
         key_provider: KeyProvider | None = None,
+        take_over: bool = True,
     ) -> AsyncMessageStore:
         """Open the store on ``config``'s backend (or the given ObjectStore) and recover.
 
         An S3 bucket that does not exist is an error naming it (:class:`NoSuchBucket`)
         unless ``s3_create_bucket`` asks to create it. ``key_provider`` maps a key
-        id to its key, for ``encryption = "aes-gcm"`` (:mod:`tieredstore.store.codec`)."""
-        arguments.check_open(config, store, topic_reserved_time, writer_id)
+        id to its key, for ``encryption = "aes-gcm"`` (:mod:`tieredstore.store.codec`).
+
+        The newest open wins: this one fences any store that writes the broker now.
+        ``take_over=False`` refuses instead, with :class:`WriterLive` naming it,
+        while that store's liveness record is live (docs/format.md, Liveness
+        records); nothing is written then."""
+        arguments.check_open(config, store, topic_reserved_time, writer_id, take_over)
         arguments.check_key_provider(key_provider)
         config = config or load_config()
         codec = RecordCodec.from_config(config, key_provider)
@@ -118,10 +125,19 @@ class AsyncMessageStore(QueueReads):
             opener=codec or RecordCodec.from_config(config, strict=False),
         )
         self = cls(ctx, topic_reserved_time=topic_reserved_time or {})
-        await self.writers.register()  # before any claim: see store/writers.py
-        await self._open_log()
-        await self._recover()
+        try:
+            if not take_over:
+                await refuse_live_writer(ctx.store, config)
+            await self.writers.register()  # before any claim: see store/writers.py
+            await self._open_log()
+            await self._recover()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.close()  # releases the client, the pool, the fetcher
+            raise
         background = ctx.background
+        if config.heartbeat_interval > 0:
+            background.every(config.heartbeat_interval, "liveness record", self.writers.beat)
         background.every(max(0.01, config.group_commit_interval), "dispatch", self._tick)
         if config.gc_interval > 0:
             background.every(config.gc_interval, "garbage collection", self.collect_garbage,
@@ -427,7 +443,7 @@ class AsyncMessageStore(QueueReads):
         if self._closed:
             return
         first: BaseException | None = None
-        for step in (self.flush, self._stop_background, self.ctx.pool.close,
+        for step in (self.flush, self._stop_background, self.writers.close, self.ctx.pool.close,
                      self.ctx.fetcher.close, self.ctx.store.close, self._stop_metrics):
             try:
                 await step()

@@ -32,6 +32,8 @@ queues and L log objects holding bytes (docs/metrics.md has measured figures):
   under ``key_prefix`` and one more paged LIST of the heads (the log as
   loaded above; the heads the pass read are not read again). They count
   among the queues the pass could not read (``tieredstore_corrupt_queues``).
+- the broker's newest writer: one LIST and one GET of its liveness record
+  (``tieredstore_broker_writer_last_seen_timestamp_seconds``).
 
 No message body is read. The
 requests the last pass made are exported
@@ -55,6 +57,7 @@ from tieredstore.store.read_only import ReadOnlyMessageStore
 from tieredstore.store.repair import queues_to_rebuild
 from tieredstore.store.summary import QueueSummary, summarize
 from tieredstore.store.view import listed_queues, load_log
+from tieredstore.store.writers import writer_seen
 from tieredstore.tasks import gather_bounded
 
 QUEUE_CONCURRENCY = 8
@@ -123,6 +126,7 @@ class BucketWatch:
         lost = {(topic, queue_id) for topic, queue_id, _ in await queues_to_rebuild(
             store, config, log=log, opened=self._summaries)}
         self._figures = [figures(s) for s in self._summaries.values()]
+        seen = await writer_seen(store, config)
         self._at = at
         self.unreadable = len(lost | set(unreadable))
         m = self.metrics
@@ -131,6 +135,8 @@ class BucketWatch:
         m.seconds += time.perf_counter() - started
         m.last_ended = time.time()
         m.last_requests = int(sum(requests.snapshot()["requests"].values()) - before)
+        m.writers = [] if seen is None else [
+            (config.broker, seen.writer, seen.state(m.last_ended), seen.seen_ms / 1000)]
         return self._figures
 
 

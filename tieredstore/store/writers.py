@@ -15,6 +15,12 @@ entry by the bytes, as for heads). A store whose entry is no longer the newest
 refuses to open a queue it does not hold, with :class:`WriterReplaced`. Older
 entries than the one before ours are deleted after registering.
 
+Each entry has a liveness record beside it, ``writers/live-{seq:020d}``
+(:mod:`tieredstore.metadata.liveness`): written at registering, refreshed
+every ``heartbeat_interval`` by the store's background, marked closed at a
+clean close. It only informs (an operator's command refuses a live broker
+unless told to take it over); the entries above are what fence.
+
 The two checks around a lazy claim leave one race: a replaced store that
 checked just before its successor registered, and claims just after the
 successor created that queue, fences the successor there; its own check after
@@ -26,10 +32,14 @@ from __future__ import annotations
 import logging
 import uuid
 
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError
 from tieredstore.metadata import MetadataFenced
+from tieredstore.metadata.liveness import Heartbeat, Seen, newest, record_key, refuse_if_live
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import crc_metadata
+from tieredstore.store.keys import metadata_root
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +54,16 @@ class WriterReplaced(MetadataFenced):
 class WriterRegistry:
     """This store instance's entry among the broker's writers."""
 
-    def __init__(self, store: ObjectStore, metadata_root: str, writer_id: str) -> None:
+    def __init__(self, store: ObjectStore, metadata_root: str, writer_id: str,
+                 heartbeat_interval: float = 0.0) -> None:
         self.store = store
         self.prefix = f"{metadata_root}/writers/"
         self.writer_id = writer_id
+        self.heartbeat_interval = heartbeat_interval
         # Unique to this open: two stores of one process share a writer id.
         self.body = f"{writer_id} {uuid.uuid4().hex}".encode()
         self.seq: int | None = None
+        self.heartbeat: Heartbeat | None = None
 
     def _key(self, seq: int) -> str:
         return f"{self.prefix}writer-{seq:020d}"
@@ -73,12 +86,29 @@ class WriterRegistry:
                                      metadata=crc_metadata(body)):
                 continue  # another store took this number: the next one
             self.seq = seq
-            stale = [self._key(s) for s in listed if s < seq - KEEP + 1]
+            self.heartbeat = Heartbeat(self.store, record_key(self.prefix, f"{seq:020d}"),
+                                       self.writer_id, self.heartbeat_interval)
+            await self.heartbeat.beat()
+            stale = [key for s in listed if s < seq - KEEP + 1
+                     for key in (self._key(s), record_key(self.prefix, f"{s:020d}"))]
             if stale:
                 await self.store.delete_many(stale)
             return seq
         raise WriterReplaced(f"could not register among the broker's writers in "
                              f"{REGISTER_ATTEMPTS} attempts: other stores keep opening")
+
+    async def beat(self) -> None:
+        """Refresh this store's liveness record (the background's periodic pass)."""
+        if self.heartbeat is not None:
+            await self.heartbeat.beat()
+
+    async def close(self) -> None:
+        """Mark the record closed; best effort: liveness only informs."""
+        if self.heartbeat is not None:
+            try:
+                await self.heartbeat.close()
+            except TieredStoreError as exc:
+                log.warning("could not mark this store's liveness record closed: %s", exc)
 
     async def check(self) -> None:
         """Raise :class:`WriterReplaced` if a newer store registered since."""
@@ -88,3 +118,15 @@ class WriterRegistry:
         if listed and listed[-1] > self.seq:
             raise WriterReplaced(f"a newer store (writer entry {listed[-1]}, ours {self.seq}) "
                                  "took this broker's queues over")
+
+
+async def writer_seen(store: ObjectStore, config: TieredStoreConfig) -> Seen | None:
+    """The liveness record of the newest store that opened ``config``'s broker,
+    if it wrote one (one LIST, one GET)."""
+    return await newest(store, f"{metadata_root(config)}/writers/")
+
+
+async def refuse_live_writer(store: ObjectStore, config: TieredStoreConfig) -> None:
+    """:class:`WriterLive` while the newest store of ``config``'s broker is live."""
+    refuse_if_live(f"broker {config.cluster}/{config.broker}",
+                   await writer_seen(store, config))

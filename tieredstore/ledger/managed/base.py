@@ -21,6 +21,7 @@ from tieredstore.ledger.managed.config import ManagedLedgerConfig
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.sources import HandleCache, LedgerCopy
 from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.metadata.liveness import Heartbeat
 from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class ManagedLedgerBase:
         self._offloading = False
         self._trigger_pending = False
         self._handles = HandleCache()
-        self._background = Background()  # offloads and the deletion-lag sweep
+        self._background = Background()  # offloads, the deletion-lag sweep, liveness
+        self._heartbeat: Heartbeat | None = None
         self._failed: BaseException | None = None
         self._closed = False
         self.offloads_completed = 0

@@ -39,6 +39,8 @@ class ManagedLedgerConfig:
       past these (by :meth:`ManagedLedger.apply_retention`).
     - ``deletion_lag_seconds``: keep the local copy this long after an
       offload completes (4 hours, as Pulsar).
+    - ``heartbeat_interval_seconds``: how often the owner refreshes its liveness
+      record (docs/format.md, Liveness records; 0: written at open and close only).
     - ``sweep_interval_seconds``: how often the open managed ledger deletes,
       in the background, the local copies whose deletion lag has passed
       (``delete_offloaded_local_copies``; 0: only when called).
@@ -55,6 +57,7 @@ class ManagedLedgerConfig:
     retention_seconds: float | None = None
     deletion_lag_seconds: float = 4 * HOUR
     sweep_interval_seconds: float = 600.0
+    heartbeat_interval_seconds: float = 30.0
     read_priority: ReadPriority = ReadPriority.TIERED_STORAGE_FIRST
     auto_offload: bool = True
     page_size: int = 64
@@ -76,7 +79,8 @@ class ManagedLedgerConfig:
         for key in ("max_entries_per_ledger", "max_ledger_bytes", "page_size"):
             check_field(key, getattr(self, key), 1, optional=key == "max_ledger_bytes")
         for key in ("offload_threshold_bytes", "offload_threshold_seconds", "retention_bytes",
-                    "retention_seconds", "deletion_lag_seconds", "sweep_interval_seconds"):
+                    "retention_seconds", "deletion_lag_seconds", "sweep_interval_seconds",
+                    "heartbeat_interval_seconds"):
             check_field(key, getattr(self, key), 0, optional=not key.endswith(("lag_seconds",
                                                                                "interval_seconds")))
         check_field("ack_quorum_size", self.ack_quorum_size, 1, self.write_quorum_size,

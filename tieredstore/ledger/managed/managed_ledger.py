@@ -24,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 
+from tieredstore.errors import TieredStoreError
 from tieredstore.ledger.errors import (
     LedgerFenced,
     LedgerNotFound,
@@ -40,6 +42,7 @@ from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.reads import Reading
 from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.metadata.liveness import Heartbeat, newest, record_key, refuse_if_live
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.tasks import Priority
 
@@ -64,6 +67,7 @@ class ManagedLedger(Appending, Reading, Deleting):
         writer_id: str = "",
         clock: Callable[[], float] = time.time,
         appending: bool = True,
+        take_over: bool = True,
     ) -> ManagedLedger:
         """Open (or create) the managed ledger ``name``: recover a ledger left
         open (fencing its writer), then start a new current ledger. With
@@ -71,11 +75,19 @@ class ManagedLedger(Appending, Reading, Deleting):
         new ledger is started: the one left open is closed (dropped if empty),
         and appends raise :class:`ManagedLedgerError`; nor is a managed ledger
         created: one without metadata (a misspelt name) is a
-        :class:`ManagedLedgerError`, and nothing is written."""
+        :class:`ManagedLedgerError`, and nothing is written.
+
+        The newest open wins: this one fences the owner it replaces.
+        ``take_over=False`` refuses instead, with :class:`WriterLive` naming it,
+        while that owner's liveness record is live (docs/format.md, Liveness
+        records); nothing is written then."""
         config = config or ManagedLedgerConfig()
+        path = ManagedLedgerPath(root, name)
+        if not take_over:
+            refuse_if_live(f"managed ledger {name!r}", await newest(metadata_store, path.base))
         for attempt in range(OPEN_ATTEMPTS):
             meta = await ManagedLedgerMetadata.open(
-                metadata_store, ManagedLedgerPath(root, name), writer_id=writer_id,
+                metadata_store, path, writer_id=writer_id,
                 page_size=config.page_size,
             )
             if not appending and meta.version == 0:
@@ -89,12 +101,30 @@ class ManagedLedger(Appending, Reading, Deleting):
                 if attempt == OPEN_ATTEMPTS - 1:
                     raise
                 continue
+            await self._start_heartbeat(metadata_store, path, writer_id)
             if config.sweep_interval_seconds > 0:
                 self._background.every(config.sweep_interval_seconds,
                                        f"{name}: deleting local copies past the lag",
                                        self._sweep, priority=Priority.GC)
             return self
         raise AssertionError("unreachable")
+
+    async def _start_heartbeat(self, store: ObjectStore, path: ManagedLedgerPath,
+                               writer_id: str) -> None:
+        """This owner's liveness record, after the take-over; older owners' records
+        but the newest one go (they only inform)."""
+        started = int(time.time() * 1000)  # wall clock, as readers compare (not ``clock``)
+        key = record_key(path.base, f"{started:020d}-{uuid.uuid4().hex}")
+        interval = self.config.heartbeat_interval_seconds
+        self._heartbeat = Heartbeat(store, key, writer_id or "managed-ledger owner", interval)
+        await self._heartbeat.beat()
+        older = sorted(o.key for o in await store.list_all(record_key(path.base, ""))
+                       if o.key < key)
+        if len(older) > 1:
+            await store.delete_many(older[:-1])
+        if interval > 0:
+            self._background.every(interval, f"{self.name}: liveness record",
+                                   self._heartbeat.beat)
 
     async def _sweep(self) -> bool:
         """One pass of the deletion-lag sweep; False once closed or fenced."""
@@ -115,6 +145,11 @@ class ManagedLedger(Appending, Reading, Deleting):
             return
         await self._background.close()  # the sweep first, then the offloads
         self._closed = True
+        if self._heartbeat is not None:
+            try:
+                await self._heartbeat.close()
+            except TieredStoreError as exc:  # liveness only informs
+                log.warning("%s: could not mark the liveness record closed: %s", self.name, exc)
         await self._handles.close()
         if self._writer is not None:
             # Fenced, or dropped (empty) by a newer owner: nothing left to close.
