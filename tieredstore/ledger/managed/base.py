@@ -48,6 +48,7 @@ class ManagedLedgerBase:
         self._offloading = False
         self._trigger_pending = False
         self._handles = HandleCache()
+        self._not_ours: set[int] = set()  # local ledgers of other managed ledgers
         self._background = Background()  # offloads and the deletion-lag sweep
         self._failed: BaseException | None = None
         self._closed = False
