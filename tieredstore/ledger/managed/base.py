@@ -25,6 +25,9 @@ from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
+MANAGED_LEDGER_KEY = "managed-ledger"
+"""The custom metadata entry of a local ledger that names its managed ledger."""
+
 
 class ManagedLedgerBase:
     """The state of one managed ledger, shared by its parts."""

@@ -24,15 +24,12 @@ import logging
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptLedger, LedgerNotFound, PositionOutOfRange
 from tieredstore.ledger.managed import state
-from tieredstore.ledger.managed.base import ManagedLedgerBase
+from tieredstore.ledger.managed.base import MANAGED_LEDGER_KEY, ManagedLedgerBase
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.policy import retention_trims
 from tieredstore.ledger.managed.sources import LedgerCopy
 
 log = logging.getLogger(__name__)
-
-MANAGED_LEDGER_KEY = "managed-ledger"
-"""The local ledger's custom metadata entry that names its managed ledger."""
 
 
 class Deleting(ManagedLedgerBase):
