@@ -153,9 +153,10 @@ class HeadWriter(Generic[H, R, P]):
         except BaseException:
             if self.fenced:
                 # It may have landed on a key freed by the deletion of old heads,
-                # behind a newer writer's: no head of the series. Stand on the one
-                # before, which is: what a fenced writer still reads (a GC pass's
-                # first pointers, say) must never run ahead of its successor's.
+                # behind a newer writer's: then it is no head of the series. Stand
+                # on the head before it, which was one: a fenced writer still reads
+                # its head (a GC pass takes its first pointers), and that must
+                # never run ahead of its successor's.
                 self._head, self._version = stood
             raise
 
