@@ -190,7 +190,7 @@ async def test_pages_whose_head_never_landed_are_ignored_whatever_they_hold() ->
         assert await reader.find_by_base_offset(COMMIT_LOG, 450) == primed(4)
         assert await reader.find_by_message_offset(COMMIT_LOG, 25) == primed(2)
     assert await again.vacuum() == 0
-    assert await again.vacuum(unreferenced=True) == 2
+    assert await again.vacuum(unreferenced=True, unreferenced_age=0) == 2
     assert [r async for r in again.records(COMMIT_LOG)] == expected
 
 

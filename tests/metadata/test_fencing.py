@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from tests.metadata.helpers import LostAnswerStore, record
 from tieredstore.metadata import COMMIT_LOG, MetadataFenced, QueueMetadata, QueuePath
-from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 
 QUEUE = QueuePath("root", "t", 0)
 
@@ -94,3 +95,36 @@ async def test_an_append_equal_to_the_last_record_is_a_retry_and_writes_nothing(
     puts = store.metrics.requests["put"]
     await md.append(record(0))
     assert store.metrics.requests["put"] == puts and md.version == 1
+
+
+class SuccessorBeforePageListing(MemoryObjectStore):
+    """Runs ``successor`` once, just before the next listing of a page prefix."""
+
+    successor: Any = None
+
+    async def list_all(self, prefix: str) -> list[ObjectInfo]:
+        if self.successor is not None and "/pages/" in prefix:
+            successor, self.successor = self.successor, None
+            await successor()
+        return await super().list_all(prefix)
+
+
+async def test_vacuum_leaves_a_successors_page_alone() -> None:
+    """A vacuum of unreferenced pages claims the queue, lists its pages, deletes
+    those its head does not reference. A writer that took the queue over in
+    between wrote a page and the head that references it: the page is young,
+    and stays (before, the vacuum deleted it: the successor's head named a
+    page that was gone)."""
+    store = SuccessorBeforePageListing()
+    a = await QueueMetadata.open(store, QUEUE, writer_id="a", page_size=2)
+    await a.append(record(0))
+
+    async def successor() -> None:
+        b = await QueueMetadata.open(store, QUEUE, writer_id="b")
+        await b.append_many([record(1), record(2)])  # a page, then the head naming it
+
+    store.successor = successor
+    await a.vacuum(unreferenced=True)
+    assert store.successor is None, "the successor did not run"
+    reader = await QueueMetadata.open_read_only(store, QUEUE)
+    assert [r async for r in reader.records(COMMIT_LOG)] == [record(i) for i in range(3)]

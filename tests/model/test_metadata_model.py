@@ -416,7 +416,7 @@ class MetadataModel(RuleBasedStateMachine):
     @precondition(lambda self: self.version > 0)
     @rule(unreferenced=st.booleans())
     def vacuum(self, unreferenced: bool) -> None:
-        self.run(self.md.vacuum(unreferenced=unreferenced))
+        self.run(self.md.vacuum(unreferenced=unreferenced, unreferenced_age=0))
         if unreferenced:
             self.wrote()  # it claims the queue first
 

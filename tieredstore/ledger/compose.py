@@ -12,7 +12,12 @@ from datetime import datetime
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.errors import LedgerNotFound, ManagedLedgerError, PositionOutOfRange
+from tieredstore.ledger.errors import (
+    LedgerNotFound,
+    ManagedLedgerError,
+    OffloadNotFound,
+    PositionOutOfRange,
+)
 from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.location import OffloadNamespace
@@ -169,23 +174,33 @@ class LedgerHost:
         ledger of ``name``: from its offload when complete, else from the local
         copy. Entries the ledger does not hold are an error naming what it holds,
         ``[0, end)``; from its end (``first`` = end, or ``last`` = ``first`` - 1)
-        there is nothing to read."""
+        there is nothing to read. A copy not found is read as trimmed
+        (:class:`PositionOutOfRange`) when the newest metadata, loaded again, no
+        longer holds the ledger: its owner trimmed it after the first load."""
         meta = await self._metadata(name)
         info = await meta.ledger(ledger_id)
         if info is None or not state.is_sealed(meta.head, info):
             raise PositionOutOfRange(f"ledger {ledger_id} is not a closed ledger of it",
                                      name=name)
         source = choose_sources(info, ReadPriority.TIERED_STORAGE_FIRST)[0]
-        handle = await open_copy(source, info, self.ledgers, self.offloader)
         try:
-            held = handle.last_add_confirmed + 1
-            end = held if last is None else last + 1
-            if not 0 <= first <= end <= held:
-                raise PositionOutOfRange(f"ledger {ledger_id} holds entries [0, {held}): "
-                                         f"cannot read entries [{first}, {end})", name=name)
-            return await handle.read(first, end - 1) if first < end else []
-        finally:
-            await handle.close()
+            handle = await open_copy(source, info, self.ledgers, self.offloader)
+            try:
+                held = handle.last_add_confirmed + 1
+                end = held if last is None else last + 1
+                if not 0 <= first <= end <= held:
+                    raise PositionOutOfRange(f"ledger {ledger_id} holds entries [0, {held}): "
+                                             f"cannot read entries [{first}, {end})", name=name)
+                return await handle.read(first, end - 1) if first < end else []
+            finally:
+                await handle.close()
+        except (LedgerNotFound, OffloadNotFound) as exc:
+            now = await self._metadata(name)
+            if await now.ledger(ledger_id) is None:
+                raise PositionOutOfRange(
+                    f"ledger {ledger_id} was trimmed while it was read (the first ledger is "
+                    f"now {now.head.firstLedgerId})", name=name) from exc
+            raise
 
     async def close(self) -> None:
         """Close the offloader and stop serving metrics (the store is the caller's)."""

@@ -8,11 +8,13 @@ writer's random session id in the newest head says it landed (adopted);
 another writer's head there fences. A head is stamped by the caller's
 ``stamp`` and published as the next version (the CAS is
 :class:`~tieredstore.metadata.versions.VersionedHeads`'); the writer stands on
-it once it has landed. A page is created once, before the head that
-references it: its key names a digest of its bytes, so bytes found there are
-these (written before), or damaged (replaced, once). A page read is checked
-and read again if it fails its checks (only damage that repeats is believed);
-the records of the pages used last are kept in an :class:`~tieredstore.lru.LRU`.
+it once it has landed, unless the listing after it fences the writer: then it
+stands on the head before (one that a successor's heads descend from). A page
+is created once, before the head that references it: its key names a digest of
+its bytes, so bytes found there are these (written before), or damaged
+(replaced, once). A page read is checked and read again if it fails its checks
+(only damage that repeats is believed); the records of the pages used last are
+kept in an :class:`~tieredstore.lru.LRU`.
 """
 
 from __future__ import annotations
@@ -145,7 +147,18 @@ class HeadWriter(Generic[H, R, P]):
                     pageset.add(page.ref)
                 self._cache.put(page.ref.key, tuple(page.records))
 
-        await self._heads.publish(version, self._encode(head), stand)
+        stood = self._head, self._version
+        try:
+            await self._heads.publish(version, self._encode(head), stand)
+        except BaseException:
+            if self.fenced:
+                # It may have landed on a key freed by the deletion of old heads,
+                # behind a newer writer's: then it is no head of the series. Stand
+                # on the head before it, which was one: a fenced writer still reads
+                # its head (a GC pass takes its first pointers), and that must
+                # never run ahead of its successor's.
+                self._head, self._version = stood
+            raise
 
     async def _page_records(self, key: str, decode: Callable[[bytes], Sequence[R]]
                             ) -> tuple[R, ...]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 
 from tieredstore.errors import ConfigError
 from tieredstore.filetype import FileType
@@ -78,6 +79,10 @@ log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 64
 MAX_PAGE_SIZE = 100_000
 CLAIM_ATTEMPTS = 16
+UNREFERENCED_PAGE_AGE = 3600.0
+"""Seconds an unreferenced page stays before :meth:`QueueMetadata.vacuum` takes
+it (the default ``gc_safety_age``): longer than a writer takes from a page to
+the head that references it."""
 
 
 class QueueMetadata(MetadataReader):
@@ -294,19 +299,23 @@ class QueueMetadata(MetadataReader):
             await self._delete_dead_pages(file_type)
             return first
 
-    async def vacuum(self, *, unreferenced: bool = False) -> int:
+    async def vacuum(self, *, unreferenced: bool = False,
+                     unreferenced_age: float = UNREFERENCED_PAGE_AGE) -> int:
         """Delete every page wholly behind ``first`` (an interrupted trim's).
 
-        With ``unreferenced``, also the pages no head references (left by a
-        write whose head never landed; readers ignore them). That is only safe
-        while no other writer of this queue runs: this claims the queue first,
-        but a writer that opened after the claim could have a page in flight.
-        Lists each file type's pages. Returns how many were deleted.
+        With ``unreferenced``, also the pages no head of this writer references
+        (left by a write whose head never landed; readers ignore them) that were
+        last written ``unreferenced_age`` seconds ago or earlier. This claims the
+        queue first, but a writer that takes it over after the claim writes its
+        pages before the head that references them, and they are no page of
+        ours: the age is what keeps them (docs/format.md, *Deletes and their
+        fences*). Lists each file type's pages. Returns how many were deleted.
         """
         async with self._write_lock:
             await self._begin_write()
             if unreferenced:
                 await self._commit(self.head)
+            cutoff = datetime.now(UTC) - timedelta(seconds=unreferenced_age)
             deleted = 0
             for state in list(self._head.files):
                 file_type = check_file_type(state.file_type)
@@ -314,8 +323,12 @@ class QueueMetadata(MetadataReader):
                 if unreferenced:
                     pageset = await self._pageset(file_type)
                     keep = {r.key for r in (await self._view(state)).refs}
+                    old = {o.key for o in await self._store.list_all(
+                        self._queue.pages_prefix(file_type))
+                           if o.modified is not None and o.modified <= cutoff}
                     deleted += await self._drop_pages(
-                        pageset, [r.key for r in pageset.refs if r.key not in keep])
+                        pageset, [r.key for r in pageset.refs
+                                  if r.key not in keep and r.key in old])
             return deleted
 
     # --- committing: pages, then the head (see :mod:`.headwriter`) ----------------

@@ -19,6 +19,7 @@ from tieredstore.ledger.errors import LedgerFenced, LedgerNotFound, ManagedLedge
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.local import LocalLedgerWriter
 from tieredstore.ledger.managed import state
+from tieredstore.ledger.managed.base import MANAGED_LEDGER_KEY
 from tieredstore.ledger.managed.offloads import Offloading
 from tieredstore.ledger.managed.position import Position
 from tieredstore.tasks import Priority
@@ -54,7 +55,7 @@ class Appending(Offloading):
         return await self.ledgers.create_ledger(
             ensemble_size=c.ensemble_size, write_quorum_size=c.write_quorum_size,
             ack_quorum_size=c.ack_quorum_size,
-            custom_metadata=[("managed-ledger", self.name.encode())],
+            custom_metadata=[(MANAGED_LEDGER_KEY, self.name.encode())],
         )
 
     async def _commit_rollover(self, writer: LocalLedgerWriter,

@@ -26,6 +26,9 @@ from tieredstore.tasks import Background
 
 log = logging.getLogger(__name__)
 
+MANAGED_LEDGER_KEY = "managed-ledger"
+"""The custom metadata entry of a local ledger that names its managed ledger."""
+
 
 class ManagedLedgerBase:
     """The state of one managed ledger, shared by its parts."""
@@ -49,6 +52,7 @@ class ManagedLedgerBase:
         self._offloading = False
         self._trigger_pending = False
         self._handles = HandleCache()
+        self._not_ours: set[int] = set()  # local ledgers of other managed ledgers
         self._background = Background()  # offloads, the deletion-lag sweep, liveness
         self._heartbeat: Heartbeat | None = None
         self._failed: BaseException | None = None

@@ -24,7 +24,8 @@ the objects first and reads the metadata after. An owner records an
 attempt's uuid in its head before it writes any object under it, so every
 attempt listed was recorded before the metadata is read; the record stays
 until the owner itself replaces it (having deleted the attempt, or given
-it up after a failure) or trims the ledger (having deleted the offload). So
+it up after a failure) or trims the ledger (its head write first, then the
+offload's deletion: a crash between leaves the attempt to this sweep). So
 an attempt not referenced then was given up, or belongs to a replaced
 owner, whose head writes are refused from then on: it can never be recorded
 complete, and nobody reads it. A managed ledger whose newest head cannot be

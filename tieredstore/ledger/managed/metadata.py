@@ -28,6 +28,7 @@ serialized, reads see the last committed head. The head returned by
 from __future__ import annotations
 
 import bisect
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -146,6 +147,23 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo, Ledg
             await self._commit(head)
             return result
 
+    async def update_settled(self, mutate: Callable[[pb.ManagedLedgerHead], object], *,
+                             landed: Callable[[pb.ManagedLedgerHead], bool]) -> None:
+        """:meth:`update`, for a write that deletes come after: if it fails, find
+        out at once whether it landed (:meth:`settle`). It returns as if answered
+        when the newest head is ours and ``landed(head)`` holds of it; else the
+        write's error is raised (fenced, not landed, or not known: then the next
+        write settles it). So a caller that deletes what the head drops once this
+        returns deletes only what a head that stands no longer needs."""
+        try:
+            await self.update(mutate)
+        except Exception:
+            if not self.fenced:
+                with contextlib.suppress(Exception):
+                    await self.settle()
+            if self.fenced or self._heads.unsettled or not landed(self._head):
+                raise
+
     async def settle(self) -> None:
         """Find out whether a failed head write landed (adopting it if it did)."""
         async with self._write_lock:
@@ -222,17 +240,21 @@ class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo, Ledg
     # --- trimming ---------------------------------------------------------------------
 
     async def trim(self, before_ledger_id: int) -> list[pb.LedgerInfo]:
-        """Move ``firstLedgerId`` to ``before_ledger_id``, then delete the pages
-        wholly behind it. Returns the ledgers dropped (head and paged)."""
-        paged = [info async for info in self.ledgers(before=before_ledger_id)
-                 if info.ledgerId < self._head.pagedThrough]
+        """Move ``firstLedgerId`` to ``before_ledger_id`` (one head write, its lost
+        reply settled: :meth:`update_settled`), then delete the pages wholly
+        behind it. Returns the ledgers dropped (paged and head), for the caller
+        to delete their data: only now, after the head that drops them stands."""
+        if self._head.firstLedgerId >= before_ledger_id:
+            return []
+        dropped = [info async for info in self.ledgers(before=before_ledger_id)]
+        paged = [info for info in dropped if info.ledgerId < self._head.pagedThrough]
 
-        def mutate(head: pb.ManagedLedgerHead) -> list[pb.LedgerInfo]:
-            if head.firstLedgerId >= before_ledger_id:
-                return []
-            return paged + trim_head(head, before_ledger_id, paged)
+        def mutate(head: pb.ManagedLedgerHead) -> None:
+            if head.firstLedgerId < before_ledger_id:
+                trim_head(head, before_ledger_id, paged)
 
-        dropped = await self.update(mutate)
+        await self.update_settled(
+            mutate, landed=lambda head: head.firstLedgerId >= before_ledger_id)
         await self.delete_dead_pages()
         return dropped
 

@@ -4,12 +4,22 @@ The current ledger is read through its writer. A sealed ledger is read from
 its local or its offloaded copy, in the order
 :func:`~tieredstore.ledger.managed.sources.choose_sources` gives (the local
 copy may be gone by the time it is opened: then the offloaded one is read);
-open handles are kept in a small LRU.
+open handles are kept in a small LRU. A copy the head names that is not found
+at all may have been trimmed by an owner that took the managed ledger over:
+one listing of the heads says so (:class:`ManagedLedgerFenced`, naming the
+ledger), else the missing copy's error stands (docs/format.md, *Managed-ledger
+metadata*).
 """
 
 from __future__ import annotations
 
-from tieredstore.ledger.errors import LedgerNotFound, ManagedLedgerError, PositionOutOfRange
+from tieredstore.ledger.errors import (
+    LedgerNotFound,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    OffloadNotFound,
+    PositionOutOfRange,
+)
 from tieredstore.ledger.handle import LedgerEntry, ReadHandle
 from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import ManagedLedgerBase
@@ -23,7 +33,11 @@ class Reading(ManagedLedgerBase):
     async def read_entries(self, ledger_id: int, first: int, last: int) -> list[LedgerEntry]:
         """Entries ``first..last`` of a ledger, from the copy the read priority picks."""
         handle = await self.read_handle(ledger_id)
-        return await handle.read(first, last)
+        try:
+            return await handle.read(first, last)
+        except (LedgerNotFound, OffloadNotFound) as exc:  # gone since it was opened
+            await self._check_not_taken_over(ledger_id, exc)
+            raise
 
     async def read_entry(self, position: Position) -> LedgerEntry:
         (entry,) = await self.read_entries(position.ledger_id, position.entry_id,
@@ -48,9 +62,10 @@ class Reading(ManagedLedgerBase):
             if handle is None:
                 try:
                     handle = await open_copy(source, info, self.ledgers, self.offloader)
-                except LedgerNotFound:
+                except (LedgerNotFound, OffloadNotFound) as exc:
                     if i + 1 < len(sources):
                         continue  # the local copy is gone: read the offloaded one
+                    await self._check_not_taken_over(ledger_id, exc)
                     raise
                 await self._handles.put(source, ledger_id, handle)
             self.reads_by_source[source] += 1
@@ -58,3 +73,16 @@ class Reading(ManagedLedgerBase):
         raise ManagedLedgerError(f"ledger {ledger_id} has neither a local nor an "
                                  "offloaded copy", name=self.name)
 
+    async def _check_not_taken_over(self, ledger_id: int, missing: Exception) -> None:
+        """A copy of ``ledger_id`` that our head names is not there: raise
+        :class:`ManagedLedgerFenced` if another owner wrote a newer head (it may
+        have trimmed the ledger; this owner is fenced from now on). One LIST;
+        if it fails, the missing copy's error stands."""
+        try:
+            await self.meta.check_current()
+        except ManagedLedgerFenced as exc:
+            raise ManagedLedgerFenced(
+                f"ledger {ledger_id} is not there ({missing}): another owner took the managed "
+                f"ledger over and may have trimmed it ({exc})", name=self.name) from missing
+        except Exception:
+            return  # cannot tell: the caller raises the missing copy's error

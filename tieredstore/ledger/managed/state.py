@@ -171,6 +171,23 @@ def mark_local_deleted(head: pb.ManagedLedgerHead, ledger_ids: Iterable[int]) ->
             info.offloadContext.bookkeeperDeleted = True
 
 
+def local_copy_gone(head: pb.ManagedLedgerHead, ledger_id: int) -> bool:
+    """Whether ``head`` says no owner needs the local copy of this managed
+    ledger's ledger ``ledger_id`` any more: trimmed (below ``firstLedgerId``),
+    paged (a paged ledger's local copy is deleted), marked deleted, or named by
+    no record though older than the newest recorded ledger (a rollover whose
+    head did not land, an empty ledger dropped). A ledger newer than the newest
+    recorded one may be a rollover's whose head write is under way: not gone.
+    Every later head says the same of it (the pointers only grow, the mark
+    stays, ids are never given twice)."""
+    if ledger_id < head.firstLedgerId or ledger_id < head.pagedThrough:
+        return True
+    info = find(head, ledger_id)
+    if info is None:
+        return ledger_id < last_ledger_id(head)
+    return is_offloaded(info) and info.offloadContext.bookkeeperDeleted
+
+
 # --- paging and trimming -----------------------------------------------------------------
 
 
