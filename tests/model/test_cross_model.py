@@ -11,8 +11,9 @@ tiny, compressible, random and incompressible, with keys, tags and
 properties; queue ids are 0 and 2**32 - 1; timestamps run out of order within
 ``timestamp_before_max``; an open that does not take over (the API's
 ``take_over=False``, the CLI's ``produce`` and ``recover`` without
-``--take-over``) is refused while the owner is live and writes nothing; segments, consume queues, key indexes and log
-objects are tiny, so every file rolls; retention cuts at random times. A log-mode
+``--take-over``) is refused while the owner is live and writes nothing;
+segments, consume queues, key indexes and log objects are tiny, so every file
+rolls; retention cuts at random times. A log-mode
 owner sends commits of 256 bytes or more to their segments as (partial) chunks,
 or only full chunks (``direct_commit_size``, issue 32).
 
