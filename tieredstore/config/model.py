@@ -37,7 +37,7 @@ from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from tieredstore.objectstore.base import MAX_PART_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
-from tieredstore.objectstore.governor import GovernorOptions
+from tieredstore.objectstore.governor import Demand, GovernorOptions
 from tieredstore.objectstore.s3_settings import SSE_MODES, S3Settings
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.pool.options import PoolOptions
@@ -61,6 +61,16 @@ _POOL = LayerFields(PoolOptions)
 _LOG = LayerFields(LogOptions)
 T = TypeVar("T")
 WRITE_MODES = ("direct", "log")
+
+# What a store sends to reopen a bucket holding one queue and make its first
+# commit, by write mode, counted on the local backend (docs/governor.md; a
+# test keeps them at or below what an open sends): a request budget must
+# admit it within OPEN_WITHIN seconds, or the host's open waits on its budget.
+OPEN_AND_COMMIT = {
+    "log": Demand(put=19, get=9, what="an open and one commit"),
+    "direct": Demand(put=19, get=3, what="an open and one commit"),
+}
+OPEN_WITHIN = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +236,8 @@ class TieredStoreConfig:
         if not self.encryption_key_id or len(self.encryption_key_id.encode()) > MAX_KEY_ID:
             raise ConfigError("encryption_key_id", f"must be 1 to {MAX_KEY_ID} bytes of "
                                                    f"UTF-8, got {self.encryption_key_id!r}")
+        self.options(GovernorOptions).check_serves(OPEN_AND_COMMIT[self.write_mode],
+                                                   within=OPEN_WITHIN)
         if self.backend == "s3" and not self.s3_bucket:
             raise ConfigError("s3_bucket", "is required when backend = 's3'")
         for key, limit in (("offload_threshold_bytes", "ledger_retention_bytes"),
