@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tieredstore import sync
-from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.config import KEYS, REFERENCE_FILE, TieredStoreConfig, load_config, near_miss
 from tieredstore.errors import ConfigError
 from tieredstore.store import ObjectStore, holds_local_store, open_object_store
 
@@ -43,11 +43,26 @@ READER_OPTIONS = frozenset({"config", "messages_per_partition", "batch_rows", "p
 T = TypeVar("T")
 
 
+def check_known(options: Mapping[str, str], own: frozenset[str]) -> None:
+    """Every option (in lower case) is a config key, an alias of one, ``config``,
+    a reader's split option or one of ``own`` (the reader's selection); else a
+    :class:`ConfigError` naming it and the known option it most resembles."""
+    known = KEYS | ALIASES.keys() | READER_OPTIONS | own
+    for key in sorted(options.keys() - known):
+        near = near_miss(known, key, cutoff=0.6)
+        hint = (f"did you mean {near!r}?" if near is not None else
+                f"the options are the config keys ({REFERENCE_FILE} lists them), "
+                f"{', '.join(ALIASES)} and {', '.join(sorted(READER_OPTIONS | own))}")
+        raise ConfigError(key, f"unknown option; {hint}")
+
+
 def config_from_options(options: Mapping[str, str], *,
                         skip: frozenset[str] = SELECTION_OPTIONS) -> TieredStoreConfig:
     """The store config that reader options (any case) describe (``config``: a TOML
-    file); ``skip``: the reader's own options, not config keys."""
+    file); ``skip``: the reader's own options, not config keys. An option that is
+    neither is an error (:func:`check_known`)."""
     options = lower_options(options)
+    check_known(options, skip)
     overrides: dict[str, Any] = {ALIASES.get(key, key): value for key, value in options.items()
                                  if key not in skip and key not in READER_OPTIONS}
     if "local_path" in overrides and "backend" not in overrides:
