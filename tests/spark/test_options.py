@@ -3,6 +3,7 @@ the known option it most resembles, before anything is read."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from tests.spark.conftest import BuiltStore
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark import LEDGER_SCHEMA, TieredStoreLedgerDataSource, bind
+from tieredstore.spark.options import config_from_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -53,3 +55,20 @@ def test_the_spark_command_refuses_a_mistyped_option(merged_store: BuiltStore,
     # the jobs select with their flags: an --option that would select is refused
     assert cli_main(["spark", "stats", "--data-dir", path, "--option", "topic=orders"]) == 2
     assert "select with --topic and --queue" in capsys.readouterr().err
+
+
+def test_the_reader_resolves_the_drivers_chain_credentials_into_its_config(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What the executors get with the reader (or a job's task): the credentials
+    resolved where the options are (docs/spark-shipping.md, "Credentials"); keys
+    given as options (``session_token`` too) win."""
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIADRIVER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "driver-secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "driver-token")
+    config = config_from_options({"backend": "s3", "bucket": "b"})
+    assert (config.s3_access_key_id, config.s3_secret_access_key, config.s3_session_token) == (
+        "AKIADRIVER", "driver-secret", "driver-token")
+    given = config_from_options({"backend": "s3", "bucket": "b", "access_key_id": "AKIAGIVEN",
+                                 "secret_access_key": "given", "session_token": "given-token"})
+    assert (given.s3_access_key_id, given.s3_session_token) == ("AKIAGIVEN", "given-token")

@@ -88,6 +88,7 @@ class TieredStoreConfig:
     s3_addressing_style: str = knob(_S3.addressing_style, choices=("auto", "path", "virtual"))
     s3_access_key_id: str = knob("", also=(_S3.access_key_id,))
     s3_secret_access_key: str = knob("", also=(_S3.secret_access_key,))
+    s3_session_token: str = knob("", also=(_S3.session_token,))
     s3_max_pool_connections: int = knob(_S3.max_pool_connections, 1, 1024)
     s3_sse: str = knob(_S3.sse, choices=SSE_MODES)
     s3_sse_kms_key_id: str = knob("", also=(_S3.sse_kms_key_id,))
@@ -295,7 +296,7 @@ class TieredStoreConfig:
                                           for k, v in changes.items()})
 
     def __repr__(self) -> str:
-        """Every key; the S3 secret redacted (``<redacted>`` when set)."""
+        """Every key; the S3 secret and session token redacted (``<redacted>`` when set)."""
         shown = ", ".join(f"{f.name}={repr_value(f.name, getattr(self, f.name))}"
                           for f in dataclasses.fields(self))
         return f"TieredStoreConfig({shown})"
