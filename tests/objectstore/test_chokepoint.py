@@ -403,6 +403,14 @@ def test_translate_error(exc: Exception, expected: type[Exception]) -> None:
     assert (error.op, error.key) == ("put", "k")  # type: ignore[attr-defined]
 
 
+def test_no_credentials_is_access_denied_saying_what_would_give_some() -> None:
+    error = translate_error(botocore.exceptions.NoCredentialsError(), "list", "k/")
+    assert isinstance(error, AccessDenied) and isinstance(error, PermissionError)
+    text = str(error)
+    assert "no S3 credentials in this process" in text and "s3_access_key_id" in text, text
+    assert "AWS_ACCESS_KEY_ID" in text and "Spark's executors" in text, text
+
+
 def test_translate_error_of_a_client_error_uses_its_code() -> None:
     assert type(translate_error(_client_error("SlowDown", 503), "put", "k")) is Throttled
 

@@ -7,6 +7,7 @@ measured (rates high enough to keep the tests short), fake for AIMD's arithmetic
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -23,7 +24,13 @@ from tieredstore.objectstore import (
     S3ObjectStore,
     S3Settings,
 )
-from tieredstore.objectstore.governor import CUT_INTERVAL, S3_PREFIX_LIMITS, key_prefix
+from tieredstore.objectstore.governor import (
+    CUT_INTERVAL,
+    S3_PREFIX_LIMITS,
+    Demand,
+    key_prefix,
+    least_rate,
+)
 from tieredstore.tasks import Background, Priority, Urgency
 
 FAST = RetryPolicy(max_attempts=6, base_delay=0.0, max_delay=0.0, timeout=5.0)
@@ -126,6 +133,80 @@ async def test_a_dollar_ceiling_caps_requests_at_their_prices() -> None:
     deletes = await send(choke, "delete", 400)  # free
     assert choke.metrics.waits == waited
     assert max(deletes) < 1.0  # 2 s at the PUT price
+
+
+# --- a budget that must serve its store ----------------------------------------------
+
+
+TWENTY_PUTS = Demand(put=20, get=0, what="twenty PUTs")
+
+
+def test_a_budget_below_the_least_for_a_demand_is_refused_naming_key_value_and_least() -> None:
+    # 20 from a bucket of 1 within 60 s: (20 - 1) / 60 = 0.32 (which holds below 1 token)
+    least = least_rate(20, 1.0, 1.0, 60.0)
+    assert least == pytest.approx(19 / 60)
+    GovernorOptions(put_rate=least).check_serves(TWENTY_PUTS, within=60.0)
+    GovernorOptions().check_serves(TWENTY_PUTS, within=60.0)  # 0: no budget
+    with pytest.raises(ConfigError) as raised:
+        GovernorOptions(put_rate=0.01).check_serves(TWENTY_PUTS, within=60.0)
+    assert raised.value.key == "request_put_rate"
+    text = str(raised.value)
+    assert "0.01 requests/s" in text and "at least 0.32" in text and "twenty PUTs" in text, text
+    with pytest.raises(ConfigError) as raised:
+        GovernorOptions(dollars_per_hour=0.001).check_serves(TWENTY_PUTS, within=60.0)
+    assert raised.value.key == "request_dollars_per_hour"
+    assert "0.001 cannot" in str(raised.value) and "at least" in str(raised.value)
+
+
+async def test_a_budget_at_the_least_admits_its_demand_within_the_window() -> None:
+    """The arithmetic against the bucket itself: at the least rate twenty PUTs are
+    sent within the window; at half of it they take twice as long."""
+    within, burst = 1.0, 0.1
+    least = least_rate(20, 1.0, burst, within)  # 20 / 1.1 (its burst holds 1.8 tokens)
+    assert least == pytest.approx(20 / 1.1)
+    at_least = Chokepoint(FAST, governor=GovernorOptions(put_rate=least, burst=burst))
+    sent = await send(at_least, "put", 20)
+    assert within * 0.9 <= max(sent) <= within + 0.5, sorted(sent)
+    half = GovernorOptions(put_rate=least / 2, burst=burst)
+    with pytest.raises(ConfigError):
+        half.check_serves(TWENTY_PUTS, within=within)
+    assert max(await send(Chokepoint(FAST, governor=half), "put", 20)) > within * 1.5
+
+
+# --- long waits are told -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "told"), [
+    (GovernorOptions(put_rate=0.01), "request_put_rate = 0.01 requests/s"),
+    (GovernorOptions(dollars_per_hour=0.001), "request_dollars_per_hour = 0.001"),
+])
+async def test_a_long_wait_logs_one_warning_naming_the_budget_within_a_second(
+        options: GovernorOptions, told: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="tieredstore.objectstore.governor")
+    choke = Chokepoint(FAST, governor=options)
+    await choke.call("put", ok, key=KEY)  # the burst's one token
+    waiting = [asyncio.create_task(choke.call("put", ok, key=KEY)) for _ in range(3)]
+    try:
+        started = time.time()
+        await asyncio.sleep(0.5)  # the other two wait as long, and log nothing
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+        assert warnings[0].created - started < 1.0
+        text = warnings[0].getMessage()
+        assert told in text and "host put request waits" in text, text
+        assert not any(t.done() for t in waiting)
+    finally:
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_short_waits_log_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="tieredstore.objectstore.governor")
+    choke = Chokepoint(FAST, governor=GovernorOptions(put_rate=100, burst=0.01))
+    await send(choke, "put", 20)  # each waits 10 ms, 0.2 s in all
+    assert choke.metrics.waits["host"] >= 1
+    assert caplog.records == []
 
 
 # --- priorities ----------------------------------------------------------------------

@@ -6,7 +6,8 @@ the environment (:mod:`tieredstore.spark.shipping`): ``tieredstore spark
 the README's ``spark-submit`` line (what ``tieredstore spark pack`` prints) for
 the launcher and for a script of one's own, run from the activated one. The
 drivers run in a directory the executors do not share: a relative ``--data-dir``
-still reads the store."""
+still reads the store. The worker has no S3 credentials (no ``AWS_*``, no
+credentials file): a bucket is read with those the driver's chain resolved."""
 
 from __future__ import annotations
 
@@ -20,14 +21,14 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import QUICK_JVM
 from tests.ledger.helpers import make_ledger
-from tests.servers import free_port
+from tests.servers import ACCESS_KEY, SECRET_KEY, S3Server, free_port
 from tests.spark.conftest import PER_QUEUE, QUEUES, build_store
 from tieredstore.ledger import LocalLedgerStore, OffloadOptions, SegmentLedgerOffloader
 from tieredstore.objectstore import LocalObjectStore
@@ -40,6 +41,12 @@ VENV_BIN = Path(sys.executable).parent
 ABSENT = ("tieredstore", "pyarrow", "crc32c", "boto3", "zstandard")
 README_CACHE = "$HOME/.cache/tieredstore/spark"
 README_MASTER = "spark://HOST:7077"
+# boto3's chain, as far as the environment names it
+AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_SECURITY_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+                   "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_ROLE_ARN",
+                   "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                   "AWS_CONTAINER_CREDENTIALS_FULL_URI")
 
 
 def spark_home() -> Path:
@@ -51,8 +58,8 @@ def base_env(work: Path) -> dict[str, str]:
     """This environment without anything that would point Spark at a Python or
     at our code; Spark on loopback."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYSPARK_", "SPARK_")) and k not in ("PYTHONPATH",
-                                                                   "VIRTUAL_ENV")}
+           if not k.startswith(("PYSPARK_", "SPARK_", "TIEREDSTORE_"))
+           and k not in ("PYTHONPATH", "VIRTUAL_ENV", *AWS_CREDENTIALS)}
     path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if Path(p) != VENV_BIN]
     env.update(SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
                PATH=os.pathsep.join(path), SPARK_LOG_DIR=str(work),
@@ -85,7 +92,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, bare_python: Path) -> Iter
                # the executors the worker starts inherit it (C1 only, as every JVM here)
                JAVA_TOOL_OPTIONS=QUICK_JVM,
                # no REST submission server (its port is fixed), UIs on free ports
-               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")
+               SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+               # no credentials for the executors: no files, no instance metadata
+               AWS_SHARED_CREDENTIALS_FILE=str(work / "no-credentials"),
+               AWS_CONFIG_FILE=str(work / "no-config"), AWS_EC2_METADATA_DISABLED="true")
     python = f"python{sys.version_info.major}.{sys.version_info.minor}"
     found = subprocess.run([python, "-c", "import importlib.util as u, sys; print(sys.prefix, "
                             f"[m for m in {ABSENT!r} if u.find_spec(m)])"],
@@ -171,9 +181,11 @@ def driver_env(work: Path, *, activated: bool) -> dict[str, str]:
     return env
 
 
-def run(args: list[str], work: Path, *, activated: bool = False
-        ) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(args, cwd=work, env=driver_env(work, activated=activated),
+def run(args: list[str], work: Path, *, activated: bool = False,
+        env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``args`` run in ``work`` by a driver (its environment, and ``env``): exit 0."""
+    done = subprocess.run(args, cwd=work, env={**driver_env(work, activated=activated),
+                                               **(env or {})},
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, f"{shlex.join(args)}:\n{done.stdout}\n{done.stderr[-4000:]}"
     return done
@@ -191,6 +203,32 @@ def test_the_command_line_ships_the_environment(cluster: str, driver: Path) -> N
     import pyarrow.parquet as pq
 
     assert pq.read_table(driver / "cli-export").num_rows == MESSAGES
+
+
+def test_the_executors_read_a_bucket_with_the_credentials_the_drivers_chain_resolved(
+        cluster: str, driver: Path, moto: S3Server, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``AWS_*`` set for the driver only (``tieredstore spark ... stats --bucket B
+    --endpoint E``): every queue is read, by executors whose environment and
+    files hold no credentials; neither the secret nor the session token shows in
+    what the driver prints (Spark's log with it) or in the executors' logs."""
+    bucket = f"chain-{uuid.uuid4().hex[:12]}"
+    built = build_store(tmp_path, queues=QUEUES[:2], per_queue=30, backend="s3",
+                        s3_bucket=bucket, s3_endpoint_url=moto.endpoint_url,
+                        s3_region="us-east-1", s3_access_key_id=ACCESS_KEY,
+                        s3_secret_access_key=SECRET_KEY)
+    secret, token = f"driver-secret-{uuid.uuid4().hex}", f"driver-token-{uuid.uuid4().hex}"
+    done = run([sys.executable, "-m", "tieredstore.cli", "spark", "--master", cluster,
+                "stats", "--bucket", bucket, "--endpoint", moto.endpoint_url,
+                "--region", "us-east-1"], driver,
+               env={"AWS_ACCESS_KEY_ID": "driver-key-id", "AWS_SECRET_ACCESS_KEY": secret,
+                    "AWS_SESSION_TOKEN": token})
+    assert f"2 queue(s), {sum(map(len, built.messages.values()))} messages" in done.stdout, \
+        done.stdout
+    for hidden in (secret, token):
+        assert hidden not in done.stdout + done.stderr
+        for log in tmp_path_factory.getbasetemp().glob("cluster*/worker/app-*/*/std*"):
+            assert hidden not in log.read_text(errors="replace"), log
 
 
 def readme_line() -> list[str]:

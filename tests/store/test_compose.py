@@ -3,6 +3,8 @@ default per setting, and the composition module's entry points over them."""
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,69 @@ def test_segment_options_take_the_chunk_size_and_merge_on_seal() -> None:
     config = TieredStoreConfig(chunk_size=64 * KiB, merge_on_seal=False)
     assert config.options(SegmentOptions) == SegmentOptions(chunk_size=64 * KiB,
                                                             merge_on_seal=False)
+
+
+# --- credentials carried to processes elsewhere (Spark's executors) ----------------
+
+
+@pytest.fixture
+def no_chain(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """boto3's chain with nothing to find: no AWS_* credentials, no files."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_SECURITY_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    return monkeypatch
+
+
+def test_credentials_the_chain_resolves_are_carried_in_the_configuration(
+        no_chain: pytest.MonkeyPatch) -> None:
+    no_chain.setenv("AWS_ACCESS_KEY_ID", "AKIACHAIN")
+    no_chain.setenv("AWS_SECRET_ACCESS_KEY", "chain-secret-value")
+    no_chain.setenv("AWS_SESSION_TOKEN", "chain-token-value")
+    config = compose.carrying_credentials(TieredStoreConfig(backend="s3", s3_bucket="b"))
+    s3 = config.options(S3Settings)
+    assert (s3.access_key_id, s3.secret_access_key, s3.session_token) == (
+        "AKIACHAIN", "chain-secret-value", "chain-token-value")
+    for shown in (repr(config), str(config), repr(s3)):
+        assert "chain-secret-value" not in shown and "chain-token-value" not in shown, shown
+    assert "s3_session_token='<redacted>'" in repr(config)
+    # configured keys win; a local store carries nothing
+    configured = TieredStoreConfig(**S3)
+    assert compose.carrying_credentials(configured) is configured
+    local = TieredStoreConfig(backend="memory")
+    assert compose.carrying_credentials(local) is local
+
+
+def test_a_profiles_credentials_are_carried_and_nothing_found_changes_nothing(
+        no_chain: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bare = TieredStoreConfig(backend="s3", s3_bucket="b")
+    assert compose.carrying_credentials(bare) is bare
+    (tmp_path / "credentials").write_text("[reader]\naws_access_key_id = AKIAPROFILE\n"
+                                          "aws_secret_access_key = profile-secret\n")
+    no_chain.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    no_chain.setenv("AWS_PROFILE", "reader")
+    config = compose.carrying_credentials(bare)
+    assert (config.s3_access_key_id, config.s3_secret_access_key, config.s3_session_token) == (
+        "AKIAPROFILE", "profile-secret", "")
+
+
+def test_an_instance_role_is_neither_looked_for_nor_carried(no_chain: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The platform's credentials stay the platform's: with metadata lookups
+    allowed, pointed at a server that never answers (botocore's chain waits for
+    it 2 s a try), resolving finds nothing at once."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        no_chain.delenv("AWS_EC2_METADATA_DISABLED", raising=False)
+        no_chain.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                        f"http://127.0.0.1:{silent.getsockname()[1]}/")
+        no_chain.setenv("AWS_METADATA_SERVICE_TIMEOUT", "2")
+        started = time.monotonic()
+        bare = TieredStoreConfig(backend="s3", s3_bucket="b")
+        assert compose.carrying_credentials(bare) is bare
+        assert time.monotonic() - started < 1.0

@@ -6,7 +6,8 @@ cluster's workers, and the spark-submit line.
 loopback, or spark-submit's), then the job and its options; the store is
 named with the options every command takes (``--data-dir DIR``, or
 ``--bucket B --endpoint URL ...``, ``--config TOML``), and ``--option
-KEY=VALUE`` for any other config key. ``--topic`` and ``--queue`` select
+KEY=VALUE`` for any other config key (an unknown one is an error naming the
+closest known option, before Spark starts). ``--topic`` and ``--queue`` select
 (repeatable, or comma-separated); one that names nothing in the store is an
 error (exit 2) before Spark starts. A master that is not ``local`` gets this
 environment shipped to its workers (:mod:`tieredstore.spark.shipping`), which
@@ -73,6 +74,9 @@ EXPORT_ABOUT = (
     "their partitions, a crashed run is finished or redone by the next, and one run at a "
     "time may work on OUT. Nothing new: nothing written, exit status 0. Read the table "
     "with spark.read.parquet(OUT).")
+
+# Reader options the jobs take from their flags (--topic, --queue), not --option.
+SELECTED_BY_FLAGS = ("topic", "queue_id")
 
 HELP = f"run a Spark job: {', '.join(JOBS)} (--master M); or {PACK} for a cluster"
 
@@ -144,6 +148,8 @@ def store_options(args: argparse.Namespace) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise CliError(f"--option {item!r}: expected KEY=VALUE")
+        if key.strip().lower() in SELECTED_BY_FLAGS:
+            raise CliError(f"--option {item!r}: the jobs select with --topic and --queue")
         options[key.strip()] = value
     return options
 
@@ -181,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
               "pip install 'tieredstore[spark]'", file=sys.stderr)
         return EXIT_USAGE
     options = store_options(args)
+    jobs.check_options(options)  # a mistyped --option: before Spark starts
     topics, queues = split(args.topic), queue_ids(args.queue)
     if topics or queues:
         sync.run(check_selection(args, topics, queues))

@@ -32,9 +32,10 @@ number is seconds, except for keys that delete data when their time runs out
 (``file_reserved_time``...), where the file and the environment must give a unit.
 """
 
+from tieredstore.config.coerce import near_miss
 from tieredstore.config.crypto import decode_key
 from tieredstore.config.loading import load_config
-from tieredstore.config.model import YEAR, TieredStoreConfig
+from tieredstore.config.model import FIELDS, YEAR, TieredStoreConfig
 from tieredstore.config.paths import check_paths
 from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.topics import TopicSettings
@@ -48,12 +49,16 @@ from tieredstore.config.units import (
 )
 from tieredstore.sizes import GiB, KiB, MiB
 
+KEYS = frozenset(FIELDS)
+"""Every key's name (the file's keys, ``TIEREDSTORE_<KEY>``, keyword overrides)."""
+
 __all__ = [
     "decode_key",
     "DURATION_HELP",
     "UnitError",
     "YEAR",
     "GiB",
+    "KEYS",
     "KiB",
     "MiB",
     "REFERENCE_FILE",
@@ -62,6 +67,7 @@ __all__ = [
     "human_seconds",
     "human_size",
     "load_config",
+    "near_miss",
     "parse_duration",
     "parse_size",
     "TopicSettings",

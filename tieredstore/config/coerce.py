@@ -25,9 +25,11 @@ from tieredstore.errors import ConfigError
 Fields = Mapping[str, dataclasses.Field[Any]]
 
 
-def near_miss(names: Iterable[str], key: str) -> str | None:
-    """The known key ``key`` looks like a misspelling of, if any."""
-    found = difflib.get_close_matches(key, list(names), n=1, cutoff=0.8)
+def near_miss(names: Iterable[str], key: str, *, cutoff: float = 0.8) -> str | None:
+    """The known name ``key`` looks most like a misspelling of, if any resembles it
+    at least ``cutoff`` (difflib's ratio; 0.6 for a hint where an unknown name is an
+    error anyway)."""
+    found = difflib.get_close_matches(key, list(names), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

@@ -13,7 +13,7 @@ from tieredstore.config.units import human
 from tieredstore.errors import ConfigError
 
 # Keys whose values never appear in a repr, a str or an error message.
-SECRET_KEYS = frozenset({"s3_secret_access_key", "encryption_key"})
+SECRET_KEYS = frozenset({"s3_secret_access_key", "s3_session_token", "encryption_key"})
 REDACTED = "<redacted>"
 
 

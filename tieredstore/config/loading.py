@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import tomllib
@@ -175,8 +174,7 @@ def _unknown_variable(name: str, key: str) -> None:
     if key == TOPICS:
         raise ConfigError(key, f"{name}: per-topic overrides are set in the configuration "
                                f"file, as [topics.\"NAME\"] tables, or with topics= in code")
-    near = near_miss(FIELDS, key) or next(iter(difflib.get_close_matches(
-        key, list(FIELDS), n=1, cutoff=0.6)), None)
+    near = near_miss(FIELDS, key, cutoff=0.6)
     if near is None:
         log.warning("%s names no configuration key and resembles none: left out "
                     "(%s lists every key)", name, REFERENCE_FILE)

@@ -33,6 +33,14 @@ and admits every attempt of every request before it is sent. Its rules:
   :data:`CUT_INTERVAL`, whether sent to again or not). Priorities apply to
   these buckets too, so background work slows first.
 
+- **Long waits are told.** A request the governor holds back longer than
+  :data:`LONG_WAIT` logs one WARNING naming the key that holds it (the
+  budget's, or the SlowDown backoff's with the prefix), the wait and the
+  budget; then at most one per :data:`WARN_INTERVAL` a store.
+- **A budget must serve its store.** :meth:`GovernorOptions.check_serves`
+  refuses a budget that cannot admit a given :class:`Demand` (the store's
+  configuration passes what an open and one commit send) within a given time.
+
 The governor only delays requests: it never fails one, and it changes no
 answer of a write (``docs/format.md``). With no budget set and no prefix cut,
 :attr:`Governor.limiting` is False and the chokepoint does not call it.
@@ -41,6 +49,8 @@ answer of a write (``docs/format.md``). With no budget set and no prefix cut,
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,6 +81,14 @@ MIN_PREFIX_RATE = 1.0
 CUT_INTERVAL = 1.0
 
 
+# A request held back longer than this (seconds) is logged: a WARNING naming what
+# holds it, then at most one per WARN_INTERVAL a store.
+LONG_WAIT = 1.0
+WARN_INTERVAL = 60.0
+
+log = logging.getLogger(__name__)
+
+
 # S3 Standard's list prices, dollars per 1,000 requests.
 S3_PRICE_PUT = 0.005
 S3_PRICE_GET = 0.0004
@@ -90,6 +108,35 @@ class Prices:
         if op in GET_CLASS:
             return self.get / 1000
         return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a piece of work sends (``what``, in words): requests of each class."""
+
+    put: int
+    get: int
+    what: str
+
+
+def least_rate(cost: float, floor: float, burst: float, within: float) -> float:
+    """The least refill rate at which a full token bucket (of capacity
+    ``max(floor, rate * burst)``, as the governor's) admits ``cost`` tokens within
+    ``within`` seconds. While ``rate * burst <= floor`` the bucket holds ``floor``
+    and the rest takes ``(cost - floor) / rate``; above, ``cost / rate - burst``."""
+    if cost <= floor:
+        return 0.0
+    low = (cost - floor) / within
+    if low * burst <= floor:
+        return low
+    return cost / (burst + within)
+
+
+def _up(value: float) -> float:
+    """``value`` rounded up to two significant digits (a minimum that, given back,
+    passes)."""
+    step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return math.ceil(value / step - 1e-9) * step
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +175,33 @@ class GovernorOptions:
     @property
     def prices(self) -> Prices:
         return Prices(self.price_per_1000_put, self.price_per_1000_get)
+
+    def check_serves(self, demand: Demand, within: float) -> None:
+        """A :class:`ConfigError` naming the budget that cannot admit ``demand``
+        within ``within`` seconds (from full buckets, with nothing else sent), its
+        value and the least value that can (0, no budget, always can)."""
+        burst = self.burst
+        for key, rate, count, name in (("request_put_rate", self.put_rate, demand.put, "PUT"),
+                                       ("request_get_rate", self.get_rate, demand.get, "GET")):
+            least = least_rate(count, 1.0, burst, within)
+            if 0 < rate < least:
+                raise ConfigError(key, f"{rate:g} requests/s cannot serve {demand.what} "
+                                       f"({count} {name}-class requests) within {within:g} s "
+                                       f"at request_burst = {burst:g} s: it must be at least "
+                                       f"{_up(least):g} (0: no budget)")
+        if self.dollars_per_hour > 0:
+            prices = self.prices
+            cost = demand.put * prices.of("put") + demand.get * prices.of("get")
+            floor = max(prices.put, prices.get) / 1000
+            least = least_rate(cost, floor, burst, within) * 3600
+            if self.dollars_per_hour < least:
+                raise ConfigError("request_dollars_per_hour", f"{self.dollars_per_hour:g} cannot "
+                                  f"serve {demand.what} ({demand.put} PUT-class and "
+                                  f"{demand.get} GET-class requests, ${cost:.7f} at "
+                                  f"price_per_1000_put = {prices.put:g} and price_per_1000_get "
+                                  f"= {prices.get:g}) within {within:g} s at request_burst = "
+                                  f"{burst:g} s: it must be at least {_up(least):g} "
+                                  "(0: no ceiling)")
 
     @property
     def enabled(self) -> bool:
@@ -251,6 +325,7 @@ class Governor:
             self._dollars = TokenBucket(per_second, max(largest, per_second * burst), now)
         self._prefixes: dict[tuple[str, str], PrefixLimit] = {}
         self._sweep_at = now  # when recovered prefixes are next looked for
+        self._warn_at = -math.inf  # when a long wait may next be logged
         self.limiting = bool(self._classes or self._dollars)
         """Whether any request may have to wait: the chokepoint's fast path."""
 
@@ -342,6 +417,13 @@ class Governor:
                 for bucket in counted:
                     bucket.waiting[priority] += 1
                 waited = True
+                if now - started + delay > LONG_WAIT and now >= self._warn_at:
+                    self._warn_at = now + WARN_INTERVAL
+                    holder = max(delays, key=lambda found: found[1])[0]
+                    log.warning("request governor: a %s %s request waits %.1f s for %s; "
+                                "long waits are logged at most once every %.0f s",
+                                priority.name.lower(), op, now - started + delay,
+                                self._holding(holder), WARN_INTERVAL)
                 await asyncio.sleep(delay)
                 now = self._clock()
         finally:
@@ -353,6 +435,22 @@ class Governor:
                 bucket.taken += 1
         if waited and self._on_wait is not None:
             self._on_wait(priority, now - started)
+
+    def _holding(self, bucket: TokenBucket) -> str:
+        """The key (and budget) behind ``bucket``, in words."""
+        burst = f"request_burst = {self.options.burst:g} s"
+        if bucket is self._dollars:
+            return (f"request_dollars_per_hour = {self.options.dollars_per_hour:g} (at "
+                    f"price_per_1000_put = {self._prices.put:g}, price_per_1000_get = "
+                    f"{self._prices.get:g}; {burst})")
+        for cls, budget in self._classes.items():
+            if bucket is budget:
+                return f"request_{cls}_rate = {budget.rate:g} requests/s ({burst})"
+        assert isinstance(bucket, PrefixLimit)
+        prefix = next((p for (p, _), limit in self._prefixes.items() if limit is bucket), "?")
+        return (f"slowdown_backoff: the store answered SlowDown under {prefix!r}, whose rate "
+                f"is cut to {bucket.rate:.3g} requests/s, growing back to {bucket.ceiling:g} "
+                f"within slowdown_recovery = {self.options.slowdown_recovery:g} s")
 
     def slowed(self, op: str, key: str) -> None:
         """The store answered ``op`` on ``key`` with SlowDown: cut its prefix's rate."""

@@ -70,6 +70,14 @@ def translate_error(exc: Exception, op: str, key: str, bucket: str = "") -> Exce
     """Map any exception from botocore/aiohttp into our hierarchy."""
     if isinstance(exc, botocore.exceptions.ClientError):
         return translate_client_error(exc, op, key, bucket)
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return AccessDenied(f"{op} {key!r}: no S3 credentials in this process: set "
+                            "s3_access_key_id and s3_secret_access_key (s3_session_token for "
+                            "temporary ones), or give boto3's chain some (AWS_ACCESS_KEY_ID "
+                            "and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ~/.aws, an instance "
+                            "role); Spark's executors use the driver's unless it has only an "
+                            "instance's or container's role (docs/spark-shipping.md)",
+                            op=op, key=key)
     timeouts = botocore.exceptions.ConnectTimeoutError | botocore.exceptions.ReadTimeoutError
     if isinstance(exc, timeouts):
         return RequestTimeout(f"{op} {key!r}: {exc}", op=op, key=key)

@@ -52,6 +52,53 @@ class S3Settings:
 _SECRET_FIELDS = frozenset({"secret_access_key", "session_token"})
 SSE_MODES = ("", "AES256", "aws:kms")
 
+# The providers of botocore's credential chain whose credentials the platform
+# gives the machine, container or pod that resolves them, and refreshes there
+# (instance profile, ECS/EKS container role, a web identity token file): a
+# process elsewhere on that platform resolves its own, and a copy would expire.
+PLATFORM_CREDENTIALS = ("iam-role", "container-role", "assume-role-with-web-identity")
+
+
+@dataclass(frozen=True, slots=True)
+class ChainCredentials:
+    """Credentials boto3's chain resolved, as they were then; ``method``: the
+    provider that found them (botocore's name: ``env``, ``shared-credentials-file``,
+    ``assume-role``, ``sso``...). The secret and token never show."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str  # "" if none (long-term credentials)
+    method: str
+
+    def __repr__(self) -> str:
+        token = "<redacted>" if self.session_token else "''"
+        return (f"ChainCredentials(access_key_id={self.access_key_id!r}, "
+                f"secret_access_key='<redacted>', session_token={token}, "
+                f"method={self.method!r})")
+
+
+def chain_credentials() -> ChainCredentials | None:
+    """What boto3's credential chain resolves in this process, from its
+    environment and files (``AWS_ACCESS_KEY_ID``..., ``AWS_PROFILE``, the shared
+    credentials and config files, a profile's assumed role, SSO or
+    ``credential_process``), frozen as they are now; None if it finds none but
+    the platform's (:data:`PLATFORM_CREDENTIALS`, which are not looked for, nor
+    waited for: no instance metadata request is made)."""
+    import botocore.session
+
+    session = botocore.session.Session()
+    resolver = session.get_component("credential_provider")
+    for method in PLATFORM_CREDENTIALS:
+        resolver.remove(method)
+    found = session.get_credentials()
+    if found is None:
+        return None
+    frozen = found.get_frozen_credentials()
+    if not frozen.access_key or not frozen.secret_key:
+        return None
+    return ChainCredentials(frozen.access_key, frozen.secret_key, frozen.token or "",
+                            str(found.method))
+
 
 def sse_arguments(settings: S3Settings) -> dict[str, str]:
     """The request arguments of ``settings``' server-side encryption, for

@@ -14,6 +14,8 @@ Options. The store: ``path`` (the local backend's directory), or
 ``backend=s3`` with ``bucket``, ``endpoint``, ``region``, ``access_key_id``,
 ``secret_access_key``, ``addressing_style``; ``cluster``, ``broker``,
 ``key_prefix``; ``config`` (a TOML file); any other config key by its name.
+An option that is none of these nor one below is an error naming it and the
+known option it most resembles (``topik``: did you mean ``topic``?).
 The selection, exact: ``topic`` and ``queue_id`` (comma-separated lists),
 ``offset_from`` (inclusive) / ``offset_to`` (exclusive), ``time_from``
 (inclusive) / ``time_to`` (exclusive) as ISO 8601 (naive means UTC) or ms;
@@ -67,6 +69,7 @@ from tieredstore.spark.bound import bind
 from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import (
     Filters,
+    check_options,
     compact,
     compact_logs,
     export,
@@ -80,6 +83,7 @@ from tieredstore.spark.shipping import Pack, PackError, pack
 from tieredstore.store import ScanError
 
 __all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Pack", "PackError",
-           "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind", "compact",
+           "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind",
+           "check_options", "compact",
            "compact_logs", "export", "get_session", "pack", "register", "session_running",
            "stats", "verify_reports"]

@@ -4,8 +4,8 @@
 Python process that plans the read: a process Spark's JVM starts, with the
 JVM's environment (fixed when the session started) and the options as Spark
 keeps them (shown in its plans, possibly, and its UI). Credentials this
-driver holds, from a configuration file, ``TIEREDSTORE_S3_*`` set later,
-or the command line, are not there.
+driver holds, from a configuration file, ``TIEREDSTORE_S3_*`` or ``AWS_*``
+set later, or the command line, are not there.
 
 :func:`bind` registers, under a name of its own, a subclass of the format
 whose class attribute ``bound`` is the resolved configuration. PySpark
@@ -15,7 +15,10 @@ process unpickles it and builds its reader from ``bound`` (the reader, with
 the configuration, is pickled to the executors, as the jobs' tasks are). No
 option, conf, environment variable, file or plan string carries the
 configuration, and this works on a cluster as on ``local[*]``: planning runs
-on the driver's machine, the tasks get the reader from the driver.
+on the driver's machine, the tasks get the reader from the driver. S3
+credentials that boto3's chain resolves here are bound with it (as
+:func:`~tieredstore.spark.options.readable` carries them), a snapshot: bind
+again when a session token has expired (docs/spark-shipping.md, "Credentials").
 
 A bound format takes the selection and reader options only (a store option
 is an error). Each call registers one more name for the session's life:

@@ -47,6 +47,7 @@ from tieredstore.spark.options import (
     FORMAT_NAME,
     READER_OPTIONS,
     SELECTION_OPTIONS,
+    check_known,
     config_from_options,
     int_option,
     lower_options,
@@ -129,6 +130,7 @@ class Source(DataSource):
         ``skip`` are the reader's own) name. A bound format takes no store option."""
         if self.bound is None:
             return config_from_options(options, skip=skip)
+        check_known(options, skip)
         named = sorted(k for k in options
                        if k == "config" or (k not in skip and k not in READER_OPTIONS))
         if named:

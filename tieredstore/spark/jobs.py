@@ -60,7 +60,13 @@ from tieredstore.errors import ConfigError
 from tieredstore.spark.compact import compact_result, compact_segment, survey
 from tieredstore.spark.export import ExportResult, export_table
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
-from tieredstore.spark.options import SELECTION_OPTIONS, config_from_options, on_store
+from tieredstore.spark.options import (
+    SELECTION_OPTIONS,
+    check_known,
+    config_from_options,
+    lower_options,
+    on_store,
+)
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
@@ -107,6 +113,14 @@ class Filters:
             if value is not None:
                 out[name] = str(value)
         return out
+
+
+def check_options(options: dict[str, str]) -> None:
+    """A job's options name only config keys, their aliases and the reader's
+    options (an unknown one is a :class:`ConfigError` naming the option it most
+    resembles): the check the jobs make, for a caller to make before it starts
+    Spark."""
+    check_known(lower_options(options), SELECTION_OPTIONS)
 
 
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,

@@ -5,7 +5,11 @@ every config key may be given by its own name (``s3_bucket``, ``chunk_size``,
 ``read_concurrency``...) and a few by a short alias (``path``, ``bucket``,
 ``endpoint``...). The config is resolved once, where the read is planned, and
 travels to executors as it is (a frozen dataclass pickles): they read neither
-files nor ``TIEREDSTORE_*`` variables, so every task sees the same store. A
+files nor ``TIEREDSTORE_*`` variables, so every task sees the same store. S3
+credentials that boto3's chain resolves where the config is resolved (``AWS_*``
+variables, a profile, ``~/.aws``) travel in it too, as configured ones do
+(docs/spark-shipping.md, "Credentials"); an instance's or container's role does
+not (each executor resolves its own). A
 DataSource's options are resolved in the Python process Spark starts to plan
 the read (the JVM's environment); the jobs resolve theirs in this process and
 read through a format bound to the result (:mod:`tieredstore.spark.bound`). A
@@ -20,9 +24,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tieredstore import sync
-from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.config import KEYS, REFERENCE_FILE, TieredStoreConfig, load_config, near_miss
 from tieredstore.errors import ConfigError
-from tieredstore.store import ObjectStore, holds_local_store, open_object_store
+from tieredstore.store import (
+    ObjectStore,
+    carrying_credentials,
+    holds_local_store,
+    open_object_store,
+)
 
 FORMAT_NAME = "tieredstore"
 
@@ -35,6 +44,7 @@ ALIASES = {
     "addressing_style": "s3_addressing_style",
     "access_key_id": "s3_access_key_id",
     "secret_access_key": "s3_secret_access_key",
+    "session_token": "s3_session_token",
 }
 SELECTION_OPTIONS = frozenset({"topic", "queue_id", "offset_from", "offset_to", "time_from",
                                "time_to", "queue_offsets"})
@@ -43,11 +53,26 @@ READER_OPTIONS = frozenset({"config", "messages_per_partition", "batch_rows", "p
 T = TypeVar("T")
 
 
+def check_known(options: Mapping[str, str], own: frozenset[str]) -> None:
+    """Every option (in lower case) is a config key, an alias of one, ``config``,
+    a reader's split option or one of ``own`` (the reader's selection); else a
+    :class:`ConfigError` naming it and the known option it most resembles."""
+    known = KEYS | ALIASES.keys() | READER_OPTIONS | own
+    for key in sorted(options.keys() - known):
+        near = near_miss(known, key, cutoff=0.6)
+        hint = (f"did you mean {near!r}?" if near is not None else
+                f"the options are the config keys ({REFERENCE_FILE} lists them), "
+                f"{', '.join(ALIASES)} and {', '.join(sorted(READER_OPTIONS | own))}")
+        raise ConfigError(key, f"unknown option; {hint}")
+
+
 def config_from_options(options: Mapping[str, str], *,
                         skip: frozenset[str] = SELECTION_OPTIONS) -> TieredStoreConfig:
     """The store config that reader options (any case) describe (``config``: a TOML
-    file); ``skip``: the reader's own options, not config keys."""
+    file); ``skip``: the reader's own options, not config keys. An option that is
+    neither is an error (:func:`check_known`)."""
     options = lower_options(options)
+    check_known(options, skip)
     overrides: dict[str, Any] = {ALIASES.get(key, key): value for key, value in options.items()
                                  if key not in skip and key not in READER_OPTIONS}
     if "local_path" in overrides and "backend" not in overrides:
@@ -57,13 +82,16 @@ def config_from_options(options: Mapping[str, str], *,
 
 def readable(config: TieredStoreConfig) -> TieredStoreConfig:
     """``config`` as Spark reads it: refused for the memory backend; a local
-    store's path made absolute and seen to hold a store (:func:`local_store_path`)."""
+    store's path made absolute and seen to hold a store (:func:`local_store_path`);
+    an S3 store without credentials of its own given those boto3's chain resolves
+    here (:func:`tieredstore.store.carrying_credentials`): the executors, whose
+    environment is not this one, read with them."""
     if config.backend == "memory":
         raise ConfigError("backend", "a memory store lives in one process; Spark reads "
                           "'local' (a directory every executor sees) or 's3'")
     if config.backend == "local":
         config = dataclasses.replace(config, local_path=local_store_path(config.local_path))
-    return config
+    return carrying_credentials(config)
 
 
 def local_store_path(path: str) -> str:

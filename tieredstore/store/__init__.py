@@ -21,6 +21,7 @@ from tieredstore.store.arguments import MAX_TIMESTAMP, check_append
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.columns import Columns
 from tieredstore.store.compose import (
+    carrying_credentials,
     holds_local_store,
     open_fetcher,
     open_object_store,
@@ -152,6 +153,7 @@ __all__ = [
     "merges_owed",
     "log_path",
     "metadata_root",
+    "carrying_credentials",
     "holds_local_store",
     "iso",
     "parse_time",

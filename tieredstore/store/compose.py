@@ -30,11 +30,13 @@ from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
 from tieredstore.objectstore.governor import GovernorOptions, Prices
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.s3 import S3Settings
+from tieredstore.objectstore.s3_settings import chain_credentials
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "carrying_credentials",
     "disk_tier",
     "fetcher_options",
     "object_store_options",
@@ -68,6 +70,24 @@ def request_prices(config: TieredStoreConfig) -> Prices:
     """What requests cost at ``config``'s prices: the governor's dollar budget and
     the cost metric use these."""
     return config.options(GovernorOptions).prices
+
+
+def carrying_credentials(config: TieredStoreConfig) -> TieredStoreConfig:
+    """``config`` with the S3 credentials boto3's chain resolves in this process
+    written into its keys (``s3_access_key_id``, ``s3_secret_access_key``,
+    ``s3_session_token``), for a process that opens the store elsewhere, with an
+    environment of its own (a Spark executor): when the backend is S3 and no key
+    id is configured, and the chain finds credentials other than the platform's
+    (``s3_settings.chain_credentials``). Otherwise ``config`` as it is. The
+    copy is a snapshot: temporary credentials are not refreshed in it."""
+    if config.backend != "s3" or config.s3_access_key_id:
+        return config
+    found = chain_credentials()
+    if found is None:
+        return config
+    return config.replace(s3_access_key_id=found.access_key_id,
+                          s3_secret_access_key=found.secret_access_key,
+                          s3_session_token=found.session_token)
 
 
 def holds_local_store(path: str | os.PathLike[str]) -> bool:
