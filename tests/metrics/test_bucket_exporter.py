@@ -26,9 +26,10 @@ from tieredstore.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = 3
 # Requests one pass may make (measured: docs/metrics.md): after a writer's
-# changes, and over a bucket that did not change since the pass before.
-PASS_REQUESTS_MAX = 2 + 12 * QUEUES
-IDLE_PASS_REQUESTS_MAX = 2 + 5 * QUEUES
+# changes, and over a bucket that did not change since the pass before; 2 more
+# each: the LIST and GET of the broker's newest writer's liveness record.
+PASS_REQUESTS_MAX = 4 + 12 * QUEUES
+IDLE_PASS_REQUESTS_MAX = 4 + 5 * QUEUES
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
