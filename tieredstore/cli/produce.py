@@ -39,6 +39,7 @@ from .common import (
     progress,
     progress_enabled,
     resolve_config,
+    size,
     timestamp_ms,
 )
 from .lines import lines
@@ -106,8 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     source.add_argument("--file", metavar="PATH",
                         help="one message per line of PATH ('-': standard input, the "
                              "default without --count)")
-    parser.add_argument("--size", type=nonnegative_int, default=100, metavar="BYTES",
-                        help="body size of generated messages (default 100)")
+    parser.add_argument("--size", type=size(), default=100, metavar="SIZE",
+                        help="body size of generated messages: bytes, or with a unit "
+                             "(512KiB, 1MiB; default 100)")
     parser.add_argument("--key", action="append", metavar="KEY",
                         help="a key of every message (repeatable)")
     parser.add_argument("--tag", help="the tags of every message")

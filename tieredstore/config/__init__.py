@@ -32,6 +32,7 @@ number is seconds, except for keys that delete data when their time runs out
 (``file_reserved_time``...), where the file and the environment must give a unit.
 """
 
+from tieredstore.config.coerce import near_miss
 from tieredstore.config.crypto import decode_key
 from tieredstore.config.loading import load_config
 from tieredstore.config.model import YEAR, TieredStoreConfig
@@ -40,6 +41,7 @@ from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.topics import TopicSettings
 from tieredstore.config.units import (
     DURATION_HELP,
+    SIZE_HELP,
     UnitError,
     human_seconds,
     human_size,
@@ -51,6 +53,7 @@ from tieredstore.sizes import GiB, KiB, MiB
 __all__ = [
     "decode_key",
     "DURATION_HELP",
+    "SIZE_HELP",
     "UnitError",
     "YEAR",
     "GiB",
@@ -62,6 +65,7 @@ __all__ = [
     "human_seconds",
     "human_size",
     "load_config",
+    "near_miss",
     "parse_duration",
     "parse_size",
     "TopicSettings",
