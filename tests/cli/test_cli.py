@@ -395,8 +395,8 @@ def test_bench_runs_the_suite_with_its_arguments(monkeypatch: pytest.MonkeyPatch
                    ([sys.executable, "-m", "bench", "--help"], tmp_path)]
 
     monkeypatch.setattr(bench_cmd, "find_suite", lambda: None)
-    assert main(["bench"]) == 1
-    assert "python -m bench" in capsys.readouterr().err
+    assert main(["bench"]) == 2  # cannot run as asked: no suite here
+    assert "bench needs a source checkout" in capsys.readouterr().err
 
 
 def test_progress_bars_only_when_enabled() -> None:

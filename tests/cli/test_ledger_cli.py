@@ -119,7 +119,8 @@ def test_status_and_offload_before_a_position(tmp_path: Path,
         (0, "closed", "none"), (1, "closed", "none"), (2, "closed", "none"), (3, "open", "none")]
 
     done = run_json(capsys, data, "offload", "--before", "2:0")
-    assert done == {"name": NAME, "offloaded": [0, 1], "first_not_offloaded": "2:0"}
+    assert done == {"name": NAME, "offloaded": [0, 1], "first_not_offloaded": "2:0",
+                    "ledger_dir": str(data / "ledgers")}
     text = run(capsys, data, "status")
     assert rows(text)[0][4] == "complete" and rows(text)[2][4] == "none", text
     status = run_json(capsys, data, "status")
@@ -177,13 +178,13 @@ def test_a_failed_offload_shows_in_status(tmp_path: Path, capsys: pytest.Capture
         raise OffloadRefused("the bucket said no", ledger_id=0)
 
     monkeypatch.setattr(SegmentLedgerOffloader, "offload", refuse)
-    code = main(["--data-dir", str(data), "ledger", "offload", "--before", "1",
+    code = main(["--data-dir", str(data), "ledger", "offload", "--before", "1:0",
                  "--name", NAME])
     assert code == 2 and "the bucket said no" in capsys.readouterr().err
     (first, *_) = run_json(capsys, data, "status")["ledgers"]
     assert first["offload"] == "failed" and "the bucket said no" in first["failure"]
     monkeypatch.undo()
-    assert run_json(capsys, data, "offload", "--before", "1")["offloaded"] == [0]
+    assert run_json(capsys, data, "offload", "--before", "1:0")["offloaded"] == [0]
     (first, *_) = run_json(capsys, data, "status")["ledgers"]
     assert (first["offload"], first["failure"]) == ("complete", None)
 
@@ -222,7 +223,8 @@ def test_append_creates_then_offload_and_read(tmp_path: Path,
     then from stdin), offload before a position, status, read back."""
     data = tmp_path / "data"
     got = run_json(capsys, data, "append", "--entry", "hello", "--entry", "world")
-    assert got == {"name": NAME, "positions": ["0:0", "0:1"]}
+    assert got == {"name": NAME, "positions": ["0:0", "0:1"],
+                   "ledger_dir": str(data / "ledgers")}
     monkeypatch.setattr("sys.stdin", io.StringIO("a\nb\nc\n"))
     assert run_json(capsys, data, "append", "--rollover")["positions"] == ["1:0", "1:1", "1:2"]
     assert run_json(capsys, data, "offload", "--before", "1:0")["offloaded"] == [0]

@@ -196,21 +196,24 @@ def test_ledger_actions_print_one_document(where: Where,
     """append (the fixture's), list, status, offload, read and sweep --dry-run: each
     one JSON document, on the store the flags name."""
     ledger = ["--name", LEDGER, "--ledgers", where.ledgers]
-    assert where.appended == {"name": LEDGER, "positions": ["0:0", "0:1", "0:2"]}
+    assert where.appended == {"name": LEDGER, "positions": ["0:0", "0:1", "0:2"],
+                              "ledger_dir": where.ledgers}
     listed = where.json(capsys, "ledger", "list", *ledger)
     assert listed["name"] == LEDGER
     assert [(r["ledger_id"], r["state"], r["entries"], r["bytes"], r["offload"], r["local"])
             for r in listed["ledgers"]][:1] == [
         (0, "closed", 3, sum(map(len, ENTRIES)), "none", True)]
     assert set(listed["ledgers"][0]) == {"ledger_id", "state", "entries", "bytes", "offload",
-                                         "offload_uuid", "local", "failure"}
-    done = where.json(capsys, "ledger", "offload", "--before", "1", *ledger)
-    assert done == {"name": LEDGER, "offloaded": [0], "first_not_offloaded": "1:0"}
+                                         "offload_uuid", "local", "local_missing", "failure"}
+    assert listed["ledger_dir"] == where.ledgers
+    done = where.json(capsys, "ledger", "offload", "--before", "1:0", *ledger)
+    assert done == {"name": LEDGER, "offloaded": [0], "first_not_offloaded": "1:0",
+                    "ledger_dir": where.ledgers}
     status = where.json(capsys, "ledger", "status", *ledger)
     [first] = [r for r in status["ledgers"] if r["ledger_id"] == 0]
     assert first["offload"] == "complete" and first["offload_uuid"], first
     read = where.json(capsys, "ledger", "read", "--ledger", "0", "--first", "1", *ledger)
-    assert read == {"name": LEDGER, "ledger_id": 0, "entries": [
+    assert read == {"name": LEDGER, "ledger_id": 0, "ledger_dir": where.ledgers, "entries": [
         {"entry_id": i, "size": len(ENTRIES[i]),
          "payload_base64": base64.b64encode(ENTRIES[i].encode()).decode()} for i in (1, 2)]}
     swept = where.json(capsys, "ledger", "sweep", "--dry-run", *ledger)
@@ -240,6 +243,69 @@ def test_ledger_list_shows_the_open_ledger_as_its_local_copy_holds_it(
     assert (row["state"], row["entries"], row["bytes"]) == ("open", None, None)
 
 
+def test_ledger_commands_say_where_the_local_copies_are_and_when_they_are_not_here(
+        where: Where, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same flags in two directories: the local ledgers are where ledger_dir
+    says (on S3, <local_path>/ledgers, relative to the working directory by
+    default; here a relative ledger_dir for the local backend too), list and
+    status name that directory, a copy the metadata keeps that is not there is
+    never ``local``, and append and offload there refuse before taking over."""
+    name = f"{LEDGER}-dirs"
+    ledger = ["--name", name]
+    if where.backend == "local":  # its data dir is absolute: the ledgers' is not
+        monkeypatch.setenv("TIEREDSTORE_LEDGER_DIR", "ledgers")
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    appended = where.json(capsys, "ledger", "append", "--entry", "x", "--entry", "y",
+                          "--rollover", *ledger)  # ledger 0 closed, 1 open
+    here = appended["ledger_dir"]
+    assert Path(here).is_absolute() and Path(here).is_relative_to(first), here
+    listed = where.json(capsys, "ledger", "list", *ledger)
+    assert (listed["ledger_dir"], [(r["local"], r["local_missing"]) for r in
+                                   listed["ledgers"]]) == (here, [(True, False)] * 2)
+
+    monkeypatch.chdir(second)  # another directory, the same flags
+    elsewhere = str(second / Path(here).relative_to(first))
+    listed = where.json(capsys, "ledger", "list", *ledger)
+    assert listed["ledger_dir"] == elsewhere
+    assert [(r["ledger_id"], r["local"], r["local_missing"]) for r in listed["ledgers"]] == [
+        (0, False, True), (1, False, True)], "a copy it cannot see, reported local"
+    code, out, _ = where.run(capsys, "ledger", "status", *ledger)
+    assert code == 0 and f"local ledgers: {elsewhere}" in out, out
+    assert f"missing here: the metadata keeps the local copies of ledger(s) 0, 1, but " \
+        f"{elsewhere} does not hold them" in out, out
+    code, out, _ = where.run(capsys, "ledger", "list", *ledger)
+    assert re.search(r"^\s*0\s+closed\s+2\s+2\s+no\s+missing\s", out, re.M), out
+    for action in (["append", "--entry", "z"], ["offload"]):
+        code, out, err = where.run(capsys, "ledger", *action, *ledger)
+        assert code == 2 and f"the local ledger directory here, {elsewhere}, does not hold " \
+            f"them: {action[0]} needs them" in err and "nothing was changed" in err, err
+    assert where.json(capsys, "ledger", "list", *ledger)["ledgers"] == listed["ledgers"]
+    # named, the first directory's copies are found from here
+    moved = where.json(capsys, "ledger", "append", "--entry", "z", "--ledger-dir", here,
+                       *ledger)
+    assert (moved["positions"], moved["ledger_dir"]) == (["2:0"], here)  # a new owner: a new ledger
+
+
+def test_ledger_list_without_a_name_lists_the_managed_ledgers(
+        where: Where, capsys: pytest.CaptureFixture[str]) -> None:
+    """The listing the offload sweep goes by, each managed ledger summed up."""
+    listed = where.json(capsys, "ledger", "list", "--ledgers", where.ledgers)
+    assert listed["root"] == "managed-ledgers" and listed["ledger_dir"] == where.ledgers
+    names = [m["name"] for m in listed["managed_ledgers"]]
+    assert LEDGER in names and names == sorted(names), names
+    [mine] = [m for m in listed["managed_ledgers"] if m["name"] == LEDGER]
+    assert set(mine) == {"name", "ledgers", "first_ledger", "open_ledger", "offloaded",
+                         "local", "local_missing"}
+    assert mine["first_ledger"] == 0 and mine["local_missing"] == 0, mine
+    code, out, err = where.run(capsys, "ledger", "list", "--ledgers", where.ledgers)
+    assert code == 0 and re.search(rf"^{re.escape(LEDGER)}\s+\d+\s+0\s", out, re.M), out + err
+    assert f"local ledgers: {where.ledgers}" in out
+
+
 def test_ledger_delete_refuses_a_position_past_the_last_ledger(
         where: Where, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """delete --before past the last ledger + 1 is an error, nothing dropped; sweep
@@ -256,7 +322,7 @@ def test_ledger_delete_refuses_a_position_past_the_last_ledger(
     code, out, err = where.run(capsys, "ledger", "sweep", *ledger)
     assert code == 0 and "local copies deleted, of ledgers: -" in out, (out, err)
     assert where.json(capsys, "ledger", "delete", "--before", "1", *ledger) == {
-        "name": f"{LEDGER}-trim", "first_ledger": 1}
+        "name": f"{LEDGER}-trim", "first_ledger": 1, "ledger_dir": str(tmp_path / "ledgers")}
 
 
 @pytest.mark.parametrize("argv", [["inspect"], ["verify"], ["metrics"], ["gc", "--dry-run"],

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.readme import ROOT, Block, blocks
+from tests.docs.readme import README, ROOT, Block, blocks
+from tieredstore.cli import COMMANDS
 from tieredstore.config import load_config
 
 TIMEOUT = 60
@@ -137,7 +138,13 @@ def test_the_readme_embedding_example_uses_only_what_an_install_has() -> None:
     """Not a file of this checkout that a wheel lacks (conf/, the working directory's)."""
     [embed] = [b for b in blocks() if b.heading == "Embedding the message store"
                and b.language == "python"]
-    assert "conf/" not in embed.text and ".toml" not in embed.text.split("#")[0], embed.text
+    [async_embed] = [b for b in blocks() if b.heading == "In an async host"
+                     and b.language == "python"]
+    for block in (embed, async_embed):
+        assert "conf/" not in block.text and ".toml" not in block.text.split("#")[0], block.text
+    # the async host's example enters open as the sync one does (run by the test above)
+    assert async_embed.not_run is None
+    assert "async with AsyncMessageStore.open(config) as store:" in async_embed.text
 
 
 def test_a_block_it_cannot_run_or_that_fails_fails_the_test(tmp_path: Path) -> None:
@@ -176,3 +183,14 @@ def test_a_block_it_cannot_run_or_that_fails_fails_the_test(tmp_path: Path) -> N
     readme.write_text("<!-- not run: nothing follows -->\ntext\n")
     with pytest.raises(ValueError, match="no block follows"):
         blocks(readme)
+
+
+def test_the_readme_lists_every_command() -> None:
+    """The command line's list: every command the parser has (bench in the prose
+    beside it: it runs in a source checkout only)."""
+    text = README.read_text()
+    match = re.search(r"^`tieredstore (demo \| [a-z |]+)`", text, re.M)
+    assert match is not None, "no `tieredstore demo | ...` line in the README"
+    listed = [name.strip() for name in match.group(1).split("|")]
+    assert sorted(listed) == sorted(set(COMMANDS) - {"bench"}), listed
+    assert "`tieredstore bench` in a source checkout" in text

@@ -69,3 +69,29 @@ def test_an_unknown_key_names_the_reference_file_of_the_install(wheel: Path,
     where = Path(done.stdout.split(" lists every key")[0].split("unknown key; ")[-1])
     assert where == site / "tieredstore" / "config" / "tieredstore.toml", done.stdout
     assert where.is_file()
+
+
+def test_bench_is_not_offered_where_its_suite_is_not_installed(wheel: Path,
+                                                               tmp_path: Path) -> None:
+    """The benchmark suite (bench/) is not in the wheel: an install's help does not
+    list ``bench``, and ``tieredstore bench`` says it needs a source checkout."""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    assert not (site / "bench").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIEREDSTORE_")}
+    env["PYTHONPATH"] = str(site)  # the unpacked wheel, not this checkout
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tieredstore.cli", *argv], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    helped = cli("--help")
+    assert helped.returncode == 0, helped.stderr
+    listed = [line.split()[0] for line in helped.stdout.splitlines()
+              if line.startswith("    ") and not line.startswith("     ")]
+    assert "metrics" in listed and "bench" not in listed, helped.stdout
+    ran = cli("bench", "--tiny")
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert ran.stderr.startswith("tieredstore: bench needs a source checkout"), ran.stderr

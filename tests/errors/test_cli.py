@@ -164,6 +164,20 @@ CASES = cases_by_id(
     Case("L16", lambda cli: cli("gc", "--safety-age", "400d"), SystemExit,
          r"^tieredstore gc: argument --safety-age: must be a duration in "
          r"\[0 s, 365 d\], got '400d' \(see tieredstore gc --help\)$"),
+    Case("L17", lambda cli: cli("consume", "--topic", "t", "--queue", "0", "--bucket", "a b",
+                                common=False), SystemExit,
+         r"^tieredstore: config 's3_bucket': 'a b' is not a bucket name: .* "
+         r"\(given as --bucket\)$"),
+    Case("L18", lambda cli: cli("consum", "--topic", "t", "--queue", "0"), SystemExit,
+         r"^tieredstore: argument COMMAND: invalid choice: 'consum'; did you mean "
+         r"'consume'\? \(choose from .*\) \(see tieredstore --help\)$"),
+    Case("L19", lambda cli: cli("ledger", "offload", "--name", "ml", "--before", "1"),
+         SystemExit,
+         r"^tieredstore ledger offload: argument --before: expected LEDGER:ENTRY, a position "
+         r"\(e.g. 3:0: every closed ledger before ledger 3\), got '1' \(see .*\)$"),
+    Case("L20", produce("--count", "1", "--size", "10MB"), SystemExit,
+         r"^tieredstore produce: argument --size: '10MB': MB is ambiguous \(10\^6 or 2\^20 "
+         r"bytes\); write 10MiB \(10485760 bytes\) or 10000000 \(bytes\) \(see .*\)$"),
 )
 
 

@@ -1,5 +1,6 @@
 """The ``tieredstore`` command: demo, produce, consume, query, inspect, recover, repair,
-verify, gc, ledger, spark, bench.
+verify, gc, metrics, ledger, spark; and bench, in a source checkout (the benchmark
+suite is not installed with the package).
 
 Every command takes the same options for where the store is: ``--config
 TOML`` (default ``conf/tieredstore.toml`` if it exists), ``--backend local|s3``,
@@ -93,9 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_options(common)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
-        command = sub.add_parser(name, parents=[common], help=module.HELP,
-                                 description=module.__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        # A command is listed where it can run: bench only beside its suite (it
+        # still parses elsewhere, to say where the suite is).
+        listed = {"help": module.HELP} if module is not bench or bench.find_suite() else {}
+        command = sub.add_parser(name, parents=[common], description=module.__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 **listed)
         command.set_defaults(run=module.run)
         module.add_arguments(command, common)
     return parser

@@ -1,7 +1,8 @@
 """``tieredstore bench [ARGS...]``: run the benchmark suite (``python -m bench ARGS``).
 
 The suite lives in the repository's ``bench`` package, beside ``tieredstore``;
-it is not installed with the library. Arguments after ``bench`` go to it
+it is not installed with the library: elsewhere the command is not listed,
+and says it needs a source checkout (exit 2). Arguments after ``bench`` go to it
 unchanged (``tieredstore bench --quick --only write``; ``--help`` shows its
 own options when given after ``--``). The suite starts its own servers and
 stores: the store options (``--config``, ``--data-dir``, ``--bucket`` ...) do
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import tieredstore
 
-from .common import EXIT_FAILED, CliError, print_json, store_flags_given
+from .common import CliError, print_json, store_flags_given
 
 
 def find_suite() -> Path | None:
@@ -47,13 +48,10 @@ def run(args: argparse.Namespace) -> int:
         extra = extra[1:]
     root = find_suite()
     if root is None:
-        print("tieredstore: the benchmark suite is not here. It lives in the repository's "
-              "bench/ package; from a checkout run\n"
-              "    python -m bench [--quick | --tiny] [--only NAME ...] "
-              "[--backends local seaweedfs]\n"
-              "(or `make bench`), with the dev extras installed (pip install -e '.[dev]').",
-              file=sys.stderr)
-        return EXIT_FAILED
+        raise CliError("bench needs a source checkout: the benchmark suite (the repository's "
+                       "bench/ package) is not installed with tieredstore; in a checkout, "
+                       "with the dev extras (pip install -e '.[dev]'), run `tieredstore "
+                       "bench`, `python -m bench` or `make bench`")
     command = [sys.executable, "-m", "bench", *extra]
     print(f"running {' '.join(command[1:])} in {root}", file=sys.stderr)
     status = subprocess.run(command, cwd=root, check=False,

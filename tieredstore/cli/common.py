@@ -9,18 +9,22 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NoReturn
 
 from tieredstore.config import (
     DURATION_HELP,
+    SIZE_HELP,
     TieredStoreConfig,
     UnitError,
     human_seconds,
+    human_size,
     load_config,
+    near_miss,
     parse_duration,
+    parse_size,
 )
 from tieredstore.errors import ConfigError, TieredStoreError
 from tieredstore.store import (
@@ -53,6 +57,18 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A value outside ``choices`` (a command, a ledger action, a backend) is an
+        error that names the choice it looks like a misspelling of, if any."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        names = [str(c) for c in choices]
+        near = near_miss(names, str(value))
+        hint = f"; did you mean {near!r}?" if near else ""
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from "
+                                             f"{', '.join(names)})")
 
     def format_help(self) -> str:
         return plain(super().format_help())
@@ -221,15 +237,32 @@ def config_path(args: argparse.Namespace) -> str | None:
     return path
 
 
-def resolve_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreConfig:
+def flags_given(args: argparse.Namespace) -> dict[str, str]:
+    """Config key -> the flag in ``args`` that set it (the store's location,
+    ``--create-bucket``, ``--metrics-port``)."""
+    given = {key: flag for flag, (key, _, _) in LOCATION.items()
+             if getattr(args, key, None) is not None}
+    if getattr(args, "s3_create_bucket", False):
+        given["s3_create_bucket"] = "--create-bucket"
+    if getattr(args, "metrics_port", None) is not None:
+        given["metrics_port"] = "--metrics-port"
+    return given
+
+
+def resolve_config(args: argparse.Namespace, flags: Mapping[str, str] | None = None, /,
+                   **overrides: Any) -> TieredStoreConfig:
     """The configuration a command runs with: defaults < file < environment <
     flags (:func:`location_overrides`, ``--metrics-port``) < ``overrides``.
     ``metrics_port`` is ``--metrics-port`` or 0 (serve nothing): never the
-    file's or the environment's (see :func:`add_metrics_port`)."""
+    file's or the environment's (see :func:`add_metrics_port`). An error about
+    a key a flag set names the flag (``(given as --bucket)``); ``flags`` names
+    those of ``overrides`` that a command's own flags set (key -> flag)."""
     overrides = {"metrics_port": getattr(args, "metrics_port", None) or 0,
                  **location_overrides(args), **overrides}
+    origins = {key: f"given as {flag}" for key, flag in {**flags_given(args),
+                                                          **(flags or {})}.items()}
     try:
-        return load_config(config_path(args), **overrides)
+        return load_config(config_path(args), origins=origins, **overrides)
     except ConfigError as exc:
         if exc.key != "file" or getattr(args, "config", None) is None:
             raise
@@ -284,6 +317,23 @@ def port_number(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"must be a port in [1, 65535], got {value}")
     return value
+
+
+def size(lo: int = 0) -> Callable[[str], int]:
+    """An argparse type: a whole number of bytes, at least ``lo``, read as the
+    configuration reads one (``100``, ``512KiB``, ``10MiB``:
+    :func:`~tieredstore.config.parse_size`; ``10MB`` is refused as ambiguous)."""
+    def parse(text: str) -> int:
+        try:
+            value = parse_size(text)
+        except UnitError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a size: {text!r} ({SIZE_HELP})") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {human_size(lo)}, got {text!r}")
+        return value
+    return parse
 
 
 def seconds(lo: float, hi: float, *, needs_unit: bool = False) -> Callable[[str], float]:

@@ -22,7 +22,9 @@ the pass could not read and those whose metadata is lost, as ``verify``
 reports them and ``repair`` rebuilds them: the text's ``unreadable``).
 
 With ``--listen HOST:PORT``: serves http://HOST:PORT/metrics until
-interrupted. A scrape answers from the last pass over the bucket while it is
+interrupted; ``--listen :PORT`` (or ``PORT``) binds ``metrics_host``
+(127.0.0.1 unless configured), the host ``--metrics-port`` binds, not every
+interface. A scrape answers from the last pass over the bucket while it is
 younger than ``--min-interval``, else makes one first.
 """
 
@@ -47,19 +49,24 @@ QUEUE_PREFIX = "tieredstore_queue_"
 QUEUE_LABELS = {"topic", "queue"}
 
 
-def listen_address(text: str) -> tuple[str, int]:
-    """An argparse type: ``HOST:PORT`` (``[v6]:PORT`` for IPv6; port 0: any free one)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"not HOST:PORT with a port in [0, 65535]: {text!r}")
-    return host.removeprefix("[").removesuffix("]"), int(port)
+def listen_address(text: str) -> tuple[str | None, int]:
+    """An argparse type: ``HOST:PORT`` (``[v6]:PORT`` for IPv6), or ``:PORT`` or
+    ``PORT`` alone (host None: ``metrics_host``, as ``--metrics-port`` binds);
+    port 0: any free one."""
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or int(port) > 65535 or (host.startswith("[")
+                                                   and not host.endswith("]")):
+        raise argparse.ArgumentTypeError(f"not HOST:PORT, :PORT or PORT with a port in "
+                                         f"[0, 65535]: {text!r}")
+    return host.removeprefix("[").removesuffix("]") or None, int(port)
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", type=listen_address, default=None, metavar="HOST:PORT",
                         help="serve /metrics on this address until interrupted, e.g. "
-                             "127.0.0.1:9464 (port 0 picks a free one, printed at start); "
-                             "without it, print one pass and exit")
+                             "127.0.0.1:9464, or :9464 (or 9464) on metrics_host, 127.0.0.1 "
+                             "by default, as --metrics-port binds (port 0 picks a free one, "
+                             "printed at start); without it, print one pass and exit")
     parser.add_argument("--min-interval", type=seconds(0, 86400), default=None,
                         metavar="DURATION",
                         help="with --listen: a scrape reuses the last pass over the bucket "
@@ -78,14 +85,17 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(render(document))
         return 0
-    host, port = args.listen
+    given, port = args.listen
     interval = DEFAULT_INTERVAL if args.min_interval is None else args.min_interval
-
-    def ready(bound: int) -> None:
-        print(f"serving metrics on http://{host}:{bound}/metrics", flush=True)
 
     async def main() -> None:
         async with await read_only_store(args) as reader:
+            host = reader.config.metrics_host if given is None else given
+
+            def ready(bound: int) -> None:
+                shown = f"[{host}]" if ":" in host else host
+                print(f"serving metrics on http://{shown}:{bound}/metrics", flush=True)
+
             try:
                 await serve_bucket_metrics(reader, host, port, min_interval=interval,
                                            on_ready=ready)

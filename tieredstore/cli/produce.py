@@ -1,7 +1,10 @@
 """``tieredstore produce``: append messages to one queue, then flush.
 
 Bodies come from ``--count N --size B`` (generated), ``--file F`` (one message
-per line) or standard input (one message per line). Producing is writing:
+per line) or standard input (one message per line; each line is appended as
+it arrives, and is durable within ``group_commit_interval`` as any appended
+message, while the input is still open: a pipe that streams for hours is
+stored as it goes). Producing is writing:
 opening the store recovers and claims its queues, which fences any other
 writer of the same broker; so the topic, queue, keys, tags, properties and
 timestamp every message shares are checked first, and a bad one is an error
@@ -19,9 +22,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from contextlib import ExitStack
-from typing import BinaryIO
 
 from tieredstore import sync
 from tieredstore.config import human_size
@@ -38,25 +40,20 @@ from .common import (
     progress,
     progress_enabled,
     resolve_config,
+    size,
     timestamp_ms,
 )
+from .lines import lines
 
 FILLER = b"abcdefghijklmnopqrstuvwxyz0123456789"
 
 
-def generated(count: int, size: int) -> Iterator[bytes]:
+async def generated(count: int, size: int) -> AsyncIterator[bytes]:
     """``count`` bodies of exactly ``size`` bytes, each starting with its number."""
     for i in range(count):
         head = f"message {i} ".encode()
         body = head + FILLER * (size // len(FILLER) + 1)
         yield body[:size]
-
-
-def lines(stream: BinaryIO) -> Iterator[bytes]:
-    """One message per line, without its line ending (``\\n`` or ``\\r\\n``)."""
-    for raw in stream:
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        yield line[:-1] if line is not raw and line.endswith(b"\r") else line
 
 
 def parse_property(text: str) -> tuple[str, str]:
@@ -66,7 +63,7 @@ def parse_property(text: str) -> tuple[str, str]:
     return name, value
 
 
-async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int | None
+async def produce(args: argparse.Namespace, bodies: AsyncIterator[bytes], total: int | None
                   ) -> tuple[int, int, int, int]:
     """Append every body; returns (count, bytes, first offset, last offset)."""
     config = resolve_config(args)
@@ -84,7 +81,7 @@ async def produce(args: argparse.Namespace, bodies: Iterator[bytes], total: int 
     first = last = -1
     async with await AsyncMessageStore.open(config, take_over=args.take_over) as store:
         with progress(progress_enabled(args), total=total, desc="produce") as bar:
-            for body in bodies:
+            async for body in bodies:
                 last = await store.append(args.topic, args.queue, body,
                                           keys=tuple(args.key or ()), tags=args.tag,
                                           properties=properties, timestamp=args.timestamp)
@@ -112,8 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     source.add_argument("--file", metavar="PATH",
                         help="one message per line of PATH ('-': standard input, the "
                              "default without --count)")
-    parser.add_argument("--size", type=nonnegative_int, default=100, metavar="BYTES",
-                        help="body size of generated messages (default 100)")
+    parser.add_argument("--size", type=size(), default=100, metavar="SIZE",
+                        help="body size of generated messages: bytes, or with a unit "
+                             "(512KiB, 1MiB; default 100)")
     parser.add_argument("--key", action="append", metavar="KEY",
                         help="a key of every message (repeatable)")
     parser.add_argument("--tag", help="the tags of every message")

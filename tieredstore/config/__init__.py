@@ -41,6 +41,7 @@ from tieredstore.config.reference import REFERENCE_FILE
 from tieredstore.config.topics import TopicSettings
 from tieredstore.config.units import (
     DURATION_HELP,
+    SIZE_HELP,
     UnitError,
     human_seconds,
     human_size,
@@ -55,6 +56,7 @@ KEYS = frozenset(FIELDS)
 __all__ = [
     "decode_key",
     "DURATION_HELP",
+    "SIZE_HELP",
     "UnitError",
     "YEAR",
     "GiB",

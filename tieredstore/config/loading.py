@@ -96,6 +96,7 @@ def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
     env: Mapping[str, str] | None = None,
+    origins: Mapping[str, str] | None = None,
     **overrides: Any,
 ) -> TieredStoreConfig:
     """Defaults < TOML file < ``TIEREDSTORE_*`` environment < ``overrides``.
@@ -110,6 +111,8 @@ def load_config(
     not set, is at most the commit-log segment size (every topic's) and the
     pool budget. A problem with the file itself (not a path, missing,
     unreadable, not TOML) raises a :class:`ConfigError` whose key is ``"file"``.
+    An error about an override says where it came from: ``origins`` (key ->
+    ``"given as --chunk-size"``, a command line's flag), else ``"given in code"``.
     """
     values: dict[str, Any] = {}
     origin: dict[str, str] = {}
@@ -143,8 +146,7 @@ def load_config(
     code_topics = read_topics(overrides.pop(TOPICS), FIELDS, "given in code", written=False) \
         if TOPICS in overrides else {}
     for key, value in overrides.items():
-        values[key] = coerce(FIELDS, key, value)
-        origin[key] = "given in code"
+        given(key, value, (origins or {}).get(key, "given in code"))
     values[TOPICS] = topics = merged(file_topics, code_topics)
     if "max_message_size" not in values:
         default = DEFAULT_MAX_MESSAGE_SIZE

@@ -14,7 +14,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     LedgerNotFound,
-    ManagedLedgerError,
+    ManagedLedgerNotFound,
     OffloadNotFound,
     PositionOutOfRange,
 )
@@ -31,6 +31,7 @@ from tieredstore.ledger.managed import (
 )
 from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.gc import find_offload_garbage
+from tieredstore.ledger.managed.metadata import list_managed_ledgers
 from tieredstore.ledger.managed.sources import choose_sources, open_copy
 from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
 from tieredstore.metrics import MetricsServer, TieredStoreCollector
@@ -77,6 +78,8 @@ def offload_garbage(config: TieredStoreConfig, store: ObjectStore
 
 
 def ledger_dir(config: TieredStoreConfig) -> str:
+    """Where the local ledgers are: ``ledger_dir``, else ``<local_path>/ledgers``
+    (a relative path is relative to the process's working directory)."""
     return config.ledger_dir or os.path.join(config.local_path, "ledgers")
 
 
@@ -126,6 +129,11 @@ class LedgerHost:
                                     namespace=namespace, const_labels=const_labels)
 
     @property
+    def ledger_dir(self) -> str:
+        """The absolute path of the local ledgers' directory (:func:`ledger_dir`)."""
+        return os.path.abspath(self.ledgers.root)
+
+    @property
     def metrics_port(self) -> int | None:
         """The port of the metrics endpoint the host serves, if it serves one."""
         return None if self._metrics_server is None else self._metrics_server.port
@@ -146,17 +154,31 @@ class LedgerHost:
         meta = await ManagedLedgerMetadata.open(self.store,
                                                 ManagedLedgerPath(self.config.ledger_root, name))
         if meta.version == 0:
-            raise ManagedLedgerError("no such managed ledger", name=name)
+            raise ManagedLedgerNotFound("no such managed ledger", name=name)
         return meta
 
+    async def managed_ledgers(self) -> list[str]:
+        """The names of the managed ledgers with metadata under ``ledger_root``, in
+        order (the listing the offload sweep goes by)."""
+        return [path.name for path in await list_managed_ledgers(self.store,
+                                                                 self.config.ledger_root)]
+
     async def ledger_rows(self, name: str) -> list[LedgerRow]:
-        """The live ledgers of ``name`` as its newest metadata records them. The
-        metadata records a ledger's entries and bytes when it closes: for the
-        open one they are what its local log holds now (read without fencing
-        its writer), None when this host has no local copy of it."""
+        """The live ledgers of ``name`` as its newest metadata records them, each
+        ``local`` only if this host's ledger directory holds its copy (one the
+        metadata keeps that is not there is ``local_missing``). The metadata
+        records a ledger's entries and bytes when it closes: for the open one
+        they are what its local log holds now (read without fencing its
+        writer), None when this host has no local copy of it."""
         meta = await self._metadata(name)
-        rows = [_row(meta, info) async for info in meta.ledgers()]
+        rows = [await self._here(_row(meta, info)) async for info in meta.ledgers()]
         return [await self._open_row(r) if r.state == "open" else r for r in rows]
+
+    async def _here(self, row: LedgerRow) -> LedgerRow:
+        """``row`` with ``local`` as this host's ledger directory has it."""
+        if not row.local or await self.ledgers.exists(row.ledger_id):
+            return row
+        return replace(row, local=False, local_missing=True)
 
     async def _open_row(self, row: LedgerRow) -> LedgerRow:
         try:
@@ -232,6 +254,9 @@ class LedgerRow:
     size: int | None  # the entries' payload bytes, likewise
     offloaded: bool  # its offload is recorded complete
     offload_uuid: str | None  # the latest attempt recorded
-    local: bool  # its local copy is kept (not deleted after the lag)
+    local: bool  # its local copy is kept (not deleted after the lag) and here
     offload: str = "none"  # none, in progress, failed, complete (state.offload_state)
     failure: str | None = None  # the recorded failure of the latest attempt
+    # the metadata keeps its local copy, but this host's ledger directory does not
+    # hold it (another host's, another directory's, or lost)
+    local_missing: bool = False

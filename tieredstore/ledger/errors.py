@@ -101,6 +101,10 @@ class ManagedLedgerFenced(ManagedLedgerError, Fenced):
     this one lost the compare-and-swap and refuses every further write."""
 
 
+class ManagedLedgerNotFound(ManagedLedgerError, LookupError):
+    """No managed ledger of this name: no head of its metadata under the root."""
+
+
 class ManagedLedgerClosed(ManagedLedgerError):
     """The managed ledger was closed."""
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
 
 from tieredstore.store import arguments
 from tieredstore.store.message_store import AsyncMessageStore
@@ -50,14 +50,18 @@ def as_is(method: Callable[Concatenate[AsyncMessageStore, P], T]
     return call
 
 
-def opened(open_core: Callable[P, Coroutine[Any, Any, AsyncMessageStore]]
+def opened(open_core: Callable[P, Awaitable[AsyncMessageStore]]
            ) -> Callable[P, MessageStore]:
     """:meth:`AsyncMessageStore.open` for sync callers, on a loop thread of its own."""
     @functools.wraps(open_core)
     def call(*args: P.args, **kwargs: P.kwargs) -> MessageStore:
         loop = LoopThread()
+
+        async def core_opened() -> AsyncMessageStore:
+            return await open_core(*args, **kwargs)
+
         try:
-            core = loop.run(open_core(*args, **kwargs))
+            core = loop.run(core_opened())
         except BaseException:
             loop.close()
             raise

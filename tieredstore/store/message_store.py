@@ -45,6 +45,7 @@ from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import NoSuchQueue, OffsetError
 from tieredstore.store.gc import GcReport, collect_garbage
+from tieredstore.store.opening import opening
 from tieredstore.store.outgoing import Outgoing
 from tieredstore.store.queue import OwnedQueue
 from tieredstore.store.read_only import ReadOnlyMessageStore
@@ -83,6 +84,7 @@ class AsyncMessageStore(QueueReads):
         self._metrics_server: MetricsServer | None = None
 
     @classmethod
+    @opening
     async def open(
         cls,
         config: TieredStoreConfig | None = None,
@@ -93,7 +95,9 @@ class AsyncMessageStore(QueueReads):
         key_provider: KeyProvider | None = None,
         take_over: bool = True,
     ) -> AsyncMessageStore:
-        """Open the store on ``config``'s backend (or the given ObjectStore) and recover.
+        """Open the store on ``config``'s backend (or the given ObjectStore) and recover:
+        ``store = await AsyncMessageStore.open(...)``, or ``async with
+        AsyncMessageStore.open(...) as store:`` to close it when the block ends.
 
         An S3 bucket that does not exist is an error naming it (:class:`NoSuchBucket`)
         unless ``s3_create_bucket`` asks to create it. ``key_provider`` maps a key
@@ -167,6 +171,7 @@ class AsyncMessageStore(QueueReads):
         return {key: queue.damage for key, queue in self._queues.items() if queue.damage}
 
     @staticmethod
+    @opening
     async def open_read_only(config: TieredStoreConfig | None = None, *,
                              store: ObjectStore | None = None,
                              key_provider: KeyProvider | None = None) -> ReadOnlyMessageStore:

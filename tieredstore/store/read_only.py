@@ -20,6 +20,7 @@ from tieredstore.store import arguments
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.compose import open_fetcher, open_object_store
 from tieredstore.store.keys import log_path
+from tieredstore.store.opening import opening
 from tieredstore.store.queue_view import QueueView
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
@@ -41,11 +42,13 @@ class ReadOnlyMessageStore(QueueReads):
         self._closed = False
 
     @classmethod
+    @opening
     async def open(cls, config: TieredStoreConfig | None = None, *,
                    store: ObjectStore | None = None, key_provider: KeyProvider | None = None
                    ) -> ReadOnlyMessageStore:
-        """Open ``config``'s backend (or the given ObjectStore) for reading. Nothing
-        is listed or read until a queue is asked for; nothing is ever written.
+        """Open ``config``'s backend (or the given ObjectStore) for reading (awaited,
+        or as ``async with``: see :class:`~tieredstore.store.opening.Opening`).
+        Nothing is listed or read until a queue is asked for; nothing is ever written.
         ``key_provider``: as :meth:`AsyncMessageStore.open`'s."""
         arguments.check_key_provider(key_provider)
         config = config or load_config()

@@ -46,7 +46,8 @@ class LocalReadHandle(ReadHandle):
         try:
             fd = os.open(store.log_path(ledger_id), os.O_RDWR if recovery else os.O_RDONLY)
         except FileNotFoundError:
-            raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
+            raise LedgerNotFound(f"no such ledger in {os.path.abspath(store.root)}",
+                                 ledger_id=ledger_id) from None
         try:
             with flock(fd) if recovery else contextlib.nullcontext():
                 metadata = (recover_ledger(store, ledger_id, fd) if recovery

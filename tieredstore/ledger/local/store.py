@@ -144,7 +144,8 @@ class LocalLedgerStore:
         try:
             return decode_metadata(path.read_bytes(), path.name)
         except FileNotFoundError:
-            raise LedgerNotFound("no such ledger", ledger_id=ledger_id) from None
+            raise LedgerNotFound(f"no such ledger in {os.path.abspath(self.root)}",
+                                 ledger_id=ledger_id) from None
         except (CorruptMetadata, ValueError) as exc:
             raise CorruptLedger(f"metadata file: {exc}", ledger_id=ledger_id) from None
 

@@ -41,7 +41,6 @@ root, another host's metadata store) would look unreferenced.
 
 from __future__ import annotations
 
-import urllib.parse
 import uuid as uuid_mod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -49,8 +48,7 @@ from datetime import UTC, datetime, timedelta
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
 from tieredstore.ledger.managed.format import offload_uuid
-from tieredstore.ledger.managed.keys import ManagedLedgerPath
-from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata, list_managed_ledgers
 from tieredstore.ledger.managed.state import is_offloaded
 from tieredstore.ledger.offloader import SegmentLedgerOffloader
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore, UploadInfo
@@ -80,14 +78,8 @@ async def recorded_offloads(metadata_store: ObjectStore, root: str) -> dict[Atte
     whether it is recorded complete. None when no managed ledger under ``root``
     has a head (no metadata to go by). Raises :class:`CorruptManagedLedger` if a
     newest head cannot be read: it could record any attempt."""
-    base = f"{root}/ml/" if root else "ml/"
-    names = sorted({info.key[len(base):].split("/", 1)[0]
-                    for info in await metadata_store.list_all(base)})
     out: dict[Attempt, bool] | None = None
-    for encoded in names:
-        path = ManagedLedgerPath(root, urllib.parse.unquote(encoded))
-        if path.encoded_name != encoded:
-            raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's metadata")
+    for path in await list_managed_ledgers(metadata_store, root):
         meta = await ManagedLedgerMetadata.open(metadata_store, path)
         if meta.version == 0:
             continue  # no head: it records nothing

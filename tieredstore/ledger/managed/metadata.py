@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -72,6 +73,23 @@ def head_versions(store: ObjectStore, path: ManagedLedgerPath
         error=lambda message: ManagedLedgerError(message, name=path.name),
         corrupt=CorruptManagedLedger,
     )
+
+
+async def list_managed_ledgers(store: ObjectStore, root: str) -> list[ManagedLedgerPath]:
+    """Every managed ledger with metadata under ``root`` (each key under
+    ``{root}/ml/``, by its name), in name order; one paged listing. Raises
+    :class:`CorruptManagedLedger` for a key there that no managed ledger's
+    name encodes to."""
+    base = f"{root}/ml/" if root else "ml/"
+    found = sorted({info.key[len(base):].split("/", 1)[0]
+                    for info in await store.list_all(base)})
+    paths = []
+    for encoded in found:
+        path = ManagedLedgerPath(root, urllib.parse.unquote(encoded))
+        if path.encoded_name != encoded:
+            raise CorruptManagedLedger(f"{base}{encoded}/ is not a managed ledger's metadata")
+        paths.append(path)
+    return sorted(paths, key=lambda p: p.name)
 
 
 class ManagedLedgerMetadata(HeadWriter[pb.ManagedLedgerHead, pb.LedgerInfo, LedgerPageRef]):
