@@ -161,6 +161,10 @@ async def test_ledger_commands_refuse_a_live_owner(tmp_path: Path) -> None:
             assert code == 2, (action, text)
             assert "managed ledger 'ml' is written by broker-a" in text, text
             assert "--take-over" in text, text
+        code, text = await ledger_cli("status", "--json", *where)
+        assert code == 0, text
+        shown = json.loads(text)["owner"]
+        assert (shown["writer"], shown["state"]) == ("broker-a", "live"), shown
         await owner.add_entries([b"z"])  # not fenced
         code, text = await ledger_cli("offload", *where, "--take-over")
         assert code == 0, text

@@ -59,7 +59,9 @@ counts of ledgers); ``list``/``status``: ``{"name", "ledgers":
 [{"ledger_id", "state", "entries", "bytes", "offload", "offload_uuid",
 "local", "local_missing", "failure"}]}`` (``state``: ``open`` or ``closed``; the metadata
 records ``entries`` and ``bytes`` when a ledger closes: for the open ledger
-they are what its local copy holds now, null without a local copy);
+they are what its local copy holds now, null without a local copy) and
+``"owner"``: the newest owner's liveness record (``writer, host, pid, state,
+started_ms, last_seen_ms, last_seen_seconds_ago, heartbeat_interval_s``) or null;
 ``read``: ``{"name", "ledger_id", "entries": [{"entry_id", "size",
 "payload_base64"}]}``; ``offload``: ``{"name", "offloaded": [ids],
 "first_not_offloaded": "LEDGER:ENTRY"}``; ``sweep``:
@@ -80,6 +82,7 @@ import base64
 import os
 import socket
 import sys
+import time
 from typing import Any
 
 from tieredstore import sync
@@ -281,8 +284,12 @@ async def _act(host: LedgerHost, config: TieredStoreConfig, args: argparse.Names
         return await _list_all(host, args)
     if action in ("list", "status"):
         rows = await host.ledger_rows(args.name)
-        return emit(args, host, {"name": args.name, "ledgers": [_row(r) for r in rows]},
-                    _table(host, rows, status=action == "status"))
+        seen, now = await host.owner_seen(args.name), time.time()
+        owner = "owner: none recorded" if seen is None else \
+            f"owner: {seen.state(now)}, {seen.describe(now)}"
+        return emit(args, host, {"name": args.name, "ledgers": [_row(r) for r in rows],
+                                 "owner": None if seen is None else seen.document(now)},
+                    _table(host, rows, status=action == "status") + f"\n{owner}")
     if action == "read":
         entries = await host.read(args.name, args.ledger, args.first, args.last)
         return emit(args, host, {"name": args.name, "ledger_id": args.ledger, "entries": [

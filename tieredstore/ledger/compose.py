@@ -34,6 +34,7 @@ from tieredstore.ledger.managed.gc import find_offload_garbage
 from tieredstore.ledger.managed.metadata import list_managed_ledgers
 from tieredstore.ledger.managed.sources import choose_sources, open_copy
 from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
+from tieredstore.metadata.liveness import Seen, newest
 from tieredstore.metrics import MetricsServer, TieredStoreCollector
 from tieredstore.objectstore import GovernorOptions, ObjectStore
 from tieredstore.segment.garbage import Garbage
@@ -149,6 +150,10 @@ class LedgerHost:
             writer_id=writer_id, appending=appending, take_over=take_over)
 
     # --- read-only: never takes a managed ledger over ----------------------------------
+
+    async def owner_seen(self, name: str) -> Seen | None:
+        """The liveness record of ``name``'s newest owner, if one wrote it."""
+        return await newest(self.store, ManagedLedgerPath(self.config.ledger_root, name).base)
 
     async def _metadata(self, name: str) -> ManagedLedgerMetadata:
         meta = await ManagedLedgerMetadata.open(self.store,
