@@ -34,13 +34,12 @@ temporary file being written.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import CorruptSegment, InvalidName, TieredStoreError
+from tieredstore.errors import CorruptSegment, TieredStoreError
 from tieredstore.log import LogPath, LogSnapshot
 from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.objectstore.base import ObjectStore
@@ -69,6 +68,7 @@ from tieredstore.segment.garbage import (
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.listing import before
 from tieredstore.segment.recovery import chunk_series
+from tieredstore.store.brokers import list_brokers
 from tieredstore.store.keys import metadata_root, segment_path
 from tieredstore.store.view import listed_queues, open_metadata
 
@@ -116,14 +116,8 @@ def _segment_garbage(listing: SegmentListing, first: int, cutoff: datetime) -> l
 async def _logs(store: ObjectStore, config: TieredStoreConfig) -> list[LogPath]:
     """The log of every broker of the cluster that has metadata (every store
     that opened registers under its broker's metadata root), running or not."""
-    cluster_root = metadata_root(config).rpartition("/")[0] + "/"
-    brokers = {config.broker} | {info.key[len(cluster_root):].split("/", 1)[0]
-                                 for info in await store.list_all(cluster_root)}
-    paths = []
-    for broker in sorted(brokers):
-        with contextlib.suppress(InvalidName):
-            paths.append(LogPath(config.cluster, broker, config.key_prefix))
-    return paths
+    brokers = {config.broker, *await list_brokers(store, config)}
+    return [LogPath(config.cluster, broker, config.key_prefix) for broker in sorted(brokers)]
 
 
 async def _log_garbage(store: ObjectStore, path: LogPath, firsts: _Firsts,
