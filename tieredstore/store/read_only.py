@@ -24,6 +24,7 @@ from tieredstore.store.queue_view import QueueView
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
 from tieredstore.store.view import listed_queues
+from tieredstore.tasks import SingleFlight
 
 
 class ReadOnlyMessageStore(QueueReads):
@@ -38,6 +39,9 @@ class ReadOnlyMessageStore(QueueReads):
         self.fetcher = fetcher
         self._owns_store = owns_store
         self._views: dict[tuple[str, int], QueueView] = {}
+        # Views opening, by queue and the log they are opened with (None: their own).
+        self._opening: SingleFlight[tuple[str, int, int | None], QueueView] = SingleFlight()
+        self._loading: SingleFlight[str, LogSnapshot] = SingleFlight()  # the broker's log
         self._closed = False
 
     @classmethod
@@ -66,16 +70,22 @@ class ReadOnlyMessageStore(QueueReads):
         arguments.check_queue(topic, queue_id)
         view = self._views.get((topic, queue_id))
         if view is None or fresh:
-            view = await self._open_view(topic, queue_id)
+            view = await self._open_view(topic, queue_id, fresh=fresh)
         return view
 
-    async def _open_view(self, topic: str, queue_id: int, log: LogSnapshot | None = None
-                         ) -> QueueView:
-        """A fresh view, kept; ``log``: the broker's log loaded before (else here)."""
-        view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
-                                    log=log, codec=self.codec)
-        self._views[(topic, queue_id)] = view
-        return view
+    async def _open_view(self, topic: str, queue_id: int, log: LogSnapshot | None = None, *,
+                         fresh: bool = True) -> QueueView:
+        """A view opened for this call (``fresh``: begun after it), kept; ``log``:
+        the broker's log loaded before (else here)."""
+
+        async def open_view() -> QueueView:
+            view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
+                                        log=log, codec=self.codec)
+            self._views[(topic, queue_id)] = view
+            return view
+
+        key = (topic, queue_id, None if log is None else id(log))
+        return await self._opening.run(key, open_view, fresh=fresh)
 
     async def _reading(self, topic: str, queue_id: int, *, at: int | None = None,
                        fresh: bool = False) -> QueueView:
@@ -90,7 +100,10 @@ class ReadOnlyMessageStore(QueueReads):
         """Each of the topic's queues listed afresh, after one load of the
         broker's log for them all."""
         queues = [q for t, q in await self.queues() if t == topic]
-        log = await LogSnapshot.load(self.store, log_path(self.config)) if queues else None
+        if not queues:
+            return []
+        log = await self._loading.run(
+            "log", lambda: LogSnapshot.load(self.store, log_path(self.config)), fresh=True)
         return [await self._open_view(topic, q, log) for q in queues]
 
     def _check_open(self) -> None:
