@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError
+from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError, is_damage
 from tieredstore.log import LogIndexes, LogSnapshot, LogWriter
 from tieredstore.metadata import (
     First,
@@ -71,6 +71,7 @@ class SegmentView:
     objects: list[ObjectInfo] = field(default_factory=list)  # filled by list_segments
     foreign: list[str] = field(default_factory=list)  # keys tieredstore did not write
     log: LogSnapshot | None = None  # the log pieces it was continued with: for a relist
+    failure: TieredStoreError | None = None  # what recovery raised, if it did
 
     @property
     def base(self) -> int:
@@ -133,7 +134,7 @@ async def open_segment(store: ObjectStore, path: SegmentPath,
     try:
         recovered = await recover_segment(store, path)
     except TieredStoreError as exc:
-        return SegmentView(path, None, SegmentLayout(), error=str(exc))
+        return SegmentView(path, None, SegmentLayout(), error=str(exc), failure=exc)
     layout = recovered.layout
     pieces = log.of(path) if log else []
     sealed = recovered.state is not SegmentState.OPEN
@@ -357,7 +358,8 @@ class FlatView(FlatReader[SegmentView]):
             problem = None if sealed.state is None else self._size_problem(sealed, record)
             if problem is not None:
                 sealed.state, sealed.error = None, problem
-            self._sealed[record.base_offset] = sealed
+            if sealed.failure is None or is_damage(sealed.failure):  # an outage: not kept
+                self._sealed[record.base_offset] = sealed
             return sealed
 
         opened = await self._flights.run(record.base_offset, open_recorded)
@@ -366,6 +368,9 @@ class FlatView(FlatReader[SegmentView]):
 
     def problem(self, segment: SegmentView) -> str | None:
         return segment.error if segment.state is None else None
+
+    def failure(self, segment: SegmentView) -> TieredStoreError | None:
+        return segment.failure if segment.state is None else None
 
     def is_open(self, segment: SegmentView) -> bool:
         return segment.state is SegmentState.OPEN
