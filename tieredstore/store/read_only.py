@@ -14,7 +14,7 @@ from __future__ import annotations
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
-from tieredstore.log import LogSnapshot
+from tieredstore.log import LogIndexes, LogSnapshot
 from tieredstore.objectstore import ObjectStore
 from tieredstore.store import arguments
 from tieredstore.store.codec import KeyProvider, RecordCodec
@@ -42,6 +42,7 @@ class ReadOnlyMessageStore(QueueReads):
         # Views opening, by queue and the log they are opened with (None: their own).
         self._opening: SingleFlight[tuple[str, int, int | None], QueueView] = SingleFlight()
         self._loading: SingleFlight[str, LogSnapshot] = SingleFlight()  # the broker's log
+        self._indexes = LogIndexes()  # log objects never change: their indexes are kept
         self._closed = False
 
     @classmethod
@@ -80,7 +81,8 @@ class ReadOnlyMessageStore(QueueReads):
 
         async def open_view() -> QueueView:
             view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
-                                        log=log, codec=self.codec)
+                                        log=await self._load_log() if log is None else log,
+                                        codec=self.codec)
             self._views[(topic, queue_id)] = view
             return view
 
@@ -102,9 +104,13 @@ class ReadOnlyMessageStore(QueueReads):
         queues = [q for t, q in await self.queues() if t == topic]
         if not queues:
             return []
-        log = await self._loading.run(
-            "log", lambda: LogSnapshot.load(self.store, log_path(self.config)), fresh=True)
+        log = await self._loading.run("log", self._load_log, fresh=True)
         return [await self._open_view(topic, q, log) for q in queues]
+
+    async def _load_log(self) -> LogSnapshot:
+        """The broker's log as it is now: listed, the indexes of its objects new
+        since the last load read (the others are kept)."""
+        return await LogSnapshot.load(self.store, log_path(self.config), self._indexes)
 
     def _check_open(self) -> None:
         if self._closed:
