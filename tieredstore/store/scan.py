@@ -42,7 +42,7 @@ from tieredstore.errors import is_damage as damaged
 from tieredstore.sizes import MiB
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
 from tieredstore.store.columns import Columns
-from tieredstore.store.errors import QueueCorrupt
+from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -505,7 +505,10 @@ class QueueScan:
         else:
             before = QueueScan(self.topic, self.queue_id, cl=cl, cq=self.consume_queue,
                                codec=self.codec, first=start - 1, end=start, rebuilt=kept)
-            position = (await before.units())[0].end
+            try:
+                position = (await before.units())[0].end
+            except OffsetOutOfRange:  # trimmed: nothing says where the first record starts
+                return []
 
         async def segment_end(at: int) -> int:
             return (await cl.segment_at(at))[1]
