@@ -218,6 +218,13 @@ class ChunkMissing(SegmentError, FileNotFoundError):
     """A chunk the metadata points to is not in the object store."""
 
 
+def is_damage(error: BaseException) -> bool:
+    """Whether ``error`` says the bucket's bytes are damaged or gone (a failed
+    check, a missing chunk), not that a read failed (an outage, a refused or
+    closed store: the same read may succeed later)."""
+    return isinstance(error, Corrupt | ChunkMissing)
+
+
 # --- write path -------------------------------------------------------------
 
 

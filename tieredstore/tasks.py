@@ -25,7 +25,8 @@ holds one :class:`Background`. Its rules:
   load that a reader comes to wait for).
 
 :func:`gather_bounded` is the one bounded fan-out: work over many items, at
-most N at a time, awaited in line.
+most N at a time, awaited in line. :class:`SingleFlight` is the one way
+concurrent identical reads share one request.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ import asyncio
 import contextvars
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from tieredstore.errors import TieredStoreError
 
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Item = TypeVar("Item")
+K = TypeVar("K", bound=Hashable)
 
 
 class Priority(enum.IntEnum):
@@ -245,3 +248,93 @@ class Background:
         if cancelled:
             await asyncio.wait(cancelled)
         await self.wait_idle()
+
+
+@dataclass(slots=True, eq=False)
+class _Flight(Generic[T]):
+    task: asyncio.Task[T]
+    urgency: Urgency
+    begun: bool = False  # its work has started: a fresh caller no longer joins it
+    waiters: int = 0
+
+
+class SingleFlight(Generic[K, T]):
+    """Concurrent identical reads share one request (Go's singleflight). Its rules:
+
+    - :meth:`run` starts ``work()`` as a task of its own, unless work for the
+      same key is under way: then the call awaits that work's result (joins it).
+      Every caller gets the result, or the failure, of the work it joined.
+    - ``fresh``: the caller joins only work that begins after its call. Work
+      already begun is waited out, and the run after it, shared by every fresh
+      caller that came meanwhile, is theirs: at most two runs for a herd, and
+      nobody is answered with what was read before it asked. A listing that
+      must show what was stored before the call (a flush that returned) is
+      read fresh; what never changes once written (a merged object's table, a
+      metadata page) need not be.
+    - Nothing is kept past the run: the next call after it runs the work again.
+      A cache, where there is one, is the caller's (fill it in ``work``).
+    - A caller that gives up (cancelled) does not cancel the work for the
+      others; the work is cancelled once no caller waits for it any more.
+    - The work runs at its first caller's priority, and a caller joining it
+      raises it to its own (as a read joining a read-ahead load,
+      ``fetcher/loads.py``).
+    """
+
+    __slots__ = ("_flights", "joined", "runs")
+
+    def __init__(self) -> None:
+        # The newest work for each key: under way, or waiting for the work before it.
+        self._flights: dict[K, _Flight[T]] = {}
+        self.runs = 0  # works started
+        self.joined = 0  # calls that joined work another call started
+
+    def __len__(self) -> int:
+        """Keys with work under way."""
+        return len(self._flights)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._flights
+
+    async def run(self, key: K, work: Callable[[], Awaitable[T]], *, fresh: bool = False
+                  ) -> T:
+        """``work()``'s result, shared with every concurrent call for ``key`` (see the
+        class's rules; ``fresh``: from work that begins after this call)."""
+        flight = self._flights.get(key)
+        if flight is None or (fresh and flight.begun):
+            flight = self._start(key, work, after=flight)
+        else:
+            self.joined += 1
+            flight.urgency.rise(current_priority())
+        flight.waiters += 1
+        try:
+            return await asyncio.shield(flight.task)
+        finally:
+            flight.waiters -= 1
+            if not flight.waiters and not flight.task.done():
+                flight.task.cancel()  # nobody waits for it any more
+
+    def _start(self, key: K, work: Callable[[], Awaitable[T]], *, after: _Flight[T] | None
+               ) -> _Flight[T]:
+        async def body() -> T:
+            if after is not None:  # begins once the work before it is over
+                await asyncio.wait([after.task])
+            flight.begun = True
+            return await work()
+
+        urgency = current_urgency()
+        context = contextvars.copy_context()
+        context.run(_PRIORITY.set, urgency)
+        task = asyncio.get_running_loop().create_task(body(), name=f"single flight {key!r}",
+                                                      context=context)
+        flight = _Flight(task, urgency)
+        self._flights[key] = flight
+        self.runs += 1
+
+        def finished(done: asyncio.Task[T]) -> None:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+            if not done.cancelled():
+                done.exception()  # retrieved here too: its callers may all have left
+
+        task.add_done_callback(finished)
+        return flight

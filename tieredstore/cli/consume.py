@@ -13,22 +13,57 @@ UTF-8 as ``\\xNN``), and a summary on stderr (the offsets consumed,
 none), "properties" {...}, "encoding" ("utf-8" or "base64"), "body"}``;
 ``body`` is text when the bytes are UTF-8, else base64. An unknown topic or
 queue is an error (exit 2) naming it.
+
+Damage in the bucket stops it, as it stops ``get``: the messages before it
+are printed and the error names it (exit 2). ``--skip-damaged`` reads around
+it (``get_around_damage``): each range of offsets it steps over is printed on
+stderr with its reason, and with ``--json`` as a line ``{"topic", "queue",
+"skipped": {"first_offset", "end_offset", "count", "segment", "reason"}}`` in
+offset order among the messages; the exit status is then 1 if anything was
+skipped.
+
+``--follow`` goes on at the end: every ``--interval`` seconds (1 by default)
+it looks for messages made durable since, and prints them as they come,
+until SIGINT or SIGTERM (exit 0, or 1 if it skipped damage), or ``--count``
+messages. A look that finds nothing new opens the queue read-only again: a
+LIST of the broker's log (and a GET of each log object new since the last
+look), a LIST and a GET of the queue's head, a LIST of the consume queue's
+and of the commit log's open segment (and a HEAD of each that ends in a
+fence entry): at most 7 requests, 25,200 an hour at the default interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import contextlib
+import enum
 import json
+import signal
 import sys
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from tieredstore import sync
 from tieredstore.errors import TieredStoreError
-from tieredstore.store import Message, NoSuchQueue, OffsetOutOfRange, iso
+from tieredstore.store import (
+    AroundDamage,
+    Message,
+    NoSuchQueue,
+    OffsetOutOfRange,
+    ReadOnlyMessageStore,
+    Skipped,
+    iso,
+)
 from tieredstore.store import parse_time as store_time
 
 from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
     CliError,
+    Progress,
     check_selected,
     nonnegative_int,
     offsets,
@@ -37,6 +72,8 @@ from .common import (
     read_only_store,
     timestamp_ms,
 )
+
+T = TypeVar("T")
 
 BATCH = 256
 PROGRESS_FROM = 1000  # a bar only when reading at least this many messages
@@ -78,9 +115,127 @@ def as_text(message: Message) -> str:
     return f"{message.offset}\t{iso(message.store_timestamp)}\t{body}"
 
 
-async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
-    """Print the messages asked for; returns (count, first offset, end offset)."""
-    render = as_json if args.json else as_text
+@dataclass
+class Consumed:
+    """What a consume did: messages printed, offsets ``[start, end)`` passed, and
+    the messages skipped (``--skip-damaged``), in how many ranges."""
+
+    start: int
+    end: int
+    count: int = 0
+    skipped: int = 0
+    ranges: int = 0
+
+
+class Printer:
+    """Messages to stdout, skipped ranges to stderr (and with ``--json`` to stdout
+    too), in offset order; neighbouring ranges skipped for one reason are printed
+    as one, once what follows them is known."""
+
+    def __init__(self, args: argparse.Namespace, bar: Progress, done: Consumed) -> None:
+        self.args = args
+        self.bar = bar
+        self.done = done
+        self._held: Skipped | None = None  # a range not printed yet: the next may join it
+
+    def messages(self, batch: list[Message]) -> None:
+        if not batch:
+            return
+        self._release()
+        render = as_json if self.args.json else as_text
+        self.bar.write("".join(render(m) + "\n" for m in batch))
+        self.bar.update(len(batch))
+        self.done.count += len(batch)
+
+    def around(self, got: AroundDamage) -> None:
+        """A read around damage's messages and ranges skipped, in offset order."""
+        messages = got.messages
+        for step in got.skipped:
+            before = [m for m in messages if m.offset < step.first_offset]
+            self.messages(before)
+            messages = messages[len(before):]
+            self.skipped([step])
+        self.messages(messages)
+
+    def skipped(self, steps: list[Skipped]) -> None:
+        for step in steps:
+            held = self._held
+            if held is not None and held.end_offset == step.first_offset and \
+                    (held.reason, held.segment) == (step.reason, step.segment):
+                self._held = Skipped(held.first_offset, step.end_offset, held.reason,
+                                     held.segment)
+            else:
+                self._release()
+                self._held = step
+            self.bar.update(step.end_offset - step.first_offset)
+
+    def _release(self) -> None:
+        step, self._held = self._held, None
+        if step is None:
+            return
+        args, count = self.args, step.end_offset - step.first_offset
+        self.done.skipped += count
+        self.done.ranges += 1
+        print(f"tieredstore: {args.topic}/{args.queue}: skipped {step} ({count} "
+              f"message{'' if count == 1 else 's'})", file=sys.stderr, flush=True)
+        if args.json:
+            self.bar.write(json.dumps({"topic": args.topic, "queue": args.queue, "skipped": {
+                "first_offset": step.first_offset, "end_offset": step.end_offset,
+                "count": count, "segment": step.segment, "reason": step.reason}},
+                ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        self._release()
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def stopped_by_signals(enabled: bool) -> Iterator[asyncio.Event]:
+    """An event SIGINT and SIGTERM set (when ``enabled`` and the loop can take
+    signal handlers: the main thread's); a second signal cancels the command."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    installed: list[signal.Signals] = []
+
+    def stopping() -> None:
+        if stop.is_set() and task is not None:
+            task.cancel()
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM) if enabled else ():
+        try:
+            loop.add_signal_handler(sig, stopping)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            continue
+        installed.append(sig)
+    try:
+        yield stop
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+class Stop(enum.Enum):
+    STOPPED = "stopped"  # a signal came first
+
+
+async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | Stop:
+    """``work``'s result, unless ``stop`` is set first (``work`` is then cancelled)."""
+    running = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+    return Stop.STOPPED if running.cancelled() else running.result()
+
+
+async def consume(args: argparse.Namespace) -> Consumed:
+    """Print the messages asked for (see the module's rules)."""
     async with await read_only_store(args) as store:
         try:
             queue = await store.queue(args.topic, args.queue)
@@ -95,20 +250,55 @@ async def consume(args: argparse.Namespace) -> tuple[int, int, int]:
             raise OffsetOutOfRange(f"offset {start} is outside the queue's offsets "
                                    f"{offsets(queue.min_offset, queue.max_offset)}",
                                    topic=args.topic, queue_id=args.queue)
-        end = queue.max_offset if args.count is None else min(queue.max_offset,
-                                                              start + args.count)
-        offset = start
-        enabled = progress_enabled(args) and end - start >= PROGRESS_FROM
-        with progress(enabled, total=max(0, end - start), desc="consume") as bar:
-            while offset < end:
-                batch = await queue.get(offset, min(BATCH, end - offset))
-                if not batch:
-                    raise CliError(f"{args.topic}/{args.queue}: no message at offset "
-                                   f"{offset}, within {offsets(start, end)}")
-                bar.write("".join(render(m) + "\n" for m in batch))
-                offset += len(batch)
-                bar.update(len(batch))
-        return offset - start, start, offset
+        end = start + args.count if args.count is not None else None
+        if not args.follow:
+            end = queue.max_offset if end is None else min(queue.max_offset, end)
+        done = Consumed(start, start)
+        enabled = progress_enabled(args) and not args.follow and \
+            end is not None and end - start >= PROGRESS_FROM
+        total = None if end is None else max(0, end - start)
+        with stopped_by_signals(args.follow) as stop, \
+                progress(enabled, total=total, desc="consume") as bar:
+            printer = Printer(args, bar, done)
+            try:
+                await read_queue(store, printer, end, stop)
+            finally:
+                printer.close()
+        return done
+
+
+async def read_queue(store: ReadOnlyMessageStore, printer: Printer, end: int | None,
+                     stop: asyncio.Event) -> None:
+    """Read from where ``printer`` is up to ``end`` (None: on and on, ``--follow``);
+    with ``--follow`` wait at the queue's end for more, until ``stop``."""
+    args, done = printer.args, printer.done
+    topic, queue = args.topic, args.queue
+    while end is None or done.end < end:
+        want = BATCH if end is None else min(BATCH, end - done.end)
+        if args.skip_damaged:
+            read: Awaitable[Any] = store.get_around_damage(topic, queue, done.end, want)
+        else:
+            read = store.get(topic, queue, done.end, want)
+        got = await unless_stopped(read, stop)
+        if got is Stop.STOPPED:
+            return
+        if isinstance(got, AroundDamage):
+            printer.around(got)
+            at = got.next_offset
+        else:
+            printer.messages(got)
+            at = got[-1].offset + 1 if got else done.end
+        if at > done.end:
+            done.end = at
+            if args.follow:
+                sys.stdout.flush()  # a reader at the other end of a pipe sees it now
+            continue
+        if not args.follow:
+            raise CliError(f"{topic}/{queue}: no message at offset {done.end}, within "
+                           f"{offsets(done.start, end or done.end)}")
+        printer.close()  # nothing new: what is held is printed before the wait
+        if await unless_stopped(asyncio.sleep(args.interval), stop) is Stop.STOPPED:
+            return
 
 
 HELP = "print messages of a queue (read-only)"
@@ -125,16 +315,44 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                        help="the first message stored at or after TIME: ms since the epoch "
                             "or ISO 8601 (UTC unless an offset is given)")
     parser.add_argument("--count", type=nonnegative_int, metavar="N",
-                        help="at most N messages (default: up to the max offset)")
+                        help="at most N messages (default: up to the max offset; with "
+                             "--follow, on and on)")
+    parser.add_argument("--skip-damaged", action="store_true",
+                        help="read around damage in the bucket: print each range of "
+                             "offsets that cannot be read on stderr, with its reason, and "
+                             "go on (exit status 1 if any)")
+    parser.add_argument("--follow", "-f", action="store_true",
+                        help="at the end, wait for new messages and print them as they "
+                             "become durable, until Ctrl-C or SIGTERM (exit 0)")
+    parser.add_argument("--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
+                        help="with --follow: how often to look for new messages (default 1)")
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0 seconds, got {text}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.interval != 1.0 and not args.follow:
+        raise CliError("--interval needs --follow")
     try:
-        count, start, end = sync.run(consume(args))
+        done = sync.run(consume(args))
     except TieredStoreError:
         sys.stdout.flush()  # what was printed before the error stays printed
         raise
+    except asyncio.CancelledError:  # a second signal: stop at once
+        sys.stdout.flush()
+        raise KeyboardInterrupt from None
     if not args.quiet:
-        print(f"consumed {count} messages of {args.topic}/{args.queue}, offsets "
-              f"{offsets(start, end)}", file=sys.stderr)
-    return 0
+        skipped = (f"; skipped {done.skipped} unreadable in {done.ranges} range"
+                   f"{'' if done.ranges == 1 else 's'}" if done.ranges else "")
+        print(f"consumed {done.count} messages of {args.topic}/{args.queue}, offsets "
+              f"{offsets(done.start, done.end)}{skipped}", file=sys.stderr)
+    return EXIT_FAILED if done.skipped else EXIT_OK

@@ -34,7 +34,7 @@ from tieredstore.metadata.pages import P, PageSet
 from tieredstore.metadata.versions import VersionedHeads
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import read_again_if
-from tieredstore.tasks import PriorityLock, gather_bounded
+from tieredstore.tasks import PriorityLock, SingleFlight, gather_bounded
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ class HeadWriter(Generic[H, R, P]):
         # of a background one (a merge recording its segment) under way.
         self._write_lock = PriorityLock()
         self._cache: LRU[str, tuple[R, ...]] = LRU(cache_pages)
+        self._reading: SingleFlight[str, tuple[R, ...]] = SingleFlight()  # pages being read
         self._stamp = stamp
         self._session_of = session_of
         self._encode = encode
@@ -162,12 +163,18 @@ class HeadWriter(Generic[H, R, P]):
 
     async def _page_records(self, key: str, decode: Callable[[bytes], Sequence[R]]
                             ) -> tuple[R, ...]:
-        """The records of page ``key``: cached, or read (:meth:`_read_page`) and cached."""
+        """The records of page ``key``: cached, or read (:meth:`_read_page`, once for
+        every concurrent lookup) and cached."""
         records = self._cache.get(key)
-        if records is None:
+        if records is not None:
+            return records
+
+        async def read() -> tuple[R, ...]:
             records = tuple(await self._read_page(key, decode))
             self._cache.put(key, records)
-        return records
+            return records
+
+        return await self._reading.run(key, read)
 
     async def _read_page(self, key: str, decode: Callable[[bytes], T]) -> T:
         """Page ``key`` decoded, read again if it fails its checks (a read damaged

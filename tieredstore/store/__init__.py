@@ -18,6 +18,7 @@ from tieredstore.metadata.liveness import Seen, WriterLive
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
 from tieredstore.store.arguments import MAX_TIMESTAMP, check_append
+from tieredstore.store.around import AroundDamage, Skipped
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.columns import Columns
 from tieredstore.store.compose import (
@@ -145,6 +146,8 @@ __all__ = [
     "SegmentView",
     "StoreError",
     "Tagged",
+    "AroundDamage",
+    "Skipped",
     "clean_from",
     "collect_garbage",
     "decode_record",

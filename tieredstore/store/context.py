@@ -19,7 +19,7 @@ from tieredstore.store import keys
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.keyentries import ENTRY_SIZE
 from tieredstore.store.record import UNIT_SIZE
-from tieredstore.tasks import Background
+from tieredstore.tasks import Background, SingleFlight
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,8 @@ class StoreContext:
     writer_id: str
     segment_options: SegmentOptions
     _sealed: OrderedDict[SegmentPath, ChunkedSegment] = field(default_factory=OrderedDict)
+    # Opens of sealed segments under way: a herd of readers lists and reads each once.
+    _opening: SingleFlight[SegmentPath, ChunkedSegment] = field(default_factory=SingleFlight)
     # Segments retention deleted (the newest max_open_sealed): a merge owed to
     # one of them has nothing left to merge.
     _expired: OrderedDict[SegmentPath, None] = field(default_factory=OrderedDict)
@@ -100,12 +102,17 @@ class StoreContext:
         """A sealed segment for reading, opened once and kept in a bounded LRU.
 
         Opened without repairs: a merge left unfinished is the background
-        merger's work (see :meth:`FlatFile.open`), not a reader's.
+        merger's work (see :meth:`FlatFile.open`), not a reader's. Readers that
+        come while it opens wait for that open (one listing, one GET of a
+        merged object's table, :class:`~tieredstore.tasks.SingleFlight`).
         """
         segment = self._sealed.get(path)
         if segment is not None:
             self._sealed.move_to_end(path)
             return segment
+        return await self._opening.run(path, lambda: self._open_sealed(path))
+
+    async def _open_sealed(self, path: SegmentPath) -> ChunkedSegment:
         options = SegmentOptions(chunk_size=self.config.for_topic(path.topic).chunk_size,
                                  merge_on_seal=False)
         segment = await ChunkedSegment.open(self.store, path, options=options,

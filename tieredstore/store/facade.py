@@ -102,6 +102,7 @@ class MessageStore:
 
     flush = on_loop(AsyncMessageStore.flush, errors="report")
     get = on_loop(AsyncMessageStore.get)
+    get_around_damage = on_loop(AsyncMessageStore.get_around_damage)
     get_by_tags = on_loop(AsyncMessageStore.get_by_tags)
     query_by_key = on_loop(AsyncMessageStore.query_by_key)
     offset_for_time = on_loop(AsyncMessageStore.offset_for_time)

@@ -15,6 +15,7 @@ import abc
 from typing import Generic, Protocol, TypeVar
 
 from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import TieredStoreError, is_damage
 from tieredstore.metadata import First
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectStore
@@ -89,6 +90,10 @@ class FlatReader(abc.ABC, Generic[S]):
         """Why ``segment`` cannot be read, if it cannot."""
         return None
 
+    def failure(self, segment: S) -> TieredStoreError | None:
+        """The error that made ``segment`` unreadable (see :meth:`problem`), if one did."""
+        return None
+
     def is_open(self, segment: S) -> bool:
         """Whether ``segment`` was open (being written) when listed: a scan with no
         end stops after it."""
@@ -130,6 +135,16 @@ class FlatReader(abc.ABC, Generic[S]):
                                    topic=self.topic, queue_id=self.queue_id)
         return await self._recorded(record), record.base_offset + record.size
 
+    async def recorded_extent(self, position: int) -> tuple[int, int] | None:
+        """``[base, end)`` of the recorded segment holding ``position``, from its
+        record alone (the segment is not opened); None past the records, or
+        where no live record holds it."""
+        if position >= self.next_base:
+            return None
+        record = await self.records.find_by_base_offset(self.file_type, position)
+        return None if record is None else (record.base_offset,
+                                            record.base_offset + record.size)
+
     async def unrecorded(self) -> list[tuple[int, int]]:
         """``[start, end)`` of the tail's segments that hold bytes, in order, as of
         the call (a key lookup reads them whole). The writer's does not wait:
@@ -159,6 +174,9 @@ class FlatReader(abc.ABC, Generic[S]):
         segment, end = await self.segment_at(position, length)
         problem = self.problem(segment)
         if problem is not None:
+            failure = self.failure(segment)
+            if failure is not None and not is_damage(failure):  # an outage stays one
+                raise failure.with_traceback(None)
             raise self._corrupt(problem)
         if position + length > end:
             raise self._corrupt(f"{self.file_type.label} read [{position}, "

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
-from tieredstore.log import LogSnapshot
+from tieredstore.log import LogIndexes, LogSnapshot
 from tieredstore.objectstore import ObjectStore
 from tieredstore.store import arguments
 from tieredstore.store.codec import KeyProvider, RecordCodec
@@ -25,6 +25,7 @@ from tieredstore.store.queue_view import QueueView
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
 from tieredstore.store.view import listed_queues
+from tieredstore.tasks import SingleFlight
 
 
 class ReadOnlyMessageStore(QueueReads):
@@ -39,6 +40,10 @@ class ReadOnlyMessageStore(QueueReads):
         self.fetcher = fetcher
         self._owns_store = owns_store
         self._views: dict[tuple[str, int], QueueView] = {}
+        # Views opening, by queue and the log they are opened with (None: their own).
+        self._opening: SingleFlight[tuple[str, int, int | None], QueueView] = SingleFlight()
+        self._loading: SingleFlight[str, LogSnapshot] = SingleFlight()  # the broker's log
+        self._indexes = LogIndexes()  # log objects never change: their indexes are kept
         self._closed = False
 
     @classmethod
@@ -69,16 +74,23 @@ class ReadOnlyMessageStore(QueueReads):
         arguments.check_queue(topic, queue_id)
         view = self._views.get((topic, queue_id))
         if view is None or fresh:
-            view = await self._open_view(topic, queue_id)
+            view = await self._open_view(topic, queue_id, fresh=fresh)
         return view
 
-    async def _open_view(self, topic: str, queue_id: int, log: LogSnapshot | None = None
-                         ) -> QueueView:
-        """A fresh view, kept; ``log``: the broker's log loaded before (else here)."""
-        view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
-                                    log=log, codec=self.codec)
-        self._views[(topic, queue_id)] = view
-        return view
+    async def _open_view(self, topic: str, queue_id: int, log: LogSnapshot | None = None, *,
+                         fresh: bool = True) -> QueueView:
+        """A view opened for this call (``fresh``: begun after it), kept; ``log``:
+        the broker's log loaded before (else here)."""
+
+        async def open_view() -> QueueView:
+            view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
+                                        log=await self._load_log() if log is None else log,
+                                        codec=self.codec)
+            self._views[(topic, queue_id)] = view
+            return view
+
+        key = (topic, queue_id, None if log is None else id(log))
+        return await self._opening.run(key, open_view, fresh=fresh)
 
     async def _reading(self, topic: str, queue_id: int, *, at: int | None = None,
                        fresh: bool = False) -> QueueView:
@@ -93,8 +105,15 @@ class ReadOnlyMessageStore(QueueReads):
         """Each of the topic's queues listed afresh, after one load of the
         broker's log for them all."""
         queues = [q for t, q in await self.queues() if t == topic]
-        log = await LogSnapshot.load(self.store, log_path(self.config)) if queues else None
+        if not queues:
+            return []
+        log = await self._loading.run("log", self._load_log, fresh=True)
         return [await self._open_view(topic, q, log) for q in queues]
+
+    async def _load_log(self) -> LogSnapshot:
+        """The broker's log as it is now: listed, the indexes of its objects new
+        since the last load read (the others are kept)."""
+        return await LogSnapshot.load(self.store, log_path(self.config), self._indexes)
 
     def _check_open(self) -> None:
         if self._closed:

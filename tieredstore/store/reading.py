@@ -16,6 +16,7 @@ from collections.abc import Collection
 from typing import Any
 
 from tieredstore.metadata import FileType, QueueMetadata
+from tieredstore.store.around import AroundDamage, read_around
 from tieredstore.store.bykey import KeyQuery, query
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
@@ -92,6 +93,16 @@ class QueueReading(abc.ABC):
         # Every unit is checked against its record: chained units suffice.
         return await self.scan(offset, min(self.max_offset, offset + max_count),
                                max_bytes=max_bytes, chained=True).read()
+
+    async def get_around_damage(self, offset: int, max_count: int,
+                                max_bytes: int = 4 * 1024 * 1024) -> AroundDamage:
+        """``get``, stepping over what cannot be read and reporting each range it
+        stepped over (see :mod:`tieredstore.store.around`)."""
+        self.check_range(offset)
+        if max_count <= 0:
+            return AroundDamage([], [], offset)
+        return await read_around(self.scan(offset, min(self.max_offset, offset + max_count),
+                                           max_bytes=max_bytes, chained=True, strict=False))
 
     async def get_by_tags(self, offset: int, tags: Collection[str], max_count: int,
                           max_bytes: int = 4 * 1024 * 1024, max_scan: int = MAX_SCAN

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from tieredstore.sizes import MiB
 from tieredstore.store import arguments
 from tieredstore.store.arguments import MAX_TIMESTAMP
+from tieredstore.store.around import AroundDamage
 from tieredstore.store.bykey import KeyQuery, newest
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import Message
@@ -37,6 +38,18 @@ class QueueReads(abc.ABC):
         arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
         reading = await self._reading(topic, queue_id, at=offset)
         return await reading.get(offset, max_count, max_bytes)
+
+    async def get_around_damage(self, topic: str, queue_id: int, offset: int,
+                                max_count: int = 32, max_bytes: int = 4 * MiB) -> AroundDamage:
+        """As :meth:`get`, but damage in the bucket does not stop it: what cannot
+        be read is stepped over and reported, each range of offsets with its
+        reason (``skipped``), and ``next_offset`` says where the next call starts.
+        Every message returned passed ``get``'s checks; an error that is not
+        damage (an outage) is raised as ``get`` raises it
+        (:mod:`tieredstore.store.around`)."""
+        arguments.check_get(topic, queue_id, offset, max_count, max_bytes)
+        reading = await self._reading(topic, queue_id, at=offset)
+        return await reading.get_around_damage(offset, max_count, max_bytes)
 
     async def get_by_tags(self, topic: str, queue_id: int, offset: int,
                           tags: str | Collection[str], *, max_count: int = 32,

@@ -38,10 +38,11 @@ from operator import add, itemgetter, le
 from typing import Any
 
 from tieredstore.errors import TieredStoreError
+from tieredstore.errors import is_damage as damaged
 from tieredstore.sizes import MiB
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
 from tieredstore.store.columns import Columns
-from tieredstore.store.errors import QueueCorrupt
+from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.record import (
     UNIT_SIZE,
@@ -69,16 +70,25 @@ class ScanError(QueueCorrupt):
     """A queue's data is damaged or inconsistent; the message names where."""
 
     def __init__(self, topic: str, queue_id: int, offset: int, message: str,
-                 last_offset: int | None = None) -> None:
+                 last_offset: int | None = None, *, segment: str = "") -> None:
         span = f"offset {offset}" if last_offset is None or last_offset == offset \
             else f"offsets [{offset}, {last_offset + 1})"
         self.text = f"{span}: {message}"  # without the queue's name
         super().__init__(self.text, topic=topic, queue_id=queue_id)
         self.offset = offset
         self.last_offset = offset if last_offset is None else last_offset
+        self.problem = message  # without the offsets
+        self.segment = segment  # the segment whose bytes are wrong, when the scan knows it
 
 
-def _as_raised(error: ScanError) -> TieredStoreError:
+def is_damage(failure: BaseException | None) -> bool:
+    """Whether a problem a scan met is damage in the bucket: a check the scan
+    made failed (None), or a read found the bytes damaged or gone
+    (:func:`tieredstore.errors.is_damage`)."""
+    return failure is None or damaged(failure)
+
+
+def as_raised(error: ScanError) -> TieredStoreError:
     """A strict read's problem as its caller sees it: where a read failed, that
     read's own error (an ``IntegrityError`` naming the range; a transient error
     stays transient, so a queue is not taken for corrupt over an outage), else
@@ -186,10 +196,11 @@ class QueueScan:
                      else None)
 
     def _error(self, offset: int, message: str, last: int | None = None, *,
-               cause: TieredStoreError | None = None) -> ScanError:
+               cause: TieredStoreError | None = None, segment: Any = None) -> ScanError:
         """A problem at ``offset``; ``cause``: the read that failed, which a strict
-        read raises as it is (:func:`_as_raised`)."""
-        error = ScanError(self.topic, self.queue_id, offset, message, last)
+        read raises as it is (:func:`as_raised`)."""
+        error = ScanError(self.topic, self.queue_id, offset, message, last,
+                          segment="" if segment is None else str(segment.path))
         error.__cause__ = cause
         return error
 
@@ -219,6 +230,11 @@ class QueueScan:
             self._flush_bad(self._batch)
             yield self._batch
 
+    @property
+    def current(self) -> Batch:
+        """The batch being read (a scan that raised: what it read of it)."""
+        return self._batch
+
     async def read(self) -> list[Message]:
         """The messages of a strict scan up to its first problem, which is raised
         if no message comes before it (the next read from there names it): bytes
@@ -231,7 +247,7 @@ class QueueScan:
         except ScanError as exc:
             out.extend(self._batch.messages)
             if not out:
-                raise _as_raised(exc) from None
+                raise as_raised(exc) from None
             self.next_offset = exc.offset
         return out
 
@@ -243,7 +259,7 @@ class QueueScan:
             async for _ in self.batches():
                 pass
         except ScanError as exc:
-            raise _as_raised(exc) from None
+            raise as_raised(exc) from None
         return found
 
     async def _locate_units(self, offset: int) -> tuple[Any, int]:
@@ -259,21 +275,36 @@ class QueueScan:
             # A fresh batch first: one that fails from here holds none of the last
             # batch's messages (yielded already; ``read`` adds this one's).
             self._batch = batch = self._new_batch()
-            segment, segment_end = await self._locate_units(offset)
+            try:
+                segment, segment_end = await self._locate_units(offset)
+            except ScanError as exc:  # a recorded segment that cannot be opened?
+                extent = await self._recorded_units(offset) if is_damage(exc.__cause__) \
+                    else None
+                if extent is None:
+                    raise
+                stop = extent[1] if end is None else min(end, extent[1])
+                async for batch in self._lost_units(offset, stop, extent[0], exc):
+                    yield batch
+                offset = stop
+                continue
             stop = segment_end // UNIT_SIZE if end is None else min(end, segment_end // UNIT_SIZE)
             # The units listed in the open segment are the scan's last, even if a
             # writer seals it (and the read finds it merged and longer) meanwhile.
             last = cq.is_open(segment)
             problem = cq.problem(segment)
             if problem is not None:  # its units, as many as its record says, unreadable
-                batch.units = max(0, stop - offset)
-                self._report(batch, self._error(offset, f"consume-queue segment "
-                                                f"{segment.path}: {problem}",
-                                                max(offset, stop - 1)))
-                self.record_end = None
-                yield batch
+                failure = cq.failure(segment)
+                error = self._error(offset, f"consume-queue segment {segment.path}: {problem}",
+                                    max(offset, stop - 1), segment=segment,
+                                    cause=None if is_damage(failure) else failure)
                 if stop <= offset:
+                    self._report(batch, error)
+                    self.record_end = None
+                    yield batch
                     return
+                async for batch in self._lost_units(offset, stop,
+                                                    segment.path.base_offset // UNIT_SIZE, error):
+                    yield batch
             elif stop > offset:
                 async for batch in self._segment(offset, stop):
                     yield batch
@@ -289,6 +320,50 @@ class QueueScan:
             offset = stop
             if last:
                 return
+
+    async def _recorded_units(self, offset: int) -> tuple[int, int] | None:
+        """The offsets ``[first, end)`` of the recorded consume-queue segment that
+        holds ``offset``, from its record alone; None if no record holds it."""
+        try:
+            extent = await self.consume_queue.recorded_extent(offset * UNIT_SIZE)
+        except TieredStoreError:
+            return None
+        return None if extent is None else (extent[0] // UNIT_SIZE, extent[1] // UNIT_SIZE)
+
+    async def _lost_units(self, offset: int, stop: int, first: int, error: ScanError
+                          ) -> AsyncIterator[Batch]:
+        """Offsets ``[offset, stop)`` of a consume-queue segment (its first offset
+        ``first``) whose units cannot be read at all (``error``): rebuilt from the
+        commit log when the error is damage (:meth:`_rebuild`, from the segment's
+        first unit on, a block at a time), else ``error`` reported for them."""
+        rebuilding = self.rebuilt is not None and is_damage(error.__cause__)
+        while rebuilding and offset < stop and not self._stopped:
+            block = min(stop, offset + UNITS_PER_BLOCK)
+            self._batch = self._new_batch(block - offset)
+            try:
+                units = (await self._rebuild(first, block, error))[offset - first:]
+            except TieredStoreError as failed:
+                if not is_damage(failed):  # the records may read later: no verdict
+                    raise self._error(offset, f"commit log: {failed}", cause=failed) from None
+                break
+            if units:
+                self.record_end = units[-1].end
+                yield await self._block(range(offset, offset + len(units)), units,
+                                        offset + len(units))
+                offset += len(units)
+            if offset < block:  # a record that cannot be read ended the rebuild
+                break
+        if offset >= stop or self._stopped:
+            return
+        self._batch = batch = self._new_batch(stop - offset)
+        if (error.offset, error.last_offset) != (offset, stop - 1):  # all of them lost
+            whole = ScanError(self.topic, self.queue_id, offset, error.problem, stop - 1,
+                              segment=error.segment)
+            whole.__cause__, error = error.__cause__, whole
+        self._report(batch, error)
+        self.next_offset = max(self.next_offset, stop)
+        self.record_end = None
+        yield batch
 
     async def _segment(self, offset: int, end: int) -> AsyncIterator[Batch]:
         while offset < end and not self._stopped:
@@ -394,25 +469,28 @@ class QueueScan:
         if span is not None and self.rebuilt is not None:
             try:  # the whole span from its start: its first unit follows the one before
                 rebuilt = (await self._rebuild(span_start, bad_stop, exc))[bad_start - span_start:]
-            except TieredStoreError:
+            except TieredStoreError as failed:
+                if not is_damage(failed):  # the records may read later: no verdict
+                    raise self._error(bad_start, f"commit log: {failed}", cause=failed) from None
                 rebuilt = []
         if rebuilt:
             self.record_end = rebuilt[-1].end
-        else:
+        lost = bad_start + len(rebuilt)  # the units from here on are neither read nor rebuilt
+        offsets, units = [*offsets, *range(bad_start, lost)], [*units, *rebuilt]
+        if lost < bad_stop:
             if self._unit_problem(batch, self._error(
-                    bad_start, f"consume-queue units unreadable: {exc}", bad_stop - 1,
-                    cause=exc)):
+                    lost, f"consume-queue units unreadable: {exc}", bad_stop - 1, cause=exc)):
                 return offsets, units
             self.record_end = None
         after_offsets, after = await self._units(bad_stop, stop, batch)
-        return ([*offsets, *range(bad_start, bad_start + len(rebuilt)), *after_offsets],
-                [*units, *rebuilt, *after])
+        return [*offsets, *after_offsets], [*units, *after]
 
     async def _rebuild(self, start: int, stop: int, exc: TieredStoreError) -> list[CqUnit]:
         """Units of ``[start, stop)`` rebuilt from the commit log: its records read
         one after the other from where the unit before ``start`` ends, each
         checked (CRC, topic, queue, offset). Kept, so one damaged range is
-        scanned once."""
+        scanned once. A record that cannot be read (damage) ends it: the units
+        before it are returned, as where the next record starts is unknown."""
         kept = self.rebuilt
         assert kept is not None
         if all(o in kept for o in range(start, stop)):
@@ -427,7 +505,10 @@ class QueueScan:
         else:
             before = QueueScan(self.topic, self.queue_id, cl=cl, cq=self.consume_queue,
                                codec=self.codec, first=start - 1, end=start, rebuilt=kept)
-            position = (await before.units())[0].end
+            try:
+                position = (await before.units())[0].end
+            except OffsetOutOfRange:  # trimmed: nothing says where the first record starts
+                return []
 
         async def segment_end(at: int) -> int:
             return (await cl.segment_at(at))[1]
@@ -436,8 +517,13 @@ class QueueScan:
         for offset in range(start, stop):
             unit = kept.get(offset)
             if unit is None:
-                unit = kept[offset] = await self._unit_of_record_at(segment_end, position,
-                                                                   offset)
+                try:
+                    unit = await self._unit_of_record_at(segment_end, position, offset)
+                except TieredStoreError as failed:
+                    if not is_damage(failed):
+                        raise
+                    break
+                kept[offset] = unit
             out.append(unit)
             position = unit.end
         return out
@@ -479,7 +565,8 @@ class QueueScan:
             if first.position + first.size > segment_end:
                 self._report(batch, self._error(
                     offsets[i], f"its record [{first.position}, {first.end}) runs past the "
-                    f"end of commit-log segment {segment.path} at {segment_end}"))
+                    f"end of commit-log segment {segment.path} at {segment_end}",
+                    segment=segment))
                 i += 1
                 continue
             # A run stops where a read would be joined (a copy): at the end of the
@@ -509,7 +596,7 @@ class QueueScan:
                                                segment=segment, batch=batch)
             else:
                 going = self._decode(memoryview(data), offsets, units, start=i, stop=j + 1,
-                                     batch=batch)
+                                     batch=batch, segment=segment)
             if not going:
                 return False
             i = j + 1
@@ -555,7 +642,7 @@ class QueueScan:
                 bad.append((offsets[k], exc))
                 continue
             if not self._decode(memoryview(data), offsets, units, start=k, stop=k + 1,
-                                batch=batch):
+                                batch=batch, segment=segment):
                 return False
         if self.strict and bad:
             self._flush_bad(batch)
@@ -569,9 +656,9 @@ class QueueScan:
         self._report(batch, error)
 
     def _decode(self, view: memoryview, offsets: Sequence[int], units: list[CqUnit], *,
-                start: int, stop: int, batch: Batch) -> bool:
+                start: int, stop: int, batch: Batch, segment: Any) -> bool:
         """Decode and check the records of ``units[start:stop]``, read as one run
-        into ``view``; False once enough were read."""
+        into ``view`` (of commit-log ``segment``); False once enough were read."""
         if self._bad:
             self._flush_bad(batch)
         out: list[Message] | Columns = batch.messages if batch.columns is None else batch.columns
@@ -613,7 +700,7 @@ class QueueScan:
             else:
                 problem = record_problem(message, offsets[k], unit)
             if problem is not None:
-                self._report(batch, self._error(offsets[k], problem))
+                self._report(batch, self._error(offsets[k], problem, segment=segment))
             elif tags is None or message.tags in tags:
                 out.append(message)
                 self._count += 1

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError
+from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError, is_damage
 from tieredstore.log import LogIndexes, LogSnapshot, LogWriter
 from tieredstore.metadata import (
     First,
@@ -54,7 +54,7 @@ from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.errors import NoSuchQueue
 from tieredstore.store.flatreader import FlatReader, SegmentRecords, first_live
 from tieredstore.store.keys import log_path, metadata_root, segment_path
-from tieredstore.tasks import gather_bounded
+from tieredstore.tasks import SingleFlight, gather_bounded
 
 OPEN_CONCURRENCY = 16
 
@@ -71,6 +71,7 @@ class SegmentView:
     objects: list[ObjectInfo] = field(default_factory=list)  # filled by list_segments
     foreign: list[str] = field(default_factory=list)  # keys tieredstore did not write
     log: LogSnapshot | None = None  # the log pieces it was continued with: for a relist
+    failure: TieredStoreError | None = None  # what recovery raised, if it did
 
     @property
     def base(self) -> int:
@@ -133,7 +134,7 @@ async def open_segment(store: ObjectStore, path: SegmentPath,
     try:
         recovered = await recover_segment(store, path)
     except TieredStoreError as exc:
-        return SegmentView(path, None, SegmentLayout(), error=str(exc))
+        return SegmentView(path, None, SegmentLayout(), error=str(exc), failure=exc)
     layout = recovered.layout
     pieces = log.of(path) if log else []
     sealed = recovered.state is not SegmentState.OPEN
@@ -276,6 +277,10 @@ class FlatView(FlatReader[SegmentView]):
     listing, when first needed. A segment that cannot be read is a view with
     no state (``segment_at`` returns it, a read raises its error). ``listed``: the
     segments as a caller already listed them (with ``log``), not listed again.
+    Readers of one view that come together share each listing and each open
+    of a segment (:class:`~tieredstore.tasks.SingleFlight`); a listing again
+    (the tail past what was seen, chunks a merge replaced) is one begun after
+    they asked.
     """
 
     def __init__(self, store: ObjectStore, config: TieredStoreConfig, records: SegmentRecords,
@@ -295,6 +300,8 @@ class FlatView(FlatReader[SegmentView]):
         self._listed = {v.base: v for v in listed}
         self._next_base = records.next_base_offset(self.file_type)
         self._relisted = False  # the tail listed again after a fresh load of the log
+        # Listings and opens under way: "tail", "reload", "relist {id}", a record's base.
+        self._flights: SingleFlight[str | int, object] = SingleFlight()
 
     @property
     def next_base(self) -> int:
@@ -302,17 +309,21 @@ class FlatView(FlatReader[SegmentView]):
 
     async def open(self) -> None:
         """List the segments from ``next_base`` on (once)."""
-        if self.tail:
-            return
+        if not self.tail:
+            await self._flights.run("tail", self._list_tail)
+
+    async def _list_tail(self) -> None:
+        tail: list[SegmentView] = []
         base = self.next_base
         while True:
             view = self._listed.get(base) or await open_segment(self.store, self.path_of(base),
                                                                 self.log)
-            self.tail.append(view)
+            tail.append(view)
             if view.state is not SegmentState.OPEN and view.state is not None and view.size:
                 base = view.end  # sealed, not yet recorded: a writer stopped in between
                 continue
             break
+        self.tail = tail
 
     @property
     def end(self) -> int:
@@ -320,18 +331,26 @@ class FlatView(FlatReader[SegmentView]):
 
     async def _tail(self, reach: int) -> list[tuple[SegmentView, int]]:
         await self.open()
-        if reach > self.end and self.log is not None and not self._relisted:
+        if reach > self.end and self.log is not None and (not self._relisted
+                                                          or "reload" in self._flights):
             # The bytes a unit listed after the log's load points to may be in a
             # newer log object (docs/format.md, "Reading the log").
             self._relisted = True
-            self.log = await self.log.reload()
-            self.tail, self._listed = [], {}
-            await self.open()
+            await self._flights.run("reload", self._reload_tail)
         return [(view, view.end) for view in self.tail]
+
+    async def _reload_tail(self) -> None:
+        assert self.log is not None
+        self.log = await self.log.reload()
+        self._listed = {}
+        await self._list_tail()
 
     async def _recorded(self, record: pb.SegmentRecord) -> SegmentView:
         sealed = self._sealed.get(record.base_offset)
-        if sealed is None:
+        if sealed is not None:
+            return sealed
+
+        async def open_recorded() -> SegmentView:
             listed = self._listed.get(record.base_offset)
             sealed = dataclasses.replace(listed) if listed is not None else \
                 await open_segment(self.store, self.path_of(record.base_offset))
@@ -339,11 +358,19 @@ class FlatView(FlatReader[SegmentView]):
             problem = None if sealed.state is None else self._size_problem(sealed, record)
             if problem is not None:
                 sealed.state, sealed.error = None, problem
-            self._sealed[record.base_offset] = sealed
-        return sealed
+            if sealed.failure is None or is_damage(sealed.failure):  # an outage: not kept
+                self._sealed[record.base_offset] = sealed
+            return sealed
+
+        opened = await self._flights.run(record.base_offset, open_recorded)
+        assert isinstance(opened, SegmentView)
+        return opened
 
     def problem(self, segment: SegmentView) -> str | None:
         return segment.error if segment.state is None else None
+
+    def failure(self, segment: SegmentView) -> TieredStoreError | None:
+        return segment.failure if segment.state is None else None
 
     def is_open(self, segment: SegmentView) -> bool:
         return segment.state is SegmentState.OPEN
@@ -360,7 +387,8 @@ class FlatView(FlatReader[SegmentView]):
                 # (listed again while the merge deleted them: once more).
                 if relists == RELISTS:
                     raise
-                await self._relist(segment)
+                await self._flights.run(f"relist {id(segment)}",
+                                        lambda: self._relist(segment), fresh=True)
         raise AssertionError("unreachable")
 
     async def _relist(self, view: SegmentView) -> None:
