@@ -377,3 +377,50 @@ async def test_lost_heads_after_a_takeover_cut_a_segments_first_record_short(
     finally:
         await fourth.close()
         await bucket.close()
+
+
+# Was (the cross model's "take over mid-record"): when the dead space a replaced
+# owner's cut record left at the start of a commit-log segment left no room for
+# the next owner's first record there, that owner rolled a segment holding no
+# message ("sealed segment ... holds no message"): the queue was corrupt, on a
+# plain takeover. A segment now rolls only once it holds a message.
+@pytest.mark.parametrize("first_mode", ["log", "direct"])
+@pytest.mark.parametrize("then_mode", ["direct", "log"])
+async def test_a_takeover_writes_on_after_a_cut_record_filled_most_of_a_segment(
+        first_mode: str, then_mode: str) -> None:
+    bucket = MemoryObjectStore()
+    opened = 0
+
+    async def owner(mode: str) -> AsyncMessageStore:
+        nonlocal opened
+        opened += 1
+        return await AsyncMessageStore.open(_rolling_config(mode),
+                                            store=ForwardingObjectStore(bucket),
+                                            writer_id=f"owner-{opened}")
+
+    first = await owner(first_mode)
+    assert await first.append("ta", 0, b"a" * 7000, timestamp=T0) == 0
+    await first.flush()
+    # Rolls the commit log: 6 KiB of it land (full chunks), the rest never does.
+    assert await first.append("ta", 0, b"b" * 7000, timestamp=T0) == 1
+    await first.wait_idle()
+    second = await owner(then_mode)
+    bodies = [bytes([i]) * 3000 for i in range(5)]  # the first does not fit after 6 KiB
+    try:
+        assert await second.max_offset("ta", 0) == 1
+        for i, body in enumerate(bodies, start=1):
+            assert await second.append("ta", 0, body, timestamp=T0) == i
+        await second.flush()
+        assert second.corrupt == {}
+    finally:
+        with contextlib.suppress(*FENCED):
+            await first.close()
+        await second.close()
+    third = await owner(first_mode)
+    try:
+        assert third.corrupt == {}
+        got = await third.get("ta", 0, 0, max_count=10)
+        assert [m.body for m in got] == [b"a" * 7000, *bodies]
+    finally:
+        await third.close()
+        await bucket.close()
