@@ -8,15 +8,15 @@ chunks landed, the rest not); the old one's writes must then be fenced, and
 so must its retention when it finds anything to delete (a GC pass of its
 may follow: what the newest owner holds stays); owners reopen (with a
 ``tieredstore gc`` pass of no safety age between two owners, or not), lose a
-queue's heads (and ``tieredstore repair`` runs, or not), and
-flush through an object store that loses replies. Bodies are empty, 1 byte,
-tiny, compressible, random and incompressible, with keys, tags and
-properties; queue ids are 0 and 2**32 - 1; timestamps run out of order within
+queue's heads (and ``tieredstore repair`` runs, or not), and flush through
+an object store that loses replies. Bodies are empty, 1 byte, tiny,
+compressible, random and incompressible, with keys, tags and properties;
+queue ids are 0 and 2**32 - 1; timestamps run out of order within
 ``timestamp_before_max``; segments, consume queues, key indexes and log
-objects are tiny, so every file rolls; retention cuts at random times, or past
-the newest message. A log-mode
-owner sends commits of 256 bytes or more to their segments as (partial) chunks,
-or only full chunks (``direct_commit_size``, issue 32).
+objects are tiny, so every file rolls; retention cuts at random times, or
+past the newest message. A log-mode owner sends commits of 256 bytes or more
+to their segments as (partial) chunks, or only full chunks
+(``direct_commit_size``, issue 32).
 
 The model is a dict of lists, a message's offset its index, sharing no code
 with the store. Every few steps every acknowledged message must read back
