@@ -3,19 +3,23 @@
 Each owner (an :class:`AsyncMessageStore`) opens with its own write mode
 (log/direct), compression (none/zstd) and encryption (none/aes-gcm): every
 owner holds the key, so it reads what the others wrote. Owners take over
-while the old one is idle or busy (then the old one's writes must be fenced),
-reopen (with a ``tieredstore gc`` pass of no safety age between two owners, or
-not), lose a queue's heads (and ``tieredstore repair`` runs, or not), and
-flush through an object store that loses replies. Bodies are empty, 1 byte,
-tiny, compressible, random and incompressible, with keys, tags and
-properties; queue ids are 0 and 2**32 - 1; timestamps run out of order within
+while the old one is idle, busy, or cut off mid-record (its record's first
+chunks landed, the rest not); the old one's writes must then be fenced, and
+so must its retention when it finds anything to delete (a GC pass of its
+may follow: what the newest owner holds stays); owners reopen (with a
+``tieredstore gc`` pass of no safety age between two owners, or not), lose a
+queue's heads (and ``tieredstore repair`` runs, or not), and flush through
+an object store that loses replies. Bodies are empty, 1 byte, tiny,
+compressible, random and incompressible, with keys, tags and properties;
+queue ids are 0 and 2**32 - 1; timestamps run out of order within
 ``timestamp_before_max``; an open that does not take over (the API's
 ``take_over=False``, the CLI's ``produce`` and ``recover`` without
 ``--take-over``) is refused while the owner is live and writes nothing;
-segments, consume queues, key indexes and log objects are tiny, so every file
-rolls; retention cuts at random times. A log-mode
-owner sends commits of 256 bytes or more to their segments as (partial) chunks,
-or only full chunks (``direct_commit_size``, issue 32).
+segments, consume queues, key indexes and log
+objects are tiny, so every file rolls; retention cuts at random times, or
+past the newest message. A log-mode owner sends commits of 256 bytes or more
+to their segments as (partial) chunks, or only full chunks
+(``direct_commit_size``, issue 32).
 
 The model is a dict of lists, a message's offset its index, sharing no code
 with the store. Every few steps every acknowledged message must read back
@@ -29,7 +33,9 @@ past u32 wedging the log, keyed queues unwritable after lost heads, and a
 message whose key-index entries a roll splits (lost keys, a queue that no
 longer opens); each has its own test beside the fix. Later (issue 29): lost
 heads after retention deleted every sealed segment rebuilt each file at 0
-(``test_found.py``).
+(``test_found.py``). Issue 39: a commit-log segment beginning with a replaced
+owner's record cut short, rebuilt as no segment after lost heads, and, when
+the cut record left no room for the next one, sealed holding no message.
 
 Both tiers are seeded (12 examples of seed 28; the slow tier 30 of seed 2800):
 ``TIEREDSTORE_CROSS_EXAMPLES=N`` runs the slow tier with N examples,
@@ -330,11 +336,14 @@ class CrossModel(RuleBasedStateMachine):
     def append_more(self, key: Key, batch: list[dict[str, Any]]) -> None:
         self.append_all(key, batch)
 
-    @rule(how=st.sampled_from(["take over", "take over busy", "reopen", "reopen after gc",
-                               "lose heads", "lose heads, repair"]), owner=owners,
-          lossy=st.booleans(), data=st.data())
+    @rule(how=st.sampled_from(["take over", "take over busy", "take over mid-record",
+                               "reopen", "reopen after gc", "lose heads", "lose heads, repair"]),
+          owner=owners, lossy=st.booleans(), data=st.data())
     def change_owner(self, how: str, owner: Owner, lossy: bool, data: st.DataObject) -> None:
-        """A new owner, one of six ways (one rule: owners change every few steps)."""
+        """A new owner, one of seven ways (one rule: owners change every few steps)."""
+        event(f"new owner: {how}")
+        if how.endswith("mid-record"):
+            self.cut_a_record(data)
         if how.startswith("take over"):
             self.take_over(owner, how.endswith("busy"), lossy)
         elif how.startswith("reopen"):
@@ -348,6 +357,24 @@ class CrossModel(RuleBasedStateMachine):
             self.run(self.w.flush())
         for q in self.model.values():
             q.acked = len(q.messages)
+
+    def cut_a_record(self, data: st.DataObject) -> None:
+        """Two incompressible records are appended (not flushed), the first over
+        half a commit-log segment, and the commits due land (``wait_idle``): the
+        second begins a segment, its full chunks in the bucket and its tail not.
+        The owner taken over then leaves it cut short: dead space at the start of
+        a segment, which its successor writes on (up to 6 KiB of 8: its next
+        record may not fit), rolls, and may lose the heads of (issue 39)."""
+        key = QUEUES[0]
+
+        async def go() -> None:
+            for size in (4600, data.draw(st.sampled_from([2500, 7000]))):
+                m = data.draw(messages)
+                body = random.Random(data.draw(st.integers(0, 2**32))).randbytes(size)
+                await self.append_one(key, self.sent_of(key, {**m, "body": body}))
+            await self.w.wait_idle()
+
+        self.run(go())
 
     def take_over(self, owner: Owner, busy: bool, lossy: bool) -> None:
         """A new owner opens while this one is open, idle or flushing its appends.
@@ -393,6 +420,43 @@ class CrossModel(RuleBasedStateMachine):
                 await old.append(*key, sent.body, keys=sent.keys, tags=sent.tags,
                                  timestamp=sent.timestamp)
                 await old.flush()
+
+        self.run(go())
+
+    @precondition(lambda self: self.old is not None)
+    @rule(data=st.data(), gc=st.booleans())
+    def zombie_retention(self, data: st.DataObject, gc: bool) -> None:
+        """The owner taken over runs retention at a cutoff (and, with ``gc``, a
+        garbage-collection pass of no safety age) after the takeover: it is fenced
+        before it deletes anything (its trim is a head write the newest owner's
+        claim fences), and every live message still reads back through the
+        newest owner. The newest owner is idle first (a pass of no safety age
+        beside an upload in flight is no case the GC covers). After ``gc`` the
+        old owner is closed: the log fences that stop it may be gone, which
+        docs/format.md allows for a writer replaced longer than the safety age."""
+        old = self.old
+        assert old is not None
+        cutoff = self.draw_cutoff(data) or self.clock
+
+        async def go() -> None:
+            await self.w.wait_idle()
+            try:
+                deleted = await old.delete_expired(now=cutoff / 1000)
+            except FENCED:
+                event("zombie retention fenced")
+            else:
+                assert deleted == 0, \
+                    f"the replaced owner's retention at {cutoff} deleted {deleted} segment(s)"
+                event("zombie retention found nothing to delete")
+            if gc:
+                try:
+                    report = await old.collect_garbage(safety_age=0)
+                except FENCED:
+                    event("zombie gc fenced")
+                else:
+                    event(f"zombie gc not fenced, deleted {'some' if report.deleted else 'none'}")
+                await self.close_old()
+            await self.check_all()
 
         self.run(go())
 
@@ -449,14 +513,25 @@ class CrossModel(RuleBasedStateMachine):
         assert got == status, f"tieredstore {' '.join(args)}: exit {got}\n{out.getvalue()}"
         return out.getvalue()
 
+    def draw_cutoff(self, data: st.DataObject) -> int | None:
+        """A retention cutoff (ms): a stored message's time or just past it, or (one
+        in four) past the newest, which expires every sealed segment holding no
+        message of that time: lost heads after that was issue 39's find. None
+        while no message is stored."""
+        stamps = sorted({m.timestamp for q in self.model.values() for m in q.messages})
+        if not stamps:
+            return None
+        if data.draw(st.integers(0, 3)) == 0:
+            return stamps[-1] + 1
+        return pick(data, stamps) + data.draw(st.sampled_from([0, 1]))
+
     @precondition(lambda self: bool(self.model))
     @rule(data=st.data())
     def expire(self, data: st.DataObject) -> None:
         """Retention at a cutoff: only messages older than it may go."""
-        stamps = sorted({m.timestamp for q in self.model.values() for m in q.messages})
-        if not stamps:
+        cutoff = self.draw_cutoff(data)
+        if cutoff is None:
             return
-        cutoff = pick(data, stamps) + data.draw(st.sampled_from([0, 1]))
 
         async def go() -> None:
             await self.close_old()  # retention may delete the fence it holds (test_found.py)

@@ -295,3 +295,132 @@ async def test_lost_heads_after_retention_deleted_every_sealed_segment(
     finally:
         await fourth.close()
         await bucket.close()
+
+
+# --- lost heads after a takeover cut a record short -------------------------------------
+#
+# Was (found driving the cross model's rules towards lost heads, issue 39 #8): a
+# replaced owner's first record of a commit-log segment was cut short (its first
+# two chunks landed, the rest never did); its successor went on past them (dead
+# space, clean_from). When the heads were lost, the rebuild took the first
+# message of a segment from the record at its start, found none there, adopted
+# neither that segment nor any after it, and the next owner opened the queue
+# corrupt ("the consume queue points ... past the commit log's end"); with
+# retention past the segment before, the commit log began at the consume
+# queue's end instead (min_offset wrong).
+
+
+@pytest.mark.parametrize("first_mode", ["log", "direct"])
+@pytest.mark.parametrize("then_mode", ["direct", "log"])
+@pytest.mark.parametrize("expire", [False, True])
+async def test_lost_heads_after_a_takeover_cut_a_segments_first_record_short(
+        first_mode: str, then_mode: str, expire: bool) -> None:
+    bucket = MemoryObjectStore()
+    opened = 0
+
+    async def owner(mode: str) -> AsyncMessageStore:
+        nonlocal opened
+        opened += 1
+        return await AsyncMessageStore.open(_rolling_config(mode),
+                                            store=ForwardingObjectStore(bucket),
+                                            writer_id=f"owner-{opened}")
+
+    def body(i: int) -> bytes:
+        return bytes([i]) * 300  # 24 records fill an 8 KiB commit-log segment
+
+    old, new = T0, T0 + 10_000
+    first = await owner(first_mode)
+    for i in range(20):  # 6.6 KiB
+        assert await first.append("ta", 0, body(i), keys=(f"k{i % 3}",), timestamp=old) == i
+    await first.flush()
+    # Rolls the commit log: the first record of its next segment, whose first 2 KiB
+    # land and the rest never does.
+    assert await first.append("ta", 0, b"x" * 2500, timestamp=old) == 20
+    await first.wait_idle()  # its full chunks are due: they land
+    second = await owner(then_mode)  # takes the queue over: [0, 2048) is dead space there
+    assert await second.max_offset("ta", 0) == 20
+    end = 40 if expire else 60  # 60: the second's records roll the commit log again
+    for i in range(20, end):
+        assert await second.append("ta", 0, body(i), keys=(f"k{i % 3}",),
+                                   timestamp=old if i < 32 else new) == i
+    await second.flush()
+    start = 0
+    if expire:  # every file's first segment (offsets 0-31): the commit log's active
+        # one, which begins with dead space, is all that is left of it
+        assert await second.delete_expired(now=new / 1000) == 3
+        start = 32
+    assert await second.min_offset("ta", 0) == start
+    with contextlib.suppress(*FENCED):
+        await first.close()
+    await second.close()
+    await bucket.delete_many([o.key for o in await bucket.list_all("")
+                              if "/meta/heads/ta/0/" in o.key])
+
+    third = await owner(then_mode)  # rebuilds ta/0 from the bucket
+    try:
+        assert third.corrupt == {}
+        assert (await third.min_offset("ta", 0), await third.max_offset("ta", 0)) == (start, end)
+        got = await third.get("ta", 0, start, max_count=100)
+        assert [(m.offset, m.body) for m in got] == [(i, body(i)) for i in range(start, end)]
+        for i in range(end, end + 30):  # a roll of every file after the rebuild
+            assert await third.append("ta", 0, body(i), keys=(f"k{i % 3}",), timestamp=new) == i
+        await third.flush()
+        found = await third.query_by_key("ta", "k0", begin_ms=new)
+        assert [m.offset for m in found] == [i for i in range(32, end + 30) if i % 3 == 0]
+    finally:
+        await third.close()
+    fourth = await owner(first_mode)  # and the rebuilt metadata holds on the next open
+    try:
+        assert fourth.corrupt == {}
+        assert (await fourth.min_offset("ta", 0), await fourth.max_offset("ta", 0)) \
+            == (start, end + 30)
+    finally:
+        await fourth.close()
+        await bucket.close()
+
+
+# Was (the cross model's "take over mid-record"): when the dead space a replaced
+# owner's cut record left at the start of a commit-log segment left no room for
+# the next owner's first record there, that owner rolled a segment holding no
+# message ("sealed segment ... holds no message"): the queue was corrupt, on a
+# plain takeover. A segment now rolls only once it holds a message.
+@pytest.mark.parametrize("first_mode", ["log", "direct"])
+@pytest.mark.parametrize("then_mode", ["direct", "log"])
+async def test_a_takeover_writes_on_after_a_cut_record_filled_most_of_a_segment(
+        first_mode: str, then_mode: str) -> None:
+    bucket = MemoryObjectStore()
+    opened = 0
+
+    async def owner(mode: str) -> AsyncMessageStore:
+        nonlocal opened
+        opened += 1
+        return await AsyncMessageStore.open(_rolling_config(mode),
+                                            store=ForwardingObjectStore(bucket),
+                                            writer_id=f"owner-{opened}")
+
+    first = await owner(first_mode)
+    assert await first.append("ta", 0, b"a" * 7000, timestamp=T0) == 0
+    await first.flush()
+    # Rolls the commit log: 6 KiB of it land (full chunks), the rest never does.
+    assert await first.append("ta", 0, b"b" * 7000, timestamp=T0) == 1
+    await first.wait_idle()
+    second = await owner(then_mode)
+    bodies = [bytes([i]) * 3000 for i in range(5)]  # the first does not fit after 6 KiB
+    try:
+        assert await second.max_offset("ta", 0) == 1
+        for i, body in enumerate(bodies, start=1):
+            assert await second.append("ta", 0, body, timestamp=T0) == i
+        await second.flush()
+        assert second.corrupt == {}
+    finally:
+        with contextlib.suppress(*FENCED):
+            await first.close()
+        await second.close()
+    third = await owner(first_mode)
+    try:
+        assert third.corrupt == {}
+        got = await third.get("ta", 0, 0, max_count=10)
+        assert [m.body for m in got] == [b"a" * 7000, *bodies]
+    finally:
+        await third.close()
+        await bucket.close()

@@ -170,7 +170,9 @@ class FlatFile(FlatReader[ChunkedSegment]):
     def needs_roll(self, size: int, timestamp: int) -> bool:
         """Whether ``size`` more bytes should go to a new segment."""
         used = self.ctx.pool.append_position(self._active)
-        if used == 0:
+        if used == 0 or self.stats.count == 0:
+            # A segment holds a message before it rolls; bytes alone can be dead space
+            # (a replaced writer's record cut short, docs/format.md).
             return False
         if used + size > self.max_size:
             return True

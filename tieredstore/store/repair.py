@@ -8,12 +8,14 @@ Every sealed segment of that run gets its record back:
 
 - consume queue: offsets from positions (unit ``n`` at byte ``32 n``),
   timestamps from its first and last units;
-- commit log: the first offset and time from the record at the segment's
-  start (a segment always starts with a record); the last offset is one
-  before the next segment's first; the last time is that offset's unit in the
-  consume queue, or the next segment's first time (an upper bound, so that
-  retention keeps the segment rather than drops it early). The last sealed
-  segment before an empty active one is scanned from its last unit.
+- commit log: the first offset and time from its first record: the one at
+  the segment's start, or, where it begins with dead space (a replaced
+  writer's record cut short), the first one a consume-queue unit points
+  into; the last offset is one before the next segment's first; the last
+  time is that offset's unit in the consume queue, or the next segment's
+  first time (an upper bound, so that retention keeps the segment rather
+  than drops it early). The last sealed segment before an empty active one
+  is scanned from its last unit.
 
 - key index: offsets and times from its first and last entries; the first
   entry of the oldest segment gives ``index.from`` back.
@@ -38,6 +40,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
@@ -231,37 +234,67 @@ async def _index_records(index: Run, out: Rebuilt) -> None:
             max(first.store_timestamp, last.store_timestamp), size // ENTRY_SIZE))
 
 
+class FirstRecord(NamedTuple):
+    """A commit-log segment's first record: where it is in the segment, its
+    offset and its store time."""
+
+    local: int
+    offset: int
+    store_ts: int
+
+
+async def _first_record(seg: ChunkedSegment, cq: Run, cq_end: int) -> FirstRecord | None:
+    """The first record of commit-log segment ``seg``: the one at its start, or,
+    where the segment begins with dead space (a replaced writer's record whose
+    first chunks landed and the rest never did; its successor went on past it,
+    docs/format.md), the first one a consume-queue unit points into it (found by
+    bisecting the consume queue). None if neither is there."""
+    found = await _record_at(seg, 0)
+    if found is not None:
+        return FirstRecord(0, found[1], found[2])
+    base, end = seg.path.base_offset, seg.path.base_offset + seg.commit_position
+    lo, hi = min((s.path.base_offset // UNIT_SIZE for s in cq), default=cq_end), cq_end
+    while lo < hi:  # the first offset whose unit points at or past the segment's base
+        mid = (lo + hi) // 2
+        unit = await _unit(cq, mid)
+        if unit is None or unit[0] >= base:
+            hi = mid
+        else:
+            lo = mid + 1
+    unit = await _unit(cq, lo) if lo < cq_end else None
+    if unit is None or not base <= unit[0] < end:
+        return None
+    return FirstRecord(unit[0] - base, lo, unit[1])
+
+
 async def _cl_records(cl: Run, cq: Run, cq_end: int, out: Rebuilt) -> None:
-    starts: list[tuple[int, int] | None] = []
-    for seg in cl:
-        found = await _record_at(seg, 0)
-        starts.append(None if found is None else found[1:])
+    starts = [await _first_record(seg, cq, cq_end) for seg in cl]
     for i, seg in enumerate(cl):
         if not seg.sealed:
             continue
         start = starts[i]
         if start is None:
-            out.notes.append(f"{seg.path}: no record at its start: not adopted")
+            out.notes.append(f"{seg.path}: no record found in it: not adopted")
             return
         following = starts[i + 1] if i + 1 < len(starts) else None
         if following is not None:
-            last, end_ts = following[0] - 1, following[1]
+            last, end_ts = following.offset - 1, following.store_ts
             unit = await _unit(cq, last)
             if unit is not None:
                 end_ts = unit[1]
         else:
             last, end_ts = await _scan_to_end(seg, cq, cq_end, start)
-        stats = SegmentStats(start[0], last, start[1], max(start[1], end_ts),
-                             last - start[0] + 1)
+        stats = SegmentStats(start.offset, last, start.store_ts, max(start.store_ts, end_ts),
+                             last - start.offset + 1)
         _add(out, FileType.COMMIT_LOG, seg, stats)
 
 
 async def _scan_to_end(seg: ChunkedSegment, cq: Run, cq_end: int,
-                       start: tuple[int, int]) -> tuple[int, int]:
+                       start: FirstRecord) -> tuple[int, int]:
     """The last record of ``seg`` (offset, time): from the last unit pointing into it
     (found by bisecting the consume queue), scanning on to the segment's end."""
     base, end = seg.path.base_offset, seg.path.base_offset + seg.commit_position
-    lo, hi = start[0], cq_end  # the last offset whose unit points into [base, end)
+    lo, hi = start.offset, cq_end  # the last offset whose unit points into [base, end)
     found: tuple[int, int] | None = None
     while lo < hi:
         mid = (lo + hi) // 2
@@ -272,8 +305,7 @@ async def _scan_to_end(seg: ChunkedSegment, cq: Run, cq_end: int,
             lo = mid + 1
             if unit[0] >= base:
                 found = (mid, unit[0] - base)
-    offset, ts = start
-    local = 0
+    offset, ts, local = start.offset, start.store_ts, start.local
     if found is not None:
         offset, local = found
     while (record := await _record_at(seg, local)) is not None:
@@ -301,16 +333,17 @@ async def rebuild_queue(ctx: StoreContext, topic: str, queue_id: int) -> Rebuilt
     await _index_records(index, out)
     for file_type, run in ((FileType.CONSUME_QUEUE, cq), (FileType.COMMIT_LOG, cl),
                            (FileType.INDEX, index)):
-        await _start(file_type, run, cq_end // UNIT_SIZE, out)
+        await _start(file_type, run, cq, cq_end // UNIT_SIZE, out)
     return out
 
 
-async def _start(file_type: FileType, run: Run, next_offset: int, out: Rebuilt) -> None:
+async def _start(file_type: FileType, run: Run, cq: Run, next_offset: int,
+                 out: Rebuilt) -> None:
     """Where a file with no record goes on, if not at 0: the first segment of its
     run (every segment before it was deleted by retention), and its first
-    message offset: a consume queue's from its base, a commit log's from the
-    record at its start, a key index's from its first entry; an empty
-    segment's is ``next_offset`` (the consume queue's end)."""
+    message offset: a consume queue's from its base, a commit log's from its
+    first record (:func:`_first_record`), a key index's from its first entry;
+    an empty segment's is ``next_offset`` (the consume queue's end)."""
     if out.records.get(file_type) or not run:
         return
     seg = run[0]
@@ -321,8 +354,8 @@ async def _start(file_type: FileType, run: Run, next_offset: int, out: Rebuilt) 
     if file_type is FileType.CONSUME_QUEUE:
         first = base // UNIT_SIZE
     elif file_type is FileType.COMMIT_LOG:
-        found = await _record_at(seg, 0)
-        first = found[1] if found is not None else first
+        found = await _first_record(seg, cq, next_offset)
+        first = found.offset if found is not None else first
     elif seg.commit_position >= ENTRY_SIZE:
         first = next(decode_entries(await seg.read0(0, ENTRY_SIZE))).offset
     out.starts[file_type] = First(base, first)
