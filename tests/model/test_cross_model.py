@@ -221,6 +221,22 @@ def toml_of(cfg: TieredStoreConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+READ_OPS = frozenset({"get", "get_object", "head", "list", "list_pages",
+                      "list_multipart_uploads"})
+
+
+class WatchedStore(ForwardingObjectStore):
+    """Forwards to ``inner`` and records each request's kind."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.ops: list[str] = []
+
+    async def _forward(self, op: str, key: str, call: Any, *, bytes_up: int = 0) -> Any:
+        self.ops.append(op)
+        return await call()
+
+
 class CrossModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -552,26 +568,30 @@ class CrossModel(RuleBasedStateMachine):
     @rule(owner=owners, via=st.sampled_from(["api", "cli produce", "cli recover"]))
     def polite_open_is_refused(self, owner: Owner, via: str) -> None:
         """An open that does not take over (``take_over=False``, a CLI writer without
-        ``--take-over``) while the owner is live is refused naming it, writes nothing,
-        and the owner goes on unfenced (issue 39: liveness informs, fencing decides)."""
+        ``--take-over``) while the owner is live is refused naming it, sends no write
+        and registers no writer, so it fences nobody (issue 39: liveness informs,
+        fencing decides). The owner's own background work goes on meanwhile."""
+        writers = f"{metadata_root(config(TOOLS))}/writers/writer-"
 
-        async def keys() -> list[tuple[str, int]]:
-            return sorted((o.key, o.size) for o in await self.bucket.list_all(""))
+        async def registered() -> list[str]:
+            return sorted(o.key for o in await self.bucket.list_all(writers))
 
         async def go() -> None:
-            before = await keys()
+            before = await registered()
             if via == "api":
+                watched = WatchedStore(self.bucket)
                 with pytest.raises(WriterLive) as refused:
-                    await AsyncMessageStore.open(
-                        config(owner), store=ForwardingObjectStore(self.bucket),
-                        key_provider=key_provider, take_over=False)
+                    await AsyncMessageStore.open(config(owner), store=watched,
+                                                 key_provider=key_provider, take_over=False)
                 assert refused.value.seen.writer == f"owner-{self.opens}"
+                sent = [op for op in watched.ops if op not in READ_OPS]
+                assert not sent, f"a refused open sent {sent}"
             else:
                 args = ["produce", "--topic", "ta", "--queue", "0", "--count", "1"] \
                     if via == "cli produce" else ["recover"]
                 said = self.cli(*args, status=2)
                 assert f"owner-{self.opens}" in said and "--take-over" in said, said
-            assert await keys() == before, f"{via}: a refused open wrote to the bucket"
+            assert await registered() == before, f"{via}: a refused open registered"
 
         self.run(go())
         event(f"refused a polite open ({via})")

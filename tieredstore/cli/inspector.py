@@ -39,7 +39,7 @@ metrics``). ``chunks``: ``topic, queue, type, base, position,
 length, object, object_offset, crc32c`` (hex); ``object`` is the key below the
 queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a unit held
 in the broker's log, that log object's whole key. ``brokers``: ``broker, writer,
-host, pid, state, started_ms, last_seen_ms, last_seen_seconds_ago,
+host, pid, state, started_ms, last_seen_ms,
 heartbeat_interval_s`` (``writer`` and the rest null when no record is there).
 """
 
@@ -206,7 +206,7 @@ async def broker_rows(store: ObjectStore, config: TieredStoreConfig) -> list[Row
     """The broker's newest writer, from its liveness record."""
     seen = await writer_seen(store, config)
     empty: Row = dict.fromkeys(("writer", "host", "pid", "state", "started_ms", "last_seen_ms",
-                                "last_seen_seconds_ago", "heartbeat_interval_s"))
+                                "heartbeat_interval_s"))
     return [{"broker": config.broker,
              **(empty if seen is None else seen.document(time.time()))}]
 
@@ -215,7 +215,7 @@ def broker_line(row: Row) -> str:
     if row["writer"] is None:
         return f"broker {row['broker']}: no writer's liveness record"
     return (f"broker {row['broker']}: {row['state']} writer {row['writer']}, last seen "
-            f"{row['last_seen_seconds_ago']:.0f} s ago")
+            f"{max(0.0, time.time() - row['last_seen_ms'] / 1000):.0f} s ago")
 
 
 async def inspect(args: argparse.Namespace) -> tuple[list[Row], list[Row]]:

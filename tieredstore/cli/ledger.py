@@ -61,7 +61,7 @@ counts of ledgers); ``list``/``status``: ``{"name", "ledgers":
 records ``entries`` and ``bytes`` when a ledger closes: for the open ledger
 they are what its local copy holds now, null without a local copy) and
 ``"owner"``: the newest owner's liveness record (``writer, host, pid, state,
-started_ms, last_seen_ms, last_seen_seconds_ago, heartbeat_interval_s``) or null;
+started_ms, last_seen_ms, heartbeat_interval_s``) or null;
 ``read``: ``{"name", "ledger_id", "entries": [{"entry_id", "size",
 "payload_base64"}]}``; ``offload``: ``{"name", "offloaded": [ids],
 "first_not_offloaded": "LEDGER:ENTRY"}``; ``sweep``:

@@ -92,7 +92,7 @@ class Seen:
         """The record as ``--json`` shows it."""
         return {"writer": self.writer, "host": self.host, "pid": self.pid,
                 "state": self.state(now), "started_ms": self.started_ms,
-                "last_seen_ms": self.seen_ms, "last_seen_seconds_ago": round(self.age(now), 1),
+                "last_seen_ms": self.seen_ms,
                 "heartbeat_interval_s": self.interval_s}
 
 
