@@ -66,6 +66,7 @@ from tieredstore.store import (
     load_log,
     open_metadata,
     queues_to_rebuild,
+    store_keys,
     summarize,
     unit_crc,
     writer_seen,
@@ -74,11 +75,10 @@ from tieredstore.tasks import gather_bounded
 
 from .common import (
     CliError,
-    check_selected,
+    check_in_cluster,
     nonnegative_int,
-    open_existing_store,
     print_json,
-    resolve_config,
+    read_only_cluster,
     table,
 )
 
@@ -108,8 +108,10 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
         except TieredStoreError:
             if why is None:
                 raise
-            return {"topic": topic, "queue": queue_id, **dict.fromkeys(NUMBERS), "lost": why}
-        row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
+            return {"broker": config.broker, "topic": topic, "queue": queue_id,
+                    **dict.fromkeys(NUMBERS), "lost": why}
+        row: Row = {"broker": config.broker, "topic": topic, "queue": queue_id,
+                    "min_offset": got.min_offset,
                     "max_offset": got.max_offset, "messages": got.messages,
                     "segments": got.segments}
         for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue),
@@ -126,11 +128,12 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
 
 
 def topic_rows(queues: Sequence[Row]) -> list[Row]:
-    topics: dict[str, Row] = {}
+    """A row per topic of each broker: its queues there summed."""
+    topics: dict[tuple[str, str], Row] = {}
     for q in queues:
-        row = topics.setdefault(q["topic"], {"topic": q["topic"], "queues": 0, "messages": 0,
-                                             "commitlog_bytes": 0, "consumequeue_bytes": 0,
-                                             "index_bytes": 0})
+        row = topics.setdefault((q["broker"], q["topic"]), {
+            "broker": q["broker"], "topic": q["topic"], "queues": 0, "messages": 0,
+            "commitlog_bytes": 0, "consumequeue_bytes": 0, "index_bytes": 0})
         row["queues"] += 1
         for key in ("messages", "commitlog_bytes", "consumequeue_bytes", "index_bytes"):
             row[key] += q[key] or 0  # none: a lost queue that cannot be read
@@ -172,33 +175,35 @@ def _size(n: int | None) -> str | None:
 
 def render(what: str, rows: list[Row]) -> str:
     if what == "topics":
-        return table([[r["topic"], r["queues"], r["messages"],
+        return table([[r["broker"], r["topic"], r["queues"], r["messages"],
                        human_size(r["commitlog_bytes"] + r["consumequeue_bytes"]
                                    + r["index_bytes"], exact=False)]
-                      for r in rows], ["topic", "queues", "messages", "bytes"])
+                      for r in rows], ["broker", "topic", "queues", "messages", "bytes"])
     if what == "queues":
-        return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
+        return table([[r["broker"], r["topic"], r["queue"], r["min_offset"], r["max_offset"],
                        r["segments"], r["commitlog_segments"], r["consumequeue_segments"],
                        _size(r["commitlog_bytes"]), _size(r["consumequeue_bytes"]),
                        _size(r["index_bytes"]) if r["index_segments"] else "-",
                        r["merges_pending"], r["writer"] or "-"] for r in rows],
-                     ["topic", "queue", "min", "max", "segments", "cl segs", "cq segs", "cl bytes",
-                      "cq bytes", "key index", "merging", "writer"]) + "".join(
-            f"\n{r['topic']}/{r['queue']}: metadata lost ({r['lost']}): `tieredstore repair` "
-            "rebuilds it from its segments" for r in rows if r["lost"])
+                     ["broker", "topic", "queue", "min", "max", "segments", "cl segs", "cq segs",
+                      "cl bytes", "cq bytes", "key index", "merging", "writer"]) + "".join(
+            f"\n{r['broker']} {r['topic']}/{r['queue']}: metadata lost ({r['lost']}): "
+            f"`tieredstore repair --broker {r['broker']}` rebuilds it from its segments"
+            for r in rows if r["lost"])
     if what == "segments":
-        return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
-                       r["sealed"], r["merged"], r["recorded"],
+        return table([[r["broker"], r["topic"], r["queue"], r["type"], r["base"], r["size"],
+                       r["state"], r["sealed"], r["merged"], r["recorded"],
                        "yes" if r["trimmed"] else "", r["first_offset"],
                        r["end_offset"], r["units"], r["object_bytes"]]
                       for r in rows],
-                     ["topic", "queue", "type", "base", "size", "state", "sealed", "merged",
-                      "recorded", "trimmed", "first", "end", "units", "object bytes"]) + "".join(
-            f"\n{r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
+                     ["broker", "topic", "queue", "type", "base", "size", "state", "sealed",
+                      "merged", "recorded", "trimmed", "first", "end", "units",
+                      "object bytes"]) + "".join(
+            f"\n{r['broker']} {r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
             for r in rows if r["error"])
-    return table([[r["topic"], r["queue"], r["type"], r["base"], r["position"], r["length"],
-                   r["object"], r["object_offset"], r["crc32c"]] for r in rows],
-                 ["topic", "queue", "type", "base", "position", "length", "object",
+    return table([[r["broker"], r["topic"], r["queue"], r["type"], r["base"], r["position"],
+                   r["length"], r["object"], r["object_offset"], r["crc32c"]] for r in rows],
+                 ["broker", "topic", "queue", "type", "base", "position", "length", "object",
                   "obj offset", "crc32c"])
 
 
@@ -225,46 +230,64 @@ async def inspect(args: argparse.Namespace) -> tuple[list[Row], list[Row]]:
             if value is not None:
                 raise CliError(f"{option} selects segments and chunks only: "
                                f"inspect segments {option} {value} (or chunks)")
-    config = resolve_config(args)
-    async with open_existing_store(config) as store:
-        brokers = await broker_rows(store, config)
+    async with await read_only_cluster(args) as cluster:
+        store = cluster.store
+        names = await cluster.brokers()
+        brokers = [r for b in names for r in await broker_rows(store, cluster.config_of(b))]
         if args.what == "brokers":
+            if cluster.selected is not None:
+                await check_in_cluster(cluster)  # a broker named that the cluster lacks
             return brokers, brokers
-        log = await load_log(store, config)
+        # Every broker's log loaded, then the store's keys listed once for all of them.
+        logs = {b: await load_log(store, cluster.config_of(b)) for b in names}
+        keys = await store_keys(store, cluster.config)
         topics = None if args.topic is None else [args.topic]
-        lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
+        queues: list[tuple[str, str, int]] = []
+        lost: dict[tuple[str, str, int], str] = {}
+        for broker in names:
+            config = cluster.config_of(broker)
+            lost |= {(broker, t, q): why for t, q, why in await queues_to_rebuild(
+                store, config, log=logs[broker], keys=keys)
                 if (topics is None or t in topics) and args.queue in (None, q)}
-        named = await listed_queues(store, config, topics=topics, log=log)
-        queues = sorted({*lost, *((t, q) for t, q in named if args.queue in (None, q))})
-        if not queues and (args.topic is not None or args.queue is not None):
-            check_selected(named or await listed_queues(store, config, log=log), args.topic,
-                           args.queue)
+            named = await listed_queues(store, config, topics=topics, log=logs[broker])
+            queues += [(broker, t, q) for t, q in named if args.queue in (None, q)]
+        queues = sorted({*lost, *queues})
+        if not queues and (args.topic is not None or args.queue is not None
+                           or cluster.selected is not None):
+            await check_in_cluster(cluster, args.topic, args.queue)
         if args.what in ("topics", "queues"):
-            rows = await queue_rows(store, config, queues, log, lost)
+            rows = [row for broker in names for row in await queue_rows(
+                store, cluster.config_of(broker), [(t, q) for b, t, q in queues if b == broker],
+                logs[broker], {(t, q): why for (b, t, q), why in lost.items() if b == broker})]
             return (topic_rows(rows) if args.what == "topics" else rows), brokers
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
 
-        async def files(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
+        async def files(broker: str, topic: str, queue_id: int
+                        ) -> list[tuple[str, str, int, FileType, ListedFile]]:
+            config, log = cluster.config_of(broker), logs[broker]
             try:
                 meta = await open_metadata(store, config, topic, queue_id, log=log)
             except TieredStoreError:
-                if (topic, queue_id) not in lost:
+                if (broker, topic, queue_id) not in lost:
                     raise
-                return [(topic, queue_id, t, ListedFile(await list_segments(  # none recorded
-                    store, config, topic, queue_id, t, log=log), [], 0)) for t in types]
-            return [(topic, queue_id, t, await list_recorded(store, config, meta, t, log=log))
-                    for t in types]
+                return [(broker, topic, queue_id, t, ListedFile(await list_segments(
+                    store, config, topic, queue_id, t, log=log), [], 0))  # none recorded
+                        for t in types]
+            return [(broker, topic, queue_id, t,
+                     await list_recorded(store, config, meta, t, log=log)) for t in types]
 
         rows = []
-        for topic, queue_id, file_type, listed in [f for fs in await gather_bounded(
+        for broker, topic, queue_id, file_type, listed in [f for fs in await gather_bounded(
                 QUEUE_CONCURRENCY, lambda q: files(*q), queues) for f in fs]:
             for view in listed.views:
                 if args.segment is not None and view.base != args.segment:
                     continue
                 if args.what == "segments":
-                    rows.append(segment_row(topic, queue_id, file_type, listed.first, view))
+                    rows.append({"broker": broker, **segment_row(
+                        topic, queue_id, file_type, listed.first, view)})
                 else:
-                    rows += await chunk_rows(store, topic, queue_id, file_type, view)
+                    rows += [{"broker": broker, **row} for row in await chunk_rows(
+                        store, topic, queue_id, file_type, view)]
         return rows, brokers
 
 
