@@ -48,8 +48,8 @@ class ReadOnlyCluster:
         self.store = store
         self.fetcher = fetcher
         self.codec = codec
-        self.selected = None if brokers is None else tuple(dict.fromkeys(
-            validate_name("broker", b) for b in brokers))
+        self.selected = None if brokers is None else tuple(sorted({
+            validate_name("broker", b) for b in brokers}))
         self._owns_store = owns_store
         self._stores: dict[str, ReadOnlyMessageStore] = {}
         self._listed: list[str] | None = None
@@ -73,8 +73,8 @@ class ReadOnlyCluster:
                    codec=codec, brokers=brokers)
 
     async def brokers(self, *, fresh: bool = False) -> list[str]:
-        """The brokers this view reads: the selection it was opened with, else
-        every broker of the cluster (:meth:`cluster_brokers`)."""
+        """The brokers this view reads, sorted: the selection it was opened with,
+        else every broker of the cluster (:meth:`cluster_brokers`)."""
         if self.selected is not None:
             return list(self.selected)
         return await self.cluster_brokers(fresh=fresh)
