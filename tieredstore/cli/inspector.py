@@ -1,46 +1,55 @@
-"""``tieredstore inspect``: what the bucket holds, read-only.
+"""``tieredstore inspect``: what the bucket holds, read-only, on every broker of
+the cluster (``--broker`` narrows: ``a`` or ``a,b``).
 
-- ``topics``: each topic's queues, messages and bytes;
+- ``topics``: each broker's topics: their queues there, messages and bytes;
 - ``queues`` (the default): each queue's offsets, segments, bytes, last writer;
 - ``segments``: each segment of each flat file: base, size, state, whether it
   is sealed, merged, recorded in the metadata, trimmed (deletion pending);
 - ``chunks``: the units of each segment (chunk objects, or ranges of the
   merged object) with their CRC32C;
-- ``brokers``: the broker's newest writer as its liveness record says (who,
+- ``brokers``: each broker's newest writer as its liveness record says (who,
   live, closed, stale or unknown, last seen when; docs/format.md, Liveness
-  records). ``queues`` ends with the same line.
+  records). ``queues`` ends with the same lines.
 
-Nothing is written and no queue is claimed: the metadata is read with
+A queue is ``(broker, topic, queue id)``: every row names its broker, and
+the text tables have a broker column. Nothing is written and no queue is
+claimed: the brokers are listed (one paged LIST of the cluster's metadata
+root, none with ``--broker``), the metadata is read with
 ``QueueMetadata.open_read_only`` and segments are found by listing, after one
-load of the broker's log. The queues are those an open finds: those with
+load of each broker's log. The queues are those an open finds: those with
 metadata, and those whose bytes are in log objects (a queue with no head
 there shows with no writer). A queue whose metadata is lost (its segments are
 in the bucket but its heads are gone or all damaged: what ``verify`` reports
-and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`) is
-listed too: in ``queues`` with why in ``lost``, and its numbers when a reader
-can still open it (its bytes in log objects), else none; in ``segments`` and
-``chunks`` with its segments as listed, none recorded. Numbers are what is
-durable in the bucket (see :mod:`tieredstore.store.view`). ``--topic`` or
-``--queue`` naming nothing in the store is an error (exit 2).
+and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`; the
+store's keys are listed once for every broker) is listed too: in ``queues``
+with why in ``lost``, and its numbers when a reader can still open it (its
+bytes in log objects), else none; in ``segments`` and ``chunks`` with its
+segments as listed, none recorded. Numbers are what is durable in the bucket
+(see :mod:`tieredstore.store.view`). ``--topic`` or ``--queue`` naming
+nothing on the brokers read is an error (exit 2), which names the brokers
+that have it when ``--broker`` left them out; so is a ``--broker`` the
+cluster does not have.
 
-``--json``: one JSON array, an object per row. ``topics``: ``topic, queues,
-messages, commitlog_bytes, consumequeue_bytes, index_bytes``. ``queues``:
-``topic, queue, min_offset, max_offset`` (offsets ``[min, max)``), ``messages,
-segments``, ``{commitlog,consumequeue,index}_{segments,bytes}``,
+``--json``: one JSON array, an object per row, each with ``broker`` first.
+``topics``: ``broker, topic, queues, messages, commitlog_bytes,
+consumequeue_bytes, index_bytes`` (one row per broker a topic is on).
+``queues``: ``broker, topic, queue, min_offset, max_offset`` (offsets ``[min,
+max)``), ``messages, segments``, ``{commitlog,consumequeue,index}_{segments,bytes}``,
 ``merges_pending, writer, head_version`` (null for a lost queue no reader can
 open), and ``lost`` (why, for a queue whose metadata is lost). ``segments``:
-``topic, queue, type, base, size, state, sealed, merged, recorded, trimmed,
-first_offset, end_offset`` (the record's offsets, half-open ``[first, end)`` as
-everywhere; null for a segment with no record), ``units, objects, object_bytes,
-error``: ``object_bytes`` is the size of the segment's own objects (its chunks
-or merged object), 0 while its bytes are still in the broker's log objects (a
-queue's live bytes in the bucket are ``stored_bytes`` in ``tieredstore
-metrics``). ``chunks``: ``topic, queue, type, base, position,
-length, object, object_offset, crc32c`` (hex); ``object`` is the key below the
-queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a unit held
-in the broker's log, that log object's whole key. ``brokers``: ``broker, writer,
-host, pid, state, started_ms, last_seen_ms, last_seen_seconds_ago,
-heartbeat_interval_s`` (``writer`` and the rest null when no record is there).
+``broker, topic, queue, type, base, size, state, sealed, merged, recorded,
+trimmed, first_offset, end_offset`` (the record's offsets, half-open ``[first,
+end)`` as everywhere; null for a segment with no record), ``units, objects,
+object_bytes, error``: ``object_bytes`` is the size of the segment's own
+objects (its chunks or merged object), 0 while its bytes are still in the
+broker's log objects (a queue's live bytes in the bucket are ``stored_bytes``
+in ``tieredstore metrics``). ``chunks``: ``broker, topic, queue, type, base,
+position, length, object, object_offset, crc32c`` (hex); ``object`` is the key
+below the queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a
+unit held in the broker's log, that log object's whole key. ``brokers``:
+``broker, writer, host, pid, state, started_ms, last_seen_ms,
+last_seen_seconds_ago, heartbeat_interval_s`` (``writer`` and the rest null
+when no record is there).
 """
 
 from __future__ import annotations
@@ -291,7 +300,7 @@ async def inspect(args: argparse.Namespace) -> tuple[list[Row], list[Row]]:
         return rows, brokers
 
 
-HELP = "topics, queues, segments, chunks and sizes (read-only)"
+HELP = "topics, queues, segments, chunks and sizes of every broker (read-only)"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

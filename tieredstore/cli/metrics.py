@@ -144,7 +144,8 @@ def _number(value: float) -> int | float:
 
 
 def render(document: dict[str, Any]) -> str:
-    """The table of a pass's queues and a line on the store and the pass's requests."""
+    """The table of a pass's queues, a line on the store and the pass's requests,
+    and a line per broker's writer."""
     def at(seconds: float | None) -> str | None:
         return None if seconds is None else iso(int(seconds * 1000))
 

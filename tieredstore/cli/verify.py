@@ -3,9 +3,13 @@
 Read-only. Renders :func:`tieredstore.store.verify_store` (what is checked is
 said there, in :mod:`tieredstore.store.verify`) over every broker of the
 cluster (``--broker`` narrows): one row per queue, the totals, and the first
-errors. ``--topic`` or ``--queue`` naming nothing on those brokers is an
-error (exit 2; it names the brokers that have it, if others do); exit 1 if
-any error was found.
+errors (each named by its broker). Besides what each queue's check reads:
+one paged LIST of the cluster's metadata root (none with ``--broker``), per
+broker a LIST of its heads and a load of its log, and one paged LIST of every
+key of the store for all brokers (the segments no metadata references).
+``--topic`` or ``--queue`` naming nothing on those brokers is an error (exit
+2; it names the brokers that have it, if others do); exit 1 if any error was
+found.
 
 ``--json``: ``{"queues": [{"broker", "topic", "queue", "min_offset", "max_offset"
 (offsets [min, max)), "segments", "messages", "undispatched", "dead_bytes",

@@ -144,9 +144,12 @@ class ReadOnlyCluster:
         """What is unknown to this view of ``topic`` (``queue_id``), or of the
         brokers it was opened with, looked up across the whole cluster
         (:func:`~tieredstore.store.selected.unknown_in_cluster`); None when all
-        are there. Lists every broker's heads."""
-        return unknown_in_cluster(await self.queues(every=True), topic, queue_id,
-                                  selected=self.selected, brokers=await self.cluster_brokers())
+        are there. Lists the cluster's brokers and, given a topic or queue,
+        every broker's heads."""
+        brokers = await self.cluster_brokers()
+        listed = [] if topic is None and queue_id is None else await self.queues(every=True)
+        return unknown_in_cluster(listed, topic, queue_id, selected=self.selected,
+                                  brokers=brokers)
 
     def _check_open(self) -> None:
         if self._closed:
