@@ -52,6 +52,7 @@ class ReadOnlyCluster:
             validate_name("broker", b) for b in brokers}))
         self._owns_store = owns_store
         self._stores: dict[str, ReadOnlyMessageStore] = {}
+        self._configs: dict[str, TieredStoreConfig] = {}
         self._listed: list[str] | None = None
         self._closed = False
 
@@ -90,7 +91,10 @@ class ReadOnlyCluster:
 
     def config_of(self, broker: str) -> TieredStoreConfig:
         """The configuration of one broker of the cluster."""
-        return self.config.replace(broker=broker)
+        config = self._configs.get(broker)
+        if config is None:
+            config = self._configs[broker] = self.config.replace(broker=broker)
+        return config
 
     def broker(self, name: str) -> ReadOnlyMessageStore:
         """The read-only store of one broker, over the cluster's backend and fetcher."""

@@ -6,7 +6,9 @@ code (:class:`~tieredstore.store.reads.QueueReads`,
 :class:`~tieredstore.store.view.QueueView` of each queue: what is durable
 in the bucket. Inspecting, verifying, tailing or exporting a store a
 broker is writing goes through it. A read at or past the end a queue's view
-saw lists the queue again, so a reader follows a live writer.
+saw lists the queue again, so a reader follows a live writer. It is one
+broker's view (``config.broker``); :class:`~tieredstore.store.cluster.ReadOnlyCluster`
+reads every broker of a cluster, with one of these per broker.
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ class BucketWatch:
         before = sum(requests.snapshot()["requests"].values())
         store = reader.store
         brokers = await reader.brokers(fresh=True)
-        self._indexes = {b: self._indexes.get(b) or LogIndexes() for b in brokers}
+        self._indexes = {b: self._indexes[b] if b in self._indexes else LogIndexes()
+                         for b in brokers}
         logs = {b: await load_log(store, reader.config_of(b), self._indexes[b]) for b in brokers}
         queues = [(b, t, q) for b in brokers for t, q in await listed_queues(
             store, reader.config_of(b), log=logs[b])]
