@@ -21,7 +21,8 @@ DELETE is free: :class:`~tieredstore.objectstore.governor.Prices`, which the
 request governor's dollar ceiling uses too).
 
 The bucket exporter (``tieredstore metrics``, :mod:`tieredstore.store.watch`)
-exports the same per-queue names from what the bucket holds, read-only, and
+exports the same per-queue names from what the bucket holds, read-only, for
+every broker of a cluster (a ``broker`` label before ``topic`` and ``queue``), and
 a ledger offloader its offload counters. docs/metrics.md lists every name.
 Names follow Prometheus' conventions: the ``tieredstore_`` prefix, base units
 (bytes, seconds), ``_total`` on counters (added by the client library);
@@ -112,6 +113,7 @@ class QueueFigures:
     segments: int | None = None  # live segments in the bucket (exporter)
     oldest_ms: int | None = None  # store timestamp of the first live message (exporter)
     newest_ms: int | None = None  # store timestamp of the last durable message (exporter)
+    broker: str | None = None  # the queue's broker (the exporter: it reads every broker)
 
 
 # Per-queue gauges: QueueFigures field -> (metric name after ``queue_``, help, divisor: a
@@ -171,6 +173,10 @@ class TieredStoreCollector(Collector):
     message store's figures (``queues``, ``corrupt``: the count of corrupt
     queues, ``prices``: for the requests' cost), a ledger offloader's counters
     (``offload``) and the bucket exporter's passes (``refresh``), each optional.
+    ``per_broker``: the per-queue series carry a ``broker`` label before
+    ``topic`` and ``queue`` (the bucket exporter, which reads every broker of a
+    cluster; a writer's queues are its broker's, which a host names with
+    ``const_labels``).
     ``queues`` is called first, so that the request counters a refresh moves
     show in the same scrape."""
 
@@ -187,6 +193,7 @@ class TieredStoreCollector(Collector):
         refresh: RefreshMetrics | None = None,
         namespace: str = "tieredstore",
         const_labels: Mapping[str, str] | None = None,
+        per_broker: bool = False,
     ) -> None:
         self.store = store
         self.fetcher = fetcher
@@ -198,6 +205,7 @@ class TieredStoreCollector(Collector):
         self.refresh = refresh
         self.namespace = namespace
         self.const_labels = dict(const_labels or {})
+        self.per_broker = per_broker
 
     def describe(self) -> Iterator[Metric]:
         return self.collect()
@@ -368,13 +376,17 @@ class TieredStoreCollector(Collector):
     # --- a message store -------------------------------------------------------------------
 
     def _queue_metrics(self, figures: list[QueueFigures]) -> Iterator[Metric]:
+        labels = ("broker", "topic", "queue") if self.per_broker else ("topic", "queue")
         for field, (name, doc, divisor) in _QUEUE_GAUGES.items():
             gauge = GaugeMetricFamily(self._name(f"queue_{name}"), doc,
-                                      labels=self._labels("topic", "queue"))
+                                      labels=self._labels(*labels))
             for q in figures:
                 value = getattr(q, field)
-                if value is not None:
-                    gauge.add_metric(self._values(q.topic, str(q.queue_id)), value / divisor)
+                if value is None:
+                    continue
+                names = (q.topic, str(q.queue_id))
+                broker = (q.broker or "",) if self.per_broker else ()
+                gauge.add_metric(self._values(*broker, *names), value / divisor)
             yield gauge
         yield self._gauge("queues", "Queues open in the store (the bucket exporter: queues "
                           "in the bucket).", len(figures))

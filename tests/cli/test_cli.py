@@ -241,7 +241,7 @@ def test_inspect_shows_segments_and_writes_nothing(cli: Cli) -> None:
     assert lines[-1].startswith("broker broker-0: closed writer")
     assert [line[at : at + len("key index")].strip() for line in lines[2:-1]] == ["-", "160 B"]
     assert cli.json("inspect", "topics") == [
-        {"topic": "orders", "queues": 2, "messages": 275,
+        {"broker": "broker-0", "topic": "orders", "queues": 2, "messages": 275,
          "commitlog_bytes": queues[0]["commitlog_bytes"] + queues[1]["commitlog_bytes"],
          "consumequeue_bytes": queues[0]["consumequeue_bytes"]
          + queues[1]["consumequeue_bytes"], "index_bytes": 5 * 32}]
@@ -288,9 +288,10 @@ def test_verify_names_the_queue_and_offset_of_a_corrupted_object(cli: Cli, targe
 
     code, out, err = cli("verify")
     assert code == 1
-    assert re.search(r"^orders\s+0 .*ERRORS$", out, re.M), out
-    assert re.search(r"^other\s+0 .* ok$", out, re.M), out
-    assert re.search(rf"orders/0: (offset {first}|offsets \[{first}, \d+\)):.*CRC32C", err), err
+    assert re.search(r"^broker-0\s+orders\s+0 .*ERRORS$", out, re.M), out
+    assert re.search(r"^broker-0\s+other\s+0 .* ok$", out, re.M), out
+    assert re.search(rf"broker-0 orders/0: (offset {first}|offsets \[{first}, \d+\)):.*CRC32C",
+                     err), err
     assert key in err
 
 

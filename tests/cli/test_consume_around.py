@@ -54,6 +54,7 @@ def test_consume_skip_damaged_prints_every_other_message_and_each_skipped_range(
                          "--skip-damaged")
     assert code == 1, f"skipped damage is something found: exit 1\n{err}"
     rows = [json.loads(line) for line in out.splitlines()]
+    assert {r["broker"] for r in rows} == {"broker-0"}  # messages and skipped ranges
     read = [r["offset"] for r in rows if "offset" in r]
     skips = [r["skipped"] for r in rows if "skipped" in r]
     assert skips, "nothing reported skipped"
@@ -146,7 +147,7 @@ def test_consume_follow_prints_what_another_process_appends_until_a_signal(
         code = follower.wait(timeout=30)
         err = follower.stderr.read()
         assert code == 0, f"exit {code} on {sig.name}: {err}"
-        assert "consumed 95 messages of t/0, offsets [5, 100)" in err
+        assert "consumed 95 messages of broker-0 t/0, offsets [5, 100)" in err
         assert "Traceback" not in err
     finally:
         if follower.poll() is None:

@@ -89,7 +89,8 @@ def test_metrics_listen_on_a_port_alone_binds_the_metrics_host(
         url = line.split()[-1]
         with urllib.request.urlopen(url, timeout=30) as reply:
             text = reply.read().decode()
-        assert 'tieredstore_queue_max_offset{queue="0",topic="t"} 2.0' in text, text[:2000]
+        assert 'tieredstore_queue_max_offset{broker="broker-0",queue="0",topic="t"} 2.0' \
+            in text, text[:2000]
     finally:
         process.terminate()
         process.wait(timeout=30)

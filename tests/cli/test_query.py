@@ -38,7 +38,7 @@ def test_query_finds_a_key_in_every_queue_newest_last(tmp_path: Path,
     lines = query(capsys, data, "--key", "customer-3", "--count", "1000")
     numbers = [i for i in range(300) if i % 7 == 3]
     assert [line.split("\t")[-1] for line in lines] == [f"order {i}" for i in numbers]
-    assert [line.split("\t")[:2] for line in lines] == [[str(i % 3), str(i // 3)]
+    assert [line.split("\t")[:3] for line in lines] == [["broker-0", str(i % 3), str(i // 3)]
                                                         for i in numbers]
     newest = query(capsys, data, "--key", "customer-3", "--count", "2", "--json")
     assert [json.loads(line)["body"] for line in newest] == [f"order {i}" for i in numbers[-2:]]

@@ -119,25 +119,31 @@ def test_produce_prints_what_it_appended(where: Where) -> None:
 def test_consume_and_query_print_json_lines(where: Where,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     got = where.lines(capsys, "consume", "--topic", "orders", "--queue", "1", "--from", "15")
-    assert [(m["topic"], m["queue"], m["offset"], m["keys"]) for m in got] == [
-        ("orders", 1, offset, ["k1"]) for offset in range(15, MESSAGES)]
+    assert [(m["broker"], m["topic"], m["queue"], m["offset"], m["keys"]) for m in got] == [
+        ("broker-0", "orders", 1, offset, ["k1"]) for offset in range(15, MESSAGES)]
     assert got[0]["body"].startswith("message 15 ") and got[0]["encoding"] == "utf-8"
     found = where.lines(capsys, "query", "--topic", "orders", "--key", "k0", "--count", "3")
-    assert [(m["queue"], m["offset"]) for m in found] == [(0, o) for o in range(17, 20)]
+    assert [(m["broker"], m["queue"], m["offset"]) for m in found] == [
+        ("broker-0", 0, o) for o in range(17, 20)]
 
 
 def test_inspect_lists_every_view_as_json(where: Where,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     [topic] = where.json(capsys, "inspect", "topics")
-    assert (topic["topic"], topic["queues"], topic["messages"]) == ("orders", 2, 2 * MESSAGES)
+    assert (topic["broker"], topic["topic"], topic["queues"], topic["messages"]) == (
+        "broker-0", "orders", 2, 2 * MESSAGES)
     queues = where.json(capsys, "inspect", "queues")
-    assert [(q["queue"], q["min_offset"], q["max_offset"]) for q in queues] == [
-        (0, 0, MESSAGES), (1, 0, MESSAGES)]
+    assert [(q["broker"], q["queue"], q["min_offset"], q["max_offset"]) for q in queues] == [
+        ("broker-0", 0, 0, MESSAGES), ("broker-0", 1, 0, MESSAGES)]
     segments = where.json(capsys, "inspect", "segments", "--queue", "0")
     assert {s["type"] for s in segments} >= {"commitlog", "consumequeue"}
+    assert {s["broker"] for s in segments} == {"broker-0"}
     chunks = where.json(capsys, "inspect", "chunks", "--topic", "orders", "--queue", "0",
                         "--type", "commitlog")
-    assert chunks and all(len(c["crc32c"]) == 8 for c in chunks)
+    assert chunks and all(len(c["crc32c"]) == 8 and c["broker"] == "broker-0"
+                          for c in chunks)
+    [broker] = where.json(capsys, "inspect", "brokers")
+    assert (broker["broker"], broker["state"]) == ("broker-0", "closed"), broker
     # object: the key below the segment's file (a chunk or merged object of the
     # segment), or the whole key of the broker's log object that holds the unit
     assert all(c["object"].startswith(f"seg-{c['base']:020d}/") or "/log/log-" in c["object"]
@@ -177,8 +183,9 @@ def test_verify_recover_repair_and_gc_print_one_document(
         where: Where, capsys: pytest.CaptureFixture[str]) -> None:
     report = where.json(capsys, "verify")
     assert (report["error_count"], report["messages"]) == (0, 2 * MESSAGES)
-    assert [(q["queue"], q["min_offset"], q["max_offset"]) for q in report["queues"]] == [
-        (0, 0, MESSAGES), (1, 0, MESSAGES)]
+    assert [(q["broker"], q["queue"], q["min_offset"], q["max_offset"])
+            for q in report["queues"]] == [("broker-0", 0, 0, MESSAGES),
+                                           ("broker-0", 1, 0, MESSAGES)]
     assert sum(report["requests"].values()) > 0
     assert where.json(capsys, "verify", "--topic", "orders", "--queue", "1")["messages"] \
         == MESSAGES
@@ -189,6 +196,9 @@ def test_verify_recover_repair_and_gc_print_one_document(
     swept = where.json(capsys, "gc", "--dry-run")
     assert swept["dry_run"] is True and swept["deleted"] == 0
     assert isinstance(swept["found"], list) and isinstance(swept["by_kind"], dict)
+    young = where.json(capsys, "gc", "--dry-run", "--safety-age", "0")  # the log's fences
+    assert all(set(g) == {"broker", "kind", "key", "detail"} for g in young["found"]), young
+    assert all(g["broker"] == "broker-0" for g in young["found"] if "/log/" in g["key"])
 
 
 def test_ledger_actions_print_one_document(where: Where,
@@ -388,9 +398,10 @@ def test_ledger_append_of_nothing_is_refused_before_it_takes_over(
 def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str]) -> None:
     """Without --listen: one pass over the bucket, the exporter's per-queue values."""
     done = where.json(capsys, "metrics")
-    assert [(q["topic"], q["queue"], q["min_offset"], q["max_offset"], q["commit_offset"])
-            for q in done["queues"]] == [("orders", 0, 0, MESSAGES, MESSAGES),
-                                         ("orders", 1, 0, MESSAGES, MESSAGES)]
+    assert [(q["broker"], q["topic"], q["queue"], q["min_offset"], q["max_offset"],
+             q["commit_offset"]) for q in done["queues"]] == [
+        ("broker-0", "orders", 0, 0, MESSAGES, MESSAGES),
+        ("broker-0", "orders", 1, 0, MESSAGES, MESSAGES)]
     assert all(q["stored_bytes"] > 100 * MESSAGES and q["segments"] >= 2
                and q["oldest_message_timestamp_seconds"]
                <= q["newest_message_timestamp_seconds"] for q in done["queues"]), done
@@ -402,7 +413,7 @@ def test_metrics_prints_one_pass(where: Where, capsys: pytest.CaptureFixture[str
         ("op", "put"), ("op", "delete")) for name, labels in samples for op in labels)
     code, out, err = where.run(capsys, "metrics")
     assert code == 0, err
-    assert re.search(r"^orders\s+1\s+0\s+20\s", out, re.M), out
+    assert re.search(r"^broker-0\s+orders\s+1\s+0\s+20\s", out, re.M), out
     assert "queues 2, unreadable 0; the pass made" in out
     code, out, err = where.run(capsys, "metrics", "--min-interval", "5")
     assert (code, out) == (2, "") and "--min-interval applies to --listen only" in err

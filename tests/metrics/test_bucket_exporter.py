@@ -26,10 +26,11 @@ from tieredstore.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = 3
 # Requests one pass may make (measured: docs/metrics.md): after a writer's
-# changes, and over a bucket that did not change since the pass before; 2 more
-# each: the LIST and GET of the broker's newest writer's liveness record.
-PASS_REQUESTS_MAX = 4 + 12 * QUEUES
-IDLE_PASS_REQUESTS_MAX = 4 + 5 * QUEUES
+# changes, and over a bucket that did not change since the pass before; 3 more
+# each: the LIST of the cluster's brokers, and the LIST and GET of the broker's
+# newest writer's liveness record.
+PASS_REQUESTS_MAX = 5 + 12 * QUEUES
+IDLE_PASS_REQUESTS_MAX = 5 + 5 * QUEUES
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -42,7 +43,8 @@ def scrape(port: int) -> Samples:
 
 
 def queue(samples: Samples, name: str, queue_id: int) -> float:
-    key = (f"tieredstore_queue_{name}", (("queue", str(queue_id)), ("topic", "t")))
+    key = (f"tieredstore_queue_{name}",
+           (("broker", "broker-0"), ("queue", str(queue_id)), ("topic", "t")))
     assert key in samples, f"no {key} in {sorted(k for k in samples if 'queue_' in k[0])}"
     return samples[key]
 
@@ -139,7 +141,8 @@ def test_scrapes_beside_a_live_writer_move_and_never_fence_it(
     by_op = {dict(k[1])["op"]: v - first.get(k, 0) for k, v in second.items()
              if k[0] == "tieredstore_store_requests_total"}
     assert 0 < per_pass <= PASS_REQUESTS_MAX, f"one pass made {per_pass} requests: {by_op}"
-    assert ("tieredstore_queue_copy_lag_bytes", (("queue", "0"), ("topic", "t"))) \
+    assert ("tieredstore_queue_copy_lag_bytes",
+            (("broker", "broker-0"), ("queue", "0"), ("topic", "t"))) \
         not in second  # the bucket does not record it: only a writer exports it
     # The writer goes on: appends, flushes and closes without being fenced.
     assert writer.append(5) == [o + 5 for o in offsets]
@@ -155,9 +158,11 @@ def test_scrapes_beside_a_live_writer_move_and_never_fence_it(
     capsys.readouterr()
     assert main(["metrics", "--data-dir", str(data), "--json"]) == 0
     once = json.loads(capsys.readouterr().out)
-    assert [(q["topic"], q["queue"]) for q in once["queues"]] == [("t", q) for q in range(QUEUES)]
+    assert [(q["broker"], q["topic"], q["queue"]) for q in once["queues"]] == [
+        ("broker-0", "t", q) for q in range(QUEUES)]
     for q in once["queues"]:
         served = {name: queue(idle, name, q["queue"]) for name in q if name not in (
-            "topic", "queue")}
-        assert served == {name: v for name, v in q.items() if name not in ("topic", "queue")}
+            "broker", "topic", "queue")}
+        assert served == {name: v for name, v in q.items()
+                          if name not in ("broker", "topic", "queue")}
         assert len(served) == 8, sorted(served)

@@ -30,7 +30,7 @@ from tieredstore.metrics import RefreshMetrics, TieredStoreCollector
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.store import (
     AsyncMessageStore,
-    ReadOnlyMessageStore,
+    ReadOnlyCluster,
     scrape_bucket,
     summarize,
     verify_store,
@@ -221,7 +221,7 @@ async def test_the_exporter_gives_message_times_in_seconds_exactly() -> None:
         for ms in (1_700_000_000_008, 1_700_000_000_018):
             await store.append("t", 0, b"m", timestamp=ms)
         await store.flush()
-    reader = await ReadOnlyMessageStore.open(config, store=bucket)
+    reader = await ReadOnlyCluster.open(config, store=bucket)
     try:
         got = {m.name: [s.value for s in m.samples] for m in await scrape_bucket(reader)}
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.objectstore import ObjectInfo
-from tieredstore.store import BucketWatch, MessageStore, ReadOnlyMessageStore, open_object_store
+from tieredstore.store import BucketWatch, MessageStore, ReadOnlyCluster, open_object_store
 from tieredstore.testing import ForwardingObjectStore
 
 
@@ -35,7 +35,7 @@ def test_concurrent_scrapes_share_a_pass_that_outlasts_min_interval(tmp_path: Pa
     ticks = itertools.count(0, 100)
 
     async def main() -> tuple[int, list[int]]:
-        async with await ReadOnlyMessageStore.open(config) as reader:
+        async with await ReadOnlyCluster.open(config) as reader:
             watch = BucketWatch(reader, min_interval=10, clock=lambda: float(next(ticks)))
             got = await asyncio.gather(*(watch.figures() for _ in range(4)))
             return watch.metrics.refreshes, [len(f) for f in got]
@@ -50,7 +50,7 @@ def test_a_scrape_after_min_interval_makes_a_new_pass(tmp_path: Path) -> None:
     now = [0.0]
 
     async def main() -> list[int]:
-        async with await ReadOnlyMessageStore.open(config) as reader:
+        async with await ReadOnlyCluster.open(config) as reader:
             watch = BucketWatch(reader, min_interval=10, clock=lambda: now[0])
             passes = []
             for at in (0.0, 5.0, 10.0, 12.0, 25.0):
@@ -84,7 +84,7 @@ def test_a_failed_pass_is_no_pass_the_next_scrape_tries_again(tmp_path: Path) ->
 
     async def main() -> None:
         store = Unlistable(open_object_store(config), close_inner=True)
-        async with await ReadOnlyMessageStore.open(config, store=store) as reader:
+        async with await ReadOnlyCluster.open(config, store=store) as reader:
             watch = BucketWatch(reader, min_interval=10, clock=lambda: now[0])
             assert len(await watch.figures()) == 2
             store.broken = True

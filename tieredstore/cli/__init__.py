@@ -9,11 +9,16 @@ TOML`` (default ``conf/tieredstore.toml`` if it exists), ``--backend local|s3``,
 with it; the commands that read an existing store refuse it), ``--prefix``,
 ``--cluster``, ``--broker``. A flag
 overrides ``TIEREDSTORE_<KEY>`` environment variables, which override the
-file. S3 credentials are never flags: they come from the configuration or
-boto3's own chain (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``~/.aws``).
+file. A queue is (broker, topic, queue id): the reading commands (inspect,
+verify, consume, query, metrics, gc) read every broker of the cluster, and
+``--broker`` narrows them (``a`` or ``a,b``); the writing ones act on one
+broker, ``--broker`` (else the configured ``broker``). S3 credentials are
+never flags: they come from the configuration or boto3's own chain
+(``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``, ``~/.aws``).
 
 ``--json`` prints JSON on stdout (one document; ``consume`` and ``query``
-one object a line); each command's help gives its shape. Offset ranges are
+one object a line); each command's help gives its shape, and each row of the
+reading commands names its ``broker``. Offset ranges are
 written half-open, ``[first, end)``.
 
 Exit codes: 0 success, 1 the command found something wrong (``demo``,

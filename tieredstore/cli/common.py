@@ -26,10 +26,12 @@ from tieredstore.config import (
     parse_duration,
     parse_size,
 )
-from tieredstore.errors import ConfigError, TieredStoreError
+from tieredstore.errors import ConfigError, InvalidName, TieredStoreError
+from tieredstore.names import validate_name
 from tieredstore.store import (
     MAX_TIMESTAMP,
     ObjectStore,
+    ReadOnlyCluster,
     ReadOnlyMessageStore,
     holds_local_store,
     open_object_store,
@@ -119,8 +121,10 @@ LOCATION: dict[str, tuple[str, str | None, str]] = {
                  "(key_prefix); not a managed ledger's: ledger commands refuse it"),
     "--cluster": ("cluster", "NAME", "the cluster name in the message store's keys (cluster); "
                   "ledger commands refuse it"),
-    "--broker": ("broker", "NAME", "the broker name in the message store's keys (broker); "
-                 "ledger commands refuse it"),
+    "--broker": ("broker", "NAME", "the broker name in the message store's keys (broker): "
+                 "the one the writing commands act on; the reading ones (inspect, verify, "
+                 "consume, query, metrics, gc) read every broker of the cluster, and it "
+                 "narrows them (NAME[,NAME...]); ledger commands refuse it"),
 }
 # The flags above that name the message store's keys only: a managed ledger's keys
 # are under ledger_root and offload_prefix (PIP-17's {offload_prefix}/{uuid}-ledger-{id}).
@@ -290,6 +294,47 @@ async def read_only_store(args: argparse.Namespace) -> ReadOnlyMessageStore:
     """The :func:`existing` store ``args`` name, for reading only (no disk cache
     left behind); ``async with`` closes it and its backend."""
     return await ReadOnlyMessageStore.open(existing(resolve_config(args, disk_cache_bytes=0)))
+
+
+# --- the cluster view: the commands that read every broker -----------------------------
+
+
+def broker_selection(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """``--broker`` on a command that reads the cluster: the brokers it narrows
+    to (``a`` or ``a,b``), or None when not given (every broker of the cluster;
+    the configuration's ``broker`` is not a selection)."""
+    given: str | None = getattr(args, "broker", None)
+    if given is None:
+        return None
+    try:
+        return tuple(dict.fromkeys(validate_name("broker", b) for b in given.split(",")))
+    except InvalidName as exc:
+        raise CliError(f"--broker: {exc}") from None
+
+
+def cluster_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreConfig:
+    """:func:`resolve_config` for a command that reads the cluster: ``--broker``
+    selects brokers there (:func:`broker_selection`), it sets no key."""
+    return resolve_config(argparse.Namespace(**{**vars(args), "broker": None}), **overrides)
+
+
+async def read_only_cluster(args: argparse.Namespace) -> ReadOnlyCluster:
+    """Every broker of the :func:`existing` store's cluster that ``args`` name
+    (``--broker`` narrows), for reading only (no disk cache left behind);
+    ``async with`` closes it and its backend."""
+    config = existing(cluster_config(args, disk_cache_bytes=0))
+    return await ReadOnlyCluster.open(config, brokers=broker_selection(args))
+
+
+async def check_in_cluster(cluster: ReadOnlyCluster, topic: str | None = None,
+                           queue: int | None = None) -> None:
+    """Raise :class:`UnknownQueue` if ``topic`` (and ``queue``), or a broker
+    ``--broker`` named, is not in ``cluster``'s brokers: the message says
+    which brokers hold it when the selection left them out
+    (``ReadOnlyCluster.unknown``, which lists every broker's queues)."""
+    problem = await cluster.unknown(topic, queue)
+    if problem is not None:
+        raise UnknownQueue(problem)
 
 
 def positive_int(text: str) -> int:

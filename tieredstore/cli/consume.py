@@ -1,5 +1,14 @@
 """``tieredstore consume``: print messages of one queue.
 
+A queue is ``(broker, topic, queue id)``: RocketMQ spreads a topic's queues
+over the brokers of a cluster, and queue 0 of a topic on two brokers is two
+queues (a Kafka partition is one of them; RocketMQ's ``MessageQueue`` names
+its broker too). Without ``--broker`` the command reads the queue of the
+broker that has it; when several brokers have a queue ``--queue``, it is an
+error (exit 2) naming them, and ``--broker`` chooses one. ``--broker``
+naming a broker without the queue is an error naming the brokers that have
+it.
+
 Read-only: the queue's metadata is read without claiming it and segments are
 found by listing, so a broker writing the store is not disturbed. It sees
 what is durable in the bucket (see :mod:`tieredstore.store.view`). Every
@@ -7,8 +16,8 @@ record is checked (CRC32C, offset) as ``get`` checks it.
 
 Prints ``offset, store time, body`` a line (tabs between; in the body newlines,
 tabs and backslashes escaped as ``\\n``, ``\\t``, ``\\\\``, and bytes that are not
-UTF-8 as ``\\xNN``), and a summary on stderr (the offsets consumed,
-``[first, end)``). ``--json``: one JSON object a line, ``{"topic", "queue",
+UTF-8 as ``\\xNN``), and a summary on stderr (the broker, the offsets consumed,
+``[first, end)``). ``--json``: one JSON object a line, ``{"broker", "topic", "queue",
 "offset", "timestamp" (ms), "time" (ISO 8601), "keys" [...], "tags" (null:
 none), "properties" {...}, "encoding" ("utf-8" or "base64"), "body"}``;
 ``body`` is text when the bytes are UTF-8, else base64. An unknown topic or
@@ -17,7 +26,7 @@ queue is an error (exit 2) naming it.
 Damage in the bucket stops it, as it stops ``get``: the messages before it
 are printed and the error names it (exit 2). ``--skip-damaged`` reads around
 it (``get_around_damage``): each range of offsets it steps over is printed on
-stderr with its reason, and with ``--json`` as a line ``{"topic", "queue",
+stderr with its reason, and with ``--json`` as a line ``{"broker", "topic", "queue",
 "skipped": {"first_offset", "end_offset", "count", "segment", "reason"}}`` in
 offset order among the messages; the exit status is then 1 if anything was
 skipped.
@@ -30,6 +39,9 @@ LIST of the broker's log (and a GET of each log object new since the last
 look), a LIST and a GET of the queue's head, a LIST of the consume queue's
 and of the commit log's open segment (and a HEAD of each that ends in a
 fence entry): at most 7 requests, 25,200 an hour at the default interval.
+Finding the queue's broker costs, before the first read, one paged LIST of
+the cluster's metadata root and one LIST of the topic's heads per broker;
+nothing with ``--broker`` naming one broker.
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ from tieredstore.store import (
     Message,
     NoSuchQueue,
     OffsetOutOfRange,
+    ReadOnlyCluster,
     ReadOnlyMessageStore,
     Skipped,
     iso,
@@ -64,12 +77,13 @@ from .common import (
     EXIT_OK,
     CliError,
     Progress,
-    check_selected,
+    UnknownQueue,
+    check_in_cluster,
     nonnegative_int,
     offsets,
     progress,
     progress_enabled,
-    read_only_store,
+    read_only_cluster,
     timestamp_ms,
 )
 
@@ -94,13 +108,15 @@ def parse_time(text: str) -> int:
     return ms
 
 
-def as_json(message: Message) -> str:
+def as_json(message: Message, broker: str) -> str:
+    """A message of ``broker`` as ``--json`` prints it (consume and query)."""
     try:
         body, encoding = message.body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
     return json.dumps({
-        "topic": message.topic, "queue": message.queue_id, "offset": message.offset,
+        "broker": broker, "topic": message.topic, "queue": message.queue_id,
+        "offset": message.offset,
         "timestamp": message.store_timestamp, "time": iso(message.store_timestamp),
         "keys": list(message.keys), "tags": message.tags,
         "properties": dict(message.properties), "encoding": encoding, "body": body,
@@ -117,9 +133,11 @@ def as_text(message: Message) -> str:
 
 @dataclass
 class Consumed:
-    """What a consume did: messages printed, offsets ``[start, end)`` passed, and
-    the messages skipped (``--skip-damaged``), in how many ranges."""
+    """What a consume did: the broker read, messages printed, offsets ``[start,
+    end)`` passed, and the messages skipped (``--skip-damaged``), in how many
+    ranges."""
 
+    broker: str
     start: int
     end: int
     count: int = 0
@@ -132,8 +150,10 @@ class Printer:
     too), in offset order; neighbouring ranges skipped for one reason are printed
     as one, once what follows them is known."""
 
-    def __init__(self, args: argparse.Namespace, bar: Progress, done: Consumed) -> None:
+    def __init__(self, args: argparse.Namespace, broker: str, bar: Progress,
+                 done: Consumed) -> None:
         self.args = args
+        self.broker = broker
         self.bar = bar
         self.done = done
         self._held: Skipped | None = None  # a range not printed yet: the next may join it
@@ -142,8 +162,11 @@ class Printer:
         if not batch:
             return
         self._release()
-        render = as_json if self.args.json else as_text
-        self.bar.write("".join(render(m) + "\n" for m in batch))
+        if self.args.json:
+            text = "".join(as_json(m, self.broker) + "\n" for m in batch)
+        else:
+            text = "".join(as_text(m) + "\n" for m in batch)
+        self.bar.write(text)
         self.bar.update(len(batch))
         self.done.count += len(batch)
 
@@ -176,10 +199,11 @@ class Printer:
         args, count = self.args, step.end_offset - step.first_offset
         self.done.skipped += count
         self.done.ranges += 1
-        print(f"tieredstore: {args.topic}/{args.queue}: skipped {step} ({count} "
+        print(f"tieredstore: {self.broker} {args.topic}/{args.queue}: skipped {step} ({count} "
               f"message{'' if count == 1 else 's'})", file=sys.stderr, flush=True)
         if args.json:
-            self.bar.write(json.dumps({"topic": args.topic, "queue": args.queue, "skipped": {
+            self.bar.write(json.dumps({"broker": self.broker, "topic": args.topic,
+                                       "queue": args.queue, "skipped": {
                 "first_offset": step.first_offset, "end_offset": step.end_offset,
                 "count": count, "segment": step.segment, "reason": step.reason}},
                 ensure_ascii=False) + "\n")
@@ -234,13 +258,34 @@ async def unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> T | Stop:
     return Stop.STOPPED if running.cancelled() else running.result()
 
 
+async def queue_broker(cluster: ReadOnlyCluster, topic: str, queue: int) -> str:
+    """The broker whose queue ``topic``/``queue`` is read: the one ``--broker``
+    names, else the one that has it (see the module's rules)."""
+    if cluster.selected is not None and len(cluster.selected) == 1:
+        return cluster.selected[0]
+    holding = await cluster.holding(topic, queue)
+    if len(holding) > 1:
+        raise CliError(f"queue {topic}/{queue} is on brokers {', '.join(holding)}: a queue is "
+                       f"(broker, topic, queue id); --broker names the one to read "
+                       f"(e.g. --broker {holding[0]})")
+    if holding:
+        return holding[0]
+    brokers = await cluster.brokers()
+    if len(brokers) == 1:  # its bytes may be in the broker's log alone: the open finds it
+        return brokers[0]
+    await check_in_cluster(cluster, topic, queue)
+    raise UnknownQueue(f"unknown queue {topic}/{queue}")  # listed since: gone again
+
+
 async def consume(args: argparse.Namespace) -> Consumed:
     """Print the messages asked for (see the module's rules)."""
-    async with await read_only_store(args) as store:
+    async with await read_only_cluster(args) as cluster:
+        broker = await queue_broker(cluster, args.topic, args.queue)
+        store = cluster.broker(broker)
         try:
             queue = await store.queue(args.topic, args.queue)
         except NoSuchQueue:
-            check_selected(await store.queues(), args.topic, args.queue)
+            await check_in_cluster(cluster, args.topic, args.queue)
             raise
         if args.from_time is not None:
             start = await queue.offset_for_time(args.from_time)
@@ -253,13 +298,13 @@ async def consume(args: argparse.Namespace) -> Consumed:
         end = start + args.count if args.count is not None else None
         if not args.follow:
             end = queue.max_offset if end is None else min(queue.max_offset, end)
-        done = Consumed(start, start)
+        done = Consumed(broker, start, start)
         enabled = progress_enabled(args) and not args.follow and \
             end is not None and end - start >= PROGRESS_FROM
         total = None if end is None else max(0, end - start)
         with stopped_by_signals(args.follow) as stop, \
                 progress(enabled, total=total, desc="consume") as bar:
-            printer = Printer(args, bar, done)
+            printer = Printer(args, broker, bar, done)
             try:
                 await read_queue(store, printer, end, stop)
             finally:
@@ -307,7 +352,8 @@ HELP = "print messages of a queue (read-only)"
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True, help="the topic")
     parser.add_argument("--queue", type=nonnegative_int, required=True, metavar="ID",
-                        help="the queue id (0, 1, ...)")
+                        help="the queue id (0, 1, ...); of the broker that has it, or the "
+                             "one --broker names when several do")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from", dest="from_offset", type=nonnegative_int, metavar="OFFSET",
                        help="first offset (default: the queue's min offset)")
@@ -353,6 +399,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         skipped = (f"; skipped {done.skipped} unreadable in {done.ranges} range"
                    f"{'' if done.ranges == 1 else 's'}" if done.ranges else "")
-        print(f"consumed {done.count} messages of {args.topic}/{args.queue}, offsets "
-              f"{offsets(done.start, done.end)}{skipped}", file=sys.stderr)
+        print(f"consumed {done.count} messages of {done.broker} {args.topic}/{args.queue}, "
+              f"offsets {offsets(done.start, done.end)}{skipped}", file=sys.stderr)
     return EXIT_FAILED if done.skipped else EXIT_OK

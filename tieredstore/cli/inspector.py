@@ -1,46 +1,55 @@
-"""``tieredstore inspect``: what the bucket holds, read-only.
+"""``tieredstore inspect``: what the bucket holds, read-only, on every broker of
+the cluster (``--broker`` narrows: ``a`` or ``a,b``).
 
-- ``topics``: each topic's queues, messages and bytes;
+- ``topics``: each broker's topics: their queues there, messages and bytes;
 - ``queues`` (the default): each queue's offsets, segments, bytes, last writer;
 - ``segments``: each segment of each flat file: base, size, state, whether it
   is sealed, merged, recorded in the metadata, trimmed (deletion pending);
 - ``chunks``: the units of each segment (chunk objects, or ranges of the
   merged object) with their CRC32C;
-- ``brokers``: the broker's newest writer as its liveness record says (who,
+- ``brokers``: each broker's newest writer as its liveness record says (who,
   live, closed, stale or unknown, last seen when; docs/format.md, Liveness
-  records). ``queues`` ends with the same line.
+  records). ``queues`` ends with the same lines.
 
-Nothing is written and no queue is claimed: the metadata is read with
+A queue is ``(broker, topic, queue id)``: every row names its broker, and
+the text tables have a broker column. Nothing is written and no queue is
+claimed: the brokers are listed (one paged LIST of the cluster's metadata
+root, none with ``--broker``), the metadata is read with
 ``QueueMetadata.open_read_only`` and segments are found by listing, after one
-load of the broker's log. The queues are those an open finds: those with
+load of each broker's log. The queues are those an open finds: those with
 metadata, and those whose bytes are in log objects (a queue with no head
 there shows with no writer). A queue whose metadata is lost (its segments are
 in the bucket but its heads are gone or all damaged: what ``verify`` reports
-and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`) is
-listed too: in ``queues`` with why in ``lost``, and its numbers when a reader
-can still open it (its bytes in log objects), else none; in ``segments`` and
-``chunks`` with its segments as listed, none recorded. Numbers are what is
-durable in the bucket (see :mod:`tieredstore.store.view`). ``--topic`` or
-``--queue`` naming nothing in the store is an error (exit 2).
+and ``repair`` rebuilds, :func:`~tieredstore.store.queues_to_rebuild`; the
+store's keys are listed once for every broker) is listed too: in ``queues``
+with why in ``lost``, and its numbers when a reader can still open it (its
+bytes in log objects), else none; in ``segments`` and ``chunks`` with its
+segments as listed, none recorded. Numbers are what is durable in the bucket
+(see :mod:`tieredstore.store.view`). ``--topic`` or ``--queue`` naming
+nothing on the brokers read is an error (exit 2), which names the brokers
+that have it when ``--broker`` left them out; so is a ``--broker`` the
+cluster does not have.
 
-``--json``: one JSON array, an object per row. ``topics``: ``topic, queues,
-messages, commitlog_bytes, consumequeue_bytes, index_bytes``. ``queues``:
-``topic, queue, min_offset, max_offset`` (offsets ``[min, max)``), ``messages,
-segments``, ``{commitlog,consumequeue,index}_{segments,bytes}``,
+``--json``: one JSON array, an object per row, each with ``broker`` first.
+``topics``: ``broker, topic, queues, messages, commitlog_bytes,
+consumequeue_bytes, index_bytes`` (one row per broker a topic is on).
+``queues``: ``broker, topic, queue, min_offset, max_offset`` (offsets ``[min,
+max)``), ``messages, segments``, ``{commitlog,consumequeue,index}_{segments,bytes}``,
 ``merges_pending, writer, head_version`` (null for a lost queue no reader can
 open), and ``lost`` (why, for a queue whose metadata is lost). ``segments``:
-``topic, queue, type, base, size, state, sealed, merged, recorded, trimmed,
-first_offset, end_offset`` (the record's offsets, half-open ``[first, end)`` as
-everywhere; null for a segment with no record), ``units, objects, object_bytes,
-error``: ``object_bytes`` is the size of the segment's own objects (its chunks
-or merged object), 0 while its bytes are still in the broker's log objects (a
-queue's live bytes in the bucket are ``stored_bytes`` in ``tieredstore
-metrics``). ``chunks``: ``topic, queue, type, base, position,
-length, object, object_offset, crc32c`` (hex); ``object`` is the key below the
-queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a unit held
-in the broker's log, that log object's whole key. ``brokers``: ``broker, writer,
-host, pid, state, started_ms, last_seen_ms,
-heartbeat_interval_s`` (``writer`` and the rest null when no record is there).
+``broker, topic, queue, type, base, size, state, sealed, merged, recorded,
+trimmed, first_offset, end_offset`` (the record's offsets, half-open ``[first,
+end)`` as everywhere; null for a segment with no record), ``units, objects,
+object_bytes, error``: ``object_bytes`` is the size of the segment's own
+objects (its chunks or merged object), 0 while its bytes are still in the
+broker's log objects (a queue's live bytes in the bucket are ``stored_bytes``
+in ``tieredstore metrics``). ``chunks``: ``broker, topic, queue, type, base,
+position, length, object, object_offset, crc32c`` (hex); ``object`` is the key
+below the queue's file (``seg-.../chunk-...``, ``seg-.../segment``) or, for a
+unit held in the broker's log, that log object's whole key. ``brokers``:
+``broker, writer, host, pid, state, started_ms, last_seen_ms,
+heartbeat_interval_s`` (``writer`` and the rest null when no record is
+there).
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ from tieredstore.store import (
     load_log,
     open_metadata,
     queues_to_rebuild,
+    store_keys,
     summarize,
     unit_crc,
     writer_seen,
@@ -74,11 +84,10 @@ from tieredstore.tasks import gather_bounded
 
 from .common import (
     CliError,
-    check_selected,
+    check_in_cluster,
     nonnegative_int,
-    open_existing_store,
     print_json,
-    resolve_config,
+    read_only_cluster,
     table,
 )
 
@@ -108,8 +117,10 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
         except TieredStoreError:
             if why is None:
                 raise
-            return {"topic": topic, "queue": queue_id, **dict.fromkeys(NUMBERS), "lost": why}
-        row: Row = {"topic": topic, "queue": queue_id, "min_offset": got.min_offset,
+            return {"broker": config.broker, "topic": topic, "queue": queue_id,
+                    **dict.fromkeys(NUMBERS), "lost": why}
+        row: Row = {"broker": config.broker, "topic": topic, "queue": queue_id,
+                    "min_offset": got.min_offset,
                     "max_offset": got.max_offset, "messages": got.messages,
                     "segments": got.segments}
         for label, flat in (("commitlog", got.commit_log), ("consumequeue", got.consume_queue),
@@ -126,11 +137,12 @@ async def queue_rows(store: ObjectStore, config: TieredStoreConfig,
 
 
 def topic_rows(queues: Sequence[Row]) -> list[Row]:
-    topics: dict[str, Row] = {}
+    """A row per topic of each broker: its queues there summed."""
+    topics: dict[tuple[str, str], Row] = {}
     for q in queues:
-        row = topics.setdefault(q["topic"], {"topic": q["topic"], "queues": 0, "messages": 0,
-                                             "commitlog_bytes": 0, "consumequeue_bytes": 0,
-                                             "index_bytes": 0})
+        row = topics.setdefault((q["broker"], q["topic"]), {
+            "broker": q["broker"], "topic": q["topic"], "queues": 0, "messages": 0,
+            "commitlog_bytes": 0, "consumequeue_bytes": 0, "index_bytes": 0})
         row["queues"] += 1
         for key in ("messages", "commitlog_bytes", "consumequeue_bytes", "index_bytes"):
             row[key] += q[key] or 0  # none: a lost queue that cannot be read
@@ -172,33 +184,35 @@ def _size(n: int | None) -> str | None:
 
 def render(what: str, rows: list[Row]) -> str:
     if what == "topics":
-        return table([[r["topic"], r["queues"], r["messages"],
+        return table([[r["broker"], r["topic"], r["queues"], r["messages"],
                        human_size(r["commitlog_bytes"] + r["consumequeue_bytes"]
                                    + r["index_bytes"], exact=False)]
-                      for r in rows], ["topic", "queues", "messages", "bytes"])
+                      for r in rows], ["broker", "topic", "queues", "messages", "bytes"])
     if what == "queues":
-        return table([[r["topic"], r["queue"], r["min_offset"], r["max_offset"],
+        return table([[r["broker"], r["topic"], r["queue"], r["min_offset"], r["max_offset"],
                        r["segments"], r["commitlog_segments"], r["consumequeue_segments"],
                        _size(r["commitlog_bytes"]), _size(r["consumequeue_bytes"]),
                        _size(r["index_bytes"]) if r["index_segments"] else "-",
                        r["merges_pending"], r["writer"] or "-"] for r in rows],
-                     ["topic", "queue", "min", "max", "segments", "cl segs", "cq segs", "cl bytes",
-                      "cq bytes", "key index", "merging", "writer"]) + "".join(
-            f"\n{r['topic']}/{r['queue']}: metadata lost ({r['lost']}): `tieredstore repair` "
-            "rebuilds it from its segments" for r in rows if r["lost"])
+                     ["broker", "topic", "queue", "min", "max", "segments", "cl segs", "cq segs",
+                      "cl bytes", "cq bytes", "key index", "merging", "writer"]) + "".join(
+            f"\n{r['broker']} {r['topic']}/{r['queue']}: metadata lost ({r['lost']}): "
+            f"`tieredstore repair --broker {r['broker']}` rebuilds it from its segments"
+            for r in rows if r["lost"])
     if what == "segments":
-        return table([[r["topic"], r["queue"], r["type"], r["base"], r["size"], r["state"],
-                       r["sealed"], r["merged"], r["recorded"],
+        return table([[r["broker"], r["topic"], r["queue"], r["type"], r["base"], r["size"],
+                       r["state"], r["sealed"], r["merged"], r["recorded"],
                        "yes" if r["trimmed"] else "", r["first_offset"],
                        r["end_offset"], r["units"], r["object_bytes"]]
                       for r in rows],
-                     ["topic", "queue", "type", "base", "size", "state", "sealed", "merged",
-                      "recorded", "trimmed", "first", "end", "units", "object bytes"]) + "".join(
-            f"\n{r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
+                     ["broker", "topic", "queue", "type", "base", "size", "state", "sealed",
+                      "merged", "recorded", "trimmed", "first", "end", "units",
+                      "object bytes"]) + "".join(
+            f"\n{r['broker']} {r['topic']}/{r['queue']} {r['type']}@{r['base']}: {r['error']}"
             for r in rows if r["error"])
-    return table([[r["topic"], r["queue"], r["type"], r["base"], r["position"], r["length"],
-                   r["object"], r["object_offset"], r["crc32c"]] for r in rows],
-                 ["topic", "queue", "type", "base", "position", "length", "object",
+    return table([[r["broker"], r["topic"], r["queue"], r["type"], r["base"], r["position"],
+                   r["length"], r["object"], r["object_offset"], r["crc32c"]] for r in rows],
+                 ["broker", "topic", "queue", "type", "base", "position", "length", "object",
                   "obj offset", "crc32c"])
 
 
@@ -225,50 +239,68 @@ async def inspect(args: argparse.Namespace) -> tuple[list[Row], list[Row]]:
             if value is not None:
                 raise CliError(f"{option} selects segments and chunks only: "
                                f"inspect segments {option} {value} (or chunks)")
-    config = resolve_config(args)
-    async with open_existing_store(config) as store:
-        brokers = await broker_rows(store, config)
+    async with await read_only_cluster(args) as cluster:
+        store = cluster.store
+        names = await cluster.brokers()
+        brokers = [r for b in names for r in await broker_rows(store, cluster.config_of(b))]
         if args.what == "brokers":
+            if cluster.selected is not None:
+                await check_in_cluster(cluster)  # a broker named that the cluster lacks
             return brokers, brokers
-        log = await load_log(store, config)
+        # Every broker's log loaded, then the store's keys listed once for all of them.
+        logs = {b: await load_log(store, cluster.config_of(b)) for b in names}
+        keys = await store_keys(store, cluster.config)
         topics = None if args.topic is None else [args.topic]
-        lost = {(t, q): why for t, q, why in await queues_to_rebuild(store, config)
+        queues: list[tuple[str, str, int]] = []
+        lost: dict[tuple[str, str, int], str] = {}
+        for broker in names:
+            config = cluster.config_of(broker)
+            lost |= {(broker, t, q): why for t, q, why in await queues_to_rebuild(
+                store, config, log=logs[broker], keys=keys)
                 if (topics is None or t in topics) and args.queue in (None, q)}
-        named = await listed_queues(store, config, topics=topics, log=log)
-        queues = sorted({*lost, *((t, q) for t, q in named if args.queue in (None, q))})
-        if not queues and (args.topic is not None or args.queue is not None):
-            check_selected(named or await listed_queues(store, config, log=log), args.topic,
-                           args.queue)
+            named = await listed_queues(store, config, topics=topics, log=logs[broker])
+            queues += [(broker, t, q) for t, q in named if args.queue in (None, q)]
+        queues = sorted({*lost, *queues})
+        if not queues and (args.topic is not None or args.queue is not None
+                           or cluster.selected is not None):
+            await check_in_cluster(cluster, args.topic, args.queue)
         if args.what in ("topics", "queues"):
-            rows = await queue_rows(store, config, queues, log, lost)
+            rows = [row for broker in names for row in await queue_rows(
+                store, cluster.config_of(broker), [(t, q) for b, t, q in queues if b == broker],
+                logs[broker], {(t, q): why for (b, t, q), why in lost.items() if b == broker})]
             return (topic_rows(rows) if args.what == "topics" else rows), brokers
         types = [FileType.from_label(args.type)] if args.type else list(FileType)
 
-        async def files(topic: str, queue_id: int) -> list[tuple[str, int, FileType, ListedFile]]:
+        async def files(broker: str, topic: str, queue_id: int
+                        ) -> list[tuple[str, str, int, FileType, ListedFile]]:
+            config, log = cluster.config_of(broker), logs[broker]
             try:
                 meta = await open_metadata(store, config, topic, queue_id, log=log)
             except TieredStoreError:
-                if (topic, queue_id) not in lost:
+                if (broker, topic, queue_id) not in lost:
                     raise
-                return [(topic, queue_id, t, ListedFile(await list_segments(  # none recorded
-                    store, config, topic, queue_id, t, log=log), [], 0)) for t in types]
-            return [(topic, queue_id, t, await list_recorded(store, config, meta, t, log=log))
-                    for t in types]
+                return [(broker, topic, queue_id, t, ListedFile(await list_segments(
+                    store, config, topic, queue_id, t, log=log), [], 0))  # none recorded
+                        for t in types]
+            return [(broker, topic, queue_id, t,
+                     await list_recorded(store, config, meta, t, log=log)) for t in types]
 
         rows = []
-        for topic, queue_id, file_type, listed in [f for fs in await gather_bounded(
+        for broker, topic, queue_id, file_type, listed in [f for fs in await gather_bounded(
                 QUEUE_CONCURRENCY, lambda q: files(*q), queues) for f in fs]:
             for view in listed.views:
                 if args.segment is not None and view.base != args.segment:
                     continue
                 if args.what == "segments":
-                    rows.append(segment_row(topic, queue_id, file_type, listed.first, view))
+                    rows.append({"broker": broker, **segment_row(
+                        topic, queue_id, file_type, listed.first, view)})
                 else:
-                    rows += await chunk_rows(store, topic, queue_id, file_type, view)
+                    rows += [{"broker": broker, **row} for row in await chunk_rows(
+                        store, topic, queue_id, file_type, view)]
         return rows, brokers
 
 
-HELP = "topics, queues, segments, chunks and sizes (read-only)"
+HELP = "topics, queues, segments, chunks and sizes of every broker (read-only)"
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

@@ -1,7 +1,9 @@
 """tieredstore metrics: a bucket's per-queue figures, read-only: printed once, or
 served to Prometheus with ``--listen``.
 
-Per queue (labels topic and queue) the offsets, live bytes and segments,
+Of every broker of the cluster (``--broker`` narrows; a pass lists the
+cluster's brokers again, so a broker that opens later is found). Per queue
+(labels broker, topic and queue) the offsets, live bytes and segments,
 merges owed and the store times of the first and last message, as the bucket
 holds them, under the names a writer exports; and this process's own
 requests, bytes and their cost. The store is opened read-only: nothing is
@@ -11,13 +13,15 @@ does not record it. Names and what a pass costs: docs/metrics.md.
 
 Without ``--listen``: one pass over the bucket, printed as a table (``--json``:
 one document, the values a scrape after that pass serves: ``{"queues":
-[{"topic", "queue", NAME: value, ...}], "metrics": [{"name", "labels",
+[{"broker", "topic", "queue", NAME: value, ...}], "metrics": [{"name", "labels",
 "value"}]}``, where each NAME of a queue is exported as
-``tieredstore_queue_NAME`` with its topic and queue labels, e.g.
+``tieredstore_queue_NAME`` with its broker, topic and queue labels, e.g.
 ``min_offset``, ``max_offset``, ``commit_offset``, ``stored_bytes``,
 ``segments``, ``merges_pending``, ``oldest_message_timestamp_seconds``,
 ``newest_message_timestamp_seconds``; ``metrics`` holds every other sample
-but the latency histograms; ``tieredstore_corrupt_queues`` counts the queues
+but the latency histograms (each broker's writer's liveness in
+``tieredstore_broker_writer_last_seen_timestamp_seconds``, labels broker,
+writer, state); ``tieredstore_corrupt_queues`` counts the queues
 the pass could not read and those whose metadata is lost, as ``verify``
 reports them and ``repair`` rebuilds them: the text's ``unreadable``).
 
@@ -39,14 +43,14 @@ from tieredstore.config import human_size
 from tieredstore.errors import ConfigError
 from tieredstore.store import iso, scrape_bucket, serve_bucket_metrics
 
-from .common import CliError, print_json, read_only_store, seconds, table
+from .common import CliError, check_in_cluster, print_json, read_only_cluster, seconds, table
 
 HELP = ("a bucket's per-queue figures, once or served to Prometheus with --listen (read-only, "
         "never fences a writer)")
 
 DEFAULT_INTERVAL = 60.0  # --min-interval's default, in seconds
 QUEUE_PREFIX = "tieredstore_queue_"
-QUEUE_LABELS = {"topic", "queue"}
+QUEUE_LABELS = {"broker", "topic", "queue"}
 
 
 def listen_address(text: str) -> tuple[str | None, int]:
@@ -89,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     interval = DEFAULT_INTERVAL if args.min_interval is None else args.min_interval
 
     async def main() -> None:
-        async with await read_only_store(args) as reader:
+        async with await read_only_cluster(args) as reader:
+            if reader.selected is not None:
+                await check_in_cluster(reader)  # a broker named that the cluster lacks
             host = reader.config.metrics_host if given is None else given
 
             def ready(bound: int) -> None:
@@ -110,9 +116,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def one_pass(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--json`` document of one pass (the module doc gives its shape)."""
-    async with await read_only_store(args) as reader:
+    async with await read_only_cluster(args) as reader:
+        if reader.selected is not None:
+            await check_in_cluster(reader)  # a broker named that the cluster lacks
         families = await scrape_bucket(reader)
-    queues: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+    queues: dict[tuple[str, str, int], dict[str, Any]] = defaultdict(dict)
     others = []
     for family in families:
         if family.type == "histogram":
@@ -120,13 +128,14 @@ async def one_pass(args: argparse.Namespace) -> dict[str, Any]:
         for sample in family.samples:
             value = _number(sample.value)
             if set(sample.labels) == QUEUE_LABELS and sample.name.startswith(QUEUE_PREFIX):
-                key = (sample.labels["topic"], int(sample.labels["queue"]))
+                key = (sample.labels["broker"], sample.labels["topic"],
+                       int(sample.labels["queue"]))
                 queues[key][sample.name.removeprefix(QUEUE_PREFIX)] = value
             else:
                 others.append({"name": sample.name, "labels": dict(sample.labels),
                                "value": value})
-    return {"queues": [{"topic": t, "queue": q, **values}
-                       for (t, q), values in sorted(queues.items())],
+    return {"queues": [{"broker": b, "topic": t, "queue": q, **values}
+                       for (b, t, q), values in sorted(queues.items())],
             "metrics": others}
 
 
@@ -135,11 +144,12 @@ def _number(value: float) -> int | float:
 
 
 def render(document: dict[str, Any]) -> str:
-    """The table of a pass's queues and a line on the store and the pass's requests."""
+    """The table of a pass's queues, a line on the store and the pass's requests,
+    and a line per broker's writer."""
     def at(seconds: float | None) -> str | None:
         return None if seconds is None else iso(int(seconds * 1000))
 
-    rows = [[q["topic"], q["queue"], q.get("min_offset"), q.get("max_offset"),
+    rows = [[q["broker"], q["topic"], q["queue"], q.get("min_offset"), q.get("max_offset"),
              q.get("segments"), human_size(int(q.get("stored_bytes", 0)), exact=False),
              q.get("merges_pending"), at(q.get("oldest_message_timestamp_seconds")),
              at(q.get("newest_message_timestamp_seconds"))] for q in document["queues"]]
@@ -149,10 +159,14 @@ def render(document: dict[str, Any]) -> str:
     cost = sum(m["value"] for m in document["metrics"]
                if m["name"] == "tieredstore_store_request_cost_dollars_total")
     shown = ", ".join(f"{op} {n}" for op, n in sorted(requests.items()))
+    writers = [f"broker {m['labels']['broker']}: {m['labels']['state']} writer "
+               f"{m['labels']['writer']}, last seen {at(m['value'])}"
+               for m in document["metrics"]
+               if m["name"] == "tieredstore_broker_writer_last_seen_timestamp_seconds"]
     return "\n".join([
-        table(rows, ["topic", "queue", "min", "max", "segments", "bytes", "merges owed",
-                     "oldest", "newest"]),
+        table(rows, ["broker", "topic", "queue", "min", "max", "segments", "bytes",
+                     "merges owed", "oldest", "newest"]),
         f"queues {totals.get('tieredstore_queues', 0)}, unreadable "
         f"{totals.get('tieredstore_corrupt_queues', 0)}; the pass made "
         f"{totals.get('tieredstore_bucket_refresh_requests', 0)} requests; this process "
-        f"{sum(requests.values())} ({shown or 'none'}), ${cost:.6f}"])
+        f"{sum(requests.values())} ({shown or 'none'}), ${cost:.6f}", *writers])

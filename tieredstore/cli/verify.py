@@ -1,11 +1,17 @@
 """``tieredstore verify``: read every message of every queue and check every CRC.
 
 Read-only. Renders :func:`tieredstore.store.verify_store` (what is checked is
-said there, in :mod:`tieredstore.store.verify`): one row per queue, the
-totals, and the first errors. ``--topic`` or ``--queue`` naming nothing in
-the store is an error (exit 2); exit 1 if any error was found.
+said there, in :mod:`tieredstore.store.verify`) over every broker of the
+cluster (``--broker`` narrows): one row per queue, the totals, and the first
+errors (each named by its broker). Besides what each queue's check reads:
+one paged LIST of the cluster's metadata root (none with ``--broker``), per
+broker a LIST of its heads and a load of its log, and one paged LIST of every
+key of the store for all brokers (the segments no metadata references).
+``--topic`` or ``--queue`` naming nothing on those brokers is an error (exit
+2; it names the brokers that have it, if others do); exit 1 if any error was
+found.
 
-``--json``: ``{"queues": [{"topic", "queue", "min_offset", "max_offset"
+``--json``: ``{"queues": [{"broker", "topic", "queue", "min_offset", "max_offset"
 (offsets [min, max)), "segments", "messages", "undispatched", "dead_bytes",
 "units", "checked_bytes", "error_count", "errors": [...first ones]}],
 "messages", "error_count", "requests": {operation: count}}``. ``segments``
@@ -23,20 +29,19 @@ import sys
 
 from tieredstore import sync
 from tieredstore.config import human_size
-from tieredstore.store import QueueCheck, VerifyReport, listed_queues, verify_store
+from tieredstore.store import QueueCheck, VerifyReport, verify_store
 
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
     add_metrics_port,
-    check_selected,
+    check_in_cluster,
     format_requests,
     nonnegative_int,
-    open_existing_store,
     print_json,
     progress,
     progress_enabled,
-    resolve_config,
+    read_only_cluster,
     table,
 )
 
@@ -52,12 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def print_report(report: VerifyReport, *, max_errors: int) -> None:
-    rows = [[c.topic, c.queue_id, c.min_offset, c.max_offset, c.segments,
+    rows = [[c.broker, c.topic, c.queue_id, c.min_offset, c.max_offset, c.segments,
              human_size(c.bytes, exact=False), c.units, c.records,
              "ok" if not c.error_count else f"{c.error_count} ERRORS"]
             for c in report.queues]
-    print(table(rows, ["topic", "queue", "min", "max", "segments", "checked", "units",
-                       "messages", "result"]))
+    print(table(rows, ["broker", "topic", "queue", "min", "max", "segments", "checked",
+                       "units", "messages", "result"]))
     undispatched = sum(c.undispatched for c in report.queues)
     dead = sum(c.dead_bytes for c in report.queues)
     print(f"queues {len(report.queues)}, messages {report.messages}"
@@ -65,7 +70,7 @@ def print_report(report: VerifyReport, *, max_errors: int) -> None:
           + (f", dead bytes {dead}" if dead else "")
           + f", errors {report.error_count}")
     if report.error_count:
-        shown = [e for c in report.queues for e in c.errors][:max_errors]
+        shown = [f"{c.broker} {e}" for c in report.queues for e in c.errors][:max_errors]
         print("first errors:", file=sys.stderr)
         for line in shown:
             print(f"  {line}", file=sys.stderr)
@@ -74,7 +79,8 @@ def print_report(report: VerifyReport, *, max_errors: int) -> None:
 def as_document(report: VerifyReport) -> dict[str, object]:
     """The ``--json`` document of a report."""
     def queue(c: QueueCheck) -> dict[str, object]:
-        return {"topic": c.topic, "queue": c.queue_id, "min_offset": c.min_offset,
+        return {"broker": c.broker, "topic": c.topic, "queue": c.queue_id,
+                "min_offset": c.min_offset,
                 "max_offset": c.max_offset, "segments": c.segments, "messages": c.records,
                 "undispatched": c.undispatched, "dead_bytes": c.dead_bytes, "units": c.units,
                 "checked_bytes": c.bytes, "error_count": c.error_count, "errors": list(c.errors)}
@@ -84,15 +90,16 @@ def as_document(report: VerifyReport) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
-
     async def main() -> VerifyReport:
-        async with open_existing_store(config) as store:
+        async with await read_only_cluster(args) as cluster:
+            brokers = await cluster.brokers()
             with progress(progress_enabled(args), desc="verify", unit="B") as bar:
-                report = await verify_store(store, config, topic=args.topic,
-                                            queue_id=args.queue, on_bytes=bar.update)
-            if not report.queues and (args.topic is not None or args.queue is not None):
-                check_selected(await listed_queues(store, config), args.topic, args.queue)
+                report = await verify_store(cluster.store, cluster.config, topic=args.topic,
+                                            queue_id=args.queue, on_bytes=bar.update,
+                                            brokers=brokers)
+            if not report.queues and (args.topic is not None or args.queue is not None
+                                      or cluster.selected is not None):
+                await check_in_cluster(cluster, args.topic, args.queue)
             return report
 
     report = sync.run(main())

@@ -80,7 +80,8 @@ class Garbage:
     """One thing a pass deletes: its kind, the key it is shown by (a segment's
     directory, ``key#upload-id`` for an upload), why, and what goes: ``keys``
     (objects), then ``segment`` (every object of it), ``upload`` (aborted), or
-    the backend's temporary file ``key`` (``temporary``)."""
+    the backend's temporary file ``key`` (``temporary``); ``broker``: the
+    broker whose queue or log it is of, if any."""
 
     kind: str
     key: str
@@ -89,6 +90,7 @@ class Garbage:
     segment: SegmentPath | None = None
     upload: tuple[str, str] | None = None  # (key, upload id)
     temporary: bool = False
+    broker: str | None = None
 
 
 @dataclass

@@ -2,7 +2,8 @@
 tiered segments, metadata in the bucket, recovery after restart.
 
 Besides the store itself, what the command line and Spark build on: the
-read-only queue and segment views, the one scan of a queue
+read-only views (of a broker, :class:`ReadOnlyMessageStore`, and of every
+broker of a cluster, :class:`ReadOnlyCluster`), the queue and segment views, the one scan of a queue
 (:class:`QueueScan`) and the one verifier (:func:`verify_queue`), a queue's
 summary, the record codec, the head properties, garbage collection and the
 listing of the queues that have segments; and the lower layers' types these
@@ -19,6 +20,8 @@ from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
 from tieredstore.store.arguments import MAX_TIMESTAMP, check_append
 from tieredstore.store.around import AroundDamage, Skipped
+from tieredstore.store.brokers import list_brokers
+from tieredstore.store.cluster import ClusterQueue, ReadOnlyCluster
 from tieredstore.store.codec import KeyProvider, RecordCodec
 from tieredstore.store.columns import Columns
 from tieredstore.store.compose import (
@@ -60,9 +63,9 @@ from tieredstore.store.record import (
     RecordError,
     decode_record,
 )
-from tieredstore.store.repair import queues_to_rebuild, queues_with_segments
+from tieredstore.store.repair import queues_to_rebuild, queues_with_segments, store_keys
 from tieredstore.store.scan import Batch, QueueScan, ScanError
-from tieredstore.store.selected import unknown_selected
+from tieredstore.store.selected import unknown_in_cluster, unknown_selected
 from tieredstore.store.shown import iso, parse_time
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
@@ -120,6 +123,11 @@ __all__ = [
     "SegmentState",
     "listed_queues",
     "unknown_selected",
+    "unknown_in_cluster",
+    "list_brokers",
+    "ClusterQueue",
+    "ReadOnlyCluster",
+    "store_keys",
     "load_log",
     "queues_to_rebuild",
     "recorded_segments",

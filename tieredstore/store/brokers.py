@@ -20,6 +20,12 @@ def cluster_root(config: TieredStoreConfig) -> str:
     return metadata_root(config).rpartition("/")[0] + "/"
 
 
+def root_broker(config: TieredStoreConfig, root: str) -> str:
+    """The broker whose metadata root (:func:`metadata_root`) ``root`` is, of
+    ``config``'s cluster."""
+    return root.removeprefix(cluster_root(config))
+
+
 async def list_brokers(store: ObjectStore, config: TieredStoreConfig) -> list[str]:
     """Every broker of ``config``'s cluster with metadata in the bucket, sorted;
     names that are not valid broker names (a stray key) are left out."""

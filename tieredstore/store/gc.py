@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.config import TieredStoreConfig
@@ -68,7 +69,7 @@ from tieredstore.segment.garbage import (
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.listing import before
 from tieredstore.segment.recovery import chunk_series
-from tieredstore.store.brokers import list_brokers
+from tieredstore.store.brokers import list_brokers, root_broker
 from tieredstore.store.keys import metadata_root, segment_path
 from tieredstore.store.view import listed_queues, open_metadata
 
@@ -83,19 +84,25 @@ Finder = Callable[[datetime], Awaitable[list[Garbage]]]
 
 async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
                        queues: Iterable[QueueMetadata], *, cutoff: datetime,
-                       finders: Sequence[Finder] = ()) -> list[Garbage]:
-    """Everything a pass would delete, without deleting it."""
-    metas = {(m.queue.topic, m.queue.queue_id): m for m in queues}
+                       finders: Sequence[Finder] = (),
+                       brokers: Sequence[str] | None = None) -> list[Garbage]:
+    """Everything a pass would delete, without deleting it: of ``queues`` (of any
+    broker of ``config``'s cluster), and of the logs of ``brokers`` (None: of
+    every broker of the cluster); each item names its broker."""
+    metas = {(root_broker(config, m.queue.root), m.queue.topic, m.queue.queue_id): m
+             for m in queues}
     found: list[Garbage] = []
-    for (topic, queue_id), meta in sorted(metas.items()):
+    for (broker, topic, queue_id), meta in sorted(metas.items()):
         for file_type in FileType:
             first = meta.first(file_type).base_offset
-            path = segment_path(config, topic, queue_id, file_type)
+            path = segment_path(config.replace(broker=broker), topic, queue_id, file_type)
             for listing in (await list_file(store, path, uploads=True)).values():
-                found += _segment_garbage(listing, first, cutoff)
+                found += [replace(g, broker=broker)
+                          for g in _segment_garbage(listing, first, cutoff)]
     firsts = _Firsts(store, config, metas)
-    for log_path in await _logs(store, config):
-        found += await _log_garbage(store, log_path, firsts, cutoff)
+    for log_path in await _logs(store, config, brokers):
+        found += [replace(g, broker=log_path.broker)
+                  for g in await _log_garbage(store, log_path, firsts, cutoff)]
     found += [Garbage(TEMPORARY, name, "left by a writer that was killed", temporary=True)
               for name in await store.stale_temporary_files(cutoff)]
     for finder in finders:
@@ -113,11 +120,14 @@ def _segment_garbage(listing: SegmentListing, first: int, cutoff: datetime) -> l
     return beside_merged(listing, cutoff) + stale_uploads(listing.uploads, cutoff)
 
 
-async def _logs(store: ObjectStore, config: TieredStoreConfig) -> list[LogPath]:
-    """The log of every broker of the cluster that has metadata (every store
-    that opened registers under its broker's metadata root), running or not."""
-    brokers = {config.broker, *await list_brokers(store, config)}
-    return [LogPath(config.cluster, broker, config.key_prefix) for broker in sorted(brokers)]
+async def _logs(store: ObjectStore, config: TieredStoreConfig,
+                brokers: Sequence[str] | None) -> list[LogPath]:
+    """The log of each of ``brokers``; None: of every broker of the cluster that
+    has metadata (every store that opened registers under its broker's
+    metadata root), running or not."""
+    named = {config.broker, *await list_brokers(store, config)} if brokers is None else {
+        *brokers}
+    return [LogPath(config.cluster, broker, config.key_prefix) for broker in sorted(named)]
 
 
 async def _log_garbage(store: ObjectStore, path: LogPath, firsts: _Firsts,
@@ -147,10 +157,9 @@ class _Firsts:
     metadata cannot be read: then nothing is taken as trimmed)."""
 
     def __init__(self, store: ObjectStore, config: TieredStoreConfig,
-                 metas: dict[tuple[str, int], QueueMetadata]) -> None:
+                 metas: dict[tuple[str, str, int], QueueMetadata]) -> None:
         self.store, self.config = store, config
-        self.metas: dict[tuple[str, str, int], QueueMetadata | None] = {
-            (config.broker, topic, queue_id): meta for (topic, queue_id), meta in metas.items()}
+        self.metas: dict[tuple[str, str, int], QueueMetadata | None] = dict(metas)
 
     async def first(self, path: SegmentPath) -> int:
         key = (path.broker, path.topic, path.queue_id)
@@ -211,14 +220,21 @@ async def collect_garbage(store: ObjectStore, config: TieredStoreConfig,
                           queues: Iterable[QueueMetadata] | None = None, *,
                           safety_age: float, dry_run: bool = False,
                           now: datetime | None = None,
-                          finders: Sequence[Finder] = ()) -> GcReport:
+                          finders: Sequence[Finder] = (),
+                          brokers: Sequence[str] | None = None) -> GcReport:
     """Find what nothing needs and is older than ``safety_age`` seconds, and
     (unless ``dry_run``) delete it. ``queues``: the metadata of the queues to
-    look at; if None, every queue whose metadata the bucket holds, read-only
-    (never claiming one: safe beside a live writer)."""
+    look at; if None, every queue whose metadata the bucket holds of each of
+    ``brokers`` (None: ``config.broker``), read-only (never claiming one: safe
+    beside a live writer). The logs looked at: those of ``brokers`` (None:
+    every broker of the cluster's)."""
     if queues is None:
-        queues = [await open_metadata(store, config, topic, queue_id)
-                  for topic, queue_id in await listed_queues(store, config)]
+        queues = []
+        for broker in [config.broker] if brokers is None else brokers:
+            of = config.replace(broker=broker)
+            queues += [await open_metadata(store, of, topic, queue_id)
+                       for topic, queue_id in await listed_queues(store, of)]
     cutoff = (now or datetime.now(UTC)) - timedelta(seconds=safety_age)
-    found = await find_garbage(store, config, queues, cutoff=cutoff, finders=finders)
+    found = await find_garbage(store, config, queues, cutoff=cutoff, finders=finders,
+                               brokers=brokers)
     return await collect(store, found, dry_run=dry_run)

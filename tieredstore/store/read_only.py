@@ -6,7 +6,9 @@ code (:class:`~tieredstore.store.reads.QueueReads`,
 :class:`~tieredstore.store.view.QueueView` of each queue: what is durable
 in the bucket. Inspecting, verifying, tailing or exporting a store a
 broker is writing goes through it. A read at or past the end a queue's view
-saw lists the queue again, so a reader follows a live writer.
+saw lists the queue again, so a reader follows a live writer. It is one
+broker's view (``config.broker``); :class:`~tieredstore.store.cluster.ReadOnlyCluster`
+reads every broker of a cluster, with one of these per broker.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ class ReadOnlyMessageStore(QueueReads):
     :class:`AsyncMessageStore`'s, over what is durable in the bucket. Use :meth:`open`."""
 
     def __init__(self, config: TieredStoreConfig, store: ObjectStore, fetcher: Fetcher, *,
-                 owns_store: bool, codec: RecordCodec | None = None) -> None:
+                 owns_store: bool, codec: RecordCodec | None = None,
+                 owns_fetcher: bool = True) -> None:
         self.config = config
         self.codec = codec
         self.store = store
         self.fetcher = fetcher
         self._owns_store = owns_store
+        self._owns_fetcher = owns_fetcher  # not when a cluster's brokers share one
         self._views: dict[tuple[str, int], QueueView] = {}
         # Views opening, by queue and the log they are opened with (None: their own).
         self._opening: SingleFlight[tuple[str, int, int | None], QueueView] = SingleFlight()
@@ -120,12 +124,14 @@ class ReadOnlyMessageStore(QueueReads):
             raise StoreClosed("the read-only store is closed")
 
     async def close(self) -> None:
-        """Release the fetcher and, if this opened it, the backend. Idempotent."""
+        """Release the fetcher (unless shared) and, if this opened it, the backend.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
         try:
-            await self.fetcher.close()
+            if self._owns_fetcher:
+                await self.fetcher.close()
         finally:
             if self._owns_store:
                 await self.store.close()

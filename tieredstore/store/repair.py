@@ -38,7 +38,7 @@ the active segment and ``min_offset`` is where retention left it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -46,7 +46,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import First, SegmentRecord
-from tieredstore.objectstore.base import ObjectStore
+from tieredstore.objectstore.base import ObjectInfo, ObjectStore
 from tieredstore.segment import (
     ChunkedSegment,
     FileType,
@@ -97,22 +97,35 @@ async def segment_bases(ctx: StoreContext, topic: str, queue_id: int,
                   | {base for base in pieces if base == newest or base not in listed})
 
 
+async def store_keys(store: ObjectStore, config: TieredStoreConfig) -> list[ObjectInfo]:
+    """Every key under ``key_prefix`` (one paged LIST): what
+    :func:`queues_with_segments` finds segments in, for every broker of the
+    cluster at once. List it after loading the logs it goes with."""
+    return await store.list_all(f"{config.key_prefix}/" if config.key_prefix else "")
+
+
 async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig, *,
-                               log: LogSnapshot | None = None
+                               log: LogSnapshot | None = None,
+                               keys: Sequence[ObjectInfo] | None = None
                                ) -> dict[tuple[str, int], int]:
     """Every queue of this cluster and broker that has segments in the bucket, with
     how many: those the broker's log holds pieces of (loaded as a reader loads
     it, first: every byte is in one of the two listings; ``log``: one the
     caller has just loaded), and those with chunks or a merged object (one
-    paged LIST of the whole store prefix). What a writer's open finds, for
-    checks and repair."""
+    paged LIST of the whole store prefix; ``keys``: that listing, made by the
+    caller after loading ``log``, for every broker at once: :func:`store_keys`).
+    What a writer's open finds, for checks and repair."""
     segments: dict[tuple[str, int], set[tuple[FileType, int]]] = {}
     if log is None:
+        if keys is not None:
+            raise ValueError("keys listed before the log was loaded miss bytes compacted "
+                             "in between: load the log first")
         log = await load_log(store, config)
     for queue in log.queues():
         segments[queue] = {(file_type, base) for file_type, base, _ in log.of_queue(*queue)}
-    prefix = f"{config.key_prefix}/" if config.key_prefix else ""
-    for path, listed in group_segments(config.key_prefix, await store.list_all(prefix)).items():
+    if keys is None:
+        keys = await store_keys(store, config)
+    for path, listed in group_segments(config.key_prefix, keys).items():
         if listed.holds_bytes and (path.cluster, path.broker) == (config.cluster, config.broker):
             segments.setdefault((path.topic, path.queue_id), set()).add(
                 (path.file_type, path.base_offset))
@@ -121,9 +134,11 @@ async def queues_with_segments(store: ObjectStore, config: TieredStoreConfig, *,
 
 async def queues_to_rebuild(store: ObjectStore, config: TieredStoreConfig, *,
                             log: LogSnapshot | None = None,
-                            opened: Collection[tuple[str, int]] = ()
+                            opened: Collection[tuple[str, int]] = (),
+                            keys: Sequence[ObjectInfo] | None = None
                             ) -> list[tuple[str, int, str]]:
-    """The queues with segments (:func:`queues_with_segments`, with ``log``) whose
+    """The queues with segments (:func:`queues_with_segments`, with ``log`` and
+    ``keys``) whose
     metadata is lost, with why: ``"no head"``, or ``"every head damaged"`` (none
     can be read). ``opened``: queues whose metadata the caller has just opened,
     not opened again. Read-only: what a writer's open rebuilds, for ``tieredstore
@@ -141,7 +156,7 @@ async def queues_to_rebuild(store: ObjectStore, config: TieredStoreConfig, *,
             return "every head damaged"
         return None
 
-    queues = list(await queues_with_segments(store, config, log=log))
+    queues = list(await queues_with_segments(store, config, log=log, keys=keys))
     return [(topic, queue_id, reason) for (topic, queue_id), reason in zip(
         queues, await gather_bounded(OPEN_CONCURRENCY, why, queues), strict=True) if reason]
 

@@ -1,10 +1,12 @@
 """Whether a topic or queue a reader names is in the store: one check, over the
 store's own listing of its queues (:func:`~tieredstore.store.listed_queues`,
-``ReadOnlyMessageStore.queues()``), for the command line and Spark alike."""
+``ReadOnlyMessageStore.queues()``), for the command line and Spark alike; and
+over a cluster's (``ReadOnlyCluster.queues()``): a topic on a broker the
+reader left out is still unknown to it, and the message names that broker."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 LISTED_AT_MOST = 12  # an unknown name's message lists what exists when it is this short
 
@@ -28,9 +30,33 @@ def unknown_selected(existing: Sequence[tuple[str, int]], topic: str | None,
     return f"unknown queue {where}; {owner} {_shown('queues', [str(q) for q in ids])}"
 
 
+def unknown_in_cluster(existing: Sequence[tuple[str, str, int]], topic: str | None,
+                       queue: int | None = None, *, selected: Collection[str] | None = None,
+                       brokers: Sequence[str] = ()) -> str | None:
+    """:func:`unknown_selected` over ``existing``, a cluster's listing of
+    ``(broker, topic, queue)``, read by the ``selected`` brokers (None: every
+    broker): ``unknown broker 'x'; brokers: a, b`` when a selected broker is
+    not among the cluster's ``brokers``; else what the selected brokers do not
+    hold, with the brokers that hold it when some do."""
+    if selected is not None:
+        missing = [b for b in selected if b not in brokers]
+        if missing:
+            return f"unknown broker {missing[0]!r}; {_shown('brokers', list(brokers))}"
+    chosen = [(t, q) for b, t, q in existing if selected is None or b in selected]
+    problem = unknown_selected(chosen, topic, queue)
+    if problem is None or selected is None:
+        return problem
+    holders = sorted({b for b, t, q in existing if topic in (None, t) and queue in (None, q)})
+    if not holders:
+        return problem
+    which = f"broker {holders[0]} has" if len(holders) == 1 else \
+        f"brokers {', '.join(holders)} have"
+    return f"{problem}; {which} it (brokers read: {', '.join(selected)})"
+
+
 def _shown(what: str, names: Sequence[str]) -> str:
     if not names:
-        return f"the store has no {what}" if what == "topics" else f"no {what}"
+        return f"the store has no {what}" if what != "queues" else f"no {what}"
     if len(names) > LISTED_AT_MOST:
-        return f"{len(names)} {what} (tieredstore inspect topics lists them)"
-    return f"{what}: {', '.join(names)}" if what == "topics" else f"{what} {', '.join(names)}"
+        return f"{len(names)} {what} (tieredstore inspect {what} lists them)"
+    return f"{what}: {', '.join(names)}" if what != "queues" else f"{what} {', '.join(names)}"

@@ -23,7 +23,7 @@ repair``, rebuilds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
@@ -40,7 +40,7 @@ from tieredstore.store.compose import request_prices
 from tieredstore.store.properties import clean_from, index_from
 from tieredstore.store.queue_view import queue_files, reading_fetcher
 from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
-from tieredstore.store.repair import queues_with_segments
+from tieredstore.store.repair import queues_with_segments, store_keys
 from tieredstore.store.scan import QueueScan
 from tieredstore.store.summary import segment_count
 from tieredstore.store.view import (
@@ -73,6 +73,7 @@ class QueueCheck:
     bytes: int = 0
     errors: list[str] = field(default_factory=list)  # "topic/queue: what", the first ones
     error_count: int = 0
+    broker: str = ""  # the broker whose queue it is
 
     @property
     def name(self) -> str:
@@ -207,7 +208,7 @@ async def _plan(store: ObjectStore, config: TieredStoreConfig, topic: str, queue
                 log: LogSnapshot) -> _Planned:
     """Read the queue's metadata (what that raises is raised) and list its consume
     queue, after ``log`` was loaded."""
-    planned = _Planned(QueueCheck(topic, queue_id),
+    planned = _Planned(QueueCheck(topic, queue_id, broker=config.broker),
                        await open_metadata(store, config, topic, queue_id))
     try:
         planned.cq = await _list_file(store, config, planned.check, planned.meta,
@@ -329,43 +330,69 @@ async def _read_the_rest(flat: FlatView, listed: _Listed, reader: _Counted,
 
 async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
                        topic: str | None = None, queue_id: int | None = None,
-                       on_bytes: Callable[[int], None] = lambda n: None) -> VerifyReport:
+                       on_bytes: Callable[[int], None] = lambda n: None,
+                       brokers: Sequence[str] | None = None) -> VerifyReport:
     """:func:`verify_queue` for every queue (or the one named), and the queues
-    whose segments no metadata references; never writes. With ``metrics_port``
+    whose segments no metadata references; never writes. ``brokers``: of these
+    brokers of ``config``'s cluster (None: ``config.broker``), the whole
+    store's keys listed once for all. With ``metrics_port``
     set, ``store``'s requests, bytes and their cost are served there while it
     runs (``tieredstore verify --metrics-port``)."""
+    configs = [config.replace(broker=b) for b in brokers] if brokers is not None else [config]
     if not config.metrics_port:
-        return await _verify_store(store, config, topic, queue_id, on_bytes)
+        return await _verify_brokers(store, configs, topic, queue_id, on_bytes)
     server = MetricsServer.start(
         TieredStoreCollector(store=store.metrics, prices=request_prices(config)),
         config.metrics_host, config.metrics_port)
     try:
-        return await _verify_store(store, config, topic, queue_id, on_bytes)
+        return await _verify_brokers(store, configs, topic, queue_id, on_bytes)
     finally:
         server.stop()
 
 
-async def _verify_store(store: ObjectStore, config: TieredStoreConfig, topic: str | None,
-                        queue_id: int | None, on_bytes: Callable[[int], None]) -> VerifyReport:
-    found = [(t, q) for t, q in await listed_queues(store, config)
-             if (topic is None or t == topic) and (queue_id is None or q == queue_id)]
-    orphans = {key: count for key, count in (await queues_with_segments(store, config)).items()
-               if key not in found and (topic is None or key[0] == topic)
-               and (queue_id is None or key[1] == queue_id)}
+async def _verify_brokers(store: ObjectStore, configs: Sequence[TieredStoreConfig],
+                          topic: str | None, queue_id: int | None,
+                          on_bytes: Callable[[int], None]) -> VerifyReport:
+    """Each broker's queues (heads listed), its log loaded, then one listing of
+    every key (the segments no metadata references, of every broker), then
+    each broker verified."""
+    def chosen(t: str, q: int) -> bool:
+        return (topic is None or t == topic) and (queue_id is None or q == queue_id)
+
+    founds = [[(t, q) for t, q in await listed_queues(store, c) if chosen(t, q)]
+              for c in configs]
+    logs = [await load_log(store, c) for c in configs]
+    keys = await store_keys(store, configs[0]) if configs else []
+    checks: list[QueueCheck] = []
+    for c, found, log in zip(configs, founds, logs, strict=True):
+        segments = await queues_with_segments(store, c, log=log, keys=keys)
+        orphans = {key: count for key, count in segments.items()
+                   if key not in found and chosen(*key)}
+        checks += await _verify_store(store, c, found, orphans, on_bytes)
+    return VerifyReport(sorted(checks, key=lambda c: (c.broker, c.topic, c.queue_id)),
+                        store.metrics.snapshot())
+
+
+async def _verify_store(store: ObjectStore, config: TieredStoreConfig,
+                        found: list[tuple[str, int]], orphans: dict[tuple[str, int], int],
+                        on_bytes: Callable[[int], None]) -> list[QueueCheck]:
+    """One broker's checks: its queues ``found``, and the ``orphans`` whose
+    segments no metadata listed with them references."""
     if orphans:  # a queue created since the first listing has its head by now
         orphans = {key: count for key, count in orphans.items()
                    if key not in set(await listed_queues(store, config))}
     failed: list[QueueCheck] = []
     for (t, q), count in orphans.items():
-        check = QueueCheck(t, q)
+        check = QueueCheck(t, q, broker=config.broker)
         check.error(f"{count} segment(s) in the bucket but no queue metadata references "
                     "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
         failed.append(check)
+
     async def plan(t: str, q: int, log: LogSnapshot) -> _Planned | QueueCheck:
         try:
             return await _plan(store, config, t, q, log)
         except TieredStoreError as exc:  # gone since the listing
-            check = QueueCheck(t, q)
+            check = QueueCheck(t, q, broker=config.broker)
             check.error(f"cannot read the queue's metadata: {exc}")
             return check
 
@@ -388,6 +415,4 @@ async def _verify_store(store: ObjectStore, config: TieredStoreConfig, topic: st
     # what that second look finds is the report (real damage shows again).
     retry = [(c.topic, c.queue_id) for c in checks if c.error_count]
     again = await verify(retry) if retry else []
-    final = [*(c for c in checks if not c.error_count), *again, *failed]
-    return VerifyReport(sorted(final, key=lambda c: (c.topic, c.queue_id)),
-                        store.metrics.snapshot())
+    return [*(c for c in checks if not c.error_count), *again, *failed]
