@@ -465,6 +465,12 @@ class CrossModel(RuleBasedStateMachine):
                     f"the replaced owner's retention at {cutoff} deleted {deleted} segment(s)"
                 event("zombie retention found nothing to delete")
             if gc:
+                # A pass of no safety age stands for one past the safety age: by then
+                # the replaced owner has tried a write and stopped (docs/format.md,
+                # "Deletion": one replaced and paused longer than that is the case
+                # fences no longer stop). Its flush is that write.
+                with contextlib.suppress(*FENCED):
+                    await old.flush()
                 try:
                     report = await old.collect_garbage(safety_age=0)
                 except FENCED:
