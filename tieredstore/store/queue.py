@@ -32,7 +32,7 @@ from tieredstore.segment import FileType
 from tieredstore.store import properties
 from tieredstore.store.arguments import now_ms
 from tieredstore.store.bykey import KeyQuery
-from tieredstore.store.checks import ScanStop, scan_records
+from tieredstore.store.checks import ScanStop
 from tieredstore.store.context import StoreContext
 from tieredstore.store.errors import OffsetError
 from tieredstore.store.flatfile import FlatFile, SegmentStats
@@ -49,6 +49,7 @@ from tieredstore.store.record import (
     tags_hash,
 )
 from tieredstore.store.repair import rebuild_queue
+from tieredstore.store.tail import tail_records, tail_start
 from tieredstore.tasks import PriorityLock
 
 log = logging.getLogger(__name__)
@@ -213,11 +214,11 @@ class OwnedQueue(QueueReading):
 
     async def _redispatch(self) -> None:
         """Append the CQ units of CL records committed after the last unit."""
-        skip_below = 0
+        behind = False
         if self.next_offset > self.min_offset:
             units_end = (await self.units(self.next_offset - 1, self.next_offset))[0].end
         else:  # no unit left to say where the next record is (none yet, or expired)
-            units_end, skip_below = self.cl.first, self.next_offset
+            units_end, behind = self.cl.first, True
         end = self.cl.end
         if units_end > end:
             if self.cl._active.sealed or units_end < self.cl.active_base:
@@ -227,18 +228,23 @@ class OwnedQueue(QueueReading):
             # cannot be read, and nothing new may be written where they were.
             await self.cl.skip_lost(units_end)
             end = self.cl.end
-        position = max(units_end, properties.clean_from(self.meta.properties))
+        start = tail_start(self.next_offset, None if behind else units_end,
+                           first=self.cl.first,
+                           clean_from=properties.clean_from(self.meta.properties))
+        position = start.position
         if position > end:
             raise self._corrupt(f"clean records resume at commit-log byte {position}, past "
                                 f"the commit log's end {end}")
         try:
-            async for found in scan_records(self.cl.read, self.commit_log_segment_end,
-                                            position, end, skip_below=skip_below):
+            async for found in tail_records(self.cl, start, end, codec=self.codec):
                 if isinstance(found, ScanStop):
                     if not found.dead:
                         raise self._corrupt(found.problem)
                     break  # a record cut short by a crash at the very end: dead space
-                self._dispatch_record(found.data, found.position)
+                message = found.message
+                self._pending.add(found.offset, found.unit,
+                                  indexed_keys(message.keys, message.properties))
+                self.next_offset = found.offset + 1
                 position = found.end
         except (IntegrityError, CorruptSegment) as exc:
             # Damage in the bucket: what follows was never in the consume queue
@@ -252,11 +258,6 @@ class OwnedQueue(QueueReading):
         await self.cq.flush()
         if position < end:
             await self.meta.set_properties(properties.clean_from_update(end))
-
-    def _dispatch_record(self, data: bytes | memoryview, position: int) -> None:
-        unit, message = self.unit_and_record(data, position, self.next_offset)
-        self._pending.add(self.next_offset, unit, indexed_keys(message.keys, message.properties))
-        self.next_offset += 1
 
     # --- writing ----------------------------------------------------------------------
 

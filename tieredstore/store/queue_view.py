@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.errors import TieredStoreError
+from tieredstore.errors import TieredStoreError, is_damage
 from tieredstore.fetcher import Fetcher
 from tieredstore.log import LogPath, LogSnapshot
 from tieredstore.metadata import QueueMetadata
@@ -33,6 +33,7 @@ from tieredstore.store.keys import log_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import UNIT_SIZE, CqUnit
 from tieredstore.store.scan import Batch, QueueScan, ScanError
+from tieredstore.store.tail import DurableTail, durable_tail, tail_start
 from tieredstore.store.view import FlatView, PlannedSegments, SegmentView, open_metadata
 
 
@@ -51,6 +52,9 @@ class QueueView(QueueReading):
         self.cl = cl
         self.cq = cq
         self.index = index  # the key index, if the queue has one (listed when first read)
+        # The commit log's records past the consume queue's end (docs/format.md,
+        # "The durable tail"): none until :meth:`open` reads them.
+        self.durable_tail = DurableTail(0)
 
     @classmethod
     async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
@@ -75,12 +79,19 @@ class QueueView(QueueReading):
         has_index = properties.index_from(meta.properties) is not None
         view = cls(topic, queue_id, meta, cl, cq, index=index if has_index else None)
         view.codec = codec or RecordCodec.from_config(config, strict=False)
+        view.durable_tail = await view_tail(cl, cq, codec=view.codec,
+                                            clean_from=view.clean_from)
         return view
 
     @property
     def max_offset(self) -> int:
-        """One past the last offset whose consume-queue unit is durable."""
-        return self.cq.end // UNIT_SIZE
+        """One past the last durable offset: of the consume queue's units, or of
+        the commit log's records past them (:attr:`durable_tail`)."""
+        return max(self.cq.end // UNIT_SIZE, self.durable_tail.end_offset)
+
+    def unstored(self, start: int, end: int) -> list[CqUnit]:
+        """The units derived from the commit log's durable tail."""
+        return self.durable_tail.units_between(start, end)
 
     @property
     def clean_from(self) -> int:
@@ -91,7 +102,31 @@ class QueueView(QueueReading):
         return await super().units(start, min(end, self.max_offset))
 
     async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
-        return [] if self.index is None else await find_entries(self.meta, self.index, q)
+        """The key index's entries, and entries for the durable tail's keyed
+        messages (a queue with no key index: none)."""
+        if self.index is None:
+            return []
+        return await find_entries(self.meta, self.index, q) + self.durable_tail.key_entries(q)
+
+
+async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
+                    clean_from: int) -> DurableTail:
+    """The durable tail past consume queue ``cq`` as listed, up to the end of
+    commit log ``cl`` as listed (docs/format.md, "The durable tail"); none if
+    the last unit cannot be read (damage: reads name it)."""
+    offset = cq.end // UNIT_SIZE
+    units_end: int | None = None
+    if offset > cq.first // UNIT_SIZE:
+        last = QueueScan(cq.topic, cq.queue_id, cl=cl, cq=cq, codec=codec, first=offset - 1,
+                         end=offset)
+        try:
+            units_end = (await last.units())[0].end
+        except TieredStoreError as exc:
+            if not is_damage(exc):
+                raise
+            return DurableTail(offset)
+    start = tail_start(offset, units_end, first=cl.first, clean_from=clean_from)
+    return await durable_tail(cl, start, cl.end, codec=codec)
 
 
 # A log piece of a queue, as plain values (pickled to Spark executors): file type,

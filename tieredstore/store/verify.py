@@ -34,15 +34,16 @@ from tieredstore.metadata import QueueMetadata
 from tieredstore.metrics import MetricsServer, TieredStoreCollector
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentReader, SegmentState
-from tieredstore.store.checks import ScanStop, record_chain, scan_records
+from tieredstore.store.checks import ScanStop, record_chain
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.compose import request_prices
 from tieredstore.store.properties import clean_from, index_from
 from tieredstore.store.queue_view import queue_files, reading_fetcher
-from tieredstore.store.record import UNIT_SIZE, RecordError, decode_record
+from tieredstore.store.record import UNIT_SIZE
 from tieredstore.store.repair import queues_with_segments, store_keys
 from tieredstore.store.scan import QueueScan
 from tieredstore.store.summary import segment_count
+from tieredstore.store.tail import TailStart, tail_records, tail_start
 from tieredstore.store.view import (
     FlatView,
     SegmentView,
@@ -269,10 +270,9 @@ async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Plann
         if scan.record_end is not None or check.max_offset == check.min_offset:
             # No unit read: the tail is found from the first live commit-log byte,
             # past records whose units expired (as recovery finds it).
-            start, behind = ((cl_file.first, True) if scan.record_end is None
-                             else (scan.record_end, False))
-            await _check_tail(cl, check, codec, cl_file, max(start, clean_from(meta.properties)),
-                              behind=behind)
+            await _check_tail(cl, check, codec, cl_file.end, tail_start(
+                check.max_offset, scan.record_end, first=cl_file.first,
+                clean_from=clean_from(meta.properties)))
         for flat, listed in ((cq, cq_file), (cl, cl_file)):
             await _read_the_rest(flat, listed, reader, check)
     finally:
@@ -280,36 +280,24 @@ async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Plann
     return check
 
 
-async def _check_tail(cl: FlatView, check: QueueCheck, codec: RecordCodec | None,
-                      listed: _Listed, position: int, *, behind: bool) -> None:
-    """Records after the last unit: what the next open would re-dispatch
-    (``behind``: ``position`` is not where the last unit's record ends, and
-    records before the consume queue's end are passed over)."""
-    offset, end = check.max_offset, listed.end
-    segment_ends = [v.end for v in listed.live]
-
-    async def segment_end(at: int) -> int:
-        return next((e for e in segment_ends if e > at), end)
-
+async def _check_tail(cl: FlatView, check: QueueCheck, codec: RecordCodec | None, end: int,
+                      start: TailStart) -> None:
+    """Records after the last unit, up to commit-log byte ``end``: what the next
+    open would re-dispatch (:mod:`tieredstore.store.tail`)."""
+    position = start.position
     try:
-        async for found in scan_records(cl.read, segment_end, position, end,
-                                        skip_below=offset if behind else 0):
+        async for found in tail_records(cl, start, end, codec=codec):
             if isinstance(found, ScanStop):
                 if found.dead:  # cut short by a crash at the very end: dead space
                     check.dead_bytes += end - found.position
                 else:
                     check.error(found.problem)
                 return
-            message = decode_record(found.data, check.topic, check.queue_id, codec)
-            if message.offset != offset:
-                check.error(f"commit-log byte {found.position} holds offset "
-                            f"{message.offset}, expected {offset}")
-                return
             check.undispatched += 1
-            offset += 1
             position = found.end
-    except (TieredStoreError, RecordError) as exc:
-        check.error(f"offset {offset} (not yet dispatched): commit-log byte {position}: {exc}")
+    except TieredStoreError as exc:
+        check.error(f"offset {start.offset + check.undispatched} (not yet dispatched): "
+                    f"commit-log byte {position}: {exc}")
 
 
 async def _read_the_rest(flat: FlatView, listed: _Listed, reader: _Counted,

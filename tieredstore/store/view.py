@@ -11,9 +11,10 @@ broker's log objects: a view loads a :class:`LogSnapshot` (the log listed and
 its indexes read) before it lists any segment, and open segments continue
 with their pieces.
 
-They see what is durable in the bucket: units a live writer still holds in
-memory, and commit-log records a crashed writer had not yet dispatched to the
-consume queue (the next open re-dispatches them), are not in ``max_offset``.
+They see what is durable in the bucket. Past the consume queue's end, a
+:class:`~tieredstore.store.queue_view.QueueView` reads the commit log's
+records that a live writer has not dispatched yet, or a crashed one never
+did (the durable tail, :mod:`tieredstore.store.tail`).
 """
 
 from __future__ import annotations

@@ -38,9 +38,11 @@ class PoolOptions:
     2.1x). What it costs: held bytes become durable, their messages visible
     to other processes reading the bucket and their offsets part of
     ``commit_offset``, up to ``chunk_wait`` after their append instead of one
-    ``group_commit_interval`` (a busy queue's consume-queue units, held as
+    ``group_commit_interval`` (a busy queue's consume-queue units are held as
     long when no log object is written anyway, up to ``chunk_wait`` after
-    their records landed: see :meth:`UploadBufferPool._interval_passed`); a
+    their records landed, see :meth:`UploadBufferPool._interval_passed`;
+    readers in other processes do not wait for them, they read the commit
+    log's durable tail: docs/format.md, "The durable tail"); a
     crash loses up to that much of what was appended and not flushed. The host's
     own reads see the bytes at once (they are read from the pool), and
     ``flush()``, a roll and ``close()`` never wait (they make every byte due;

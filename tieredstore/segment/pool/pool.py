@@ -100,8 +100,9 @@ class UploadBufferPool:
         queue's make no log object of their own while its commit log waits for
         its chunk; but they ride a group commit that writes a log object
         anyway (a commit log's bytes go into it), where holding them would
-        save nothing and only delay other processes' reads (quiet queues). And
-        they start no group commit of their own while a commit log's bytes are
+        save nothing and only make a longer tail for other processes' reads to
+        walk (quiet queues). And they start no group commit of their own while
+        a commit log's bytes are
         buffered: those make one within an interval, and the derived bytes go
         with it. Else each dispatch (its interval starts when the records
         land, out of step with the commit log's) would start one more group
