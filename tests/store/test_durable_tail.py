@@ -1,0 +1,131 @@
+"""Durable means readable without a writer: a read-only view reads the commit
+log's records past the consume queue's end (docs/format.md, "The durable tail")."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from tests.store.conftest import KiB, small_config
+from tests.store.tail_writer import QUEUE, TOPIC, body, config
+from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore
+from tieredstore.store import (
+    UNIT_SIZE,
+    AsyncMessageStore,
+    ReadOnlyCluster,
+    ReadOnlyMessageStore,
+    verify_queue,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_SECONDS = 2.0
+# A consume-queue chunk of 64 KiB holds 3,276 units: chunk_wait holds that many
+# behind the commit log, whose chunks land every 64 KiB of records.
+WRITER = {"chunk_size": 64 * KiB, "direct_commit_size": 64 * KiB}
+
+
+def run_and_kill(root: Path) -> list[int]:
+    """Run the log-mode writer, SIGKILL it after a while; the commit offsets it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.store.tail_writer", str(root),
+                             repr(WRITER).replace("'", '"')],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "OPEN"
+        said: list[int] = []
+        deadline = time.monotonic() + RUN_SECONDS
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("C "):
+                said.append(int(line.split()[1]))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return said
+
+
+async def test_a_sigkilled_writers_commit_offset_is_readable_without_a_writer(
+        tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    said = run_and_kill(root)
+    assert said and said[-1] > 0, f"the writer printed no commit offset: {said}"
+    committed = said[-1]
+    async with await ReadOnlyMessageStore.open(config(str(root), **WRITER)) as reader:
+        view = await reader.queue(TOPIC, QUEUE)
+        units = view.cq.end // UNIT_SIZE
+        # The consume queue ends before commit_offset: the rest is the commit log's tail.
+        assert units < committed, f"consume queue {units}, commit_offset {committed}"
+        top = await reader.max_offset(TOPIC, QUEUE)
+        assert top >= committed, f"read-only max {top}, commit_offset {committed}"
+        offset = 0
+        while offset < committed:
+            for m in await reader.get(TOPIC, QUEUE, offset, max_count=1000):
+                assert (m.offset, m.body) == (offset, body(offset)), f"offset {offset}"
+                offset += 1
+    async with await ReadOnlyCluster.open(config(str(root), **WRITER)) as cluster:
+        broker = cluster.broker(cluster.config.broker)
+        assert await broker.max_offset(TOPIC, QUEUE) == top
+    # verify walks the same tail: every record past the units checked, none wrong.
+    store = LocalObjectStore(root, fsync=False)
+    try:
+        check = await verify_queue(store, config(str(root), **WRITER), TOPIC, QUEUE)
+    finally:
+        await store.close()
+    assert check.errors == [], check.errors
+    assert (check.max_offset, check.messages + check.undispatched) == (units, top)
+
+
+T0 = 1_700_000_000_000
+
+
+async def _settled(read: Callable[[], Awaitable[int]]) -> int:
+    """``read()`` once it stopped changing for a few group commits."""
+    last, same = -1, 0
+    while same < 10:
+        await asyncio.sleep(0.02)
+        got = await read()
+        last, same = got, same + 1 if got == last else 0
+    return last
+
+
+async def test_a_view_reads_to_the_writers_commit_offset_while_the_consume_queue_trails(
+        ) -> None:
+    """A live writer whose records landed and whose units wait (``chunk_wait``):
+    a read-only view's max_offset is the writer's commit_offset, and its gets,
+    tag filters, time look-ups and key queries find the records past the units."""
+    backend = MemoryObjectStore()
+    cfg = small_config(write_mode="log", chunk_size=4 * KiB, direct_commit_size=4 * KiB,
+                       chunk_wait=60.0, consume_queue_max_size=64 * KiB,
+                       index_max_size=64 * KiB, gc_interval=0, retention_interval=0)
+    writer = await AsyncMessageStore.open(cfg, store=backend)
+    try:
+        count = 300
+        for i in range(count):
+            await writer.append(TOPIC, QUEUE, b"m%d-" % i + bytes(100), tags="odd" if i % 2
+                                else "even", keys=[f"k{i}"], timestamp=T0 + i)
+        # Idle now: the last records, short of a chunk, wait out chunk_wait.
+        committed = await _settled(lambda: writer.commit_offset(TOPIC, QUEUE))
+        async with await ReadOnlyMessageStore.open(cfg, store=backend) as reader:
+            view = await reader.queue(TOPIC, QUEUE)
+            units = view.cq.end // UNIT_SIZE
+            assert units < committed, f"the consume queue holds {units} of {committed}"
+            assert await reader.max_offset(TOPIC, QUEUE) == committed
+            tail = range(units, committed)
+            got = await reader.get(TOPIC, QUEUE, units, max_count=count)
+            assert [(m.offset, m.body) for m in got] == [(i, b"m%d-" % i + bytes(100))
+                                                         for i in tail]
+            odd = await reader.get_by_tags(TOPIC, QUEUE, units, "odd", max_count=count)
+            assert [m.offset for m in odd.messages] == [i for i in tail if i % 2]
+            last = committed - 1
+            assert await reader.offset_for_time(TOPIC, QUEUE, T0 + last) == last
+            assert [m.offset for m in await reader.query_by_key(TOPIC, f"k{last}")] == [last]
+            assert await writer.commit_offset(TOPIC, QUEUE) == committed
+    finally:
+        await writer.close()
