@@ -13,12 +13,17 @@ from pathlib import Path
 
 from tests.store.conftest import KiB, small_config
 from tests.store.tail_writer import QUEUE, TOPIC, body, config
-from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore
+from tieredstore.config import TieredStoreConfig
+from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectStore
+from tieredstore.segment import DirectReader
+from tieredstore.spark.plan import NO_END, plan_read
+from tieredstore.spark.selection import Selection
 from tieredstore.store import (
     UNIT_SIZE,
     AsyncMessageStore,
     ReadOnlyCluster,
     ReadOnlyMessageStore,
+    scan_planned,
     verify_queue,
 )
 
@@ -127,5 +132,23 @@ async def test_a_view_reads_to_the_writers_commit_offset_while_the_consume_queue
             assert await reader.offset_for_time(TOPIC, QUEUE, T0 + last) == last
             assert [m.offset for m in await reader.query_by_key(TOPIC, f"k{last}")] == [last]
             assert await writer.commit_offset(TOPIC, QUEUE) == committed
+        # Spark's planned read: the active slice goes on with the tail.
+        assert await _planned_offsets(backend, cfg) == list(range(committed))
     finally:
         await writer.close()
+
+
+async def _planned_offsets(backend: ObjectStore, cfg: TieredStoreConfig) -> list[int]:
+    """Every offset a Spark read of the store plans and reads (its slices, as its
+    tasks scan them)."""
+    found: list[int] = []
+    for part in await plan_read(backend, cfg, Selection()):
+        first = max(part.first_offset, part.cq_base // UNIT_SIZE)
+        end = None if part.last_offset == NO_END else part.last_offset + 1
+        async for batch in scan_planned(cfg, part.topic, part.queue_id, first=first, end=end,
+                                        cq_segments=((part.cq_base, part.cq_size),),
+                                        cl_segments=part.cl_segments,
+                                        log_pieces=part.log_pieces,
+                                        on=(backend, DirectReader(backend))):
+            found += [m.offset for m in batch.messages]
+    return found

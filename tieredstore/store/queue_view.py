@@ -199,7 +199,9 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
     (a store and a reader) or on a store and fetcher of its own (a Spark task).
     A plan that reaches an open segment reads its pieces in the broker's log
     too: ``log_pieces``, taken when the plan was made (None: loaded here),
-    before any segment is listed. ``columns``: batches of
+    before any segment is listed. A plan that ends at the active consume-queue
+    segment (``end`` None) goes on with the commit log's durable tail
+    (:func:`view_tail`). ``columns``: batches of
     :class:`~tieredstore.store.columns.Columns` (see :class:`QueueScan`)."""
     if on is None:
         async with open_reading(config) as opened:
@@ -220,7 +222,26 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
             raise ScanError(topic, queue_id, first, f"consume queue: {exc}") from exc
     cl, cq = queue_files(store, config, topic, queue_id, log=log, reader=reader,
                          records=(PlannedSegments(cl_segments), PlannedSegments(cq_segments)))
+    codec = RecordCodec.from_config(config, strict=False)
     scan = QueueScan(topic, queue_id, cl=cl, cq=cq, first=first, end=end, wants=wants,
-                     codec=RecordCodec.from_config(config, strict=False), columns=columns)
+                     codec=codec, columns=columns)
     async for batch in scan.batches():
         yield batch
+    if end is not None or all(size is not None for _, size in cq_segments) \
+            or cq.end <= cq.first:
+        return
+    # The active slice goes on with the commit log's durable tail: from where its
+    # last unit's record ends (a slice whose active segment holds no unit yet
+    # has none to start from: the next plan reads those records). The plan
+    # carries no ``clean_from``: past dead space the tail ends until the units land.
+    # The consume queue may have been listed again meanwhile (a read past its
+    # end, a merge): its units up to the tail first.
+    tail = await view_tail(cl, cq, codec=codec, clean_from=0)
+    at = max(first, scan.next_offset)
+    for rest in (QueueScan(topic, queue_id, cl=cl, cq=cq, first=at, end=max(at, tail.first),
+                           wants=wants, codec=codec, columns=columns),
+                 QueueScan(topic, queue_id, cl=cl, cq=cq, first=max(at, tail.first),
+                           end=tail.end_offset, wants=wants, codec=codec, columns=columns,
+                           unstored=tail.units_between)):
+        async for batch in rest.batches():
+            yield batch
