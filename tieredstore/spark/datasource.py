@@ -38,7 +38,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -237,6 +243,24 @@ class TieredStoreDataSource(Source):
     """Short name ``tieredstore``. Options: see :mod:`tieredstore.spark`."""
 
     format_name, columns = FORMAT_NAME, SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("tieredstore")``: see :mod:`tieredstore.spark.stream`."""
+        from tieredstore.spark.stream import (  # here: it imports this module
+            STREAM_OPTIONS,
+            TieredStoreStreamReader,
+            stream_options,
+        )
+
+        options = lower_options(dict(self.options))
+        streaming = stream_options(options)
+        config = self.store_config(options, skip=SELECTION_OPTIONS | STREAM_OPTIONS)
+        selection = selection_from_options(options)
+        reader = TieredStoreReader(
+            config, selection,
+            messages_per_partition=int_option(options, "messages_per_partition", 0),
+            batch_rows=int_option(options, "batch_rows", BATCH_ROWS, lo=1))
+        return TieredStoreStreamReader(config, selection, reader=reader, **streaming)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = lower_options(dict(self.options))
