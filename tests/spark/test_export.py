@@ -33,6 +33,7 @@ from tieredstore.store import MessageStore
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DAY_MS = 86_400_000
+B0 = "broker-0"  # the stores' one broker
 FIRST = 100  # per queue: one sealed consume-queue segment of 64 and a tail of 36
 
 
@@ -77,16 +78,17 @@ def test_export_twice_appends_only_the_new_messages(spark: Any, tmp_path: Path,
     assert_each_once(spark, out, built)
     files_first = visible_files(out)
     assert {f.rsplit("/", 1)[0] for f in files_first} == {
-        "topic=orders/date=2023-11-14", "topic=audit/date=2023-11-14"}
+        "broker=broker-0/topic=orders/date=2023-11-14",
+        "broker=broker-0/topic=audit/date=2023-11-14"}
     table = spark.read.parquet(str(out))
     assert table.columns == ["queue_id", "offset", "store_timestamp", "keys", "tags",
-                             "properties", "body", "topic", "date"]
+                             "properties", "body", "broker", "topic", "date"]
 
     # 60 more per queue, a day later: the consume queue rolls at 128 (segment 2).
     append_more(built, 60)
     second = jobs.export(spark, built.options, str(out))
     assert (second.rows, second.sequence) == (len(QUEUES) * 60, 2)
-    assert second.ranges == tuple(sorted((t, q, FIRST, FIRST + 60) for t, q in QUEUES))
+    assert second.ranges == tuple(sorted((B0, t, q, FIRST, FIRST + 60) for t, q in QUEUES))
     assert visible_files(out) > files_first, "the first run's files were not kept as they were"
     assert_each_once(spark, out, built)
 
@@ -107,9 +109,9 @@ def test_export_twice_appends_only_the_new_messages(spark: Any, tmp_path: Path,
     # A topic selected alone moves on alone; the others' offsets are kept.
     append_more(built, 5, day=2)
     third = jobs.export(spark, built.options, str(out), jobs.Filters(topics=("audit",)))
-    assert third.ranges == (("audit", 0, FIRST + 60, FIRST + 65),)
+    assert third.ranges == ((B0, "audit", 0, FIRST + 60, FIRST + 65),)
     fourth = jobs.export(spark, built.options, str(out))
-    assert {r[:2] for r in fourth.ranges} == {("orders", 0), ("orders", 1), ("orders", 2)}
+    assert {r[1:3] for r in fourth.ranges} == {("orders", 0), ("orders", 1), ("orders", 2)}
     assert_each_once(spark, out, built)
 
 
@@ -124,10 +126,10 @@ def test_a_run_exports_up_to_the_ends_it_took_at_its_start(spark: Any,
             append_more(built, 30)
 
     first = jobs.export(spark, built.options, str(out), on_step=append_once_bounded)
-    assert first.ranges == (("t", 0, 0, FIRST), ("t", 1, 0, FIRST))
+    assert first.ranges == ((B0, "t", 0, 0, FIRST), (B0, "t", 1, 0, FIRST))
     assert len(table_rows(spark, out)) == 2 * FIRST
     second = jobs.export(spark, built.options, str(out))
-    assert second.ranges == (("t", 0, FIRST, FIRST + 30), ("t", 1, FIRST, FIRST + 30))
+    assert second.ranges == ((B0, "t", 0, FIRST, FIRST + 30), (B0, "t", 1, FIRST, FIRST + 30))
     assert_each_once(spark, out, built)
 
 
@@ -225,14 +227,14 @@ def test_the_reader_reads_each_queue_in_its_own_range(spark: Any,
     """Option ``queue_offsets`` (what export reads with): only the queues it names,
     each within its own offsets, across sealed segments and the tail."""
     ranges = [["orders", 1, 60, 200], ["audit", 0, 0, 3], ["orders", 2, 219, 220]]
-    df = spark.read.format("tieredstore").options(**merged_store.options,
-                                                  queue_offsets=json.dumps(ranges)).load()
+    df = spark.read.format("tieredstore").options(
+        **merged_store.options, queue_offsets=json.dumps([[B0, *r] for r in ranges])).load()
     want = sorted(r for t, q, lo, hi in ranges
                   for r in merged_store.rows(topic=t, queue_id=q, lo=lo, hi=hi))
     assert_same(rows_of(df), want)
     with pytest.raises(Exception, match=r"queue_offsets.*JSON list"):
         spark.read.format("tieredstore").options(**merged_store.options,
-                                                 queue_offsets='[["t", 0, 1]]').load().count()
+                                                 queue_offsets='[["t", 0, 1, 2]]').load().count()
 
 
 def test_a_table_whose_path_has_a_space_or_percent_gets_its_rows(spark: Any,

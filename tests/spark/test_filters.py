@@ -70,7 +70,7 @@ def passes(f: sd.Filter, row: Row) -> bool:
 
 
 def wanted(selection: Selection, row: Row) -> bool:
-    return selection.wants_queue(row[0], row[1]) and selection.wants(row[2], row[3])
+    return selection.wants_queue("broker-0", row[0], row[1]) and selection.wants(row[2], row[3])
 
 
 @given(st.lists(filters(), max_size=4), rows)
@@ -154,11 +154,13 @@ def test_the_planning_reader_pushes_nothing_keeps_nothing_and_warns(
 
 
 def test_intersect_keeps_per_queue_offsets_and_narrows_them() -> None:
-    per_queue = selection_from_options({"queue_offsets": '[["a", 0, 5, 50], ["a", 1, 0, 9]]'})
+    per_queue = selection_from_options(
+        {"queue_offsets": '[["b", "a", 0, 5, 50], ["b", "a", 1, 0, 9]]'})
     narrowed = per_queue.intersect(selection_from_filters([sd.GreaterThanOrEqual(("offset",), 7)]))
     assert narrowed.queue_offsets == per_queue.queue_offsets
-    assert narrowed.for_queue("a", 0).offsets == Span(7, 49)  # closed: offsets 7..49
-    assert narrowed.for_queue("a", 1).offsets == Span(7, 8)
-    both = per_queue.intersect(selection_from_options({"queue_offsets": '[["a", 0, 10, 99]]'}))
-    assert both.queue_offsets is not None and set(both.queue_offsets) == {("a", 0)}
-    assert both.queue_offsets["a", 0] == Span(10, 49)
+    assert narrowed.for_queue("b", "a", 0).offsets == Span(7, 49)  # closed: offsets 7..49
+    assert narrowed.for_queue("b", "a", 1).offsets == Span(7, 8)
+    both = per_queue.intersect(
+        selection_from_options({"queue_offsets": '[["b", "a", 0, 10, 99]]'}))
+    assert both.queue_offsets is not None and set(both.queue_offsets) == {("b", "a", 0)}
+    assert both.queue_offsets["b", "a", 0] == Span(10, 49)

@@ -38,8 +38,9 @@ def test_export_writes_parquet_that_reads_back(spark: Any, merged_store: BuiltSt
     want = merged_store.rows(topic="orders")
     assert written.rows == len(want)
     back = spark.read.parquet(str(out))
-    assert sorted(back.columns) == sorted(["topic", "queue_id", "offset", "store_timestamp",
-                                           "keys", "tags", "properties", "body", "date"])
+    assert sorted(back.columns) == sorted(["topic", "broker", "queue_id", "offset",
+                                           "store_timestamp", "keys", "tags", "properties",
+                                           "body", "date"])
     assert_same(rows_of(back), want)
 
 

@@ -48,11 +48,12 @@ def test_times_from_datetimes_strings_and_millis_as_the_store_reads_them() -> No
 
 def test_options_select_from_inclusive_to_exclusive() -> None:
     sel = selection_from_options({"topic": "a, b", "queue_id": "1,3", "offset_from": "10",
-                                  "offset_to": "20", "time_from": "1000", "time_to": "2000"})
-    assert sel.topics == {"a", "b"} and sel.queue_ids == {1, 3}
+                                  "offset_to": "20", "time_from": "1000", "time_to": "2000",
+                                  "broker": "b1, b2"})
+    assert sel.topics == {"a", "b"} and sel.queue_ids == {1, 3} and sel.brokers == {"b1", "b2"}
     assert sel.offsets == Span(10, 19) and sel.times_ms == Span(1000, 1999)
-    assert sel.wants_queue("a", 3) and not sel.wants_queue("a", 2)
-    assert not sel.wants_queue("c", 1)
+    assert sel.wants_queue("b1", "a", 3) and not sel.wants_queue("b1", "a", 2)
+    assert not sel.wants_queue("b2", "c", 1) and not sel.wants_queue("b3", "a", 3)
     assert sel.wants(19, 1999) and not sel.wants(20, 1500) and not sel.wants(15, 2000)
 
 
@@ -66,15 +67,15 @@ def test_bad_options_name_their_key(options: dict[str, str], key: str) -> None:
 
 def test_a_queue_named_twice_in_queue_offsets_is_refused_not_narrowed_to_one_range() -> None:
     """Two ranges for one queue: the reader read only the last one, silently."""
-    with pytest.raises(ConfigError, match=r"queue_offsets.*'t'/0 more than once"):
-        selection_from_options({"queue_offsets": '[["t", 0, 0, 5], ["t", 0, 10, 20]]'})
+    with pytest.raises(ConfigError, match=r"queue_offsets.*b/t/0 more than once"):
+        selection_from_options({"queue_offsets": '[["b", "t", 0, 0, 5], ["b", "t", 0, 10, 20]]'})
 
 
 def test_contradicting_options_select_nothing() -> None:
     for options in ({"offset_from": "9", "offset_to": "3"},
                     {"time_from": "2000", "time_to": "2000"}):
         sel = selection_from_options(options)
-        assert sel.empty and not sel.wants_queue("a", 0), options
+        assert sel.empty and not sel.wants_queue("b", "a", 0), options
 
 
 def test_segments_are_kept_when_they_may_hold_a_wanted_message() -> None:

@@ -4,6 +4,7 @@ visible, and what the next run makes of it. Files stand in for a run's Parquet."
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +44,7 @@ def staged_run(table: Table, last: Commit | None = None) -> Commit:
     run = new_run_id()
     stage(table, run)
     assert table.staged_files(run) == sorted(FILES)
-    return next_commit(last, run, "p/c/b", ranges=(("a", 0, 0, 5), ("b", 0, 0, 2)),
+    return next_commit(last, run, "p/c", ranges=(("b0", "a", 0, 0, 5), ("b0", "b", 0, 0, 2)),
                        files=table.staged_files(run), rows=7)
 
 
@@ -57,7 +58,8 @@ def test_a_run_shows_nothing_before_its_commit_and_all_after(tmp_path: Path) -> 
         assert visible(tmp_path) == set(FILES)
         assert not table.staging(commit.run).exists()
         assert table.last_commit() == commit
-        assert commit.next_offset("a", 0) == 5 and commit.next_offset("c", 0) is None
+        assert commit.next_offset("b0", "a", 0) == 5 and commit.next_offset("b0", "c", 0) is None
+        assert commit.next_offset("b1", "a", 0) is None
 
 
 def test_the_next_run_rolls_a_committed_run_forward(tmp_path: Path) -> None:
@@ -173,7 +175,7 @@ def test_a_run_killed_at_any_filesystem_call_then_recovery_killed_at_any_shows_e
             last = table.recover()
             run_id = new_run_id()
             stage(table, run_id, files)
-            commit = next_commit(last, run_id, "s", ranges=(("a", 0, 0, 1),),
+            commit = next_commit(last, run_id, "s", ranges=(("b0", "a", 0, 0, 1),),
                                  files=table.staged_files(run_id), rows=len(files))
             table.commit(commit)
             table.publish(commit)
@@ -250,3 +252,15 @@ def test_a_commit_is_linked_only_once_its_files_are_durable(
                 assert str(parent) in after, parent
                 if parent == tmp_path:
                     break
+
+
+def test_a_table_of_one_brokers_format_is_refused_naming_what_to_do(tmp_path: Path) -> None:
+    """Format 1 kept one broker's offsets in a topic=/date= layout: continuing it
+    would mix layouts, so the table is refused and a new one asked for."""
+    (tmp_path / "_commits").mkdir()
+    (tmp_path / "_commits" / f"{1:020d}.json").write_text(json.dumps({
+        "version": 1, "sequence": 1, "run": "r", "source": "local:/s/p/c/b", "created": "",
+        "rows": 1, "offsets": {"a": {"0": 1}}, "ranges": [["a", 0, 0, 1]], "files": []}))
+    with Table.locked(tmp_path) as table, pytest.raises(
+            TableError, match=r"format 1.*keyed by broker; export into a new table"):
+        table.recover()

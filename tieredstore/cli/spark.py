@@ -16,14 +16,18 @@ need only Python and Spark. ``pack [--cache-dir DIR]`` builds that pack
 own script) with it. Needs the ``spark`` extra (``pip install
 'tieredstore[spark]'``). Exit status 1 if a job found a problem.
 
-``--json`` documents: ``verify``: ``{"queues": [{"topic", "queue",
+``--broker`` narrows the jobs to those brokers (``a`` or ``a,b``; default:
+every broker of the cluster; ``compact`` works on one broker, the one named
+or configured).
+
+``--json`` documents: ``verify``: ``{"queues": [{"broker", "topic", "queue",
 "segments", "messages", "first_offset", "next_offset" (offsets
 [first, next)), "ok", "problems"}], "ok"}``; ``stats``: ``{"queues":
-[{"topic", "queue", "messages", "min_offset", "max_offset", "commitlog_bytes",
+[{"broker", "topic", "queue", "messages", "min_offset", "max_offset", "commitlog_bytes",
 "consumequeue_bytes", "index_bytes", "segments", "chunks",
 "unmerged_segments", "oldest", "newest" (ISO 8601), "error"}]}``; ``export``:
-``{"table", "rows", "sequence" (null: nothing new), "exported": [{"topic",
-"queue", "first_offset", "end_offset"}], "trimmed": [the same, removed by
+``{"table", "rows", "sequence" (null: nothing new), "exported": [{"broker",
+"topic", "queue", "first_offset", "end_offset"}], "trimmed": [the same, removed by
 retention before export]}``; ``compact``: ``{"segments": [{"topic", "queue",
 "file_type", "base_offset", "state", "chunks", "merged", "parts",
 "bytes_copied", "bytes_reuploaded", "error"}], "skipped": [...], "merged"}``;
@@ -49,7 +53,7 @@ from .common import (
     EXIT_USAGE,
     CliError,
     add_take_over,
-    check_selected,
+    check_in_cluster,
     config_path,
     describe_error,
     existing,
@@ -57,7 +61,7 @@ from .common import (
     offsets,
     open_existing_store,
     print_json,
-    read_only_store,
+    read_only_cluster,
     resolve_config,
 )
 
@@ -156,15 +160,14 @@ def store_options(args: argparse.Namespace) -> dict[str, str]:
 
 async def check_selection(args: argparse.Namespace, topics: Sequence[str],
                           queues: Sequence[int]) -> None:
-    """Every topic and queue named is in the store (its own listing), else
-    :class:`~tieredstore.cli.common.UnknownQueue`."""
-    async with await read_only_store(args) as store:
-        existing = await store.queues()
-    for topic in topics:
-        check_selected(existing, topic)
-    selected = [(t, q) for t, q in existing if not topics or t in topics]
-    for queue in queues:
-        check_selected(selected, topics[0] if len(topics) == 1 else None, queue)
+    """Every broker (``--broker``), topic and queue named is in the cluster (on the
+    brokers selected), else :class:`~tieredstore.cli.common.UnknownQueue`."""
+    async with await read_only_cluster(args) as cluster:
+        await check_in_cluster(cluster)
+        for topic in topics:
+            await check_in_cluster(cluster, topic)
+        for queue in queues:
+            await check_in_cluster(cluster, topics[0] if len(topics) == 1 else None, queue)
 
 
 async def refuse_live_brokers(args: argparse.Namespace, brokers: Sequence[str]) -> None:
@@ -189,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     options = store_options(args)
     jobs.check_options(options)  # a mistyped --option: before Spark starts
     topics, queues = split(args.topic), queue_ids(args.queue)
-    if topics or queues:
+    if topics or queues or args.broker is not None:
         sync.run(check_selection(args, topics, queues))
     filters = jobs.Filters(tuple(topics), tuple(queues))
     if args.job == "compact" and not args.dry_run and not args.take_over:
@@ -243,9 +246,9 @@ def run_pack(args: argparse.Namespace) -> int:
 # --- rendering ------------------------------------------------------------------------
 
 
-def _ranges(ranges: Sequence[tuple[str, int, int, int]]) -> list[dict[str, Any]]:
-    return [{"topic": t, "queue": q, "first_offset": a, "end_offset": b}
-            for t, q, a, b in ranges]
+def _ranges(ranges: Sequence[tuple[str, str, int, int, int]]) -> list[dict[str, Any]]:
+    return [{"broker": b, "topic": t, "queue": q, "first_offset": lo, "end_offset": hi}
+            for b, t, q, lo, hi in ranges]
 
 
 def show_export(args: argparse.Namespace, result: Any) -> int:
@@ -253,9 +256,9 @@ def show_export(args: argparse.Namespace, result: Any) -> int:
         print_json({"table": result.table, "rows": result.rows, "sequence": result.sequence,
                     "exported": _ranges(result.ranges), "trimmed": _ranges(result.trimmed)})
         return EXIT_OK
-    for topic, queue_id, lost, first in result.trimmed:
-        print(f"{topic}/{queue_id}: offsets {offsets(lost, first)} were removed by retention "
-              "before they were exported")
+    for broker, topic, queue_id, lost, first in result.trimmed:
+        print(f"{broker}/{topic}/{queue_id}: offsets {offsets(lost, first)} were removed by "
+              "retention before they were exported")
     if result.sequence is None:
         print(f"nothing new to export to {result.table}")
         return EXIT_OK
@@ -267,15 +270,16 @@ def show_export(args: argparse.Namespace, result: Any) -> int:
 def show_verify(args: argparse.Namespace, reports: Sequence[Any]) -> int:
     ok = all(r.ok for r in reports)
     if args.json:
-        print_json({"queues": [{"topic": r.topic, "queue": r.queue_id, "segments": r.segments,
+        print_json({"queues": [{"broker": r.broker, "topic": r.topic, "queue": r.queue_id,
+                                "segments": r.segments,
                                 "messages": r.messages, "first_offset": r.first_offset,
                                 "next_offset": r.next_offset, "ok": r.ok,
                                 "problems": list(r.problems)} for r in reports], "ok": ok})
         return EXIT_OK if ok else EXIT_FAILED
-    print(f"{'queue':<30} {'segments':>8} {'messages':>10} {'offsets':>20}  verdict")
+    print(f"{'queue':<40} {'segments':>8} {'messages':>10} {'offsets':>20}  verdict")
     for r in reports:
         verdict = "ok" if r.ok else f"{len(r.problems)} problem(s)"
-        print(f"{r.topic + '/' + str(r.queue_id):<30} {r.segments:>8} {r.messages:>10} "
+        print(f"{f'{r.broker}/{r.topic}/{r.queue_id}':<40} {r.segments:>8} {r.messages:>10} "
               f"{offsets(r.first_offset, r.next_offset):>20}  {verdict}")
     for r in reports:
         for problem in r.problems:
@@ -296,16 +300,16 @@ def show_stats(args: argparse.Namespace, rows: Sequence[Any]) -> int:
     if args.json:
         print_json({"queues": [_row(r) for r in rows]})
         return EXIT_FAILED if bad else EXIT_OK
-    print(f"{'queue':<30} {'messages':>10} {'offsets':>20} {'cl bytes':>12} {'segments':>8} "
+    print(f"{'queue':<40} {'messages':>10} {'offsets':>20} {'cl bytes':>12} {'segments':>8} "
           f"{'chunks':>7} {'unmerged':>8}  oldest .. newest")
     for r in rows:
-        name = f"{r.topic}/{r.queue_id}"
+        name = f"{r.broker}/{r.topic}/{r.queue_id}"
         if r.error is not None:
-            print(f"{name:<30} {r.error}")
+            print(f"{name:<40} {r.error}")
             continue
         times = f"{r.oldest:%Y-%m-%d %H:%M:%S} .. {r.newest:%Y-%m-%d %H:%M:%S}" \
             if r.oldest is not None else "-"
-        print(f"{name:<30} {r.messages:>10} {offsets(r.min_offset, r.max_offset):>20} "
+        print(f"{name:<40} {r.messages:>10} {offsets(r.min_offset, r.max_offset):>20} "
               f"{r.commitlog_bytes:>12} {r.segments:>8} {r.chunks:>7} "
               f"{r.unmerged_segments:>8}  {times}")
     print(f"{len(rows)} queue(s), {sum(r.messages or 0 for r in rows)} messages"

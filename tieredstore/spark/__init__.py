@@ -6,28 +6,31 @@ Reading::
     spark = get_session()                        # local[*] on loopback
     df = spark.read.format("tieredstore").option("path", "/data/store").load()
 
-Columns: ``topic`` string, ``queue_id`` int, ``offset`` long, ``store_timestamp``
-timestamp, ``keys`` array<string>, ``tags`` string (null: none),
-``properties`` map<string,string>, ``body`` binary.
+Columns: ``topic`` string, ``broker`` string, ``queue_id`` int, ``offset``
+long, ``store_timestamp`` timestamp, ``keys`` array<string>, ``tags`` string
+(null: none), ``properties`` map<string,string>, ``body`` binary. Every
+broker of the store's cluster is read (a queue is ``(broker, topic,
+queue_id)``, a row's identity ``(broker, topic, queue_id, offset)``).
 
 Options. The store: ``path`` (the local backend's directory), or
 ``backend=s3`` with ``bucket``, ``endpoint``, ``region``, ``access_key_id``,
-``secret_access_key``, ``addressing_style``; ``cluster``, ``broker``,
-``key_prefix``; ``config`` (a TOML file); any other config key by its name.
+``secret_access_key``, ``addressing_style``; ``cluster``, ``key_prefix``;
+``config`` (a TOML file); any other config key by its name.
 An option that is none of these nor one below is an error naming it and the
 known option it most resembles (``topik``: did you mean ``topic``?).
-The selection, exact: ``topic`` and ``queue_id`` (comma-separated lists),
+The selection, exact: ``broker``, ``topic`` and ``queue_id`` (comma-separated
+lists; ``broker`` selects brokers of the cluster, not a store config),
 ``offset_from`` (inclusive) / ``offset_to`` (exclusive), ``time_from``
 (inclusive) / ``time_to`` (exclusive) as ISO 8601 (naive means UTC) or ms;
-``queue_offsets``, a JSON list of ``[topic, queue_id, from, to]``: only those
+``queue_offsets``, a JSON list of ``[broker, topic, queue_id, from, to]``: only those
 queues, each within its own offsets (what ``export`` reads with).
 The split: ``messages_per_partition`` (0: one partition per segment),
 ``batch_rows``. Store options are resolved in the Python process Spark starts
 to plan the read, in the JVM's environment; :func:`bind` gives a format bound
 to a configuration resolved in this process instead (credentials held by the
 driver only; see :mod:`tieredstore.spark.bound`), taking the selection and the
-split only. A ``topic`` or ``queue_id`` the store does not list is an error
-naming it.
+split only. A ``broker``, ``topic`` or ``queue_id`` the cluster does not
+list (on the brokers selected) is an error naming it.
 
 The selection options choose segments from metadata before any data is read.
 Spark filters (``df.where(...)``) are applied to the rows but never pushed

@@ -10,6 +10,7 @@ succeeds, but the writer's cached chunk layout of that segment goes stale.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tieredstore.config import TieredStoreConfig
@@ -45,9 +46,11 @@ class CompactResult:
 
 async def survey(store: ObjectStore, config: TieredStoreConfig, selection: Selection
                  ) -> UnmergedSurvey:
-    """Find sealed segments left unmerged in the selected queues."""
+    """Find sealed segments left unmerged in the selected queues of ``config``'s
+    broker (compact works on one broker's segments)."""
     out = UnmergedSurvey()
-    for topic, queue_id in await find_queues(store, config, selection):
+    mine = dataclasses.replace(selection, brokers=frozenset({config.broker}))
+    for _, topic, queue_id in await find_queues(store, config, mine):
         await unmerged_segments(store, config, topic, queue_id, out)
     return out
 

@@ -1,8 +1,10 @@
 """``spark.read.format("tieredstore")``: a PySpark 4 Python DataSource over a store.
 
 One input partition per sealed consume-queue segment (optionally split, see
-``messages_per_partition``), plus one per queue for its active tail. The
-reader options ``topic``, ``queue_id``, ``offset_from``/``offset_to`` and
+``messages_per_partition``), plus one per queue for its active tail, of
+every broker of the store's cluster (option ``broker``: of those it lists);
+a row's identity is ``(broker, topic, queue_id, offset)``. The
+reader options ``broker``, ``topic``, ``queue_id``, ``offset_from``/``offset_to`` and
 ``time_from``/``time_to`` choose segments from metadata alone, before any data
 is read, and select rows exactly.
 
@@ -21,7 +23,7 @@ Python object per row) with C calls only: the bodies joined once and shared by
 offsets, constant and empty columns made whole. The store's config is
 resolved where the read is planned (from the options, or the one a bound
 format carries: :mod:`tieredstore.spark.bound`) and travels with the reader
-to the executors; a topic or queue id the store does not list is an error
+to the executors; a broker, topic or queue id the cluster does not list is an error
 naming it (:func:`~tieredstore.spark.plan.find_queues`). Each task opens its own
 store, fetcher and event loop, and reads strictly read-only (it never claims
 a queue or writes an object).
@@ -36,7 +38,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -60,6 +68,7 @@ from tieredstore.store import UNIT_SIZE, Batch, Columns, ObjectStore, scan_plann
 
 ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), False),
+    pa.field("broker", pa.string(), False),
     pa.field("queue_id", pa.int32(), False),
     pa.field("offset", pa.int64(), False),
     pa.field("store_timestamp", pa.timestamp("us", tz="UTC"), False),
@@ -139,21 +148,24 @@ class Source(DataSource):
         return self.bound
 
 
-def to_record_batches(columns: Columns, max_rows: int = BATCH_ROWS) -> Iterator[Any]:
-    """Columns as Arrow record batches of :data:`ARROW_SCHEMA`, each of at most
-    ``max_rows`` rows and :data:`BATCH_BYTES` of bodies (or one body). Built
-    from the columns in C: the bodies joined once and shared by offsets, the
-    topic, queue and empty keys, tags and properties as constant arrays."""
+def to_record_batches(columns: Columns, broker: str, max_rows: int = BATCH_ROWS
+                      ) -> Iterator[Any]:
+    """Columns (of a queue of ``broker``) as Arrow record batches of
+    :data:`ARROW_SCHEMA`, each of at most ``max_rows`` rows and
+    :data:`BATCH_BYTES` of bodies (or one body). Built from the columns in C:
+    the bodies joined once and shared by offsets, the topic, broker, queue and
+    empty keys, tags and properties as constant arrays."""
     data, at = columns.bodies()
     buffer = pa.py_buffer(data)
     n, i = len(columns), 0
     while i < n:
         j = min(n, i + max_rows, max(i + 1, bisect_right(at, at[i] + BATCH_BYTES) - 1))
-        yield _record_batch(columns, buffer, at, i, j)
+        yield _record_batch(columns, broker, buffer, at, i=i, j=j)
         i = j
 
 
-def _record_batch(columns: Columns, buffer: Any, at: list[int], i: int, j: int) -> Any:
+def _record_batch(columns: Columns, broker: str, buffer: Any, at: list[int], *, i: int, j: int
+                  ) -> Any:
     """Rows ``[i, j)`` of ``columns``, whose bodies are ``buffer`` at ``at``."""
     n = j - i
     none = pa.repeat(pa.scalar(0, pa.int32()), n + 1)  # offsets of n empty lists
@@ -162,6 +174,7 @@ def _record_batch(columns: Columns, buffer: Any, at: list[int], i: int, j: int) 
     keys, tags, properties = columns.keys, columns.tags, columns.properties
     arrays = [
         pa.repeat(pa.scalar(columns.topic, pa.string()), n),
+        pa.repeat(pa.scalar(broker, pa.string()), n),
         pa.repeat(pa.scalar(columns.queue_id, pa.int32()), n),
         pa.array(columns.offsets[i:j], pa.int64()),
         pa.array(columns.timestamps[i:j], _MILLIS).cast(_MICROS),
@@ -194,7 +207,7 @@ class TieredStoreReader(PlannedReader):
         config, wants = self.config, self.selection.wants
         for batch in sync.iterate(lambda: scan_slice(config, part, wants, columns=True)):
             assert batch.columns is not None
-            yield from to_record_batches(batch.columns, self.batch_rows)
+            yield from to_record_batches(batch.columns, part.broker, self.batch_rows)
 
 
 class FilterSeeingReader(TieredStoreReader):
@@ -212,12 +225,14 @@ def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
                wants: Callable[[int, int], bool] | None = None, *,
                on: tuple[ObjectStore, Any] | None = None,
                columns: bool = False) -> AsyncIterator[Batch]:
-    """Strictly scan one planned slice with the store's queue scan, on ``on`` (a
+    """Strictly scan one planned slice (of its broker) with the store's queue scan, on ``on`` (a
     store and a reader) or a store and fetcher of its own: from its first offset
     (in its consume-queue segment) through its last (or the end of the queue);
     ``columns``: its batches as columns (see ``scan_planned``)."""
     first = max(part.first_offset, part.cq_base // UNIT_SIZE)
     end = None if part.last_offset == NO_END else part.last_offset + 1
+    if part.broker != config.broker:
+        config = config.replace(broker=part.broker)
     return scan_planned(config, part.topic, part.queue_id, first=first, end=end,
                         cq_segments=((part.cq_base, part.cq_size),),
                         cl_segments=part.cl_segments, log_pieces=part.log_pieces,
@@ -228,6 +243,24 @@ class TieredStoreDataSource(Source):
     """Short name ``tieredstore``. Options: see :mod:`tieredstore.spark`."""
 
     format_name, columns = FORMAT_NAME, SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("tieredstore")``: see :mod:`tieredstore.spark.stream`."""
+        from tieredstore.spark.stream import (  # here: it imports this module
+            STREAM_OPTIONS,
+            TieredStoreStreamReader,
+            stream_options,
+        )
+
+        options = lower_options(dict(self.options))
+        streaming = stream_options(options)
+        config = self.store_config(options, skip=SELECTION_OPTIONS | STREAM_OPTIONS)
+        selection = selection_from_options(options)
+        reader = TieredStoreReader(
+            config, selection,
+            messages_per_partition=int_option(options, "messages_per_partition", 0),
+            batch_rows=int_option(options, "batch_rows", BATCH_ROWS, lo=1))
+        return TieredStoreStreamReader(config, selection, reader=reader, **streaming)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = lower_options(dict(self.options))

@@ -58,10 +58,12 @@ def filter_columns(filters: Iterable[Filter]) -> list[str]:
 
 
 def selection_options(selection: Selection) -> dict[str, str]:
-    """Reader options that select what ``selection`` selects (options ``topic``,
+    """Reader options that select what ``selection`` selects (options ``broker``, ``topic``,
     ``queue_id``, ``offset_from``/``offset_to``, ``time_from``/``time_to`` in ms);
     topics that a comma-separated option cannot spell are left out (all topics)."""
     options: dict[str, str] = {}
+    if selection.brokers is not None:
+        options["broker"] = ",".join(sorted(selection.brokers))
     if selection.topics is not None:
         text = ",".join(sorted(selection.topics))
         if sorted(names(text)) == sorted(selection.topics) and selection.topics:

@@ -69,15 +69,17 @@ from tieredstore.spark.options import (
 )
 from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, selection_from_options
+from tieredstore.spark.selection import names as selection_names
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.table import StepHook
 from tieredstore.spark.verify import QueueReport, verify_task
 from tieredstore.store import ObjectStore, load_log, queue_log_pieces
 
 T = TypeVar("T")
+QUEUE_OPTIONS = ("broker", "topic", "queue_id")  # the options that select whole queues
 
-VERIFY_SCHEMA = ("topic string, queue_id int, segments int, messages long, first_offset long, "
-                 "next_offset long, ok boolean, problems array<string>")
+VERIFY_SCHEMA = ("broker string, topic string, queue_id int, segments int, messages long, "
+                 "first_offset long, next_offset long, ok boolean, problems array<string>")
 COMPACT_SCHEMA = ("topic string, queue_id int, file_type string, base_offset long, "
                   "state string, chunks int, merged boolean, parts int, bytes_copied long, "
                   "bytes_reuploaded long, error string")
@@ -90,20 +92,24 @@ class Filters:
 
     topics: tuple[str, ...] = ()
     queue_ids: tuple[int, ...] = ()
+    brokers: tuple[str, ...] = ()
     offset_from: int | None = None
     offset_to: int | None = None
     time_from: str | None = None
     time_to: str | None = None
 
     def selection(self) -> Selection:
-        """Topics and queues (what verify and compact select by), as the reader selects."""
+        """Brokers, topics and queues (what verify and compact select by), as the
+        reader selects."""
         return selection_from_options({k: v for k, v in self.options().items()
-                                       if k in ("topic", "queue_id")})
+                                       if k in QUEUE_OPTIONS})
 
     def options(self) -> dict[str, str]:
         """The reader's selection options for these filters (exact, and they prune
         segments before any data is read)."""
         out: dict[str, str] = {}
+        if self.brokers:
+            out["broker"] = ",".join(self.brokers)
         if self.topics:
             out["topic"] = ",".join(self.topics)
         if self.queue_ids:
@@ -128,28 +134,29 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
     """Append the selected queues' messages not exported yet to the table at
     ``output`` (:func:`tieredstore.spark.export.export_table`); ``on_step``: called
     with each step's name as it completes. Queues are selected by topic and
-    queue id only: the offsets are the table's to choose."""
+    queue id (and broker) only: the offsets are the table's to choose."""
     selected = {**options, **(filters or Filters()).options()}
     ranged = sorted(k for k in selected if k.lower() in SELECTION_OPTIONS
-                    and k.lower() not in ("topic", "queue_id"))
+                    and k.lower() not in QUEUE_OPTIONS)
     if ranged:
-        raise ConfigError(ranged[0], "export selects queues by topic and queue id only: "
-                          "each run exports what is past the table's last commit")
+        raise ConfigError(ranged[0], "export selects queues by broker, topic and queue id "
+                          "only: each run exports what is past the table's last commit")
     selection = selection_from_options({k.lower(): v for k, v in selected.items()
-                                        if k.lower() in ("topic", "queue_id")})
+                                        if k.lower() in QUEUE_OPTIONS})
     return export_table(spark, options, output, selection, on_step=on_step)
 
 
 def _per_queue(spark: Any, options: dict[str, str], filters: Filters | None,
                task: Callable[[TieredStoreConfig, QueueTask], T]) -> list[T]:
-    """``task`` for each selected queue, one Spark task each, with the queue's
-    pieces of the broker's log, loaded once here."""
+    """``task`` for each selected queue (of every broker selected), one Spark task
+    each, with the queue's pieces of its broker's log, loaded once here."""
     config = config_from_options(options)
 
     async def queues(store: ObjectStore) -> list[QueueTask]:
         found = await find_queues(store, config, (filters or Filters()).selection())
-        log = await load_log(store, config)
-        return [QueueTask(t, q, queue_log_pieces(log, t, q)) for t, q in found]
+        logs = {b: await load_log(store, config.replace(broker=b))
+                for b in sorted({b for b, _, _ in found})}
+        return [QueueTask(b, t, q, queue_log_pieces(logs[b], t, q)) for b, t, q in found]
 
     return _run_tasks(spark, functools.partial(task, config), on_store(config, queues))
 
@@ -167,7 +174,8 @@ def verify_reports(spark: Any, options: dict[str, str], filters: Filters | None 
     """Verify the selected queues (:func:`tieredstore.store.verify_queue`): one
     task and one report per queue."""
     reports = _per_queue(spark, options, filters, verify_task)
-    return sorted((r for r in reports if r is not None), key=lambda r: (r.topic, r.queue_id))
+    return sorted((r for r in reports if r is not None),
+                  key=lambda r: (r.broker, r.topic, r.queue_id))
 
 
 def verify(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
@@ -176,13 +184,26 @@ def verify(spark: Any, options: dict[str, str], filters: Filters | None = None) 
     return spark.createDataFrame([(*r[:-1], list(r[-1])) for r in rows], VERIFY_SCHEMA)
 
 
+def one_broker(options: dict[str, str], brokers: frozenset[str] | None) -> TieredStoreConfig:
+    """The store config of the options, for the one broker of ``brokers`` (or of
+    the option ``broker``; none: the configured one)."""
+    config = config_from_options(options)
+    named = lower_options(options).get("broker")
+    chosen = sorted(brokers or (selection_names(named) if named else [config.broker]))
+    if len(chosen) != 1:
+        raise ConfigError("broker", f"compact works on one broker at a time, got "
+                          f"{', '.join(chosen)}")
+    return config.replace(broker=chosen[0])
+
+
 def compact(spark: Any, options: dict[str, str], filters: Filters | None = None, *,
             dry_run: bool = False) -> tuple[Any, list[str]]:
-    """Merge sealed segments left unmerged: a DataFrame of what each task did
-    (``COMPACT_SCHEMA``) and the segments left alone on purpose, with why."""
-    config = config_from_options(options)
-    found = on_store(config, lambda store: survey(store, config,
-                                                  (filters or Filters()).selection()))
+    """Merge sealed segments left unmerged, of one broker (the one option
+    ``broker`` names, else the configured one): a DataFrame of what each task
+    did (``COMPACT_SCHEMA``) and the segments left alone on purpose, with why."""
+    selection = (filters or Filters()).selection()
+    config = one_broker(options, selection.brokers)
+    found = on_store(config, lambda store: survey(store, config, selection))
     if dry_run:
         results = [compact_result(t, merged=False, error="dry run") for t in found.targets]
     else:
@@ -197,7 +218,9 @@ def compact_logs(spark: Any, options: dict[str, str], brokers: Sequence[str] = (
     each broker's store over: run it with the brokers stopped). A DataFrame of
     ``LOGS_SCHEMA``."""
     config = config_from_options(options)
-    names = list(dict.fromkeys(brokers)) or [config.broker]
+    named = lower_options(options).get("broker")
+    names = list(dict.fromkeys(brokers)) or (selection_names(named) if named else
+                                             [config.broker])
     rows = _run_tasks(spark, functools.partial(compact_broker_log, config), names)
     return spark.createDataFrame([dataclasses.astuple(r) for r in rows], LOGS_SCHEMA)
 

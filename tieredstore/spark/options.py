@@ -46,8 +46,8 @@ ALIASES = {
     "secret_access_key": "s3_secret_access_key",
     "session_token": "s3_session_token",
 }
-SELECTION_OPTIONS = frozenset({"topic", "queue_id", "offset_from", "offset_to", "time_from",
-                               "time_to", "queue_offsets"})
+SELECTION_OPTIONS = frozenset({"broker", "topic", "queue_id", "offset_from", "offset_to",
+                               "time_from", "time_to", "queue_offsets"})
 READER_OPTIONS = frozenset({"config", "messages_per_partition", "batch_rows", "pushdown"})
 
 T = TypeVar("T")

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.selection import Queue, Selection
 from tieredstore.store import (
     UNIT_SIZE,
     FileType,
@@ -36,11 +36,13 @@ from tieredstore.store import (
     NoSuchQueue,
     ObjectStore,
     QueueMetadata,
+    QueueView,
+    list_brokers,
     listed_queues,
     load_log,
     open_metadata,
     queue_log_pieces,
-    unknown_selected,
+    unknown_in_cluster,
 )
 
 OPEN_CONCURRENCY = 16
@@ -53,7 +55,8 @@ COMMIT_LOG, CONSUME_QUEUE = FileType.COMMIT_LOG, FileType.CONSUME_QUEUE
 
 @dataclass(frozen=True, slots=True)
 class SegmentSlice:
-    """Offsets ``[first_offset, last_offset]`` of one CQ segment of one queue.
+    """Offsets ``[first_offset, last_offset]`` of one CQ segment of one queue
+    ``(broker, topic, queue_id)``.
 
     ``cq_size`` is the sealed segment's size, or None for the queue's
     active tail (then ``last_offset`` may be ``NO_END``). ``cl_segments`` are
@@ -63,6 +66,7 @@ class SegmentSlice:
     pickled to executors.
     """
 
+    broker: str
     topic: str
     queue_id: int
     cq_base: int
@@ -84,86 +88,144 @@ class SegmentSlice:
         return not self.sealed or any(size is None for _, size in self.cl_segments)
 
 
-async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection
-                      ) -> list[tuple[str, int]]:
-    """The queues the selection wants. Named topics and queues need no listing of
-    the others: only the heads of the named topics are listed, and none when
-    queue ids are named too (:func:`plan_read` reports a named queue without
-    metadata). A topic or queue id named that the listing lacks is an error
-    naming it (:func:`unknown_named`); the queues of ``queue_offsets`` are
-    taken as given (their ranges came from the store)."""
+async def find_queues(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
+                      *, probe: bool = False) -> list[Queue]:
+    """The queues ``(broker, topic, queue id)`` the selection wants, of the brokers
+    it names or else of every broker of ``config``'s cluster
+    (:func:`~tieredstore.store.list_brokers`). Named topics need no listing of the
+    others: only their heads are listed, on each broker; with ``probe``, named
+    topics and queue ids are not listed at all: each broker's named queues are
+    returned, for the caller to open (those without metadata left out, and
+    :func:`check_found` after). A broker, topic or queue id named that no
+    selected broker has is an error naming it (:func:`unknown_named`); the
+    queues of ``queue_offsets`` are taken as given (their ranges came from the
+    store)."""
     if selection.queue_offsets is not None:
         return sorted(q for q in selection.queue_offsets if selection.wants_queue(*q))
-    if selection.topics is not None and selection.queue_ids is not None:
-        return sorted((t, q) for t in selection.topics for q in selection.queue_ids
-                      if q >= 0 and selection.wants_queue(t, q))
+    cluster = await list_brokers(store, config)
+    brokers = sorted(selection.brokers) if selection.brokers is not None else cluster
+    unknown_named([], selection, cluster, only_brokers=True)
+    if probe and selection.topics is not None and selection.queue_ids is not None:
+        return sorted((b, t, q) for b in brokers for t in selection.topics
+                      for q in selection.queue_ids if q >= 0 and selection.wants_queue(b, t, q))
     topics = None if selection.topics is None else sorted(selection.topics)
-    listed = await listed_queues(store, config, topics=topics)
-    if not set(topics or ()) <= {t for t, _ in listed}:  # named by the full listing
-        listed = await listed_queues(store, config)
-    unknown_named(listed, selection)
+    listed = await broker_queues(store, config, brokers, topics)
+    if not set(topics or ()) <= {t for _, t, _ in listed} or selection.queue_ids:
+        unknown_named(await broker_queues(store, config, cluster, None), selection, cluster)
     return [q for q in listed if selection.wants_queue(*q)]
 
 
-def unknown_named(listed: Sequence[tuple[str, int]], selection: Selection) -> None:
-    """Raise :class:`ConfigError` (option ``topic`` or ``queue_id``) when a topic
-    or queue id the selection names is not among ``listed`` (the store's
-    listing, :func:`~tieredstore.store.unknown_selected`): a queue id must be a
-    queue of one of the topics named (of any, when none is)."""
+async def broker_queues(store: ObjectStore, config: TieredStoreConfig, brokers: Sequence[str],
+                        topics: Sequence[str] | None) -> list[Queue]:
+    """The queues (of ``topics``, else all) whose metadata each broker's heads hold."""
+    listed = await asyncio.gather(*(listed_queues(store, config.replace(broker=b),
+                                                  topics=topics) for b in brokers))
+    return sorted((b, t, q) for b, found in zip(brokers, listed, strict=True) for t, q in found)
+
+
+async def check_found(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
+                      found: Sequence[Queue]) -> None:
+    """After a :func:`find_queues` that probed: ``found`` (the queues that had
+    metadata) holds every topic and queue id named, else :func:`unknown_named`
+    over the cluster's listing says which one is not."""
+    if (set(selection.topics or ()) <= {t for _, t, _ in found}
+            and set(selection.queue_ids or ()) <= {q for _, _, q in found}):
+        return
+    cluster = await list_brokers(store, config)
+    unknown_named(await broker_queues(store, config, cluster, None), selection, cluster)
+
+
+def unknown_named(listed: Sequence[Queue], selection: Selection, cluster: Sequence[str], *,
+                  only_brokers: bool = False) -> None:
+    """Raise :class:`ConfigError` (option ``broker``, ``topic`` or ``queue_id``)
+    when a broker, topic or queue id the selection names is not among
+    ``listed`` (the cluster's listing of its queues, ``cluster`` its brokers:
+    :func:`~tieredstore.store.unknown_in_cluster`): a queue id must be a queue
+    of one of the topics named (of any, when none is), on a broker selected."""
+    selected = None if selection.brokers is None else sorted(selection.brokers)
+    problem = unknown_in_cluster(listed, None, selected=selected, brokers=cluster)
+    if problem is not None:
+        raise ConfigError("broker", problem)
+    if only_brokers:
+        return
     topics = sorted(selection.topics or ())
     for topic in topics:
-        problem = unknown_selected(listed, topic)
+        problem = unknown_in_cluster(listed, topic, selected=selected, brokers=cluster)
         if problem is not None:
             raise ConfigError("topic", problem)
     for queue_id in sorted(selection.queue_ids or ()):
-        problem = unknown_selected(listed, topics[0] if len(topics) == 1 else None, queue_id)
+        problem = unknown_in_cluster(listed, topics[0] if len(topics) == 1 else None, queue_id,
+                                     selected=selected, brokers=cluster)
         if problem is not None:
             raise ConfigError("queue_id", problem)
 
 
-async def each_queue(queues: Sequence[tuple[str, int]],
-                     work: Callable[[str, int], Awaitable[T]]) -> list[T]:
-    """``work(topic, queue_id)`` for each queue, at most :data:`OPEN_CONCURRENCY`
-    at a time; the results in the queues' order, a queue without metadata
-    (``NoSuchQueue``) left out."""
+async def each_queue(queues: Sequence[Queue], work: Callable[[str, str, int], Awaitable[T]]
+                     ) -> list[T]:
+    """``work(broker, topic, queue_id)`` for each queue, at most
+    :data:`OPEN_CONCURRENCY` at a time; the results in the queues' order, a
+    queue without metadata (``NoSuchQueue``) left out."""
     limit = asyncio.Semaphore(OPEN_CONCURRENCY)
 
-    async def one(topic: str, queue_id: int) -> tuple[T] | tuple[()]:
+    async def one(broker: str, topic: str, queue_id: int) -> tuple[T] | tuple[()]:
         async with limit:
             try:
-                return (await work(topic, queue_id),)
+                return (await work(broker, topic, queue_id),)
             except NoSuchQueue:
                 return ()
 
-    return [r for found in await asyncio.gather(*(one(t, q) for t, q in queues)) for r in found]
+    return [r for found in await asyncio.gather(*(one(*q) for q in queues)) for r in found]
 
 
 async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
                     *, messages_per_slice: int = 0) -> list[SegmentSlice]:
-    """The slices of every selected queue, by queue. A queue without metadata has
-    none; a topic or queue id named (not by ``queue_offsets``) that the store
-    does not list is an error naming it (:func:`unknown_named`)."""
+    """The slices of every selected queue, by queue (of every broker selected:
+    :func:`find_queues`). A queue without metadata has none; a broker, topic or
+    queue id named (not by ``queue_offsets``) that the cluster does not list is an
+    error naming it (:func:`unknown_named`). Each broker's log is loaded once,
+    if a slice of it reaches an open segment."""
     if selection.empty:
         return []
-    async def one(topic: str, queue_id: int) -> list[SegmentSlice]:
-        meta = await open_metadata(store, config, topic, queue_id)
-        return await plan_queue(meta, topic, queue_id, selection.for_queue(topic, queue_id),
-                                messages_per_slice=messages_per_slice)
+    async def one(broker: str, topic: str, queue_id: int
+                  ) -> tuple[Queue, list[SegmentSlice]]:
+        meta = await open_metadata(store, config.replace(broker=broker), topic, queue_id)
+        return (broker, topic, queue_id), await plan_queue(
+            meta, topic, queue_id, selection.for_queue(broker, topic, queue_id),
+            messages_per_slice=messages_per_slice, broker=broker)
 
-    queues = await find_queues(store, config, selection)
+    queues = await find_queues(store, config, selection, probe=True)
     planned = await each_queue(queues, one)
     if len(planned) < len(queues) and selection.queue_offsets is None:
-        unknown_named(await listed_queues(store, config), selection)  # one had no metadata
-    slices = [s for q in planned for s in q]
-    if any(s.reaches_open for s in slices):
-        log = await load_log(store, config)
-        slices = [dataclasses.replace(s, log_pieces=queue_log_pieces(log, s.topic, s.queue_id))
-                  if s.reaches_open else s for s in slices]
-    return slices
+        await check_found(store, config, selection, [q for q, _ in planned])
+    slices = [s for _, q in planned for s in q]
+    logs = {}
+    for broker in sorted({s.broker for s in slices if s.reaches_open}):
+        logs[broker] = await load_log(store, config.replace(broker=broker))
+    return [dataclasses.replace(s, log_pieces=queue_log_pieces(logs[s.broker], s.topic,
+                                                               s.queue_id))
+            if s.reaches_open else s for s in slices]
+
+
+async def queue_bounds(store: ObjectStore, config: TieredStoreConfig, selection: Selection
+                       ) -> dict[Queue, tuple[int, int]]:
+    """Each selected queue's ``(min offset, max offset)`` (first stored, one past
+    the last durable) as a read-only view sees them
+    (:class:`~tieredstore.store.QueueView`), of every broker selected
+    (:func:`find_queues`); each broker's log loaded once for all its queues."""
+    queues = await find_queues(store, config, selection)
+    configs = {b: config.replace(broker=b) for b in sorted({b for b, _, _ in queues})}
+    logs = {b: await load_log(store, c) for b, c in configs.items()}
+
+    async def bounds(broker: str, topic: str, queue_id: int
+                     ) -> tuple[Queue, tuple[int, int]]:
+        view = await QueueView.open(store, configs[broker], topic, queue_id, log=logs[broker])
+        return (broker, topic, queue_id), (view.min_offset, view.max_offset)
+
+    return dict(await each_queue(queues, bounds))
 
 
 async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: Selection,
-                     *, messages_per_slice: int = 0) -> list[SegmentSlice]:
+                     *, messages_per_slice: int = 0, broker: str) -> list[SegmentSlice]:
     cq_active = meta.next_base_offset(CONSUME_QUEUE)
     tail_offset = cq_active // UNIT_SIZE
     last_sealed = meta.last_record(CONSUME_QUEUE)
@@ -199,7 +261,7 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
         lo = first
         while lo <= last:
             hi = last if not step else min(last, lo + step - 1)
-            slices.append(SegmentSlice(topic, queue_id, base, size, lo, hi, needed))
+            slices.append(SegmentSlice(broker, topic, queue_id, base, size, lo, hi, needed))
             if hi == NO_END:
                 break
             lo = hi + 1

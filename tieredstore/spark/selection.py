@@ -1,10 +1,10 @@
-"""Which messages a read wants: topics, queues, offsets, store times. No IO.
+"""Which messages a read wants: brokers, topics, queues, offsets, store times. No IO.
 
 A :class:`Selection` is built from reader options (or a job's filters) and
-answers two questions: does a queue or a segment (known from its metadata
-record alone) hold any wanted message, and is one message wanted. Offsets and
-times are closed ranges; times are milliseconds since the epoch, as the store
-keeps them.
+answers two questions: does a queue ``(broker, topic, queue id)`` or a segment
+(known from its metadata record alone) hold any wanted message, and is one
+message wanted. Offsets and times are closed ranges; times are milliseconds
+since the epoch, as the store keeps them.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from tieredstore.store import parse_time
 
 _MIN, _MAX = -(2**63), 2**63 - 1
 T = TypeVar("T")
+Queue = tuple[str, str, int]
+"""A queue of a cluster: ``(broker, topic, queue id)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +47,22 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """What to read. ``topics``/``queue_ids`` None: every one. ``queue_offsets``, if
-    not None: only the queues it names, each within its own offsets too."""
+    """What to read. ``brokers``/``topics``/``queue_ids`` None: every one.
+    ``queue_offsets``, if not None: only the queues ``(broker, topic, queue id)``
+    it names, each within its own offsets too."""
 
     topics: frozenset[str] | None = None
     queue_ids: frozenset[int] | None = None
     offsets: Span = Span()
     times_ms: Span = Span()
-    queue_offsets: Mapping[tuple[str, int], Span] | None = None
+    queue_offsets: Mapping[Queue, Span] | None = None
+    brokers: frozenset[str] | None = None
 
     @property
     def empty(self) -> bool:
         return (
-            (self.topics is not None and not self.topics)
+            (self.brokers is not None and not self.brokers)
+            or (self.topics is not None and not self.topics)
             or (self.queue_ids is not None and not self.queue_ids)
             or self.offsets.empty or self.times_ms.empty
         )
@@ -69,18 +74,22 @@ class Selection:
                      {q: span.intersect(theirs[q]) for q, span in mine.items() if q in theirs})
         return Selection(_both(self.topics, other.topics), _both(self.queue_ids, other.queue_ids),
                          self.offsets.intersect(other.offsets),
-                         self.times_ms.intersect(other.times_ms), per_queue)
+                         self.times_ms.intersect(other.times_ms), per_queue,
+                         _both(self.brokers, other.brokers))
 
-    def wants_queue(self, topic: str, queue_id: int) -> bool:
+    def wants_queue(self, broker: str, topic: str, queue_id: int) -> bool:
         if self.empty or (self.topics is not None and topic not in self.topics):
             return False
-        if self.queue_offsets is not None and (topic, queue_id) not in self.queue_offsets:
+        if self.brokers is not None and broker not in self.brokers:
+            return False
+        if self.queue_offsets is not None and (broker, topic, queue_id) not in self.queue_offsets:
             return False
         return self.queue_ids is None or queue_id in self.queue_ids
 
-    def for_queue(self, topic: str, queue_id: int) -> Selection:
+    def for_queue(self, broker: str, topic: str, queue_id: int) -> Selection:
         """This selection for one queue: its offsets narrowed to the queue's own."""
-        own = None if self.queue_offsets is None else self.queue_offsets.get((topic, queue_id))
+        own = (None if self.queue_offsets is None
+               else self.queue_offsets.get((broker, topic, queue_id)))
         if own is None:
             return self
         return dataclasses.replace(self, offsets=self.offsets.intersect(own))
@@ -131,40 +140,44 @@ def one_int(key: str, text: str) -> int:
 
 
 def selection_from_options(options: Mapping[str, str]) -> Selection:
-    """Options ``topic`` and ``queue_id`` (comma-separated lists), ``offset_from``
-    (inclusive) and ``offset_to`` (exclusive), ``time_from`` (inclusive) and
-    ``time_to`` (exclusive): ISO 8601 (naive means UTC) or milliseconds;
-    ``queue_offsets``: a JSON list of ``[topic, queue_id, from, to]`` (from
-    inclusive, to exclusive), only those queues, each in its own range."""
-    topics, queue_ids = options.get("topic"), options.get("queue_id")
+    """Options ``broker``, ``topic`` and ``queue_id`` (comma-separated lists),
+    ``offset_from`` (inclusive) and ``offset_to`` (exclusive), ``time_from``
+    (inclusive) and ``time_to`` (exclusive): ISO 8601 (naive means UTC) or
+    milliseconds; ``queue_offsets``: a JSON list of ``[broker, topic, queue_id,
+    from, to]`` (from inclusive, to exclusive), only those queues, each in its
+    own range."""
+    brokers, topics, queue_ids = (options.get("broker"), options.get("topic"),
+                                  options.get("queue_id"))
     return Selection(frozenset(names(topics)) if topics else None,
                      frozenset(ints("queue_id", queue_ids)) if queue_ids else None,
                      _from_to(options, "offset", one_int), _from_to(options, "time", _ms),
-                     _queue_offsets(options.get("queue_offsets")))
+                     _queue_offsets(options.get("queue_offsets")),
+                     frozenset(names(brokers)) if brokers else None)
 
 
-def queue_offsets_option(ranges: Mapping[tuple[str, int], tuple[int, int]]) -> str:
-    """The ``queue_offsets`` option for ``{(topic, queue_id): (from, to)}``."""
-    return json.dumps([[t, q, lo, hi] for (t, q), (lo, hi) in sorted(ranges.items())])
+def queue_offsets_option(ranges: Mapping[Queue, tuple[int, int]]) -> str:
+    """The ``queue_offsets`` option for ``{(broker, topic, queue_id): (from, to)}``."""
+    return json.dumps([[b, t, q, lo, hi] for (b, t, q), (lo, hi) in sorted(ranges.items())])
 
 
-def _queue_offsets(text: str | None) -> dict[tuple[str, int], Span] | None:
+def _queue_offsets(text: str | None) -> dict[Queue, Span] | None:
     if text is None:
         return None
     try:
         items = json.loads(text)
-        out: dict[tuple[str, int], list[Span]] = {}
-        for topic, queue_id, lo, hi in items:
-            if not (isinstance(topic, str) and all(type(n) is int for n in (queue_id, lo, hi))):
+        out: dict[Queue, list[Span]] = {}
+        for broker, topic, queue_id, lo, hi in items:
+            if not (isinstance(broker, str) and isinstance(topic, str)
+                    and all(type(n) is int for n in (queue_id, lo, hi))):
                 raise ValueError
-            out.setdefault((topic, queue_id), []).append(Span(lo, hi - 1))
+            out.setdefault((broker, topic, queue_id), []).append(Span(lo, hi - 1))
     except (ValueError, TypeError):
-        raise ConfigError("queue_offsets", "must be a JSON list of [topic, queue_id, from, "
-                          f"to] (integers), got {text[:200]!r}") from None
-    for (topic, queue_id), spans in out.items():
+        raise ConfigError("queue_offsets", "must be a JSON list of [broker, topic, queue_id, "
+                          f"from, to] (from, to integers), got {text[:200]!r}") from None
+    for (broker, topic, queue_id), spans in out.items():
         if len(spans) > 1:
-            raise ConfigError("queue_offsets", f"names queue {topic!r}/{queue_id} more than "
-                              "once: give each queue one range")
+            raise ConfigError("queue_offsets", f"names queue {broker}/{topic}/{queue_id} more "
+                              "than once: give each queue one range")
     return {q: spans[0] for q, spans in out.items()}
 
 

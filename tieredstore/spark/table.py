@@ -1,7 +1,7 @@
 """The commit protocol of an export table: a Parquet directory that runs append to.
 
 A table is a local directory (or ``file://`` URI) in Hive layout,
-``topic=T/date=D/part-....parquet``, that Spark reads natively. Beside the
+``broker=B/topic=T/date=D/part-....parquet``, that Spark reads natively. Beside the
 data, in names starting with ``_`` that Spark's file listing skips:
 
 - ``_export.lock``: held (``flock``, exclusive, not blocking) by the one run
@@ -10,7 +10,7 @@ data, in names starting with ``_`` that Spark's file listing skips:
 - ``_commits/<n>.json`` (``n`` zero-padded, from 1): the runs that count, in
   order, each created once and whole (a temporary file linked to its name, so
   an existing commit is never replaced), each with every queue's next offset
-  to export (cumulative) and the run's files.
+  to export (cumulative, by broker, topic and queue id) and the run's files.
 
 The rule: a run's rows count once its commit exists, and only then. Its files
 move from staging into their partitions after the commit (each an atomic
@@ -43,7 +43,9 @@ from tieredstore.errors import ConfigError, Corrupt, TieredStoreError
 LOCK_NAME = "_export.lock"
 COMMITS_DIR = "_commits"
 STAGING_DIR = "_staging"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format 1 kept one broker's offsets (topic -> queue -> next) in a topic=/date= layout.
+ONE_BROKER_VERSION = 1
 _COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
 
 # Called with the name of each step as it completes: "recovered", "bounded" (the
@@ -75,28 +77,31 @@ class TableCorrupt(TableError, Corrupt):
 
 @dataclass(frozen=True, slots=True)
 class Commit:
-    """One committed run. ``offsets``: topic -> queue id -> the next offset to
-    export, for every queue exported so far; ``files``: the run's files, relative
-    to the table; ``source``: which store's queues the offsets are of."""
+    """One committed run. ``offsets``: broker -> topic -> queue id -> the next
+    offset to export, for every queue exported so far; ``files``: the run's
+    files, relative to the table; ``source``: which cluster's queues the offsets
+    are of."""
 
     sequence: int
     run: str
     source: str
-    offsets: Mapping[str, Mapping[int, int]]
+    offsets: Mapping[str, Mapping[str, Mapping[int, int]]]
     files: tuple[str, ...] = ()
     rows: int = 0
-    ranges: tuple[tuple[str, int, int, int], ...] = ()  # topic, queue, from, to (excl.)
+    # broker, topic, queue, from, to (exclusive)
+    ranges: tuple[tuple[str, str, int, int, int], ...] = ()
     created: str = ""
 
-    def next_offset(self, topic: str, queue_id: int) -> int | None:
-        return self.offsets.get(topic, {}).get(queue_id)
+    def next_offset(self, broker: str, topic: str, queue_id: int) -> int | None:
+        return self.offsets.get(broker, {}).get(topic, {}).get(queue_id)
 
     def to_json(self) -> str:
         return json.dumps({
             "version": FORMAT_VERSION, "sequence": self.sequence, "run": self.run,
             "source": self.source, "created": self.created, "rows": self.rows,
-            "offsets": {t: {str(q): n for q, n in sorted(qs.items())}
-                        for t, qs in sorted(self.offsets.items())},
+            "offsets": {b: {t: {str(q): n for q, n in sorted(qs.items())}
+                            for t, qs in sorted(ts.items())}
+                        for b, ts in sorted(self.offsets.items())},
             "ranges": [list(r) for r in self.ranges], "files": list(self.files),
         }, indent=1)
 
@@ -106,10 +111,12 @@ class Commit:
         if raw.get("version") != FORMAT_VERSION:
             raise ValueError(f"version {raw.get('version')!r}, expected {FORMAT_VERSION}")
         return cls(int(raw["sequence"]), str(raw["run"]), str(raw["source"]),
-                   {str(t): {int(q): int(n) for q, n in qs.items()}
-                    for t, qs in raw["offsets"].items()},
+                   {str(b): {str(t): {int(q): int(n) for q, n in qs.items()}
+                             for t, qs in ts.items()}
+                    for b, ts in raw["offsets"].items()},
                    tuple(str(f) for f in raw["files"]), int(raw["rows"]),
-                   tuple((str(t), int(q), int(a), int(b)) for t, q, a, b in raw["ranges"]),
+                   tuple((str(b), str(t), int(q), int(a), int(c))
+                         for b, t, q, a, c in raw["ranges"]),
                    str(raw["created"]))
 
 
@@ -178,7 +185,13 @@ class Table:
     def _read_commit(self, sequence: int) -> Commit:
         path = self._commit_path(sequence)
         try:
-            commit = Commit.from_json(path.read_text())
+            text = path.read_text()
+            if json.loads(text).get("version") == ONE_BROKER_VERSION:
+                raise TableError(self.root, f"commit {path.name} is of format "
+                                 f"{ONE_BROKER_VERSION}: one broker's offsets in a topic=/date= "
+                                 "layout, before tables were keyed by broker; export into a "
+                                 "new table (spark.read.parquet still reads this one)")
+            commit = Commit.from_json(text)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise TableCorrupt(self.root, f"commit {path.name} unreadable: {exc}") from None
         if commit.sequence != sequence:
@@ -301,12 +314,13 @@ class Table:
 
 
 def next_commit(last: Commit | None, run: str, source: str, *,
-                ranges: Sequence[tuple[str, int, int, int]], files: Sequence[str],
+                ranges: Sequence[tuple[str, str, int, int, int]], files: Sequence[str],
                 rows: int) -> Commit:
     """The commit after ``last`` for a run that exported ``ranges``."""
-    offsets = {t: dict(qs) for t, qs in (last.offsets if last else {}).items()}
-    for topic, queue_id, _, end in ranges:
-        offsets.setdefault(topic, {})[queue_id] = end
+    offsets = {b: {t: dict(qs) for t, qs in ts.items()}
+               for b, ts in (last.offsets if last else {}).items()}
+    for broker, topic, queue_id, _, end in ranges:
+        offsets.setdefault(broker, {}).setdefault(topic, {})[queue_id] = end
     return Commit((last.sequence if last else 0) + 1, run, source, offsets, tuple(files),
                   rows, tuple(ranges), _now())
 

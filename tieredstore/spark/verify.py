@@ -19,6 +19,7 @@ from tieredstore.store import NoSuchQueue, planned_log, verify_queue
 class QueueReport:
     """One queue's verdict (a row of the verify table)."""
 
+    broker: str
     topic: str
     queue_id: int
     segments: int  # as QueueSummary.segments counts them
@@ -32,16 +33,17 @@ class QueueReport:
 def verify_task(settings: TieredStoreConfig, queue: QueueTask) -> QueueReport | None:
     """Verify one queue (None: it has no metadata), its log pieces as the driver
     loaded them. Runs in a task, on an event loop and a store of its own."""
-    topic, queue_id = queue.topic, queue.queue_id
+    broker, topic, queue_id = queue.broker, queue.topic, queue.queue_id
     log = planned_log(topic, queue_id, queue.pieces)
+    settings = settings.replace(broker=broker)
     try:
         c = on_store(settings, lambda store: verify_queue(store, settings, topic, queue_id,
                                                           log=log))
     except NoSuchQueue:
         return None
     except (TieredStoreError, OSError) as exc:
-        return QueueReport(topic, queue_id, 0, 0, 0, 0, False,
-                           (f"{topic}/{queue_id}: {type(exc).__name__}: {exc}",))
-    return QueueReport(topic, queue_id, c.segments, c.records,
+        return QueueReport(broker, topic, queue_id, 0, 0, 0, 0, False,
+                           (f"{broker}/{topic}/{queue_id}: {type(exc).__name__}: {exc}",))
+    return QueueReport(broker, topic, queue_id, c.segments, c.records,
                        c.min_offset, c.max_offset + c.undispatched, not c.error_count,
                        tuple(c.errors))
