@@ -29,6 +29,7 @@ a queue or writes an object).
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -235,10 +236,27 @@ class TieredStoreReader(PlannedReader):
                                messages_per_slice=self.messages_per_partition)
 
     def batches(self, part: SegmentSlice) -> Iterator[Any]:
-        config, wants = self.config, self.selection.wants
+        config, wants = self.config, self.selection.row_filter
+        _freeze_once()
         for batch in sync.iterate(lambda: scan_slice(config, part, wants, columns=True), ahead=1):
             assert batch.columns is not None
             yield from to_record_batches(batch.columns, self.batch_rows)
+
+
+_frozen = False  # whether this process froze its objects (:func:`_freeze_once`)
+
+
+def _freeze_once() -> None:
+    """Once per process, at its first read: move every object alive so far out of
+    the garbage collector's reach (``gc.freeze``). Spark's Python worker
+    collects garbage after each task; without this each collection walks
+    every module the worker imported (PySpark's, Arrow's, this library's),
+    some 80,000 objects, in every task."""
+    global _frozen  # noqa: PLW0603
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
 
 
 class FilterSeeingReader(TieredStoreReader):
