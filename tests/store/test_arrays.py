@@ -86,3 +86,21 @@ def test_a_plain_run_over_arrays_takes_the_records_plain_run_takes() -> None:
         cut = list(units)
         cut[k] = cut[k]._replace(**{f: getattr(cut[k], f) + d for f, d in change.items()})
         both(view, 0, 30, 1 << 40, True, cut=cut)
+
+
+def test_a_run_over_arrays_ends_where_a_run_over_units_ends() -> None:
+    from tieredstore.store.scan import _run_end
+
+    rng = random.Random(3)
+    for _ in range(200):
+        units, at = [], rng.randrange(100)
+        for _ in range(rng.randrange(1, 30)):
+            size = rng.randrange(1, 50)
+            units.append(CqUnit(at, size, 0, 0))
+            at += size + (rng.randrange(1, 5) if rng.random() < 0.1 else 0)
+        block = _block(units)
+        for _ in range(5):
+            i = rng.randrange(len(units))
+            limit = rng.randrange(units[i].position, at + 10)
+            budget = rng.randrange(1, 400)
+            assert block.run_end(i, limit, budget) == _run_end(units, i, limit, budget)

@@ -85,15 +85,19 @@ class UnitBlock(Sequence[CqUnit]):
     def run_end(self, i: int, limit: int, budget: int) -> tuple[int, int]:
         """The last index ``j`` of the run from unit ``i``, and its bytes: the
         units after ``i`` each starting where the one before ends and ending by
-        ``limit``, added while the run is below ``budget`` bytes."""
-        position, size = self.position[i:], self.size[i:]
-        ends = position + size
-        fits = (position[1:] == ends[:-1]) & (ends[1:] <= limit)
-        j = len(fits) if fits.all() else int(fits.argmin())  # units after i that join
-        over = np.flatnonzero(ends[:j] - position[0] >= budget)  # stop once at the budget
-        if len(over):
-            j = int(over[0])
-        return i + j, int(ends[j] - position[0])
+        ``limit``, added while the run is below ``budget`` bytes. The units
+        are in order (each at or after the end of the one before)."""
+        position, size = self.position, self.size
+        first = int(position[i])
+        ends = position + size  # ascending, as the units are in order
+        # The last unit by the limit, and the first at the budget: no further.
+        last = min(int(np.searchsorted(ends, limit, "right")) - 1,
+                   int(np.searchsorted(ends, first + budget, "left")), len(position) - 1)
+        j = i
+        if last > i:
+            joined = position[i + 1 : last + 1] == ends[i:last]
+            j = last if joined.all() else i + int(joined.argmin())
+        return j, int(ends[j]) - first
 
 
 def decode_unit_block(data: bytes | memoryview) -> UnitBlock:
