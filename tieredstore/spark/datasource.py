@@ -16,9 +16,13 @@ sees the filters, returns them all to Spark and logs which reader options
 would have selected the same segments.
 
 Rows come out as Arrow record batches, built from the store's scan in
-columns (``scan_planned(..., columns=True)``: every check of a read, no
-Python object per row) with C calls only: the bodies joined once and shared by
-offsets, constant and empty columns made whole. The store's config is
+columns (``scan_planned(..., columns=True)``: every check of a read, made
+over numpy arrays, no Python object per row) with C calls only: the bodies
+cut out of the records read by Arrow (one copy), offsets and store times from
+their arrays, constant and empty columns made whole. The scan runs one block
+ahead of Spark on the task's event loop thread (``sync.iterate(ahead=1)``),
+and a worker process freezes the objects it holds at its first read
+(``gc.freeze``: PySpark collects garbage after every task). The store's config is
 resolved where the read is planned (from the options, or the one a bound
 format carries: :mod:`tieredstore.spark.bound`) and travels with the reader
 to the executors; a topic or queue id the store does not list is an error
