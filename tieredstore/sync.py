@@ -14,6 +14,7 @@ already runs a loop, such as a notebook's.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -82,12 +83,18 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         loop.close()
 
 
-def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+def iterate(make: Callable[[], AsyncIterator[T]], *, ahead: int = 0) -> Iterator[T]:
     """The items of the async iterator ``make()`` returns, for sync code.
 
     The iterator runs on a loop thread of its own, created here and closed
     (after the iterator's ``aclose``) when the caller stops iterating.
+    ``ahead``: items the loop thread reads ahead of the caller (while the
+    caller works on one, the next is read), so no item costs the caller a
+    wait for the loop; 0: each item read when asked for.
     """
+    if ahead > 0:
+        yield from _read_ahead(make, ahead)
+        return
     loop = LoopThread("tieredstore-iterate")
     try:
         source = make()
@@ -108,3 +115,61 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
                 loop.run(aclose())
     finally:
         loop.close()
+
+
+_END = object()  # the source is exhausted
+
+
+def _read_ahead(make: Callable[[], AsyncIterator[T]], ahead: int) -> Iterator[T]:
+    """:func:`iterate` with up to ``ahead`` items read before they are asked for."""
+    loop = LoopThread("tieredstore-iterate")
+    ready: queue.SimpleQueue[Any] = queue.SimpleQueue()  # items, _END, or _Failed
+    credits = asyncio.Semaphore(ahead)  # items the pump may read before one is taken
+    stopping = threading.Event()  # the caller stopped iterating
+
+    async def pump() -> None:
+        source = make()
+        try:
+            while True:
+                await credits.acquire()
+                if stopping.is_set():
+                    return
+                try:
+                    item: Any = await source.__anext__()
+                except StopAsyncIteration:
+                    ready.put(_END)
+                    return
+                ready.put(item)
+        except BaseException as exc:  # handed to the caller, raised there
+            ready.put(_Failed(exc))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            aclose = getattr(source, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    done = asyncio.run_coroutine_threadsafe(pump(), loop.loop)
+    try:
+        while True:
+            item = ready.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            loop.loop.call_soon_threadsafe(credits.release)
+            yield item
+    finally:
+        stopping.set()
+        loop.loop.call_soon_threadsafe(credits.release)
+        try:
+            done.result()  # the pump ends (the source closed) once its read is done
+        finally:
+            loop.close()
+
+
+class _Failed:
+    """What the source raised, on its way to the caller."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error

@@ -69,3 +69,26 @@ def test_iterate_stopped_early_closes_the_source_and_its_thread() -> None:
     items.close()  # what a consumer that stops early does (or garbage collection)
     assert closed == [True]
     assert not any(t.name == "tieredstore-iterate" for t in threading.enumerate())
+
+
+def test_iterate_reading_ahead_yields_every_item_raises_and_closes() -> None:
+    closed: list[bool] = []
+
+    async def numbers(fail: bool) -> AsyncIterator[int]:
+        try:
+            for i in range(5):
+                await asyncio.sleep(0)
+                yield i
+            if fail:
+                raise KeyError("boom")
+        finally:
+            closed.append(True)
+
+    assert list(sync.iterate(lambda: numbers(False), ahead=2)) == [0, 1, 2, 3, 4]
+    with pytest.raises(KeyError, match="boom"):
+        list(sync.iterate(lambda: numbers(True), ahead=1))
+    items = sync.iterate(lambda: numbers(False), ahead=1)
+    assert next(items) == 0
+    items.close()
+    assert closed == [True, True, True]
+    assert not any(t.name == "tieredstore-iterate" for t in threading.enumerate())

@@ -18,9 +18,13 @@ sees the filters, returns them all to Spark and logs which reader options
 would have selected the same segments.
 
 Rows come out as Arrow record batches, built from the store's scan in
-columns (``scan_planned(..., columns=True)``: every check of a read, no
-Python object per row) with C calls only: the bodies joined once and shared by
-offsets, constant and empty columns made whole. The store's config is
+columns (``scan_planned(..., columns=True)``: every check of a read, made
+over numpy arrays, no Python object per row) with C calls only: the bodies
+cut out of the records read by Arrow (one copy), offsets and store times from
+their arrays, constant and empty columns made whole. The scan runs one block
+ahead of Spark on the task's event loop thread (``sync.iterate(ahead=1)``),
+and a worker process freezes the objects it holds at its first read
+(``gc.freeze``: PySpark collects garbage after every task). The store's config is
 resolved where the read is planned (from the options, or the one a bound
 format carries: :mod:`tieredstore.spark.bound`) and travels with the reader
 to the executors; a broker, topic or queue id the cluster does not list is an error
@@ -31,13 +35,15 @@ a queue or writes an object).
 
 from __future__ import annotations
 
+import gc
 import logging
-from bisect import bisect_right
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -64,7 +70,7 @@ from tieredstore.spark.options import (
 from tieredstore.spark.plan import NO_END, SegmentSlice, plan_read
 from tieredstore.spark.pushdown import in_pushdown_planning, unpushed_warning
 from tieredstore.spark.selection import Selection, selection_from_options
-from tieredstore.store import UNIT_SIZE, Batch, Columns, ObjectStore, scan_planned
+from tieredstore.store import UNIT_SIZE, Batch, BodyRun, Columns, ObjectStore, scan_planned
 
 ARROW_SCHEMA = pa.schema([
     pa.field("topic", pa.string(), False),
@@ -85,6 +91,8 @@ log = logging.getLogger(__name__)
 
 BATCH_ROWS = 8192
 BATCH_BYTES = 16 * 1024 * 1024  # of bodies per record batch (at most 2 GiB: 32-bit offsets)
+_GATHER = 16  # a run of a 16th of a batch's rows or bytes makes a batch alone
+_INT32_MAX = 2**31 - 1  # binary_slice's end: to each body's end (its default fails, 26.0)
 
 
 @dataclass(frozen=True)
@@ -152,39 +160,81 @@ def to_record_batches(columns: Columns, broker: str, max_rows: int = BATCH_ROWS
                       ) -> Iterator[Any]:
     """Columns (of a queue of ``broker``) as Arrow record batches of
     :data:`ARROW_SCHEMA`, each of at most ``max_rows`` rows and
-    :data:`BATCH_BYTES` of bodies (or one body). Built from the columns in C:
-    the bodies joined once and shared by offsets, the topic, broker, queue and
-    empty keys, tags and properties as constant arrays."""
-    data, at = columns.bodies()
-    buffer = pa.py_buffer(data)
-    n, i = len(columns), 0
-    while i < n:
-        j = min(n, i + max_rows, max(i + 1, bisect_right(at, at[i] + BATCH_BYTES) - 1))
-        yield _record_batch(columns, broker, buffer, at, i=i, j=j)
-        i = j
+    :data:`BATCH_BYTES` of bodies (or one body). Built in C: the bodies cut out
+    of the bytes read (one copy, by Arrow), the offsets and store times from
+    their arrays, the topic, broker, queue and empty keys, tags and properties
+    as constant arrays."""
+    offsets, stamps = columns.offsets(), columns.timestamps()
+    row = 0
+    for pieces in _batches(columns.runs(), max_rows):
+        bodies = [_bodies(run, lo, hi) for run, lo, hi in pieces]
+        n = sum(map(len, bodies))
+        body = bodies[0] if len(bodies) == 1 else pa.concat_arrays(bodies)
+        yield _record_batch(columns, broker, body, offsets[row : row + n],
+                            stamps[row : row + n], i=row)
+        row += n
 
 
-def _record_batch(columns: Columns, broker: str, buffer: Any, at: list[int], *, i: int, j: int
-                  ) -> Any:
-    """Rows ``[i, j)`` of ``columns``, whose bodies are ``buffer`` at ``at``."""
-    n = j - i
+def _batches(runs: Sequence[BodyRun], max_rows: int) -> Iterator[list[tuple[BodyRun, int, int]]]:
+    """The rows of ``runs`` as batches of pieces ``(run, lo, hi)``: a run of
+    many rows or bytes alone (cut to the bounds of a batch), small ones
+    gathered (their bodies joined: a copy)."""
+    group: list[tuple[BodyRun, int, int]] = []
+    rows = size = 0
+    for run in runs:
+        lo, n = 0, len(run)
+        # The bytes of the bodies up to the end of each row.
+        ends = run.at[1:] - run.at[0] - run.skip * np.arange(1, n + 1)
+        while lo < n:
+            before = int(ends[lo - 1]) if lo else 0
+            hi = min(n, lo + max_rows,
+                     max(lo + 1, int(np.searchsorted(ends, before + BATCH_BYTES, "right"))))
+            bytes_ = int(ends[hi - 1]) - before
+            big = hi - lo >= max_rows // _GATHER or bytes_ >= BATCH_BYTES // _GATHER
+            if group and (big or rows + hi - lo > max_rows or size + bytes_ > BATCH_BYTES):
+                yield group
+                group, rows, size = [], 0, 0
+            group.append((run, lo, hi))
+            rows, size = rows + hi - lo, size + bytes_
+            if big:
+                yield group
+                group, rows, size = [], 0, 0
+            lo = hi
+    if group:
+        yield group
+
+
+def _bodies(run: BodyRun, lo: int, hi: int) -> Any:
+    """Bodies ``[lo, hi)`` of ``run`` as an Arrow binary array: offsets into the
+    bytes read, then each body cut out of its record (Arrow copies them once)."""
+    at = run.at[lo : hi + 1]
+    base = int(at[0])
+    data = pa.py_buffer(run.data)[base : int(at[-1])]
+    offsets = pa.py_buffer((at - base).astype(np.int32))
+    whole = pa.Array.from_buffers(pa.binary(), hi - lo, [None, offsets, data])
+    return pc.binary_slice(whole, run.skip, _INT32_MAX) if run.skip else whole
+
+
+def _record_batch(columns: Columns, broker: str, body: Any, offsets: Any, stamps: Any, *,
+                  i: int) -> Any:
+    """Rows ``[i, i + len(body))`` of ``columns``: their bodies, offsets and store times."""
+    n = len(body)
+    j = i + n
     none = pa.repeat(pa.scalar(0, pa.int32()), n + 1)  # offsets of n empty lists
     empty = pa.array([], pa.string())
-    body_at = pa.array(list(map(at[i].__rsub__, at[i : j + 1])), pa.int32())
     keys, tags, properties = columns.keys, columns.tags, columns.properties
     arrays = [
         pa.repeat(pa.scalar(columns.topic, pa.string()), n),
         pa.repeat(pa.scalar(broker, pa.string()), n),
         pa.repeat(pa.scalar(columns.queue_id, pa.int32()), n),
-        pa.array(columns.offsets[i:j], pa.int64()),
-        pa.array(columns.timestamps[i:j], _MILLIS).cast(_MICROS),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, _MILLIS).cast(_MICROS),
         pa.ListArray.from_arrays(none, empty, type=_KEYS) if keys is None
         else pa.array([list(k) for k in keys[i:j]], _KEYS),
         pa.nulls(n, pa.string()) if tags is None else pa.array(tags[i:j], pa.string()),
         pa.MapArray.from_arrays(none, empty, empty, type=_PROPERTIES) if properties is None
         else pa.array([list(p.items()) for p in properties[i:j]], _PROPERTIES),
-        pa.Array.from_buffers(pa.binary(), n, [None, body_at.buffers()[1],
-                                               buffer.slice(at[i], at[j] - at[i])]),
+        body,
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
@@ -204,10 +254,27 @@ class TieredStoreReader(PlannedReader):
                                messages_per_slice=self.messages_per_partition)
 
     def batches(self, part: SegmentSlice) -> Iterator[Any]:
-        config, wants = self.config, self.selection.wants
-        for batch in sync.iterate(lambda: scan_slice(config, part, wants, columns=True)):
+        config, wants = self.config, self.selection.row_filter
+        _freeze_once()
+        for batch in sync.iterate(lambda: scan_slice(config, part, wants, columns=True), ahead=1):
             assert batch.columns is not None
             yield from to_record_batches(batch.columns, part.broker, self.batch_rows)
+
+
+_frozen = False  # whether this process froze its objects (:func:`_freeze_once`)
+
+
+def _freeze_once() -> None:
+    """Once per process, at its first read: move every object alive so far out of
+    the garbage collector's reach (``gc.freeze``). Spark's Python worker
+    collects garbage after each task; without this each collection walks
+    every module the worker imported (PySpark's, Arrow's, this library's),
+    some 80,000 objects, in every task."""
+    global _frozen  # noqa: PLW0603
+    if not _frozen:
+        _frozen = True
+        gc.collect()
+        gc.freeze()
 
 
 class FilterSeeingReader(TieredStoreReader):

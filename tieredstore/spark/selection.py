@@ -107,6 +107,12 @@ class Selection:
     def wants(self, offset: int, store_ms: int) -> bool:
         return offset in self.offsets and store_ms in self.times_ms
 
+    @property
+    def row_filter(self) -> Callable[[int, int], bool] | None:
+        """:meth:`wants`, or None when it wants every message (no offset or time
+        bound): a read then checks no row."""
+        return None if self.offsets == Span() and self.times_ms == Span() else self.wants
+
 
 def _both(one: frozenset[T] | None, other: frozenset[T] | None) -> frozenset[T] | None:
     """The items in both sets, None meaning every item."""

@@ -23,7 +23,7 @@ from tieredstore.store.around import AroundDamage, Skipped
 from tieredstore.store.brokers import list_brokers
 from tieredstore.store.cluster import ClusterQueue, ReadOnlyCluster
 from tieredstore.store.codec import KeyProvider, RecordCodec
-from tieredstore.store.columns import Columns
+from tieredstore.store.columns import BodyRun, Columns
 from tieredstore.store.compose import (
     carrying_credentials,
     holds_local_store,
@@ -102,6 +102,7 @@ __all__ = [
     "merge_segment",
     "unmerged_segments",
     "Batch",
+    "BodyRun",
     "Columns",
     "LogPiece",
     "QueueCheck",

@@ -55,7 +55,7 @@ _UNIT_CRC = struct.Struct(">I")
 _UNIT_ALL = struct.Struct(">QIqqI")
 UNIT_SIZE = _UNIT.size + _UNIT_CRC.size  # 32
 _UNIT_BODY = _UNIT.size
-_PLAIN_BODY_AT = _PLAIN.size  # where a plain record's body begins
+PLAIN_BODY_AT = _PLAIN.size  # where a plain record's body begins
 _STAMP = itemgetter(3)  # a CqUnit's store time
 
 
@@ -324,7 +324,7 @@ def plain_run(view: memoryview, units: Sequence[CqUnit], start: int, stop: int, 
 def plain_bodies(view: memoryview, starts: Sequence[int]) -> Iterator[memoryview]:
     """Views of the bodies of the records :func:`plain_run` checked, at ``starts``
     in ``view`` (no copy, no Python code per record)."""
-    return map(view.__getitem__, map(slice, map(_PLAIN_BODY_AT.__add__, starts),
+    return map(view.__getitem__, map(slice, map(PLAIN_BODY_AT.__add__, starts),
                                      islice(starts, 1, None)))
 
 

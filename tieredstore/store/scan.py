@@ -40,6 +40,7 @@ from typing import Any
 from tieredstore.errors import TieredStoreError
 from tieredstore.errors import is_damage as damaged
 from tieredstore.sizes import MiB
+from tieredstore.store.arrays import UnitBlock, decode_unit_block
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
 from tieredstore.store.columns import Columns
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
@@ -373,7 +374,7 @@ class QueueScan:
             yield await self._block(offsets, units, stop)
             offset = stop
 
-    async def _block(self, offsets: Sequence[int], units: list[CqUnit], stop: int) -> Batch:
+    async def _block(self, offsets: Sequence[int], units: Sequence[CqUnit], stop: int) -> Batch:
         """The records of a block's units (those wanted) that end at offset ``stop``."""
         batch = self._batch
         if self._found is not None:  # units only
@@ -384,7 +385,8 @@ class QueueScan:
             keep = [k for k, u in enumerate(units)
                     if (u.tags_hash in hashes if hashes is not None else
                         wants is not None and wants(offsets[k], u.store_timestamp))]
-            offsets, units = [offsets[k] for k in keep], [units[k] for k in keep]
+            offsets = [offsets[k] for k in keep]
+            units = units.take(keep) if isinstance(units, UnitBlock) else [units[k] for k in keep]
         self.last_read = stop - 1
         if await self._records(offsets, units, batch):
             self.next_offset = stop
@@ -396,7 +398,7 @@ class QueueScan:
         return batch
 
     async def _units(self, start: int, stop: int, batch: Batch
-                     ) -> tuple[Sequence[int], list[CqUnit]]:
+                     ) -> tuple[Sequence[int], Sequence[CqUnit]]:
         """The offsets and units of ``[start, stop)`` (in one consume-queue segment)
         that can be read; in strict mode those before the first problem only (kept
         in ``_stop``)."""
@@ -406,6 +408,8 @@ class QueueScan:
             data = await self.consume_queue.read(start * UNIT_SIZE, (stop - start) * UNIT_SIZE)
         except TieredStoreError as exc:
             return await self._around(start, stop, exc, batch)
+        if self.columns and not self.chained:
+            return self._unit_block(data, start, stop, batch)
         try:
             units = decode_units(data, chained=self.chained, previous_end=self.record_end)
         except RecordError:
@@ -421,6 +425,22 @@ class QueueScan:
             return self._each_unit(data, start, batch)
         self.dead_bytes += ends[-1] - previous - sum(map(_SIZE, units))
         self.record_end = ends[-1]
+        return range(start, stop), units
+
+    def _unit_block(self, data: bytes | memoryview, start: int, stop: int, batch: Batch
+                    ) -> tuple[Sequence[int], Sequence[CqUnit]]:
+        """:meth:`_units` for a scan in columns: the same checks over arrays."""
+        try:
+            units = decode_unit_block(data)
+        except RecordError:
+            return self._each_unit(data, start, batch)
+        starts, sizes = units.position, units.size
+        ends = starts + sizes
+        previous = int(starts[0]) if self.record_end is None else self.record_end
+        if starts[0] < previous or not (ends[:-1] <= starts[1:]).all():
+            return self._each_unit(data, start, batch)
+        self.dead_bytes += int(ends[-1]) - previous - int(sizes.sum())
+        self.record_end = int(ends[-1])
         return range(start, stop), units
 
     def _each_unit(self, data: bytes | memoryview, start: int, batch: Batch
@@ -449,7 +469,7 @@ class QueueScan:
         return offsets, out
 
     async def _around(self, start: int, stop: int, exc: TieredStoreError, batch: Batch
-                      ) -> tuple[Sequence[int], list[CqUnit]]:
+                      ) -> tuple[Sequence[int], Sequence[CqUnit]]:
         """Units of ``[start, stop)`` whose read failed with ``exc``: only those of
         its damaged span are lost (or rebuilt, see :meth:`_rebuild`); the others
         are read around it."""
@@ -546,7 +566,7 @@ class QueueScan:
         return (self.max_bytes is not None and bool(self._count or out)
                 and self._total + size > self.max_bytes)
 
-    async def _records(self, offsets: Sequence[int], units: list[CqUnit], batch: Batch) -> bool:
+    async def _records(self, offsets: Sequence[int], units: Sequence[CqUnit], batch: Batch) -> bool:
         """Read and check the records of ``units``, neighbours with one read; False
         once enough were read."""
         cl = self.commit_log
@@ -573,18 +593,8 @@ class QueueScan:
             # reader's unit, or of the segment. A record across two units is a run
             # of its own, joined alone.
             limit = segment_end if span else cl.view_end(segment, segment_end, first.position)
-            j, size = i, first.size
-            last = units[n - 1]
-            whole = last.position + last.size - first.position
-            if (i + 1 < n and last.position + last.size <= limit and whole <= budget
-                    and sum(map(_SIZE, units[i:])) == whole):
-                j, size = n - 1, whole  # the rest, back to back, within bounds: one run
-            while j + 1 < n and size < budget:
-                position, length, _, _ = units[j + 1]
-                if position != first.position + size or position + length > limit:
-                    break
-                j += 1
-                size += length
+            j, size = (units.run_end(i, limit, budget) if isinstance(units, UnitBlock)
+                       else _run_end(units, i, limit, budget))
             data: bytes | memoryview | None = None
             if self._known_damage(first) is None:
                 try:
@@ -617,7 +627,7 @@ class QueueScan:
             return damaged[2]
         return None
 
-    async def _one_by_one(self, offsets: Sequence[int], units: list[CqUnit], *, start: int,
+    async def _one_by_one(self, offsets: Sequence[int], units: Sequence[CqUnit], *, start: int,
                           stop: int, segment: Any, batch: Batch) -> bool:
         """A run (in commit-log ``segment``) failed: read its records one
         at a time to name the damaged ones, but not those in a range a failed read
@@ -655,7 +665,7 @@ class QueueScan:
         bad.clear()
         self._report(batch, error)
 
-    def _decode(self, view: memoryview, offsets: Sequence[int], units: list[CqUnit], *,
+    def _decode(self, view: memoryview, offsets: Sequence[int], units: Sequence[CqUnit], *,
                 start: int, stop: int, batch: Batch, segment: Any) -> bool:
         """Decode and check the records of ``units[start:stop]``, read as one run
         into ``view`` (of commit-log ``segment``); False once enough were read."""
@@ -711,3 +721,21 @@ class QueueScan:
             at += size
             k += 1
         return True
+
+
+def _run_end(units: Sequence[CqUnit], i: int, limit: int, budget: int) -> tuple[int, int]:
+    """The last index of the run of records from ``units[i]`` (see
+    :meth:`UnitBlock.run_end <tieredstore.store.arrays.UnitBlock.run_end>`) and its bytes."""
+    first, last, n = units[i], units[-1], len(units)
+    whole = last.position + last.size - first.position
+    if (i + 1 < n and last.position + last.size <= limit and whole <= budget
+            and sum(map(_SIZE, units[i:])) == whole):
+        return n - 1, whole  # the rest, back to back, within bounds: one run
+    j, size = i, first.size
+    while j + 1 < n and size < budget:
+        position, length, _, _ = units[j + 1]
+        if position != first.position + size or position + length > limit:
+            break
+        j += 1
+        size += length
+    return j, size
