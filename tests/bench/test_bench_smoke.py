@@ -25,8 +25,8 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
     expected = ["Sequential catch-up read", "Catch-up consume through get",
                 "get of 1 KiB messages", "Tailing read", "Random 4 KiB reads", "Write:",
                 "Memory:", "Append:", "Quiet queues:", "Busy queues, writing:",
-                "Busy queues, sealing:", "Flushing producers:", "Spark scan:", "Encryption:",
-                "Encryption and compression:"]
+                "Busy queues, sealing:", "Restart at scale:", "Flushing producers:",
+                "Spark scan:", "Encryption:", "Encryption and compression:"]
     assert [next((e for e in expected if t.startswith(e)), t) for t in titles] == expected
     for table in tables:
         if table.title.startswith("Encryption:"):  # SeaweedFS only: not run here
@@ -34,7 +34,7 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
             continue
         assert table.rows, f"{table.title!r} has no rows"
         if not table.title.startswith(("Quiet queues", "Busy queues", "Flushing producers",
-                                       "Spark scan", "Encryption and")):
+                                       "Spark scan", "Encryption and", "Restart at scale")):
             assert all(row[0] == "local" for row in table.rows), table.title
     text = report.read_text()
     for title in titles:
