@@ -67,7 +67,7 @@ Range = tuple[str, str, int, int, int]  # broker, topic, queue id, from (incl.),
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:
-    """What a run did. ``sequence``: the commit it wrote (None: nothing new);
+    """What a run did. ``sequence``: the Delta version it committed (None: nothing new);
     ``trimmed``: queues whose next offsets retention removed before they were
     exported, as (broker, topic, queue id, next offset, first stored offset)."""
 
