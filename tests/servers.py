@@ -69,6 +69,33 @@ def moto_server() -> Iterator[S3Server]:
         server.stop()
 
 
+@contextlib.contextmanager
+def moto_process() -> Iterator[S3Server]:
+    """moto's server in a process of its own: for clients that hold the GIL while
+    they wait for the server (delta-rs), which a server thread in the test's
+    process could then never answer."""
+    port = free_port()
+    env = {**os.environ, "MOTO_ENABLE_TELEMETRY": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(port)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's server did not start on {url}") from None
+                time.sleep(0.1)
+        yield S3Server(url, "moto")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def weed_binary() -> str:
     here = Path(sys.executable).parent / "weed"
     found = str(here) if here.exists() else shutil.which("weed")

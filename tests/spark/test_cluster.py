@@ -200,9 +200,9 @@ def test_the_command_line_ships_the_environment(cluster: str, driver: Path) -> N
     out = tieredstore(["spark", "--master", cluster, "export", "--data-dir", "store",
                        "--output", "cli-export"], driver)
     assert f"exported {MESSAGES} messages" in out, out
-    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
 
-    assert pq.read_table(driver / "cli-export").num_rows == MESSAGES
+    assert DeltaTable(str(driver / "cli-export")).to_pyarrow_table().num_rows == MESSAGES
 
 
 def test_the_executors_read_a_bucket_with_the_credentials_the_drivers_chain_resolved(

@@ -1,33 +1,35 @@
-"""export: an incremental, exactly-once Parquet table of the store's queues.
+"""export: an incremental, exactly-once Delta Lake table of the store's queues.
 
-Each run appends what is past the last commit; a run killed (SIGKILL, in a
-process of its own) at a chosen step is finished or redone by the next run,
-and the table then holds every message of the store once. The oracle is what
+Each run appends what is past the table's exported end offsets; a run killed
+(SIGKILL, in a process of its own) or failing before its commit is redone by
+the next run, and the table, read by delta-rs, then holds every message once. The oracle is what
 the tests appended (:class:`BuiltStore`), not the code under test.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 from collections import Counter
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from deltalake import DeltaTable
 
+from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
 from tests.spark.conftest import QUEUES, T0, BuiltStore, Written, build_store
 from tests.spark.test_read import assert_same, rows_of
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark import jobs
-from tieredstore.spark.table import TableBusy, TableError
+from tieredstore.spark.table import TableError, app_id
 from tieredstore.store import MessageStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -52,7 +54,13 @@ def append_more(built: BuiltStore, count: int, *, day: int = 1) -> None:
 
 
 def table_rows(spark: Any, out: Path) -> list[tuple[Any, ...]]:
-    return rows_of(spark.read.parquet(str(out)))
+    """The table's rows as Delta's own reader (delta-rs) reads them, in
+    ``rows_of``'s shape."""
+    del spark
+    data = DeltaTable(str(out)).to_pyarrow_table().to_pylist()
+    return sorted((r["topic"], r["queue_id"], r["offset"],
+                   round(r["store_timestamp"].timestamp() * 1000), list(r["keys"] or ()),
+                   r["tags"], dict(r["properties"] or {}), r["body"]) for r in data)
 
 
 def assert_each_once(spark: Any, out: Path, built: BuiltStore) -> None:
@@ -63,48 +71,37 @@ def assert_each_once(spark: Any, out: Path, built: BuiltStore) -> None:
     assert_same(got, built.rows())
 
 
-def visible_files(out: Path) -> set[str]:
-    return {str(p.relative_to(out)) for p in out.rglob("*.parquet")
-            if not any(part.startswith(("_", ".")) for part in p.relative_to(out).parts)}
-
-
 def test_export_twice_appends_only_the_new_messages(spark: Any, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     built = build_store(tmp_path / "store", per_queue=FIRST)
     out = tmp_path / "table"
 
     first = jobs.export(spark, built.options, str(out))
-    assert (first.rows, first.sequence) == (len(QUEUES) * FIRST, 1)
+    assert (first.rows, first.sequence) == (len(QUEUES) * FIRST, 0)
     assert_each_once(spark, out, built)
-    files_first = visible_files(out)
-    assert {f.rsplit("/", 1)[0] for f in files_first} == {
-        "broker=broker-0/topic=orders/date=2023-11-14",
-        "broker=broker-0/topic=audit/date=2023-11-14"}
-    table = spark.read.parquet(str(out))
-    assert table.columns == ["queue_id", "offset", "store_timestamp", "keys", "tags",
-                             "properties", "body", "broker", "topic", "date"]
+    table = DeltaTable(str(out))
+    assert table.metadata().partition_columns == ["topic", "date"]
+    assert table.schema().to_arrow().names == [
+        "broker", "queue_id", "offset", "store_timestamp", "keys", "tags", "properties",
+        "body", "topic", "date"]
+    assert {p.rsplit("/", 1)[0] for p in table.file_uris()} == {
+        f"{out}/topic=orders/date=2023-11-14", f"{out}/topic=audit/date=2023-11-14"}
+    assert table.transaction_version(app_id(B0, "orders", 1)) == FIRST
 
     # 60 more per queue, a day later: the consume queue rolls at 128 (segment 2).
     append_more(built, 60)
     second = jobs.export(spark, built.options, str(out))
-    assert (second.rows, second.sequence) == (len(QUEUES) * 60, 2)
+    assert (second.rows, second.sequence) == (len(QUEUES) * 60, 1)
     assert second.ranges == tuple(sorted((B0, t, q, FIRST, FIRST + 60) for t, q in QUEUES))
-    assert visible_files(out) > files_first, "the first run's files were not kept as they were"
     assert_each_once(spark, out, built)
+    assert DeltaTable(str(out)).to_pyarrow_table(
+        filters=[("topic", "=", "audit"), ("date", "=", date(2023, 11, 15))]).num_rows == 60
 
-    # The table reads natively, pruned by partition: only audit's files of the new day.
-    day2 = spark.read.parquet(str(out)).where("topic = 'audit' AND date = '2023-11-15'")
-    assert day2.count() == 60
-    plan = day2._jdf.queryExecution().executedPlan().toString()
-    pruned = re.search(r"PartitionFilters: \[([^\]]*)\]", plan)
-    assert pruned and "audit" in pruned[1] and "date" in pruned[1], plan
-
-    # Nothing new: nothing written, exit status 0, a message.
-    before = (visible_files(out), sorted(os.listdir(out / "_commits")))
+    # Nothing new: nothing committed, exit status 0, a message.
     assert cli_main(["spark", "export", "--data-dir", str(built.path), "--output",
                      out.as_uri()]) == 0
     assert "nothing new to export" in capsys.readouterr().out
-    assert (visible_files(out), sorted(os.listdir(out / "_commits"))) == before
+    assert DeltaTable(str(out)).version() == 1
 
     # A topic selected alone moves on alone; the others' offsets are kept.
     append_more(built, 5, day=2)
@@ -140,7 +137,7 @@ from tieredstore.spark import get_session, jobs
 store, out, step = sys.argv[1:4]
 
 def crash(done):
-    if done.startswith(step):
+    if done == step:
         os.kill(os.getpid(), signal.SIGKILL)
 
 spark = get_session("local[1]", app_name="killed-export",
@@ -164,55 +161,72 @@ def export_killed_at(store: Path, out: Path, step: str) -> None:
     assert proc.returncode == -signal.SIGKILL, output.decode(errors="replace")[-3000:]
 
 
-# Through Spark: a kill after the first move (partly visible, rolled forward).
-# tests/spark/test_table.py kills a run at every filesystem call of the
-# protocol (before the commit: rolled back), and its recovery at every call,
-# without Spark; the step list stays for a run of the others by hand.
-@pytest.mark.parametrize("step", ["moved "])
-def test_an_export_killed_at_any_step_is_finished_by_the_next(spark: Any, tmp_path: Path,
-                                                               step: str) -> None:
+def test_an_export_killed_before_its_commit_shows_nothing_and_the_rerun_exports_once(
+        spark: Any, tmp_path: Path) -> None:
+    """SIGKILL of the driver once its data files are written: they are in no
+    commit, so the table shows the first run's rows only; the rerun exports the
+    killed run's ranges, each message once."""
     built = build_store(tmp_path / "store", per_queue=FIRST)
     out = tmp_path / "table"
     jobs.export(spark, built.options, str(out))
     shown = table_rows(spark, out)
+    files = set(out.rglob("*.parquet"))
     append_more(built, 40)
 
-    export_killed_at(built.path, out, step)
-    after_kill = table_rows(spark, out)
-    if step == "staged":  # not committed: nothing new visible
-        assert after_kill == shown
-        assert sorted(os.listdir(out / "_commits")) == [f"{1:020d}.json"]
-    else:  # committed: what is visible is a part of the run, each message once
-        keys = [r[:3] for r in after_kill]
-        assert {r[:3] for r in shown} <= set(keys) <= {r[:3] for r in built.rows()}
-        assert len(keys) == len(set(keys))
-        if step == "moved ":
-            assert len(after_kill) > len(shown)
-    assert os.listdir(out / "_staging"), "the killed run left no staging to recover"
+    export_killed_at(built.path, out, "written")
+    assert set(out.rglob("*.parquet")) > files, "the killed run wrote no file"
+    assert table_rows(spark, out) == shown
+    assert DeltaTable(str(out)).version() == 0
 
     rerun = jobs.export(spark, built.options, str(out))
+    assert rerun.rows == len(QUEUES) * 40
     assert_each_once(spark, out, built)
-    assert not os.listdir(out / "_staging")
-    # Redone (not committed before the kill) or finished (committed, then moved).
-    assert rerun.rows == (len(QUEUES) * 40 if step == "staged" else 0)
 
 
-def test_a_second_export_is_refused_while_one_runs(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("step", ["opened", "bounded", "written", "committed"])
+def test_an_export_failing_at_a_step_is_redone_or_done(spark: Any, tmp_path: Path,
+                                                       step: str) -> None:
+    """A run that fails after a step (an exception in the driver): before its commit,
+    nothing of it is visible and the next run exports its ranges; after, the next
+    run finds nothing new."""
+    built = build_store(tmp_path / "store", queues=(("t", 0), ("u", 1)), per_queue=12)
+    out = tmp_path / "table"
+
+    def fail(done: str) -> None:
+        if done == step:
+            raise RuntimeError(f"failed after {done}")
+
+    with pytest.raises(RuntimeError, match=step):
+        jobs.export(spark, built.options, str(out), on_step=fail)
+    committed = step == "committed"
+    assert (len(table_rows(spark, out)) if committed else 0) == (24 if committed else 0)
+    assert jobs.export(spark, built.options, str(out)).rows == (0 if committed else 24)
+    assert_each_once(spark, out, built)
+
+
+def test_of_two_exports_committing_at_once_one_wins(spark: Any, tmp_path: Path) -> None:
+    """A run that another committed before (here: a second export run between this
+    run's read of the table and its commit) fails its commit; the table holds
+    each message once, and the next run finds nothing new."""
     built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=10)
     out = tmp_path / "table"
-    out.mkdir()
-    with open(out / "_export.lock", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(TableBusy, match="another export is running"):
-            jobs.export(spark, built.options, str(out))
-    assert not (out / "_commits").exists()
-    assert jobs.export(spark, built.options, str(out)).rows == 10
+    jobs.export(spark, built.options, str(out))
+    append_more(built, 5)
+
+    def race(done: str) -> None:
+        if done == "written":
+            assert jobs.export(spark, built.options, str(out)).rows == 5
+
+    with pytest.raises(TableError, match=r"commit of run .* failed"):
+        jobs.export(spark, built.options, str(out), on_step=race)
+    assert_each_once(spark, out, built)
+    assert jobs.export(spark, built.options, str(out)).rows == 0
 
 
 def test_export_refuses_what_it_cannot_do_exactly_once(spark: Any, tmp_path: Path) -> None:
     built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=3)
-    with pytest.raises(ConfigError, match="local directory or file:// URI, not s3a://"):
-        jobs.export(spark, built.options, "s3a://bucket/table")
+    with pytest.raises(ConfigError, match="local path, a file:// URI or s3://bucket/path"):
+        jobs.export(spark, built.options, "hdfs://nn/table")
     with pytest.raises(ConfigError, match=r"offset_from.*topic and queue id only"):
         jobs.export(spark, built.options, str(tmp_path / "t"), jobs.Filters(offset_from=1))
     other = build_store(tmp_path / "other", queues=(("t", 0),), per_queue=3,
@@ -237,17 +251,14 @@ def test_the_reader_reads_each_queue_in_its_own_range(spark: Any,
                                                  queue_offsets='[["t", 0, 1, 2]]').load().count()
 
 
-def test_a_table_whose_path_has_a_space_or_percent_gets_its_rows(spark: Any,
-                                                                 tmp_path: Path) -> None:
-    """The staging directory Spark writes is the one the commit lists (a URI's
-    escapes are not taken for the path's own characters)."""
+def test_a_table_whose_path_has_a_space_percent_or_glob_gets_its_rows(
+        spark: Any, tmp_path: Path) -> None:
     built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=10)
-    out = tmp_path / "my table 100%"
+    out = tmp_path / "my table 100% [1]"
     result = jobs.export(spark, built.options, str(out))
     assert result.rows == 10 and len(result.ranges) == 1
-    assert visible_files(out), "the commit names no file: the run's rows are lost"
     assert_each_once(spark, out, built)
-    assert sorted(os.listdir(tmp_path)) == ["my table 100%", "store"]
+    assert sorted(os.listdir(tmp_path)) == ["my table 100% [1]", "store"]
 
 
 ODD_TOPICS = ("a=b", "50%", "007", "x y", "ü:#?", "_u", "*[x]", "-1")
@@ -268,11 +279,11 @@ def test_topics_with_odd_names_export_each_message_once_under_any_session_zone(
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert first.rows == 5 * len(ODD_TOPICS)
-    got = spark.read.schema("queue_id int, offset long, topic string, date date") \
-        .parquet(str(out)).collect()
-    assert sorted((r.topic, r.queue_id, r.offset) for r in got) == sorted(
+    got = DeltaTable(str(out)).to_pyarrow_table(columns=["topic", "queue_id", "offset",
+                                                          "date"]).to_pylist()
+    assert sorted((r["topic"], r["queue_id"], r["offset"]) for r in got) == sorted(
         (t, 0, i) for t in ODD_TOPICS for i in range(5))
-    assert {str(r.date) for r in got} == {"2023-11-14"}
+    assert {str(r["date"]) for r in got} == {"2023-11-14"}
     append_more(built, 2)
     assert jobs.export(spark, built.options, str(out)).rows == 2 * len(ODD_TOPICS)
 
@@ -291,25 +302,24 @@ def test_a_table_refuses_another_store_with_the_same_prefix_cluster_and_broker(
     assert len(table_rows(spark, out)) == 3
 
 
-def test_a_table_whose_path_has_glob_characters_gets_its_rows(spark: Any,
-                                                              tmp_path: Path) -> None:
-    """'[1]' in the table's path is a name, not a pattern, when the run checks
-    what it staged."""
-    built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=4)
-    (tmp_path / "t1").mkdir()  # what the pattern 't[1]' would match
-    out = tmp_path / "t[1]"
-    assert jobs.export(spark, built.options, str(out)).rows == 4
-    assert len(visible_files(out)) >= 1 and not os.listdir(tmp_path / "t1")
-
-
-@pytest.mark.parametrize("odd", ["__HIVE_DEFAULT_PARTITION__", "#" * 100])
-def test_a_topic_hive_layout_cannot_hold_is_named_and_the_others_still_export(
-        spark: Any, tmp_path: Path, odd: str) -> None:
-    """Spark reads the directory ``topic=__HIVE_DEFAULT_PARTITION__`` back as a
-    null topic, and cannot create ``topic=%23%23...`` past 255 bytes: such a
-    topic is refused by name, and a run without it exports the rest."""
-    built = build_store(tmp_path / "store", queues=((odd, 0), ("t", 0)), per_queue=3)
-    out = tmp_path / "table"
-    with pytest.raises(TableError, match=re.escape(repr(odd)[:40])):
-        jobs.export(spark, built.options, str(out))
-    assert jobs.export(spark, built.options, str(out), jobs.Filters(topics=("t",))).rows == 3
+def test_an_export_to_s3_commits_in_the_bucket(spark: Any, tmp_path: Path) -> None:
+    """OUT = s3://bucket/path: the executors write the data files into the bucket and
+    the driver commits there, with the store's S3 settings (here a local store's
+    options naming the table's endpoint and keys); read back by delta-rs."""
+    built = build_store(tmp_path / "store", queues=(("t", 0), ("u", 0)), per_queue=6)
+    with moto_process() as s3:
+        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
+                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
+                     ).create_bucket(Bucket="lake")
+        options = {**built.options, "s3_endpoint_url": s3.endpoint_url,
+                   "s3_region": "us-east-1", "s3_access_key_id": ACCESS_KEY,
+                   "s3_secret_access_key": SECRET_KEY}
+        assert jobs.export(spark, options, "s3://lake/tables/t").rows == 12
+        append_more(built, 2)
+        assert jobs.export(spark, options, "s3://lake/tables/t").rows == 4
+        got = DeltaTable("s3://lake/tables/t", storage_options={
+            "AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).to_pyarrow_table().to_pylist()
+    assert sorted((r["topic"], r["offset"]) for r in got) == sorted(
+        (t, i) for t in ("t", "u") for i in range(8))

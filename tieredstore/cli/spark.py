@@ -26,7 +26,7 @@ or configured).
 [{"broker", "topic", "queue", "messages", "min_offset", "max_offset", "commitlog_bytes",
 "consumequeue_bytes", "index_bytes", "segments", "chunks",
 "unmerged_segments", "oldest", "newest" (ISO 8601), "error"}]}``; ``export``:
-``{"table", "rows", "sequence" (null: nothing new), "exported": [{"broker",
+``{"table", "rows", "sequence" (the Delta version; null: nothing new), "exported": [{"broker",
 "topic", "queue", "first_offset", "end_offset"}], "trimmed": [the same, removed by
 retention before export]}``; ``compact``: ``{"segments": [{"topic", "queue",
 "file_type", "base_offset", "state", "chunks", "merged", "parts",
@@ -65,19 +65,20 @@ from .common import (
     resolve_config,
 )
 
-JOBS = {"export": "append new messages to a Parquet table, exactly once",
+JOBS = {"export": "append new messages to a Delta Lake table, exactly once",
         "verify": "check every CRC and offset; one row per queue",
         "compact": "merge sealed segments left unmerged",
         "stats": "messages, bytes, segments, chunks, times; one row per queue"}
 PACK = "pack"
 MASTER_PLACEHOLDER = "spark://HOST:7077"
 EXPORT_ABOUT = (
-    "Append the selected queues' messages past their last exported offsets to the "
-    "Parquet table OUT (OUT/topic=T/date=YYYY-MM-DD/*.parquet, date in UTC), exactly "
-    "once: the exported offsets are committed in OUT/_commits before the files move into "
-    "their partitions, a crashed run is finished or redone by the next, and one run at a "
-    "time may work on OUT. Nothing new: nothing written, exit status 0. Read the table "
-    "with spark.read.parquet(OUT).")
+    "Append the selected queues' messages past their exported end offsets to the "
+    "Delta Lake table OUT (partitioned by topic and date, the UTC day), exactly once: "
+    "the rows and each queue's new end offset are one Delta commit (delta-rs); a run "
+    "killed before it shows nothing and the next run exports its messages; of two runs "
+    "at once, one commits and the other fails. Nothing new: nothing written, exit "
+    "status 0. Read the table with any Delta reader (deltalake, Polars read_delta, "
+    "DuckDB delta_scan, Spark with delta-spark).")
 
 # Reader options the jobs take from their flags (--topic, --queue), not --option.
 SELECTED_BY_FLAGS = ("topic", "queue_id")
@@ -102,8 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                          help="only this queue id (repeatable, or comma-separated)")
         if name == "export":
             job.add_argument("--output", required=True, metavar="OUT",
-                             help="the table: a local directory or file:// URI (on a "
-                                  "cluster, the same path on every node)")
+                             help="the table: a local directory (on a cluster, the same "
+                                  "path on every node), file:// URI or s3://bucket/path "
+                                  "(with the store's S3 credentials and endpoint)")
         if name == "compact":
             job.add_argument("--dry-run", action="store_true",
                              help="list what would be merged, merge nothing")

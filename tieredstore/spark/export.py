@@ -1,36 +1,38 @@
-"""``export``: a store's queues appended to a Parquet table, each message exactly once.
+"""``export``: a store's queues appended to a Delta Lake table, each message exactly once.
 
-A run (under the table's lock, :mod:`tieredstore.spark.table`):
+A run:
 
-1. finishes what a crashed run left (roll forward a committed run's moves,
-   roll back uncommitted staging) and reads the newest commit: each queue's
-   next offset to export, a queue being ``(broker, topic, queue id)``;
+1. opens the table (:mod:`tieredstore.spark.table`) at its newest version and
+   reads each queue's exported end offset from it (a Delta application
+   transaction per queue, ``(broker, topic, queue id)``);
 2. takes each selected queue's end offset now (of every broker of the cluster
-   selected), so the run is bounded: it
-   exports ``[next, end)`` of each queue (from the queue's first stored offset
-   for a queue not exported before, or whose next offsets retention removed);
+   selected), so the run is bounded: it exports ``[exported end, end)`` of each
+   queue (from the queue's first stored offset for a queue not exported before,
+   or whose exported end retention removed);
 3. reads exactly those ranges through the DataSource (option
    ``queue_offsets``), bound to the configuration this run resolved
-   (:mod:`tieredstore.spark.bound`) and has Spark write them, partitioned by
-   ``broker``, ``topic`` and ``date`` (the UTC day of ``store_timestamp``),
-   into the run's hidden staging directory;
-4. checks that the staged rows are each queue's range, each offset once
-   (count, distinct offsets, min and max per queue), else fails and shows
-   nothing;
-5. writes the commit (the new next offsets, the run's files), then moves the
-   files into their partitions.
+   (:mod:`tieredstore.spark.bound`); each Spark task writes its rows as Parquet
+   data files into the table's location, one per partition (``topic``, and
+   ``date``: the UTC day of ``store_timestamp``);
+4. checks that the files hold each queue's range (count, min and max offset per
+   queue), else fails and commits nothing;
+5. commits the files and the queues' new end offsets as one Delta commit, based
+   on the version read in step 1: if another writer committed meanwhile, the
+   commit fails and nothing of this run is visible.
 
-A run with nothing new writes nothing (step 1 aside) and returns 0 rows.
+A run with nothing new writes nothing and returns 0 rows. A run killed before
+step 5 leaves files in no commit: invisible, deleted by ``vacuum``; the next run
+exports its ranges again.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import functions as F
 
 from tieredstore.config import TieredStoreConfig
@@ -44,29 +46,28 @@ from tieredstore.spark.options import (
 from tieredstore.spark.plan import queue_bounds
 from tieredstore.spark.selection import Selection, queue_offsets_option
 from tieredstore.spark.table import (
-    Commit,
+    DataFile,
+    Location,
     StepHook,
-    Table,
     TableError,
+    commit,
+    exported_end,
     new_run_id,
-    next_commit,
-    table_root,
+    open_table,
+    table_location,
+    table_source,
+    write_files,
 )
 from tieredstore.store import ObjectStore
 
-PARTITION_COLUMNS = ("broker", "topic", "date")
 # The UTC day of store_timestamp, whatever the session's time zone.
 DATE_EXPR = "date_from_unix_date(CAST(floor(unix_micros(store_timestamp) / 86400000000) AS INT))"
-# The columns step 4 reads back from staging; broker and topic strings even where
-# their values look like numbers (Spark would infer a number from the directory names).
-CHECK_SCHEMA = "queue_id int, offset long, broker string, topic string, date date"
-
 Range = tuple[str, str, int, int, int]  # broker, topic, queue id, from (incl.), to (excl.)
 
 
 @dataclass(frozen=True, slots=True)
 class ExportResult:
-    """What a run did. ``sequence``: the commit it wrote (None: nothing new);
+    """What a run did. ``sequence``: the Delta version it committed (None: nothing new);
     ``trimmed``: queues whose next offsets retention removed before they were
     exported, as (broker, topic, queue id, next offset, first stored offset)."""
 
@@ -79,45 +80,37 @@ class ExportResult:
 
 def export_table(spark: Any, options: Mapping[str, str], output: str, selection: Selection,
                  *, on_step: StepHook | None = None) -> ExportResult:
-    """Append the selected queues' messages past their last exported offsets to the
-    table at ``output`` (see the module docstring)."""
-    root = table_root(output)
+    """Append the selected queues' messages past their exported end offsets to the
+    Delta table at ``output`` (see the module docstring)."""
+    step = on_step or (lambda name: None)
     config = config_from_options(options)
+    where = table_location(output, config)
     source = store_source(config)
-    with Table.locked(root, on_step) as table:
-        last = table.recover()
-        if last is not None and last.source != source:
-            raise TableError(root, f"it holds the queues of store {last.source!r}, not of "
-                             f"{source!r}: export each store to a table of its own")
-        ranges, trimmed = on_store(config, lambda store: queue_ranges(
-            store, config, selection, last, table=root))
-        table.on_step("bounded")
-        todo = tuple(r for r in ranges if r[4] > r[3])
-        named = {"broker": {r[0] for r in todo}, "topic": {r[1] for r in todo}}
-        for column, values in named.items():
-            for name in sorted(values):
-                unfit = partition_unfit(column, name)
-                if unfit is not None:
-                    raise TableError(root, f"{column} {name!r} cannot be a partition of the "
-                                     f"table: {unfit}; select the other {column}s "
-                                     f"(--{column})")
-        if not todo:
-            return ExportResult(str(root), 0, None, (), trimmed)
-        run = new_run_id()
-        try:
-            rows = _stage(spark, table, run, todo, config=config, options=options)
-            files = table.staged_files(run)
-            if not files:
-                raise TableError(root, f"Spark wrote {rows} rows, but no file is in "
-                                 f"{table.staging(run)}; nothing committed")
-            commit = next_commit(last, run, source, ranges=todo, files=files, rows=rows)
-            table.on_step("staged")
-            table.commit(commit)
-        except BaseException:
-            table.abandon(run)
-            raise
-        table.publish(commit)
-        return ExportResult(str(root), rows, commit.sequence, todo, trimmed)
+    table = open_table(where)
+    if table is not None and table_source(table) != source:
+        held = table_source(table)
+        raise TableError(where.uri, "it is not a table tieredstore spark export made"
+                         if held is None else f"it holds the queues of store {held!r}, "
+                         f"not of {source!r}: export each store to a table of its own")
+    step("opened")
+    ranges, trimmed = on_store(config, lambda store: queue_ranges(
+        store, config, selection, table, name=where.uri))
+    step("bounded")
+    todo = tuple(r for r in ranges if r[4] > r[3])
+    if not todo:
+        return ExportResult(where.uri, 0, None, (), trimmed)
+    run = new_run_id()
+    files = _write(spark, where, run, todo, config=config, options=options)
+    rows = sum(f.rows for f in files)
+    step("written")
+    try:
+        version = commit(where, table, source, files, ends={r[:3]: r[4] for r in todo},
+                         info={"run": run, "rows": rows, "ranges": [list(r) for r in todo]})
+    except Exception as exc:
+        raise TableError(where.uri, f"the commit of run {run} failed ({exc}); its files "
+                         "are in no commit (vacuum deletes them), rerun the export") from exc
+    step("committed")
+    return ExportResult(where.uri, rows, version, todo, trimmed)
 
 
 def store_source(config: TieredStoreConfig) -> str:
@@ -130,16 +123,16 @@ def store_source(config: TieredStoreConfig) -> str:
 
 
 async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
-                       last: Commit | None, *, table: Path
+                       table: Any, *, name: str
                        ) -> tuple[tuple[Range, ...], tuple[Range, ...]]:
     """Each selected queue's range to export now (after ``last``, the table's newest
     commit), and the queues retention trimmed past their next offset. Each
     broker's log is loaded once for all its queues."""
     ranges, trimmed = [], []
     for (b, t, q), (first, end) in (await queue_bounds(store, config, selection)).items():
-        done = last.next_offset(b, t, q) if last is not None else None
+        done = exported_end(table, b, t, q)
         if done is not None and done > end:
-            raise TableError(table, f"queue {b}/{t}/{q} was exported up to offset "
+            raise TableError(name, f"queue {b}/{t}/{q} was exported up to offset "
                              f"{done}, but the store's queue ends at {end}: "
                              "not the store this table was exported from")
         start = first if done is None else max(done, first)
@@ -149,63 +142,51 @@ async def queue_ranges(store: ObjectStore, config: TieredStoreConfig, selection:
     return tuple(sorted(ranges)), tuple(trimmed)
 
 
-# What Spark escapes in a partition directory's name (as %XX), and the name it
-# gives a null value; a directory name's limit in bytes.
-HIVE_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(1, 32)}
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-NAME_MAX = 255
+# The rows a task gets (store_timestamp in microseconds, as Spark hands a long
+# to Python whatever the session's time zone).
+ROW_SCHEMA = pa.schema([("broker", pa.string()), ("topic", pa.string()),
+                        ("queue_id", pa.int32()), ("offset", pa.int64()),
+                        ("store_timestamp", pa.int64()), ("keys", pa.list_(pa.string())),
+                        ("tags", pa.string()), ("properties", pa.map_(pa.string(), pa.string())),
+                        ("body", pa.binary()), ("date", pa.date32())])
 
 
-def partition_unfit(column: str, value: str) -> str | None:
-    """Why ``value`` cannot be a ``{column}=...`` directory Spark writes and reads
-    back as itself, or None."""
-    if value == HIVE_NULL:
-        return f"Spark reads the directory {column}={HIVE_NULL} back as a null {column}"
-    name = f"{column}=" + "".join(f"%{ord(c):02X}" if c in HIVE_ESCAPED else c for c in value)
-    if len(name.encode()) > NAME_MAX:
-        return (f"its directory name, escaped, is {len(name.encode())} bytes, past the "
-                f"{NAME_MAX} a file name may have")
-    return None
-
-
-def hadoop_path(path: Path, *, glob: bool = False) -> str:
-    """A local ``path`` as Spark's Hadoop paths take it: its own characters behind
-    the scheme (Hadoop quotes a URI's escapes again: ``a%20b`` would name a
-    directory ``a%20b``); for a read, which Spark expands as a pattern, its
-    pattern characters escaped (``t[1]`` names ``t[1]``, not ``t1``)."""
-    text = "file://" + str(path)
-    return re.sub(r"([\\{}\[\]*?])", r"\\\1", text) if glob else text
-
-
-def _stage(spark: Any, table: Table, run: str, ranges: tuple[Range, ...], *,
-           config: TieredStoreConfig, options: Mapping[str, str]) -> int:
-    """Spark writes ``ranges``, read through the format bound to ``config``
+def _write(spark: Any, where: Location, run: str, ranges: tuple[Range, ...], *,
+           config: TieredStoreConfig, options: Mapping[str, str]) -> list[DataFile]:
+    """Executors read ``ranges`` through the format bound to ``config``
     (:func:`~tieredstore.spark.bound.bind`: the configuration resolved here, not
-    again from ``options`` in Spark's processes), into the run's staging
-    directory; the rows written, checked against ``ranges``. ``options``: the
-    reader's split (``messages_per_partition``, ``batch_rows``)."""
+    again from ``options`` in Spark's processes) and write them as the table's
+    data files; the files, checked against ``ranges`` (count, min and max
+    offset per queue). ``options``: the reader's split (``messages_per_partition``,
+    ``batch_rows``)."""
     reader = {k: v for k, v in lower_options(options).items()
               if k in READER_OPTIONS and k != "config"}
     reader["queue_offsets"] = queue_offsets_option({(b, t, q): (lo, hi)
                                                     for b, t, q, lo, hi in ranges})
-    staging = hadoop_path(table.staging(run))
     df = spark.read.format(bind(spark, config)).options(**reader).load()
-    df.withColumn("date", F.expr(DATE_EXPR)).write.mode("errorifexists") \
-        .partitionBy(*PARTITION_COLUMNS).parquet(staging)
-    staged_df = spark.read.schema(CHECK_SCHEMA).parquet(hadoop_path(table.staging(run),
-                                                                   glob=True))
-    got = staged_df.groupBy("broker", "topic", "queue_id").agg(
-        F.count("*").alias("n"), F.countDistinct("offset").alias("distinct"),
-        F.min("offset").alias("lo"), F.max("offset").alias("hi"),
-    ).collect()
-    staged = {(r.broker, r.topic, r.queue_id): (r.n, r.distinct, r.lo, r.hi) for r in got}
-    wanted = {(b, t, q): (hi - lo, hi - lo, lo, hi - 1) for b, t, q, lo, hi in ranges}
-    if staged != wanted:
-        wrong = sorted(k for k in staged.keys() | wanted.keys()
-                       if staged.get(k) != wanted.get(k))[:5]
-        raise TableError(table.root, "the staged rows are not the ranges read (count, "
-                         "distinct offsets, min, max per queue): " + "; ".join(
-                             f"{b}/{t}/{q} staged {staged.get((b, t, q))}, wanted "
+    df = df.select("broker", "topic", "queue_id", "offset",
+                   F.expr("unix_micros(store_timestamp)").alias("store_timestamp"),
+                   "keys", "tags", "properties", "body", F.expr(DATE_EXPR).alias("date"))
+
+    def task(number: int, rows: Iterator[Any]) -> Iterator[DataFile]:
+        # Rows, not Arrow (mapInArrow needs pandas): a first step.
+        batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=ROW_SCHEMA)
+        yield from write_files(where, run, number, iter([batch]))
+
+    got: list[DataFile] = df.rdd.mapPartitionsWithIndex(task).collect()
+    seen: dict[tuple[str, str, int], tuple[int, int, int]] = {}
+    for f in got:
+        for b, t, q, n, lo, hi in json.loads(f.queues):
+            was = seen.get((b, t, q))
+            seen[(b, t, q)] = (n, lo, hi) if was is None else (
+                was[0] + n, min(was[1], lo), max(was[2], hi))
+    wanted = {(b, t, q): (hi - lo, lo, hi - 1) for b, t, q, lo, hi in ranges}
+    if seen != wanted:
+        wrong = sorted(k for k in seen.keys() | wanted.keys()
+                       if seen.get(k) != wanted.get(k))[:5]
+        raise TableError(where.uri, "the rows written are not the ranges read (count, min, "
+                         "max offset per queue): " + "; ".join(
+                             f"{b}/{t}/{q} written {seen.get((b, t, q))}, wanted "
                              f"{wanted.get((b, t, q))}" for b, t, q in wrong)
-                         + "; nothing committed")
-    return sum(counts[0] for counts in staged.values())
+                         + f"; nothing committed (run {run})")
+    return got

@@ -18,18 +18,15 @@ every ``tieredstore`` command takes (``--data-dir``, ``--bucket``,
 config key.
 
 - ``export --output OUT`` appends the selected queues' new messages to the
-  Parquet table OUT, incrementally and exactly once: each run writes only the
-  messages past each queue's last exported offset (up to its end when the run
-  began), in Hive layout ``OUT/topic=T/date=YYYY-MM-DD/part-*.parquet`` (the
-  reader's columns; ``date``: the UTC day of ``store_timestamp``), and records
-  the exported offsets in ``OUT/_commits/``, written before the files move
-  into their partitions. A crashed run shows nothing (or, if it crashed after
-  its commit, the rest of its files appear at the next run); the next run
-  finishes or redoes it. One run at a time (a lock); nothing new: nothing
-  written, exit status 0. ``spark.read.parquet(OUT)`` reads the table, pruning
-  by topic and date. OUT: a local directory (or ``file://``), the same path on
-  every node. See :mod:`tieredstore.spark.export` and docs/format.md,
-  "Export tables".
+  Delta Lake table OUT, incrementally and exactly once: each run writes only
+  the messages past each queue's exported end offset (up to its end when the
+  run began), partitioned by topic and ``date`` (the UTC day of
+  ``store_timestamp``), and commits them with each queue's new end offset as
+  one Delta commit (delta-rs). A run killed before its commit shows nothing;
+  the next run redoes it. Nothing new: nothing written, exit status 0. OUT: a
+  local directory (the same path on every node), ``file://`` or
+  ``s3://bucket/path``. See :mod:`tieredstore.spark.export` and
+  docs/format.md, "Export tables".
 - ``verify`` reads every message of the selected queues, checks every CRC and
   that offsets run on without gaps, and prints one row per queue; the exit
   status is 1 if any queue has a problem.

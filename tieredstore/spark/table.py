@@ -1,345 +1,269 @@
-"""The commit protocol of an export table: a Parquet directory that runs append to.
+"""The Delta Lake table an export appends to, through delta-rs (``deltalake``).
 
-A table is a local directory (or ``file://`` URI) in Hive layout,
-``broker=B/topic=T/date=D/part-....parquet``, that Spark reads natively. Beside the
-data, in names starting with ``_`` that Spark's file listing skips:
+The format's commit is the protocol: a run's rows are visible once its entry
+``_delta_log/<version>.json`` exists, and only then. delta-rs creates that
+entry with a conditional write (a local file's atomic create, S3's
+``If-None-Match: *``), so of two writers meaning to commit the same version
+one wins and the other retries against the new version or fails.
 
-- ``_export.lock``: held (``flock``, exclusive, not blocking) by the one run
-  that works on the table; the kernel lets go of it when its process dies;
-- ``_staging/<run>/``: where a run's Spark job writes its files, hidden;
-- ``_commits/<n>.json`` (``n`` zero-padded, from 1): the runs that count, in
-  order, each created once and whole (a temporary file linked to its name, so
-  an existing commit is never replaced), each with every queue's next offset
-  to export (cumulative, by broker, topic and queue id) and the run's files.
+Each queue's exported end offset lives in the table's own log as a Delta
+application transaction (``txn``): app id ``tieredstore:<queue>`` (the queue as
+JSON ``[broker, topic, queue id]``), version the offset the queue is exported
+up to (exclusive). A run commits its files and its queues' new end offsets in
+one commit, so the offsets move exactly when the rows become visible. The
+table's name ``tieredstore-export`` and description (the store whose queues it
+holds: bucket, key prefix and cluster) tell what it is.
 
-The rule: a run's rows count once its commit exists, and only then. Its files
-move from staging into their partitions after the commit (each an atomic
-rename); a run that finds the newest commit's staging directory still there
-finishes its moves first (roll forward), and deletes every other staging
-directory (roll back: no commit names them). So the table never shows a row
-of an uncommitted run, and shows a committed run's rows once each: all of
-them once its moves are done. docs/format.md, "Export tables", says what is
-visible after a crash at each step.
+Data files: ``topic=<name>/date=<YYYY-MM-DD>/part-<run>-<task>-<n>.parquet``,
+``<name>`` the topic with characters other than letters, digits, ``._-``
+replaced and a hash of the name added (the partition's value is in the log, not
+in the path). Files of a run killed before its commit are in no commit:
+readers never see them, ``vacuum`` deletes them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
+import hashlib
 import json
 import os
 import re
-import shutil
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
-from tieredstore.errors import ConfigError, Corrupt, TieredStoreError
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+import pyarrow.fs as pafs  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-LOCK_NAME = "_export.lock"
-COMMITS_DIR = "_commits"
-STAGING_DIR = "_staging"
-FORMAT_VERSION = 2
-# Format 1 kept one broker's offsets (topic -> queue -> next) in a topic=/date= layout.
-ONE_BROKER_VERSION = 1
-_COMMIT_NAME = re.compile(r"^(\d{20})\.json$")
+from tieredstore.config import TieredStoreConfig
+from tieredstore.errors import ConfigError, TieredStoreError
 
-# Called with the name of each step as it completes: "recovered", "bounded" (the
-# queues' end offsets taken), "staged", "committed", "moved <file>", "published"
-# (progress, and the points tests crash at).
+PARTITION_COLUMNS = ("topic", "date")
+TABLE_NAME = "tieredstore-export"
+APP_PREFIX = "tieredstore:"
+
+# The rows of a data file (partition columns are in the log, not in the file).
+FILE_SCHEMA = pa.schema([
+    ("broker", pa.string()),
+    ("queue_id", pa.int32()),
+    ("offset", pa.int64()),
+    ("store_timestamp", pa.timestamp("us", tz="UTC")),
+    ("keys", pa.list_(pa.string())),
+    ("tags", pa.string()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+    ("body", pa.binary()),
+])
+TABLE_SCHEMA = pa.schema([*FILE_SCHEMA, ("topic", pa.string()), ("date", pa.date32())])
+# The columns whose min and max a file's add action carries (for data skipping).
+STATS_COLUMNS = ("queue_id", "offset")
+
+# Called with the name of each step as it completes: "opened", "bounded" (the
+# queues' end offsets taken), "written" (the data files, not committed),
+# "committed" (progress, and the points tests crash at).
 StepHook = Callable[[str], None]
 
 
 class TableError(TieredStoreError):
-    """An export table cannot be worked on; ``table`` names its directory."""
+    """An export table cannot be worked on; ``table`` names it."""
 
-    def __init__(self, table: Path, message: str) -> None:
+    def __init__(self, table: str, message: str) -> None:
         super().__init__(f"export table {table}: {message}")
         self.table = table
 
 
-class TableBusy(TableError):
-    """Another run holds the table's lock."""
-
-
-class TableConflict(TableError):
-    """Another writer committed the sequence number this run meant to commit."""
-
-
-class TableCorrupt(TableError, Corrupt):
-    """The table's commits or files do not agree (a commit unreadable, a committed
-    file neither staged nor in its partition)."""
-
-
 @dataclass(frozen=True, slots=True)
-class Commit:
-    """One committed run. ``offsets``: broker -> topic -> queue id -> the next
-    offset to export, for every queue exported so far; ``files``: the run's
-    files, relative to the table; ``source``: which cluster's queues the offsets
-    are of."""
+class Location:
+    """Where a table lives: its URI for delta-rs, the storage options delta-rs
+    takes, and the filesystem (with the path in it) executors write files to."""
 
-    sequence: int
-    run: str
-    source: str
-    offsets: Mapping[str, Mapping[str, Mapping[int, int]]]
-    files: tuple[str, ...] = ()
-    rows: int = 0
-    # broker, topic, queue, from, to (exclusive)
-    ranges: tuple[tuple[str, str, int, int, int], ...] = ()
-    created: str = ""
+    uri: str
+    storage_options: Mapping[str, str]
+    s3: Mapping[str, str]  # pyarrow S3FileSystem arguments; empty: local
 
-    def next_offset(self, broker: str, topic: str, queue_id: int) -> int | None:
-        return self.offsets.get(broker, {}).get(topic, {}).get(queue_id)
-
-    def to_json(self) -> str:
-        return json.dumps({
-            "version": FORMAT_VERSION, "sequence": self.sequence, "run": self.run,
-            "source": self.source, "created": self.created, "rows": self.rows,
-            "offsets": {b: {t: {str(q): n for q, n in sorted(qs.items())}
-                            for t, qs in sorted(ts.items())}
-                        for b, ts in sorted(self.offsets.items())},
-            "ranges": [list(r) for r in self.ranges], "files": list(self.files),
-        }, indent=1)
-
-    @classmethod
-    def from_json(cls, text: str) -> Commit:
-        raw = json.loads(text)
-        if raw.get("version") != FORMAT_VERSION:
-            raise ValueError(f"version {raw.get('version')!r}, expected {FORMAT_VERSION}")
-        return cls(int(raw["sequence"]), str(raw["run"]), str(raw["source"]),
-                   {str(b): {str(t): {int(q): int(n) for q, n in qs.items()}
-                             for t, qs in ts.items()}
-                    for b, ts in raw["offsets"].items()},
-                   tuple(str(f) for f in raw["files"]), int(raw["rows"]),
-                   tuple((str(b), str(t), int(q), int(a), int(c))
-                         for b, t, q, a, c in raw["ranges"]),
-                   str(raw["created"]))
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        if not self.s3:
+            return pafs.LocalFileSystem(), self.uri
+        parsed = urlparse(self.uri)
+        return pafs.S3FileSystem(**self.s3), f"{parsed.netloc}{parsed.path}".rstrip("/")
 
 
-def table_root(output: str) -> Path:
-    """The table directory ``output`` names, absolute: a local path or a ``file://``
-    URI; any other scheme is refused (the commit protocol needs a local
-    filesystem's atomic rename, link and lock)."""
+def table_location(output: str, config: TieredStoreConfig) -> Location:
+    """The table ``output`` names: a local path, a ``file://`` URI or
+    ``s3://bucket/path`` (credentials, endpoint and region from the store's
+    ``s3_*`` settings)."""
     parsed = urlparse(output)
+    if not output:
+        raise ConfigError("output", "must name a table")
+    if parsed.scheme in ("s3", "s3a"):
+        if not parsed.netloc or not parsed.path.strip("/"):
+            raise ConfigError("output", f"{output!r}: an S3 table is s3://bucket/path")
+        return _s3_location(f"s3://{parsed.netloc}/{parsed.path.strip('/')}", config)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
             raise ConfigError("output", f"{output!r}: a file:// URI with a host is not a "
                               "local path")
-        return Path(unquote(parsed.path)).absolute()
-    if parsed.scheme and len(parsed.scheme) > 1:  # not a Windows drive letter
-        raise ConfigError("output", f"{output!r}: the export table must be a local directory "
-                          f"or file:// URI, not {parsed.scheme}:// (its commit protocol needs "
-                          "a local filesystem's atomic rename, link and lock)")
-    if not output:
-        raise ConfigError("output", "must name a directory")
-    return Path(output).expanduser().absolute()
+        path = Path(unquote(parsed.path)).absolute()
+    elif parsed.scheme and len(parsed.scheme) > 1:  # not a Windows drive letter
+        raise ConfigError("output", f"{output!r}: the export table must be a local path, a "
+                          f"file:// URI or s3://bucket/path, not {parsed.scheme}://")
+    else:
+        path = Path(output).expanduser().absolute()
+    if path.exists() and not path.is_dir():
+        raise ConfigError("output", f"{path} is not a directory")
+    path.mkdir(parents=True, exist_ok=True)
+    return Location(str(path), {}, {})
 
 
-@dataclass(slots=True)
-class Table:
-    """An export table, locked by this process (:meth:`locked`)."""
-
-    root: Path
-    on_step: StepHook = field(default=lambda step: None)
-
-    @classmethod
-    @contextlib.contextmanager
-    def locked(cls, root: Path, on_step: StepHook | None = None) -> Iterator[Table]:
-        """The table at ``root`` (created if missing), its lock held until the
-        block ends; :class:`TableBusy` at once if another run holds it."""
-        if root.exists() and not root.is_dir():
-            raise ConfigError("output", f"{root} is not a directory")
-        root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
-                raise TableBusy(root, f"another export is running on it ({holder}); "
-                                "wait for it to end") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since "
-                      f"{_now()}\n".encode(), 0)
-            yield cls(root, on_step or (lambda step: None))
-        finally:
-            os.close(fd)  # lets go of the lock
-
-    # --- reading ---------------------------------------------------------------
-
-    def last_commit(self) -> Commit | None:
-        """The newest commit, or None before the first."""
-        found = self._commit_numbers()
-        return self._read_commit(found[-1]) if found else None
-
-    def _commit_numbers(self) -> list[int]:
-        where = self.root / COMMITS_DIR
-        if not where.is_dir():
-            return []
-        return sorted(int(m.group(1)) for m in map(_COMMIT_NAME.match, os.listdir(where)) if m)
-
-    def _read_commit(self, sequence: int) -> Commit:
-        path = self._commit_path(sequence)
-        try:
-            text = path.read_text()
-            if json.loads(text).get("version") == ONE_BROKER_VERSION:
-                raise TableError(self.root, f"commit {path.name} is of format "
-                                 f"{ONE_BROKER_VERSION}: one broker's offsets in a topic=/date= "
-                                 "layout, before tables were keyed by broker; export into a "
-                                 "new table (spark.read.parquet still reads this one)")
-            commit = Commit.from_json(text)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise TableCorrupt(self.root, f"commit {path.name} unreadable: {exc}") from None
-        if commit.sequence != sequence:
-            raise TableCorrupt(self.root, f"commit {path.name} says sequence "
-                               f"{commit.sequence}")
-        return commit
-
-    def _commit_path(self, sequence: int) -> Path:
-        return self.root / COMMITS_DIR / f"{sequence:020d}.json"
-
-    def staging(self, run: str) -> Path:
-        """Where run ``run`` stages its files (hidden from Spark's listing)."""
-        return self.root / STAGING_DIR / run
-
-    # --- the protocol ------------------------------------------------------------
-
-    def recover(self) -> Commit | None:
-        """Finish what a crashed run left: the newest commit's moves (roll forward),
-        then delete every staging directory and temporary commit file (roll back:
-        no commit names them). The newest commit, after."""
-        last = self.last_commit()
-        strangers = sorted(set(os.listdir(self.root)) - {LOCK_NAME, COMMITS_DIR, STAGING_DIR})
-        if last is None and strangers:
-            raise TableError(self.root, f"it holds {strangers[0]!r} but no commit: not an "
-                             "export table (or its _commits was deleted); export to a new "
-                             "directory")
-        if last is not None and self.staging(last.run).is_dir():
-            self.publish(last)
-        staging = self.root / STAGING_DIR
-        if staging.is_dir():
-            for run in os.listdir(staging):
-                shutil.rmtree(staging / run)
-        commits = self.root / COMMITS_DIR
-        if commits.is_dir():
-            for name in os.listdir(commits):
-                if name.startswith(".tmp-"):
-                    (commits / name).unlink()
-        self.on_step("recovered")
-        return last
-
-    def abandon(self, run: str) -> None:
-        """Delete run ``run``'s staging, unless a commit names it (a failure after the
-        commit landed: its files are the table's now, the next run moves them)."""
-        try:
-            last = self.last_commit()
-        except TableError:
-            return  # the next run's recovery decides
-        if last is None or last.run != run:
-            shutil.rmtree(self.staging(run), ignore_errors=True)
-
-    def staged_files(self, run: str) -> list[str]:
-        """Run ``run``'s Parquet files in staging, relative to its staging directory."""
-        base = self.staging(run)
-        return sorted(str(p.relative_to(base)) for p in base.rglob("*.parquet")
-                      if not any(part.startswith(("_", ".")) for part in
-                                 p.relative_to(base).parts))
-
-    def commit(self, commit: Commit) -> None:
-        """Create commit ``commit.sequence``, whole or not at all: a temporary file,
-        flushed, linked to the commit's name (which fails if the name exists: the
-        commit of another writer, or this one's own whose reply was lost, told
-        apart by the run id). Then the run counts. Before the link, the run's files
-        and the directories naming them are made durable (Spark does not fsync
-        what it writes): a power cut keeps no commit whose files it lost."""
-        staging = self.staging(commit.run)
-        for name in commit.files:
-            _fsync(staging / name)
-        self._fsync_dirs(staging, commit.files)
-        commits = self.root / COMMITS_DIR
-        commits.mkdir(exist_ok=True)
-        _fsync(self.root)
-        tmp = commits / f".tmp-{commit.run}"
-        with open(tmp, "w") as out:
-            out.write(commit.to_json())
-            out.flush()
-            os.fsync(out.fileno())
-        final = self._commit_path(commit.sequence)
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
-            if self._read_commit(commit.sequence).run != commit.run:
-                raise TableConflict(self.root, f"commit {final.name} was written by another "
-                                    "run meanwhile; this run's files stay hidden") from None
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync(commits)
-        self.on_step("committed")
-
-    def publish(self, commit: Commit) -> None:
-        """Move the committed run's files into their partitions (those not moved
-        yet: a crashed run's are finished), then drop its staging."""
-        staging = self.staging(commit.run)
-        for name in commit.files:
-            target, staged = self.root / name, staging / name
-            if target.exists():
-                continue  # moved before a crash
-            if not staged.exists():
-                raise TableCorrupt(self.root, f"committed file {name} (commit "
-                                   f"{commit.sequence}) is neither staged nor in the table")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(staged, target)
-            self.on_step(f"moved {name}")
-        self._fsync_dirs(self.root, commit.files)  # the moves, before staging goes
-        shutil.rmtree(staging)
-        self.on_step("published")
-
-    def _fsync_dirs(self, base: Path, names: Sequence[str]) -> None:
-        """fsync every directory from ``base / name``'s parent up to the table's
-        root, each once, deepest first."""
-        dirs: set[Path] = set()
-        for name in names:
-            at = (base / name).parent
-            while at not in dirs and at != self.root.parent:
-                dirs.add(at)
-                if at == self.root:
-                    break
-                at = at.parent
-        for path in sorted(dirs, key=lambda p: -len(p.parts)):
-            _fsync(path)
+def _s3_location(uri: str, config: TieredStoreConfig) -> Location:
+    opts: dict[str, str] = {}
+    s3: dict[str, str] = {}
+    if config.s3_endpoint_url:
+        opts["AWS_ENDPOINT_URL"] = config.s3_endpoint_url
+        s3["endpoint_override"] = config.s3_endpoint_url
+        if config.s3_endpoint_url.startswith("http://"):
+            opts["AWS_ALLOW_HTTP"] = "true"
+            s3["scheme"] = "http"
+    if config.s3_region:
+        opts["AWS_REGION"] = s3["region"] = config.s3_region
+    if config.s3_access_key_id:
+        opts["AWS_ACCESS_KEY_ID"] = s3["access_key"] = config.s3_access_key_id
+        opts["AWS_SECRET_ACCESS_KEY"] = s3["secret_key"] = config.s3_secret_access_key
+        if config.s3_session_token:
+            opts["AWS_SESSION_TOKEN"] = s3["session_token"] = config.s3_session_token
+    if config.s3_addressing_style == "virtual":
+        opts["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
+    s3.setdefault("region", "us-east-1")
+    return Location(uri, opts, s3)
 
 
-def next_commit(last: Commit | None, run: str, source: str, *,
-                ranges: Sequence[tuple[str, str, int, int, int]], files: Sequence[str],
-                rows: int) -> Commit:
-    """The commit after ``last`` for a run that exported ``ranges``."""
-    offsets = {b: {t: dict(qs) for t, qs in ts.items()}
-               for b, ts in (last.offsets if last else {}).items()}
-    for broker, topic, queue_id, _, end in ranges:
-        offsets.setdefault(broker, {}).setdefault(topic, {})[queue_id] = end
-    return Commit((last.sequence if last else 0) + 1, run, source, offsets, tuple(files),
-                  rows, tuple(ranges), _now())
+def app_id(broker: str, topic: str, queue_id: int) -> str:
+    """The Delta application transaction id carrying a queue's exported end offset."""
+    return APP_PREFIX + json.dumps([broker, topic, queue_id], ensure_ascii=False)
+
+
+def open_table(where: Location) -> Any:
+    """The Delta table at ``where``, or None before the first commit."""
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(where.uri, storage_options=dict(where.storage_options)):
+        return None
+    return DeltaTable(where.uri, storage_options=dict(where.storage_options))
+
+
+def table_source(table: Any) -> str | None:
+    """The store whose queues the table holds (None: not an export table)."""
+    meta = table.metadata()
+    return str(meta.description) if meta.name == TABLE_NAME else None
+
+
+def exported_end(table: Any, broker: str, topic: str, queue_id: int) -> int | None:
+    """The offset ``table`` holds a queue's messages up to (exclusive), or None."""
+    if table is None:
+        return None
+    version = table.transaction_version(app_id(broker, topic, queue_id))
+    return int(version) if version is not None else None
+
+
+def partition_dir(topic: str, day: str) -> str:
+    """A partition's directory: the topic's name where it is plain, else its plain
+    characters and a hash of the name."""
+    plain = re.sub(r"[^A-Za-z0-9._-]", "_", topic)[:80]
+    if plain != topic:
+        plain = f"{plain}-{hashlib.sha256(topic.encode()).hexdigest()[:12]}"
+    return f"topic={plain}/date={day}"
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """A data file written, not committed: relative path, size, partition, rows,
+    Delta stats JSON, and its queues as JSON ``[[broker, topic, queue id, rows,
+    min offset, max offset], ...]``."""
+
+    path: str
+    size: int
+    topic: str
+    date: str
+    rows: int
+    stats: str
+    queues: str
+
+
+def write_files(where: Location, run: str, task: int,
+                batches: Iterator[pa.RecordBatch]) -> list[DataFile]:
+    """Write one task's rows (the table's columns) as Parquet data files, one per
+    partition, into the table's location (run in an executor)."""
+    data = pa.Table.from_batches(list(batches))
+    if data.num_rows == 0:
+        return []
+    fs, root = where.filesystem()
+    data = data.set_column(data.schema.get_field_index("store_timestamp"), "store_timestamp",
+                           data["store_timestamp"].cast(pa.int64())
+                           .cast(pa.timestamp("us", tz="UTC")))
+    parts = data.select(["topic", "date"]).group_by(["topic", "date"]).aggregate([])
+    out = []
+    for n, (topic, day) in enumerate(zip(parts["topic"].to_pylist(),
+                                         parts["date"].to_pylist(), strict=True)):
+        mask = pc.and_(pc.equal(data["topic"], topic), pc.equal(data["date"], day))
+        rows = data.filter(mask).select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+        rel = f"{partition_dir(topic, day.isoformat())}/part-{run}-{task:05d}-{n:04d}.parquet"
+        target = f"{root}/{rel}"
+        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        with fs.open_output_stream(target) as sink:
+            pq.write_table(rows, sink, compression="zstd")
+        size = fs.get_file_info(target).size
+        out.append(DataFile(rel, int(size or 0), topic, day.isoformat(), rows.num_rows,
+                            _stats(rows), _queues(topic, rows)))
+    return out
+
+
+def _queues(topic: str, rows: pa.Table) -> str:
+    per = rows.group_by(["broker", "queue_id"]).aggregate(
+        [("offset", "count"), ("offset", "min"), ("offset", "max")])
+    return json.dumps([[b, topic, q, n, lo, hi] for b, q, n, lo, hi in zip(
+        *(per[c].to_pylist() for c in ("broker", "queue_id", "offset_count", "offset_min",
+                                       "offset_max")), strict=True)], ensure_ascii=False)
+
+
+def _stats(rows: pa.Table) -> str:
+    mins, maxs = {}, {}
+    for name in STATS_COLUMNS:
+        mm = pc.min_max(rows[name])
+        mins[name], maxs[name] = mm["min"].as_py(), mm["max"].as_py()
+    return json.dumps({"numRecords": rows.num_rows, "minValues": mins, "maxValues": maxs,
+                       "nullCount": {name: 0 for name in STATS_COLUMNS}})
+
+
+def commit(where: Location, table: Any, source: str, files: Sequence[DataFile], *,
+           ends: Mapping[tuple[str, str, int], int], info: Mapping[str, Any]) -> int:
+    """Commit ``files`` and each queue's new end offset (``ends``) as one Delta
+    commit, based on ``table`` (the version the ends were read at; None: create
+    the table). The version committed."""
+    from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    now = int(time.time() * 1000)
+    adds = [AddAction(f.path, f.size, {"topic": f.topic, "date": f.date}, now, True, f.stats)
+            for f in files]
+    props = CommitProperties(
+        custom_metadata={"tieredstore": json.dumps(dict(info), ensure_ascii=False)},
+        app_transactions=[Transaction(app_id(*q), end, now) for q, end in sorted(ends.items())],
+        max_commit_retries=0)
+    if table is None:
+        create_table_with_add_actions(
+            where.uri, Schema.from_arrow(TABLE_SCHEMA), adds, mode="error",
+            partition_by=list(PARTITION_COLUMNS),
+            name=TABLE_NAME, description=source, storage_options=dict(where.storage_options),
+            commit_properties=props)
+    else:
+        table.create_write_transaction(adds, "append", TABLE_SCHEMA,
+                                       partition_by=list(PARTITION_COLUMNS),
+                                       commit_properties=props)
+    return int(DeltaTable(where.uri, storage_options=dict(where.storage_options)).version())
 
 
 def new_run_id() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.urandom(6).hex()}"
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _fsync(path: Path) -> None:
-    """fsync a file or a directory (a directory's where the filesystem allows)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some filesystems refuse a directory fsync
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
