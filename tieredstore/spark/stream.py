@@ -53,7 +53,7 @@ from tieredstore.spark.datasource import Planned, TieredStoreReader
 from tieredstore.spark.options import on_store
 from tieredstore.spark.plan import plan_read, queue_bounds
 from tieredstore.spark.selection import Queue, Selection, Span
-from tieredstore.store import ObjectStore, QueueView
+from tieredstore.store import DurableTail, ObjectStore, QueueView
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +133,12 @@ class TieredStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.fail_on_data_loss = fail_on_data_loss
         self.reader = reader
         self.target: Offsets | None = None  # Trigger.AvailableNow: where to end
+        # Each queue's durable tail as last walked: the next batch walks what is new.
+        self.tails: dict[Queue, DurableTail] = {}
 
     def _bounds(self) -> dict[Queue, tuple[int, int]]:
         return on_store(self.config, lambda store: queue_bounds(store, self.config,
-                                                                self.selection))
+                                                                self.selection, self.tails))
 
     def initialOffset(self) -> dict[str, Any]:
         bounds = self._bounds()
@@ -194,7 +196,7 @@ class TieredStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         for (broker, topic, queue_id), n in waiting.items():
             queue, bytes_left = (broker, topic, queue_id), budget * n // total
             view = await QueueView.open(store, self.config.replace(broker=broker), topic,
-                                        queue_id)
+                                        queue_id, tail_after=self.tails.get(queue))
             first = froms[queue]
             units = await view.units(first, first + min(backlog[queue], UNITS_AT_ONCE))
             taken = 0
@@ -235,7 +237,7 @@ class TieredStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         selection = Selection(queue_offsets=ranges)
         slices = on_store(self.config, lambda store: plan_read(
             store, self.config, selection,
-            messages_per_slice=self.reader.messages_per_partition))
+            messages_per_slice=self.reader.messages_per_partition, whole=True))
         return [Planned(s) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
