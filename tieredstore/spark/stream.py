@@ -5,9 +5,12 @@ Offsets are per queue ``(broker, topic, queue id)``, as the JSON map
 ``{"BROKER/TOPIC": {"QUEUE": NEXT_OFFSET}}`` (the next offset to read, as
 Kafka's), checkpointed by Spark. Each micro-batch ends where a read-only view
 ends now (:func:`~tieredstore.spark.plan.queue_bounds`: what is durable in the
-bucket), bounded by the read limits; its offset ranges are read with the batch
-reader's planning and scan (:func:`~tieredstore.spark.plan.plan_read` with
-``queue_offsets``, :class:`~tieredstore.spark.datasource.TieredStoreReader`),
+bucket, the commit log's durable tail included; the reader keeps each queue's
+last walk of that tail and walks only what is new), bounded by the read
+limits; its offset ranges are read with the batch reader's planning and scan
+(:func:`~tieredstore.spark.plan.plan_read` with ``queue_offsets``, ``whole``:
+a slice reads every offset of its range or fails naming those it cannot
+find, never fewer rows; :class:`~tieredstore.spark.datasource.TieredStoreReader`),
 one input partition per planned slice.
 
 Options, besides the store's and ``broker``/``topic``/``queue_id`` (as the
