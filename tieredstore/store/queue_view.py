@@ -113,11 +113,13 @@ class QueueView(QueueReading):
 
 
 async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
-                    clean_from: int, after: DurableTail | None = None) -> DurableTail:
+                    clean_from: int, after: DurableTail | None = None,
+                    until: int | None = None) -> DurableTail:
     """The durable tail past consume queue ``cq`` as listed, up to the end of
     commit log ``cl`` as listed (docs/format.md, "The durable tail"); none if
     the last unit cannot be read (damage: reads name it). ``after``: a tail
-    walked before, gone on from if it began where this one begins."""
+    walked before, gone on from if it began where this one begins; ``until``:
+    no further than the offsets below it."""
     offset = cq.end // UNIT_SIZE
     units_end: int | None = None
     if offset > cq.first // UNIT_SIZE:
@@ -130,7 +132,7 @@ async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
                 raise
             return DurableTail(offset)
     start = tail_start(offset, units_end, first=cl.first, clean_from=clean_from)
-    return await durable_tail(cl, start, cl.end, codec=codec, after=after)
+    return await durable_tail(cl, start, cl.end, codec=codec, after=after, until=until)
 
 
 # A log piece of a queue, as plain values (pickled to Spark executors): file type,
@@ -248,7 +250,7 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
     if any(size is None for _, size in cq_segments) and (end is None or at < end) \
             and (whole or cq.end > cq.first):
         await cl.open()  # not listed yet if the slice held no unit to read
-        tail = await view_tail(cl, cq, codec=codec, clean_from=clean_from)
+        tail = await view_tail(cl, cq, codec=codec, clean_from=clean_from, until=end)
         stop = tail.end_offset if end is None else min(end, tail.end_offset)
         for rest in (QueueScan(topic, queue_id, cl=cl, cq=cq, first=at,
                                end=max(at, min(tail.first, stop)), wants=wants, codec=codec,

@@ -164,15 +164,16 @@ class DurableTail:
 
 
 async def durable_tail(cl: FlatReader[Any], start: TailStart, end: int, *,
-                       codec: RecordOpener | None, after: DurableTail | None = None
-                       ) -> DurableTail:
+                       codec: RecordOpener | None, after: DurableTail | None = None,
+                       until: int | None = None) -> DurableTail:
     """The tail of ``cl`` from ``start`` up to byte ``end`` as a view reads it:
     a stop (dead space, a record that fails its check) or damage met on the way
     ends it where it is, as the next open's re-dispatch ends there; an error
     that is no damage (an outage) is raised. ``after``: a tail walked before
     (of this queue); if it began at ``start`` too, its records are taken as
     they are (durable commit-log bytes do not change) and the walk goes on
-    after them: a reader that looks again walks only what is new."""
+    after them: a reader that looks again walks only what is new. ``until``:
+    the walk ends once it holds the offsets below it (a read of a range)."""
     tail = DurableTail(start.offset, start=start, end_position=start.position)
     walk = start
     if after is not None and after.start == start and after.end_position <= end and (
@@ -193,6 +194,8 @@ async def durable_tail(cl: FlatReader[Any], start: TailStart, end: int, *,
             if keys:
                 tail.keyed.append((found.offset, found.unit, keys))
             position = tail.end_position = found.end
+            if until is not None and tail.end_offset >= until:
+                break
     except TieredStoreError as exc:
         if not is_damage(exc):
             raise
