@@ -24,8 +24,10 @@ to their segments as (partial) chunks, or only full chunks
 The model is a dict of lists, a message's offset its index, sharing no code
 with the store. Every few steps every acknowledged message must read back
 through the writer's ``get``, ``get_by_tags``, ``query_by_key`` with random
-time ranges and a :class:`ReadOnlyMessageStore`, and ``verify`` must be
-clean. (Spark's reader is not used: a Spark session costs more than the run.)
+time ranges and a :class:`ReadOnlyMessageStore` (which reads every message
+below the owner's ``commit_offset``, flushed or not: the commit log's durable
+tail), and ``verify`` must be clean. (Spark's reader is not used: a Spark
+session costs more than the run.)
 
 What it found (issue 28): a takeover across write modes acknowledging one
 offset twice, zstd records that do not shrink read as malformed, a queue id
@@ -86,6 +88,7 @@ from tieredstore.filetype import FileType
 from tieredstore.log.index import read_index
 from tieredstore.objectstore import Chokepoint, LocalObjectStore, ObjectStore, RetryPolicy
 from tieredstore.store import (
+    UNIT_SIZE,
     AsyncMessageStore,
     Message,
     ReadOnlyMessageStore,
@@ -731,10 +734,12 @@ class CrossModel(RuleBasedStateMachine):
             (sent.keys, sent.tags, sent.properties, sent.timestamp), f"{where}: {got}"
 
     async def read_range(self, reader: AsyncMessageStore | ReadOnlyMessageStore, key: Key,
-                         start: int, end: int, where: str) -> None:
+                         start: int, end: int, where: str, *, max_count: int = 0) -> None:
+        """``get`` from ``start`` to ``end``, a few messages at a time (at most
+        ``max_count``, if given) and some byte limit."""
         offset = start
         while offset < end:
-            got = await reader.get(*key, offset, max_count=self.rng.randint(1, 9),
+            got = await reader.get(*key, offset, max_count=max_count or self.rng.randint(1, 9),
                                    max_bytes=self.rng.choice([1, 4 * KiB, 1 << 30]))
             assert got, f"{where} {key}: nothing read at {offset} of {end}"
             assert [m.offset for m in got] == list(range(offset, offset + len(got))), where
@@ -798,13 +803,26 @@ class CrossModel(RuleBasedStateMachine):
             await self.read_range(self.w, key, q.min_offset, len(q.messages), "writer")
             await self.check_tags(key)
         await self.check_keys(self.w, acked=False)
+        # Durable is readable without a writer: below the owner's commit_offset (no
+        # flush; its consume queue may trail, the rest is the commit log's tail).
+        committed = {key: await self.w.commit_offset(*key) for key in sorted(self.model)}
         async with await ReadOnlyMessageStore.open(config(self.owner), store=self.bucket,
                                                    key_provider=key_provider) as ro:
             for key, q in sorted(self.model.items()):
-                if q.acked > q.min_offset:
-                    low = await ro.min_offset(*key)
+                durable = max(q.acked, committed[key])
+                if durable > q.min_offset:
+                    low, top = await ro.min_offset(*key), await ro.max_offset(*key)
                     assert low <= q.min_offset, (key, low)
+                    assert durable <= top <= len(q.messages), (key, q.acked, committed[key],
+                                                               top, len(q.messages))
                     await self.read_range(ro, key, q.min_offset, q.acked, "read-only")
+                    await self.read_range(ro, key, max(q.min_offset, q.acked), durable,
+                                          "read-only, unflushed", max_count=64)
+                    if durable > max(q.acked, q.min_offset):
+                        view = await ro.queue(*key)
+                        event("read-only: unflushed messages read" + (
+                            ", past the consume queue" if view.cq.end // UNIT_SIZE < durable
+                            else ""))
             await self.check_keys(ro, acked=True)
         await self.check_verify()
 

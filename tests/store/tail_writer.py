@@ -1,22 +1,31 @@
-"""A log-mode writer for the durable-tail test; killed with SIGKILL.
+"""A log-mode writer for the durable-tail tests; killed with SIGKILL.
 
 Appends to one busy queue without flushing and prints ``C <commit_offset>``
 as the broker's group commits make offsets durable. Bodies depend only on the
-offset (:func:`body`).
+offset (:func:`body`). :func:`run_and_kill` runs it in a process of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
-from tests.store.conftest import small_config
+from tests.store.conftest import KiB, small_config
 from tieredstore.config import TieredStoreConfig
 from tieredstore.store import AsyncMessageStore
 
 TOPIC, QUEUE = "busy", 0
+ROOT = Path(__file__).resolve().parents[2]
+RUN_SECONDS = 2.0
+# A consume-queue chunk of 64 KiB holds 3,276 units: chunk_wait holds that many
+# behind the commit log, whose chunks land every 64 KiB of records.
+WRITER = {"chunk_size": 64 * KiB, "direct_commit_size": 64 * KiB}
 
 
 def body(offset: int) -> bytes:
@@ -33,6 +42,28 @@ def config(root: str, **overrides: Any) -> TieredStoreConfig:
         "pool_bytes": 4 * 1024 * 1024}
     base.update(overrides)
     return small_config(**base)
+
+
+def run_and_kill(root: Path) -> list[int]:
+    """Run the writer (with :data:`WRITER`) on directory ``root``, SIGKILL it after
+    :data:`RUN_SECONDS`; the commit offsets it printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.store.tail_writer", str(root),
+                             json.dumps(WRITER)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == "OPEN"
+        said: list[int] = []
+        deadline = time.monotonic() + RUN_SECONDS
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("C "):
+                said.append(int(line.split()[1]))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return said
 
 
 async def main(root: str, overrides: dict[str, Any]) -> None:

@@ -4,56 +4,33 @@ log's records past the consume queue's end (docs/format.md, "The durable tail").
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from tests.store.conftest import KiB, small_config
-from tests.store.tail_writer import QUEUE, TOPIC, body, config
+from tests.store.tail_writer import QUEUE, TOPIC, WRITER, body, config, run_and_kill
 from tieredstore.config import TieredStoreConfig
-from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectStore
+from tieredstore.objectstore import (
+    ByteRange,
+    LocalObjectStore,
+    MemoryObjectStore,
+    ObjectData,
+    ObjectStore,
+)
 from tieredstore.segment import DirectReader
 from tieredstore.spark.plan import NO_END, plan_read
 from tieredstore.spark.selection import Selection
 from tieredstore.store import (
     UNIT_SIZE,
     AsyncMessageStore,
+    DurableTail,
+    QueueView,
     ReadOnlyCluster,
     ReadOnlyMessageStore,
     scan_planned,
     verify_queue,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-RUN_SECONDS = 2.0
-# A consume-queue chunk of 64 KiB holds 3,276 units: chunk_wait holds that many
-# behind the commit log, whose chunks land every 64 KiB of records.
-WRITER = {"chunk_size": 64 * KiB, "direct_commit_size": 64 * KiB}
-
-
-def run_and_kill(root: Path) -> list[int]:
-    """Run the log-mode writer, SIGKILL it after a while; the commit offsets it printed."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.store.tail_writer", str(root),
-                             repr(WRITER).replace("'", '"')],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    try:
-        assert proc.stdout.readline().strip() == "OPEN"
-        said: list[int] = []
-        deadline = time.monotonic() + RUN_SECONDS
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("C "):
-                said.append(int(line.split()[1]))
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    return said
+from tieredstore.testing import ForwardingObjectStore
 
 
 async def test_a_sigkilled_writers_commit_offset_is_readable_without_a_writer(
@@ -152,3 +129,56 @@ async def _planned_offsets(backend: ObjectStore, cfg: TieredStoreConfig) -> list
                                         on=(backend, DirectReader(backend))):
             found += [m.offset for m in batch.messages]
     return found
+
+
+class CountedReads(ForwardingObjectStore):
+    """Counts the bytes its GETs return."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.bytes_read = 0
+
+    async def get_object(self, key: str, byte_range: ByteRange | None = None) -> ObjectData:
+        got: ObjectData = await super().get_object(key, byte_range)
+        self.bytes_read += len(got.data)
+        return got
+
+
+async def test_a_view_opened_again_walks_only_the_new_part_of_the_tail() -> None:
+    """A view given the tail a view before it walked (a streaming query's next
+    batch) reads only the records past it, and holds what a fresh view holds;
+    once the units landed (another start) it walks afresh."""
+    backend = MemoryObjectStore()
+    cfg = small_config(write_mode="log", chunk_size=8 * KiB, direct_commit_size=8 * KiB,
+                       chunk_wait=60.0, consume_queue_max_size=64 * KiB, gc_interval=0,
+                       retention_interval=0)
+    writer = await AsyncMessageStore.open(cfg, store=backend)
+
+    async def view(after: DurableTail | None = None) -> tuple[QueueView, int]:
+        counted = CountedReads(backend)
+        opened = await QueueView.open(counted, cfg, TOPIC, QUEUE, tail_after=after)
+        return opened, counted.bytes_read
+
+    try:
+        for i in range(150):
+            await writer.append(TOPIC, QUEUE, bytes([i]) * 1000, keys=[f"k{i}"])
+            if i == 99:
+                await _settled(lambda: writer.commit_offset(TOPIC, QUEUE))
+                first, _ = await view()
+        committed = await _settled(lambda: writer.commit_offset(TOPIC, QUEUE))
+        assert first.durable_tail.end_offset >= 90, first.durable_tail.end_offset
+        again, read_again = await view(first.durable_tail)
+        fresh, read_fresh = await view()
+        assert again.max_offset == fresh.max_offset == committed
+        assert (again.durable_tail.first, again.durable_tail.units, again.durable_tail.keyed) \
+            == (fresh.durable_tail.first, fresh.durable_tail.units, fresh.durable_tail.keyed)
+        walked_before = first.durable_tail.end_position - first.durable_tail.start.position \
+            if first.durable_tail.start is not None else 0
+        assert read_again <= read_fresh - walked_before * 9 // 10, \
+            (read_again, read_fresh, walked_before)
+        await writer.flush()  # the units land: the tail starts elsewhere, walked afresh
+        landed, _ = await view(again.durable_tail)
+        assert landed.max_offset == await writer.commit_offset(TOPIC, QUEUE) == 150
+        assert landed.durable_tail.units == (await view())[0].durable_tail.units
+    finally:
+        await writer.close()

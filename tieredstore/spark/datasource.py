@@ -303,7 +303,8 @@ def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
     return scan_planned(config, part.topic, part.queue_id, first=first, end=end,
                         cq_segments=((part.cq_base, part.cq_size),),
                         cl_segments=part.cl_segments, log_pieces=part.log_pieces,
-                        wants=wants, on=on, columns=columns)
+                        wants=wants, on=on, columns=columns, clean_from=part.clean_from,
+                        whole=part.whole)
 
 
 class TieredStoreDataSource(Source):

@@ -31,12 +31,14 @@ from tieredstore.errors import ConfigError
 from tieredstore.spark.selection import Queue, Selection
 from tieredstore.store import (
     UNIT_SIZE,
+    DurableTail,
     FileType,
     LogPiece,
     NoSuchQueue,
     ObjectStore,
     QueueMetadata,
     QueueView,
+    clean_from,
     list_brokers,
     listed_queues,
     load_log,
@@ -77,6 +79,12 @@ class SegmentSlice:
     # The queue's log pieces when the slice was planned; None: not loaded (a slice
     # of sealed segments only, or one planned without the log).
     log_pieces: tuple[LogPiece, ...] | None = None
+    # Where the queue's clean commit-log records resume after dead space (its
+    # ``clean_from`` when planned): where the active slice's durable tail may go on.
+    clean_from: int = 0
+    # Every offset [first_offset, last_offset] was durable when planned (a
+    # streaming micro-batch's range): a read that finds fewer fails.
+    whole: bool = False
 
     @property
     def sealed(self) -> bool:
@@ -178,12 +186,16 @@ async def each_queue(queues: Sequence[Queue], work: Callable[[str, str, int], Aw
 
 
 async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
-                    *, messages_per_slice: int = 0) -> list[SegmentSlice]:
+                    *, messages_per_slice: int = 0, whole: bool = False
+                    ) -> list[SegmentSlice]:
     """The slices of every selected queue, by queue (of every broker selected:
     :func:`find_queues`). A queue without metadata has none; a broker, topic or
     queue id named (not by ``queue_offsets``) that the cluster does not list is an
     error naming it (:func:`unknown_named`). Each broker's log is loaded once,
-    if a slice of it reaches an open segment."""
+    if a slice of it reaches an open segment. ``whole``: the offset ranges of
+    ``queue_offsets`` are durable (as a read-only view saw them), and a slice
+    read finding fewer fails (:attr:`SegmentSlice.whole`) instead of returning
+    fewer rows."""
     if selection.empty:
         return []
     async def one(broker: str, topic: str, queue_id: int
@@ -191,7 +203,7 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
         meta = await open_metadata(store, config.replace(broker=broker), topic, queue_id)
         return (broker, topic, queue_id), await plan_queue(
             meta, topic, queue_id, selection.for_queue(broker, topic, queue_id),
-            messages_per_slice=messages_per_slice, broker=broker)
+            messages_per_slice=messages_per_slice, broker=broker, whole=whole)
 
     queues = await find_queues(store, config, selection, probe=True)
     planned = await each_queue(queues, one)
@@ -206,26 +218,34 @@ async def plan_read(store: ObjectStore, config: TieredStoreConfig, selection: Se
             if s.reaches_open else s for s in slices]
 
 
-async def queue_bounds(store: ObjectStore, config: TieredStoreConfig, selection: Selection
+async def queue_bounds(store: ObjectStore, config: TieredStoreConfig, selection: Selection,
+                       tails: dict[Queue, DurableTail] | None = None
                        ) -> dict[Queue, tuple[int, int]]:
     """Each selected queue's ``(min offset, max offset)`` (first stored, one past
     the last durable) as a read-only view sees them
     (:class:`~tieredstore.store.QueueView`), of every broker selected
-    (:func:`find_queues`); each broker's log loaded once for all its queues."""
+    (:func:`find_queues`); each broker's log loaded once for all its queues.
+    ``tails``: each queue's durable tail as the last call walked it, gone on
+    from and replaced (a reader that asks again walks only what is new)."""
     queues = await find_queues(store, config, selection)
     configs = {b: config.replace(broker=b) for b in sorted({b for b, _, _ in queues})}
     logs = {b: await load_log(store, c) for b, c in configs.items()}
+    walked = {} if tails is None else tails
 
     async def bounds(broker: str, topic: str, queue_id: int
                      ) -> tuple[Queue, tuple[int, int]]:
-        view = await QueueView.open(store, configs[broker], topic, queue_id, log=logs[broker])
-        return (broker, topic, queue_id), (view.min_offset, view.max_offset)
+        queue = (broker, topic, queue_id)
+        view = await QueueView.open(store, configs[broker], topic, queue_id, log=logs[broker],
+                                    tail_after=walked.get(queue))
+        walked[queue] = view.durable_tail
+        return queue, (view.min_offset, view.max_offset)
 
     return dict(await each_queue(queues, bounds))
 
 
 async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: Selection,
-                     *, messages_per_slice: int = 0, broker: str) -> list[SegmentSlice]:
+                     *, messages_per_slice: int = 0, broker: str, whole: bool = False
+                     ) -> list[SegmentSlice]:
     cq_active = meta.next_base_offset(CONSUME_QUEUE)
     tail_offset = cq_active // UNIT_SIZE
     last_sealed = meta.last_record(CONSUME_QUEUE)
@@ -253,15 +273,22 @@ async def plan_queue(meta: QueueMetadata, topic: str, queue_id: int, selection: 
     if not ranges:
         return []
 
-    cl = await _commit_log_segments(meta, ranges[0][2], ranges[-1][3])
+    # The active slice's commit log from the active consume-queue segment's first
+    # offset: its durable tail is walked from where its units end (past them, from
+    # the record of that offset), whatever offset the slice begins at.
+    cl = await _commit_log_segments(meta, min(ranges[0][2], tail_offset), ranges[-1][3]) \
+        if tail_wanted else await _commit_log_segments(meta, ranges[0][2], ranges[-1][3])
+    clean = clean_from(meta.properties)
     slices = []
     for base, size, first, last in ranges:
-        needed = tuple((b, s) for b, s, f, la in cl if f <= last and la >= first)
+        reach = first if size is not None else min(first, tail_offset)
+        needed = tuple((b, s) for b, s, f, la in cl if f <= last and la >= reach)
         step = messages_per_slice if size is not None and messages_per_slice > 0 else 0
         lo = first
         while lo <= last:
             hi = last if not step else min(last, lo + step - 1)
-            slices.append(SegmentSlice(broker, topic, queue_id, base, size, lo, hi, needed))
+            slices.append(SegmentSlice(broker, topic, queue_id, base, size, lo, hi, needed,
+                                       clean_from=clean, whole=whole))
             if hi == NO_END:
                 break
             lo = hi + 1

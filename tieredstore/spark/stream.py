@@ -5,9 +5,12 @@ Offsets are per queue ``(broker, topic, queue id)``, as the JSON map
 ``{"BROKER/TOPIC": {"QUEUE": NEXT_OFFSET}}`` (the next offset to read, as
 Kafka's), checkpointed by Spark. Each micro-batch ends where a read-only view
 ends now (:func:`~tieredstore.spark.plan.queue_bounds`: what is durable in the
-bucket), bounded by the read limits; its offset ranges are read with the batch
-reader's planning and scan (:func:`~tieredstore.spark.plan.plan_read` with
-``queue_offsets``, :class:`~tieredstore.spark.datasource.TieredStoreReader`),
+bucket, the commit log's durable tail included; the reader keeps each queue's
+last walk of that tail and walks only what is new), bounded by the read
+limits; its offset ranges are read with the batch reader's planning and scan
+(:func:`~tieredstore.spark.plan.plan_read` with ``queue_offsets``, ``whole``:
+a slice reads every offset of its range or fails naming those it cannot
+find, never fewer rows; :class:`~tieredstore.spark.datasource.TieredStoreReader`),
 one input partition per planned slice.
 
 Options, besides the store's and ``broker``/``topic``/``queue_id`` (as the
@@ -53,7 +56,7 @@ from tieredstore.spark.datasource import Planned, TieredStoreReader
 from tieredstore.spark.options import on_store
 from tieredstore.spark.plan import plan_read, queue_bounds
 from tieredstore.spark.selection import Queue, Selection, Span
-from tieredstore.store import ObjectStore, QueueView
+from tieredstore.store import DurableTail, ObjectStore, QueueView
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +136,12 @@ class TieredStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.fail_on_data_loss = fail_on_data_loss
         self.reader = reader
         self.target: Offsets | None = None  # Trigger.AvailableNow: where to end
+        # Each queue's durable tail as last walked: the next batch walks what is new.
+        self.tails: dict[Queue, DurableTail] = {}
 
     def _bounds(self) -> dict[Queue, tuple[int, int]]:
         return on_store(self.config, lambda store: queue_bounds(store, self.config,
-                                                                self.selection))
+                                                                self.selection, self.tails))
 
     def initialOffset(self) -> dict[str, Any]:
         bounds = self._bounds()
@@ -194,7 +199,7 @@ class TieredStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         for (broker, topic, queue_id), n in waiting.items():
             queue, bytes_left = (broker, topic, queue_id), budget * n // total
             view = await QueueView.open(store, self.config.replace(broker=broker), topic,
-                                        queue_id)
+                                        queue_id, tail_after=self.tails.get(queue))
             first = froms[queue]
             units = await view.units(first, first + min(backlog[queue], UNITS_AT_ONCE))
             taken = 0
@@ -235,7 +240,7 @@ class TieredStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         selection = Selection(queue_offsets=ranges)
         slices = on_store(self.config, lambda store: plan_read(
             store, self.config, selection,
-            messages_per_slice=self.reader.messages_per_partition))
+            messages_per_slice=self.reader.messages_per_partition, whole=True))
         return [Planned(s) for s in slices]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

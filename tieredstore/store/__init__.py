@@ -69,6 +69,7 @@ from tieredstore.store.selected import unknown_in_cluster, unknown_selected
 from tieredstore.store.shown import iso, parse_time
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.tagged import Tagged
+from tieredstore.store.tail import DurableTail
 from tieredstore.store.unmerged import Unmerged, UnmergedSurvey, merge_segment, unmerged_segments
 from tieredstore.store.verify import QueueCheck, VerifyReport, verify_queue, verify_store
 from tieredstore.store.view import (
@@ -104,6 +105,7 @@ __all__ = [
     "Batch",
     "BodyRun",
     "Columns",
+    "DurableTail",
     "LogPiece",
     "QueueCheck",
     "QueueScan",

@@ -27,6 +27,7 @@ from tieredstore.store import properties
 from tieredstore.store.bykey import KeyQuery, find_entries
 from tieredstore.store.codec import RecordCodec
 from tieredstore.store.compose import fetcher_options, open_object_store
+from tieredstore.store.errors import OffsetOutOfRange
 from tieredstore.store.flatreader import SegmentRecords
 from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.keys import log_path
@@ -59,12 +60,14 @@ class QueueView(QueueReading):
     @classmethod
     async def open(cls, store: ObjectStore, config: TieredStoreConfig, topic: str,
                    queue_id: int, reader: SegmentReader | None = None, *,
-                   log: LogSnapshot | None = None, codec: RecordCodec | None = None
-                   ) -> QueueView:
+                   log: LogSnapshot | None = None, codec: RecordCodec | None = None,
+                   tail_after: DurableTail | None = None) -> QueueView:
         """``reader``: what reads segments (one GET per read, if None); ``log``: the
         broker's log as loaded before this call (loaded here if None); ``codec``:
         what opens compressed or encrypted records (from ``config``, with its key if
-        it has one, if None)."""
+        it has one, if None); ``tail_after``: the :attr:`durable_tail` of a view of
+        this queue opened before, whose walk this one goes on from if it can
+        (:func:`~tieredstore.store.tail.durable_tail`)."""
         reader = reader or DirectReader(store)
         if log is None:
             log = await LogSnapshot.load(store, log_path(config))
@@ -80,7 +83,7 @@ class QueueView(QueueReading):
         view = cls(topic, queue_id, meta, cl, cq, index=index if has_index else None)
         view.codec = codec or RecordCodec.from_config(config, strict=False)
         view.durable_tail = await view_tail(cl, cq, codec=view.codec,
-                                            clean_from=view.clean_from)
+                                            clean_from=view.clean_from, after=tail_after)
         return view
 
     @property
@@ -110,10 +113,13 @@ class QueueView(QueueReading):
 
 
 async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
-                    clean_from: int) -> DurableTail:
+                    clean_from: int, after: DurableTail | None = None,
+                    until: int | None = None) -> DurableTail:
     """The durable tail past consume queue ``cq`` as listed, up to the end of
     commit log ``cl`` as listed (docs/format.md, "The durable tail"); none if
-    the last unit cannot be read (damage: reads name it)."""
+    the last unit cannot be read (damage: reads name it). ``after``: a tail
+    walked before, gone on from if it began where this one begins; ``until``:
+    no further than the offsets below it."""
     offset = cq.end // UNIT_SIZE
     units_end: int | None = None
     if offset > cq.first // UNIT_SIZE:
@@ -126,7 +132,7 @@ async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
                 raise
             return DurableTail(offset)
     start = tail_start(offset, units_end, first=cl.first, clean_from=clean_from)
-    return await durable_tail(cl, start, cl.end, codec=codec)
+    return await durable_tail(cl, start, cl.end, codec=codec, after=after, until=until)
 
 
 # A log piece of a queue, as plain values (pickled to Spark executors): file type,
@@ -194,21 +200,28 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
                        end: int | None, log_pieces: tuple[LogPiece, ...] | None,
                        wants: Callable[[int, int], bool] | None = None,
                        on: tuple[ObjectStore, SegmentReader] | None = None,
-                       columns: bool = False) -> AsyncIterator[Batch]:
+                       columns: bool = False, clean_from: int = 0,
+                       whole: bool = False) -> AsyncIterator[Batch]:
     """Strictly scan offsets ``[first, end)`` of the planned segments, on ``on``
     (a store and a reader) or on a store and fetcher of its own (a Spark task).
     A plan that reaches an open segment reads its pieces in the broker's log
     too: ``log_pieces``, taken when the plan was made (None: loaded here),
-    before any segment is listed. A plan that ends at the active consume-queue
-    segment (``end`` None) goes on with the commit log's durable tail
-    (:func:`view_tail`). ``columns``: batches of
-    :class:`~tieredstore.store.columns.Columns` (see :class:`QueueScan`)."""
+    before any segment is listed. A plan that reaches the active consume-queue
+    segment goes on past its units with the commit log's durable tail
+    (:func:`view_tail`, from ``clean_from``, the queue's ``clean_from`` when
+    planned), up to ``end`` (None: the tail's end). ``whole``: every offset of
+    ``[first, end)`` was durable when planned (a streaming micro-batch's
+    range): a scan that ends short of ``end`` raises
+    :class:`~tieredstore.store.errors.OffsetOutOfRange` naming the offsets not
+    found, rather than return fewer rows than its range. ``columns``: batches
+    of :class:`~tieredstore.store.columns.Columns` (see :class:`QueueScan`)."""
     if on is None:
         async with open_reading(config) as opened:
             async for batch in scan_planned(config, topic, queue_id, cq_segments=cq_segments,
                                             cl_segments=cl_segments, first=first, end=end,
                                             log_pieces=log_pieces, wants=wants, on=opened,
-                                            columns=columns):
+                                            columns=columns, clean_from=clean_from,
+                                            whole=whole):
                 yield batch
         return
     store, reader = on
@@ -227,21 +240,31 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
                      codec=codec, columns=columns)
     async for batch in scan.batches():
         yield batch
-    if end is not None or all(size is not None for _, size in cq_segments) \
-            or cq.end <= cq.first:
-        return
-    # The active slice goes on with the commit log's durable tail: from where its
-    # last unit's record ends (a slice whose active segment holds no unit yet
-    # has none to start from: the next plan reads those records). The plan
-    # carries no ``clean_from``: past dead space the tail ends until the units land.
-    # The consume queue may have been listed again meanwhile (a read past its
-    # end, a merge): its units up to the tail first.
-    tail = await view_tail(cl, cq, codec=codec, clean_from=0)
     at = max(first, scan.next_offset)
-    for rest in (QueueScan(topic, queue_id, cl=cl, cq=cq, first=at, end=max(at, tail.first),
-                           wants=wants, codec=codec, columns=columns),
-                 QueueScan(topic, queue_id, cl=cl, cq=cq, first=max(at, tail.first),
-                           end=tail.end_offset, wants=wants, codec=codec, columns=columns,
-                           unstored=tail.units_between)):
-        async for batch in rest.batches():
-            yield batch
+    # The active slice goes on with the commit log's durable tail: from where its
+    # last unit's record ends, or (no unit in its active segment yet) from the
+    # first planned commit-log segment, passing over the records before. A read
+    # that need not be whole leaves that walk to the next plan. The consume
+    # queue may have been listed again meanwhile (a read past its end, a
+    # merge): its units up to the tail first.
+    if any(size is None for _, size in cq_segments) and (end is None or at < end) \
+            and (whole or cq.end > cq.first):
+        await cl.open()  # not listed yet if the slice held no unit to read
+        tail = await view_tail(cl, cq, codec=codec, clean_from=clean_from, until=end)
+        stop = tail.end_offset if end is None else min(end, tail.end_offset)
+        for rest in (QueueScan(topic, queue_id, cl=cl, cq=cq, first=at,
+                               end=max(at, min(tail.first, stop)), wants=wants, codec=codec,
+                               columns=columns),
+                     QueueScan(topic, queue_id, cl=cl, cq=cq, first=max(at, tail.first),
+                               end=stop, wants=wants, codec=codec, columns=columns,
+                               unstored=tail.units_between)):
+            async for batch in rest.batches():
+                yield batch
+            at = max(at, rest.next_offset)
+    if whole and end is not None and at < end:
+        raise OffsetOutOfRange(
+            f"offsets [{at}, {end}) were durable when this read was planned but are not "
+            f"found in the segments planned (the consume queue and the commit log's "
+            f"durable tail end at {at}: the segments changed since, and a read planned "
+            "again reads them)",
+            topic=topic, queue_id=queue_id)

@@ -142,6 +142,10 @@ class DurableTail:
     first: int
     units: list[CqUnit] = field(default_factory=list)
     keyed: list[tuple[int, CqUnit, Sequence[str]]] = field(default_factory=list)
+    # Where its walk began (None: no walk), and the commit-log byte after its last
+    # record: a walk from the same start goes on from there (``durable_tail``).
+    start: TailStart | None = None
+    end_position: int = 0
 
     @property
     def end_offset(self) -> int:
@@ -160,15 +164,26 @@ class DurableTail:
 
 
 async def durable_tail(cl: FlatReader[Any], start: TailStart, end: int, *,
-                       codec: RecordOpener | None) -> DurableTail:
+                       codec: RecordOpener | None, after: DurableTail | None = None,
+                       until: int | None = None) -> DurableTail:
     """The tail of ``cl`` from ``start`` up to byte ``end`` as a view reads it:
     a stop (dead space, a record that fails its check) or damage met on the way
     ends it where it is, as the next open's re-dispatch ends there; an error
-    that is no damage (an outage) is raised."""
-    tail = DurableTail(start.offset)
-    position = start.position
+    that is no damage (an outage) is raised. ``after``: a tail walked before
+    (of this queue); if it began at ``start`` too, its records are taken as
+    they are (durable commit-log bytes do not change) and the walk goes on
+    after them: a reader that looks again walks only what is new. ``until``:
+    the walk ends once it holds the offsets below it (a read of a range)."""
+    tail = DurableTail(start.offset, start=start, end_position=start.position)
+    walk = start
+    if after is not None and after.start == start and after.end_position <= end and (
+            after.units or not start.behind):
+        tail.units, tail.keyed = list(after.units), list(after.keyed)
+        tail.end_position = after.end_position
+        walk = TailStart(after.end_offset, after.end_position)
+    position = tail.end_position
     try:
-        async for found in tail_records(cl, start, end, codec=codec):
+        async for found in tail_records(cl, walk, end, codec=codec):
             if isinstance(found, ScanStop):
                 if not found.dead:
                     log.warning("%s/%d: the commit log's tail ends at byte %d: %s", cl.topic,
@@ -178,7 +193,9 @@ async def durable_tail(cl: FlatReader[Any], start: TailStart, end: int, *,
             keys = indexed_keys(found.message.keys, found.message.properties)
             if keys:
                 tail.keyed.append((found.offset, found.unit, keys))
-            position = found.end
+            position = tail.end_position = found.end
+            if until is not None and tail.end_offset >= until:
+                break
     except TieredStoreError as exc:
         if not is_damage(exc):
             raise
