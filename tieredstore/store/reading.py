@@ -22,7 +22,7 @@ from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.record import UNIT_SIZE, CqUnit, Message, RecordOpener
-from tieredstore.store.scan import QueueScan, ScanError, record_unit
+from tieredstore.store.scan import QueueScan, ScanError
 from tieredstore.store.tagged import MAX_SCAN, Tagged
 
 
@@ -139,14 +139,6 @@ class QueueReading(abc.ABC):
                 f"offset {offset} is outside the queue's offsets "
                 f"[{self.min_offset}, {self.max_offset})",
                 topic=self.topic, queue_id=self.queue_id)
-
-    def unit_and_record(self, data: bytes | memoryview, position: int, offset: int
-                        ) -> tuple[CqUnit, Message]:
-        """The consume-queue unit of the record ``data`` at commit-log byte
-        ``position``, which must hold offset ``offset`` (its CRC checked), and
-        its message."""
-        return record_unit(data, position, offset, topic=self.topic, queue_id=self.queue_id,
-                           codec=self.codec)
 
     async def offset_for_time(self, timestamp_ms: int) -> int:
         """The first offset whose store timestamp is at or after ``timestamp_ms``
