@@ -18,12 +18,12 @@ from tieredstore.segment.path import SegmentPath
 
 
 def carry_units(memory: MemoryTier[UnitKey, SegmentPath], old: SegmentLayout,
-                new: SegmentLayout) -> list[tuple[ChunkRef, bytes, bool]]:
+                new: SegmentLayout) -> list[tuple[ChunkRef, bytes | memoryview, bool]]:
     """The units of ``new`` whose bytes ``memory`` holds whole among the units of
     ``old``: each with its bytes and whether one of its parts was committed by
     this process (it stays for tailing readers)."""
     committed_keys = memory.committed
-    held: list[tuple[ChunkRef, bytes, bool]] = []
+    held: list[tuple[ChunkRef, bytes | memoryview, bool]] = []
     for unit in old.units:
         if unit.missing:
             continue
@@ -31,14 +31,14 @@ def carry_units(memory: MemoryTier[UnitKey, SegmentPath], old: SegmentLayout,
         found = memory.get(key)
         if found is not None:
             held.append((unit, found[0], key in committed_keys))
-    carried: list[tuple[ChunkRef, bytes, bool]] = []
+    carried: list[tuple[ChunkRef, bytes | memoryview, bool]] = []
     i = 0
     for unit in new.units:
         if unit.crc32c is None or unit.missing:
             continue
         while i < len(held) and held[i][0].end <= unit.position:
             i += 1
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         committed = False
         at, j = unit.position, i
         while at < unit.end and j < len(held) and held[j][0].position <= at:

@@ -51,7 +51,7 @@ class CorruptEntry(ValueError):
     """A disk entry whose header, length or CRC32C does not check."""
 
 
-def encode_entry(data: bytes, crc: int) -> bytes:
+def encode_entry(data: bytes | memoryview, crc: int) -> bytes:
     """The stored form of a unit: header (magic, CRC32C) then its bytes."""
     return _HEADER.pack(_MAGIC, crc) + data
 
@@ -161,7 +161,7 @@ class DiskTier:
         """
         return await self._run(self._get_now, key, length, crc)
 
-    async def put(self, key: str, data: bytes, crc: int, *, tag: str,
+    async def put(self, key: str, data: bytes | memoryview, crc: int, *, tag: str,
                   still_wanted: Callable[[], bool] = lambda: True) -> bool:
         """Store checked bytes under ``key``, tagged with their segment.
 

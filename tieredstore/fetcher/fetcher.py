@@ -100,7 +100,7 @@ class Fetcher:
         self._check_open()
         started = time.perf_counter()
         slices = layout.slices(position, length)
-        datas: list[bytes] = []
+        datas: list[bytes | memoryview] = []
         missing: list[int] = []
         for i, piece in enumerate(slices):
             found = self.memory.get(unit_key(piece.unit))
@@ -138,7 +138,7 @@ class Fetcher:
     ) -> bytes:
         # docstring inherited
         self._check_open()
-        out: list[bytes] = []
+        out: list[bytes | memoryview] = []
         for piece in layout.slices(position, length):
             found = self.memory.get(unit_key(piece.unit))
             if found is not None:
@@ -155,7 +155,7 @@ class Fetcher:
         if self.loads.closed:
             raise StoreClosed("the fetcher is closed")
 
-    def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes) -> None:
+    def committed(self, path: SegmentPath, unit: ChunkRef, data: bytes | memoryview) -> None:
         # docstring inherited
         if self.loads.closed:
             return
@@ -231,12 +231,12 @@ class Fetcher:
                                         f"write {load.unit.key} to disk")
         return data, Source.STORE
 
-    def _loaded(self, load: Load, data: bytes) -> None:
+    def _loaded(self, load: Load, data: bytes | memoryview) -> None:
         if load.keep and not self.loads.closed:
             self.metrics.prefetch_waste += self.memory.put(
                 load.path, load.key, data, prefetched=load.speculative)
 
-    async def _disk_get(self, load: Load) -> tuple[Lookup, bytes, int]:
+    async def _disk_get(self, load: Load) -> tuple[Lookup, bytes | memoryview, int]:
         """A disk lookup; a failing disk tier is a miss, never a failed read."""
         disk = self.disk
         if disk is None:  # dropped meanwhile
@@ -248,7 +248,8 @@ class Fetcher:
             self._drop_disk(f"{load.path}: looking up {disk_key(load.key)}", exc)
             return Lookup.MISS, b"", 0
 
-    async def _write_disk(self, load: Load, data: bytes, crc: int, generation: int) -> None:
+    async def _write_disk(self, load: Load, data: bytes | memoryview, crc: int,
+                          generation: int) -> None:
         """Store a loaded unit; if its segment was forgotten meanwhile, delete it
         again before this write counts as done (:class:`DiskGenerations`)."""
         path, key = load.path, disk_key(load.key)

@@ -30,7 +30,7 @@ from tieredstore.tasks import Background, Priority, Urgency, current_priority, c
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Loaded = tuple[bytes, Source]
+Loaded = tuple[bytes | memoryview, Source]
 
 
 @dataclass(slots=True, eq=False)

@@ -37,7 +37,7 @@ class MemoryTier(Generic[K, P]):
                  "_wasted")
 
     def __init__(self, budget: int) -> None:
-        self._lru: LRU[K, bytes] = LRU(budget, weigh=len, on_evict=self._evicted)
+        self._lru: LRU[K, bytes | memoryview] = LRU(budget, weigh=len, on_evict=self._evicted)
         self._owner: dict[K, P] = {}  # unit -> its segment
         self._by_segment: dict[P, set[K]] = {}  # segment -> its units (never empty)
         self._unread: set[K] = set()  # prefetched, not read yet
@@ -98,7 +98,7 @@ class MemoryTier(Generic[K, P]):
 
     # --- reads -----------------------------------------------------------------------
 
-    def get(self, key: K) -> tuple[bytes, bool] | None:
+    def get(self, key: K) -> tuple[bytes | memoryview, bool] | None:
         """The unit's bytes, now most recently used, and whether this is the first
         read of a prefetched unit (a read-ahead hit); None if not held."""
         data = self._lru.get(key)
@@ -115,7 +115,7 @@ class MemoryTier(Generic[K, P]):
 
     # --- writes ----------------------------------------------------------------------
 
-    def put(self, path: P, key: K, data: bytes, *, prefetched: bool = False,
+    def put(self, path: P, key: K, data: bytes | memoryview, *, prefetched: bool = False,
             committed: bool = False) -> int:
         """Hold ``data`` as ``path``'s unit ``key``, evicting the least recent to fit.
 
@@ -198,7 +198,7 @@ class MemoryTier(Generic[K, P]):
         self._unread.discard(key)
         self._committed.discard(key)
 
-    def _evicted(self, key: K, data: bytes) -> None:
+    def _evicted(self, key: K, data: bytes | memoryview) -> None:
         if key in self._unread:
             self._wasted += 1
         self._unindex(key)

@@ -183,7 +183,7 @@ class HeadWriter(Generic[H, R, P]):
         the way, and the open's look for a page a crash left costs one GET."""
 
         async def once() -> T:
-            return decode(await self._store.get(key))
+            return decode(bytes(await self._store.get(key)))
 
         try:
             return await read_again_if(Corrupt, once)

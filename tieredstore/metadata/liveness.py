@@ -136,7 +136,7 @@ async def newest(store: ObjectStore, prefix: str) -> Seen | None:
     keys = sorted(o.key for o in await store.list_all(prefix + RECORD_PREFIX))
     for key in reversed(keys):  # a record deleted meanwhile: the one before
         try:
-            return Seen.decode(await store.get(key))
+            return Seen.decode(bytes(await store.get(key)))
         except ObjectNotFound:
             continue
     return None

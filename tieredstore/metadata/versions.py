@@ -165,7 +165,7 @@ class VersionedHeads(Generic[H]):
         previous: bytes | None = None
         for _ in range(READ_ATTEMPTS):
             found = await self.store.get_object(key)
-            data = found.data
+            data = bytes(found.data)  # small: a copy only of a mapped page
             try:
                 return self._decode(data, key, version)
             except self._corrupt:

@@ -64,7 +64,7 @@ class ObjectData:
     metadata, which S3 returns with ranged GETs too). ``crc32c``: the CRC32C of
     ``data``, from :meth:`ObjectStore.get_object_with_crc` only."""
 
-    data: bytes
+    data: bytes | memoryview  # read-only either way (see LocalObjectStore: a mapping)
     info: ObjectInfo
     crc32c: int | None = None
 
@@ -142,7 +142,7 @@ class ObjectStore(abc.ABC):
         got = await self.get_object(key, byte_range)
         return ObjectData(got.data, got.info, crc32c(got.data))
 
-    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes:
+    async def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | memoryview:
         """The object's bytes, or the range of them (see :meth:`get_object`)."""
         return (await self.get_object(key, byte_range)).data
 

@@ -148,7 +148,7 @@ def _size(value: object) -> int:
     if isinstance(value, bytes | bytearray | memoryview):
         return len(value)
     data = getattr(value, "data", None)  # ObjectData
-    return len(data) if isinstance(data, bytes) else 0
+    return len(data) if isinstance(data, bytes | memoryview) else 0
 
 
 class Chokepoint:

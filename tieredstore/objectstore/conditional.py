@@ -49,7 +49,7 @@ async def create_once(store: ObjectStore, key: str, data: bytes, *,
             info = await store.head(key)
             return info.size == len(data) and all(
                 info.metadata.get(name) == value for name, value in (metadata or {}).items())
-        previous: bytes | None = None
+        previous: bytes | memoryview | None = None
         for _ in range(MATCH_ATTEMPTS):
             got = await store.get_object(key)
             if got.data == data:

@@ -43,7 +43,7 @@ def crc_metadata(data: bytes) -> dict[str, str]:
     return {CRC_METADATA_KEY: format_crc(crc32c(data))}
 
 
-def read_intact(data: bytes, metadata: dict[str, str]) -> bool:
+def read_intact(data: bytes | memoryview, metadata: dict[str, str]) -> bool:
     """Whether ``data`` passes the CRC32C its object's metadata records (True when
     it records none)."""
     text = metadata.get(CRC_METADATA_KEY)

@@ -62,7 +62,8 @@ class SegmentReader(Protocol):
         return None
 
 
-async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef) -> tuple[bytes, int]:
+async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef
+                     ) -> tuple[bytes | memoryview, int]:
     """GET one whole unit and check it. Returns its bytes and CRC32C.
 
     A unit without a known CRC must be a whole chunk object; its CRC comes
@@ -133,7 +134,7 @@ def chunk_crc(path: SegmentPath, unit: ChunkRef, info: ObjectInfo) -> int:
 
 
 async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
-                           ) -> tuple[bytes, int]:
+                           ) -> tuple[bytes | memoryview, int]:
     got = await _get_range(store, path, unit, 0, unit.length, with_crc=True)
     expected = chunk_crc(path, unit, got.info) if unit.crc32c is None else unit.crc32c
     actual = crc32c(got.data) if got.crc32c is None else got.crc32c
@@ -146,7 +147,7 @@ async def _fetch_unit_once(store: ObjectStore, path: SegmentPath, unit: ChunkRef
     return got.data, actual
 
 
-async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> bytes:
+async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> bytes | memoryview:
     """GET bytes ``[piece.start, piece.end)`` of one unit, unchecked (the caller
     checks them); a hole, a missing object or a short answer raises as for
     :func:`fetch_unit`."""
@@ -155,7 +156,8 @@ async def fetch_span(store: ObjectStore, path: SegmentPath, piece: Slice) -> byt
     return got.data
 
 
-def assemble(slices: Sequence[Slice], datas: Sequence[bytes]) -> bytes | memoryview:
+def assemble(slices: Sequence[Slice], datas: Sequence[bytes | memoryview]
+             ) -> bytes | memoryview:
     """The wanted part of each unit's bytes: a view of one unit's, or joined
     (copying once)."""
     if len(slices) == 1:
@@ -172,7 +174,7 @@ class DirectReader(SegmentReader):
         self.store = store
         self._limit = asyncio.Semaphore(concurrency)
 
-    async def _one(self, path: SegmentPath, unit: ChunkRef) -> bytes:
+    async def _one(self, path: SegmentPath, unit: ChunkRef) -> bytes | memoryview:
         async with self._limit:
             data, _ = await fetch_unit(self.store, path, unit)
             return data
@@ -192,6 +194,6 @@ class DirectReader(SegmentReader):
         return b"".join(await asyncio.gather(*(self._span(path, s)
                                                for s in layout.slices(position, length))))
 
-    async def _span(self, path: SegmentPath, piece: Slice) -> bytes:
+    async def _span(self, path: SegmentPath, piece: Slice) -> bytes | memoryview:
         async with self._limit:
             return await fetch_span(self.store, path, piece)

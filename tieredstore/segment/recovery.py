@@ -139,7 +139,7 @@ async def read_merged_units(store: ObjectStore, path: SegmentPath, size: int) ->
         raise CorruptSegment(f"merged object is {size} bytes, too short", segment=segment)
     start = max(0, size - TAIL_READ)
     try:
-        tail = await store.get(path.merged_key, ByteRange(start, size - start))
+        tail = bytes(await store.get(path.merged_key, ByteRange(start, size - start)))
     except InvalidRequest:
         raise CorruptSegment("merged object is shorter than listed", segment=segment) from None
     footer = decode_footer(tail, segment=segment)
@@ -153,7 +153,7 @@ async def read_merged_units(store: ObjectStore, path: SegmentPath, size: int) ->
     if table_start >= start:
         table = tail[table_start - start : len(tail) - FOOTER_SIZE]
     else:
-        table = await store.get(path.merged_key, ByteRange(table_start, footer.table_size))
+        table = bytes(await store.get(path.merged_key, ByteRange(table_start, footer.table_size)))
     return decode_table(table, footer, path.merged_key, segment=segment)
 
 
@@ -226,7 +226,7 @@ async def _from_listing(store: ObjectStore, path: SegmentPath, listing: SegmentL
         if not read_intact(got.data, dict(got.info.metadata)):
             raise CorruptSegment(f"sealed marker {marker_key!r} fails its CRC32C",
                                  segment=str(path))
-        return decode_marker(path, got.data)
+        return decode_marker(path, bytes(got.data))
 
     try:
         # A damaged read (a flipped bit on the way) is read again: only damage

@@ -39,6 +39,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -85,7 +86,7 @@ ARROW_SCHEMA = pa.schema([
 ])
 SCHEMA = from_arrow_schema(ARROW_SCHEMA)  # the same columns as Spark types
 _KEYS, _PROPERTIES = ARROW_SCHEMA.field("keys").type, ARROW_SCHEMA.field("properties").type
-_MILLIS, _MICROS = pa.timestamp("ms", tz="UTC"), ARROW_SCHEMA.field("store_timestamp").type
+_MICROS = ARROW_SCHEMA.field("store_timestamp").type
 
 log = logging.getLogger(__name__)
 
@@ -220,23 +221,34 @@ def _record_batch(columns: Columns, broker: str, body: Any, offsets: Any, stamps
     """Rows ``[i, i + len(body))`` of ``columns``: their bodies, offsets and store times."""
     n = len(body)
     j = i + n
-    none = pa.repeat(pa.scalar(0, pa.int32()), n + 1)  # offsets of n empty lists
-    empty = pa.array([], pa.string())
+    topic, broker_, queue, no_keys, no_tags, no_properties = _constants(
+        columns.topic, broker, columns.queue_id, n)
     keys, tags, properties = columns.keys, columns.tags, columns.properties
     arrays = [
-        pa.repeat(pa.scalar(columns.topic, pa.string()), n),
-        pa.repeat(pa.scalar(broker, pa.string()), n),
-        pa.repeat(pa.scalar(columns.queue_id, pa.int32()), n),
+        topic, broker_, queue,
         pa.array(offsets, pa.int64()),
-        pa.array(stamps, _MILLIS).cast(_MICROS),
-        pa.ListArray.from_arrays(none, empty, type=_KEYS) if keys is None
-        else pa.array([list(k) for k in keys[i:j]], _KEYS),
-        pa.nulls(n, pa.string()) if tags is None else pa.array(tags[i:j], pa.string()),
-        pa.MapArray.from_arrays(none, empty, empty, type=_PROPERTIES) if properties is None
+        pa.array(stamps * 1000, _MICROS),  # milliseconds as Spark's microseconds
+        no_keys if keys is None else pa.array([list(k) for k in keys[i:j]], _KEYS),
+        no_tags if tags is None else pa.array(tags[i:j], pa.string()),
+        no_properties if properties is None
         else pa.array([list(p.items()) for p in properties[i:j]], _PROPERTIES),
         body,
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+@lru_cache(maxsize=16)
+def _constants(topic: str, broker: str, queue_id: int, n: int) -> tuple[Any, ...]:
+    """The columns of ``n`` rows of one queue that do not vary (Arrow arrays are
+    immutable, so batches of one size share them): its topic, broker and queue,
+    no keys, no tags, no properties."""
+    none = pa.repeat(pa.scalar(0, pa.int32()), n + 1)  # offsets of n empty lists
+    empty = pa.array([], pa.string())
+    return (pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(broker, pa.string()), n),
+            pa.repeat(pa.scalar(queue_id, pa.int32()), n),
+            pa.ListArray.from_arrays(none, empty, type=_KEYS), pa.nulls(n, pa.string()),
+            pa.MapArray.from_arrays(none, empty, empty, type=_PROPERTIES))
 
 
 class TieredStoreReader(PlannedReader):

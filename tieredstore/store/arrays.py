@@ -39,7 +39,6 @@ _PLAIN_DTYPE = np.dtype([("total", ">u4"), ("magic", ">u4"), ("crc", ">u4"), ("o
                          ("keys", ">u2"), ("properties", ">u2"), ("body", ">u4")])
 BODY_AT = PLAIN_BODY_AT  # where a plain record's body begins
 assert _UNIT_DTYPE.itemsize == UNIT_SIZE and _PLAIN_DTYPE.itemsize == BODY_AT
-_HEAD_BYTES = np.arange(BODY_AT, dtype=np.int64)
 
 Int64s = Any  # a numpy array of int64 (numpy's own types are not checked here)
 
@@ -48,7 +47,7 @@ class UnitBlock(Sequence[CqUnit]):
     """Units as four int64 arrays; a sequence of :class:`CqUnit` too (each
     made when asked for), so a slow path written for lists reads it as one."""
 
-    __slots__ = ("position", "size", "store_timestamp", "tags_hash")
+    __slots__ = ("_ends", "position", "size", "store_timestamp", "tags_hash")
 
     def __init__(self, position: Int64s, size: Int64s, tags_hash: Int64s,
                  store_timestamp: Int64s) -> None:
@@ -56,6 +55,14 @@ class UnitBlock(Sequence[CqUnit]):
         self.size = size
         self.tags_hash = tags_hash
         self.store_timestamp = store_timestamp
+        self._ends: Int64s | None = None
+
+    @property
+    def ends(self) -> Int64s:
+        """Where each unit's record ends (made once: a scan asks for every run)."""
+        if self._ends is None:
+            self._ends = self.position + self.size
+        return self._ends
 
     def __len__(self) -> int:
         return len(self.position)
@@ -87,9 +94,8 @@ class UnitBlock(Sequence[CqUnit]):
         units after ``i`` each starting where the one before ends and ending by
         ``limit``, added while the run is below ``budget`` bytes. The units
         are in order (each at or after the end of the one before)."""
-        position, size = self.position, self.size
+        position, ends = self.position, self.ends  # ends ascend, as the units are in order
         first = int(position[i])
-        ends = position + size  # ascending, as the units are in order
         # The last unit by the limit, and the first at the budget: no further.
         last = min(int(np.searchsorted(ends, limit, "right")) - 1,
                    int(np.searchsorted(ends, first + budget, "left")), len(position) - 1)
@@ -138,6 +144,13 @@ def _unit_crcs(rows: Any) -> Any:
     return np.bitwise_xor.reduce(picked, axis=1) ^ np.uint32(zeros)
 
 
+def _windows(view: memoryview) -> Any:
+    """Every :data:`BODY_AT` bytes of ``view`` from each position, as rows of a
+    view (no copy): a record's head is one row, picked by its start."""
+    return np.lib.stride_tricks.sliding_window_view(np.frombuffer(view, dtype=np.uint8),
+                                                    BODY_AT)
+
+
 def plain_run_block(view: memoryview, units: UnitBlock, start: int, stop: int, *,
                     first_offset: int, room: int, first: bool) -> Int64s:
     """:func:`~tieredstore.store.record.plain_run` over ``units[start:stop]``
@@ -155,7 +168,7 @@ def plain_run_block(view: memoryview, units: UnitBlock, start: int, stop: int, *
     ok = fits & roomy
     n = len(ok) if ok.all() else int(ok.argmin())
     if n:
-        heads = np.frombuffer(view, dtype=np.uint8)[starts[:n, None] + _HEAD_BYTES]
+        heads = _windows(view)[starts[:n]]
         head = heads.view(_PLAIN_DTYPE)[:, 0]
         size, starts, ends = size[:n], starts[:n], ends[:n]
         good = ((head["total"] == size) & (head["magic"] == MAGIC) & (head["flags"] == 0)
@@ -165,9 +178,9 @@ def plain_run_block(view: memoryview, units: UnitBlock, start: int, stop: int, *
                 & (head["store_timestamp"] == units.store_timestamp[start:start + n]))
         n = len(good) if good.all() else int(good.argmin())
         if n:
-            crcs = np.fromiter(map(crc32c, map(view.__getitem__, map(
-                slice, (starts[:n] + HEAD_SIZE).tolist(), ends[:n].tolist()))),
-                dtype=np.uint32, count=n)
+            crcs = np.array([crc32c(view[a:b]) for a, b in zip(
+                (starts[:n] + HEAD_SIZE).tolist(), ends[:n].tolist(), strict=True)],
+                dtype=np.uint32)
             same = crcs == head["crc"][:n]
             n = n if same.all() else int(same.argmin())
     out = np.empty(n + 1, dtype=np.int64)

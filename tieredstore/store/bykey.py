@@ -107,11 +107,11 @@ async def _in_sealed(index: FlatReader[Any], record: SegmentRecord, wanted: int
     key, store = index.path_of(record.base_offset).base_dir + SLOTS_NAME, index.store
     slots = slot_count(record.size)
     try:
-        first, end, crc = parse_directory(await store.get(
-            key, ByteRange(*directory_range(slot_of(wanted, slots)))))
+        first, end, crc = parse_directory(bytes(await store.get(
+            key, ByteRange(*directory_range(slot_of(wanted, slots))))))
         if end == first:
             return []
-        items = check_items(await store.get(key, ByteRange(*items_range(slots, first, end))),
+        items = check_items(bytes(await store.get(key, ByteRange(*items_range(slots, first, end)))),
                             end - first, crc)
         return [e for e in items if e.key_hash == wanted]
     except ObjectNotFound:
