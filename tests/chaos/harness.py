@@ -757,7 +757,7 @@ class ChaosRun:
         self.ml_opened += 1
         ledgers = LocalLedgerStore(self.tmp / "ledgers", fsync=False)
         offloader = SegmentLedgerOffloader(self.faults, options=OffloadOptions(
-            block_size=5 * MiB, chunk_size=16 * KiB, read_batch_bytes=64 * KiB))
+            block_size=5 * MiB, read_batch_bytes=64 * KiB))
         try:
             ml = await self.timed("ledger open", ManagedLedger.open(
                 "tenant/ns/persistent/chaos", metadata_store=self.faults, ledgers=ledgers,

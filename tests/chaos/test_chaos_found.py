@@ -358,7 +358,7 @@ async def test_lost_reply_then_corrupted_read_of_the_offload_index_is_not_a_fenc
     await writer.close()
     source = await ledgers.open_ledger(writer.ledger_id)
     offloader = SegmentLedgerOffloader(bucket, options=OffloadOptions(
-        block_size=5 * 1024 * 1024, chunk_size=4096))
+        block_size=5 * 1024 * 1024))
     uuid = UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
     bucket.script("put", "-index", FaultKind.REPLY_LOST)  # the index lands
     bucket.flip("-index", flip_bit(-1))  # ...the GET that checks it is damaged

@@ -41,8 +41,7 @@ from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 
 async def start(tmp_path: Path, store: ObjectStore) -> tuple[ManagedLedger, list[bytes]]:
     ledgers = LocalLedgerStore(tmp_path / "ledgers", fsync=False)
-    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB,
-                                                               chunk_size=5 * MiB))
+    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB))
     ml = await ManagedLedger.open(
         "tenant/ns/persistent/topic", metadata_store=store, ledgers=ledgers, offloader=off,
         config=ManagedLedgerConfig(auto_offload=False), clock=Clock(),

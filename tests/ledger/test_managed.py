@@ -47,7 +47,7 @@ class TrackingOffloader(SegmentLedgerOffloader):
     attempt, and can hold attempts at a gate."""
 
     def __init__(self, store: ObjectStore) -> None:
-        super().__init__(store, options=OffloadOptions(block_size=5 * MiB, chunk_size=5 * MiB))
+        super().__init__(store, options=OffloadOptions(block_size=5 * MiB))
         self.gate = asyncio.Event()
         self.gate.set()
         self.started = asyncio.Event()

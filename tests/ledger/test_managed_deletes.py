@@ -43,8 +43,7 @@ class Env:
     clock: Clock = field(default_factory=Clock)
 
     def offloader(self) -> SegmentLedgerOffloader:
-        return SegmentLedgerOffloader(self.store, options=OffloadOptions(block_size=5 * MiB,
-                                                                         chunk_size=5 * MiB))
+        return SegmentLedgerOffloader(self.store, options=OffloadOptions(block_size=5 * MiB))
 
     async def open(self, writer_id: str, *, offloader: SegmentLedgerOffloader | None = None,
                    **config: Any) -> ManagedLedger:
@@ -238,8 +237,7 @@ async def test_ledger_read_of_a_ledger_trimmed_meanwhile_says_so(env: Env) -> No
     the ledger before its offload was read: PositionOutOfRange, trimmed."""
     ml = await env.open("a")
     await three_offloaded_ledgers(ml)
-    offloader = HookedOffloader(env.store, options=OffloadOptions(block_size=5 * MiB,
-                                                                  chunk_size=5 * MiB))
+    offloader = HookedOffloader(env.store, options=OffloadOptions(block_size=5 * MiB))
     host = LedgerHost(TieredStoreConfig(ledger_root="managed-ledgers"), env.store,
                       env.ledgers, offloader)
     assert len(await host.read(NAME, 0, 0, 1)) == 2

@@ -27,7 +27,6 @@ from tieredstore.ledger.managed.format import (
 )
 from tieredstore.ledger.managed.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.policy import LedgerSummary, offload_boundary
-from tieredstore.ledger.offsets import OffsetCache
 from tieredstore.ledger.user_metadata import build_user_metadata
 
 # LedgerInfo{ledgerId 3, entries 10, size 1000, timestamp 5, offloadContext{
@@ -114,19 +113,6 @@ def test_page_key_and_bytes_golden() -> None:
     assert decode_page(data, ref) == [a, b]
 
 
-def test_offset_cache() -> None:
-    cache = OffsetCache(capacity=4)
-    assert cache.floor(5) is None
-    for i in (10, 20, 30):
-        cache.add(i, i * 100)
-    cache.add(15, 1500)  # out of order: inserted
-    assert cache.floor(17) == (15, 1500) and cache.floor(30) == (30, 3000)
-    assert cache.floor(9) is None
-    cache.add(40, 4000)  # past capacity: every other one kept
-    assert len(cache) == 3 and cache.thinned == 1
-    assert cache.floor(39) in {(30, 3000), (20, 2000), (10, 1000)}
-
-
 def test_user_metadata_rules() -> None:
     meta = build_user_metadata({"ManagedLedgerName": "a/b"}, {"ledger-id": "1"})
     assert meta == {"managedledgername": "a/b", "ledger-id": "1",
@@ -139,18 +125,16 @@ def test_user_metadata_rules() -> None:
 
 def test_offload_keys() -> None:
     u = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
-    space = OffloadNamespace("off", "c", "n")
+    space = OffloadNamespace("off")
     loc = space.locate(42, u)
     assert (loc.data_key, loc.index_key) == (f"off/{u}-ledger-42", f"off/{u}-ledger-42-index")
-    assert OffloadNamespace("", "c", "n").locate(42, u).data_key == f"{u}-ledger-42"
-    assert loc.legacy_index_key.endswith(f"/c/n/{u}-ledger-42/0/commitlog/{u}-ledger-42-index")
-    assert loc.legacy_data_key.endswith(f"/c/n/{u}-ledger-42/0/commitlog/seg-{0:020d}/segment")
-    for key in (loc.index_key, loc.data_key, loc.legacy_index_key, loc.legacy_data_key,
-                loc.legacy_path.chunk_key(0)):
+    assert OffloadNamespace("").locate(42, u).data_key == f"{u}-ledger-42"
+    for key in (loc.index_key, loc.data_key):
         assert space.attempt_of(key) == loc
         name = parse_offload_key(key)
         assert name is not None and (name.uuid, name.ledger_id) == (u, 42)
     assert parse_offload_key("off/x/y") is None
+    assert space.attempt_of(f"off/x/{u}-ledger-42") is None  # not at the prefix's level
     assert space.attempt_of(f"off/{u}-ledger-42-other") is None
     assert space.attempt_of(f"other/{u}-ledger-42") is None
 

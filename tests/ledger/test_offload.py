@@ -22,7 +22,6 @@ from tests.ledger.helpers import (
 )
 from tieredstore.checksum import crc32c, format_crc
 from tieredstore.errors import NoSuchUpload, PreconditionFailed
-from tieredstore.fetcher import Fetcher
 from tieredstore.ledger import (
     CorruptLedger,
     EntryOutOfRange,
@@ -70,12 +69,8 @@ async def memory() -> AsyncIterator[MemoryObjectStore]:
     await store.close()
 
 
-def offloader(store: ObjectStore, fetcher: Fetcher | None = None, *,
-              block_size: int = 5 * MiB, chunk_size: int = 5 * MiB) -> SegmentLedgerOffloader:
-    return SegmentLedgerOffloader(
-        store, reader=fetcher,
-        options=OffloadOptions(block_size=block_size, chunk_size=chunk_size),
-    )
+def offloader(store: ObjectStore, *, block_size: int = 5 * MiB) -> SegmentLedgerOffloader:
+    return SegmentLedgerOffloader(store, options=OffloadOptions(block_size=block_size))
 
 
 async def check_reads_identically(source: LocalReadHandle, copy: ReadHandle,
@@ -130,14 +125,13 @@ async def test_round_trip(ledgers: LocalLedgerStore, memory: MemoryObjectStore,
     entries = payloads(random_sizes(total, seed), seed)
     assert 0 in map(len, entries) and max(map(len, entries)) > 2 * MiB
     source = await make_ledger(ledgers, entries)
-    async with Fetcher(memory) as fetcher:
-        off = offloader(memory, fetcher, block_size=block_size, chunk_size=8 * MiB)
-        await off.offload(source, UUID, {"ManagedLedgerName": "tenant/ns/persistent/t"})
-        await check_objects_are_pip17(memory, source, entries)
-        assert memory.metrics.requests["upload_part"] >= total // block_size
-        copy = await off.read_offloaded(source.ledger_id, UUID)
-        await check_reads_identically(source, copy, entries, seed)
-        await copy.close()
+    off = offloader(memory, block_size=block_size)
+    await off.offload(source, UUID, {"ManagedLedgerName": "tenant/ns/persistent/t"})
+    await check_objects_are_pip17(memory, source, entries)
+    assert memory.metrics.requests["upload_part"] >= total // block_size
+    copy = await off.read_offloaded(source.ledger_id, UUID)
+    await check_reads_identically(source, copy, entries, seed)
+    await copy.close()
 
 
 @pytest.mark.s3
@@ -145,22 +139,21 @@ async def test_round_trip(ledgers: LocalLedgerStore, memory: MemoryObjectStore,
 async def test_round_trip_on_s3(ledgers: LocalLedgerStore, store: ObjectStore) -> None:
     entries = payloads(random_sizes(11 * MiB, 4, big=2 * MiB), 4)
     source = await make_ledger(ledgers, entries)
-    async with Fetcher(store) as fetcher:
-        off = offloader(store, fetcher)
-        await off.offload(source, UUID, {"ManagedLedgerName": "t"})
-        requests = dict(store.metrics.requests)
-        assert requests["upload_part"] == 2  # 11 MiB: parts of at least 5 MiB (moto checks)
-        assert requests["create_multipart"] == requests["complete_multipart"] == 1
-        assert "upload_part_copy" not in requests
-        await check_objects_are_pip17(store, source, entries)
-        copy = await off.read_offloaded(source.ledger_id, UUID)
-        await check_reads_identically(source, copy, entries, 4)
-        await copy.close()
-        info = await store.head(off.locate(source.ledger_id, UUID).data_key)
-        assert info.metadata["managedledgername"] == "t"
-        await off.delete_offloaded(source.ledger_id, UUID)
-        assert await store.list_all("") == []
-        assert await store.list_multipart_uploads("") == []
+    off = offloader(store)
+    await off.offload(source, UUID, {"ManagedLedgerName": "t"})
+    requests = dict(store.metrics.requests)
+    assert requests["upload_part"] == 2  # 11 MiB: parts of at least 5 MiB (moto checks)
+    assert requests["create_multipart"] == requests["complete_multipart"] == 1
+    assert "upload_part_copy" not in requests
+    await check_objects_are_pip17(store, source, entries)
+    copy = await off.read_offloaded(source.ledger_id, UUID)
+    await check_reads_identically(source, copy, entries, 4)
+    await copy.close()
+    info = await store.head(off.locate(source.ledger_id, UUID).data_key)
+    assert info.metadata["managedledgername"] == "t"
+    await off.delete_offloaded(source.ledger_id, UUID)
+    assert await store.list_all("") == []
+    assert await store.list_multipart_uploads("") == []
 
 
 async def test_index_golden(ledgers: LocalLedgerStore, memory: MemoryObjectStore) -> None:
@@ -347,9 +340,9 @@ async def test_slices_of_a_namespace_without_prefix(ledgers: LocalLedgerStore,
     bucket's root, where Pulsar looks, and planning finds them there."""
     entries = [b"entry %d" % i for i in range(5)]
     source = await make_ledger(ledgers, entries)
-    space = OffloadNamespace("", "c", "n")
+    space = OffloadNamespace("")
     off = SegmentLedgerOffloader(memory, options=OffloadOptions(
-        block_size=5 * MiB, chunk_size=5 * MiB, namespace=space))
+        block_size=5 * MiB, namespace=space))
     await off.offload(source, UUID, {})
     await off.close()
     await check_objects_are_pip17(memory, source, entries, prefix="")

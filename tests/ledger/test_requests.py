@@ -1,5 +1,4 @@
-"""What offloading and reading back cost, in requests (exact counts on memory),
-and the old layout still read.
+"""What offloading and reading back cost, in requests (exact counts on memory).
 
 The printed numbers are the measurements quoted in the issue's report.
 """
@@ -19,12 +18,7 @@ from tieredstore.ledger import (
     OffloadOptions,
     SegmentLedgerOffloader,
 )
-from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.stream import BlockStreamWriter
-from tieredstore.ledger.user_metadata import build_user_metadata
 from tieredstore.objectstore import ByteRange, MemoryObjectStore, ObjectData
-from tieredstore.segment import DirectReader
-from tieredstore.segment.chunked import ChunkedSegment, SegmentOptions
 
 UUID = uuid.UUID("6d8f1c1e-2a3b-4c5d-8e9f-0a1b2c3d4e5f")
 ENTRIES = payloads([100 * KiB] * 410, seed=7)  # 40 MiB
@@ -99,32 +93,3 @@ async def test_one_big_read_fetches_up_to_8_mib_a_get(offloaded: RangeLog) -> No
     ranges = [r for _, r in store.gets[1:]]
     assert all(r is not None and r.length <= 8 * MiB for r in ranges)
     assert len(ranges) == 6  # 41 blocks of about 1 MiB, eight a GET
-
-
-async def test_an_old_layout_attempt_still_reads(tmp_path: Path) -> None:
-    """An attempt offloaded before PIP-17's names (a segment of the segment
-    engine with 64 MiB padded blocks, the index beside it) reads back, and
-    deleting it leaves nothing."""
-    ledgers = LocalLedgerStore(tmp_path, fsync=False)
-    entries = payloads([300 * KiB] * 30, seed=3)
-    source = await make_ledger(ledgers, entries)
-    store = MemoryObjectStore()
-    off = SegmentLedgerOffloader(store, reader=DirectReader(store))
-    where = off.locate(source.ledger_id, UUID)
-    meta = build_user_metadata({}, {"ledger-id": str(source.ledger_id)})
-    segment = ChunkedSegment(store, where.legacy_path, options=SegmentOptions(
-        chunk_size=5 * MiB, merge_on_seal=True, merged_metadata=tuple(sorted(meta.items()))))
-    writer = BlockStreamWriter(last_entry_id=len(entries) - 1, length=source.length,
-                               block_size=5 * MiB)
-    data = b"".join(bytes(b) for i, p in enumerate(entries) for b in writer.add(i, p))
-    data += b"".join(bytes(b) for b in writer.finish())
-    await segment.commit0(0, data)
-    await segment.seal()
-    index = OffloadIndex.for_blocks(writer.blocks, source.metadata.to_bytes())
-    await store.put(where.legacy_index_key, index.encode(), metadata=meta)
-    copy = await off.read_offloaded(source.ledger_id, UUID)
-    assert await copy.read(0, len(entries) - 1) == [LedgerEntry(i, p)
-                                                    for i, p in enumerate(entries)]
-    await copy.close()
-    await off.delete_offloaded(source.ledger_id, UUID)
-    assert await store.list_all("") == []

@@ -52,8 +52,7 @@ async def _offload(root: Path) -> Offloaded:
     rng = random.Random(11)
     source = LocalLedgerStore(root / "ledgers", fsync=False)
     store = LocalObjectStore(root / "store", fsync=False)
-    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB,
-                                                               chunk_size=5 * MiB))
+    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB))
     built = Offloaded(root / "store", {}, {}, {})
     try:
         # 12 MiB: three blocks; 1 MiB: one; 6 MiB: two; entries of 0 to 64 KiB
@@ -214,8 +213,7 @@ async def _two_complete_attempts(root: Path) -> tuple[int, int]:
     both attempts complete; ledger B once. Returns (A, B)."""
     source = LocalLedgerStore(root / "ledgers", fsync=False)
     store = LocalObjectStore(root / "store", fsync=False)
-    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB,
-                                                               chunk_size=5 * MiB))
+    off = SegmentLedgerOffloader(store, options=OffloadOptions(block_size=5 * MiB))
     try:
         twice = await make_ledger(source, [b"a"] * 10)
         once = await make_ledger(source, [b"b"] * 10)

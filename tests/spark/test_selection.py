@@ -124,10 +124,10 @@ def test_the_ledger_reader_takes_its_namespace_from_the_config_keys(tmp_path: Pa
     from tieredstore.spark.ledger_source import LEDGER_OPTIONS, ledger_selection
 
     LocalObjectStore(tmp_path)
-    options = {"path": str(tmp_path), "offload_prefix": "off", "offload_cluster": "c",
-               "offload_namespace": "ns", "ledger_id": "3, 5", "entry_to": "9"}
+    options = {"path": str(tmp_path), "offload_prefix": "off", "ledger_id": "3, 5",
+               "entry_to": "9"}
     config = config_from_options(options, skip=LEDGER_OPTIONS)
-    assert offload_namespace(config) == OffloadNamespace("off", "c", "ns")
+    assert offload_namespace(config) == OffloadNamespace("off")
     selection = ledger_selection(options)
     assert (selection.ledger_ids, selection.entry_from, selection.entry_to) == \
         (frozenset({3, 5}), 0, 9)

@@ -166,8 +166,6 @@ class TieredStoreConfig:
     ledger_dir: str = knob("")
     ledger_root: str = knob("managed-ledgers")
     offload_prefix: str = knob("offload")
-    offload_cluster: str = knob("pulsar")
-    offload_namespace: str = knob("ledgers")
     offload_block_size: int = knob(64 * MiB, 5 * MiB, 2 * GiB, unit="bytes")
     ledger_max_entries: int = knob(50_000, 1, 2**31 - 1)
     ledger_max_bytes: int = knob(2 * GiB, 1, 1024 * GiB, unit="bytes")

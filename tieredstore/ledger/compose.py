@@ -58,14 +58,13 @@ def managed_ledger_config(config: TieredStoreConfig) -> ManagedLedgerConfig:
 
 
 def offload_namespace(config: TieredStoreConfig) -> OffloadNamespace:
-    """Where offloads live: ``offload_prefix``, ``offload_cluster``, ``offload_namespace``."""
-    return OffloadNamespace(config.offload_prefix, config.offload_cluster,
-                            config.offload_namespace)
+    """Where offloads live: under ``offload_prefix``."""
+    return OffloadNamespace(config.offload_prefix)
 
 
 def offload_options(config: TieredStoreConfig) -> OffloadOptions:
-    """How offloads are written (``offload_*``, the store's ``chunk_size``)."""
-    return OffloadOptions(block_size=config.offload_block_size, chunk_size=config.chunk_size,
+    """How offloads are written (``offload_*``)."""
+    return OffloadOptions(block_size=config.offload_block_size,
                           namespace=offload_namespace(config))
 
 

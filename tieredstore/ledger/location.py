@@ -6,15 +6,8 @@ offloader writes (``DataBlockUtils``)::
     {prefix}/{uuid}-ledger-{id}          the data object
     {prefix}/{uuid}-ledger-{id}-index    the index object
 
-(with an empty prefix, at the bucket's root, where Pulsar looks). Attempts
-written before this layout were one segment of the segment engine, with the
-index beside its directory (docs/format.md, *The old layout*)::
-
-    {prefix}/{h}/{cluster}/{namespace}/{uuid}-ledger-{id}/0/commitlog/seg-.../segment
-    {prefix}/{h}/{cluster}/{namespace}/{uuid}-ledger-{id}/0/commitlog/{uuid}-ledger-{id}-index
-
-They stay readable and sweepable: the ``legacy_*`` names. Both PIP-17 names
-can be read back off any key (:func:`parse_offload_key`).
+(with an empty prefix, at the bucket's root, where Pulsar looks). Both
+PIP-17 names can be read back off a key (:func:`parse_offload_key`).
 """
 
 from __future__ import annotations
@@ -22,7 +15,6 @@ from __future__ import annotations
 import uuid as uuid_mod
 from dataclasses import dataclass
 
-from tieredstore.filetype import FileType
 from tieredstore.ledger.format import (
     ObjectName,
     as_uuid,
@@ -30,23 +22,17 @@ from tieredstore.ledger.format import (
     index_object_name,
     parse_object_name,
 )
-from tieredstore.names import validate_name, validate_prefix
-from tieredstore.segment.path import SegmentPath
+from tieredstore.names import validate_prefix
 
 
 @dataclass(frozen=True, slots=True)
 class OffloadNamespace:
-    """The part of the keys shared by every offload of one offloader: the
-    prefix (``cluster`` and ``namespace`` name old-layout attempts only)."""
+    """The part of the keys shared by every offload of one offloader: the prefix."""
 
     prefix: str = "offload"
-    cluster: str = "pulsar"
-    namespace: str = "ledgers"
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
-        validate_name("cluster", self.cluster)
-        validate_name("namespace", self.namespace)
 
     def locate(self, ledger_id: int, uuid: uuid_mod.UUID | str) -> OffloadLocation:
         return OffloadLocation(self, ledger_id, as_uuid(uuid))
@@ -57,22 +43,18 @@ class OffloadNamespace:
         return f"{self.prefix}/" if self.prefix else ""
 
     def attempt_of(self, key: str) -> OffloadLocation | None:
-        """The attempt of this namespace ``key`` belongs to (either layout); None
-        for another namespace's key, or one that is no offload's at all."""
+        """The attempt of this namespace ``key`` belongs to; None for another
+        namespace's key, or one that is no offload's at all."""
         if not key.startswith(self.list_prefix):
             return None
         rest = key[len(self.list_prefix):]
-        if "/" not in rest:
-            try:
-                name = parse_object_name(rest)
-            except ValueError:
-                return None
-            return self.locate(name.ledger_id, name.uuid)
-        found = parse_offload_key(key)
-        if found is None:
+        if "/" in rest:
             return None
-        location = self.locate(found.ledger_id, found.uuid)
-        return location if key.startswith(location.legacy_prefix) else None
+        try:
+            name = parse_object_name(rest)
+        except ValueError:
+            return None
+        return self.locate(name.ledger_id, name.uuid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,41 +90,14 @@ class OffloadLocation:
         """The index key, then the data key: the order they are deleted in."""
         return self.index_key, self.data_key
 
-    # --- the old layout: readable, never written --------------------------------
-
-    @property
-    def legacy_path(self) -> SegmentPath:
-        """The segment that held an old-layout attempt's data."""
-        return SegmentPath(self.space.cluster, self.space.namespace, self.data_name, 0,
-                           FileType.COMMIT_LOG, 0, prefix=self.space.prefix)
-
-    @property
-    def legacy_data_key(self) -> str:
-        """An old-layout attempt's merged segment: PIP-17 bytes, then a unit table."""
-        return self.legacy_path.merged_key
-
-    @property
-    def legacy_index_key(self) -> str:
-        return self.legacy_path.file_prefix + self.index_name
-
-    @property
-    def legacy_prefix(self) -> str:
-        """Every object of an old-layout attempt is under this prefix."""
-        return self.legacy_path.file_prefix
-
     def __str__(self) -> str:
         return self.data_name
 
 
 def parse_offload_key(key: str) -> ObjectName | None:
-    """The PIP-17 name an offload key carries, or None if it carries none.
-
-    For a data-side key (the data object; an old layout's chunk, marker,
-    segment) the name is the data object's; for the index, the index's.
-    """
-    for part in reversed(key.split("/")):
-        try:
-            return parse_object_name(part)
-        except ValueError:
-            continue
-    return None
+    """The PIP-17 name an offload key carries (its last part), or None if it
+    carries none: the data object's name, or the index's."""
+    try:
+        return parse_object_name(key.rsplit("/", 1)[-1])
+    except ValueError:
+        return None

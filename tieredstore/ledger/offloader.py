@@ -17,9 +17,7 @@ with ``If-None-Match``: its presence means the attempt is complete. A lost
 reply is settled by the writer's token in the data object's metadata, a
 second writer of the same uuid is fenced (:class:`OffloadFenced`), a failed
 attempt leaves no multipart upload behind (aborted) and is removed by
-``delete_offloaded`` with its uuid. Old-layout attempts (one segment of the
-segment engine) are read by :class:`~tieredstore.ledger.legacy.LegacyReadHandle`
-and deleted too.
+``delete_offloaded`` with its uuid.
 """
 
 from __future__ import annotations
@@ -35,11 +33,9 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from tieredstore.errors import NoSuchUpload, ObjectNotFound, PreconditionFailed, check_field
-from tieredstore.fetcher import Fetcher
 from tieredstore.ledger.errors import (
     OffloadExists,
     OffloadFenced,
-    OffloadNotFound,
     OffloadRefused,
 )
 from tieredstore.ledger.format import (
@@ -51,7 +47,6 @@ from tieredstore.ledger.format import (
 )
 from tieredstore.ledger.handle import LedgerState, ReadHandle
 from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.legacy import DEFAULT_SCAN_BYTES, LegacyReadHandle
 from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
 from tieredstore.ledger.offloaded import MAX_GET_BYTES, OffloadedReadHandle
 from tieredstore.ledger.stream import BlockPacker
@@ -59,8 +54,6 @@ from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.metrics import OffloadMetrics
 from tieredstore.objectstore.base import ObjectStore, PartInfo
 from tieredstore.objectstore.conditional import create_once
-from tieredstore.segment.chunked import destroy_segment
-from tieredstore.segment.reader import SegmentReader
 from tieredstore.sizes import MiB
 
 WRITER_KEY = "tieredstore-offload-writer"
@@ -113,16 +106,13 @@ class OffloadOptions:
     ``read_block_size``: the PIP-17 data blocks' size (1 MiB, what one
     ranged GET reads an entry with). ``read_batch_bytes``: about how much of
     the ledger one read of the source handle fetches. ``max_get_bytes``: the
-    most one GET of a read fetches (adjacent blocks). ``chunk_size`` and
-    ``scan_bytes`` read old-layout attempts.
+    most one GET of a read fetches (adjacent blocks).
     """
 
     block_size: int = DEFAULT_BLOCK_SIZE
     read_block_size: int = 1 * MiB
-    chunk_size: int = 8 * MiB
     read_batch_bytes: int = 8 * MiB
     max_get_bytes: int = MAX_GET_BYTES
-    scan_bytes: int = DEFAULT_SCAN_BYTES
     namespace: OffloadNamespace = field(default_factory=OffloadNamespace)
 
     def __post_init__(self) -> None:
@@ -130,39 +120,18 @@ class OffloadOptions:
                     bounds=f"[{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}] (5 MiB to 2 GiB)")
         check_field("read_block_size", self.read_block_size, MIN_POSSIBLE_BLOCK_SIZE,
                     self.block_size)
-        for key in ("chunk_size", "read_batch_bytes", "max_get_bytes", "scan_bytes"):
+        for key in ("read_batch_bytes", "max_get_bytes"):
             check_field(key, getattr(self, key), 1)
 
 
 class SegmentLedgerOffloader(LedgerOffloader):
-    """Offloads ledgers to ``store`` as PIP-17 objects (the name is historical:
-    only old-layout attempts are read through the segment engine).
+    """Offloads ledgers to ``store`` as PIP-17 objects, read back by ranged GETs
+    of their blocks."""
 
-    ``reader`` serves the reads of old-layout attempts (through the segment
-    engine): a :class:`~tieredstore.fetcher.Fetcher` shared with the host, or,
-    by default, one of the offloader's own (closed by :meth:`close`). Attempts
-    at PIP-17's names are read by ranged GETs of their blocks.
-    """
-
-    def __init__(
-        self,
-        store: ObjectStore,
-        *,
-        reader: SegmentReader | None = None,
-        options: OffloadOptions | None = None,
-    ) -> None:
+    def __init__(self, store: ObjectStore, *, options: OffloadOptions | None = None) -> None:
         self.store = store
-        self._own_fetcher: Fetcher | None = None
-        if reader is None:
-            reader = self._own_fetcher = Fetcher(store)
-        self.reader: SegmentReader = reader
         self.options = options or OffloadOptions()
         self.metrics = OffloadMetrics()  # for a collector: TieredStoreCollector(offload=...)
-
-    async def close(self) -> None:
-        # docstring inherited
-        if self._own_fetcher is not None:
-            await self._own_fetcher.close()
 
     @property
     def driver_name(self) -> str:
@@ -174,8 +143,6 @@ class SegmentLedgerOffloader(LedgerOffloader):
         return MappingProxyType({
             "store": self.store.name,
             "prefix": space.prefix,
-            "cluster": space.cluster,
-            "namespace": space.namespace,
         })
 
     def locate(self, ledger_id: int, uuid: uuid_mod.UUID | str) -> OffloadLocation:
@@ -280,53 +247,26 @@ class SegmentLedgerOffloader(LedgerOffloader):
     # --- read and delete ------------------------------------------------------------
 
     async def read_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> ReadHandle:
-        """A handle on the attempt at PIP-17's names; an old-layout attempt
-        (no index there) is read through the segment engine."""
-        location = self.locate(ledger_id, uuid)
-        try:
-            return await OffloadedReadHandle.open(self.store, location,
-                                                  max_get_bytes=self.options.max_get_bytes)
-        except OffloadNotFound as missing:
-            try:
-                return await LegacyReadHandle.open(self.store, location, reader=self.reader,
-                                                   scan_bytes=self.options.scan_bytes)
-            except OffloadNotFound:
-                raise missing from None
+        """A handle on the attempt at PIP-17's names."""
+        return await open_offloaded(self.store, self.locate(ledger_id, uuid),
+                                    options=self.options)
 
     async def delete_offloaded(self, ledger_id: int, uuid: uuid_mod.UUID) -> None:
         """Delete the attempt's objects: the index first (an attempt without it
-        is never read), then its uploads and data object; then an old-layout
-        attempt's segment with its chunks, marker and uploads."""
+        is never read), then its uploads and data object."""
         location = self.locate(ledger_id, uuid)
         await self.store.delete(location.index_key)
         for upload in await self.store.list_multipart_uploads(location.data_key):
             if upload.key == location.data_key:
                 await self.store.abort_multipart(upload.key, upload.upload_id)
         await self.store.delete(location.data_key)
-        await self.store.delete(location.legacy_index_key)
-        await destroy_segment(self.store, location.legacy_path)
-        self.reader.forget(location.legacy_path)
-        # Anything else under the old attempt's prefix is the attempt's too.
-        leftovers = [o.key for o in await self.store.list_all(location.legacy_prefix)]
-        if leftovers:
-            await self.store.delete_many(leftovers)
 
 
 async def open_offloaded(store: ObjectStore, location: OffloadLocation, *,
-                         reader: SegmentReader | None = None,
                          options: OffloadOptions | None = None) -> ReadHandle:
-    """A handle on the attempt at PIP-17's names; an old-layout attempt (no
-    index there) is read through the segment engine with ``reader``."""
+    """A handle on the attempt at PIP-17's names (``OffloadNotFound`` without its index)."""
     options = options or OffloadOptions()
-    try:
-        return await OffloadedReadHandle.open(store, location,
-                                              max_get_bytes=options.max_get_bytes)
-    except OffloadNotFound as missing:
-        try:
-            return await LegacyReadHandle.open(store, location, reader=reader,
-                                               scan_bytes=options.scan_bytes)
-        except OffloadNotFound:
-            raise missing from None
+    return await OffloadedReadHandle.open(store, location, max_get_bytes=options.max_get_bytes)
 
 
 class _DataUpload:

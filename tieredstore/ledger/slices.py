@@ -15,8 +15,8 @@ table, the ledger's metadata, and the managed ledger's name from the object's
 user metadata) and cuts the selected entries into slices of
 ``blocks_per_slice`` blocks, leaving out blocks the entry range does not
 reach. :func:`read_ledger_slice` opens the attempt as ``read_offloaded`` does
-(:func:`~tieredstore.ledger.offloader.open_offloaded`: its index; an old-layout
-attempt's unit table too) and reads its entries. An
+(:func:`~tieredstore.ledger.offloader.open_offloaded`: its index) and reads
+its entries. An
 attempt without its data object (an offload that did not finish) is left out
 when planning; one whose objects vanish before its slice is read (deleted
 after the deletion lag) fails the read, naming it. The Spark source
@@ -38,7 +38,6 @@ from tieredstore.ledger.location import OffloadNamespace
 from tieredstore.ledger.managed import recorded_offloads
 from tieredstore.ledger.offloader import open_offloaded
 from tieredstore.objectstore import ObjectStore
-from tieredstore.segment import SegmentReader
 from tieredstore.tasks import gather_bounded
 
 MANAGED_LEDGER_KEY = "managedledgername"  # Pulsar's ManagedLedgerName, lowercased by S3
@@ -62,8 +61,6 @@ class LedgerSlice:
     """Entries ``first..last`` of one offload attempt (plain values, for a task)."""
 
     prefix: str
-    cluster: str
-    namespace: str
     managed_ledger: str | None
     ledger_id: int
     offload_uuid: str
@@ -72,7 +69,7 @@ class LedgerSlice:
 
     @property
     def space(self) -> OffloadNamespace:
-        return OffloadNamespace(self.prefix, self.cluster, self.namespace)
+        return OffloadNamespace(self.prefix)
 
 
 async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
@@ -85,21 +82,19 @@ async def plan_ledger_slices(store: ObjectStore, space: OffloadNamespace,
     recorded = await recorded_offloads(store, root)
     attempts = [a async for a in _attempts(store, space, selection)
                 if recorded is None or recorded.get(a[:2], False)]
-    async def one(ledger_id: int, uuid: uuid_mod.UUID, legacy: bool
-                  ) -> list[LedgerSlice] | None:
+    async def one(ledger_id: int, uuid: uuid_mod.UUID) -> list[LedgerSlice] | None:
         """None: not complete, or not selected."""
         where = space.locate(ledger_id, uuid)
         try:
-            got = await store.get_object(where.legacy_index_key if legacy else where.index_key)
-            await store.head(where.legacy_data_key if legacy else where.data_key)
+            got = await store.get_object(where.index_key)
+            await store.head(where.data_key)
         except ObjectNotFound:
             return None  # an offload that did not finish, or deleted meanwhile
         name = got.info.metadata.get(MANAGED_LEDGER_KEY)
         if selection.managed_ledgers is not None and name not in selection.managed_ledgers:
             return None
         return _slices(OffloadIndex.decode(got.data), selection, blocks_per_slice,
-                       LedgerSlice(space.prefix, space.cluster, space.namespace, name, ledger_id,
-                                   str(uuid), 0, -1))
+                       LedgerSlice(space.prefix, name, ledger_id, str(uuid), 0, -1))
 
     found = await gather_bounded(READ_CONCURRENCY, lambda a: one(*a), attempts)
     kept = [(a, slices) for a, slices in zip(attempts, found, strict=True) if slices is not None]
@@ -125,16 +120,15 @@ def _one_attempt_each(attempts: list[tuple[int, uuid_mod.UUID]], root: str) -> N
 
 
 async def _attempts(store: ObjectStore, space: OffloadNamespace, selection: LedgerSelection
-                    ) -> AsyncIterator[tuple[int, uuid_mod.UUID, bool]]:
-    """Attempts of the namespace with an index object, in key order, and
-    whether each is of the old layout."""
+                    ) -> AsyncIterator[tuple[int, uuid_mod.UUID]]:
+    """Attempts of the namespace with an index object, in key order."""
     async for page in store.list_pages(space.list_prefix):
         for info in page:
             where = space.attempt_of(info.key)
-            if where is None or info.key not in (where.index_key, where.legacy_index_key):
+            if where is None or info.key != where.index_key:
                 continue
             if selection.ledger_ids is None or where.ledger_id in selection.ledger_ids:
-                yield where.ledger_id, where.uuid, info.key == where.legacy_index_key
+                yield where.ledger_id, where.uuid
 
 
 def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,
@@ -153,12 +147,11 @@ def _slices(index: OffloadIndex, selection: LedgerSelection, per_slice: int,
     return out
 
 
-async def read_ledger_slice(store: ObjectStore, part: LedgerSlice,
-                            reader: SegmentReader | None = None
+async def read_ledger_slice(store: ObjectStore, part: LedgerSlice
                             ) -> AsyncIterator[list[LedgerEntry]]:
     """The slice's entries, a few hundred at a time."""
     where = part.space.locate(part.ledger_id, part.offload_uuid)
-    handle = await open_offloaded(store, where, reader=reader)
+    handle = await open_offloaded(store, where)
     try:
         for first in range(part.first, part.last + 1, ENTRIES_PER_READ):
             yield await handle.read(first, min(part.last, first + ENTRIES_PER_READ - 1))

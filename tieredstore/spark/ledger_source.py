@@ -11,8 +11,7 @@ error naming it (see :func:`tieredstore.ledger.plan_ledger_slices`).
 Options: the store as for ``tieredstore`` (``path``, or ``backend=s3`` with
 ``bucket``...); the offloader's namespace, as the store's config keys (a
 ``config`` file's ``[ledger]`` section, or the options): ``offload_prefix``
-(default ``offload``), ``offload_cluster`` (``pulsar``), ``offload_namespace``
-(``ledgers``), and ``ledger_root`` (``managed-ledgers``); the selection,
+(default ``offload``) and ``ledger_root`` (``managed-ledgers``); the selection,
 applied before anything is read: ``ledger_id`` and ``managed_ledger``
 (comma-separated), ``entry_from`` (inclusive) and ``entry_to`` (exclusive).
 As for ``tieredstore``, Spark's own filters are applied to the rows and not pushed down (see
@@ -43,8 +42,7 @@ from tieredstore.ledger import (
 from tieredstore.spark.datasource import PlannedReader, Source
 from tieredstore.spark.options import int_option, lower_options
 from tieredstore.spark.selection import ints, names, one_int
-from tieredstore.store import ObjectStore
-from tieredstore.store import open_reading as opened
+from tieredstore.store import ObjectStore, open_object_store
 
 LEDGER_FORMAT = "tieredstore-ledger"
 LEDGER_OPTIONS = frozenset({"ledger_id", "managed_ledger", "entry_from", "entry_to",
@@ -106,8 +104,8 @@ class LedgerReader(PlannedReader):
 
     def batches(self, part: LedgerSlice) -> Iterator[Any]:
         async def entries() -> Any:
-            async with opened(self.config) as (store, fetcher):
-                async for batch in read_ledger_slice(store, part, fetcher):
+            async with open_object_store(self.config) as store:
+                async for batch in read_ledger_slice(store, part):
                     yield batch
 
         return (entries_batch(part, batch) for batch in sync.iterate(entries))

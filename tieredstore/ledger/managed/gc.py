@@ -11,13 +11,10 @@ namespace:
 
 - **unreferenced attempts** (every object and upload of the attempt older
   than the safety age), deleted whole: the index and the data object, then
-  the uploads under the data key (an old-layout attempt: index, then its
-  segment, then anything else under it);
+  the uploads under the data key;
 - in a referenced attempt whose data object stands, **multipart uploads**
-  under its data key older than the safety age (an old-layout attempt whose
-  merged ``segment`` object stands: **chunk entries and the sealed marker**
-  beside it, and uploads): what another writer of the same names (the same
-  uuid) left after the owner's write.
+  under its data key older than the safety age: what another writer of the
+  same names (the same uuid) left after the owner's write.
 
 Why it never deletes an attempt a live owner may still complete: it lists
 the objects first and reads the metadata after. An owner records an
@@ -56,11 +53,10 @@ from tieredstore.segment.garbage import (
     UNREFERENCED,
     Garbage,
     GcReport,
-    beside_merged,
     collect,
     stale_uploads,
 )
-from tieredstore.segment.listing import before, classify
+from tieredstore.segment.listing import before
 
 Attempt = tuple[int, uuid_mod.UUID]
 
@@ -141,30 +137,7 @@ async def find_offload_garbage(
                 found += stale_uploads(uploads, cutoff)
         elif location.data_key in {o.key for o in new}:  # else its owner may be writing it
             found += stale_uploads(uploads, cutoff)
-        found += _legacy(got, attempt in referenced, cutoff)
     return found
-
-
-def _legacy(got: _Listed, referenced: bool, cutoff: datetime) -> list[Garbage]:
-    """An old-layout attempt's garbage (docs/format.md, *The old layout*)."""
-    location = got.location
-    objects = [o for o in got.objects if o.key.startswith(location.legacy_prefix)]
-    uploads = [u for u in got.uploads if u.key.startswith(location.legacy_prefix)]
-    if not objects and not uploads:
-        return []
-    path = location.legacy_path
-    segment = classify(path, [o for o in objects if o.key.startswith(path.base_dir)], uploads)
-    if not referenced:
-        others = [o for o in objects if o not in segment.objects]
-        if segment.older_than(cutoff) and all(before(o.modified, cutoff) for o in others):
-            return [Garbage(UNREFERENCED, location.legacy_prefix,
-                            f"ledger {location.ledger_id} attempt {location.uuid} (old layout)",
-                            keys=tuple(o.key for o in others), segment=path)]
-        return []
-    if segment.merged is not None:  # not merged yet: its owner may be writing it
-        return beside_merged(segment, cutoff, entries=True) + stale_uploads(segment.uploads,
-                                                                           cutoff)
-    return []
 
 
 async def sweep_offloads(
