@@ -64,8 +64,8 @@ pack`` prints the line that ships it.
 
 Jobs: ``tieredstore spark export|verify|compact|stats`` (see
 :mod:`tieredstore.spark.jobs`), or these functions with a SparkSession:
-:func:`export`, :func:`verify_reports`, :func:`compact`, :func:`compact_logs`,
-:func:`stats`.
+:func:`export`, :func:`export_continuous`, :func:`verify_reports`,
+:func:`compact`, :func:`compact_logs`, :func:`stats`.
 """
 
 from tieredstore.spark.bound import bind
@@ -76,6 +76,7 @@ from tieredstore.spark.jobs import (
     compact,
     compact_logs,
     export,
+    export_continuous,
     stats,
     verify_reports,
 )
@@ -87,6 +88,5 @@ from tieredstore.store import ScanError
 
 __all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Pack", "PackError",
            "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind",
-           "check_options", "compact",
-           "compact_logs", "export", "get_session", "pack", "register", "session_running",
-           "stats", "verify_reports"]
+           "check_options", "compact", "compact_logs", "export", "export_continuous",
+           "get_session", "pack", "register", "session_running", "stats", "verify_reports"]

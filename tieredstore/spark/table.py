@@ -162,9 +162,14 @@ def table_source(table: Any) -> str | None:
 
 def exported_end(table: Any, broker: str, topic: str, queue_id: int) -> int | None:
     """The offset ``table`` holds a queue's messages up to (exclusive), or None."""
+    return transaction(table, app_id(broker, topic, queue_id))
+
+
+def transaction(table: Any, app: str) -> int | None:
+    """The version of application transaction ``app`` in ``table`` (None: none)."""
     if table is None:
         return None
-    version = table.transaction_version(app_id(broker, topic, queue_id))
+    version = table.transaction_version(app)
     return int(version) if version is not None else None
 
 
@@ -238,10 +243,12 @@ def _stats(rows: pa.Table) -> str:
 
 
 def commit(where: Location, table: Any, source: str, files: Sequence[DataFile], *,
-           ends: Mapping[tuple[str, str, int], int], info: Mapping[str, Any]) -> int:
-    """Commit ``files`` and each queue's new end offset (``ends``) as one Delta
-    commit, based on ``table`` (the version the ends were read at; None: create
-    the table). The version committed."""
+           ends: Mapping[tuple[str, str, int], int], info: Mapping[str, Any],
+           transactions: Mapping[str, int] | None = None) -> int:
+    """Commit ``files`` and each queue's new end offset (``ends``), and the other
+    application ``transactions`` (app id: version), as one Delta commit, based on
+    ``table`` (the version the ends were read at; None: create the table). The
+    version committed."""
     from deltalake import CommitProperties, DeltaTable, Schema, Transaction
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
@@ -250,7 +257,8 @@ def commit(where: Location, table: Any, source: str, files: Sequence[DataFile], 
             for f in files]
     props = CommitProperties(
         custom_metadata={"tieredstore": json.dumps(dict(info), ensure_ascii=False)},
-        app_transactions=[Transaction(app_id(*q), end, now) for q, end in sorted(ends.items())],
+        app_transactions=[Transaction(app_id(*q), end, now) for q, end in sorted(ends.items())]
+        + [Transaction(app, v, now) for app, v in sorted((transactions or {}).items())],
         max_commit_retries=0)
     if table is None:
         create_table_with_add_actions(
