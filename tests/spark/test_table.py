@@ -4,6 +4,8 @@ Delta commit carrying each queue's end offset; read back with delta-rs."""
 from __future__ import annotations
 
 import datetime
+import itertools
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.spark.conftest import store_config
+from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark.table import (
     TABLE_SCHEMA,
@@ -109,3 +112,73 @@ def test_table_locations(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="not a directory"):
         table_location(str(tmp_path / "file"), config)
+
+
+def test_files_are_cut_at_the_target_size_each_row_once(tmp_path: Path) -> None:
+    """A partition's rows past the target size go to more files, each about the
+    target at most (a row group over), together every row once."""
+    where = table_location(str(tmp_path / "t"), store_config(tmp_path / "s"))
+    one = write_files(where, "big", 0, iter([batch(0, 600)]))
+    assert len(one) == len(TOPICS)  # one file per partition at the default 128 MiB
+    target = 8 * 1024
+    files = write_files(where, "small", 0, iter([batch(0, 600)]), target_size=target)
+    per_topic = {t: [f for f in files if f.topic == t] for t in TOPICS}
+    assert all(len(fs) >= 4 for fs in per_topic.values()), {t: len(fs) for t, fs
+                                                            in per_topic.items()}
+    assert all(f.size <= 2 * target for f in files), sorted(f.size for f in files)[-3:]
+    assert len({f.path for f in files}) == len(files)
+    commit(where, None, "src", files, ends={("b0", t, 0): 600 for t in TOPICS}, info={})
+    assert identities(where) == sorted((t, i) for t in TOPICS for i in range(600))
+    spans = sorted(json.loads(f.queues)[0][4:] for f in per_topic["orders"])
+    assert spans[0][0] == 0 and spans[-1][1] == 599
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans)), spans
+
+
+def test_optimize_compacts_and_vacuum_deletes_what_no_version_needs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ten small commits compacted into one file per partition by ``tieredstore
+    table optimize`` (rows and each queue's end kept); ``vacuum`` then deletes
+    the files optimize replaced and a killed run's uncommitted file, and leaves
+    a continuous export's checkpoint alone; ``--dry-run`` deletes nothing."""
+    out = tmp_path / "t"
+    where = table_location(str(out), store_config(tmp_path / "s"))
+    table = None
+    for n in range(10):
+        files = write_files(where, f"r{n}", 0, iter([batch(n * 5, n * 5 + 5)]))
+        commit(where, table, "src", files, ends={("b0", "orders", 0): n * 5 + 5}, info={})
+        table = open_table(where)
+    orphan = write_files(where, "killed", 0, iter([batch(50, 55)]))  # never committed
+    checkpoint = out / "_tieredstore_checkpoint" / "commits" / "0"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_text("v1")
+    before = identities(where)
+    assert len(DeltaTable(where.uri).file_uris()) == 10 * len(TOPICS)
+
+    assert cli_main(["table", "optimize", str(out), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert (done["files_removed"], done["files_added"]) == (10 * len(TOPICS), len(TOPICS))
+    assert len(DeltaTable(where.uri).file_uris()) == len(TOPICS)
+    assert identities(where) == before
+    assert exported_end(open_table(where), "b0", "orders", 0) == 50
+
+    on_disk = {p for p in out.rglob("*.parquet")}
+    assert len(on_disk) == 11 * len(TOPICS) + len(orphan)
+    assert cli_main(["table", "vacuum", str(out), "--retention-hours", "0", "--dry-run",
+                     "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["files"]
+    assert len(listed) == 10 * len(TOPICS) + len(orphan)
+    assert {p for p in out.rglob("*.parquet")} == on_disk
+    assert cli_main(["table", "vacuum", str(out), "--retention-hours", "0"]) == 0
+    assert f"{len(listed)} file(s) deleted" in capsys.readouterr().out
+    assert len(list(out.rglob("*.parquet"))) == len(TOPICS)
+    assert checkpoint.read_text() == "v1"
+    assert identities(where) == before
+    # The default retention (a week) keeps everything younger.
+    assert cli_main(["table", "vacuum", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == []
+
+
+def test_table_commands_refuse_what_is_not_an_export_table(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["table", "optimize", str(tmp_path / "none")]) == 2
+    assert "no Delta table there" in capsys.readouterr().err

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tieredstore import sync
+from tieredstore.sizes import MiB
 from tieredstore.store import refuse_live_writer
 
 from .common import (
@@ -67,6 +68,7 @@ from .common import (
     print_json,
     read_only_cluster,
     resolve_config,
+    size,
 )
 
 JOBS = {"export": "append new messages to a Delta Lake table, exactly once",
@@ -112,6 +114,10 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                              help="the table: a local directory (on a cluster, the same "
                                   "path on every node), file:// URI or s3://bucket/path "
                                   "(with the store's S3 credentials and endpoint)")
+            job.add_argument("--target-file-size", type=size(1024), default=128 * MiB,
+                             metavar="SIZE", help="data files of about SIZE at most (512MiB, "
+                             "1GiB ...; default 128MiB; `tieredstore table optimize` "
+                             "compacts small ones)")
             add_continuous(job)
         if name == "compact":
             job.add_argument("--dry-run", action="store_true",
@@ -248,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
         if args.job == "export" and args.continuous:
             return run_continuous(args, jobs, spark, options, filters)
         if args.job == "export":
-            return show_export(args, jobs.export(spark, options, args.output, filters))
+            return show_export(args, jobs.export(spark, options, args.output, filters,
+                                                 target_file_size=args.target_file_size))
         if args.job == "verify":
             return show_verify(args, jobs.verify_reports(spark, options, filters))
         if args.job == "stats":
@@ -284,7 +291,8 @@ def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dic
     query = jobs.export_continuous(spark, options, args.output, filters,
                                    checkpoint=args.checkpoint, trigger=trigger,
                                    available_now=args.available_now,
-                                   max_messages=args.max_messages_per_batch, report=report)
+                                   max_messages=args.max_messages_per_batch, report=report,
+                                   target_file_size=args.target_file_size)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

@@ -41,6 +41,7 @@ from tieredstore.spark.plan import queue_bounds
 from tieredstore.spark.selection import Queue, selection_from_options
 from tieredstore.spark.stream import offsets_json
 from tieredstore.spark.table import (
+    TARGET_FILE_SIZE,
     Location,
     TableError,
     exported_end,
@@ -103,12 +104,14 @@ def checkpoint_location(where: Location, checkpoint: str | None) -> str:
 def export_stream(spark: Any, options: Mapping[str, str], output: str,
                   selected: Mapping[str, str], *, checkpoint: str | None = None,
                   trigger: str = DEFAULT_TRIGGER, available_now: bool = False,
-                  max_messages: int = 0, report: BatchReport | None = None) -> Any:
+                  max_messages: int = 0, report: BatchReport | None = None,
+                  target_file_size: int = TARGET_FILE_SIZE) -> Any:
     """Start the query that exports the queues ``selected`` names (reader options
     ``broker``, ``topic``, ``queue_id``) of the store ``options`` name to the table
     at ``output``, a micro-batch every ``trigger`` (or, ``available_now``, what is
-    there now, then it ends), at most ``max_messages`` a batch (0: no limit); the
-    StreamingQuery. ``report`` is called with each batch's result."""
+    there now, then it ends), at most ``max_messages`` a batch (0: no limit), in
+    data files of about ``target_file_size`` bytes at most; the StreamingQuery.
+    ``report`` is called with each batch's result."""
     config = config_from_options(options)
     where = table_location(output, config)
     source = store_source(config)
@@ -127,7 +130,7 @@ def export_stream(spark: Any, options: Mapping[str, str], output: str,
     stream = spark.readStream.format(bind(spark, config)).options(**reader).load()
     writer = (stream.writeStream
               .foreachBatch(functools.partial(export_batch, where=where, source=source,
-                                              report=report))
+                                              report=report, target_size=target_file_size))
               .option("checkpointLocation", location))
     writer = (writer.trigger(availableNow=True) if available_now
               else writer.trigger(processingTime=processing_time(trigger)))
@@ -135,7 +138,8 @@ def export_stream(spark: Any, options: Mapping[str, str], output: str,
 
 
 def export_batch(df: Any, batch: int, *, where: Location, source: str,
-                 report: BatchReport | None = None) -> BatchResult:
+                 report: BatchReport | None = None,
+                 target_size: int = TARGET_FILE_SIZE) -> BatchResult:
     """Write and commit micro-batch ``batch`` (``foreachBatch``); nothing if the table
     holds it already (a replay). See the module docstring."""
     query = df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_KEY)
@@ -151,7 +155,7 @@ def export_batch(df: Any, batch: int, *, where: Location, source: str,
                  where.uri, batch, query)
         return _reported(report, BatchResult(where.uri, batch, 0, None, replayed=True))
     run = new_run_id()
-    files = write_frame(df, where, run)
+    files = write_frame(df, where, run, target_size)
     spans = queue_spans(files)
     problems = []
     for q, (count, lo, hi) in sorted(spans.items()):

@@ -51,6 +51,7 @@ from tieredstore.spark.options import (
 from tieredstore.spark.plan import queue_bounds
 from tieredstore.spark.selection import Queue, Selection, queue_offsets_option
 from tieredstore.spark.table import (
+    TARGET_FILE_SIZE,
     DataFile,
     Location,
     StepHook,
@@ -87,9 +88,11 @@ class ExportResult:
 
 
 def export_table(spark: Any, options: Mapping[str, str], output: str, selection: Selection,
-                 *, on_step: StepHook | None = None) -> ExportResult:
+                 *, on_step: StepHook | None = None,
+                 target_file_size: int = TARGET_FILE_SIZE) -> ExportResult:
     """Append the selected queues' messages past their exported end offsets to the
-    Delta table at ``output`` (see the module docstring)."""
+    Delta table at ``output`` (see the module docstring), in data files of about
+    ``target_file_size`` bytes at most."""
     step = on_step or (lambda name: None)
     config = config_from_options(options)
     where = table_location(output, config)
@@ -104,7 +107,8 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
     if not todo:
         return ExportResult(where.uri, 0, None, (), trimmed)
     run = new_run_id()
-    files = _write(spark, where, run, todo, config=config, options=options)
+    files = _write(spark, where, run, todo, config=config, options=options,
+                   target_size=target_file_size)
     rows = sum(f.rows for f in files)
     step("written")
     version = commit_run(where, table, source, files, run=run,
@@ -204,7 +208,8 @@ ROW_SCHEMA = pa.schema([("broker", pa.string()), ("topic", pa.string()),
 
 
 def _write(spark: Any, where: Location, run: str, ranges: tuple[Range, ...], *,
-           config: TieredStoreConfig, options: Mapping[str, str]) -> list[DataFile]:
+           config: TieredStoreConfig, options: Mapping[str, str],
+           target_size: int) -> list[DataFile]:
     """Executors read ``ranges`` through the format bound to ``config``
     (:func:`~tieredstore.spark.bound.bind`: the configuration resolved here, not
     again from ``options`` in Spark's processes) and write them as the table's
@@ -216,7 +221,7 @@ def _write(spark: Any, where: Location, run: str, ranges: tuple[Range, ...], *,
     reader["queue_offsets"] = queue_offsets_option({(b, t, q): (lo, hi)
                                                     for b, t, q, lo, hi in ranges})
     got = write_frame(spark.read.format(bind(spark, config)).options(**reader).load(),
-                      where, run)
+                      where, run, target_size)
     seen = queue_spans(got)
     wanted = {(b, t, q): (hi - lo, lo, hi - 1) for b, t, q, lo, hi in ranges}
     if seen != wanted:
@@ -230,9 +235,11 @@ def _write(spark: Any, where: Location, run: str, ranges: tuple[Range, ...], *,
     return got
 
 
-def write_frame(df: Any, where: Location, run: str) -> list[DataFile]:
+def write_frame(df: Any, where: Location, run: str,
+                target_size: int = TARGET_FILE_SIZE) -> list[DataFile]:
     """Spark tasks write ``df``'s rows (the source's columns) as the table's data
-    files (:func:`~tieredstore.spark.table.write_files`); the files written."""
+    files of about ``target_size`` bytes at most
+    (:func:`~tieredstore.spark.table.write_files`); the files written."""
     df = df.select("broker", "topic", "queue_id", "offset",
                    F.expr("unix_micros(store_timestamp)").alias("store_timestamp"),
                    "keys", "tags", "properties", "body", F.expr(DATE_EXPR).alias("date"))
@@ -240,7 +247,7 @@ def write_frame(df: Any, where: Location, run: str) -> list[DataFile]:
     def task(number: int, rows: Iterator[Any]) -> Iterator[DataFile]:
         # Rows, not Arrow (mapInArrow needs pandas): a first step.
         batch = pa.RecordBatch.from_pylist([r.asDict() for r in rows], schema=ROW_SCHEMA)
-        yield from write_files(where, run, number, iter([batch]))
+        yield from write_files(where, run, number, iter([batch]), target_size)
 
     return list(df.rdd.mapPartitionsWithIndex(task).collect())
 

@@ -73,7 +73,7 @@ from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.spark.selection import names as selection_names
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
-from tieredstore.spark.table import StepHook
+from tieredstore.spark.table import TARGET_FILE_SIZE, StepHook
 from tieredstore.spark.verify import QueueReport, verify_task
 from tieredstore.store import ObjectStore, load_log, queue_log_pieces
 
@@ -132,19 +132,23 @@ def check_options(options: dict[str, str]) -> None:
 
 
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,
-           *, on_step: StepHook | None = None) -> ExportResult:
+           *, on_step: StepHook | None = None,
+           target_file_size: int = TARGET_FILE_SIZE) -> ExportResult:
     """Append the selected queues' messages not exported yet to the table at
     ``output`` (:func:`tieredstore.spark.export.export_table`); ``on_step``: called
-    with each step's name as it completes. Queues are selected by topic and
-    queue id (and broker) only: the offsets are the table's to choose."""
+    with each step's name as it completes; data files of about
+    ``target_file_size`` bytes at most. Queues are selected by topic and queue id
+    (and broker) only: the offsets are the table's to choose."""
     selection = selection_from_options(_export_selection(options, filters))
-    return export_table(spark, options, output, selection, on_step=on_step)
+    return export_table(spark, options, output, selection, on_step=on_step,
+                        target_file_size=target_file_size)
 
 
 def export_continuous(spark: Any, options: dict[str, str], output: str,
                       filters: Filters | None = None, *, checkpoint: str | None = None,
                       trigger: str = DEFAULT_TRIGGER, available_now: bool = False,
-                      max_messages: int = 0, report: BatchReport | None = None) -> Any:
+                      max_messages: int = 0, report: BatchReport | None = None,
+                      target_file_size: int = TARGET_FILE_SIZE) -> Any:
     """Start the streaming query that exports the selected queues to the table at
     ``output`` a micro-batch at a time, each committed once
     (:func:`tieredstore.spark.continuous.export_stream`); the StreamingQuery
@@ -152,7 +156,8 @@ def export_continuous(spark: Any, options: dict[str, str], output: str,
     the start is exported). Queues are selected as :func:`export` selects."""
     return export_stream(spark, options, output, _export_selection(options, filters),
                          checkpoint=checkpoint, trigger=trigger, available_now=available_now,
-                         max_messages=max_messages, report=report)
+                         max_messages=max_messages, report=report,
+                         target_file_size=target_file_size)
 
 
 def _export_selection(options: dict[str, str], filters: Filters | None) -> dict[str, str]:
