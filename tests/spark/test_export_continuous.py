@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from tests.spark.conftest import build_store
+from tests.spark.conftest import build_store, store_config
 from tests.spark.test_export import B0, append_more, assert_each_once, table_rows
+from tests.spark.test_stream import append, expire
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark import jobs
@@ -120,3 +121,22 @@ def test_the_continuous_options_are_checked_before_spark_starts(
     assert "--trigger goes with --continuous" in capsys.readouterr().err
     assert cli_main([*base, "--continuous", "--trigger", "1m", "--available-now"]) == 2
     assert "choose one" in capsys.readouterr().err
+
+
+def test_messages_retention_removed_before_their_export_are_skipped(
+        spark: Any, tmp_path: Path) -> None:
+    """As a batch run: the query goes on past offsets retention removed unexported
+    (a WARNING counts them) rather than stopping for good."""
+    config = store_config(tmp_path / "store")
+    first = append(config, "t", 0, 30, size=1000)
+    out = tmp_path / "table"
+    options = {"path": str(tmp_path / "store")}
+    assert sum(b.rows for b in run_available_now(spark, options, out)) == 30
+    later = append(config, "t", 0, 170, size=1000)
+    lowest = expire(config, "t", 0)
+    assert lowest > 30, lowest
+    run_available_now(spark, options, out)
+    rows = DeltaTable(str(out)).to_pyarrow_table(columns=["broker", "topic", "queue_id",
+                                                          "offset"]).to_pylist()
+    got = sorted((r["broker"], r["topic"], r["queue_id"], r["offset"]) for r in rows)
+    assert got == sorted(first | {k for k in later if k[3] >= lowest})

@@ -19,6 +19,10 @@ Data files: ``topic=<name>/date=<YYYY-MM-DD>/part-<run>-<task>-<n>.parquet``,
 replaced and a hash of the name added (the partition's value is in the log, not
 in the path). Files of a run killed before its commit are in no commit:
 readers never see them, ``vacuum`` deletes them.
+
+A task writes per partition files of about a target size at most (128 MiB by
+default); :func:`optimize` compacts small ones and :func:`vacuum` deletes what
+no recent version needs, with delta-rs (``tieredstore table optimize|vacuum``).
 """
 
 from __future__ import annotations
