@@ -123,6 +123,8 @@ def test_the_continuous_options_are_checked_before_spark_starts(
     assert "--trigger goes with --continuous" in capsys.readouterr().err
     assert cli_main([*base, "--continuous", "--trigger", "1m", "--available-now"]) == 2
     assert "choose one" in capsys.readouterr().err
+    assert cli_main([*base, "--continuous", "--trigger", "soon"]) == 2
+    assert "--trigger: must be an interval" in capsys.readouterr().err
 
 
 def test_messages_retention_removed_before_their_export_are_skipped(

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tieredstore import sync
+from tieredstore.errors import ConfigError
 from tieredstore.sizes import MiB
 from tieredstore.store import refuse_live_writer
 
@@ -242,6 +243,11 @@ def run(args: argparse.Namespace) -> int:
     jobs.check_options(options)  # a mistyped --option: before Spark starts
     if args.job == "export":
         check_continuous(args)
+        if args.trigger is not None:
+            try:
+                jobs.processing_time(args.trigger)  # before Spark starts
+            except ConfigError as exc:
+                raise CliError(f"--trigger: {exc.detail}") from None
     topics, queues = split(args.topic), queue_ids(args.queue)
     if topics or queues or args.broker is not None:
         sync.run(check_selection(args, topics, queues))

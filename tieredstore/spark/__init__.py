@@ -69,6 +69,7 @@ Jobs: ``tieredstore spark export|verify|compact|stats`` (see
 """
 
 from tieredstore.spark.bound import bind
+from tieredstore.spark.continuous import processing_time
 from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import (
     Filters,
@@ -92,4 +93,4 @@ __all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Optimized", "Pa
            "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind",
            "check_options", "compact", "compact_logs", "export", "export_continuous",
            "get_session", "pack", "register", "session_running", "stats", "verify_reports",
-           "optimize_table", "vacuum_table"]
+           "optimize_table", "processing_time", "vacuum_table"]

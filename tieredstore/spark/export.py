@@ -133,7 +133,7 @@ def commit_run(where: Location, table: Any, source: str, files: Sequence[DataFil
                transactions: Mapping[str, int] | None = None) -> int:
     """Commit a run's ``files``, its queues' new ``ends`` and ``transactions``
     (:func:`~tieredstore.spark.table.commit`) based on ``table``, the version the
-    run started from; the version committed. A commit that another writer's beat
+    run started from; the version committed. A commit beaten by another writer's
     is made again on the newer version while none of the run's application
     transactions moved (an optimize, or an export of other queues, committed);
     if one did, :class:`TableError` naming it, unless the newer version holds
