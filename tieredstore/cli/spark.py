@@ -83,10 +83,10 @@ EXPORT_ABOUT = (
     "Delta Lake table OUT (partitioned by topic and date, the UTC day), exactly once: "
     "the rows and each queue's new end offset are one Delta commit (delta-rs); a run "
     "killed before it shows nothing and the next run exports its messages; of two runs "
-    "at once, one commits and the other fails. Nothing new: nothing written, exit "
-    "status 0. --continuous: a streaming query instead, a micro-batch every --trigger, each "
-    "committed once (a batch replayed after a crash does nothing). Read the table with "
-    "any Delta reader (deltalake, Polars read_delta, DuckDB delta_scan, Spark with "
+    "at once on the same queues, one commits and the other fails. Nothing new: nothing "
+    "written, exit status 0. --continuous: a streaming query instead, a micro-batch every "
+    "--trigger, each committed once (a batch replayed after a crash does nothing). Read "
+    "the table with any Delta reader (deltalake, Polars read_delta, DuckDB, Spark with "
     "delta-spark).")
 
 # Reader options the jobs take from their flags (--topic, --queue), not --option.
