@@ -4,10 +4,12 @@ Delta commit carrying each queue's end offset; read back with delta-rs."""
 from __future__ import annotations
 
 import datetime
+import importlib
 import itertools
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
@@ -19,6 +21,7 @@ from tieredstore.errors import ConfigError
 from tieredstore.spark.table import (
     TABLE_SCHEMA,
     Location,
+    TableError,
     commit,
     exported_end,
     open_table,
@@ -182,3 +185,44 @@ def test_table_commands_refuse_what_is_not_an_export_table(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["table", "optimize", str(tmp_path / "none")]) == 2
     assert "no Delta table there" in capsys.readouterr().err
+
+
+def test_a_run_commit_is_made_again_only_while_its_queues_did_not_move(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """commit_run: beaten by a commit of another queue, it commits again on top;
+    beaten by one of its own queue, it fails naming it; a commit whose reply was
+    lost but took effect is recognised by its transactions."""
+    # The module (tieredstore.spark.export is also the name of the job function).
+    export = importlib.import_module("tieredstore.spark.export")
+
+    where = table_location(str(tmp_path / "t"), store_config(tmp_path / "s"))
+    commit(where, None, "src", write_files(where, "r0", 0, iter([batch(0, 2)])),
+           ends={("b0", "orders", 0): 2, ("b0", "a=b", 0): 2}, info={})
+    based = open_table(where)
+    commit(where, open_table(where), "src", [], ends={("b0", "a=b", 0): 9}, info={})
+    files = write_files(where, "r1", 0, iter([batch(2, 4)]))
+    version = export.commit_run(where, based, "src", files, run="r1",
+                                ends={("b0", "orders", 0): 4}, info={})
+    assert version == 2
+    assert exported_end(open_table(where), "b0", "orders", 0) == 4
+
+    with pytest.raises(TableError, match=r"run r2 failed: another export committed "
+                                         r"tieredstore:\[\"b0\", \"orders\", 0\] \(now 4, "
+                                         r"was 2\)"):
+        export.commit_run(where, based, "src", files, run="r2",
+                          ends={("b0", "orders", 0): 4}, info={})
+
+    real = export.commit
+
+    def reply_lost(*args: Any, **kwargs: Any) -> int:
+        real(*args, **kwargs)
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(export, "commit", reply_lost)
+    at = open_table(where)
+    assert export.commit_run(where, at, "src", [], run="r3", ends={("b0", "orders", 0): 6},
+                             info={}, transactions={"tieredstore-stream:q": 0}) == 3
+    assert open_table(where).version() == 3  # committed once
+    with pytest.raises(TableError, match=r"run r4 failed: another export .* reply lost"):
+        export.commit_run(where, open_table(where), "src", [], run="r4",
+                          ends={("b0", "orders", 0): 8}, info={})

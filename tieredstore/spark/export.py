@@ -162,8 +162,9 @@ def commit_run(where: Location, table: Any, source: str, files: Sequence[DataFil
         if moved:
             raise TableError(where.uri, f"the commit of run {run} failed: another export "
                              f"committed {moved[0]} (now {held[moved[0]]}, was "
-                             f"{base[moved[0]]}) meanwhile; this run's files are in no "
-                             "commit (vacuum deletes them)") from error
+                             f"{base[moved[0]]}) meanwhile (or this commit did, its reply "
+                             "lost); this run's files are in no other commit (vacuum "
+                             "deletes them), and a rerun exports what is left") from error
         table = now
     raise TableError(where.uri, f"the commit of run {run} failed ({error}); its files "
                      "are in no commit (vacuum deletes them), rerun the export") from error
