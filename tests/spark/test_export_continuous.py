@@ -166,3 +166,18 @@ def test_a_continuous_export_to_s3_commits_in_the_bucket(spark: Any, tmp_path: P
             "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).to_pyarrow_table().to_pylist()
     assert sorted((r["topic"], r["offset"]) for r in got) == sorted(
         (t, i) for t in ("t", "u") for i in range(12))
+
+
+def test_the_command_prints_a_json_line_per_micro_batch(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=20)
+    out = tmp_path / "table"
+    assert cli_main(["spark", "export", "--data-dir", str(built.path), "--output", str(out),
+                     "--continuous", "--available-now", "--max-messages-per-batch", "7",
+                     "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(d["batch"], d["rows"], d["queues"], d["replayed"]) for d in lines] == [
+        (0, 7, 1, False), (1, 7, 1, False), (2, 6, 1, False)]
+    assert [d["version"] for d in lines] == [0, 1, 2]
+    assert {d["table"] for d in lines} == {str(out)}
+    assert_each_once(spark, out, built)

@@ -293,9 +293,8 @@ def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dic
                   f"{result.queues} queue(s) to {result.table} (commit {result.version})",
                   flush=True)
 
-    trigger = args.trigger or jobs.DEFAULT_TRIGGER
     query = jobs.export_continuous(spark, options, args.output, filters,
-                                   checkpoint=args.checkpoint, trigger=trigger,
+                                   checkpoint=args.checkpoint, trigger=args.trigger,
                                    available_now=args.available_now,
                                    max_messages=args.max_messages_per_batch, report=report,
                                    target_file_size=args.target_file_size)

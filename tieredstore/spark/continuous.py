@@ -105,12 +105,13 @@ def checkpoint_location(where: Location, checkpoint: str | None) -> str:
 
 def export_stream(spark: Any, options: Mapping[str, str], output: str,
                   selected: Mapping[str, str], *, checkpoint: str | None = None,
-                  trigger: str = DEFAULT_TRIGGER, available_now: bool = False,
+                  trigger: str | None = None, available_now: bool = False,
                   max_messages: int = 0, report: BatchReport | None = None,
                   target_file_size: int = TARGET_FILE_SIZE) -> Any:
     """Start the query that exports the queues ``selected`` names (reader options
     ``broker``, ``topic``, ``queue_id``) of the store ``options`` name to the table
-    at ``output``, a micro-batch every ``trigger`` (or, ``available_now``, what is
+    at ``output``, a micro-batch every ``trigger`` (None: ``DEFAULT_TRIGGER``; or,
+    ``available_now``, what is
     there now, then it ends), at most ``max_messages`` a batch (0: no limit), in
     data files of about ``target_file_size`` bytes at most; the StreamingQuery.
     ``report`` is called with each batch's result."""
@@ -138,7 +139,8 @@ def export_stream(spark: Any, options: Mapping[str, str], output: str,
                                               report=report, target_size=target_file_size))
               .option("checkpointLocation", location))
     writer = (writer.trigger(availableNow=True) if available_now
-              else writer.trigger(processingTime=processing_time(trigger)))
+              else writer.trigger(processingTime=processing_time(trigger
+                                                                 or DEFAULT_TRIGGER)))
     return writer.start()
 
 

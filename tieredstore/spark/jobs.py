@@ -59,7 +59,7 @@ from typing import Any, TypeVar
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.spark.compact import compact_result, compact_segment, survey
-from tieredstore.spark.continuous import DEFAULT_TRIGGER, BatchReport, export_stream
+from tieredstore.spark.continuous import BatchReport, export_stream
 from tieredstore.spark.export import ExportResult, export_table
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import (
@@ -146,11 +146,12 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
 
 def export_continuous(spark: Any, options: dict[str, str], output: str,
                       filters: Filters | None = None, *, checkpoint: str | None = None,
-                      trigger: str = DEFAULT_TRIGGER, available_now: bool = False,
+                      trigger: str | None = None, available_now: bool = False,
                       max_messages: int = 0, report: BatchReport | None = None,
                       target_file_size: int = TARGET_FILE_SIZE) -> Any:
     """Start the streaming query that exports the selected queues to the table at
-    ``output`` a micro-batch at a time, each committed once
+    ``output`` a micro-batch at a time (every ``trigger``; None: a minute), each
+    committed once
     (:func:`tieredstore.spark.continuous.export_stream`); the StreamingQuery
     (``awaitTermination()`` it; ``available_now`` ends once what was there at
     the start is exported). Queues are selected as :func:`export` selects."""
