@@ -226,3 +226,38 @@ def test_a_run_commit_is_made_again_only_while_its_queues_did_not_move(
     with pytest.raises(TableError, match=r"run r4 failed: another export .* reply lost"):
         export.commit_run(where, open_table(where), "src", [], run="r4",
                           ends={("b0", "orders", 0): 8}, info={})
+
+
+def test_table_optimize_on_s3_takes_the_endpoint_from_its_flags(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An s3:// table (moto): endpoint and region from the flags, keys from the
+    environment (never flags), as for export."""
+    import boto3
+
+    from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
+
+    with moto_process() as s3:
+        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
+                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
+                     ).create_bucket(Bucket="lake")
+        config = store_config(tmp_path / "s").replace(
+            s3_endpoint_url=s3.endpoint_url, s3_region="us-east-1",
+            s3_access_key_id=ACCESS_KEY, s3_secret_access_key=SECRET_KEY)
+        where = table_location("s3://lake/t", config)
+        table = None
+        for n in range(3):
+            commit(where, table, "src", write_files(where, f"r{n}", 0,
+                                                    iter([batch(n * 4, n * 4 + 4)])),
+                   ends={("b0", "orders", 0): n * 4 + 4}, info={})
+            table = open_table(where)
+        monkeypatch.setenv("TIEREDSTORE_S3_ACCESS_KEY_ID", ACCESS_KEY)
+        monkeypatch.setenv("TIEREDSTORE_S3_SECRET_ACCESS_KEY", SECRET_KEY)
+        assert cli_main(["table", "optimize", "s3://lake/t", "--endpoint", s3.endpoint_url,
+                         "--region", "us-east-1", "--json"]) == 0
+        done = json.loads(capsys.readouterr().out)
+        assert (done["table"], done["files_removed"], done["files_added"]) == (
+            "s3://lake/t", 3 * len(TOPICS), len(TOPICS))
+        after = DeltaTable("s3://lake/t", storage_options=dict(where.storage_options))
+        assert len(after.file_uris()) == len(TOPICS)
+        assert after.to_pyarrow_table().num_rows == 12 * len(TOPICS)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+from urllib.parse import urlparse
 
 from tieredstore.sizes import MiB
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tieredstore table: needs deltalake and pyspark ({exc}); install the spark "
               "extra: pip install 'tieredstore[spark]'", file=sys.stderr)
         return EXIT_USAGE
-    config = resolve_config(args)
+    config = table_config(args)
     if args.table_command == "optimize":
         return show_optimize(args, optimize_table(args.output, config, args.target_file_size))
     uri, files = vacuum_table(args.output, config, args.retention_hours, dry_run=args.dry_run)
@@ -70,6 +71,16 @@ def run(args: argparse.Namespace) -> int:
         print(name)
     print(f"{len(files)} file(s) {'to delete' if args.dry_run else 'deleted'} in {uri}")
     return EXIT_OK
+
+
+def table_config(args: argparse.Namespace) -> Any:
+    """The S3 settings for the table (from the store's flags, environment and
+    file). The store itself is not opened, so an s3:// table needs no
+    ``--bucket``: the table's bucket stands in for the store's."""
+    parsed = urlparse(args.output)
+    if parsed.scheme in ("s3", "s3a") and parsed.netloc:
+        return resolve_config(args, s3_bucket=parsed.netloc)
+    return resolve_config(args)
 
 
 def show_optimize(args: argparse.Namespace, done: Any) -> int:
