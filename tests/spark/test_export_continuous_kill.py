@@ -1,6 +1,9 @@
 """A continuous export's driver (``tieredstore spark export --continuous``)
-SIGKILLed twice, at a seeded random moment after some micro-batches, while a
-writer in another process appends and flushes: restarted from its checkpoint
+SIGKILLed twice while a micro-batch is in flight: once as soon as it has
+written data files that no Delta commit holds, once at a seeded random moment
+after Spark planned it (reading, writing files, committing to Delta, or
+between that and Spark's own commit), while a writer in another process
+appends and flushes: restarted from its checkpoint
 each time, the table ends holding every flushed message exactly once, read by
 delta-rs (the writer's own record of what it flushed is the oracle)."""
 
@@ -33,9 +36,26 @@ def start_export(store: Path, table: Path, log: Path) -> subprocess.Popen[bytes]
             env=env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def committed_batches(table: Path) -> int:
-    commits = table / CHECKPOINT_DIR / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.is_dir() else 0
+def batches(table: Path, log: str) -> int:
+    """How many batches the query's checkpoint has in ``log``: ``offsets`` (planned,
+    written before a batch runs) or ``commits`` (done, after its foreachBatch)."""
+    found = table / CHECKPOINT_DIR / log
+    return len([p for p in found.iterdir() if p.name.isdigit()]) if found.is_dir() else 0
+
+
+def in_flight(table: Path, done: int) -> bool:
+    """At least ``done`` batches done, and the next one planned, not done."""
+    committed = batches(table, "commits")
+    return committed >= done and batches(table, "offsets") > committed
+
+
+def uncommitted_files(table: Path, done: int) -> bool:
+    """A batch in flight (:func:`in_flight`) has written data files that no Delta
+    commit holds yet."""
+    if not in_flight(table, done):
+        return False
+    on_disk = len(list(table.glob("topic=*/date=*/*.parquet")))
+    return on_disk > len(DeltaTable(str(table)).file_uris())
 
 
 def identities(table: Path) -> list[tuple[Any, ...]]:
@@ -59,10 +79,15 @@ def test_a_sigkilled_continuous_export_restarts_and_holds_each_message_once(
     wait_for(done.exists, 60, log)
     driver = start_export(store, table, log)
     try:
-        for target in (1, 3):  # killed after some batches (at a random moment), twice
-            wait_for(lambda t=target: committed_batches(table) >= t, 120, log)
-            time.sleep(rng.uniform(0, 1.5))
-            kill(driver)
+        # Killed with a batch in flight, twice: files written and not committed,
+        # then at a random moment.
+        for target, when in ((1, uncommitted_files), (3, in_flight)):
+            deadline = time.monotonic() + 180
+            while not when(table, target) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert when(table, target), log.read_text(errors="replace")[-3000:]
+            time.sleep(0 if when is uncommitted_files else rng.uniform(0, 3))
+            kill(driver)  # (the batch's commit may have landed meanwhile: a kill after it)
             driver = start_export(store, table, log)
         assert writer.wait(120) == 0
         flushed = sorted(tuple(json.loads(line)) for line in done.read_text().splitlines())
