@@ -624,6 +624,9 @@ COVERED = {
     "bench": "test_bench_reports_as_json_and_refuses_store_flags",
     # stats and verify on moto, every job on a local directory
     "spark": "tests/spark/test_jobs.py::test_the_spark_command_reads_a_bucket_named_by_flags",
+    # optimize and vacuum --json on a local table
+    "table": "tests/spark/test_table.py::"
+             "test_optimize_compacts_and_vacuum_deletes_what_no_version_needs",
 }
 
 
@@ -654,7 +657,8 @@ SERVING = {"tieredstore produce", "tieredstore recover", "tieredstore repair",
 # The ledger's configuration flags, on the action each has an effect in.
 LEDGER_FLAGS = {
     "tieredstore ledger offload": {"--offload-threshold-bytes", "--offload-threshold-time"},
-    "tieredstore ledger sweep": {"--retention-bytes", "--retention-time", "--deletion-lag"}}
+    "tieredstore ledger sweep": {"--retention-bytes", "--retention-time", "--deletion-lag"},
+    "tieredstore table vacuum": {"--retention-hours"}}  # Delta's retention, not the store's
 
 
 def test_every_option_has_help_and_no_help_has_markup(

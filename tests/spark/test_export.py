@@ -323,3 +323,17 @@ def test_an_export_to_s3_commits_in_the_bucket(spark: Any, tmp_path: Path) -> No
             "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).to_pyarrow_table().to_pylist()
     assert sorted((r["topic"], r["offset"]) for r in got) == sorted(
         (t, i) for t in ("t", "u") for i in range(8))
+
+
+def test_export_cuts_its_files_at_the_target_size(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--target-file-size``: a task's rows of one partition in more files than
+    one, each about the target at most, every message once."""
+    built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=200)
+    out = tmp_path / "table"
+    assert cli_main(["spark", "--master", "local[2]", "export", "--data-dir", str(built.path),
+                     "--output", str(out), "--target-file-size", "16KiB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 200
+    sizes = [os.path.getsize(p) for p in DeltaTable(str(out)).file_uris()]
+    assert len(sizes) >= 3 and max(sizes) <= 32 * 1024, sizes
+    assert_each_once(spark, out, built)

@@ -1,5 +1,5 @@
 """The ``tieredstore`` command: demo, produce, consume, query, inspect, recover, repair,
-verify, gc, metrics, ledger, spark; and bench, in a source checkout (the benchmark
+verify, gc, metrics, ledger, spark, table; and bench, in a source checkout (the benchmark
 suite is not installed with the package).
 
 Every command takes the same options for where the store is: ``--config
@@ -53,6 +53,7 @@ from . import (
     recover,
     repair,
     spark,
+    table,
     verify,
 )
 from .common import (
@@ -70,7 +71,8 @@ __all__ = ["build_parser", "main"]
 # (the exit code); its docstring is the command's description.
 COMMANDS = {"demo": demo, "produce": produce, "consume": consume, "query": query,
             "inspect": inspector, "recover": recover, "repair": repair, "verify": verify,
-            "gc": gc, "ledger": ledger, "spark": spark, "bench": bench, "metrics": metrics}
+            "gc": gc, "ledger": ledger, "spark": spark, "table": table, "bench": bench,
+            "metrics": metrics}
 
 
 # The commands (and ledger actions) that only open an existing store: a missing

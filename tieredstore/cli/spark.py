@@ -28,7 +28,10 @@ or configured).
 "unmerged_segments", "oldest", "newest" (ISO 8601), "error"}]}``; ``export``:
 ``{"table", "rows", "sequence" (the Delta version; null: nothing new), "exported": [{"broker",
 "topic", "queue", "first_offset", "end_offset"}], "trimmed": [the same, removed by
-retention before export]}``; ``compact``: ``{"segments": [{"topic", "queue",
+retention before export]}``; ``export --continuous``: one line per micro-batch
+``{"table", "batch", "rows", "queues", "version" (null: nothing committed),
+"replayed" (committed before: a replay after a restart)}``; ``compact``:
+``{"segments": [{"topic", "queue",
 "file_type", "base_offset", "state", "chunks", "merged", "parts",
 "bytes_copied", "bytes_reuploaded", "error"}], "skipped": [...], "merged"}``;
 ``compact --log``: ``{"brokers": [{"broker", "log_objects_before",
@@ -40,11 +43,14 @@ retention before export]}``; ``compact``: ``{"segments": [{"topic", "queue",
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tieredstore import sync
+from tieredstore.errors import ConfigError
+from tieredstore.sizes import MiB
 from tieredstore.store import refuse_live_writer
 
 from .common import (
@@ -63,6 +69,7 @@ from .common import (
     print_json,
     read_only_cluster,
     resolve_config,
+    size,
 )
 
 JOBS = {"export": "append new messages to a Delta Lake table, exactly once",
@@ -76,9 +83,11 @@ EXPORT_ABOUT = (
     "Delta Lake table OUT (partitioned by topic and date, the UTC day), exactly once: "
     "the rows and each queue's new end offset are one Delta commit (delta-rs); a run "
     "killed before it shows nothing and the next run exports its messages; of two runs "
-    "at once, one commits and the other fails. Nothing new: nothing written, exit "
-    "status 0. Read the table with any Delta reader (deltalake, Polars read_delta, "
-    "DuckDB delta_scan, Spark with delta-spark).")
+    "at once on the same queues, one commits and the other fails. Nothing new: nothing "
+    "written, exit status 0. --continuous: a streaming query instead, a micro-batch every "
+    "--trigger, each committed once (a batch replayed after a crash does nothing). Read "
+    "the table with any Delta reader (deltalake, Polars read_delta, DuckDB, Spark with "
+    "delta-spark).")
 
 # Reader options the jobs take from their flags (--topic, --queue), not --option.
 SELECTED_BY_FLAGS = ("topic", "queue_id")
@@ -106,6 +115,11 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                              help="the table: a local directory (on a cluster, the same "
                                   "path on every node), file:// URI or s3://bucket/path "
                                   "(with the store's S3 credentials and endpoint)")
+            job.add_argument("--target-file-size", type=size(1024), default=128 * MiB,
+                             metavar="SIZE", help="data files of about SIZE at most (512MiB, "
+                             "1GiB ...; default 128MiB; `tieredstore table optimize` "
+                             "compacts small ones)")
+            add_continuous(job)
         if name == "compact":
             job.add_argument("--dry-run", action="store_true",
                              help="list what would be merged, merge nothing")
@@ -125,6 +139,40 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                       help=f"the master to put in the line (default {MASTER_PLACEHOLDER})")
     pack.add_argument("--cache-dir", help="where packs are kept (default "
                       "$XDG_CACHE_HOME/tieredstore/spark or ~/.cache/tieredstore/spark)")
+
+
+def add_continuous(job: argparse.ArgumentParser) -> None:
+    """``export``'s streaming options."""
+    job.add_argument("--continuous", action="store_true",
+                     help="run a streaming query that exports each micro-batch as it "
+                          "comes, exactly once, until stopped (Ctrl-C)")
+    job.add_argument("--checkpoint", metavar="DIR",
+                     help="with --continuous: the query's checkpoint (default "
+                          "OUT/_tieredstore_checkpoint; an s3:// table needs one)")
+    job.add_argument("--trigger", metavar="INTERVAL",
+                     help="with --continuous: a micro-batch every INTERVAL (30s, 1m, 1h, "
+                          "500ms, '2 minutes'; default 1m)")
+    job.add_argument("--available-now", action="store_true",
+                     help="with --continuous: export what is there now in micro-batches, "
+                          "then stop (keeps the checkpoint)")
+    job.add_argument("--max-messages-per-batch", type=int, default=0, metavar="N",
+                     help="with --continuous: at most N messages a micro-batch "
+                          "(maxOffsetsPerTrigger; default: no limit)")
+
+
+def check_continuous(args: argparse.Namespace) -> None:
+    """``export``'s streaming options make sense together, else :class:`CliError`."""
+    streaming = [flag for flag, given in (
+        ("--checkpoint", args.checkpoint is not None), ("--trigger", args.trigger is not None),
+        ("--available-now", args.available_now),
+        ("--max-messages-per-batch", args.max_messages_per_batch != 0)) if given]
+    if streaming and not args.continuous:
+        raise CliError(f"{streaming[0]} goes with --continuous")
+    if args.trigger is not None and args.available_now:
+        raise CliError("--trigger and --available-now: choose one")
+    if args.max_messages_per_batch < 0:
+        raise CliError("--max-messages-per-batch: at least 1, got "
+                       f"{args.max_messages_per_batch}")
 
 
 def split(values: Sequence[str]) -> list[str]:
@@ -193,6 +241,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     options = store_options(args)
     jobs.check_options(options)  # a mistyped --option: before Spark starts
+    if args.job == "export":
+        check_continuous(args)
+        if args.trigger is not None:
+            try:
+                jobs.processing_time(args.trigger)  # before Spark starts
+            except ConfigError as exc:
+                raise CliError(f"--trigger: {exc.detail}") from None
     topics, queues = split(args.topic), queue_ids(args.queue)
     if topics or queues or args.broker is not None:
         sync.run(check_selection(args, topics, queues))
@@ -202,8 +257,11 @@ def run(args: argparse.Namespace) -> int:
     own = not jobs.session_running()
     spark = jobs.get_session(args.master, app_name=f"tieredstore-{args.job}")
     try:
+        if args.job == "export" and args.continuous:
+            return run_continuous(args, jobs, spark, options, filters)
         if args.job == "export":
-            return show_export(args, jobs.export(spark, options, args.output, filters))
+            return show_export(args, jobs.export(spark, options, args.output, filters,
+                                                 target_file_size=args.target_file_size))
         if args.job == "verify":
             return show_verify(args, jobs.verify_reports(spark, options, filters))
         if args.job == "stats":
@@ -216,6 +274,35 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if own:
             spark.stop()
+
+
+def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dict[str, str],
+                   filters: Any) -> int:
+    """Run the continuous export until it ends (``--available-now``), fails, or is
+    interrupted; a line (``--json``: a JSON object) per micro-batch."""
+    def report(result: Any) -> None:
+        if args.json:
+            print(json.dumps({"table": result.table, "batch": result.batch,
+                              "rows": result.rows, "queues": result.queues,
+                              "version": result.version, "replayed": result.replayed}),
+                  flush=True)
+        elif result.replayed:
+            print(f"batch {result.batch}: committed before, nothing to do", flush=True)
+        elif result.version is not None:
+            print(f"batch {result.batch}: exported {result.rows} messages of "
+                  f"{result.queues} queue(s) to {result.table} (commit {result.version})",
+                  flush=True)
+
+    query = jobs.export_continuous(spark, options, args.output, filters,
+                                   checkpoint=args.checkpoint, trigger=args.trigger,
+                                   available_now=args.available_now,
+                                   max_messages=args.max_messages_per_batch, report=report,
+                                   target_file_size=args.target_file_size)
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    return EXIT_OK
 
 
 def run_pack(args: argparse.Namespace) -> int:

@@ -64,11 +64,12 @@ pack`` prints the line that ships it.
 
 Jobs: ``tieredstore spark export|verify|compact|stats`` (see
 :mod:`tieredstore.spark.jobs`), or these functions with a SparkSession:
-:func:`export`, :func:`verify_reports`, :func:`compact`, :func:`compact_logs`,
-:func:`stats`.
+:func:`export`, :func:`export_continuous`, :func:`verify_reports`,
+:func:`compact`, :func:`compact_logs`, :func:`stats`.
 """
 
 from tieredstore.spark.bound import bind
+from tieredstore.spark.continuous import processing_time
 from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import (
     Filters,
@@ -76,6 +77,7 @@ from tieredstore.spark.jobs import (
     compact,
     compact_logs,
     export,
+    export_continuous,
     stats,
     verify_reports,
 )
@@ -83,10 +85,12 @@ from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerData
 from tieredstore.spark.options import FORMAT_NAME
 from tieredstore.spark.session import get_session, register, session_running
 from tieredstore.spark.shipping import Pack, PackError, pack
+from tieredstore.spark.table import Optimized, TableError, optimize_table, vacuum_table
 from tieredstore.store import ScanError
 
-__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Pack", "PackError",
+__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Optimized", "Pack",
+           "PackError", "TableError",
            "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind",
-           "check_options", "compact",
-           "compact_logs", "export", "get_session", "pack", "register", "session_running",
-           "stats", "verify_reports"]
+           "check_options", "compact", "compact_logs", "export", "export_continuous",
+           "get_session", "pack", "register", "session_running", "stats", "verify_reports",
+           "optimize_table", "processing_time", "vacuum_table"]

@@ -4,6 +4,7 @@ Their command line is ``tieredstore spark`` (:mod:`tieredstore.cli.spark`,
 which renders what these functions return)::
 
     tieredstore spark [--master M] export  --data-dir DIR --output OUT [--topic T] [--queue Q]
+    tieredstore spark [--master M] export  ... --continuous [--trigger 1m | --available-now]
     tieredstore spark [--master M] verify  --data-dir DIR [--topic T] [--queue Q]
     tieredstore spark [--master M] compact --data-dir DIR [--dry-run]
     tieredstore spark [--master M] stats   --bucket B --endpoint URL [--topic T] [--queue Q]
@@ -26,7 +27,10 @@ config key.
   the next run redoes it. Nothing new: nothing written, exit status 0. OUT: a
   local directory (the same path on every node), ``file://`` or
   ``s3://bucket/path``. See :mod:`tieredstore.spark.export` and
-  docs/format.md, "Export tables".
+  docs/format.md, "Export tables". ``--continuous [--checkpoint DIR] [--trigger
+  1m | --available-now]`` runs a streaming query instead, each micro-batch
+  committed once (:mod:`tieredstore.spark.continuous`; docs/format.md,
+  "Continuous export").
 - ``verify`` reads every message of the selected queues, checks every CRC and
   that offsets run on without gaps, and prints one row per queue; the exit
   status is 1 if any queue has a problem.
@@ -55,6 +59,7 @@ from typing import Any, TypeVar
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.spark.compact import compact_result, compact_segment, survey
+from tieredstore.spark.continuous import BatchReport, export_stream
 from tieredstore.spark.export import ExportResult, export_table
 from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
 from tieredstore.spark.options import (
@@ -68,7 +73,7 @@ from tieredstore.spark.plan import find_queues
 from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.spark.selection import names as selection_names
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
-from tieredstore.spark.table import StepHook
+from tieredstore.spark.table import TARGET_FILE_SIZE, StepHook
 from tieredstore.spark.verify import QueueReport, verify_task
 from tieredstore.store import ObjectStore, load_log, queue_log_pieces
 
@@ -127,20 +132,45 @@ def check_options(options: dict[str, str]) -> None:
 
 
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,
-           *, on_step: StepHook | None = None) -> ExportResult:
+           *, on_step: StepHook | None = None,
+           target_file_size: int = TARGET_FILE_SIZE) -> ExportResult:
     """Append the selected queues' messages not exported yet to the table at
     ``output`` (:func:`tieredstore.spark.export.export_table`); ``on_step``: called
-    with each step's name as it completes. Queues are selected by topic and
-    queue id (and broker) only: the offsets are the table's to choose."""
+    with each step's name as it completes; data files of about
+    ``target_file_size`` bytes at most. Queues are selected by topic and queue id
+    (and broker) only: the offsets are the table's to choose."""
+    selection = selection_from_options(_export_selection(options, filters))
+    return export_table(spark, options, output, selection, on_step=on_step,
+                        target_file_size=target_file_size)
+
+
+def export_continuous(spark: Any, options: dict[str, str], output: str,
+                      filters: Filters | None = None, *, checkpoint: str | None = None,
+                      trigger: str | None = None, available_now: bool = False,
+                      max_messages: int = 0, report: BatchReport | None = None,
+                      target_file_size: int = TARGET_FILE_SIZE) -> Any:
+    """Start the streaming query that exports the selected queues to the table at
+    ``output`` a micro-batch at a time (every ``trigger``; None: a minute), each
+    committed once
+    (:func:`tieredstore.spark.continuous.export_stream`); the StreamingQuery
+    (``awaitTermination()`` it; ``available_now`` ends once what was there at
+    the start is exported). Queues are selected as :func:`export` selects."""
+    return export_stream(spark, options, output, _export_selection(options, filters),
+                         checkpoint=checkpoint, trigger=trigger, available_now=available_now,
+                         max_messages=max_messages, report=report,
+                         target_file_size=target_file_size)
+
+
+def _export_selection(options: dict[str, str], filters: Filters | None) -> dict[str, str]:
+    """The queue options (``broker``, ``topic``, ``queue_id``) an export selects by;
+    an offset or time option is an error."""
     selected = {**options, **(filters or Filters()).options()}
     ranged = sorted(k for k in selected if k.lower() in SELECTION_OPTIONS
                     and k.lower() not in QUEUE_OPTIONS)
     if ranged:
         raise ConfigError(ranged[0], "export selects queues by broker, topic and queue id "
                           "only: each run exports what is past the table's last commit")
-    selection = selection_from_options({k.lower(): v for k, v in selected.items()
-                                        if k.lower() in QUEUE_OPTIONS})
-    return export_table(spark, options, output, selection, on_step=on_step)
+    return {k.lower(): v for k, v in selected.items() if k.lower() in QUEUE_OPTIONS}
 
 
 def _per_queue(spark: Any, options: dict[str, str], filters: Filters | None,

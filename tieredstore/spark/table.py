@@ -19,10 +19,15 @@ Data files: ``topic=<name>/date=<YYYY-MM-DD>/part-<run>-<task>-<n>.parquet``,
 replaced and a hash of the name added (the partition's value is in the log, not
 in the path). Files of a run killed before its commit are in no commit:
 readers never see them, ``vacuum`` deletes them.
+
+A task writes per partition files of about a target size at most (128 MiB by
+default); :func:`optimize` compacts small ones and :func:`vacuum` deletes what
+no recent version needs, with delta-rs (``tieredstore table optimize|vacuum``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,7 +44,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from tieredstore.config import TieredStoreConfig
+from tieredstore.config import MiB, TieredStoreConfig
 from tieredstore.errors import ConfigError, TieredStoreError
 
 PARTITION_COLUMNS = ("topic", "date")
@@ -58,6 +63,10 @@ FILE_SCHEMA = pa.schema([
     ("body", pa.binary()),
 ])
 TABLE_SCHEMA = pa.schema([*FILE_SCHEMA, ("topic", pa.string()), ("date", pa.date32())])
+TARGET_FILE_SIZE = 128 * MiB  # a data file's size, about, at most (export and optimize)
+ROW_GROUP_BYTES = 64 * MiB
+# The columns whose min and max a Parquet file keeps (not the bodies: large values).
+PARQUET_STATISTICS = ("broker", "queue_id", "offset", "store_timestamp", "tags")
 # The columns whose min and max a file's add action carries (for data skipping).
 STATS_COLUMNS = ("queue_id", "offset")
 
@@ -162,9 +171,14 @@ def table_source(table: Any) -> str | None:
 
 def exported_end(table: Any, broker: str, topic: str, queue_id: int) -> int | None:
     """The offset ``table`` holds a queue's messages up to (exclusive), or None."""
+    return transaction(table, app_id(broker, topic, queue_id))
+
+
+def transaction(table: Any, app: str) -> int | None:
+    """The version of application transaction ``app`` in ``table`` (None: none)."""
     if table is None:
         return None
-    version = table.transaction_version(app_id(broker, topic, queue_id))
+    version = table.transaction_version(app)
     return int(version) if version is not None else None
 
 
@@ -192,10 +206,12 @@ class DataFile:
     queues: str
 
 
-def write_files(where: Location, run: str, task: int,
-                batches: Iterator[pa.RecordBatch]) -> list[DataFile]:
-    """Write one task's rows (the table's columns) as Parquet data files, one per
-    partition, into the table's location (run in an executor)."""
+def write_files(where: Location, run: str, task: int, batches: Iterator[pa.RecordBatch],
+                target_size: int = TARGET_FILE_SIZE) -> list[DataFile]:
+    """Write one task's rows (the table's columns) as Parquet data files into the
+    table's location (run in an executor): per partition, files of about
+    ``target_size`` bytes at most (a file closes before a row group that would
+    take it past that; a file holds at least one row group)."""
     data = pa.Table.from_batches(list(batches))
     if data.num_rows == 0:
         return []
@@ -204,20 +220,49 @@ def write_files(where: Location, run: str, task: int,
                            data["store_timestamp"].cast(pa.int64())
                            .cast(pa.timestamp("us", tz="UTC")))
     parts = data.select(["topic", "date"]).group_by(["topic", "date"]).aggregate([])
-    out = []
-    for n, (topic, day) in enumerate(zip(parts["topic"].to_pylist(),
-                                         parts["date"].to_pylist(), strict=True)):
+    out: list[DataFile] = []
+    for topic, day in zip(parts["topic"].to_pylist(), parts["date"].to_pylist(), strict=True):
         mask = pc.and_(pc.equal(data["topic"], topic), pc.equal(data["date"], day))
         rows = data.filter(mask).select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
-        rel = f"{partition_dir(topic, day.isoformat())}/part-{run}-{task:05d}-{n:04d}.parquet"
-        target = f"{root}/{rel}"
-        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(target) as sink:
-            pq.write_table(rows, sink, compression="zstd")
-        size = fs.get_file_info(target).size
-        out.append(DataFile(rel, int(size or 0), topic, day.isoformat(), rows.num_rows,
-                            _stats(rows), _queues(topic, rows)))
+        directory = partition_dir(topic, day.isoformat())
+        fs.create_dir(f"{root}/{directory}", recursive=True)
+        for rel, size, piece in _write_parquet(
+                fs, root, functools.partial(_file_name, f"{directory}/part-{run}-{task:05d}",
+                                            len(out)), rows, target_size):
+            out.append(DataFile(rel, size, topic, day.isoformat(), piece.num_rows,
+                                _stats(piece), _queues(topic, piece)))
     return out
+
+
+def _file_name(stem: str, first: int, n: int) -> str:
+    return f"{stem}-{first + n:04d}.parquet"
+
+
+def _write_parquet(fs: pafs.FileSystem, root: str, name: Callable[[int], str], rows: pa.Table,
+                   target_size: int) -> Iterator[tuple[str, int, pa.Table]]:
+    """``rows`` as Parquet files (zstd) named ``name(0)``, ``name(1)`` ...: each
+    closes before the next row group (at most ``ROW_GROUP_BYTES`` in memory) would
+    take it past ``target_size`` bytes, at the rate of compressed bytes per row
+    so far; each holds at least one row group. Each file's name, size and rows."""
+    per_row = max(1, rows.nbytes // max(1, rows.num_rows))
+    group = max(1, min(target_size, ROW_GROUP_BYTES) // per_row)
+    start, n = 0, 0
+    while start < rows.num_rows:
+        rel = name(n)
+        end = start
+        with fs.open_output_stream(f"{root}/{rel}") as sink, \
+                pq.ParquetWriter(sink, FILE_SCHEMA, compression="zstd",
+                                 write_statistics=list(PARQUET_STATISTICS)) as writer:
+            while end < rows.num_rows:
+                piece = rows.slice(end, group)
+                writer.write_table(piece, row_group_size=group)
+                end += piece.num_rows
+                written = sink.tell()
+                if written + written * group // (end - start) > target_size:
+                    break
+        size = int(fs.get_file_info(f"{root}/{rel}").size or 0)
+        yield rel, size, rows.slice(start, end - start)
+        start, n = end, n + 1
 
 
 def _queues(topic: str, rows: pa.Table) -> str:
@@ -238,10 +283,12 @@ def _stats(rows: pa.Table) -> str:
 
 
 def commit(where: Location, table: Any, source: str, files: Sequence[DataFile], *,
-           ends: Mapping[tuple[str, str, int], int], info: Mapping[str, Any]) -> int:
-    """Commit ``files`` and each queue's new end offset (``ends``) as one Delta
-    commit, based on ``table`` (the version the ends were read at; None: create
-    the table). The version committed."""
+           ends: Mapping[tuple[str, str, int], int], info: Mapping[str, Any],
+           transactions: Mapping[str, int] | None = None) -> int:
+    """Commit ``files`` and each queue's new end offset (``ends``), and the other
+    application ``transactions`` (app id: version), as one Delta commit, based on
+    ``table`` (the version the ends were read at; None: create the table). The
+    version committed."""
     from deltalake import CommitProperties, DeltaTable, Schema, Transaction
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
@@ -250,7 +297,8 @@ def commit(where: Location, table: Any, source: str, files: Sequence[DataFile], 
             for f in files]
     props = CommitProperties(
         custom_metadata={"tieredstore": json.dumps(dict(info), ensure_ascii=False)},
-        app_transactions=[Transaction(app_id(*q), end, now) for q, end in sorted(ends.items())],
+        app_transactions=[Transaction(app_id(*q), end, now) for q, end in sorted(ends.items())]
+        + [Transaction(app, v, now) for app, v in sorted((transactions or {}).items())],
         max_commit_retries=0)
     if table is None:
         create_table_with_add_actions(
@@ -267,3 +315,66 @@ def commit(where: Location, table: Any, source: str, files: Sequence[DataFile], 
 
 def new_run_id() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.urandom(6).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Optimized:
+    """What an optimize did: the table, the version it committed (or the newest,
+    if there was nothing to compact), and delta-rs's metrics (``numFilesAdded``,
+    ``numFilesRemoved`` ...)."""
+
+    table: str
+    version: int
+    metrics: Mapping[str, Any]
+
+
+def optimize_table(output: str, config: TieredStoreConfig,
+                   target_size: int = TARGET_FILE_SIZE) -> Optimized:
+    """:func:`optimize` the export table ``output`` (as export's: S3 settings from
+    ``config``)."""
+    where = table_location(output, config)
+    metrics = optimize(where, target_size)
+    return Optimized(where.uri, int(_existing(where).version()), metrics)
+
+
+def vacuum_table(output: str, config: TieredStoreConfig, retention_hours: float, *,
+                 dry_run: bool) -> tuple[str, list[str]]:
+    """:func:`vacuum` the export table ``output``: its URI and the files."""
+    where = table_location(output, config)
+    return where.uri, vacuum(where, retention_hours, dry_run=dry_run)
+
+
+def optimize(where: Location, target_size: int = TARGET_FILE_SIZE) -> dict[str, Any]:
+    """Compact the table's small files into files of about ``target_size`` bytes
+    (delta-rs ``optimize.compact``: one commit that removes the small files and
+    adds the new ones; the rows, the queues' end offsets and what readers see
+    stay the same). delta-rs's metrics: ``numFilesAdded``, ``numFilesRemoved``
+    ..."""
+    table = _existing(where)
+    return dict(table.optimize.compact(target_size=target_size))
+
+
+def vacuum(where: Location, retention_hours: float, *, dry_run: bool) -> list[str]:
+    """Delete the table's files that no version newer than ``retention_hours`` ago
+    needs: files an optimize or a delete removed, and files of runs killed
+    before their commit (delta-rs ``vacuum``, full mode; ``_`` and ``.``
+    directories such as a continuous export's checkpoint are left alone). Files
+    younger than that are kept, so a run under way keeps its files: the
+    retention must be longer than any run. The files deleted (or, ``dry_run``,
+    that would be)."""
+    table = _existing(where)
+    hours = int(retention_hours)
+    if hours != retention_hours or hours < 0:
+        raise ConfigError("retention_hours", f"must be a whole number of hours >= 0, got "
+                          f"{retention_hours}")
+    return list(table.vacuum(retention_hours=hours, dry_run=dry_run,
+                             enforce_retention_duration=False, full=True))
+
+
+def _existing(where: Location) -> Any:
+    table = open_table(where)
+    if table is None:
+        raise TableError(where.uri, "no Delta table there")
+    if table_source(table) is None:
+        raise TableError(where.uri, "it is not a table tieredstore spark export made")
+    return table
