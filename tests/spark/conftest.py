@@ -8,8 +8,9 @@ The oracle is what was appended, kept apart from any code under test.
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,23 @@ def spark() -> Iterator[Any]:
 def merged_store(tmp_path_factory: pytest.TempPathFactory) -> BuiltStore:
     """Four queues, sealed segments merged (the writer's default), read-only in tests."""
     return build_store(tmp_path_factory.mktemp("merged"))
+
+
+@contextlib.contextmanager
+def moto_lake(options: Mapping[str, str]) -> Iterator[tuple[dict[str, str], dict[str, str]]]:
+    """A moto server in a process of its own holding the bucket ``lake``: the
+    store's ``options`` naming it (tables at ``s3://lake/...``), and the same
+    endpoint and keys as delta-rs's storage options (to read a table back)."""
+    import boto3
+
+    from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
+
+    with moto_process() as s3:
+        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
+                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
+                     ).create_bucket(Bucket="lake")
+        yield ({**options, "s3_endpoint_url": s3.endpoint_url, "s3_region": "us-east-1",
+                "s3_access_key_id": ACCESS_KEY, "s3_secret_access_key": SECRET_KEY},
+               {"AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true",
+                "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY})

@@ -19,12 +19,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from deltalake import DeltaTable
 
-from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
-from tests.spark.conftest import QUEUES, T0, BuiltStore, Written, build_store
+from tests.spark.conftest import QUEUES, T0, BuiltStore, Written, build_store, moto_lake
 from tests.spark.test_read import assert_same, rows_of
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
@@ -307,20 +305,12 @@ def test_an_export_to_s3_commits_in_the_bucket(spark: Any, tmp_path: Path) -> No
     the driver commits there, with the store's S3 settings (here a local store's
     options naming the table's endpoint and keys); read back by delta-rs."""
     built = build_store(tmp_path / "store", queues=(("t", 0), ("u", 0)), per_queue=6)
-    with moto_process() as s3:
-        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
-                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
-                     ).create_bucket(Bucket="lake")
-        options = {**built.options, "s3_endpoint_url": s3.endpoint_url,
-                   "s3_region": "us-east-1", "s3_access_key_id": ACCESS_KEY,
-                   "s3_secret_access_key": SECRET_KEY}
+    with moto_lake(built.options) as (options, storage):
         assert jobs.export(spark, options, "s3://lake/tables/t").rows == 12
         append_more(built, 2)
         assert jobs.export(spark, options, "s3://lake/tables/t").rows == 4
-        got = DeltaTable("s3://lake/tables/t", storage_options={
-            "AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).to_pyarrow_table().to_pylist()
+        got = DeltaTable("s3://lake/tables/t",
+                         storage_options=storage).to_pyarrow_table().to_pylist()
     assert sorted((r["topic"], r["offset"]) for r in got) == sorted(
         (t, i) for t in ("t", "u") for i in range(8))
 

@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from deltalake import DeltaTable
 
-from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
-from tests.spark.conftest import build_store, store_config
+from tests.spark.conftest import build_store, moto_lake, store_config
 from tests.spark.test_export import B0, append_more, assert_each_once, table_rows
 from tests.spark.test_stream import append, expire
 from tieredstore.cli import main as cli_main
@@ -150,20 +148,11 @@ def test_a_continuous_export_to_s3_commits_in_the_bucket(spark: Any, tmp_path: P
     """An s3:// table (moto) with a local checkpoint: each micro-batch's files are
     written into the bucket and committed there; delta-rs reads them back."""
     built = build_store(tmp_path / "store", queues=(("t", 0), ("u", 0)), per_queue=12)
-    with moto_process() as s3:
-        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
-                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
-                     ).create_bucket(Bucket="lake")
-        options = {**built.options, "s3_endpoint_url": s3.endpoint_url,
-                   "s3_region": "us-east-1", "s3_access_key_id": ACCESS_KEY,
-                   "s3_secret_access_key": SECRET_KEY}
+    with moto_lake(built.options) as (options, storage):
         batches = run_available_now(spark, options, "s3://lake/t", max_messages=10,
                                     checkpoint=str(tmp_path / "checkpoint"))
         assert sum(b.rows for b in batches) == 24 and len(batches) >= 3
-        got = DeltaTable("s3://lake/t", storage_options={
-            "AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).to_pyarrow_table().to_pylist()
+        got = DeltaTable("s3://lake/t", storage_options=storage).to_pyarrow_table().to_pylist()
     assert sorted((r["topic"], r["offset"]) for r in got) == sorted(
         (t, i) for t in ("t", "u") for i in range(12))
 

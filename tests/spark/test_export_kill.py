@@ -21,12 +21,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from deltalake import DeltaTable
 
-from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
-from tests.spark.conftest import QUEUES, build_store
+from tests.spark.conftest import QUEUES, build_store, moto_lake
 from tests.spark.test_export import append_more, assert_each_once, table_rows
 from tieredstore.spark import jobs
 from tieredstore.spark.table import TableError
@@ -103,22 +101,13 @@ def test_an_export_to_s3_killed_then_rerun_holds_each_message_once(
     """The same on moto: the table in a bucket, a run killed once its tasks have
     begun writing files there, and a rerun."""
     built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=40)
-    with moto_process() as s3:
-        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
-                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
-                     ).create_bucket(Bucket="lake")
-        options = {**built.options, "s3_endpoint_url": s3.endpoint_url,
-                   "s3_region": "us-east-1", "s3_access_key_id": ACCESS_KEY,
-                   "s3_secret_access_key": SECRET_KEY}
+    with moto_lake(built.options) as (options, storage):
         out = "s3://lake/tables/t"
         assert jobs.export(spark, options, out).rows == 40
         append_more(built, 25)
         export_killed_after(options, out, "bounded", random.Random(7).uniform(0.5, 3))
         jobs.export(spark, options, out)
-        got = DeltaTable(out, storage_options={
-            "AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).to_pyarrow_table(
+        got = DeltaTable(out, storage_options=storage).to_pyarrow_table(
                 columns=["broker", "topic", "queue_id", "offset"]).to_pylist()
     keys = sorted((r["broker"], r["topic"], r["queue_id"], r["offset"]) for r in got)
     assert keys == sorted(("broker-0", "t", 0, i) for i in range(65))
