@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from tests.spark.conftest import store_config
-from tests.spark.test_stream_kill import WRITER, env, kill, wait_for
+from tests.spark.test_stream_kill import env, kill, start_writer, wait_for
 from tieredstore.spark.continuous import CHECKPOINT_DIR
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -70,11 +69,7 @@ def test_a_sigkilled_continuous_export_restarts_and_holds_each_message_once(
         tmp_path: Path) -> None:
     store, table, done, log = (tmp_path / "store", tmp_path / "table", tmp_path / "flushed",
                                tmp_path / "driver.log")
-    config = store_config(store)
-    settings = {"backend": "local", "local_path": str(store), "local_fsync": False,
-                "chunk_size": config.chunk_size, "group_commit_interval": 0.05}
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(settings), str(done),
-                               "24"], env=env())
+    writer = start_writer(store, done)
     rng = random.Random(42)
     wait_for(done.exists, 60, log)
     driver = start_export(store, table, log)

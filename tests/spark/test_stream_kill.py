@@ -67,6 +67,15 @@ def env() -> dict[str, str]:
             "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
+def start_writer(store: Path, done: Path) -> subprocess.Popen[bytes]:
+    """:data:`WRITER` on a local store at ``store``, in a process of its own, noting
+    each message it flushed in ``done``."""
+    settings = {"backend": "local", "local_path": str(store), "local_fsync": False,
+                "chunk_size": store_config(store).chunk_size, "group_commit_interval": 0.05}
+    return subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(settings), str(done),
+                             "24"], env=env())
+
+
 def start_driver(store: Path, sink: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-c", DRIVER, str(store), str(sink)],
@@ -98,11 +107,7 @@ def test_sigkilled_driver_resumes_from_its_checkpoint_exactly_once(
         spark: Any, tmp_path: Path) -> None:
     store, sink, done, log = (tmp_path / "store", tmp_path / "sink", tmp_path / "flushed",
                               tmp_path / "driver.log")
-    config = store_config(store)
-    settings = {"backend": "local", "local_path": str(store), "local_fsync": False,
-                "chunk_size": config.chunk_size, "group_commit_interval": 0.05}
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, json.dumps(settings), str(done),
-                               "24"], env=env())
+    writer = start_writer(store, done)
     wait_for(done.exists, 60, log)
     driver = start_driver(store, sink, log)
     try:
