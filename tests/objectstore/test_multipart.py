@@ -3,6 +3,7 @@ created once, aborted on failure; on the memory store and on moto."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -183,3 +184,37 @@ async def test_a_failed_completion_aborts_the_upload(store: Recorder) -> None:
         await writer.finish()
     assert store.ops[-1] == "abort_multipart"
     assert await no_uploads(store)
+
+
+class Slow(ForwardingObjectStore):
+    """Parts take a while; notes the most uploads in flight at once."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.flying = self.most = 0
+
+    async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
+                       bytes_up: int = 0) -> T:
+        if not op.startswith("upload_part"):
+            return await call()
+        self.flying += 1
+        self.most = max(self.most, self.flying)
+        try:
+            await asyncio.sleep(0.01)
+            return await call()
+        finally:
+            self.flying -= 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_at_most_concurrency_parts_are_in_flight(concurrency: int) -> None:
+    store = Slow(MemoryObjectStore())
+    await store.put("objects/source", payload(MIN_PART_SIZE))
+    data = payload(MIN_PART_SIZE)
+    writer = ObjectWriter(store, KEY, concurrency=concurrency)
+    for _ in range(3):
+        await writer.write(data)
+        await writer.copy("objects/source", ByteRange(0, MIN_PART_SIZE))
+    assert await writer.finish()
+    assert store.most == concurrency and writer.parts == 6
+    assert bytes(await store.get(KEY)) == (data + await store.get("objects/source")) * 3

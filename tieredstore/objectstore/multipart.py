@@ -152,9 +152,8 @@ class ObjectWriter:
         self._tasks.append(asyncio.create_task(run()))
         async with self._slots:  # a free slot for the next part
             pass
-        for task in self._tasks:
-            if task.done() and task.exception() is not None:
-                await self._settle()
+        if any(t.done() and not t.cancelled() and t.exception() for t in self._tasks):
+            await self._settle()  # raises the part's failure
 
     async def _settle(self) -> None:
         """Wait for the parts in flight; the first failure raises, the rest are
