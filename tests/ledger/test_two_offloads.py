@@ -62,9 +62,9 @@ from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed import ManagedLedgerPath, sweep_offloads
 from tieredstore.ledger.managed import attempt as attempt_mod
 from tieredstore.ledger.managed.format import decode_head, offload_uuid
-from tieredstore.ledger.offloader import _DataUpload
 from tieredstore.ledger.stream import BlockPacker
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.objectstore.multipart import ObjectWriter
 from tieredstore.segment.garbage import UNREFERENCED, UPLOAD
 
 NAME = "tenant/ns/persistent/topic"
@@ -106,7 +106,7 @@ class GatedOffloader(SegmentLedgerOffloader):
         await super().offload(handle, uuid, extra_metadata)
 
     async def _copy_entries(self, handle: ReadHandle, packer: BlockPacker,
-                            data: _DataUpload) -> None:
+                            data: ObjectWriter) -> None:
         await self._pause("copy")
         await super()._copy_entries(handle, packer, data)
 

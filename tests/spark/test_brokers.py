@@ -105,8 +105,9 @@ def test_stats_verify_and_export_name_each_queues_broker(
              for r in jobs.stats(spark, options).collect()}
     assert stats == ends
     reports = jobs.verify_reports(spark, options, jobs.Filters(brokers=(B,)))
-    assert [(r.broker, r.topic, r.queue_id, r.next_offset, r.ok) for r in reports] == [
-        (b, t, q, n, True) for (b, t, q), n in sorted(ends.items()) if b == B]
+    assert [(c.broker, c.topic, c.queue_id, c.max_offset, c.error_count)
+            for c in reports.queues] == [
+        (b, t, q, n, 0) for (b, t, q), n in sorted(ends.items()) if b == B]
     out = tmp_path / "table"
     result = jobs.export(spark, options, str(out))
     assert result.rows == len(written)

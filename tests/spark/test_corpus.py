@@ -95,11 +95,11 @@ def test_every_checker_names_the_same_offsets(case: Case, spark: Any, tmp_path: 
     built = build_case(case, tmp_path / "store")
     cli = cli_problems(built)
     reports = jobs.verify_reports(spark, built.options, jobs.Filters(topics=(TOPIC,)))
-    spark_rows = {r.queue_id: list(r.problems) for r in reports}
+    spark_rows = {c.queue_id: list(c.errors) for c in reports.queues}
     stats = jobs.stats(spark, built.options, jobs.Filters(topics=(TOPIC,))).collect()
     segments = inspected_segments(built)
     assert segments == {r.queue_id: r.segments for r in stats} \
-        == {r.queue_id: r.segments for r in reports}, (segments, stats, reports)
+        == {c.queue_id: c.segments for c in reports.queues}, (segments, stats, reports)
     assert min(segments.values()) > 2
     assert sorted(cli) == sorted(spark_rows) == [0, 1]
     assert cli[1] == spark_rows[1] == []  # the other queue is intact

@@ -85,29 +85,29 @@ def test_verify_names_every_damaged_record(spark: Any,
     assert sorted(rows) == [("v", 0), ("v", 1), ("v", 2)]
 
     intact = rows[("v", 2)]
-    assert intact.ok and intact.problems == [], intact.problems
-    assert (intact.messages, intact.first_offset, intact.next_offset) == (PER_QUEUE, 0,
-                                                                          PER_QUEUE)
+    assert intact.error_count == 0 and intact.errors == [], intact.errors
+    assert (intact.messages, intact.min_offset, intact.max_offset) == (PER_QUEUE, 0, PER_QUEUE)
+    assert intact.units > 0 and intact.checked_bytes > 0
     # the store's one count of a queue's segments (QueueSummary.segments), as stats shows it
     stats = {(r.topic, r.queue_id): r.segments for r in jobs.stats(spark, built.options).collect()}
     assert intact.segments == stats[("v", 2)] > PER_QUEUE // UNITS_PER_SEGMENT + 1
 
     chunk = rows[("v", 0)]
-    assert not chunk.ok
+    assert chunk.error_count == 1
     damaged = last_bad_chunk - first_bad_chunk + 1
     assert chunk.messages == PER_QUEUE - damaged
-    assert len(chunk.problems) == 1, chunk.problems
-    assert chunk.problems[0].startswith(
-        f"v/0: offsets [{first_bad_chunk}, {last_bad_chunk + 1}): "), chunk.problems
-    assert "CRC32C" in chunk.problems[0]
+    assert len(chunk.errors) == 1, chunk.errors
+    assert chunk.errors[0].startswith(
+        f"v/0: offsets [{first_bad_chunk}, {last_bad_chunk + 1}): "), chunk.errors
+    assert "CRC32C" in chunk.errors[0]
 
     record = rows[("v", 1)]
-    assert not record.ok
+    assert record.error_count == 1
     assert record.messages == PER_QUEUE - 1
-    assert len(record.problems) == 1, record.problems
+    assert len(record.errors) == 1, record.errors
     assert re.match(rf"v/1: offset {bad_record}: record at commit-log byte \d+: "
-                    r"record fails its CRC32C", record.problems[0]), record.problems
-    assert record.next_offset == PER_QUEUE  # the scan went on past the damage
+                    r"record fails its CRC32C", record.errors[0]), record.errors
+    assert record.max_offset == PER_QUEUE  # the scan went on past the damage
 
 
 def test_reading_a_damaged_record_fails_naming_it(spark: Any,
@@ -125,11 +125,23 @@ def test_verify_command_line_exit_status(spark: Any, damaged_store: tuple[BuiltS
     built, _, _ = damaged_store
     args = ["spark", "verify", "--data-dir", str(built.path), "--topic", "v"]
     assert cli_main([*args, "--queue", "2"]) == 0
-    assert "1 queue(s) verified, 0 with problems" in capsys.readouterr().out
-    assert cli_main([*args, "--queue", "0,1"]) == 1
-    out = capsys.readouterr().out
-    assert "2 queue(s) verified, 2 with problems" in out
-    assert "v/1: offset" in out
+    assert f"queues 1, messages {PER_QUEUE}, errors 0" in capsys.readouterr().out
+    assert cli_main([*args, "--queue", "0,1", "--max-errors", "1"]) == 1
+    got = capsys.readouterr()
+    assert "queues 2, messages" in got.out and ", errors 2" in got.out
+    assert got.err.count("v/0: offsets") == 1 and "v/1: offset" not in got.err  # --max-errors 1
+    # The one report, rendered alike: the plain command's --json, queue for queue.
+    assert cli_main([*args, "--json"]) == 1
+    spark_doc = json.loads(capsys.readouterr().out)
+    assert cli_main(["verify", "--data-dir", str(built.path), "--topic", "v", "--json"]) == 1
+    plain_doc = json.loads(capsys.readouterr().out)
+    assert spark_doc.keys() == plain_doc.keys() == {"queues", "messages", "error_count",
+                                                    "requests"}
+    assert spark_doc["queues"] == plain_doc["queues"]
+    assert (spark_doc["messages"], spark_doc["error_count"]) == (
+        plain_doc["messages"], plain_doc["error_count"]) == (
+        sum(q["messages"] for q in plain_doc["queues"]), 2)
+    assert spark_doc["requests"]["get"] > 0  # the tasks' requests, summed
 
 
 # --- compact ---------------------------------------------------------------------------

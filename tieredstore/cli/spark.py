@@ -20,9 +20,9 @@ own script) with it. Needs the ``spark`` extra (``pip install
 every broker of the cluster; ``compact`` works on one broker, the one named
 or configured).
 
-``--json`` documents: ``verify``: ``{"queues": [{"broker", "topic", "queue",
-"segments", "messages", "first_offset", "next_offset" (offsets
-[first, next)), "ok", "problems"}], "ok"}``; ``stats``: ``{"queues":
+``verify`` renders its report as ``tieredstore verify`` does, the same table
+and ``--json`` (:mod:`tieredstore.cli.verify`; its requests are the tasks').
+``--json`` documents: ``stats``: ``{"queues":
 [{"broker", "topic", "queue", "messages", "min_offset", "max_offset", "commitlog_bytes",
 "consumequeue_bytes", "index_bytes", "segments", "chunks",
 "unmerged_segments", "oldest", "newest" (ISO 8601), "error"}]}``; ``export``:
@@ -51,7 +51,7 @@ from typing import Any
 from tieredstore import sync
 from tieredstore.errors import ConfigError
 from tieredstore.sizes import MiB
-from tieredstore.store import refuse_live_writer
+from tieredstore.store import VerifyReport, refuse_live_writer
 
 from .common import (
     EXIT_FAILED,
@@ -71,6 +71,7 @@ from .common import (
     resolve_config,
     size,
 )
+from .verify import add_max_errors, print_report
 
 JOBS = {"export": "append new messages to a Delta Lake table, exactly once",
         "verify": "check every CRC and offset; one row per queue",
@@ -120,6 +121,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                              "1GiB ...; default 128MiB; `tieredstore table optimize` "
                              "compacts small ones)")
             add_continuous(job)
+        if name == "verify":
+            add_max_errors(job)
         if name == "compact":
             job.add_argument("--dry-run", action="store_true",
                              help="list what would be merged, merge nothing")
@@ -356,26 +359,12 @@ def show_export(args: argparse.Namespace, result: Any) -> int:
     return EXIT_OK
 
 
-def show_verify(args: argparse.Namespace, reports: Sequence[Any]) -> int:
-    ok = all(r.ok for r in reports)
+def show_verify(args: argparse.Namespace, report: VerifyReport) -> int:
     if args.json:
-        print_json({"queues": [{"broker": r.broker, "topic": r.topic, "queue": r.queue_id,
-                                "segments": r.segments,
-                                "messages": r.messages, "first_offset": r.first_offset,
-                                "next_offset": r.next_offset, "ok": r.ok,
-                                "problems": list(r.problems)} for r in reports], "ok": ok})
-        return EXIT_OK if ok else EXIT_FAILED
-    print(f"{'queue':<40} {'segments':>8} {'messages':>10} {'offsets':>20}  verdict")
-    for r in reports:
-        verdict = "ok" if r.ok else f"{len(r.problems)} problem(s)"
-        print(f"{f'{r.broker}/{r.topic}/{r.queue_id}':<40} {r.segments:>8} {r.messages:>10} "
-              f"{offsets(r.first_offset, r.next_offset):>20}  {verdict}")
-    for r in reports:
-        for problem in r.problems:
-            print(f"  {problem}")
-    bad = sum(1 for r in reports if not r.ok)
-    print(f"{len(reports)} queue(s) verified, {bad} with problems")
-    return EXIT_OK if ok else EXIT_FAILED
+        print_json(report.document())
+    else:
+        print_report(report, max_errors=args.max_errors)
+    return EXIT_FAILED if report.error_count else EXIT_OK
 
 
 def _row(row: Any) -> dict[str, Any]:

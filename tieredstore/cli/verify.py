@@ -11,10 +11,14 @@ key of the store for all brokers (the segments no metadata references).
 2; it names the brokers that have it, if others do); exit 1 if any error was
 found.
 
-``--json``: ``{"queues": [{"broker", "topic", "queue", "min_offset", "max_offset"
-(offsets [min, max)), "segments", "messages", "undispatched", "dead_bytes",
-"units", "checked_bytes", "error_count", "errors": [...first ones]}],
-"messages", "error_count", "requests": {operation: count}}``. ``segments``
+The report's rendering here (:func:`print_report`, and ``--json``) is
+``tieredstore spark verify``'s too. ``--json``: ``{"queues": [{"broker",
+"topic", "queue", "min_offset", "max_offset" (offsets [min, max): max is the
+consume queue's next offset, exclusive), "segments", "messages",
+"undispatched" (commit-log records after max_offset, checked too; counted in
+messages), "dead_bytes", "units", "checked_bytes", "error_count", "errors":
+[...first ones]}], "messages", "error_count", "requests": {operation:
+count}}`` (:meth:`tieredstore.store.VerifyReport.document`). ``segments``
 counts the commit log's, the consume queue's and the key index's live
 segments (as ``inspect queues`` does); ``units`` and ``checked_bytes`` are
 what was fetched and CRC-checked: the commit log and the consume queue only
@@ -29,7 +33,7 @@ import sys
 
 from tieredstore import sync
 from tieredstore.config import human_size
-from tieredstore.store import QueueCheck, VerifyReport, verify_store
+from tieredstore.store import VerifyReport, verify_store
 
 from .common import (
     EXIT_FAILED,
@@ -52,11 +56,17 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     add_metrics_port(parser, "the requests, bytes and cost of the verify run")
     parser.add_argument("--topic", help="only this topic")
     parser.add_argument("--queue", type=nonnegative_int, metavar="ID", help="only this queue id")
+    add_max_errors(parser)
+
+
+def add_max_errors(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-errors", type=nonnegative_int, default=20, metavar="N",
                         help="errors to print (all are counted; default 20)")
 
 
 def print_report(report: VerifyReport, *, max_errors: int) -> None:
+    """The report as a table, the totals, the requests, and the first
+    ``max_errors`` errors (on stderr)."""
     rows = [[c.broker, c.topic, c.queue_id, c.min_offset, c.max_offset, c.segments,
              human_size(c.bytes, exact=False), c.units, c.records,
              "ok" if not c.error_count else f"{c.error_count} ERRORS"]
@@ -69,24 +79,12 @@ def print_report(report: VerifyReport, *, max_errors: int) -> None:
           + (f" ({undispatched} not yet dispatched)" if undispatched else "")
           + (f", dead bytes {dead}" if dead else "")
           + f", errors {report.error_count}")
+    print(f"requests: {format_requests(report.requests)}")
     if report.error_count:
         shown = [f"{c.broker} {e}" for c in report.queues for e in c.errors][:max_errors]
         print("first errors:", file=sys.stderr)
         for line in shown:
             print(f"  {line}", file=sys.stderr)
-
-
-def as_document(report: VerifyReport) -> dict[str, object]:
-    """The ``--json`` document of a report."""
-    def queue(c: QueueCheck) -> dict[str, object]:
-        return {"broker": c.broker, "topic": c.topic, "queue": c.queue_id,
-                "min_offset": c.min_offset,
-                "max_offset": c.max_offset, "segments": c.segments, "messages": c.records,
-                "undispatched": c.undispatched, "dead_bytes": c.dead_bytes, "units": c.units,
-                "checked_bytes": c.bytes, "error_count": c.error_count, "errors": list(c.errors)}
-    return {"queues": [queue(c) for c in report.queues], "messages": report.messages,
-            "error_count": report.error_count,
-            "requests": dict(report.requests.get("requests", {}))}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = sync.run(main())
     if args.json:
-        print_json(as_document(report))
+        print_json(report.document())
         return EXIT_FAILED if report.error_count else EXIT_OK
     print_report(report, max_errors=args.max_errors)
-    print(f"requests: {format_requests(report.requests)}")
     return EXIT_FAILED if report.error_count else EXIT_OK

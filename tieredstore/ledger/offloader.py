@@ -23,16 +23,14 @@ attempt leaves no multipart upload behind (aborted) and is removed by
 from __future__ import annotations
 
 import abc
-import contextlib
 import logging
 import secrets
 import uuid as uuid_mod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import NoReturn
 
-from tieredstore.errors import NoSuchUpload, ObjectNotFound, PreconditionFailed, check_field
+from tieredstore.errors import check_field
 from tieredstore.ledger.errors import (
     OffloadExists,
     OffloadFenced,
@@ -52,8 +50,9 @@ from tieredstore.ledger.offloaded import MAX_GET_BYTES, OffloadedReadHandle
 from tieredstore.ledger.stream import BlockPacker
 from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.metrics import OffloadMetrics
-from tieredstore.objectstore.base import ObjectStore, PartInfo
+from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
+from tieredstore.objectstore.multipart import ObjectWriter
 from tieredstore.sizes import MiB
 
 WRITER_KEY = "tieredstore-offload-writer"
@@ -189,11 +188,13 @@ class SegmentLedgerOffloader(LedgerOffloader):
             raise OffloadExists(f"objects of attempt {location} exist already",
                                 ledger_id=ledger_id)
         packer = BlockPacker(block_size=self.options.read_block_size)
-        data = _DataUpload(self.store, location, {**user_metadata,
-                                                  WRITER_KEY: secrets.token_hex(16)})
+        data = ObjectWriter(self.store, location.data_key, part_size=self.options.block_size,
+                            metadata={**user_metadata, WRITER_KEY: secrets.token_hex(16)})
         try:
             await self._copy_entries(handle, packer, data)
-            await data.finish()
+            if not await data.finish():
+                raise OffloadFenced(f"another writer's data object {location.data_name} exists",
+                                    ledger_id=ledger_id)
         except BaseException:
             await data.abort()
             raise
@@ -204,10 +205,10 @@ class SegmentLedgerOffloader(LedgerOffloader):
         await self._put_index(location, index.encode(), user_metadata)
         log.info("offloaded ledger %d as %s: %d entries, %d bytes, %d blocks, %d parts",
                  ledger_id, location, handle.last_add_confirmed + 1, packer.bytes_written,
-                 len(packer.blocks), len(data.parts) or 1)
+                 len(packer.blocks), data.parts or 1)
 
     async def _copy_entries(self, handle: ReadHandle, packer: BlockPacker,
-                            data: _DataUpload) -> None:
+                            data: ObjectWriter) -> None:
         """Read the ledger in batches, pack its entries into blocks, and hand
         the data object a part whenever one is full."""
         last = handle.last_add_confirmed
@@ -226,13 +227,13 @@ class SegmentLedgerOffloader(LedgerOffloader):
                 payload += len(entry.payload)
                 block = packer.add(entry.entry_id, entry.payload)
                 if block is not None:
-                    await data.add(block, self.options.block_size)
+                    await data.write(block)
         if payload != handle.length:
             raise LedgerFormatError(f"ledger {handle.ledger_id}: the entries hold {payload} "
                                     f"bytes, the ledger's length is {handle.length}")
         block = packer.finish()
         if block is not None:
-            await data.add(block, self.options.block_size)
+            await data.write(block)
 
     async def _put_index(
         self, location: OffloadLocation, data: bytes, user_metadata: Mapping[str, str]
@@ -268,64 +269,3 @@ async def open_offloaded(store: ObjectStore, location: OffloadLocation, *,
     options = options or OffloadOptions()
     return await OffloadedReadHandle.open(store, location, max_get_bytes=options.max_get_bytes)
 
-
-class _DataUpload:
-    """The data object, written as blocks come: one PUT if it stays below a
-    part, else a multipart upload of parts of at least ``part_size`` (whole
-    blocks), completed with ``If-None-Match``. A key found taken is ours only
-    if the object carries our writer token (a retry after a lost reply)."""
-
-    def __init__(self, store: ObjectStore, location: OffloadLocation,
-                 metadata: Mapping[str, str]) -> None:
-        self.store = store
-        self.location = location
-        self.metadata = dict(metadata)
-        self.pending = bytearray()
-        self.parts: list[PartInfo] = []
-        self.upload_id: str | None = None
-        self.size = 0
-
-    async def add(self, block: bytes, part_size: int) -> None:
-        self.pending += block
-        self.size += len(block)
-        if len(self.pending) >= part_size:
-            await self._upload_part()
-
-    async def _upload_part(self) -> None:
-        key = self.location.data_key
-        if self.upload_id is None:
-            self.upload_id = await self.store.create_multipart(key, metadata=self.metadata)
-        self.parts.append(await self.store.upload_part(key, self.upload_id,
-                                                       len(self.parts) + 1, bytes(self.pending)))
-        self.pending.clear()
-
-    async def finish(self) -> None:
-        key = self.location.data_key
-        if self.upload_id is None:
-            if not await create_once(self.store, key, bytes(self.pending),
-                                     metadata=self.metadata, compare="metadata"):
-                self._fenced()
-            return
-        if self.pending:
-            await self._upload_part()
-        try:
-            await self.store.complete_multipart(key, self.upload_id, self.parts,
-                                                if_none_match=True)
-        except (PreconditionFailed, NoSuchUpload):
-            await self.abort()  # ours landed, or another's stands: not needed either way
-            try:
-                info = await self.store.head(key)
-            except ObjectNotFound:
-                self._fenced()
-            if info.size != self.size or info.metadata.get(WRITER_KEY) != self.metadata[WRITER_KEY]:
-                self._fenced()
-        self.upload_id = None
-
-    async def abort(self) -> None:
-        if self.upload_id is not None:
-            with contextlib.suppress(Exception):
-                await self.store.abort_multipart(self.location.data_key, self.upload_id)
-
-    def _fenced(self) -> NoReturn:
-        raise OffloadFenced(f"another writer's data object {self.location.data_name} exists",
-                            ledger_id=self.location.ledger_id)

@@ -46,9 +46,7 @@ async def create_once(store: ObjectStore, key: str, data: bytes, *,
         pass
     try:
         if compare == "metadata":
-            info = await store.head(key)
-            return info.size == len(data) and all(
-                info.metadata.get(name) == value for name, value in (metadata or {}).items())
+            return await holds_metadata(store, key, len(data), metadata or {})
         previous: bytes | memoryview | None = None
         for _ in range(MATCH_ATTEMPTS):
             got = await store.get_object(key)
@@ -62,3 +60,15 @@ async def create_once(store: ObjectStore, key: str, data: bytes, *,
         return False
     raise ServerError(f"{key}: {MATCH_ATTEMPTS} reads came back different; cannot tell whose "
                       "it is", op="get", key=key)
+
+
+async def holds_metadata(store: ObjectStore, key: str, size: int,
+                         metadata: Mapping[str, str]) -> bool:
+    """``compare="metadata"``'s proof: a HEAD of ``key`` shows ``size`` and every
+    entry of ``metadata`` (False if the object is gone)."""
+    try:
+        info = await store.head(key)
+    except ObjectNotFound:
+        return False
+    return info.size == size and all(
+        info.metadata.get(name) == value for name, value in metadata.items())

@@ -1,28 +1,26 @@
 """Execute a merge: chunks -> one ``segment`` object by multipart upload.
 
-Copy parts go server-side (UploadPartCopy with CopySourceRange). Upload parts
-are built from chunk bytes fetched through the segment's reader (so chunks
-this process just wrote come from its cache) and checked against their
-CRC32C before they are sent. The unit table goes at the end of the last part.
-Completion is conditional (``If-None-Match: *``); any failure aborts the
-upload. The chunks are deleted by the caller once the merge has landed.
+The planner's parts go through the one writer of large objects
+(:class:`~tieredstore.objectstore.multipart.ObjectWriter`): copy parts
+server-side (UploadPartCopy with CopySourceRange), upload parts built from
+chunk bytes fetched through the segment's reader (so chunks this process just
+wrote come from its cache) and checked against their CRC32C before they are
+sent. The unit table goes at the end of the last part. Completion is
+conditional (``If-None-Match: *``): a merged object found there must hold our
+units, else the segment is fenced; any failure aborts the upload. The chunks
+are deleted by the caller once the merge has landed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tieredstore.errors import (
-    CorruptSegment,
-    NoSuchUpload,
-    PreconditionFailed,
-    SegmentFenced,
-)
-from tieredstore.objectstore.base import MAX_PARTS, ByteRange, ObjectStore, PartInfo
+from tieredstore.errors import CorruptSegment, SegmentFenced
+from tieredstore.objectstore.base import MAX_PARTS, ByteRange, ObjectStore
+from tieredstore.objectstore.multipart import ObjectWriter
 from tieredstore.segment.layout import ChunkRef, SegmentLayout, coalesce_units
 from tieredstore.segment.path import SegmentPath
 from tieredstore.segment.planner import PartKind, PlannedPart, check_plan, plan_merge
@@ -92,20 +90,11 @@ async def merge_chunks(
         plan.append(PlannedPart(len(plan) + 1, PartKind.UPLOAD, ()))
     check_plan(plan, max_parts=MAX_PARTS)
 
-    key = path.merged_key
-    upload_id = await store.create_multipart(key, metadata={**(metadata or {}),
-                                                            **FORMAT_METADATA})
-    limit = asyncio.Semaphore(concurrency)
+    writer = ObjectWriter(store, path.merged_key, concurrency=concurrency,
+                          metadata={**(metadata or {}), **FORMAT_METADATA})
 
-    async def run(part: PlannedPart) -> PartInfo:
-        async with limit:
-            if part.kind is PartKind.COPY:
-                (piece,) = part.pieces
-                chunk = chunks[piece.chunk]
-                return await store.upload_part_copy(
-                    key, upload_id, part.number, chunk.key,
-                    ByteRange(chunk.object_offset + piece.start, piece.length),
-                )
+    def read_part(part: PlannedPart) -> Callable[[], Awaitable[bytes]]:
+        async def read() -> bytes:
             pieces: list[bytes | memoryview] = []
             for piece in part.pieces:
                 chunk = chunks[piece.chunk]
@@ -114,22 +103,26 @@ async def merge_chunks(
                 pieces.append(data[piece.start : piece.start + piece.length])
             if part.number == len(plan):
                 pieces.append(trailer)
-            return await store.upload_part(key, upload_id, part.number, b"".join(pieces))
+            return b"".join(pieces)
+        return read
+
+    async def ours() -> bool:
+        await check_existing_merge(store, path, units)  # or SegmentFenced
+        return True
 
     try:
-        infos = await asyncio.gather(*(run(p) for p in plan))
-        try:
-            await store.complete_multipart(key, upload_id, infos, if_none_match=True)
-        except (PreconditionFailed, NoSuchUpload):
-            # Either our own earlier attempt landed (a retry after a lost answer)
-            # or another writer merged this segment: the object must match ours.
-            # Ours is not needed then: abort it (unknown if it completed).
-            with contextlib.suppress(Exception):
-                await store.abort_multipart(key, upload_id)
-            await check_existing_merge(store, path, units)
+        for part in plan:
+            if part.kind is PartKind.COPY:
+                (piece,) = part.pieces
+                chunk = chunks[piece.chunk]
+                await writer.copy(chunk.key, ByteRange(chunk.object_offset + piece.start,
+                                                       piece.length))
+            else:
+                size = part.size + (len(trailer) if part.number == len(plan) else 0)
+                await writer.write_part(size, read_part(part))
+        await writer.finish(is_ours=ours)
     except BaseException:
-        with contextlib.suppress(Exception):
-            await store.abort_multipart(key, upload_id)
+        await writer.abort()
         raise
     copy = [p for p in plan if p.kind is PartKind.COPY]
     stats = MergeStats(

@@ -32,8 +32,9 @@ config key.
   committed once (:mod:`tieredstore.spark.continuous`; docs/format.md,
   "Continuous export").
 - ``verify`` reads every message of the selected queues, checks every CRC and
-  that offsets run on without gaps, and prints one row per queue; the exit
-  status is 1 if any queue has a problem.
+  that offsets run on without gaps, and prints the report ``tieredstore
+  verify`` prints (one row per queue, the same ``--json``); the exit status is
+  1 if any error was found.
 - ``compact`` merges sealed segments left unmerged, one task per segment, and
   never touches a queue's active segment; exit status 1 if a merge failed.
   ``compact --log [--log-broker B ...]`` instead compacts each broker's backlog
@@ -74,14 +75,15 @@ from tieredstore.spark.selection import Selection, selection_from_options
 from tieredstore.spark.selection import names as selection_names
 from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
 from tieredstore.spark.table import TARGET_FILE_SIZE, StepHook
-from tieredstore.spark.verify import QueueReport, verify_task
-from tieredstore.store import ObjectStore, load_log, queue_log_pieces
+from tieredstore.spark.verify import combine, verify_task
+from tieredstore.store import ObjectStore, VerifyReport, load_log, queue_log_pieces
 
 T = TypeVar("T")
 QUEUE_OPTIONS = ("broker", "topic", "queue_id")  # the options that select whole queues
 
-VERIFY_SCHEMA = ("broker string, topic string, queue_id int, segments int, messages long, "
-                 "first_offset long, next_offset long, ok boolean, problems array<string>")
+VERIFY_SCHEMA = ("broker string, topic string, queue_id int, min_offset long, max_offset long, "
+                 "segments int, messages long, undispatched long, dead_bytes long, units long, "
+                 "checked_bytes long, error_count long, errors array<string>")
 COMPACT_SCHEMA = ("topic string, queue_id int, file_type string, base_offset long, "
                   "state string, chunks int, merged boolean, parts int, bytes_copied long, "
                   "bytes_reuploaded long, error string")
@@ -197,18 +199,20 @@ def _run_tasks(spark: Any, func: Any, items: Sequence[Any]) -> list[Any]:
 
 
 def verify_reports(spark: Any, options: dict[str, str], filters: Filters | None = None
-                   ) -> list[QueueReport]:
+                   ) -> VerifyReport:
     """Verify the selected queues (:func:`tieredstore.store.verify_queue`): one
-    task and one report per queue."""
-    reports = _per_queue(spark, options, filters, verify_task)
-    return sorted((r for r in reports if r is not None),
-                  key=lambda r: (r.broker, r.topic, r.queue_id))
+    task per queue, one report of them all (the store's
+    :class:`~tieredstore.store.VerifyReport`, as ``tieredstore verify`` makes)."""
+    return combine(r for r in _per_queue(spark, options, filters, verify_task)
+                   if r is not None)
 
 
 def verify(spark: Any, options: dict[str, str], filters: Filters | None = None) -> Any:
-    """:func:`verify_reports` as a DataFrame (``VERIFY_SCHEMA``)."""
-    rows = [dataclasses.astuple(r) for r in verify_reports(spark, options, filters)]
-    return spark.createDataFrame([(*r[:-1], list(r[-1])) for r in rows], VERIFY_SCHEMA)
+    """:func:`verify_reports` as a DataFrame (``VERIFY_SCHEMA``): a row per
+    queue, its columns :meth:`~tieredstore.store.QueueCheck.document`'s."""
+    report = verify_reports(spark, options, filters)
+    return spark.createDataFrame([tuple(c.document().values()) for c in report.queues],
+                                 VERIFY_SCHEMA)
 
 
 def one_broker(options: dict[str, str], brokers: frozenset[str] | None) -> TieredStoreConfig:

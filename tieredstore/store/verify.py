@@ -60,7 +60,14 @@ KEEP_ERRORS = 50  # per queue; all are counted
 
 @dataclass
 class QueueCheck:
-    """What verifying one queue found."""
+    """What verifying one queue found: the one report of a queue, whoever
+    verified it (``tieredstore verify``, Spark's verify job), shown as
+    :meth:`document`.
+
+    Offsets ``[min_offset, max_offset)``: the consume queue's first live
+    offset and the offset after its last unit (``max_offset`` exclusive, as
+    the store's ``max_offset`` is). ``undispatched`` commit-log records follow
+    ``max_offset``, checked too; ``records`` counts both."""
 
     topic: str
     queue_id: int
@@ -90,11 +97,35 @@ class QueueCheck:
         if len(self.errors) < KEEP_ERRORS:
             self.errors.append(f"{self.name}: {message}")
 
+    def document(self) -> dict[str, object]:
+        """The queue as ``--json`` shows it (and Spark's verify DataFrame, with
+        ``queue`` as ``queue_id``), in this order: ``broker``, ``topic``,
+        ``queue``, ``min_offset``, ``max_offset``, ``segments``, ``messages``
+        (:attr:`records`), ``undispatched``, ``dead_bytes``, ``units``,
+        ``checked_bytes``, ``error_count``, ``errors`` (the first ones)."""
+        return {"broker": self.broker, "topic": self.topic, "queue": self.queue_id,
+                "min_offset": self.min_offset, "max_offset": self.max_offset,
+                "segments": self.segments, "messages": self.records,
+                "undispatched": self.undispatched, "dead_bytes": self.dead_bytes,
+                "units": self.units, "checked_bytes": self.bytes,
+                "error_count": self.error_count, "errors": list(self.errors)}
+
 
 @dataclass
 class VerifyReport:
+    """What verifying queues found: a check per queue, and the requests made
+    (a :class:`~tieredstore.objectstore.RequestMetrics` snapshot)."""
+
     queues: list[QueueCheck]
     requests: dict[str, dict[str, int | float]]
+
+    def document(self) -> dict[str, object]:
+        """The report as ``--json`` shows it: ``queues`` (each as
+        :meth:`QueueCheck.document`), ``messages``, ``error_count`` and
+        ``requests`` (count by operation)."""
+        return {"queues": [c.document() for c in self.queues], "messages": self.messages,
+                "error_count": self.error_count,
+                "requests": dict(self.requests.get("requests", {}))}
 
     @property
     def error_count(self) -> int:
