@@ -106,7 +106,15 @@ def body(n: int, size: int = 1000) -> bytes:
 
 
 async def open_store(bucket: ObjectStore) -> AsyncMessageStore:
-    return await AsyncMessageStore.open(small_config(commit_log_max_size=8 * KiB), store=bucket)
+    """A store that claims every queue it finds at once (as each one's first
+    write would): these takeovers meet the old writer in the claim."""
+    store = await AsyncMessageStore.open(small_config(commit_log_max_size=8 * KiB), store=bucket)
+    try:
+        await store.claim_queues()
+    except BaseException:
+        await store.close()
+        raise
+    return store
 
 
 async def read_all(bucket: ObjectStore) -> list[bytes]:
