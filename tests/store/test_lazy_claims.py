@@ -10,7 +10,6 @@ as its own. And the open's cost does not grow with the queues."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -212,35 +211,3 @@ async def test_retention_reaches_a_queue_the_open_did_not_claim() -> None:
     assert await again.delete_expired(now=t0 / 1000 + 150 + 72 * 3600) > 0
     assert await again.min_offset("t", 0) > 0
     await again.close()
-
-
-
-async def test_an_append_called_as_a_claim_ends_goes_after_those_that_waited_for_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """An append called while a queue's claim is under way waits for it; one
-    called in the moment the claim ends, before the waiting one resumed, must
-    not take the lower offset (found by the failover processes: appends called
-    in one order were placed in another)."""
-    from tieredstore.store import message_store
-
-    bucket = MemoryObjectStore()
-    config = small_config(gc_interval=0)
-    first = await AsyncMessageStore.open(config, store=bucket)
-    await first.append("t", 0, b"one")
-    await first.close()
-    store = await AsyncMessageStore.open(config, store=bucket)
-    later: list[asyncio.Task[int]] = []
-    real_open = message_store.OwnedQueue.open
-
-    async def open_then_call_another(*args: Any) -> Any:
-        queue = await real_open(*args)
-        # Called now, as the claim ends: runs before the waiting append resumes.
-        asyncio.get_running_loop().call_soon(
-            lambda: later.append(asyncio.ensure_future(store.append("t", 0, b"third"))))
-        return queue
-
-    monkeypatch.setattr(message_store.OwnedQueue, "open", open_then_call_another)
-    assert await store.append("t", 0, b"two") == 1
-    assert await later[0] == 2
-    await store.close()
-

@@ -27,7 +27,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
@@ -79,8 +79,6 @@ class AsyncMessageStore(QueueReads):
         self.config = ctx.config
         self._queues: dict[tuple[str, int], OwnedQueue] = {}
         self._opening: dict[tuple[str, int], asyncio.Task[OwnedQueue]] = {}
-        # Appends waiting for a queue's claim, in call order: its lock, how many wait.
-        self._claim_order: dict[tuple[Any, Any], tuple[asyncio.Lock, list[int]]] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
         self._headless: set[tuple[str, int]] = set()  # listed: in the log, with no head
         # Reads of queues listed and not claimed yet: the bucket, with the log as
@@ -394,8 +392,8 @@ class AsyncMessageStore(QueueReads):
             topic, queue_id, body, keys=keys, tags=tags, properties=properties,
             timestamp=timestamp, offset=offset, config=self.config,
             topic_reserved_time=self.topic_reserved_time)
-        async with self._appending(topic, queue_id, offset) as queue:
-            return await queue.append(message, offset)
+        queue = await self._queue_to_append(topic, queue_id, offset)
+        return await queue.append(message, offset)
 
     async def append_batch(self, topic: str, queue_id: int,
                            messages: Sequence[bytes | Outgoing]) -> range:
@@ -418,34 +416,11 @@ class AsyncMessageStore(QueueReads):
         ``check_append``) passed already, with bytes bodies and tuple keys;
         ``first_offset``, if given, must be the queue's next offset (else
         ``OffsetError`` and nothing is appended)."""
-        async with self._appending(topic, queue_id, first_offset) as queue:
-            if not batch:
-                return range(queue.next_offset, queue.next_offset)
-            first = await queue.append_batch(batch, first_offset)
+        queue = await self._queue_to_append(topic, queue_id, first_offset)
+        if not batch:
+            return range(queue.next_offset, queue.next_offset)
+        first = await queue.append_batch(batch, first_offset)
         return range(first, first + len(batch))
-
-    @contextlib.asynccontextmanager
-    async def _appending(self, topic: str, queue_id: int, offset: int | None
-                         ) -> AsyncIterator[OwnedQueue]:
-        """The queue to append to, created or claimed if need be. Appends that
-        wait for a queue's claim place their messages in the order they were
-        called: each holds a first-come lock of the queue's until its append is
-        placed, and no append passes them meanwhile."""
-        key = (topic, queue_id)
-        queue = self._queues.get(key) if type(topic) is str and type(queue_id) is int \
-            else None
-        if queue is not None and key not in self._claim_order:
-            yield queue
-            return
-        order, waiting = self._claim_order.setdefault(key, (asyncio.Lock(), [0]))
-        waiting[0] += 1
-        try:
-            async with order:
-                yield await self._queue_to_append(topic, queue_id, offset)
-        finally:
-            waiting[0] -= 1
-            if not waiting[0]:
-                del self._claim_order[key]
 
     async def _queue_to_append(self, topic: str, queue_id: int, offset: int | None
                                ) -> OwnedQueue:
