@@ -19,11 +19,7 @@ segments, consume queues, key indexes and log
 objects are tiny, so every file rolls; retention cuts at random times, or
 past the newest message. A log-mode owner sends commits of 256 bytes or more
 to their segments as (partial) chunks, or only full chunks
-(``direct_commit_size``, issue 32). Many queues, few touched (issue 41): a
-dozen queues filled once, of which later owners write a few: an open claims no
-queue, so the owner taken over may still land (never acknowledge) writes on
-the queues the newest owner has not claimed, which that owner reads and, at
-its claim, adopts; the model holds them as ``maybe`` until then.
+(``direct_commit_size``, issue 32).
 
 The model is a dict of lists, a message's offset its index, sharing no code
 with the store. Every few steps every acknowledged message must read back
@@ -107,11 +103,9 @@ Key = tuple[str, int]
 
 KEY_ID = "key-1"
 KEY = b"c" * 32
-TOPICS = ("ta", "tb", "tm")
+TOPICS = ("ta", "tb")
 MAX_QUEUE_ID = 2**32 - 1
 QUEUES: list[Key] = [("ta", 0), ("ta", MAX_QUEUE_ID), ("tb", 0)]
-# The many-queues axis (issue 41): queues filled once, of which later steps touch a few.
-MANY: list[Key] = [("tm", i) for i in range(12)]
 TAGS = ("a", "b", "tag-c")
 KEYS = ("k1", "k2", "k-3")
 WINDOW_MS = 3 * 24 * 3600 * 1000  # timestamp_before_max
@@ -146,11 +140,6 @@ class QueueModel:
     acked: int = 0  # [0, acked): a flush (or close) returned after their append
     min_offset: int = 0  # retention may have deleted the messages before it
     rebuilt: bool = False  # it lost its heads once
-    # The owner taken over's appends not known to have landed, in order: on a queue
-    # the newest owner has not claimed, a prefix of them may land (unacknowledged)
-    # until that claim, or until the owner taken over is closed (docs/format.md,
-    # "An untouched queue and the old writer's late writes").
-    maybe: list[Sent] = field(default_factory=list)
 
 
 def config(owner: Owner, **overrides: Any) -> TieredStoreConfig:
@@ -274,7 +263,6 @@ class CrossModel(RuleBasedStateMachine):
         self.owner = TOOLS
         self.old: AsyncMessageStore | None = None  # the owner the current one took over from
         self.old_queues: list[Key] = []
-        self.claimed: set[Key] = set()  # queues the current owner wrote since its open
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coro)
@@ -288,7 +276,6 @@ class CrossModel(RuleBasedStateMachine):
         """A new owner; unless heads were lost, its open warns of no missing page."""
         self.opens += 1
         self.owner = owner
-        self.claimed = set()
         event(f"open {owner.mode} zstd={owner.zstd} aes={owner.aes} "
               f"direct_commit={owner.direct_commit}")
         seen = logging.handlers.BufferingHandler(100_000)
@@ -336,26 +323,7 @@ class CrossModel(RuleBasedStateMachine):
         if self.old is not None:
             old, self.old, self.old_queues = self.old, None, []
             with contextlib.suppress(*FENCED):
-                await old.close()  # its flush may land chunks on queues not claimed
-            await self.settle(final=True)
-
-    async def settle(self, *, final: bool) -> None:
-        """What the newest owner reads of each queue it has not claimed: the old
-        owner's appends that landed there (a prefix of ``maybe``), unacknowledged,
-        now the queue's; with ``final`` (the old owner closed), the rest never land."""
-        for key, q in self.model.items():
-            if q.maybe and key not in self.claimed and self.store is not None:
-                high = await self.w.max_offset(*key)
-                extra = high - len(q.messages)
-                assert 0 <= extra <= len(q.maybe), \
-                    f"{key}: {high} messages, {len(q.messages)} known, {len(q.maybe)} maybe"
-                if extra:
-                    event("the old owner's unacknowledged appends landed on a queue not "
-                          "claimed")
-                q.messages += q.maybe[:extra]
-                del q.maybe[:extra]
-            if final:
-                q.maybe = []
+                await old.close()
 
     # --- writing -----------------------------------------------------------------------
 
@@ -368,13 +336,6 @@ class CrossModel(RuleBasedStateMachine):
         q = self.model.setdefault(key, QueueModel())
         offset = await self.w.append(*key, sent.body, keys=sent.keys, tags=sent.tags,
                                      properties=sent.properties, timestamp=sent.timestamp)
-        if key not in self.claimed:  # this append claimed it: what landed is adopted
-            self.claimed.add(key)
-            extra = offset - len(q.messages)
-            assert 0 <= extra <= len(q.maybe), \
-                f"{key}: claimed at {offset}, {len(q.messages)} known, {len(q.maybe)} maybe"
-            q.messages += q.maybe[:extra]
-            q.maybe = []
         assert offset == len(q.messages), f"{key}: append got offset {offset}"
         q.messages.append(sent)
 
@@ -393,24 +354,6 @@ class CrossModel(RuleBasedStateMachine):
     @rule(key=queues, batch=st.lists(messages, min_size=1, max_size=12))
     def append_more(self, key: Key, batch: list[dict[str, Any]]) -> None:
         self.append_all(key, batch)
-
-    @precondition(lambda self: MANY[0] not in self.model)
-    @rule(m=messages)
-    def fill_many_queues(self, m: dict[str, Any]) -> None:
-        """Many queues, few touched (issue 41): a message in each of ``MANY``; the
-        owners after this one open them all and write a few (``touch_a_few``),
-        while the one they took over may still write the others."""
-        async def go() -> None:
-            for key in MANY:
-                await self.append_one(key, self.sent_of(key, m))
-
-        self.run(go())
-
-    @precondition(lambda self: MANY[0] in self.model)
-    @rule(data=st.data(), batch=st.lists(messages, min_size=1, max_size=3))
-    def touch_a_few(self, data: st.DataObject, batch: list[dict[str, Any]]) -> None:
-        for _ in range(data.draw(st.integers(1, 3))):
-            self.append_all(pick(data, MANY), batch)
 
     @rule(how=st.sampled_from(["take over", "take over busy", "take over mid-record",
                                "reopen", "reopen after gc", "lose heads", "lose heads, repair"]),
@@ -478,11 +421,7 @@ class CrossModel(RuleBasedStateMachine):
                 landed = await new.max_offset(*key)
                 assert q.acked <= landed <= len(q.messages), \
                     f"{key}: {landed} messages, {q.acked} acknowledged, {len(q.messages)} sent"
-                # The old owner's unflushed appends: landed, or may land until the new
-                # owner claims the queue.
-                assert not q.maybe, key
-                q.maybe = q.messages[landed:]
-                del q.messages[landed:]
+                del q.messages[landed:]  # the old owner's unflushed appends: gone or landed
                 q.acked = landed
 
         self.run(go())
@@ -490,11 +429,8 @@ class CrossModel(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.old_queues))
     @rule(data=st.data(), m=messages)
     def old_owner_is_fenced(self, data: st.DataObject, m: dict[str, Any]) -> None:
-        """The owner taken over appends and flushes: the flush fails (no
-        acknowledgement). On a queue the newest owner has claimed nothing lands; on
-        one it has not, the message may land, and is then that queue's."""
         key = pick(data, self.old_queues)
-        sent = dataclasses.replace(self.sent_of(key, m), properties={})
+        sent = self.sent_of(key, m)
         old = self.old
         assert old is not None
 
@@ -503,9 +439,6 @@ class CrossModel(RuleBasedStateMachine):
                 await old.append(*key, sent.body, keys=sent.keys, tags=sent.tags,
                                  timestamp=sent.timestamp)
                 await old.flush()
-            if key not in self.claimed:
-                self.model.setdefault(key, QueueModel()).maybe.append(sent)
-            await self.settle(final=False)
 
         self.run(go())
 
@@ -513,11 +446,10 @@ class CrossModel(RuleBasedStateMachine):
     @rule(data=st.data(), gc=st.booleans())
     def zombie_retention(self, data: st.DataObject, gc: bool) -> None:
         """The owner taken over runs retention at a cutoff (and, with ``gc``, a
-        garbage-collection pass of no safety age) after the takeover: on a queue
-        the newest owner claimed it is fenced before it deletes anything (its trim
-        is a head write the newest owner's claim fences), on one it has not it
-        deletes only what is older than the cutoff, and every live message still
-        reads back through the newest owner. The newest owner is idle first (a pass of no safety age
+        garbage-collection pass of no safety age) after the takeover: it is fenced
+        before it deletes anything (its trim is a head write the newest owner's
+        claim fences), and every live message still reads back through the
+        newest owner. The newest owner is idle first (a pass of no safety age
         beside an upload in flight is no case the GC covers). After ``gc`` the
         old owner is closed: the log fences that stop it may be gone, which
         docs/format.md allows for a writer replaced longer than the safety age."""
@@ -532,21 +464,9 @@ class CrossModel(RuleBasedStateMachine):
             except FENCED:
                 event("zombie retention fenced")
             else:
-                event("zombie retention not fenced" + (", deleted" if deleted else ""))
-            # On queues the newest owner claimed the trim is fenced before any delete;
-            # on the others it lands (docs/format.md, "Retention's rule"): only
-            # messages older than the cutoff may go, as if trimmed before the open.
-            await self.settle(final=False)
-            self.cutoff = max(self.cutoff, cutoff)
-            for key, q in self.model.items():
-                new_min = await self.w.min_offset(*key)
-                assert q.min_offset <= new_min <= len(q.messages), (key, new_min)
-                if key in self.claimed:
-                    assert new_min == q.min_offset, f"{key}: the replaced owner trimmed it"
-                gone = [o for o in range(q.min_offset, new_min)
-                        if q.messages[o].timestamp >= cutoff]
-                assert not gone, f"{key}: zombie retention at {cutoff} deleted newer {gone}"
-                q.min_offset = new_min
+                assert deleted == 0, \
+                    f"the replaced owner's retention at {cutoff} deleted {deleted} segment(s)"
+                event("zombie retention found nothing to delete")
             if gc:
                 # A pass of no safety age stands for one past the safety age: by then
                 # the replaced owner has tried a write and stopped (docs/format.md,
@@ -554,7 +474,6 @@ class CrossModel(RuleBasedStateMachine):
                 # fences no longer stop). Its flush is that write.
                 with contextlib.suppress(*FENCED):
                     await old.flush()
-                await self.settle(final=False)
                 try:
                     report = await old.collect_garbage(safety_age=0)
                 except FENCED:
@@ -919,7 +838,6 @@ class CrossModel(RuleBasedStateMachine):
         if self.store is None:
             return
         self.steps += 1
-        self.run(self.settle(final=False))
 
         async def offsets() -> None:
             for key, q in self.model.items():

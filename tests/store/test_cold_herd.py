@@ -45,17 +45,15 @@ def body(i: int) -> bytes:
 
 async def stored(mode: str) -> tuple[MemoryObjectStore, dict[str, Any]]:
     """A queue of several sealed segments, written and closed, and opened and
-    closed again after claiming it (a restart whose writer touched the queue:
-    its open segments then end in fence entries, which a read-only view HEADs)."""
+    closed again (a restart: its open segments then end in fence entries,
+    which a read-only view HEADs)."""
     backend = MemoryObjectStore()
     config = {"write_mode": mode, "gc_interval": 0}
     store = await AsyncMessageStore.open(small_config(**config), store=backend)
     await store.append_batch("t", 0, [body(i) for i in range(COUNT)])
     await store.flush()
     await store.close()
-    again = await AsyncMessageStore.open(small_config(**config), store=backend)
-    await again.claim_queues()
-    await again.close()
+    await (await AsyncMessageStore.open(small_config(**config), store=backend)).close()
     return backend, config
 
 
@@ -90,8 +88,7 @@ async def test_a_cold_herd_of_gets_costs_what_one_get_costs(mode: str, read_only
     backend, config = await stored(mode)
     one = await herd_cost(backend, config, 1, read_only=read_only)
     herd = await herd_cost(backend, config, HERD, read_only=read_only)
-    # The writer reads a queue it has not claimed through a read-only view too.
-    assert set(one) == {"list", "get", "head"}, one
+    assert set(one) == ({"list", "get", "head"} if read_only else {"list", "get"}), one
     for op in ("list", "get", "head"):
         assert herd[op] <= one[op], (
             f"{HERD} concurrent gets cost {dict(herd)}, one get {dict(one)}: the herd's "

@@ -7,11 +7,9 @@ flushing until it is fenced. Then both are stopped (closed, or SIGKILLed at
 random) and a third store, opened here, reads every queue back. Checked over
 all rounds (see :func:`check_round`): B is never fenced; every acknowledged
 offset reads back with the body that was acknowledged, and none was
-acknowledged by both; nothing A started to append to a queue after B claimed
-it (B's first append there returned: an open claims no queue, issue 41) is
-readable, what A landed before that was never acknowledged and is adopted; A
-is fenced when it flushed what it appended after B's open; the reader's
-offsets are contiguous and its open finds nothing corrupt.
+acknowledged by both; nothing A started to append after B's open returned is
+readable; A is fenced when it flushed what it appended after B's open; the
+reader's offsets are contiguous and its open finds nothing corrupt.
 
 Each round chooses, seeded, A's and B's write modes ("log" or "direct")
 independently, so a takeover crosses the modes both ways (the reader's mode
@@ -198,8 +196,6 @@ class Writer:
     idle_t: float | None = None  # A went idle (no append starts after this but the wake's)
     starts: dict[int, tuple[int, float]] = field(default_factory=dict)  # seq -> (qi, t)
     offsets: dict[int, int] = field(default_factory=dict)  # seq -> offset it returned
-    # qi -> when its first append returned: the queue was claimed by then
-    claimed: dict[int, float] = field(default_factory=dict)
     acked: dict[int, tuple[int, int]] = field(default_factory=dict)  # seq -> (qi, offset)
     flush_starts: dict[Any, tuple[float, list[int]]] = field(default_factory=dict)
     flushed: set[Any] = field(default_factory=set)
@@ -221,8 +217,6 @@ class Writer:
                 w.starts[r[1]] = (r[2], r[3])
             elif kind == "a":
                 w.offsets[r[1]] = r[2]
-                qi = w.starts[r[1]][0]
-                w.claimed[qi] = min(w.claimed.get(qi, r[3]), r[3])
             elif kind == "fs":
                 w.flush_starts[r[1]] = (r[2], r[3])
             elif kind == "f":
@@ -253,12 +247,6 @@ async def read_back(spec: dict[str, Any], round_no: int, **overrides: Any) -> Re
         store = await AsyncMessageStore.open(config(spec, round_no, **overrides),
                                              writer_id="reader")
     except Exception as exc:
-        out.problems.append(f"the store does not reopen: {type(exc).__name__}: {exc}")
-        return out
-    try:  # claims (recovers) every queue, as the queues' first writes would
-        await store.claim_queues()
-    except Exception as exc:
-        await store.close()
         out.problems.append(f"the store does not reopen: {type(exc).__name__}: {exc}")
         return out
     async def read_queue(qi: int, topic: str, queue: int) -> None:
@@ -339,7 +327,6 @@ class Tally:
     acked_checked: int = 0
     readable: int = 0
     a_readable: int = 0
-    a_adopted: int = 0  # of those, appends started after B's open, before B's claim
     violations: list[str] = field(default_factory=list)
     violating_runs: int = 0
 
@@ -357,8 +344,7 @@ class Tally:
             f"A_appends_after_B_open={self.a_zombie_appends}(in_runs={self.a_zombie_runs})",
             f"A_frozen={self.frozen} kills={self.kills}",
             f"acked_checked={self.acked_checked}",
-            f"readable={self.readable}(A={self.a_readable},"
-            f"adopted_after_B_open={self.a_adopted})",
+            f"readable={self.readable}(A={self.a_readable})",
             f"violations={len(self.violations)}(in_runs={self.violating_runs})",
             f"{seconds:.1f}s",
         ])
@@ -412,7 +398,7 @@ def check_round(tag: str, a: Writer, b: Writer, back: Readback, tally: Tally) ->
                 v.append(f"{tag}: acknowledged q{qi}@{offset} = {w.role} seq {seq} is {what}")
 
     # Whatever is readable was written by a writer that started that append, at the
-    # offset the append returned, once; and none of A's after B claimed the queue.
+    # offset the append returned, once; and none of A's after B's open.
     seen: dict[tuple[str, int], tuple[int, int]] = {}
     for (qi, offset), (role, seq) in sorted(back.messages.items()):
         tally.readable += 1
@@ -430,12 +416,9 @@ def check_round(tag: str, a: Writer, b: Writer, back: Readback, tally: Tally) ->
         if role == "A":
             tally.a_readable += 1
             started = w.starts[seq][1]
-            claimed = b.claimed.get(qi, float("inf"))
-            if started > claimed:
+            if started > b_open:
                 v.append(f"{tag}: A seq {seq} (q{qi}@{offset}) is readable, but its append "
-                         f"started {started - claimed:.4f}s after B claimed the queue")
-            elif started > b_open:
-                tally.a_adopted += 1  # landed before B's claim, never acknowledged
+                         f"started {started - b_open:.4f}s after B's open returned")
 
     # Per queue: A's readable messages all precede B's; each writer's in its own order.
     for qi in range(len(QUEUES)):

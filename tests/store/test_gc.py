@@ -64,9 +64,7 @@ async def test_a_crash_between_the_retention_trim_and_its_deletes() -> None:
     assert await segment_dirs(backend) == before
 
     again = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
-    # The writer's GC pass covers the queues it holds: claim them (as a write does).
-    # A claim fences the active segments: in the log mode one may have had no object.
-    await again.claim_queues()
+    # Opening claims the active segments: in the log mode one may have had no object.
     opened = await segment_dirs(backend)
     assert before <= opened
     before = opened
@@ -173,7 +171,6 @@ async def test_trimmed_key_index_segments_are_collected_too() -> None:
         await store.delete_expired(now=T0 / 1000 + 250 + 72 * 3600)
     backend.crashing = False
     again = await AsyncMessageStore.open(config, store=backend)
-    await again.claim_queues()  # the writer's GC pass covers the queues it holds
     index_dirs = {d for d in await segment_dirs(backend) if "/index/" in d}
     done = await again.collect_garbage(safety_age=0)
     trimmed = {g.key.rstrip("/") for g in done.found if g.kind == TRIMMED}

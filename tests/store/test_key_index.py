@@ -488,8 +488,7 @@ async def test_a_message_whose_entries_straddle_an_index_segment_roll_is_found(
 async def test_a_crash_after_an_index_roll_that_split_a_message_keeps_its_other_keys() -> None:
     """Message 21's first entry ends the first index segment (64 entries, 3 a
     message); the process dies before its other two reach the next segment.
-    The next claim of the queue re-derives them from that message on, not after
-    it (a store that has not claimed the queue reads the key index as it is)."""
+    The next open re-derives them from that message on, not after it."""
     backend = MemoryObjectStore()
     config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
     failing = _FailsWrites(backend, f"/index/seg-{2 * KiB:020d}/", failing=True)
@@ -503,7 +502,6 @@ async def test_a_crash_after_an_index_roll_that_split_a_message_keeps_its_other_
     failing.failing = False
     for _ in range(2):
         store = await AsyncMessageStore.open(config, store=backend)
-        await store.claim_queues()
         for key in ("a1", "b-21", "u-21"):
             assert 21 in numbers(await store.query_by_key("t", key, max_count=100)), key
         assert numbers(await store.query_by_key("t", "u-20")) == [20]
@@ -546,6 +544,5 @@ async def test_a_store_whose_old_writer_could_not_record_a_straddling_index_segm
         await produce_split(old, 0, 60)
     monkeypatch.undo()
     store = await AsyncMessageStore.open(config, store=backend)
-    await store.claim_queues()  # the takeover of the queue: its first write's claim
     await check_split(store.query_by_key, 60)
     await store.close()

@@ -129,7 +129,7 @@ async def owed(store: ObjectStore, config: TieredStoreConfig) -> int:
     return merges_owed((await open_metadata(store, config, "t", 0)).properties)
 
 
-async def test_a_merge_a_crash_interrupted_is_finished_by_the_next_claim() -> None:
+async def test_a_merge_a_crash_interrupted_is_finished_by_the_next_open() -> None:
     store = CrashingMerges()
     config = crash_config()
     store.crash_at = "complete"
@@ -142,7 +142,6 @@ async def test_a_merge_a_crash_interrupted_is_finished_by_the_next_claim() -> No
 
     store.crash_at = None
     ms = await AsyncMessageStore.open(config, store=store)
-    await ms.claim_queues()  # as the queue's first write would
     await ms.close()
     assert await first_commit_log_segment(store, config) is SegmentState.SEALED
     assert await owed(store, config) == 0
@@ -151,7 +150,7 @@ async def test_a_merge_a_crash_interrupted_is_finished_by_the_next_claim() -> No
 
 async def test_a_crash_right_after_recording_a_seal_loses_no_merge() -> None:
     """The record and the merging.<type> note land in one head write: a crash
-    before the merge runs still leaves the merge owed, and the next claim does it."""
+    before the merge runs still leaves the merge owed, and the next open does it."""
     store = CrashingMerges()
     config = crash_config()
     store.crash_at = "begin"
@@ -160,9 +159,8 @@ async def test_a_crash_right_after_recording_a_seal_loses_no_merge() -> None:
     await ms.wait_idle()
     assert await first_commit_log_segment(store, config) is SegmentState.SEALING
     store.crash_at = None
-    # The crashed process never closes; a new one opens and claims the queue.
+    # The crashed process never closes; a new one opens (and claims) the queue.
     ms = await AsyncMessageStore.open(config, store=store)
-    await ms.claim_queues()
     await ms.close()
     assert await first_commit_log_segment(store, config) is SegmentState.SEALED
     assert await owed(store, config) == 0

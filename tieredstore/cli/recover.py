@@ -80,7 +80,6 @@ async def recover(config: TieredStoreConfig, *, take_over: bool = False
                   for key in await listed_queues(probe, config)}
     results: list[QueueRecovery] = []
     async with await AsyncMessageStore.open(config, take_over=take_over) as store:
-        failed = await store.claim_queues()  # recovered now, not at their first write
         # The listed queues too: one whose open failed (bytes failing their
         # CRC32C, say) is not among the store's queues, and is reported by
         # trying it again, as the next access would.
@@ -88,9 +87,9 @@ async def recover(config: TieredStoreConfig, *, take_over: bool = False
             result = QueueRecovery(topic, queue_id)
             result.durable_before, result.merges_pending_before = before.get(
                 (topic, queue_id), (None, 0))
-            if (topic, queue_id) in failed:
+            if (topic, queue_id) in store.corrupt:
                 result.state = "corrupt"
-                result.reason = str(failed[(topic, queue_id)])
+                result.reason = str(store.corrupt[(topic, queue_id)])
                 results.append(result)
                 continue
             try:

@@ -54,8 +54,7 @@ async def repair(config: TieredStoreConfig, *, take_over: bool = False) -> list[
         return found
     async with await AsyncMessageStore.open(config, take_over=take_over) as store:
         for item in found:
-            try:  # its claim rebuilds it
-                await store.claim_queues([(item.topic, item.queue)])
+            try:  # the open (lazy, on first access) rebuilds it
                 item.max_offset = await store.max_offset(item.topic, item.queue)
             except TieredStoreError as exc:
                 item.error = str(exc)

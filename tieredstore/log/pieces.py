@@ -60,14 +60,6 @@ class LogPieces:
         head, and a writer's open opens them too)."""
         return {(topic, queue) for topic, queue, _, _ in self._pieces}
 
-    def frozen(self, source: tuple[ObjectStore, LogPath] | None = None) -> LogSnapshot:
-        """The pieces known now, as a reader's snapshot (``source``: where it
-        reloads from): what a writer's open read of the log, for its reads of
-        queues it has not claimed (no store adds pieces to those: the log is
-        fenced)."""
-        return LogSnapshot({key: list(units.values()) for key, units in self._pieces.items()},
-                           source=source)
-
     def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
         """The segments of one flat file that have pieces."""
         return sorted(base for t, q, f, base in self._pieces

@@ -150,35 +150,6 @@ class LogSeries:
             return True
         return self._next is not None and await self._ours(self._next) is False
 
-    async def look(self) -> bool:
-        """Whether a newer store claimed the log, for an acknowledgement that
-        writes no log object (write mode ``direct``, docs/format.md, "An
-        untouched queue and the old writer's late writes"): one HEAD of the id
-        this store creates next (a newer store's fence or fill takes it); past
-        ``recheck_after`` since this store's last create, claim or look, one
-        listing from that id instead (fences that old may be gone). Replaced
-        is for good."""
-        if self._fenced:
-            return True
-        seq = self._next
-        if seq is None:
-            return False
-        sent = _now()
-        if sent - self._checked > self.recheck_after:
-            try:
-                await self._look_before_writing(seq)
-            except LogFenced:
-                return True
-            return False
-        if await self._ours(seq) is False:
-            self._fenced = True
-            return True
-        # Nothing there: no newer store had claimed when it was sent (its fill at
-        # ``seq`` goes only gc_safety_age after the claim, and the last check was
-        # less than half that ago), so the look counts as a check.
-        self._checked = sent
-        return False
-
     async def _ours(self, seq: int) -> bool | None:
         """Whether entry ``seq`` is this store's (one HEAD); None if there is none."""
         try:

@@ -62,13 +62,6 @@ class LogTracker:
             self._holders.pop(seq, None)
             self._dead[seq] = self._born.pop(seq)
 
-    def old_enough(self, key: str, now: float, age: float) -> bool:
-        """Whether log object ``key`` holds live pieces and landed (or was found)
-        ``age`` seconds before ``now`` or earlier."""
-        seq = self.path.parse(key)
-        born = None if seq is None else self._born.get(seq)
-        return born is not None and born + age <= now
-
     def due(self, now: float, age: float) -> list[ChunkedSegment]:
         """Segments holding pieces of log objects ``age`` seconds old or older,
         oldest object first."""

@@ -395,18 +395,6 @@ class LogWriter(LogPieces):
 
         self.background.spawn(run(), f"compact {segment.path}", priority=Priority.COMPACTION)
 
-    def unowned_due(self, now: float) -> set[tuple[str, int]]:
-        """The queues with pieces in log objects ``compact_age`` old whose segments
-        no object of this store writes (queues its open found and nothing
-        claimed since): compaction claims them first."""
-        due: set[tuple[str, int]] = set()
-        for key, units in self._pieces.items():
-            if key not in self._owners and key[:2] not in due and any(
-                    self.tracker.old_enough(u.key, now, self.options.compact_age)
-                    for u in units.values()):
-                due.add(key[:2])
-        return due
-
     async def maintain(self, now: float | None = None) -> None:
         """Compact the segments holding pieces ``compact_age`` old, then delete the
         log objects left without a live piece that are ``delete_age`` old."""

@@ -112,7 +112,6 @@ class MessageStore:
     delete_expired = on_loop(AsyncMessageStore.delete_expired)
     collect_garbage = on_loop(AsyncMessageStore.collect_garbage)
     compact_log = on_loop(AsyncMessageStore.compact_log)
-    claim_queues = on_loop(AsyncMessageStore.claim_queues)
     wait_idle = on_loop(AsyncMessageStore.wait_idle)
 
     def append(self, topic: str, queue_id: int, body: bytes, *, keys: Sequence[str] = (),

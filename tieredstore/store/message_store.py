@@ -1,16 +1,12 @@
 """AsyncMessageStore: the message store a host embeds (async core).
 
-``await AsyncMessageStore.open(config)`` claims the broker's log (fencing any
-earlier writer's acknowledgements), reads it, and lists every queue from the
-bucket's metadata heads in one listing; it claims no queue (docs/format.md,
-Opening many queues). A queue is claimed at its first write (fencing any
-earlier writer there), then recovered: offsets and commit positions rebuilt,
-interrupted seals and merges resumed, commit-log records the consume queue
-had not caught up with re-dispatched. Until then it reads through a
-read-only view of the bucket. A queue whose data is inconsistent is reported
-in ``corrupt`` when claimed and refuses appends with that error; what is
-intact in it still reads (through a read-only view), and the other queues
-work.
+``await AsyncMessageStore.open(config)`` recovers first: it lists every queue
+from the bucket's metadata heads, claims each (fencing any earlier writer),
+rebuilds offsets and commit positions, resumes interrupted seals and merges,
+and re-dispatches commit-log records the consume queue had not caught up
+with. A queue whose data is inconsistent is reported in ``corrupt`` and
+refuses appends with that error; what is intact in it still reads (through a
+read-only view of the bucket), and the other queues work.
 
 Over 400 lines because it is the whole writing surface in one class (reads:
 :class:`~tieredstore.store.reads.QueueReads`): each method checks its arguments
@@ -27,20 +23,18 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import (
     CommitFailed,
-    Fenced,
     IntegrityError,
     StoreClosed,
     TieredStoreError,
     TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
-from tieredstore.metadata import CorruptMetadata
 from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
@@ -59,7 +53,7 @@ from tieredstore.store.reading import QueueReading
 from tieredstore.store.reads import QueueReads
 from tieredstore.store.repair import has_segments
 from tieredstore.store.view import listed_queues
-from tieredstore.store.writers import WriterRegistry, WriterReplaced, refuse_live_writer
+from tieredstore.store.writers import WriterRegistry, refuse_live_writer
 from tieredstore.tasks import Priority, gather_bounded
 
 log = logging.getLogger(__name__)
@@ -80,10 +74,6 @@ class AsyncMessageStore(QueueReads):
         self._queues: dict[tuple[str, int], OwnedQueue] = {}
         self._opening: dict[tuple[str, int], asyncio.Task[OwnedQueue]] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
-        self._headless: set[tuple[str, int]] = set()  # listed: in the log, with no head
-        # Reads of queues listed and not claimed yet: the bucket, with the log as
-        # the open read it (set by the open).
-        self._untouched: ReadOnlyMessageStore | None = None
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
                                             owns_store=False, codec=ctx.opener)
@@ -160,8 +150,8 @@ class AsyncMessageStore(QueueReads):
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
             background.every(every, "rolling by time", self._roll_old, priority=Priority.MERGE)
         if ctx.log is not None:
-            background.every(ctx.log.options.check_every, "log compaction",
-                             self._maintain_log, priority=Priority.COMPACTION)
+            background.every(ctx.log.options.check_every, "log compaction", ctx.log.maintain,
+                             priority=Priority.COMPACTION)
         if config.retention_interval > 0:
             background.every(config.retention_interval, "retention", self.delete_expired,
                              priority=Priority.GC)
@@ -206,62 +196,24 @@ class AsyncMessageStore(QueueReads):
             ctx.pool.send_small_commits_to(writer)
 
     async def _recover(self) -> None:
-        """Find the broker's queues (one listing of the heads, and those whose
-        bytes are all in the log): claimed at their first write, read until then
-        through the bucket."""
-        ctx = self.ctx
-        heads = set(await listed_queues(ctx.store, self.config))
-        in_log = ctx.log.queues() if ctx.log is not None else set()
-        self._listed = heads | in_log
-        # Bytes in the log but no head: its heads were lost, and its first access
-        # claims it (the rebuild is a write), read or not.
-        self._headless = in_log - heads
-        self._untouched = ReadOnlyMessageStore(
-            ctx.config, ctx.store, ctx.fetcher, owns_store=False, owns_fetcher=False,
-            codec=ctx.opener, log=None if ctx.log is None else ctx.log.frozen(
-                (ctx.store, keys.log_path(self.config))))
-
-    async def claim_queues(self, queues: Iterable[tuple[str, int]] | None = None
-                           ) -> dict[tuple[str, int], TieredStoreError]:
-        """Claim ``queues`` now (default: every queue the open found), as their
-        first write would, ``OPEN_CONCURRENCY`` at a time: each is recovered
-        (re-dispatch, merges resumed), or reported in ``corrupt``; one the
-        bucket could not be reached for, or whose bytes failed their checks, is
-        left for its next access. Returns the queues not claimed, with why. For
-        commands that recover or compact a whole broker, and compaction.
-        ``WriterReplaced`` if a newer store opened."""
-        if self._closed:
-            raise StoreClosed("the message store is closed")
-        wanted = sorted(self._listed if queues is None else set(queues))
-        failed: dict[tuple[str, int], TieredStoreError] = {}
+        # with the queues whose bytes are all in the log
+        found = await listed_queues(self.ctx.store, self.config, log=self.ctx.log)
+        self._listed = set(found)
 
         async def one(topic: str, queue_id: int) -> None:
             try:
-                await self._queue(topic, queue_id, create=True)
+                self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
+                                                                      queue_id)
             except (TransientError, CommitFailed, CommitRetriesExhausted,
                     IntegrityError) as exc:
                 # Not corrupt: the store was unreachable (a re-dispatch's commit
                 # failed after the retries, say). The next access opens it.
                 log.warning("queue %s/%d could not be opened now: %s", topic, queue_id, exc)
-                failed[(topic, queue_id)] = exc
-            except WriterReplaced:
-                raise
-            except TieredStoreError as exc:  # in self.corrupt
-                failed[(topic, queue_id)] = exc
+            except TieredStoreError as exc:
+                log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
+                self.corrupt[(topic, queue_id)] = exc
 
-        await gather_bounded(OPEN_CONCURRENCY, lambda q: one(*q), wanted)
-        return dict(sorted(failed.items()))
-
-    async def _maintain_log(self, now: float | None = None) -> None:
-        """The log's compaction and deletion pass, after claiming the queues whose
-        pieces it would compact and that nothing claimed since the open."""
-        writer = self.ctx.log
-        if writer is None:
-            return
-        due = writer.unowned_due(time.time() if now is None else now) - set(self.corrupt)
-        if due:
-            await self.claim_queues(due)
-        await writer.maintain(now)
+        await gather_bounded(OPEN_CONCURRENCY, lambda q: one(*q), found)
 
     async def _tick(self) -> None:
         """Dispatch what group commits made durable (every group-commit interval)."""
@@ -269,30 +221,14 @@ class AsyncMessageStore(QueueReads):
             with contextlib.suppress(TieredStoreError):
                 await queue.tick()
 
-    async def _claim_untouched(self) -> None:
-        """Claim the queues the open found that nothing claimed since: roll by
-        time and retention need each queue's state, which its claim reads
-        (docs/format.md, "Work on untouched queues after the open", as built)."""
-        untouched = self._listed - self._queues.keys() - self.corrupt.keys()
-        if untouched:
-            await self.claim_queues(untouched)
-
-    async def _roll_old(self) -> bool:
-        """Roll the queues whose active segments are ``rolling_interval`` old
-        (claiming first those not claimed yet). False (no more passes) once a
-        newer store replaced this one."""
-        try:
-            await self._claim_untouched()
-        except WriterReplaced as exc:
-            log.warning("rolling by time stops: %s", exc)
-            return False
+    async def _roll_old(self) -> None:
+        """Roll the queues whose active segments are ``rolling_interval`` old."""
         now = arguments.now_ms()
         for (topic, queue_id), queue in list(self._queues.items()):
             try:
                 await queue.roll_if_old(now)
             except TieredStoreError as exc:  # the next check tries again
                 log.warning("%s/%d: rolling by time failed: %s", topic, queue_id, exc)
-        return True
 
     async def collect_garbage(self, *, dry_run: bool = False,
                               safety_age: float | None = None) -> GcReport:
@@ -307,19 +243,18 @@ class AsyncMessageStore(QueueReads):
     async def compact_log(self, now: float | None = None) -> None:
         """One pass of what runs in the background in write mode log: move the
         pieces of log objects ``log_compact_age`` old (at ``now``, seconds since
-        the epoch; default the clock) into chunks, claiming first the queues
-        they belong to that nothing claimed since the open, and delete the log
-        objects left without a piece that are ``gc_safety_age`` old. Nothing to
-        do when the store has no log."""
+        the epoch; default the clock) into chunks, and delete the log objects
+        left without a piece that are ``gc_safety_age`` old. Nothing to do when
+        the store has no log."""
         arguments.check_now(now)
-        await self._maintain_log(now)
+        if self.ctx.log is not None:
+            await self.ctx.log.maintain(now)
 
     # --- queues -----------------------------------------------------------------------
 
     def queues(self) -> list[tuple[str, int]]:
-        """Every queue this store knows: those it holds (claimed), corrupt ones,
-        and those its open listed that nothing has written since."""
-        return sorted({*self._queues, *self.corrupt, *self._listed})
+        """Every queue this store holds, including corrupt ones."""
+        return sorted({*self._queues, *self.corrupt})
 
     async def _queue(self, topic: str, queue_id: int, *, create: bool) -> OwnedQueue:
         if self._closed:
@@ -349,24 +284,13 @@ class AsyncMessageStore(QueueReads):
         finally:
             self._opening.pop(key, None)
         self._queues[key] = queue
-        if self._untouched is not None:
-            self._untouched.forget(*key)  # reads go to the queue now
         return queue
 
     async def _claim(self, topic: str, queue_id: int) -> OwnedQueue:
         """Open and claim a queue this store does not hold yet, if it is still the
-        newest store of the broker (before and after: see store/writers.py). A
-        queue the bucket holds inconsistent data of is put in ``corrupt``."""
+        newest store of the broker (before and after: see store/writers.py)."""
         await self.writers.check()
-        try:
-            queue = await OwnedQueue.open(self.ctx, topic, queue_id)
-        except (TransientError, CommitFailed, CommitRetriesExhausted, IntegrityError, Fenced):
-            raise
-        except TieredStoreError as exc:
-            if (topic, queue_id) in self._listed:  # found at the open: known as corrupt
-                log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
-                self.corrupt[(topic, queue_id)] = exc
-            raise
+        queue = await OwnedQueue.open(self.ctx, topic, queue_id)
         await self.writers.check()  # replaced meanwhile: give the queue up unwritten
         return queue
 
@@ -434,80 +358,40 @@ class AsyncMessageStore(QueueReads):
         return await self._queue(topic, queue_id, create=True)
 
     async def flush(self) -> None:
-        """Returns when every append before it is durable in the object store,
-        and this store is still the broker's newest: in write mode ``log`` a
-        log object created after the call landed; in write mode ``direct``
-        the look after the queues' chunks landed (one HEAD of the log id it
-        would create next) found no newer store's fence (docs/format.md, An
-        untouched queue and the old writer's late writes)."""
+        """Returns when every append before it is durable in the object store."""
         if self._closed:
             raise StoreClosed("the message store is closed")
         await asyncio.gather(*(q.flush() for q in list(self._queues.values())))
-        if self.config.write_mode == "direct" and self.ctx.log is not None and \
-                await self.ctx.log.series.look():
-            raise WriterReplaced(f"a newer store claimed the log at "
-                                 f"{self.ctx.log.series.path.directory}: nothing flushed "
-                                 "since it opened is acknowledged")
 
     async def _reading(self, topic: str, queue_id: int, *, at: int | None = None,
                        fresh: bool = False) -> QueueReading:
         """The queue to read from (it sees every append: ``at`` and ``fresh`` change
         nothing). A corrupt queue takes no append, but what is intact in it still
-        reads: through the read-only store's view of the bucket. A queue not
-        claimed yet reads through a view of the bucket too (with the log as the
-        open read it): claiming is for writes."""
+        reads: through the read-only store's view of the bucket."""
         key = (topic, queue_id)
-        queue = self._queues.get(key)
-        if queue is not None:
-            return queue
-        if key in self.corrupt:
-            try:
-                return await self._intact.queue(topic, queue_id)
-            except TieredStoreError:
-                raise self.corrupt[key] from None
-        if self._untouched is None or key in self._opening or key not in self._listed \
-                or key in self._headless:
-            # Being claimed, or not listed at the open: claimed now if it has
-            # segments (its heads lost: a rebuild is a write), else NoSuchQueue.
+        if key not in self.corrupt:
             return await self._queue(topic, queue_id, create=False)
         try:
-            return await self._untouched._reading(topic, queue_id, at=at, fresh=fresh)
-        except CorruptMetadata:
-            # Every head damaged: claimed now (its rebuild is a write), as one lost.
-            return await self._queue(topic, queue_id, create=False)
+            return await self._intact.queue(topic, queue_id)
+        except TieredStoreError:
+            raise self.corrupt[key] from None
 
     async def _readings(self, topic: str) -> list[QueueReading]:
-        """The queues of ``topic`` this store holds, and views of those it listed
-        and has not claimed."""
+        """The queues of ``topic`` this store holds."""
         if self._closed:
             raise StoreClosed("the message store is closed")
-        readings: list[QueueReading] = [q for (t, _), q in sorted(self._queues.items())
-                                        if t == topic]
-        for key in sorted(self._listed):
-            if key[0] == topic and key not in self._queues and key not in self.corrupt:
-                try:
-                    readings.append(await self._reading(*key, fresh=True))
-                except TieredStoreError as exc:  # as a corrupt queue: left out
-                    log.warning("queue %s/%d cannot be read now: %s", *key, exc)
-        return readings
+        return [q for (t, _), q in sorted(self._queues.items()) if t == topic]
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
         """Offsets below this are durable in the object store."""
         arguments.check_queue(topic, queue_id)
-        if (topic, queue_id) in self.corrupt:
-            raise self.corrupt[(topic, queue_id)]
-        reading = await self._reading(topic, queue_id, fresh=True)
-        if isinstance(reading, OwnedQueue):
-            return reading.commit_offset
-        return reading.max_offset  # not claimed: all it holds is in the bucket
+        return (await self._queue(topic, queue_id, create=False)).commit_offset
 
     async def delete_expired(self, now: float | None = None) -> int:
         """Delete segments whose newest message is older than the reserved time
-        (``file_reserved_time``, or the topic's override), in every queue: those
-        its open found and nothing claimed since are claimed first. Returns
-        segments deleted. ``now`` is seconds since the epoch (default: the clock)."""
+        (``file_reserved_time``, or the topic's override). Returns segments deleted.
+        ``now`` is seconds since the epoch (default: the clock)."""
         arguments.check_now(now)
-        await self._claim_untouched()
         now_s = time.time() if now is None else now
         deleted = 0
         for (topic, _), queue in list(self._queues.items()):

@@ -106,10 +106,9 @@ class QueueView(QueueReading):
 
     async def key_entries(self, q: KeyQuery) -> list[KeyEntry]:
         """The key index's entries, and entries for the durable tail's keyed
-        messages (a queue with no key index yet: those alone; its writer stores
-        no unit of a keyed message before the index is opened)."""
+        messages (a queue with no key index: none)."""
         if self.index is None:
-            return self.durable_tail.key_entries(q)
+            return []
         return await find_entries(self.meta, self.index, q) + self.durable_tail.key_entries(q)
 
 

@@ -36,7 +36,7 @@ class ReadOnlyMessageStore(QueueReads):
 
     def __init__(self, config: TieredStoreConfig, store: ObjectStore, fetcher: Fetcher, *,
                  owns_store: bool, codec: RecordCodec | None = None,
-                 owns_fetcher: bool = True, log: LogSnapshot | None = None) -> None:
+                 owns_fetcher: bool = True) -> None:
         self.config = config
         self.codec = codec
         self.store = store
@@ -48,9 +48,6 @@ class ReadOnlyMessageStore(QueueReads):
         self._opening: SingleFlight[tuple[str, int, int | None], QueueView] = SingleFlight()
         self._loading: SingleFlight[str, LogSnapshot] = SingleFlight()  # the broker's log
         self._indexes = LogIndexes()  # log objects never change: their indexes are kept
-        # The broker's log as the caller loaded it, for every view (a writer's open:
-        # no store adds pieces to the queues it reads through this), else loaded here.
-        self._log = log
         self._closed = False
 
     @classmethod
@@ -119,14 +116,8 @@ class ReadOnlyMessageStore(QueueReads):
 
     async def _load_log(self) -> LogSnapshot:
         """The broker's log as it is now: listed, the indexes of its objects new
-        since the last load read (the others are kept); or the one given."""
-        if self._log is not None:
-            return self._log
+        since the last load read (the others are kept)."""
         return await LogSnapshot.load(self.store, log_path(self.config), self._indexes)
-
-    def forget(self, topic: str, queue_id: int) -> None:
-        """Drop the queue's view (its writer took it: reads go there now)."""
-        self._views.pop((topic, queue_id), None)
 
     def _check_open(self) -> None:
         if self._closed:
