@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
-from tests.store.conftest import Opener
-from tieredstore.objectstore import ObjectStore
-from tieredstore.store import AsyncMessageStore
+from tests.store.conftest import Opener, small_config
+from tieredstore.metadata import QueueMetadata, QueuePath
+from tieredstore.objectstore import MemoryObjectStore, ObjectStore
+from tieredstore.store import AsyncMessageStore, metadata_root
+from tieredstore.testing import ForwardingObjectStore
 
 QUEUES = (("orders", 0), ("orders", 1), ("audit", 3))
 
@@ -100,3 +103,56 @@ async def test_an_unknown_queue_is_still_no_such_queue(open_store: Opener) -> No
     with pytest.raises(Exception, match="no such queue"):
         await store.get("nothing", 0, 0)
     await store.close()
+
+
+class _Listings(ForwardingObjectStore):
+    """Records the prefix of every LIST."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.listed: list[str] = []
+
+    async def _forward(self, op: str, key: str, call: Any, *, bytes_up: int = 0) -> Any:
+        if op.startswith("list"):
+            self.listed.append(key)
+        return await call()
+
+
+async def test_a_young_queue_is_rebuilt_once_in_its_life() -> None:
+    """A queue with no segment record yet is rebuilt (its directories listed) at
+    its first open only: that head write sets ``rebuilt``, later heads carry it,
+    and reopens list none of its segment directories but the active ones'.
+    Heads without ``rebuilt`` (written before it existed) rebuild once more."""
+    bucket = MemoryObjectStore()
+    config = small_config(write_mode="direct")
+
+    async def reopen(**kw: Any) -> tuple[AsyncMessageStore, _Listings]:
+        watched = _Listings(bucket)
+        return await AsyncMessageStore.open(config, store=watched, **kw), watched
+
+    store, _ = await reopen()
+    await store.append_batch("young", 0, [b"a", b"b"])
+    await store.close()
+    meta = await QueueMetadata.open_read_only(bucket, QueuePath(metadata_root(config),
+                                                                "young", 0))
+    assert meta.properties.get("rebuilt") == "1"
+
+    store, watched = await reopen()
+    assert [m.body for m in await store.get("young", 0, 0, max_count=5)] == [b"a", b"b"]
+    await store.append("young", 0, b"c")
+    await store.close()
+    assert not [k for k in watched.listed if "/index/" in k], watched.listed  # no rebuild
+    meta = await QueueMetadata.open_read_only(bucket, QueuePath(metadata_root(config),
+                                                                "young", 0))
+    assert meta.properties.get("rebuilt") == "1"  # carried on by the later heads
+
+    writer = await QueueMetadata.open(bucket, QueuePath(metadata_root(config), "young", 0),
+                                      writer_id="older format", claim=True)
+    await writer.set_properties(rebuilt=None)  # a head as written before the property
+    store, watched = await reopen()
+    assert [m.body for m in await store.get("young", 0, 0, max_count=5)] == [b"a", b"b", b"c"]
+    await store.close()
+    assert [k for k in watched.listed if "/index/" in k]  # rebuilt: every directory listed
+    meta = await QueueMetadata.open_read_only(bucket, QueuePath(metadata_root(config),
+                                                                "young", 0))
+    assert meta.properties.get("rebuilt") == "1"

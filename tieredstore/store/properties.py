@@ -7,7 +7,10 @@ A queue's head carries string properties (docs/format.md, Queue metadata):
 - ``clean_from.commitlog``: the commit-log position where clean records
   resume after dead space (a record cut short by a crash);
 - ``index.from``: the offset from which the queue's key index covers it (set
-  once, with the first message that has keys).
+  once, with the first message that has keys);
+- ``rebuilt``: the queue's records were rebuilt from its segments once (or
+  it had none); a writer's open does not rebuild it again (docs/format.md,
+  Heads lost: the rebuild).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tieredstore.segment import FileType
 CLEAN_FROM = "clean_from.commitlog"
 MERGING_PREFIX = "merging."
 INDEX_FROM = "index.from"
+REBUILT = "rebuilt"
 
 Properties = Mapping[str, str]
 Update = dict[str, str | None]
@@ -41,6 +45,15 @@ def index_from(properties: Properties) -> int | None:
 
 def index_from_update(offset: int) -> Update:
     return {INDEX_FROM: str(offset)}
+
+
+def rebuilt(properties: Properties) -> bool:
+    """Whether the queue's records were rebuilt from its segments once already."""
+    return REBUILT in properties
+
+
+def rebuilt_update() -> Update:
+    return {REBUILT: "1"}
 
 
 def merging_key(file_type: FileType) -> str:

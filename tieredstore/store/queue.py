@@ -100,11 +100,13 @@ class OwnedQueue(QueueReading):
     async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> OwnedQueue:
         """Open (or create) a queue and recover it from the bucket.
 
-        A queue whose metadata holds no segment record, live or trimmed, and no
-        file start past 0 (new, or its heads were lost or all damaged) gets the
-        records of the sealed segments the bucket holds for it back first, and
-        where each file goes on after segments retention deleted
-        (:mod:`tieredstore.store.repair`), in one head write; the log says so.
+        A queue whose metadata holds no segment record, live or trimmed, no
+        file start past 0 and no ``rebuilt`` property (new, its heads lost or
+        all damaged, or heads older than that property) gets the records of
+        the sealed segments the bucket holds for it back first, and where each
+        file goes on after segments retention deleted
+        (:mod:`tieredstore.store.repair`), in one head write that sets
+        ``rebuilt``; the log says so when it found any.
         """
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
@@ -113,7 +115,8 @@ class OwnedQueue(QueueReading):
         )
         queue = cls(ctx, topic, queue_id, meta)
         try:
-            if not any(meta.next_base_offset(t) for t in FileType):
+            if not any(meta.next_base_offset(t) for t in FileType) \
+                    and not properties.rebuilt(meta.properties):
                 await queue._rebuild()
             await queue._recover()
         except BaseException:
@@ -137,15 +140,17 @@ class OwnedQueue(QueueReading):
         rebuilt = await rebuild_queue(self.ctx, self.topic, self.queue_id)
         records = [r for ft in (FileType.CONSUME_QUEUE, FileType.COMMIT_LOG, FileType.INDEX)
                    for r in rebuilt.records.get(ft, [])]
-        if not records and not rebuilt.notes and not rebuilt.starts and rebuilt.index_from in (
-                None, properties.index_from(self.meta.properties)):
-            return  # nothing the metadata does not say (a young queue's clean reopen)
-        found: dict[str, str | None] = {}
+        found: dict[str, str | None] = properties.rebuilt_update()
         for file_type, bases in rebuilt.merging.items():
             found.update(properties.merging_set(file_type, bases))
         if rebuilt.index_from is not None:
             found.update(properties.index_from_update(rebuilt.index_from))
+        quiet = not records and not rebuilt.notes and not rebuilt.starts and \
+            rebuilt.index_from in (None, properties.index_from(self.meta.properties))
+        # Written also when nothing was found: later opens then skip the listings.
         await self.meta.append_many(records, properties=found, starts=rebuilt.starts)
+        if quiet:
+            return  # nothing the metadata did not say (a new queue, a young queue's reopen)
         said = rebuilt.notes + [f"{t.label} goes on at {s.base_offset} (offset "
                                 f"{s.message_offset}): retention deleted the segments before"
                                 for t, s in rebuilt.starts.items()]
