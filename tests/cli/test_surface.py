@@ -7,6 +7,7 @@ option, without markup; ``--version``."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import io
 import itertools
@@ -541,11 +542,26 @@ def test_a_command_serves_metrics_when_given_the_flag_only(
             capsys.readouterr().err
 
 
+async def _written_before_rebuilt(data: Path, topic: str, queue_id: int) -> None:
+    """The queue's head as written before the ``rebuilt`` property: its next
+    claim rebuilds it from its segments (reading each one's first record)."""
+    from tieredstore.config import load_config
+    from tieredstore.metadata import QueueMetadata, QueuePath
+    from tieredstore.objectstore import LocalObjectStore
+    from tieredstore.store import metadata_root
+
+    async with LocalObjectStore(data, fsync=False) as store:
+        meta = await QueueMetadata.open(
+            store, QueuePath(metadata_root(load_config(env={})), topic, queue_id),
+            writer_id="an older version")
+        await meta.set_properties(rebuilt=None)
+
+
 def test_recover_reports_a_queue_it_could_not_open_and_exits_1(
         clean_environment: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A queue the open could not recover (its one commit-log chunk fails its
-    CRC32C) is in the report, with why, and the exit status is 1: it printed
-    'no queues' and exited 0."""
+    """A queue recover could not claim (its one commit-log chunk fails its
+    CRC32C where the claim's rebuild reads it) is in the report, with why, and
+    the exit status is 1: it printed 'no queues' and exited 0."""
     data = ["--data-dir", str(tmp_path / "d")]
     for queue in ("0", "1"):  # 5.2 MB each: one chunk object (direct_commit_size)
         assert main(["produce", "--topic", "o", "--queue", queue, "--count", "2600",
@@ -554,7 +570,9 @@ def test_recover_reports_a_queue_it_could_not_open_and_exits_1(
                and p.stat().st_size > 5_000_000]
     body = bytearray(chunk.read_bytes())
     body[len(body) // 2] ^= 0xFF
+    body[100] ^= 0xFF  # its first record, which a claim rebuilding the queue reads
     chunk.write_bytes(bytes(body))
+    asyncio.run(_written_before_rebuilt(tmp_path / "d", "o", 1))
     capsys.readouterr()
     assert main(["recover", "--json", *data]) == 1
     queues = {q["queue"]: q for q in json.loads(capsys.readouterr().out)["queues"]}
