@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.servers import S3Server
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.store import MessageStore
 from tieredstore.store.record import encode_record
@@ -133,19 +134,28 @@ def merged_store(tmp_path_factory: pytest.TempPathFactory) -> BuiltStore:
 
 @contextlib.contextmanager
 def moto_lake(options: Mapping[str, str]) -> Iterator[tuple[dict[str, str], dict[str, str]]]:
-    """A moto server in a process of its own holding the bucket ``lake``: the
-    store's ``options`` naming it (tables at ``s3://lake/...``), and the same
-    endpoint and keys as delta-rs's storage options (to read a table back)."""
-    import boto3
-
-    from tests.servers import ACCESS_KEY, SECRET_KEY, moto_process
+    """A moto server in a process of its own holding the bucket ``lake``:
+    :func:`lake`'s options."""
+    from tests.servers import moto_process
 
     with moto_process() as s3:
-        boto3.client("s3", endpoint_url=s3.endpoint_url, region_name="us-east-1",
-                     aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
-                     ).create_bucket(Bucket="lake")
-        yield ({**options, "s3_endpoint_url": s3.endpoint_url, "s3_region": "us-east-1",
-                "s3_access_key_id": ACCESS_KEY, "s3_secret_access_key": SECRET_KEY},
-               {"AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true",
-                "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
+        yield lake(s3, options, "lake")
+
+
+def lake(server: S3Server, options: Mapping[str, str], bucket: str
+         ) -> tuple[dict[str, str], dict[str, str]]:
+    """``bucket`` created on ``server``: the store's ``options`` naming the server
+    (tables at ``s3://BUCKET/...``), and the same endpoint and keys as delta-rs's
+    storage options (to read a table back)."""
+    import boto3
+
+    from tests.servers import ACCESS_KEY, SECRET_KEY
+
+    boto3.client("s3", endpoint_url=server.endpoint_url, region_name="us-east-1",
+                 aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
+                 ).create_bucket(Bucket=bucket)
+    return ({**options, "s3_endpoint_url": server.endpoint_url, "s3_region": "us-east-1",
+             "s3_access_key_id": ACCESS_KEY, "s3_secret_access_key": SECRET_KEY},
+            {"AWS_ENDPOINT_URL": server.endpoint_url, "AWS_ALLOW_HTTP": "true",
+             "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+             "AWS_SECRET_ACCESS_KEY": SECRET_KEY})

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from tests.spark.conftest import QUEUES, T0, BuiltStore, Written, build_store, moto_lake
+from tests.servers import S3Server
+from tests.spark.conftest import QUEUES, T0, BuiltStore, Written, build_store, lake, moto_lake
 from tests.spark.test_read import assert_same, rows_of
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
@@ -304,13 +305,27 @@ def test_an_export_to_s3_commits_in_the_bucket(spark: Any, tmp_path: Path) -> No
     """OUT = s3://bucket/path: the executors write the data files into the bucket and
     the driver commits there, with the store's S3 settings (here a local store's
     options naming the table's endpoint and keys); read back by delta-rs."""
+    with moto_lake({}) as (options, storage):
+        exports_twice_into(spark, tmp_path, options, storage, "s3://lake/tables/t")
+
+
+def test_an_export_to_seaweedfs_commits_in_the_bucket(
+        spark: Any, tmp_path: Path, seaweedfs: S3Server) -> None:
+    """The same on SeaweedFS, whose conditional writes delta-rs's commit relies on."""
+    options, storage = lake(seaweedfs, {}, f"lake-{os.getpid()}")
+    exports_twice_into(spark, tmp_path, options, storage, f"s3://lake-{os.getpid()}/tables/t")
+
+
+def exports_twice_into(spark: Any, tmp_path: Path, s3: dict[str, str],
+                       storage: dict[str, str], out: str) -> None:
+    """Two exports into ``out`` (the table's bucket named by the options ``s3``),
+    the second of only the new messages; the table read back by delta-rs."""
     built = build_store(tmp_path / "store", queues=(("t", 0), ("u", 0)), per_queue=6)
-    with moto_lake(built.options) as (options, storage):
-        assert jobs.export(spark, options, "s3://lake/tables/t").rows == 12
-        append_more(built, 2)
-        assert jobs.export(spark, options, "s3://lake/tables/t").rows == 4
-        got = DeltaTable("s3://lake/tables/t",
-                         storage_options=storage).to_pyarrow_table().to_pylist()
+    options = {**built.options, **s3}
+    assert jobs.export(spark, options, out).rows == 12
+    append_more(built, 2)
+    assert jobs.export(spark, options, out).rows == 4
+    got = DeltaTable(out, storage_options=storage).to_pyarrow_table().to_pylist()
     assert sorted((r["topic"], r["offset"]) for r in got) == sorted(
         (t, i) for t in ("t", "u") for i in range(8))
 
