@@ -316,6 +316,30 @@ def test_an_export_to_seaweedfs_commits_in_the_bucket(
     exports_twice_into(spark, tmp_path, options, storage, f"s3://lake-{os.getpid()}/tables/t")
 
 
+def test_a_table_elsewhere_than_the_store_takes_the_output_flags(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--output-endpoint`` and ``--output-config`` (the table's credentials) for an
+    s3:// table while the store is a local directory with no S3 settings: the
+    run lands in that bucket; ``tieredstore table optimize`` takes the same flags."""
+    built = build_store(tmp_path / "store", queues=(("t", 0),), per_queue=5)
+    with moto_lake({}) as (options, storage):
+        settings = tmp_path / "lake.toml"
+        settings.write_text(f'[s3]\ns3_access_key_id = "{options["s3_access_key_id"]}"\n'
+                            f's3_secret_access_key = "{options["s3_secret_access_key"]}"\n'
+                            's3_region = "us-east-1"\n')
+        flags = ["--output-endpoint", options["s3_endpoint_url"],
+                 "--output-config", str(settings)]
+        capsys.readouterr()
+        assert cli_main(["spark", "export", "--data-dir", str(built.path), "--output",
+                         "s3://lake/t", *flags, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["rows"] == 5
+        assert cli_main(["table", "optimize", "s3://lake/t", *flags, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["table"] == "s3://lake/t"
+        got = DeltaTable("s3://lake/t", storage_options=storage).to_pyarrow_table().to_pylist()
+    assert sorted(r["offset"] for r in got) == list(range(5))
+    assert options["s3_secret_access_key"] not in capsys.readouterr().err
+
+
 def exports_twice_into(spark: Any, tmp_path: Path, s3: dict[str, str],
                        storage: dict[str, str], out: str) -> None:
     """Two exports into ``out`` (the table's bucket named by the options ``s3``),

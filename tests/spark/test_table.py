@@ -26,6 +26,7 @@ from tieredstore.spark.table import (
     exported_end,
     open_table,
     partition_dir,
+    table_access,
     table_location,
     table_source,
     write_files,
@@ -115,6 +116,31 @@ def test_table_locations(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="not a directory"):
         table_location(str(tmp_path / "file"), config)
+
+
+def test_a_table_elsewhere_takes_its_own_s3_settings(tmp_path: Path) -> None:
+    """``table_access``: the table's settings in place of the store's; credentials
+    as a whole (an empty key id: the default chain's); bad ones named."""
+    store = store_config(tmp_path / "s").replace(
+        s3_endpoint_url="http://store:9000", s3_access_key_id="STORE",
+        s3_secret_access_key="STORE-SECRET", s3_session_token="STORE-TOKEN")
+    assert table_access(store, None) is store
+    elsewhere = table_access(store, {"s3_endpoint_url": "http://lake:9000",
+                                     "s3_access_key_id": "AK", "s3_secret_access_key": "SK"})
+    assert table_location("s3://lake/t", elsewhere).storage_options == {
+        "AWS_ENDPOINT_URL": "http://lake:9000", "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"}
+    near = table_access(store, {"s3_region": "eu-west-1"})  # the store's credentials
+    assert (near.s3_endpoint_url, near.s3_region, near.s3_access_key_id,
+            near.s3_session_token) == ("http://store:9000", "eu-west-1", "STORE", "STORE-TOKEN")
+    chain = table_access(store, {"s3_access_key_id": ""})
+    assert "AWS_ACCESS_KEY_ID" not in table_location("s3://lake/t", chain).storage_options
+    for bad, named in [({"s3_bucket": "b"}, "s3_bucket"),
+                       ({"s3_access_key_id": "AK"}, "s3_secret_access_key"),
+                       ({"s3_secret_access_key": "SK"}, "s3_access_key_id")]:
+        with pytest.raises(ConfigError, match=named) as caught:
+            table_access(store, bad)
+        assert "SK" not in str(caught.value) and "STORE-SECRET" not in str(caught.value)
 
 
 def test_files_are_cut_at_the_target_size_each_row_once(tmp_path: Path) -> None:

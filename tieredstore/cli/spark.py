@@ -71,6 +71,7 @@ from .common import (
     resolve_config,
     size,
 )
+from .table import add_output_access, output_settings
 from .verify import add_max_errors, print_report
 
 JOBS = {"export": "append new messages to a Delta Lake table, exactly once",
@@ -115,7 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
             job.add_argument("--output", required=True, metavar="OUT",
                              help="the table: a local directory (on a cluster, the same "
                                   "path on every node), file:// URI or s3://bucket/path "
-                                  "(with the store's S3 credentials and endpoint)")
+                                  "(with the store's S3 credentials and endpoint, or the "
+                                  "--output-* flags')")
+            add_output_access(job)
             job.add_argument("--target-file-size", type=size(1024), default=128 * MiB,
                              metavar="SIZE", help="data files of about SIZE at most (512MiB, "
                              "1GiB ...; default 128MiB; `tieredstore table optimize` "
@@ -246,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
     jobs.check_options(options)  # a mistyped --option: before Spark starts
     if args.job == "export":
         check_continuous(args)
+        args.table_settings = output_settings(args)  # a bad --output-config: before Spark
         if args.trigger is not None:
             try:
                 jobs.processing_time(args.trigger)  # before Spark starts
@@ -264,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
             return run_continuous(args, jobs, spark, options, filters)
         if args.job == "export":
             return show_export(args, jobs.export(spark, options, args.output, filters,
-                                                 target_file_size=args.target_file_size))
+                                                 target_file_size=args.target_file_size,
+                                                 table_settings=args.table_settings))
         if args.job == "verify":
             return show_verify(args, jobs.verify_reports(spark, options, filters))
         if args.job == "stats":
@@ -300,7 +305,8 @@ def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dic
                                    checkpoint=args.checkpoint, trigger=args.trigger,
                                    available_now=args.available_now,
                                    max_messages=args.max_messages_per_batch, report=report,
-                                   target_file_size=args.target_file_size)
+                                   target_file_size=args.target_file_size,
+                                   table_settings=args.table_settings)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

@@ -14,8 +14,9 @@ version); ``--dry-run`` lists and deletes nothing. A continuous export's
 checkpoint in the table (``_tieredstore_checkpoint``) is left alone.
 
 OUT is a local directory, ``file://`` URI or ``s3://bucket/path`` (credentials,
-endpoint and region from the store's flags and configuration, as for
-``export``). Needs the ``spark`` extra (``deltalake``).
+endpoint and region from the store's flags and configuration, or the
+``--output-*`` flags, as for ``export``). Needs the ``spark`` extra
+(``deltalake``).
 
 ``--json``: ``optimize``: ``{"table", "version", "files_added", "files_removed",
 "metrics" (delta-rs's)}``; ``vacuum``: ``{"table", "dry_run", "files": [...]}``.
@@ -46,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     vacuum = actions.add_parser("vacuum", parents=[common],
                                 help="delete files no version younger than the retention needs")
     vacuum.add_argument("output", metavar="OUT", help="the table (as export's --output)")
+    for action in (optimize, vacuum):
+        add_output_access(action)
     vacuum.add_argument("--retention-hours", type=int, default=RETENTION_HOURS, metavar="N",
                         help="keep what versions of the last N hours need, and every file "
                              f"younger (default {RETENTION_HOURS}; longer than any export "
@@ -61,9 +64,12 @@ def run(args: argparse.Namespace) -> int:
               "extra: pip install 'tieredstore[spark]'", file=sys.stderr)
         return EXIT_USAGE
     config = table_config(args)
+    table = output_settings(args)
     if args.table_command == "optimize":
-        return show_optimize(args, optimize_table(args.output, config, args.target_file_size))
-    uri, files = vacuum_table(args.output, config, args.retention_hours, dry_run=args.dry_run)
+        return show_optimize(args, optimize_table(args.output, config, args.target_file_size,
+                                                  table=table))
+    uri, files = vacuum_table(args.output, config, args.retention_hours, dry_run=args.dry_run,
+                              table=table)
     if args.json:
         print_json({"table": uri, "dry_run": args.dry_run, "files": files})
         return EXIT_OK
@@ -71,6 +77,38 @@ def run(args: argparse.Namespace) -> int:
         print(name)
     print(f"{len(files)} file(s) {'to delete' if args.dry_run else 'deleted'} in {uri}")
     return EXIT_OK
+
+
+def add_output_access(parser: argparse.ArgumentParser) -> None:
+    """``--output-config``, ``--output-endpoint``, ``--output-region``: the S3
+    settings of a table that lives elsewhere than the store."""
+    group = parser.add_argument_group(
+        "a table elsewhere than the store (an s3:// OUT; default: the store's S3 settings)")
+    group.add_argument("--output-config", metavar="TOML",
+                       help="the table's S3 settings from this file's s3_endpoint_url, "
+                            "s3_region, s3_addressing_style and credentials (empty: the "
+                            "default chain, AWS_* variables or a profile)")
+    group.add_argument("--output-endpoint", metavar="URL",
+                       help="the table's S3-compatible server (over --output-config's)")
+    group.add_argument("--output-region", metavar="NAME",
+                       help="the table's bucket's region (over --output-config's)")
+
+
+def output_settings(args: argparse.Namespace) -> dict[str, str] | None:
+    """What the ``--output-*`` flags say of the table's S3 settings (None: nothing,
+    the store's settings stand)."""
+    settings: dict[str, str] = {}
+    if args.output_config:
+        from tieredstore.config import load_config
+        from tieredstore.spark import TABLE_KEYS  # the spark extra, as the jobs need
+
+        given = load_config(args.output_config, env={})  # the file's alone
+        settings = {key: str(getattr(given, key)) for key in TABLE_KEYS}
+    if args.output_endpoint:
+        settings["s3_endpoint_url"] = args.output_endpoint
+    if args.output_region:
+        settings["s3_region"] = args.output_region
+    return settings or None
 
 
 def table_config(args: argparse.Namespace) -> Any:

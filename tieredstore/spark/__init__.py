@@ -85,10 +85,10 @@ from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerData
 from tieredstore.spark.options import FORMAT_NAME
 from tieredstore.spark.session import get_session, register, session_running
 from tieredstore.spark.shipping import Pack, PackError, pack
-from tieredstore.spark.table import Optimized, TableError, optimize_table, vacuum_table
+from tieredstore.spark.table import TABLE_KEYS, Optimized, TableError, optimize_table, vacuum_table
 from tieredstore.store import ScanError
 
-__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "Filters", "Optimized", "Pack",
+__all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "TABLE_KEYS", "Filters", "Optimized", "Pack",
            "PackError", "TableError",
            "ScanError", "TieredStoreDataSource", "TieredStoreLedgerDataSource", "bind",
            "check_options", "compact", "compact_logs", "export", "export_continuous",

@@ -49,6 +49,7 @@ from tieredstore.spark.table import (
     exported_end,
     new_run_id,
     open_table,
+    table_access,
     table_location,
     transaction,
 )
@@ -107,16 +108,18 @@ def export_stream(spark: Any, options: Mapping[str, str], output: str,
                   selected: Mapping[str, str], *, checkpoint: str | None = None,
                   trigger: str | None = None, available_now: bool = False,
                   max_messages: int = 0, report: BatchReport | None = None,
-                  target_file_size: int = TARGET_FILE_SIZE) -> Any:
+                  target_file_size: int = TARGET_FILE_SIZE,
+                  table_settings: Mapping[str, str] | None = None) -> Any:
     """Start the query that exports the queues ``selected`` names (reader options
     ``broker``, ``topic``, ``queue_id``) of the store ``options`` name to the table
     at ``output``, a micro-batch every ``trigger`` (None: ``DEFAULT_TRIGGER``; or,
     ``available_now``, what is
     there now, then it ends), at most ``max_messages`` a batch (0: no limit), in
     data files of about ``target_file_size`` bytes at most; the StreamingQuery.
-    ``report`` is called with each batch's result."""
+    ``report`` is called with each batch's result. An S3 table is written with
+    the store's S3 settings, or ``table_settings``' (as :func:`export_table`'s)."""
     config = config_from_options(options)
-    where = table_location(output, config)
+    where = table_location(output, table_access(config, table_settings))
     source = store_source(config)
     table = open_table(where)
     check_table(where, table, source)

@@ -61,6 +61,7 @@ from tieredstore.spark.table import (
     exported_end,
     new_run_id,
     open_table,
+    table_access,
     table_location,
     table_source,
     transaction,
@@ -89,13 +90,15 @@ class ExportResult:
 
 def export_table(spark: Any, options: Mapping[str, str], output: str, selection: Selection,
                  *, on_step: StepHook | None = None,
-                 target_file_size: int = TARGET_FILE_SIZE) -> ExportResult:
+                 target_file_size: int = TARGET_FILE_SIZE,
+                 table_settings: Mapping[str, str] | None = None) -> ExportResult:
     """Append the selected queues' messages past their exported end offsets to the
     Delta table at ``output`` (see the module docstring), in data files of about
-    ``target_file_size`` bytes at most."""
+    ``target_file_size`` bytes at most; an S3 table with the store's S3 settings,
+    or ``table_settings``' (:func:`~tieredstore.spark.table.table_access`)."""
     step = on_step or (lambda name: None)
     config = config_from_options(options)
-    where = table_location(output, config)
+    where = table_location(output, table_access(config, table_settings))
     source = store_source(config)
     table = open_table(where)
     check_table(where, table, source)

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -134,23 +134,26 @@ def check_options(options: dict[str, str]) -> None:
 
 
 def export(spark: Any, options: dict[str, str], output: str, filters: Filters | None = None,
-           *, on_step: StepHook | None = None,
-           target_file_size: int = TARGET_FILE_SIZE) -> ExportResult:
+           *, on_step: StepHook | None = None, target_file_size: int = TARGET_FILE_SIZE,
+           table_settings: Mapping[str, str] | None = None) -> ExportResult:
     """Append the selected queues' messages not exported yet to the table at
     ``output`` (:func:`tieredstore.spark.export.export_table`); ``on_step``: called
     with each step's name as it completes; data files of about
     ``target_file_size`` bytes at most. Queues are selected by topic and queue id
-    (and broker) only: the offsets are the table's to choose."""
+    (and broker) only: the offsets are the table's to choose. ``table_settings``:
+    the S3 settings of a table elsewhere than the store
+    (:func:`tieredstore.spark.table.table_access`)."""
     selection = selection_from_options(_export_selection(options, filters))
     return export_table(spark, options, output, selection, on_step=on_step,
-                        target_file_size=target_file_size)
+                        target_file_size=target_file_size, table_settings=table_settings)
 
 
 def export_continuous(spark: Any, options: dict[str, str], output: str,
                       filters: Filters | None = None, *, checkpoint: str | None = None,
                       trigger: str | None = None, available_now: bool = False,
                       max_messages: int = 0, report: BatchReport | None = None,
-                      target_file_size: int = TARGET_FILE_SIZE) -> Any:
+                      target_file_size: int = TARGET_FILE_SIZE,
+                      table_settings: Mapping[str, str] | None = None) -> Any:
     """Start the streaming query that exports the selected queues to the table at
     ``output`` a micro-batch at a time (every ``trigger``; None: a minute), each
     committed once
@@ -160,7 +163,7 @@ def export_continuous(spark: Any, options: dict[str, str], output: str,
     return export_stream(spark, options, output, _export_selection(options, filters),
                          checkpoint=checkpoint, trigger=trigger, available_now=available_now,
                          max_messages=max_messages, report=report,
-                         target_file_size=target_file_size)
+                         target_file_size=target_file_size, table_settings=table_settings)
 
 
 def _export_selection(options: dict[str, str], filters: Filters | None) -> dict[str, str]:

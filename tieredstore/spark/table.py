@@ -100,10 +100,41 @@ class Location:
         return pafs.S3FileSystem(**self.s3), f"{parsed.netloc}{parsed.path}".rstrip("/")
 
 
+TABLE_KEYS = ("s3_endpoint_url", "s3_region", "s3_addressing_style", "s3_access_key_id",
+              "s3_secret_access_key", "s3_session_token")
+"""The settings of an S3 table that lives elsewhere than the store (``--output-*``)."""
+
+
+def table_access(config: TieredStoreConfig, table: Mapping[str, str] | None
+                 ) -> TieredStoreConfig:
+    """The S3 settings a table is written and read with: the store's ``config``,
+    with ``table``'s (keys of :data:`TABLE_KEYS`) in place of its own where
+    the table lives elsewhere. Credentials go as a whole: the table's when it
+    has the key ``s3_access_key_id`` (empty: the default chain's, ``AWS_*``
+    variables or a profile), else the store's."""
+    if not table:
+        return config
+    for key in sorted(table):
+        if key not in TABLE_KEYS:
+            raise ConfigError(key, "not an S3 setting of a table; a table elsewhere than "
+                              f"the store takes {', '.join(TABLE_KEYS)}")
+    changes = dict(table)
+    if "s3_access_key_id" in changes:  # empty: the default chain's (AWS_*, a profile...)
+        if changes["s3_access_key_id"] and not changes.get("s3_secret_access_key"):
+            raise ConfigError("s3_secret_access_key", "the table's access key id is given "
+                              "without its secret access key")
+        changes.setdefault("s3_secret_access_key", "")
+        changes.setdefault("s3_session_token", "")
+    elif changes.get("s3_secret_access_key") or changes.get("s3_session_token"):
+        raise ConfigError("s3_access_key_id", "the table's secret access key (or session "
+                          "token) is given without its access key id")
+    return config.replace(**changes)
+
+
 def table_location(output: str, config: TieredStoreConfig) -> Location:
     """The table ``output`` names: a local path, a ``file://`` URI or
-    ``s3://bucket/path`` (credentials, endpoint and region from the store's
-    ``s3_*`` settings)."""
+    ``s3://bucket/path`` (credentials, endpoint and region from ``config``'s
+    ``s3_*`` settings: the store's, or :func:`table_access`'s)."""
     parsed = urlparse(output)
     if not output:
         raise ConfigError("output", "must name a table")
@@ -329,18 +360,21 @@ class Optimized:
 
 
 def optimize_table(output: str, config: TieredStoreConfig,
-                   target_size: int = TARGET_FILE_SIZE) -> Optimized:
+                   target_size: int = TARGET_FILE_SIZE, *,
+                   table: Mapping[str, str] | None = None) -> Optimized:
     """:func:`optimize` the export table ``output`` (as export's: S3 settings from
-    ``config``)."""
-    where = table_location(output, config)
+    ``config``, or ``table``'s: :func:`table_access`)."""
+    where = table_location(output, table_access(config, table))
     metrics = optimize(where, target_size)
     return Optimized(where.uri, int(_existing(where).version()), metrics)
 
 
 def vacuum_table(output: str, config: TieredStoreConfig, retention_hours: float, *,
-                 dry_run: bool) -> tuple[str, list[str]]:
-    """:func:`vacuum` the export table ``output``: its URI and the files."""
-    where = table_location(output, config)
+                 dry_run: bool, table: Mapping[str, str] | None = None
+                 ) -> tuple[str, list[str]]:
+    """:func:`vacuum` the export table ``output`` (S3 settings as
+    :func:`optimize_table`'s): its URI and the files."""
+    where = table_location(output, table_access(config, table))
     return where.uri, vacuum(where, retention_hours, dry_run=dry_run)
 
 
