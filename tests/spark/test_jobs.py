@@ -257,7 +257,7 @@ def test_the_spark_command_runs_the_jobs(spark: Any, merged_store: BuiltStore,
     assert f"3 queue(s), {3 * PER_QUEUE} messages" in out, out
     assert cli_main(["--data-dir", path, "spark", "verify", "--queue", "0", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] and len(report["queues"]) == 2, report
+    assert report["error_count"] == 0 and len(report["queues"]) == 2, report
     assert {q["queue"] for q in report["queues"]} == {0}
     assert cli_main(["spark", "stats", "--data-dir", str(tmp_path / "nothing")]) == 2
     assert "is not a directory: no store to read" in capsys.readouterr().err
@@ -320,7 +320,8 @@ def test_the_spark_command_reads_a_bucket_named_by_flags(
     # verify on the same bucket, by the same flags: one JSON document.
     assert cli_main(["spark", "verify", "--json", *flags]) == 0
     verified = json.loads(capsys.readouterr().out)
-    assert verified["ok"] and {(q["queue"], q["messages"]) for q in verified["queues"]
+    assert verified["error_count"] == 0 and {(q["queue"], q["messages"])
+                                             for q in verified["queues"]
                                if q["topic"] == "s3"} == {(0, 7), (1, 7)}, verified
     # Spark's Python processes have no credentials of their own (the session started
     # before they were set): export reads through the data source, bound to the
