@@ -510,6 +510,17 @@ class Progress:
         self.close()
 
 
+def spark_extra(what: str) -> Any | None:
+    """``tieredstore.spark``, or None where the ``spark`` extra is not installed,
+    having said on stderr that ``what`` needs it."""
+    try:
+        return importlib.import_module("tieredstore.spark")
+    except ImportError as exc:
+        print(f"tieredstore: {what} needs the spark extra ({exc}): pip install "
+              "'tieredstore[spark]'", file=sys.stderr)
+        return None
+
+
 def progress(enabled: bool, *, total: int | None = None, desc: str = "",
              unit: str = "msg") -> Progress:
     """A progress bar on stderr (``unit="B"`` scales to KiB/MiB)."""

@@ -70,6 +70,7 @@ from .common import (
     read_only_cluster,
     resolve_config,
     size,
+    spark_extra,
 )
 from .table import add_output_access, output_settings
 from .verify import add_max_errors, print_report
@@ -239,11 +240,8 @@ async def refuse_live_brokers(args: argparse.Namespace, brokers: Sequence[str]) 
 def run(args: argparse.Namespace) -> int:
     if args.job == PACK:
         return run_pack(args)
-    try:
-        import tieredstore.spark as jobs
-    except ImportError as exc:
-        print(f"tieredstore: the Spark jobs need pyspark ({exc}); install the spark extra: "
-              "pip install 'tieredstore[spark]'", file=sys.stderr)
+    jobs = spark_extra(f"tieredstore spark {args.job}")
+    if jobs is None:
         return EXIT_USAGE
     options = store_options(args)
     jobs.check_options(options)  # a mistyped --option: before Spark starts
@@ -317,16 +315,13 @@ def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dic
 def run_pack(args: argparse.Namespace) -> int:
     """Build (or find) the pack; print the spark-submit line on stdout, the
     archive and its size on stderr."""
-    try:
-        from tieredstore.spark import PackError, pack
-    except ImportError as exc:
-        print(f"tieredstore: packing needs pyspark ({exc}); install the spark extra: "
-              "pip install 'tieredstore[spark]'", file=sys.stderr)
+    jobs = spark_extra(f"tieredstore spark {PACK}")
+    if jobs is None:
         return EXIT_USAGE
     master = args.master or MASTER_PLACEHOLDER
     try:
-        built = pack(args.cache_dir)
-    except (PackError, OSError) as exc:
+        built = jobs.pack(args.cache_dir)
+    except (jobs.PackError, OSError) as exc:
         print(f"tieredstore spark {PACK}: {describe_error(exc)}", file=sys.stderr)
         return EXIT_USAGE
     size = built.archive.stat().st_size

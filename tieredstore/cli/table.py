@@ -25,13 +25,12 @@ endpoint and region from the store's flags and configuration, or the
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 from urllib.parse import urlparse
 
 from tieredstore.sizes import MiB
 
-from .common import EXIT_OK, EXIT_USAGE, print_json, resolve_config, size
+from .common import EXIT_OK, EXIT_USAGE, print_json, resolve_config, size, spark_extra
 
 HELP = "optimize or vacuum an export table (Delta Lake), without Spark"
 RETENTION_HOURS = 168
@@ -57,19 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from tieredstore.spark import optimize_table, vacuum_table
-    except ImportError as exc:
-        print(f"tieredstore table: needs deltalake and pyspark ({exc}); install the spark "
-              "extra: pip install 'tieredstore[spark]'", file=sys.stderr)
+    spark = spark_extra(f"tieredstore table {args.table_command}")
+    if spark is None:
         return EXIT_USAGE
     config = table_config(args)
     table = output_settings(args)
     if args.table_command == "optimize":
-        return show_optimize(args, optimize_table(args.output, config, args.target_file_size,
-                                                  table=table))
-    uri, files = vacuum_table(args.output, config, args.retention_hours, dry_run=args.dry_run,
-                              table=table)
+        return show_optimize(args, spark.optimize_table(args.output, config,
+                                                        args.target_file_size, table=table))
+    uri, files = spark.vacuum_table(args.output, config, args.retention_hours,
+                                    dry_run=args.dry_run, table=table)
     if args.json:
         print_json({"table": uri, "dry_run": args.dry_run, "files": files})
         return EXIT_OK
