@@ -245,9 +245,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     options = store_options(args)
     jobs.check_options(options)  # a mistyped --option: before Spark starts
+    table: dict[str, str] | None = None
     if args.job == "export":
         check_continuous(args)
-        args.table_settings = output_settings(args)  # a bad --output-config: before Spark
+        table = output_settings(args)  # a bad --output-config: before Spark starts
         if args.trigger is not None:
             try:
                 jobs.processing_time(args.trigger)  # before Spark starts
@@ -263,11 +264,11 @@ def run(args: argparse.Namespace) -> int:
     spark = jobs.get_session(args.master, app_name=f"tieredstore-{args.job}")
     try:
         if args.job == "export" and args.continuous:
-            return run_continuous(args, jobs, spark, options, filters)
+            return run_continuous(args, jobs, spark, options, filters, table=table)
         if args.job == "export":
             return show_export(args, jobs.export(spark, options, args.output, filters,
                                                  target_file_size=args.target_file_size,
-                                                 table_settings=args.table_settings))
+                                                 table_settings=table))
         if args.job == "verify":
             return show_verify(args, jobs.verify_reports(spark, options, filters))
         if args.job == "stats":
@@ -283,9 +284,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dict[str, str],
-                   filters: Any) -> int:
+                   filters: Any, *, table: dict[str, str] | None) -> int:
     """Run the continuous export until it ends (``--available-now``), fails, or is
-    interrupted; a line (``--json``: a JSON object) per micro-batch."""
+    interrupted; a line (``--json``: a JSON object) per micro-batch. ``table``:
+    the ``--output-*`` settings of the table."""
     def report(result: Any) -> None:
         if args.json:
             print(json.dumps({"table": result.table, "batch": result.batch,
@@ -304,7 +306,7 @@ def run_continuous(args: argparse.Namespace, jobs: Any, spark: Any, options: dic
                                    available_now=args.available_now,
                                    max_messages=args.max_messages_per_batch, report=report,
                                    target_file_size=args.target_file_size,
-                                   table_settings=args.table_settings)
+                                   table_settings=table)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:
