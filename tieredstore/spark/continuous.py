@@ -34,11 +34,11 @@ from tieredstore.spark.bound import bind
 from tieredstore.spark.export import (
     check_table,
     commit_run,
+    open_export,
     queue_spans,
-    store_source,
     write_frame,
 )
-from tieredstore.spark.options import READER_OPTIONS, config_from_options, lower_options, on_store
+from tieredstore.spark.options import READER_OPTIONS, lower_options, on_store
 from tieredstore.spark.plan import queue_bounds
 from tieredstore.spark.selection import Queue, selection_from_options
 from tieredstore.spark.stream import offsets_json
@@ -49,8 +49,6 @@ from tieredstore.spark.table import (
     exported_end,
     new_run_id,
     open_table,
-    table_access,
-    table_location,
     transaction,
 )
 
@@ -118,11 +116,7 @@ def export_stream(spark: Any, options: Mapping[str, str], output: str,
     data files of about ``target_file_size`` bytes at most; the StreamingQuery.
     ``report`` is called with each batch's result. An S3 table is written with
     the store's S3 settings, or ``table_settings``' (as :func:`export_table`'s)."""
-    config = config_from_options(options)
-    where = table_location(output, table_access(config, table_settings))
-    source = store_source(config)
-    table = open_table(where)
-    check_table(where, table, source)
+    config, where, source, table = open_export(options, output, table_settings)
     location = checkpoint_location(where, checkpoint)
     selection = selection_from_options(lower_options(selected))
     bounds = on_store(config, lambda store: queue_bounds(store, config, selection))

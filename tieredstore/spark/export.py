@@ -97,11 +97,7 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
     ``target_file_size`` bytes at most; an S3 table with the store's S3 settings,
     or ``table_settings``' (:func:`~tieredstore.spark.table.table_access`)."""
     step = on_step or (lambda name: None)
-    config = config_from_options(options)
-    where = table_location(output, table_access(config, table_settings))
-    source = store_source(config)
-    table = open_table(where)
-    check_table(where, table, source)
+    config, where, source, table = open_export(options, output, table_settings)
     step("opened")
     ranges, trimmed = on_store(config, lambda store: queue_ranges(
         store, config, selection, table, name=where.uri))
@@ -119,6 +115,21 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
                          info={"run": run, "rows": rows, "ranges": [list(r) for r in todo]})
     step("committed")
     return ExportResult(where.uri, rows, version, todo, trimmed)
+
+
+def open_export(options: Mapping[str, str], output: str,
+                table_settings: Mapping[str, str] | None
+                ) -> tuple[TieredStoreConfig, Location, str, Any]:
+    """What an export of the store ``options`` name to the table at ``output``
+    starts from: the store's config, the table's location (S3 settings as
+    :func:`~tieredstore.spark.table.table_access` says), the store's source name
+    and the table (None before its first commit), checked to be this store's."""
+    config = config_from_options(options)
+    where = table_location(output, table_access(config, table_settings))
+    source = store_source(config)
+    table = open_table(where)
+    check_table(where, table, source)
+    return config, where, source, table
 
 
 def check_table(where: Location, table: Any, source: str) -> None:
