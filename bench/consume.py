@@ -40,9 +40,8 @@ from bench.common import (
 )
 from bench.seq_read import RAW_CONCURRENCY, read_pipelined, read_raw_s3, read_s3fs
 from tieredstore.checksum import crc32c
-from tieredstore.objectstore import ByteRange, ObjectInfo, ObjectStore
+from tieredstore.objectstore import ByteRange, ForwardingObjectStore, ObjectInfo, ObjectStore
 from tieredstore.store import AsyncMessageStore
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 TOPIC = "consume"
 BATCH = 256

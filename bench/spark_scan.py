@@ -47,9 +47,14 @@ from typing import Any
 
 from bench.common import DEFAULTS, LOCAL, BenchEnv, KiB, MiB, Table, mb_per_s, median
 from bench.consume import _KeepOpen
-from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectStore
+from tieredstore.objectstore import (
+    ByteRange,
+    ForwardingObjectStore,
+    LocalObjectStore,
+    ObjectData,
+    ObjectStore,
+)
 from tieredstore.store import AsyncMessageStore, reading_fetcher
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 QUEUES = 4
 MESSAGE = 4 * KiB

@@ -60,6 +60,14 @@ class AccessDenied(ObjectStoreError, PermissionError):
     """Credentials were refused or lack the permission."""
 
 
+class ReadOnly(ObjectStoreError, PermissionError):
+    """A write sent to an object store opened for reading only; nothing was sent."""
+
+    def __init__(self, op: str, key: str) -> None:
+        super().__init__(f"{op} of {key!r} refused: the object store is open for reading only",
+                         op=op, key=key)
+
+
 class NoSuchBucket(ObjectNotFound):
     """The bucket does not exist (``bucket`` names it)."""
 

@@ -12,8 +12,7 @@ from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
 from tieredstore.log import LogCorrupt, Piece, encode_log_object, read_index
 from tieredstore.log.format import FOOTER_SIZE, HEADER_SIZE, TAIL_READ, decode_footer
-from tieredstore.objectstore import ByteRange, MemoryObjectStore, ObjectData
-from tieredstore.testing.forwarding import ForwardingObjectStore
+from tieredstore.objectstore import ByteRange, ForwardingObjectStore, MemoryObjectStore, ObjectData
 
 pieces_st = st.lists(
     st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 2**32 - 1),

@@ -11,8 +11,7 @@ import pytest
 
 from tieredstore.errors import RequestTimeout
 from tieredstore.log import LogFenced, LogPath, LogSeries
-from tieredstore.objectstore import MemoryObjectStore, ObjectInfo
-from tieredstore.testing.forwarding import ForwardingObjectStore
+from tieredstore.objectstore import ForwardingObjectStore, MemoryObjectStore, ObjectInfo
 
 PATH = LogPath("c", "b", prefix="p")
 

@@ -3,11 +3,10 @@ writer's object, through reads damaged on the way."""
 
 from __future__ import annotations
 
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.objectstore import ForwardingObjectStore, MemoryObjectStore
 from tieredstore.objectstore.base import ByteRange, ObjectData
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import crc_metadata
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 
 class SameFlip(ForwardingObjectStore):

@@ -12,9 +12,14 @@ import pytest
 
 from tests.conftest import make_s3_store
 from tieredstore.errors import PreconditionFailed, ServerError
-from tieredstore.objectstore import MIN_PART_SIZE, ByteRange, MemoryObjectStore, ObjectStore
+from tieredstore.objectstore import (
+    MIN_PART_SIZE,
+    ByteRange,
+    ForwardingObjectStore,
+    MemoryObjectStore,
+    ObjectStore,
+)
 from tieredstore.objectstore.multipart import ObjectWriter
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 T = TypeVar("T")
 KEY = "objects/big"

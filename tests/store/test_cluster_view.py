@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.store.conftest import small_config
-from tieredstore.objectstore import ObjectInfo, ObjectStore
+from tieredstore.objectstore import ObjectInfo, ObjectStore, ReadOnlyObjectStore
 from tieredstore.store import AsyncMessageStore, BucketWatch, ReadOnlyCluster
 from tieredstore.testing import ForwardingObjectStore
 
@@ -55,8 +55,10 @@ async def test_a_cluster_reads_every_broker_over_one_backend(store: ObjectStore,
             assert await cluster.queues() == QUEUES
             assert await cluster.holding("orders", 0) == [A, B]
             assert await cluster.holding("only-b") == [B]
-            # One backend and one fetcher for every broker's read-only store.
-            assert cluster.broker(A).store is cluster.broker(B).store is reading
+            # One backend (read-only) and one fetcher for every broker's read-only store.
+            shared = cluster.broker(A).store
+            assert shared is cluster.broker(B).store and not shared.supports_writes
+            assert isinstance(shared, ReadOnlyObjectStore) and shared.inner is reading
             assert cluster.broker(A).fetcher is cluster.broker(B).fetcher is cluster.fetcher
             got = [m.body for m in await cluster.broker(B).get("orders", 0, 0, 10)]
             assert got == [b"b0-0", b"b0-1", b"b0-2"]

@@ -14,10 +14,12 @@ from tieredstore.objectstore.base import (
     UploadInfo,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
+from tieredstore.objectstore.forwarding import ForwardingObjectStore
 from tieredstore.objectstore.governor import GET_CLASS, PUT_CLASS, Governor, GovernorOptions, Prices
 from tieredstore.objectstore.local import LocalObjectStore
 from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.probe import ConditionalWritesIgnored
+from tieredstore.objectstore.read_only import ReadOnlyObjectStore, read_only
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.objectstore.s3 import S3ObjectStore
 from tieredstore.objectstore.s3_settings import S3Settings
@@ -32,6 +34,7 @@ __all__ = [
     "ByteRange",
     "Chokepoint",
     "ConditionalWritesIgnored",
+    "ForwardingObjectStore",
     "Governor",
     "GovernorOptions",
     "LocalObjectStore",
@@ -43,9 +46,11 @@ __all__ = [
     "GET_CLASS",
     "PUT_CLASS",
     "Prices",
+    "ReadOnlyObjectStore",
     "RequestMetrics",
     "RetryPolicy",
     "S3ObjectStore",
     "S3Settings",
     "UploadInfo",
+    "read_only",
 ]

@@ -13,6 +13,7 @@ import abc
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import InvalidRequest
@@ -87,6 +88,17 @@ class UploadInfo:
     initiated: datetime | None = None
 
 
+class TemporaryFiles(Protocol):
+    """A backend's own files beside its objects (a local directory's
+    half-written temporaries left by a kill)."""
+
+    async def stale(self, older_than: datetime) -> list[str]:
+        """Those last changed before ``older_than``, by name."""
+
+    async def delete(self, names: Sequence[str]) -> None:
+        """Delete what :meth:`stale` named."""
+
+
 class ObjectStore(abc.ABC):
     """Async object-store interface. Keys are ``/``-separated strings.
 
@@ -98,12 +110,22 @@ class ObjectStore(abc.ABC):
     """
 
     name: str = "abstract"
+
+    # What the store can do (zarr's ``supports_*``): readers and writers check
+    # these instead of the store's class.
+    supports_writes: bool = True
+    """False for a store opened read-only (:class:`ReadOnlyObjectStore`): every
+    write raises :class:`~tieredstore.errors.ReadOnly` and sends nothing."""
     runs_in_threads: bool = False
     """Whether requests run blocking calls in worker threads (the local
     directory). Each call of theirs that releases the GIL then waits for it
     again while the event loop's thread computes, up to the interpreter's
     switch interval (5 ms): a producer appending from that loop hands it over
     now and then (``PoolOptions.thread_handoff``)."""
+    temporary_files: TemporaryFiles | None = None
+    """Files the backend keeps beside the objects (the local directory's
+    half-written temporaries), for garbage collection; None for object stores
+    proper."""
 
     def __init__(self, *, chokepoint: Chokepoint | None = None) -> None:
         self.chokepoint = chokepoint or Chokepoint()
@@ -212,17 +234,6 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     async def list_multipart_uploads(self, prefix: str) -> list[UploadInfo]:
         """Uploads begun under ``prefix`` and neither completed nor aborted."""
-
-    # --- the backend's own garbage --------------------------------------------
-
-    async def stale_temporary_files(self, older_than: datetime) -> list[str]:
-        """Files the backend keeps beside the objects (a local directory's
-        half-written temporaries left by a kill) last changed before
-        ``older_than``. None for object stores proper."""
-        return []
-
-    async def delete_temporary_files(self, names: Sequence[str]) -> None:  # noqa: B027
-        """Delete what :meth:`stale_temporary_files` named."""
 
     # --- lifecycle ----------------------------------------------------------
 

@@ -57,7 +57,14 @@ from tieredstore.errors import (
     ObjectStoreError,
     PreconditionFailed,
 )
-from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
+from tieredstore.objectstore.base import (
+    ByteRange,
+    ObjectData,
+    ObjectInfo,
+    PartInfo,
+    TemporaryFiles,
+    UploadInfo,
+)
 from tieredstore.objectstore.blocking_backed import (
     BlockingBackedObjectStore,
     blocking,
@@ -143,6 +150,21 @@ def _write_all(fd: int, pieces: list[bytes | memoryview]) -> None:
             views[0] = views[0][n:]
 
 
+class _Temporaries:
+    """The local directory's temporary files, for garbage collection."""
+
+    def __init__(self, store: LocalObjectStore) -> None:
+        self._store = store
+
+    async def stale(self, older_than: datetime) -> list[str]:
+        # docstring inherited
+        return await self._store._stale_temporaries(older_than)
+
+    async def delete(self, names: Sequence[str]) -> None:
+        # docstring inherited
+        await self._store._delete_temporaries(names)
+
+
 class LocalObjectStore(BlockingBackedObjectStore):
     """Objects as files under a root directory (created if missing)."""
 
@@ -169,6 +191,7 @@ class LocalObjectStore(BlockingBackedObjectStore):
         self._tmp = self.root / "tmp"
         self._tmp_prefix = uuid.uuid4().hex
         self._tmp_count = itertools.count()
+        self.temporary_files: TemporaryFiles | None = _Temporaries(self)
         for d in (self._objects, self._uploads, self._tmp):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -469,8 +492,7 @@ class LocalObjectStore(BlockingBackedObjectStore):
             return
         shutil.rmtree(directory, ignore_errors=True)
 
-    async def stale_temporary_files(self, older_than: datetime) -> list[str]:
-        # docstring inherited
+    async def _stale_temporaries(self, older_than: datetime) -> list[str]:
         def scan() -> list[str]:
             limit = older_than.timestamp()
             return sorted(p.name for p in self._tmp.iterdir()
@@ -478,8 +500,7 @@ class LocalObjectStore(BlockingBackedObjectStore):
 
         return await self._execute("scan", "", scan)
 
-    async def delete_temporary_files(self, names: Sequence[str]) -> None:
-        # docstring inherited
+    async def _delete_temporaries(self, names: Sequence[str]) -> None:
         def delete() -> None:
             for name in names:
                 if "/" in name or name in ("", ".", ".."):

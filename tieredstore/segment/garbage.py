@@ -138,7 +138,9 @@ async def collect(store: ObjectStore, found: Sequence[Garbage], *, dry_run: bool
     for item in found:
         if item.upload is not None:
             await store.abort_multipart(*item.upload)
-    await store.delete_temporary_files([item.key for item in found if item.temporary])
+    temporary = [item.key for item in found if item.temporary]
+    if temporary and store.temporary_files is not None:
+        await store.temporary_files.delete(temporary)
     report.deleted = len(found)
     log.info("garbage collection deleted %d item(s): %s", report.deleted, report.by_kind())
     return report

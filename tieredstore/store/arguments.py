@@ -411,6 +411,9 @@ def check_open(config: Any, store: Any, topic_reserved_time: Any, writer_id: Any
     if store is not None and not isinstance(store, ObjectStore):
         raise InvalidArgumentType("store", f"must be an ObjectStore or None, got "
                                            f"{type_name(store)}")
+    if store is not None and not store.supports_writes:
+        raise InvalidArgument("store", "is open for reading only; a writing store needs one "
+                                       "that writes (open_read_only reads through this one)")
     if topic_reserved_time is not None:
         if not isinstance(topic_reserved_time, Mapping):
             raise InvalidArgumentType("topic_reserved_time", f"must be a mapping of topic to "

@@ -20,7 +20,7 @@ from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import StoreClosed
 from tieredstore.fetcher import Fetcher
 from tieredstore.names import validate_name
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import ObjectStore, read_only
 from tieredstore.store import arguments
 from tieredstore.store.brokers import list_brokers
 from tieredstore.store.codec import KeyProvider, RecordCodec
@@ -69,7 +69,7 @@ class ReadOnlyCluster:
         arguments.check_key_provider(key_provider)
         config = config or load_config()
         codec = RecordCodec.from_config(config, key_provider, strict=False)
-        backend = store or open_object_store(config)
+        backend = read_only(store or open_object_store(config), close_inner=store is None)
         return cls(config, backend, open_fetcher(backend, config), owns_store=store is None,
                    codec=codec, brokers=brokers)
 

@@ -103,8 +103,9 @@ async def find_garbage(store: ObjectStore, config: TieredStoreConfig,
     for log_path in await _logs(store, config, brokers):
         found += [replace(g, broker=log_path.broker)
                   for g in await _log_garbage(store, log_path, firsts, cutoff)]
-    found += [Garbage(TEMPORARY, name, "left by a writer that was killed", temporary=True)
-              for name in await store.stale_temporary_files(cutoff)]
+    if store.temporary_files is not None:
+        found += [Garbage(TEMPORARY, name, "left by a writer that was killed", temporary=True)
+                  for name in await store.temporary_files.stale(cutoff)]
     for finder in finders:
         found += await finder(cutoff)
     return found

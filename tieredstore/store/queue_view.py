@@ -19,7 +19,7 @@ from tieredstore.errors import TieredStoreError, is_damage
 from tieredstore.fetcher import Fetcher
 from tieredstore.log import LogPath, LogSnapshot
 from tieredstore.metadata import QueueMetadata
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import ObjectStore, read_only
 from tieredstore.segment import ChunkRef, DirectReader, FileType
 from tieredstore.segment.reader import SegmentReader
 from tieredstore.sizes import MiB
@@ -151,8 +151,9 @@ def reading_fetcher(store: ObjectStore, config: TieredStoreConfig) -> Fetcher:
 @asynccontextmanager
 async def open_reading(config: TieredStoreConfig
                        ) -> AsyncIterator[tuple[ObjectStore, Fetcher]]:
-    """A store and fetcher of one's own for a scan (a Spark task), closed at the end."""
-    store = open_object_store(config)
+    """A store (read-only) and fetcher of one's own for a scan (a Spark task),
+    closed at the end."""
+    store = read_only(open_object_store(config))
     fetcher = reading_fetcher(store, config)
     try:
         yield store, fetcher

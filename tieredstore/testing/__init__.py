@@ -16,6 +16,7 @@
   test wrappers on.
 """
 
+from tieredstore.objectstore import ForwardingObjectStore
 from tieredstore.testing._objectstore_listing import ListingCases
 from tieredstore.testing._objectstore_multipart import MultipartCases
 from tieredstore.testing._objectstore_objects import ObjectCases
@@ -31,7 +32,6 @@ from tieredstore.testing.faults import (
     FaultyObjectStore,
     InjectedFault,
 )
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 # pytest runs a base class's tests before a subclass's, the last base first:
 # each suite lists its groups in reverse so that they run in the order named.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tieredstore.checksum import crc32c, format_crc
 from tieredstore.errors import ChunkMissing, CorruptSegment, IntegrityError
+from tieredstore.objectstore import ForwardingObjectStore
 from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
@@ -20,7 +21,6 @@ from tieredstore.testing._reader_base import (
     write_chunks,
     write_merged,
 )
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 
 class _FlipOnce(ForwardingObjectStore):

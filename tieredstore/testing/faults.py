@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 
 from tieredstore.errors import ConfigError, RequestTimeout, ServerError, Throttled
+from tieredstore.objectstore import ForwardingObjectStore
 from tieredstore.objectstore.base import ObjectData, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint
 from tieredstore.tasks import Priority, current_priority
-from tieredstore.testing.forwarding import ForwardingObjectStore
 
 T = TypeVar("T")
 

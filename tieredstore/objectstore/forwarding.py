@@ -1,6 +1,7 @@
 """ForwardingObjectStore: every operation passed to an inner store, to subclass.
 
-The base of wrapper stores in tests (zarr's wrapper stores do the same): a
+The base of wrapper stores (zarr's wrapper stores do the same): the read-only
+store, and the fault-injecting stores of tests. A
 subclass overrides the operations it watches, delays or fails, and calls
 ``super()`` for the rest of their work; or it overrides :meth:`_forward`, the
 one point every request passes through (a listing as one request that reads
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import datetime
 from typing import Any, TypeVar
 
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore
@@ -51,6 +51,9 @@ class ForwardingObjectStore(ObjectStore):
         self.inner = inner
         self.name = inner.name
         self.close_inner = close_inner
+        self.supports_writes = inner.supports_writes
+        self.runs_in_threads = inner.runs_in_threads
+        self.temporary_files = inner.temporary_files
 
     async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
                        bytes_up: int = 0) -> T:
@@ -82,14 +85,6 @@ class ForwardingObjectStore(ObjectStore):
 
         for page in await self._forward("list", prefix, listing):
             yield page
-
-    async def stale_temporary_files(self, older_than: datetime) -> list[str]:
-        # docstring inherited
-        return await self.inner.stale_temporary_files(older_than)
-
-    async def delete_temporary_files(self, names: Sequence[str]) -> None:
-        # docstring inherited
-        await self.inner.delete_temporary_files(names)
 
     async def close(self) -> None:
         # docstring inherited
