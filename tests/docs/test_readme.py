@@ -219,3 +219,12 @@ def test_the_readme_lists_every_command() -> None:
     listed = [name.strip() for name in match.group(1).split("|")]
     assert sorted(listed) == sorted(set(COMMANDS) - {"bench"}), listed
     assert "`tieredstore bench` in a source checkout" in text
+
+
+def test_the_readme_layout_lists_every_package() -> None:
+    """The layout table has a row for each package of tieredstore/ (a directory
+    with an ``__init__.py``), and no row for one that is gone."""
+    text = README.read_text()
+    rows = set(re.findall(r"^\| `tieredstore/([a-z_]+)` \|", text, re.M))
+    packages = {p.parent.name for p in (ROOT / "tieredstore").glob("*/__init__.py")}
+    assert rows == packages, (sorted(packages - rows), sorted(rows - packages))
