@@ -153,7 +153,7 @@ async def run(env: BenchEnv) -> list[Table]:
     writing.notes.append(
         f"chunk_wait {DEFAULTS.chunk_wait} s: a queue whose bytes make "
         f"{_size(DEFAULTS.direct_commit_size)} within it sits group commits out "
-        "(docs/format.md); its bytes become durable and visible to other processes up to "
+        "(docs/log-objects.md); its bytes become durable and visible to other processes up to "
         "that late unless flushed. The last row: the defaults before issue 32")
     sealing.notes.append(
         "at the defaults a queue's bytes go to its segment as chunks of 5 MiB or more (a "

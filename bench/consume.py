@@ -54,7 +54,7 @@ VOLUMES = {"full": (128 * MiB, 64 * MiB), "quick": (32 * MiB, 16 * MiB),
 _HEAD = struct.Struct(">III")
 _BODY_LENGTH = struct.Struct(">I")
 _BARE_BODY = 12 + 20 + 2 + 2 + 2  # head, fixed fields, no tags, no keys, no properties
-# A record's fixed fields (docs/format.md): size, magic, CRC32C, offset, store time,
+# A record's fixed fields (docs/records.md): size, magic, CRC32C, offset, store time,
 # flags, tags length, key count, property count, body length.
 _FIELDS = struct.Struct(">IIIQqIHHHI")
 _MAGIC = 0x54534D31

@@ -140,7 +140,7 @@ async def run(env: BenchEnv) -> list[Table]:
         "per flush of 5 MiB or more")
     table.notes.append(
         "flush every 1 MB: S3's floor. Its bytes are below the 5 MiB part minimum, so "
-        "they go into log objects and are uploaded again into a chunk (docs/format.md, "
+        "they go into log objects and are uploaded again into a chunk (docs/log-objects.md, "
         "Log objects); in the direct mode they would be chunks below 5 MiB that the merge "
         "cannot copy and uploads again. Either way about 2x.")
     return [table]

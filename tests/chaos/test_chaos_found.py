@@ -229,7 +229,7 @@ def change_recorded_size(data: bytes) -> bytes:
 
 # Was: ChunkedSegment._write_marker (tieredstore/segment/chunked.py): after a lost reply the
 # retried marker put gets 412 and GETs the marker to compare sizes; the marker (JSON,
-# docs/format.md) has no checksum, so one flipped bit in its digits reads as 'sealed marker says
+# docs/chunks.md) has no checksum, so one flipped bit in its digits reads as 'sealed marker says
 # N bytes, we hold M: another writer' and the roll fences the only writer for good (a bit
 # elsewhere: CorruptSegment 'sealed marker is unreadable'). Chaos: rare, seen e.g. in seed 47 of
 # a 600-step run.

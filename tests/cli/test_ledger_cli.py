@@ -219,7 +219,7 @@ def test_flags_feed_the_managed_ledger_config(tmp_path: Path,
 def test_append_creates_then_offload_and_read(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str],
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's walk-through: append to a new managed ledger (from flags,
+    """The walk-through of docs/pulsar.md: append to a new managed ledger (from flags,
     then from stdin), offload before a position, status, read back."""
     data = tmp_path / "data"
     got = run_json(capsys, data, "append", "--entry", "hello", "--entry", "world")

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 INTERVAL = 0.2  # group_commit_interval, through TIEREDSTORE_GROUP_COMMIT_INTERVAL
 # chunk_wait 0: a queue's consume-queue units go with each group commit, so that a
 # reader in another process sees a message once it is durable (with the default 10 s,
-# the units of a burst's last messages may wait that long: README, chunk_wait).
+# the units of a burst's last messages may wait that long: docs/embedding.md, chunk_wait).
 
 
 def consumed(data: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:

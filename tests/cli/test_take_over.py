@@ -1,7 +1,7 @@
 """An operator's command does not end a live broker or managed ledger by accident
 (issue 39, defect 3).
 
-Each writer refreshes a liveness record (docs/format.md, Liveness records).
+Each writer refreshes a liveness record (docs/writers.md, Liveness records).
 The commands that take a broker over (``produce``, ``repair``, ``recover``,
 ``spark compact``) or a managed ledger over (``ledger append|offload|sweep|
 delete``) refuse while its writer is live, exit 2 with one line naming it and

@@ -1,6 +1,6 @@
 """Durations and sizes with units, in the file, the environment and code.
 
-Decisions (README, Configuration): sizes are bytes or IEC units (``8MiB``);
+Decisions (docs/configuration.md): sizes are bytes or IEC units (``8MiB``);
 ``MB``/``GB``/``KB`` and bare letters are refused as ambiguous, the error
 suggesting ``MiB`` and the plain number of bytes. Durations take ``ms``, ``s``,
 ``m``/``min``, ``h``, ``d`` and combinations (``1h30m``); a plain number is

@@ -1,4 +1,4 @@
-"""The README's fenced code blocks, as a reader copies them.
+"""The fenced code blocks of the README and of docs/*.md, as a reader copies them.
 
 A block is the text between a line that opens a fence (three backticks and
 the block's language) and the next line of three backticks, both at the start
@@ -8,6 +8,9 @@ before its fence, with the reason::
     <!-- not run: starts a Spark session; tests/spark cover the reader -->
 
 A marker that is not followed by a block is an error (it marks nothing).
+
+A block in ``text`` is a layout (keys, bytes, a table), not code: it is listed
+with the others and never run (:data:`NOT_CODE`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+NOT_CODE = frozenset({"text"})
+"""Languages of blocks that are not code: layouts of keys and bytes."""
 
 _FENCE = re.compile(r"^```\s*([A-Za-z0-9_+-]*)\s*$")
 _MARKER = re.compile(r"^<!--\s*not run:\s*(.*?)\s*-->\s*$")
@@ -35,10 +41,15 @@ class Block:
     line: int
     heading: str
     not_run: str | None
+    source: str = "README.md"
 
     @property
     def name(self) -> str:
-        return f"README.md:{self.line} ({self.language or 'no language'})"
+        return f"{self.source}:{self.line} ({self.language or 'no language'})"
+
+    @property
+    def is_code(self) -> bool:
+        return self.language not in NOT_CODE
 
 
 def blocks(path: Path = README) -> list[Block]:
@@ -71,9 +82,27 @@ def blocks(path: Path = README) -> list[Block]:
         if end == len(lines):
             raise ValueError(f"{path.name}:{i + 1}: a fence that is never closed")
         found.append(Block(fence.group(1).lower(), "\n".join(lines[i + 1:end]) + "\n", i + 1,
-                           heading, marker[1] if marker else None))
+                           heading, marker[1] if marker else None, source(path)))
         marker = None
         i = end + 1
     if marker is not None:
         raise ValueError(f"{path.name}:{marker[0]}: a not-run marker that no block follows")
     return found
+
+
+def source(path: Path) -> str:
+    """``path`` as the checkout names it (``docs/spark.md``), or its name outside it."""
+    try:
+        return path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return path.name
+
+
+def documents() -> list[Path]:
+    """The README, then every docs/*.md in name order."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def all_blocks() -> list[Block]:
+    """Every fenced block of :func:`documents`, in order."""
+    return [block for path in documents() for block in blocks(path)]

@@ -1,4 +1,4 @@
-"""Every code block of the README runs as a reader pastes it.
+"""Every code block of the README and of docs/*.md runs as a reader pastes it.
 
 Each block runs in a new empty directory of its own (its working directory),
 with the code of this checkout on ``PYTHONPATH``, a ``tieredstore`` command on
@@ -15,16 +15,19 @@ never by an edit of its text. By language:
   install and a cluster) and ``pip install ...`` (it installs from the
   network): those are left out, the rest of the block runs.
 - ``toml``: loaded with ``load_config`` (a configuration example must load).
+- ``json``: parsed (a JSON example must be JSON).
 
-A block of another language, or none, fails the test unless marked with the
-reason it is not run (``<!-- not run: why -->`` on the line before its fence;
-see :mod:`tests.docs.readme`): a block the test cannot run is never skipped
+A ``text`` block is a layout (keys, bytes), not code, and is not run. A block
+of another language, or none, fails the test unless marked with the reason it
+is not run (``<!-- not run: why -->`` on the line before its fence; see
+:mod:`tests.docs.readme`): a block the test cannot run is never skipped
 silently. Inline commands in the prose (``tieredstore spark export --data-dir DIR
 ...``) are synopses with placeholders, not examples: only fenced blocks run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.readme import README, ROOT, Block, blocks
+from tests.docs.readme import DOCS, README, ROOT, Block, all_blocks, blocks
 from tieredstore.cli import COMMANDS
 from tieredstore.config import load_config
 
@@ -111,9 +114,16 @@ def run_toml(block: Block, directory: Path) -> None:
     load_config(path, env={})
 
 
+def run_json(block: Block, directory: Path) -> None:
+    try:
+        json.loads(block.text)
+    except ValueError as exc:
+        pytest.fail(f"{block.name} under {block.heading!r} is not JSON: {exc}")
+
+
 RUNNERS: dict[str, Callable[[Block, Path], None]] = {
     "python": run_python, "sh": run_shell, "bash": run_shell, "console": run_shell,
-    "shell": run_shell, "toml": run_toml,
+    "shell": run_shell, "toml": run_toml, "json": run_json,
 }
 
 
@@ -127,18 +137,28 @@ def run_block(block: Block, directory: Path) -> None:
     runner(block, directory)
 
 
-@pytest.mark.parametrize("block", blocks(), ids=lambda b: f"line{b.line}-{b.language or 'none'}")
-def test_the_readme_block_runs_as_pasted(block: Block, tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [b for b in all_blocks() if b.is_code],
+                         ids=lambda b: f"{b.source}:{b.line}-{b.language or 'none'}")
+def test_the_block_runs_as_pasted(block: Block, tmp_path: Path) -> None:
     if block.not_run is not None:
         pytest.skip(f"marked not run: {block.not_run}")
     run_block(block, tmp_path)
+
+
+def test_every_document_is_read() -> None:
+    """The docs' blocks are found (the README's and every docs/*.md's), and a
+    layout block is plain text, never code left unfenced."""
+    found = all_blocks()
+    sources = {b.source for b in found}
+    assert {"README.md", "docs/embedding.md", "docs/log-objects.md"} <= sources, sources
+    assert all(b.language for b in found), [b.name for b in found if not b.language]
 
 
 def test_the_readme_embedding_example_uses_only_what_an_install_has() -> None:
     """Not a file of this checkout that a wheel lacks (conf/, the working directory's)."""
     [embed] = [b for b in blocks() if b.heading == "Embedding the message store"
                and b.language == "python"]
-    [async_embed] = [b for b in blocks() if b.heading == "In an async host"
+    [async_embed] = [b for b in blocks(DOCS / "embedding.md") if b.heading == "In an async host"
                      and b.language == "python"]
     for block in (embed, async_embed):
         assert "conf/" not in block.text and ".toml" not in block.text.split("#")[0], block.text
@@ -151,13 +171,13 @@ def test_a_block_it_cannot_run_or_that_fails_fails_the_test(tmp_path: Path) -> N
     readme = tmp_path / "README.md"
     readme.write_text(textwrap.dedent("""\
         # t
-        ```text
-        output
+        ```ruby
+        puts 1
         ```
         <!-- not run: an example of output -->
 
-        ```text
-        output
+        ```ruby
+        puts 1
         ```
         ```python
         raise SystemExit(3)
@@ -180,6 +200,11 @@ def test_a_block_it_cannot_run_or_that_fails_fails_the_test(tmp_path: Path) -> N
             run_block(block, tmp_path)
     assert shell_commands(passing.text) == ["tieredstore --help"]
     run_block(passing, tmp_path)
+    readme.write_text("```text\nkey/{n}\n```\n```json\n{\"a\": 1\n```\n")
+    layout, broken_json = blocks(readme)
+    assert not layout.is_code and broken_json.is_code
+    with pytest.raises(pytest.fail.Exception, match="not JSON"):
+        run_block(broken_json, tmp_path)
     readme.write_text("<!-- not run: nothing follows -->\ntext\n")
     with pytest.raises(ValueError, match="no block follows"):
         blocks(readme)
@@ -194,3 +219,12 @@ def test_the_readme_lists_every_command() -> None:
     listed = [name.strip() for name in match.group(1).split("|")]
     assert sorted(listed) == sorted(set(COMMANDS) - {"bench"}), listed
     assert "`tieredstore bench` in a source checkout" in text
+
+
+def test_the_readme_layout_lists_every_package() -> None:
+    """The layout table has a row for each package of tieredstore/ (a directory
+    with an ``__init__.py``), and no row for one that is gone."""
+    text = README.read_text()
+    rows = set(re.findall(r"^\| `tieredstore/([a-z_]+)` \|", text, re.M))
+    packages = {p.parent.name for p in (ROOT / "tieredstore").glob("*/__init__.py")}
+    assert rows == packages, (sorted(packages - rows), sorted(rows - packages))

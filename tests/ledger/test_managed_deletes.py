@@ -1,5 +1,5 @@
 """Managed-ledger deletes come after the head write that drops what they delete
-(docs/format.md, *Managed-ledger metadata*): a replaced owner's trim, retention
+(docs/ledgers.md, *Managed-ledger metadata*): a replaced owner's trim, retention
 or deletion-lag pass raises ManagedLedgerFenced and deletes nothing; a lost
 reply is settled; what a crash between the head write and the deletes leaves
 is removed by the local-copy pass and the offload sweep; a reader holding an

@@ -452,7 +452,7 @@ class CrossModel(RuleBasedStateMachine):
         newest owner. The newest owner is idle first (a pass of no safety age
         beside an upload in flight is no case the GC covers). After ``gc`` the
         old owner is closed: the log fences that stop it may be gone, which
-        docs/format.md allows for a writer replaced longer than the safety age."""
+        docs/log-objects.md allows for a writer replaced longer than the safety age."""
         old = self.old
         assert old is not None
         cutoff = self.draw_cutoff(data) or self.clock
@@ -469,7 +469,7 @@ class CrossModel(RuleBasedStateMachine):
                 event("zombie retention found nothing to delete")
             if gc:
                 # A pass of no safety age stands for one past the safety age: by then
-                # the replaced owner has tried a write and stopped (docs/format.md,
+                # the replaced owner has tried a write and stopped (docs/log-objects.md,
                 # "Deletion": one replaced and paused longer than that is the case
                 # fences no longer stop). Its flush is that write.
                 with contextlib.suppress(*FENCED):

@@ -219,7 +219,7 @@ async def test_records_whose_units_expired_are_passed_over_by_recovery_and_verif
 #
 # Was (cross model, seed 2811): retention deleted every sealed segment of a
 # queue's files, so the bucket held, per file, a directory of zero-byte entries
-# (kept on purpose, see docs/format.md "Chunk series") and the active segment.
+# (kept on purpose, see docs/chunks.md "Chunk series") and the active segment.
 # When the heads were lost, the rebuild found no sealed segment to record, took
 # the leftover directory for an unsealed segment before a later one, and the
 # next owner opened every file at base 0: the messages past the deleted

@@ -3,7 +3,7 @@ on 127.0.0.1) whose worker runs a bare Python: no tieredstore, no pyarrow, no
 crc32c, only the standard library, as on a fresh cluster node. The driver ships
 the environment (:mod:`tieredstore.spark.shipping`): ``tieredstore spark
 --master`` by itself, run from a virtual environment that is not activated;
-the README's ``spark-submit`` line (what ``tieredstore spark pack`` prints) for
+docs/spark.md's ``spark-submit`` line (what ``tieredstore spark pack`` prints) for
 the launcher and for a script of one's own, run from the activated one. The
 drivers run in a directory the executors do not share: a relative ``--data-dir``
 still reads the store. The worker has no S3 credentials (no ``AWS_*``, no
@@ -232,8 +232,8 @@ def test_the_executors_read_a_bucket_with_the_credentials_the_drivers_chain_reso
 
 
 def readme_line() -> list[str]:
-    """The words of the README's spark-submit line (up to the launcher)."""
-    text = (ROOT / "README.md").read_text()
+    """The words of docs/spark.md's spark-submit line (up to the launcher)."""
+    text = (ROOT / "docs" / "spark.md").read_text()
     line = next(block for block in re.findall(r"```sh\n(.*?)```", text, re.S)
                 if "spark-submit" in block)
     # comments start at a word (as in the shell: a '#' inside a word is kept)
@@ -245,13 +245,13 @@ def readme_line() -> list[str]:
 
 @pytest.fixture(scope="module")
 def submit_line(cluster: str, driver: Path) -> list[str]:
-    """What ``tieredstore spark pack`` prints, which the README shows."""
+    """What ``tieredstore spark pack`` prints, which docs/spark.md shows."""
     line = shlex.split(tieredstore(["spark", "--master", cluster, "pack"], driver).strip())
     cache = str(driver / "cache" / "tieredstore" / "spark")
     python = f"python{sys.version_info.major}.{sys.version_info.minor}"
     as_in_readme = [re.sub(r"tieredstore-env-[0-9a-f]+\.tar", "tieredstore-env-<hash>.tar",
                            w.replace(cache, README_CACHE).replace(cluster, README_MASTER)
-                           .replace(f"={python}", "=python3.11"))  # the README's example
+                           .replace(f"={python}", "=python3.11"))  # the example in docs/spark.md
                     for w in line]
     assert as_in_readme == readme_line()
     return line

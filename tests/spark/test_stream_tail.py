@@ -2,7 +2,7 @@
 SIGKILLed with a busy queue (its consume queue held behind its commit log),
 and no writer reopened; every offset below the last ``commit_offset`` it
 reported is read once, by micro-batches that end inside the commit log's
-durable tail (docs/format.md, "The durable tail") as well as past it."""
+durable tail (docs/reading.md, "The durable tail") as well as past it."""
 
 from __future__ import annotations
 

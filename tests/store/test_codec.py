@@ -1,6 +1,6 @@
 """Records compressed (zstd) and encrypted (AES-GCM) at rest: read back
 transparently by every reader, nothing in the bucket in the clear, the wrong
-or a missing key named, and both checksums checked (docs/format.md)."""
+or a missing key named, and both checksums checked (docs/records.md)."""
 
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def zstd_frame(data: bytes) -> bytes:
     return zstandard.ZstdCompressor().compress(data)
 
 
-# What sealing adds to a record (docs/format.md, Commit-log record): plain_len and
+# What sealing adds to a record (docs/records.md, Commit-log record): plain_len and
 # plain_crc32c; encrypted, also the key id ("key-1") with its length, a nonce and a tag.
 SEALING = {("none", "none"): 0, ("zstd", "none"): 8,
            ("none", "aes-gcm"): 8 + 2 + 5 + 12 + 16, ("zstd", "aes-gcm"): 8 + 2 + 5 + 12 + 16}

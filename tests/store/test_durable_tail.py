@@ -1,5 +1,5 @@
 """Durable means readable without a writer: a read-only view reads the commit
-log's records past the consume queue's end (docs/format.md, "The durable tail")."""
+log's records past the consume queue's end (docs/reading.md, "The durable tail")."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ async def test_a_takeover_between_a_commit_log_seal_and_its_record(old_writer: s
     """The old writer rolls its commit log: the seal entry and the marker land,
     the head write that records the segment has not yet (it is held). The new
     writer opens then: the sealed, unrecorded segment is a state the protocol
-    allows (format.md, "Claim", step 2), or a crash leaves it, so the queue
+    allows (writers.md, "Claim", step 2), or a crash leaves it, so the queue
     must open and keep every acknowledged message.
 
     Was: OwnedQueue._recover re-dispatched (and so flushed the commit log) before

@@ -1,4 +1,4 @@
-"""Looking messages up by key: the key index (docs/format.md, Key index).
+"""Looking messages up by key: the key index (docs/records.md, Key index).
 
 Lookups find every message with the key in the time range, across a topic's
 queues, sealed index segments and bytes not yet flushed; a sealed segment

@@ -1,4 +1,4 @@
-"""Record and consume-queue unit formats: golden bytes from docs/format.md, round trips."""
+"""Record and consume-queue unit formats: golden bytes from docs/records.md, round trips."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 A store in either write mode that opens a broker fences every series an older
 store in either mode could write: the broker's log (the log mode's group
-commits) as well as each queue's head and chunk series (docs/format.md,
-"Writers" and "The log fence is the registration"). So the old store's next
+commits) as well as each queue's head and chunk series (docs/writers.md,
+"Writers", and docs/log-objects.md, "The log fence"). So the old store's next
 flush fails, whatever it wrote before the takeover (nothing: idle; or some
 messages: busy), and only what the new store acknowledged follows what was
 there. Before, a direct-mode store fenced the log only when it already held

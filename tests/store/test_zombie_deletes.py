@@ -1,4 +1,4 @@
-"""A replaced writer deletes nothing its successor needs (docs/format.md,
+"""A replaced writer deletes nothing its successor needs (docs/gc.md,
 *Deletes and their fences*): its retention is fenced before it deletes, and
 what it saw while being fenced does not steer its garbage collection."""
 

@@ -188,7 +188,7 @@ def add_metrics_port(parser: argparse.ArgumentParser, served: str) -> None:
 def add_take_over(parser: argparse.ArgumentParser, what: str = "the broker") -> None:
     """``--take-over``, on the commands that take a broker or managed ledger over:
     without it they refuse while another writer is live (its liveness record,
-    docs/format.md), naming it; the newest open still wins when given."""
+    docs/writers.md), naming it; the newest open still wins when given."""
     parser.add_argument("--take-over", action="store_true",
                         help=f"take {what} over even while another writer is live: that "
                              "writer is fenced for good (without it the command refuses, "
@@ -420,7 +420,7 @@ def progress_enabled(args: argparse.Namespace) -> bool:
 
 def offsets(first: int, end: int) -> str:
     """The one notation of a range of offsets in what the command prints: half-open
-    ``[first, end)``, as the library and docs/format.md write ranges."""
+    ``[first, end)``, as the library and docs/chunks.md write ranges."""
     return f"[{first}, {end})"
 
 

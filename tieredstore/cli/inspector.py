@@ -8,7 +8,7 @@ the cluster (``--broker`` narrows: ``a`` or ``a,b``).
 - ``chunks``: the units of each segment (chunk objects, or ranges of the
   merged object) with their CRC32C;
 - ``brokers``: each broker's newest writer as its liveness record says (who,
-  live, closed, stale or unknown, last seen when; docs/format.md, Liveness
+  live, closed, stale or unknown, last seen when; docs/writers.md, Liveness
   records). ``queues`` ends with the same lines.
 
 A queue is ``(broker, topic, queue id)``: every row names its broker, and

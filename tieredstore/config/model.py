@@ -211,7 +211,7 @@ class TieredStoreConfig:
                                             f"{human(self.chunk_size, 'bytes')}")
         if self.write_mode == "log" and self.chunk_size > MAX_LOG_PIECE:
             # A group commit's piece of a segment is below a chunk, and its length
-            # is a u32 in the log object's index (docs/format.md, Log objects).
+            # is a u32 in the log object's index (docs/log-objects.md, Log objects).
             raise ConfigError("chunk_size", f"{human(self.chunk_size, 'bytes')} is too large "
                               "for write_mode = 'log': a log piece's length is 32 bits, so "
                               f"chunk_size must not exceed {human(MAX_LOG_PIECE, 'bytes')}")

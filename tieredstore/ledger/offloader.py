@@ -7,7 +7,7 @@ original; ``delete_offloaded`` removes both. The ``uuid`` names one attempt:
 the managed ledger records it before the attempt starts, so that a failed
 attempt can be cleaned up through it later.
 
-The objects are PIP-17's, at PIP-17's names (docs/format.md, "Offloaded
+The objects are PIP-17's, at PIP-17's names (docs/ledgers.md, "Offloaded
 ledgers"; :mod:`tieredstore.ledger.location`): the data object
 ``{uuid}-ledger-{id}`` (unpadded blocks of about 1 MiB,
 :class:`~tieredstore.ledger.stream.BlockPacker`), written by one PUT or, once

@@ -1,7 +1,7 @@
 """The broker's log objects (write mode ``log``): one object per group commit
 holding every queue's new bytes, fenced as one series per broker.
 
-See docs/format.md, "Log objects": the format, the series, index reading,
+See docs/log-objects.md, "Log objects": the format, the series, index reading,
 the group committer (:class:`LogWriter`) with consolidation, compaction and
 deletion of spent objects, recovery at open, and the pieces a reader that
 never writes loads (:class:`LogSnapshot`).

@@ -4,7 +4,7 @@ A compaction pass takes the segments whose pieces are due in key order (the
 order of a consolidated object's pieces), in groups of at most
 ``log_compact_bytes`` of log bytes, and before writing a group's chunks reads
 what the group needs from each log object with one ranged GET, each piece
-checked against its CRC, into the segments' reader (docs/format.md,
+checked against its CRC, into the segments' reader (docs/log-objects.md,
 "Compaction"). A failed read only costs the compaction its own reads.
 """
 

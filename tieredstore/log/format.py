@@ -1,7 +1,7 @@
 """A log object's bytes: a header, the pieces, an index of them and a footer.
 
 One log object holds the bytes a group commit took from every queue. Layout
-(integers big-endian; see docs/format.md, "Log objects")::
+(integers big-endian; see docs/log-objects.md, "Log objects")::
 
     "TSLG" | version u16 = 1 | reserved u16
     pieces, back to back

@@ -14,7 +14,7 @@ class LogOptions:
     bytes (one put is never split). ``compact_age``: seconds after which the
     pieces of a log object move into chunks of their segments.
     ``delete_age``: seconds a log object whose pieces all moved stays before it
-    is deleted (the store's ``gc_safety_age``: see docs/format.md, "Deletion").
+    is deleted (the store's ``gc_safety_age``: see docs/log-objects.md, "Deletion").
     ``linger``: seconds a group commit waits for the other segments' commits
     made due with it. ``consolidate_interval``: seconds after which the small
     log objects written since the last consolidation are rewritten as one (0:

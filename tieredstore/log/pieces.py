@@ -6,7 +6,7 @@ write (:class:`LogSnapshot`). At one position it keeps one piece, the one
 ``continue_with`` reads (:func:`~tieredstore.segment.layout.keep_best`).
 
 A reader (a read-only view, a Spark task, ``verify``) lists the log and reads
-every index *before* it lists the segments' chunks (docs/format.md, "Reading
+every index *before* it lists the segments' chunks (docs/log-objects.md, "Reading
 the log"): a log object deleted before its listing had its chunk land first,
 so one of the two listings holds every byte. A log object gone between the
 listing and its index read is skipped for the same reason.

@@ -3,7 +3,7 @@
 After its fence an opening store lists every entry of its broker's log (all
 pages) and reads each data entry's index (one ranged GET, two for a long
 index). A log object gone meanwhile had its pieces moved into chunks before
-it was deleted (docs/format.md, "Reading the log"): it is skipped. One whose
+it was deleted (docs/log-objects.md, "Reading the log"): it is skipped. One whose
 index fails its checks three times raises :class:`LogCorrupt`, naming it: which
 queues its pieces belong to is unknown, and opening without them could hand
 out their positions again.
@@ -26,7 +26,7 @@ async def recover_log(writer: LogWriter) -> None:
     writer.tracker.landed(next_seq - 1, 0, now)  # our fence: the newest entry
     # Every fence below ours (older stores' fences and fills, and our own fills)
     # is a dead object seen now: deleted gc_safety_age from now, as a data entry
-    # whose pieces all moved (docs/format.md, "Deletion"). Not with no safety age
+    # whose pieces all moved (docs/log-objects.md, "Deletion"). Not with no safety age
     # at all: an idle store's look would race the deletion.
     if writer.options.delete_age > 0:
         for seq in [e.seq for e in entries if e.fence] + writer.series.own_fills:

@@ -1,6 +1,6 @@
 """The broker's log series: entries ``log-{n}``, created in order, fenced by a newer store.
 
-The rules of a segment's chunk series, for the whole broker (docs/format.md,
+The rules of a segment's chunk series, for the whole broker (docs/log-objects.md,
 "Log objects"): every entry is created with ``If-None-Match: *`` at the id
 after the newest its writer knows, never skipping, never overwritten. A store
 that opens for writing :meth:`LogSeries.claim`\\ s the log with a zero-byte
@@ -58,7 +58,7 @@ class LogSeries:
 
     ``recheck_after``: seconds after its last create that landed (or its claim)
     past which the next create first lists the log, because fences this old may
-    have been deleted (docs/format.md, "An idle writer looks before it writes").
+    have been deleted (docs/log-objects.md, "An idle writer looks before it writes").
     The store passes half its ``gc_safety_age``; infinite: never."""
 
     def __init__(self, store: ObjectStore, path: LogPath, writer_id: str, *,

@@ -1,7 +1,7 @@
 """LogTracker: which log objects still hold live pieces, and which may go.
 
 A piece is *live* while its segment's chunks end before the piece's end; a log
-object is live while one of its pieces is (docs/format.md, "Log objects").
+object is live while one of its pieces is (docs/log-objects.md, "Log objects").
 The tracker counts each object's live pieces: a segment tells it (through
 ``ChunkedSegment.log_observer``) when a chunk took pieces over. An object
 whose count reaches zero is deleted once it is ``delete_age`` old, and never

@@ -9,7 +9,7 @@ object, the next entry of the broker's fenced log series
 (:class:`~tieredstore.log.series.LogSeries`). When it lands each segment's
 layout gains its piece, and the commits return.
 
-Faults (docs/format.md, "Log objects"):
+Faults (docs/log-objects.md, "Log objects"):
 
 - a create whose answer is lost is retried by the series with the same bytes
   at the same id; one that still fails leaves the object *in doubt*: the

@@ -179,7 +179,7 @@ def check_follows(last: pb.SegmentRecord, record: pb.SegmentRecord) -> None:
     """Refuse a record that does not come after ``last`` in both offset spaces.
     A key-index record may start at the offset the last one ends at: one
     message's entries (one per key) may straddle the roll between them
-    (docs/format.md, "Key index")."""
+    (docs/records.md, "Key index")."""
     if record.base_offset < record_end(last):
         raise RecordOrderError(
             f"record at base offset {record.base_offset} overlaps or precedes the last one, "

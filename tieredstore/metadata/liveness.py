@@ -1,4 +1,4 @@
-"""Liveness records: who writes, and when it was last seen (docs/format.md,
+"""Liveness records: who writes, and when it was last seen (docs/writers.md,
 Liveness records).
 
 A writer (a message store's open, a managed ledger's owner) keeps one small

@@ -308,7 +308,7 @@ class QueueMetadata(MetadataReader):
         last written ``unreferenced_age`` seconds ago or earlier. This claims the
         queue first, but a writer that takes it over after the claim writes its
         pages before the head that references them, and they are no page of
-        ours: the age is what keeps them (docs/format.md, *Deletes and their
+        ours: the age is what keeps them (docs/gc.md, *Deletes and their
         fences*). Lists each file type's pages. Returns how many were deleted.
         """
         async with self._write_lock:

@@ -42,7 +42,7 @@ and admits every attempt of every request before it is sent. Its rules:
   configuration passes what an open and one commit send) within a given time.
 
 The governor only delays requests: it never fails one, and it changes no
-answer of a write (``docs/format.md``). With no budget set and no prefix cut,
+answer of a write (``docs/writers.md``). With no budget set and no prefix cut,
 :attr:`Governor.limiting` is False and the chokepoint does not call it.
 """
 

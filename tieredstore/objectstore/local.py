@@ -113,7 +113,7 @@ def _encode_key(key: str) -> Path:
 def _encode_part(part: str, suffix: str = "") -> str:
     """One key component as a file name (``suffix`` appended): percent-encoded
     where that fits a file name, else, if it holds no control character, its
-    UTF-8 as it is between ``+`` and ``+`` (docs/format.md, *Local directory
+    UTF-8 as it is between ``+`` and ``+`` (docs/local-backend.md, *Local directory
     backend*), so that any component of up to 200 UTF-8 bytes fits."""
     quoted = quote(part, safe="") + suffix
     if len(quoted) <= _NAME_MAX or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in part):

@@ -23,7 +23,7 @@ then :meth:`~ObjectWriter.finish`.
   is ours when ``is_ours`` says so (by default: a HEAD shows our size and
   every metadata entry we sent, which must name the writer), and
   :meth:`~ObjectWriter.finish` returns True; else False, and the caller
-  raises its layer's fenced error (docs/format.md, "Merged segment object",
+  raises its layer's fenced error (docs/chunks.md, "Merged segment object",
   "Offloaded ledgers"; :func:`~tieredstore.objectstore.conditional.create_once`).
 - Any failure aborts the upload (:meth:`~ObjectWriter.abort`; a caller
   whose own step fails after appending calls it too), so no upload is left

@@ -1,5 +1,5 @@
 """Does the server honour ``If-None-Match: *``? Checked once per key prefix
-(docs/format.md, Conditional writes: the bucket is checked once).
+(docs/writers.md, Conditional writes: the bucket is checked once).
 
 Every fence, the settling of lost replies and the log series rest on a
 conditional create answering 412 when its key is taken. A server that accepts

@@ -3,7 +3,7 @@
 Each ``commit0`` writes its bytes as chunk objects of at most ``chunk_size``
 bytes (with ``SegmentOptions.join_tail``, a tail shorter than that joins the
 chunk before it: an object of less than two chunks), each the next entry of
-the segment's chunk series (docs/format.md): created with ``If-None-Match: *``
+the segment's chunk series (docs/chunks.md): created with ``If-None-Match: *``
 at the id after the last entry this handle knows, with its CRC32C and this
 handle's random writer id in the object metadata. A retry that finds its own
 entry there (same writer id, size and CRC) has succeeded (the first attempt
@@ -338,7 +338,7 @@ class ChunkedSegment(FileSegment):
         raise self._fence(f"entry {key!r} was created by another writer: a newer writer "
                           "took the segment over")
 
-    # --- log pieces (write mode log; docs/format.md, "Log objects") --------------
+    # --- log pieces (write mode log; docs/log-objects.md, "Log objects") --------------
 
     @property
     def log_bytes(self) -> int:

@@ -4,7 +4,7 @@ Every deletion of segment objects goes through here, in an order a crash
 midway can resume from: a segment destroyed whole (:func:`destroy_segment`),
 a merge's leftovers (:func:`delete_leftovers`), a pass's garbage. The
 finders decide what is garbage (the store's for queues, log objects and
-temporary files, the ledger adapter's for offload attempts; docs/format.md,
+temporary files, the ledger adapter's for offload attempts; docs/gc.md,
 *Garbage collection*); each item says how it goes, and :func:`collect`
 deletes a pass's items in this order:
 
@@ -50,7 +50,7 @@ async def destroy_segment(store: ObjectStore, path: SegmentPath, *,
     With ``keep_fences`` the zero-byte entries (fences, seals) stay: a writer
     replaced while it held the segment open may still try its next entry, and
     must find it taken (retention keeps them; GC removes them after its
-    safety age, see docs/format.md).
+    safety age, see docs/chunks.md).
     """
     listing = await list_segment(store, path, uploads=True)
     for upload in listing.uploads:

@@ -5,7 +5,7 @@ cleanup, garbage collection, the rebuild, the read-only views, compaction,
 the offload sweep): a directory ``seg-{base:020d}/`` holds
 
 - the chunk series (``chunk-{pos}`` and ``chunk-{pos}-{slot}``): data chunks,
-  and zero-byte fence and seal entries (docs/format.md, *Chunk series*);
+  and zero-byte fence and seal entries (docs/chunks.md, *Chunk series*);
 - a ``segment`` object once merged, and a ``sealed`` marker while a seal is
   under way; a sealed key-index segment's ``slots`` object;
 - anything else: a *foreign* object (not ours), set aside, never read and

@@ -18,7 +18,7 @@ from tieredstore.names import hashed_dir, validate_name, validate_offset, valida
 CHUNK_PREFIX = "chunk-"
 MERGED_NAME = "segment"
 SEALED_NAME = "sealed"
-SLOTS_NAME = "slots"  # a sealed index segment's slot object (docs/format.md, Key index)
+SLOTS_NAME = "slots"  # a sealed index segment's slot object (docs/records.md, Key index)
 MAX_SLOT = 999_999
 
 
@@ -26,7 +26,7 @@ MAX_SLOT = 999_999
 class EntryId:
     """Where an entry of a segment's chunk series sits: a byte position and a
     slot, so that zero-byte entries (fences, seals) at one position are
-    ordered too. See docs/format.md, *Chunk series*."""
+    ordered too. See docs/chunks.md, *Chunk series*."""
 
     position: int
     slot: int = 0

@@ -9,7 +9,7 @@ what state the segment is in:
 - a ``sealed`` marker and no ``segment``: a seal was under way. The chunks
   must cover exactly the size the marker records; the merge is resumed.
 - neither: the chunk series (data chunks and zero-byte fence and seal
-  entries, see docs/format.md) must run on from ``(0, 0)`` without a missing
+  entries, see docs/chunks.md) must run on from ``(0, 0)`` without a missing
   entry. It ends in a ``seal`` entry (one HEAD tells) when a seal was under
   way and its marker not yet written; otherwise the segment is open.
 

@@ -9,7 +9,7 @@ batch export's writer and commit (:func:`~tieredstore.spark.export.write_frame`,
 new end offset and the application transaction ``tieredstore-stream:<query
 id>`` = batch id, in one Delta commit. Spark replays a batch it had not
 recorded in its checkpoint with the same id and offsets; the transaction makes
-the replay of a committed batch do nothing. docs/format.md, "Continuous
+the replay of a committed batch do nothing. docs/export.md, "Continuous
 export", has the rules and what each kill point leaves.
 
 A new checkpoint starts each queue at its exported end in the table, so a

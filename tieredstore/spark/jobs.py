@@ -27,9 +27,9 @@ config key.
   the next run redoes it. Nothing new: nothing written, exit status 0. OUT: a
   local directory (the same path on every node), ``file://`` or
   ``s3://bucket/path``. See :mod:`tieredstore.spark.export` and
-  docs/format.md, "Export tables". ``--continuous [--checkpoint DIR] [--trigger
+  docs/export.md, "Export tables". ``--continuous [--checkpoint DIR] [--trigger
   1m | --available-now]`` runs a streaming query instead, each micro-batch
-  committed once (:mod:`tieredstore.spark.continuous`; docs/format.md,
+  committed once (:mod:`tieredstore.spark.continuous`; docs/export.md,
   "Continuous export").
 - ``verify`` reads every message of the selected queues, checks every CRC and
   that offsets run on without gaps, and prints the report ``tieredstore

@@ -13,7 +13,7 @@ Planning only reads metadata, read-only: the heads of the queues selected
 (and, when no queue is named, a listing of the heads), and the pages of
 records the selection reaches. It never claims a queue or writes anything.
 When a slice reaches an open segment, the broker's log (write mode log) is
-loaded once, here, before any task lists a segment (docs/format.md, "Reading
+loaded once, here, before any task lists a segment (docs/log-objects.md, "Reading
 the log"), and each slice carries the log pieces of its own queue: a task
 reads no other queue's index.
 """

@@ -1,5 +1,5 @@
 """Looking messages up by key: the key index names candidates, the commit log
-confirms them (docs/format.md, *Key index*).
+confirms them (docs/records.md, *Key index*).
 
 The index's entries carry each record's commit-log position and size, so a
 lookup reads no consume queue: it reads the candidates' records, newest

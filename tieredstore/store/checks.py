@@ -156,7 +156,7 @@ async def scan_records(read: Callable[[int, int], Awaitable[bytes | memoryview]]
     ``skip_below``: whole records whose offsets are below it are passed over,
     each CRC-checked, up to the first that is not: for a scan from the first
     live commit-log byte because retention took every unit that said where
-    the next record starts (docs/format.md, "Claim")."""
+    the next record starts (docs/writers.md, "Claim")."""
     skipping = skip_below > 0
     while position < end:
         seg_end = await segment_end(position)

@@ -2,7 +2,7 @@
 
 A record's first 32 bytes (size, magic, CRC32C, offset, store time, flags)
 stay as they are; the rest (tags, keys, properties, body: the *tail*) is
-replaced by a transformed tail (docs/format.md, *Commit-log record*):
+replaced by a transformed tail (docs/records.md, *Commit-log record*):
 
     plain_len u32 | plain_crc32c u32 | [key_id u16 length + UTF-8 | nonce 12 B] | payload
 

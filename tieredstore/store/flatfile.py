@@ -172,7 +172,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         used = self.ctx.pool.append_position(self._active)
         if used == 0 or self.stats.count == 0:
             # A segment holds a message before it rolls; bytes alone can be dead space
-            # (a replaced writer's record cut short, docs/format.md).
+            # (a replaced writer's record cut short, docs/writers.md).
             return False
         if used + size > self.max_size:
             return True

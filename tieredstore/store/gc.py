@@ -3,7 +3,7 @@
 A pass reads the queue metadata read-only, lists each queue's files (one
 paged LIST and one LIST of uploads per file type) and each broker's log (its
 indexes, then the segments its old objects hold pieces of), and finds
-(docs/format.md, *Garbage collection*):
+(docs/gc.md, *Garbage collection*):
 
 - **trimmed segments** of the queues looked at: every segment below its
   file's first live record (retention moved the first pointer, then a crash
@@ -28,7 +28,7 @@ when one is gone); a piece a reader would take keeps its log object; and
 everything younger than the safety age is left alone, which covers an upload
 in flight, a segment a concurrent retention pass is deleting, a compaction or
 consolidation in flight (a segment with a young object or piece keeps every
-piece), an idle writer's next log id (docs/format.md, *Deletion*), and a
+piece), an idle writer's next log id (docs/log-objects.md, *Deletion*), and a
 temporary file being written.
 """
 

@@ -1,6 +1,6 @@
 """The key index's bytes: entries of the ``index`` flat file, and slot objects.
 
-See docs/format.md, *Key index*. An entry says where one key of one message
+See docs/records.md, *Key index*. An entry says where one key of one message
 is; a *watermark* (``key_hash`` 0) says every message up to its offset has
 its entries before it. A sealed index segment gets a slot object: its
 entries grouped by ``key_hash mod slot_count``, behind a directory that

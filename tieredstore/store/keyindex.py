@@ -1,5 +1,5 @@
 """KeyIndex: one queue's key index, a third flat file beside the commit log and
-consume queue (docs/format.md, *Key index*).
+consume queue (docs/records.md, *Key index*).
 
 Entries are added as the queue dispatches units (their commit-log bytes are
 committed), kept in order, and appended through the upload buffer pool. The
@@ -175,7 +175,7 @@ class KeyIndex:
         (``index.from``), unless it already does. Called before the consume
         queue takes the unit of the first message with keys: an open that
         finds that unit stored then also finds where to re-derive entries from
-        (docs/format.md, "Key index"). A head write: it fails if a newer writer
+        (docs/records.md, "Key index"). A head write: it fails if a newer writer
         claimed the queue since."""
         if properties.index_from(self.meta.properties) is None:
             await self.meta.set_properties(properties.index_from_update(first))

@@ -105,7 +105,7 @@ class AsyncMessageStore(QueueReads):
 
         The newest open wins: this one fences any store that writes the broker now.
         ``take_over=False`` refuses instead, with :class:`WriterLive` naming it,
-        while that store's liveness record is live (docs/format.md, Liveness
+        while that store's liveness record is live (docs/writers.md, Liveness
         records); nothing is written then."""
         arguments.check_open(config, store, topic_reserved_time, writer_id, take_over)
         arguments.check_key_provider(key_provider)
@@ -167,7 +167,7 @@ class AsyncMessageStore(QueueReads):
     @property
     def damaged(self) -> dict[tuple[str, int], list[str]]:
         """Open queues that read around bytes missing from the bucket in their
-        open segments, and what is missing (docs/format.md, Damage in the bucket)."""
+        open segments, and what is missing (docs/damage.md, Damage in the bucket)."""
         return {key: queue.damage for key, queue in self._queues.items() if queue.damage}
 
     @staticmethod
@@ -182,7 +182,7 @@ class AsyncMessageStore(QueueReads):
     async def _open_log(self) -> None:
         """Claim the broker's log and read what it holds, in either write mode:
         the store replaced may be a log-mode one, idle or busy, and its next log
-        object must meet our fence (docs/format.md, "Across the two write
+        object must meet our fence (docs/log-objects.md, "Across the two write
         modes"). Only the log mode sends commits to it; the direct mode moves
         the pieces a log-mode store left into chunks, and deletes old fences."""
         ctx = self.ctx

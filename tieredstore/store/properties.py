@@ -1,6 +1,6 @@
 """The store's head properties, typed: the one place that parses and writes them.
 
-A queue's head carries string properties (docs/format.md, Queue metadata):
+A queue's head carries string properties (docs/metadata.md, Queue metadata):
 
 - ``merging.<type>``: base offsets of sealed segments of that file type whose
   merge is owed, comma-separated, in the order they were sealed;
@@ -9,7 +9,7 @@ A queue's head carries string properties (docs/format.md, Queue metadata):
 - ``index.from``: the offset from which the queue's key index covers it (set
   once, with the first message that has keys);
 - ``rebuilt``: the queue's records were rebuilt from its segments once (or
-  it had none); a writer's open does not rebuild it again (docs/format.md,
+  it had none); a writer's open does not rebuild it again (docs/damage.md,
   Heads lost: the rebuild).
 """
 

@@ -179,7 +179,7 @@ class OwnedQueue(QueueReading):
 
     async def _catch_up_index(self) -> None:
         """Hand the key index the records of stored units it has no entries for
-        (it may trail the consume queue after a crash, see docs/format.md)."""
+        (it may trail the consume queue after a crash, see docs/records.md)."""
         start = await self.index.open()
         if start is None:
             return

@@ -53,7 +53,7 @@ class QueueView(QueueReading):
         self.cl = cl
         self.cq = cq
         self.index = index  # the key index, if the queue has one (listed when first read)
-        # The commit log's records past the consume queue's end (docs/format.md,
+        # The commit log's records past the consume queue's end (docs/reading.md,
         # "The durable tail"): none until :meth:`open` reads them.
         self.durable_tail = DurableTail(0)
 
@@ -116,7 +116,7 @@ async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
                     clean_from: int, after: DurableTail | None = None,
                     until: int | None = None) -> DurableTail:
     """The durable tail past consume queue ``cq`` as listed, up to the end of
-    commit log ``cl`` as listed (docs/format.md, "The durable tail"); none if
+    commit log ``cl`` as listed (docs/reading.md, "The durable tail"); none if
     the last unit cannot be read (damage: reads name it). ``after``: a tail
     walked before, gone on from if it began where this one begins; ``until``:
     no further than the offsets below it."""

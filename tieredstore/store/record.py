@@ -1,6 +1,6 @@
 """Message records (commit log) and consume-queue units: the store's byte formats.
 
-Both are documented in ``docs/format.md``; all integers big-endian.
+Both are documented in ``docs/records.md``; all integers big-endian.
 
 A commit-log record::
 
@@ -222,7 +222,7 @@ def decode_record(data: bytes | memoryview, topic: str, queue_id: int,
 def _unshrunk_tail(view: memoryview) -> memoryview | None:
     """The tail of a record an older store sealed with flags 0 (zstd did
     not shrink it, no encryption): ``plain_len u32 | plain_crc32c u32 | tail``
-    after the fixed fields (docs/format.md, *Commit-log record*). None unless
+    after the fixed fields (docs/records.md, *Commit-log record*). None unless
     both match: then it is such a record, and its tail is the plain one's."""
     if len(view) < TAIL_AT + _PLAIN_TAIL.size:
         return None

@@ -25,7 +25,7 @@ open resumes their merges. What cannot be known is said: ``clean_from`` is
 not rebuilt.
 
 A directory of zero-byte entries alone (fences, a seal) is what retention
-leaves of a segment it deleted (docs/format.md, "Chunk series"): not a
+leaves of a segment it deleted (docs/chunks.md, "Chunk series"): not a
 segment, even while log objects still hold pieces of it, unless it is the
 file's newest (in write mode ``log`` an open segment may be a fence and
 pieces alone). A file whose earlier segments retention deleted so has no
@@ -262,7 +262,7 @@ async def _first_record(seg: ChunkedSegment, cq: Run, cq_end: int) -> FirstRecor
     """The first record of commit-log segment ``seg``: the one at its start, or,
     where the segment begins with dead space (a replaced writer's record whose
     first chunks landed and the rest never did; its successor went on past it,
-    docs/format.md), the first one a consume-queue unit points into it (found by
+    docs/records.md), the first one a consume-queue unit points into it (found by
     bisecting the consume queue). None if neither is there."""
     found = await _record_at(seg, 0)
     if found is not None:

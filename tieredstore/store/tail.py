@@ -1,6 +1,6 @@
 """The durable tail: a queue's commit-log records past its consume queue's end.
 
-One walk, for the three readers of it (docs/format.md, "The durable tail"):
+One walk, for the three readers of it (docs/reading.md, "The durable tail"):
 the writer's re-dispatch at an open (:class:`~tieredstore.store.queue.OwnedQueue`),
 ``verify``'s check of the records not yet dispatched, and the read-only
 views (:class:`~tieredstore.store.queue_view.QueueView`, Spark's task for an

@@ -6,7 +6,7 @@ One verifier, rendered by ``tieredstore verify`` and Spark's verify job:
   file: from the first live position on they must follow one another without
   a gap and match their metadata records (:func:`record_chain` too); the
   consume queue is listed before the commit log, with the broker's log loaded
-  again in between (docs/format.md, "Reading the log");
+  again in between (docs/log-objects.md, "Reading the log");
 - the queue's :class:`~tieredstore.store.scan.QueueScan`, not strict: every
   consume-queue unit and the record it points to checked, damage read around
   and reported;

@@ -217,7 +217,7 @@ async def open_metadata(store: ObjectStore, config: TieredStoreConfig, topic: st
                         queue_id: int, *, log: LogSnapshot | None = None) -> QueueMetadata:
     """The queue's metadata, read-only (:class:`NoSuchQueue` if it has no head). A
     queue with no head whose bytes ``log`` holds has empty metadata, as a
-    writer's open takes it (docs/format.md, Recovery): its segments are then
+    writer's open takes it (docs/log-objects.md, Recovery): its segments are then
     all past the records."""
     path = QueuePath(metadata_root(config), topic, queue_id)
     try:
@@ -335,7 +335,7 @@ class FlatView(FlatReader[SegmentView]):
         if reach > self.end and self.log is not None and (not self._relisted
                                                           or "reload" in self._flights):
             # The bytes a unit listed after the log's load points to may be in a
-            # newer log object (docs/format.md, "Reading the log").
+            # newer log object (docs/log-objects.md, "Reading the log").
             self._relisted = True
             await self._flights.run("reload", self._reload_tail)
         return [(view, view.end) for view in self.tail]

@@ -1,7 +1,7 @@
 """Which store instance writes a broker's queues: the newest open wins, also for
 queues it never held.
 
-Fencing a queue takes its claim (docs/format.md, Writers): a store replaced by
+Fencing a queue takes its claim (docs/writers.md, Writers): a store replaced by
 a newer one is fenced on every queue it held. A queue it never held (one its
 successor created after taking over) it would open and claim lazily, fencing
 the successor there. So every open of a store registers it first, and a store

@@ -40,7 +40,7 @@ class ManagedLedgerConfig:
     - ``deletion_lag_seconds``: keep the local copy this long after an
       offload completes (4 hours, as Pulsar).
     - ``heartbeat_interval_seconds``: how often the owner refreshes its liveness
-      record (docs/format.md, Liveness records; 0: written at open and close only).
+      record (docs/writers.md, Liveness records; 0: written at open and close only).
     - ``sweep_interval_seconds``: how often the open managed ledger deletes,
       in the background, the local copies whose deletion lag has passed
       (``delete_offloaded_local_copies``; 0: only when called).

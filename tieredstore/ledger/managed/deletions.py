@@ -1,7 +1,7 @@
 """Deleting a managed ledger's data: local copies once offloaded, and trimmed ledgers.
 
 Every delete comes after the head write that drops what it deletes
-(docs/format.md, *Managed-ledger metadata*): a takeover fences that write, so
+(docs/ledgers.md, *Managed-ledger metadata*): a takeover fences that write, so
 a replaced owner raises :class:`~tieredstore.ledger.errors.ManagedLedgerFenced`
 and deletes nothing the new owner's head still lists. A lost reply is settled
 at once (:meth:`ManagedLedgerMetadata.update_settled`).
@@ -115,7 +115,7 @@ class Deleting(ManagedLedgerBase):
             before = min(before, open_id)
         if before <= self.meta.head.firstLedgerId:
             return self.meta.head.firstLedgerId
-        # The head first: a crash after it leaves data no head needs (docs/format.md).
+        # The head first: a crash after it leaves data no head needs (docs/ledgers.md).
         for info in await self.meta.trim(before):
             await self._handles.drop(info.ledgerId)
             await self._delete_ledger_data(info)

@@ -79,7 +79,7 @@ class ManagedLedger(Appending, Reading, Deleting):
 
         The newest open wins: this one fences the owner it replaces.
         ``take_over=False`` refuses instead, with :class:`WriterLive` naming it,
-        while that owner's liveness record is live (docs/format.md, Liveness
+        while that owner's liveness record is live (docs/writers.md, Liveness
         records); nothing is written then."""
         config = config or ManagedLedgerConfig()
         path = ManagedLedgerPath(root, name)

@@ -7,7 +7,7 @@ copy may be gone by the time it is opened: then the offloaded one is read);
 open handles are kept in a small LRU. A copy the head names that is not found
 at all may have been trimmed by an owner that took the managed ledger over:
 one listing of the heads says so (:class:`ManagedLedgerFenced`, naming the
-ledger), else the missing copy's error stands (docs/format.md, *Managed-ledger
+ledger), else the missing copy's error stands (docs/ledgers.md, *Managed-ledger
 metadata*).
 """
 

@@ -81,7 +81,7 @@ class SegmentCommitter:
         # same position with other bytes would look like another writer's.
         self.retry_length: int | None = None
         # Whether that commit went to the segment (not the log): its retry does too,
-        # whatever its length, for a chunk in doubt may stand (docs/format.md).
+        # whatever its length, for a chunk in doubt may stand (docs/log-objects.md).
         self.retry_direct = False
         self.failures = 0  # failed commits in a row, since bytes last landed
         # The segment takes no more bytes (a roll flushes it before its seal): its

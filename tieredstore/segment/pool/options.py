@@ -42,7 +42,7 @@ class PoolOptions:
     long when no log object is written anyway, up to ``chunk_wait`` after
     their records landed, see :meth:`UploadBufferPool._interval_passed`;
     readers in other processes do not wait for them, they read the commit
-    log's durable tail: docs/format.md, "The durable tail"); a
+    log's durable tail: docs/reading.md, "The durable tail"); a
     crash loses up to that much of what was appended and not flushed. The host's
     own reads see the bytes at once (they are read from the pool), and
     ``flush()``, a roll and ``close()`` never wait (they make every byte due;

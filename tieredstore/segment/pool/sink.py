@@ -1,6 +1,6 @@
 """LogSink: where the pool sends small commits in write mode ``log``.
 
-In the log mode (docs/format.md, "Log objects") a commit that would make a
+In the log mode (docs/log-objects.md, "Log objects") a commit that would make a
 chunk smaller than the segment's ``commit_size`` and than the pool's
 ``direct_commit_size`` (S3's 5 MiB part minimum) goes to a sink instead of
 ``commit0``: the sink gathers such commits from every segment into one log
