@@ -318,12 +318,13 @@ def cluster_config(args: argparse.Namespace, **overrides: Any) -> TieredStoreCon
     return resolve_config(argparse.Namespace(**{**vars(args), "broker": None}), **overrides)
 
 
-async def read_only_cluster(args: argparse.Namespace) -> ReadOnlyCluster:
+async def read_only_cluster(args: argparse.Namespace, *, store: ObjectStore | None = None
+                            ) -> ReadOnlyCluster:
     """Every broker of the :func:`existing` store's cluster that ``args`` name
     (``--broker`` narrows), for reading only (no disk cache left behind);
-    ``async with`` closes it and its backend."""
+    ``async with`` closes it and its backend (not ``store``'s, when given)."""
     config = existing(cluster_config(args, disk_cache_bytes=0))
-    return await ReadOnlyCluster.open(config, brokers=broker_selection(args))
+    return await ReadOnlyCluster.open(config, store=store, brokers=broker_selection(args))
 
 
 async def check_in_cluster(cluster: ReadOnlyCluster, topic: str | None = None,

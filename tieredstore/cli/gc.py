@@ -32,6 +32,7 @@ from .common import (
     EXIT_OK,
     check_in_cluster,
     cluster_config,
+    open_existing_store,
     print_json,
     read_only_cluster,
     seconds,
@@ -40,10 +41,13 @@ from .common import (
 
 
 async def gc(args: argparse.Namespace, *, dry_run: bool, safety_age: float) -> GcReport:
-    async with await read_only_cluster(args) as cluster:
+    """The cluster is read through a read-only view; what it finds is deleted
+    through the backend under it, the one writer of this command."""
+    async with open_existing_store(cluster_config(args)) as store, \
+            await read_only_cluster(args, store=store) as cluster:
         if cluster.selected is not None:
             await check_in_cluster(cluster)  # a broker named that the cluster lacks
-        store, config = cluster.store, cluster.config
+        config = cluster.config
         return await collect_garbage(store, config, safety_age=safety_age, dry_run=dry_run,
                                      finders=[offload_garbage(config, store)],
                                      brokers=await cluster.brokers())
