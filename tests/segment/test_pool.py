@@ -855,7 +855,7 @@ async def test_appends_pause_for_commits_in_worker_threads_once_per_yield() -> N
     await until(lambda: len(store.waiting) == 1)  # a commit in flight, held
     started = time.perf_counter()
     for _ in range(4 * YIELD_BYTES // (64 * KiB)):
-        assert pool.append_nowait(segment, b"b" * 64 * KiB) is not None
+        assert pool.append_nowait(segment, b"b" * 64 * KiB).ok
         pool.yield_due()
     assert time.perf_counter() - started >= 4 * 0.01
     store.gate.set()

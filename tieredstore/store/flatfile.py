@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tieredstore.errors import SegmentFenced, TieredStoreError
 from tieredstore.metadata import QueueMetadata, SegmentRecord, pb_type
 from tieredstore.segment import ChunkedSegment, FileType
+from tieredstore.segment.pool import FILE_FULL, AppendResult
 from tieredstore.store import properties
 from tieredstore.store.arguments import now_ms
 from tieredstore.store.context import StoreContext
@@ -188,17 +189,18 @@ class FlatFile(FlatReader[ChunkedSegment]):
         return (interval > 0 and started is not None and self.stats.count > 0
                 and now - started >= interval * 1000)
 
-    def append_nowait(self, data: bytes, offset: int, timestamp: int) -> int | None:
-        """One record where it needs no roll and no wait for the pool: its
-        position, or None (nothing appended; :meth:`append` then).
+    def append_nowait(self, data: bytes, offset: int, timestamp: int) -> AppendResult:
+        """One record where it needs no roll and no wait for the pool: appended
+        at its position in the file, else ``FILE_FULL`` (a roll first) or
+        ``BUFFER_FULL``, nothing appended (:meth:`append` then).
         See ``UploadBufferPool.yield_due``."""
         if self._rolling or len(data) > self.max_size or self.needs_roll(len(data), timestamp):
-            return None
-        at = self.ctx.pool.append_nowait(self._active, data)
-        if at is None:
-            return None
+            return FILE_FULL
+        placed = self.ctx.pool.append_nowait(self._active, data)
+        if placed.position is None:
+            return placed
         self.stats.add_run(offset, offset, timestamp, timestamp, 1, min_ts=timestamp)
-        return self.active_base + at
+        return AppendResult.at(self.active_base + placed.position)
 
     async def append(self, data: bytes, sizes: Sequence[int], offsets: Sequence[int],
                      stamps: Sequence[int], positions: list[int]) -> None:

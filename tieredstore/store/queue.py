@@ -276,9 +276,9 @@ class OwnedQueue(QueueReading):
             at = self.next_offset
             ts = now_ms() if message.timestamp is None else int(message.timestamp)
             record = self._encode(at, ts, message)
-            position = self.cl.append_nowait(record, at, ts)
-            if position is not None:  # else a roll or a full pool: the locked way below
-                self._pending.add(at, CqUnit(position, len(record), tags_hash(message.tags),
+            placed = self.cl.append_nowait(record, at, ts)
+            if placed.position is not None:  # else a roll or a full pool: the locked way
+                self._pending.add(at, CqUnit(placed.position, len(record), tags_hash(message.tags),
                                              ts), indexed_keys(message.keys, message.properties))
                 self.next_offset = at + 1
                 if self.ctx.pool.yield_due():

@@ -3,6 +3,8 @@
 from tieredstore.segment.pool.buffer import SegmentBuffer
 from tieredstore.segment.pool.metrics import PoolMetrics
 from tieredstore.segment.pool.options import (
+    BUFFER_FULL,
+    FILE_FULL,
     AppendResult,
     AppendStatus,
     AppendTooLarge,
@@ -12,6 +14,8 @@ from tieredstore.segment.pool.options import (
 from tieredstore.segment.pool.pool import UploadBufferPool
 
 __all__ = [
+    "BUFFER_FULL",
+    "FILE_FULL",
     "AppendResult",
     "AppendStatus",
     "AppendTooLarge",

@@ -89,13 +89,17 @@ class PoolOptions:
 
 
 class AppendStatus(enum.Enum):
+    """How an append that does not wait ended (RocketMQ's ``AppendResult``)."""
+
     OK = "ok"
-    BUFFER_FULL = "buffer_full"
+    BUFFER_FULL = "buffer_full"  # the pool's budget has no room now
+    FILE_FULL = "file_full"  # the file must roll first
 
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """What ``try_append`` did: appended at ``position``, or nothing (BUFFER_FULL)."""
+    """What an append that does not wait did: appended at ``position`` (OK), or
+    nothing (any other status, ``position`` None)."""
 
     status: AppendStatus
     position: int | None = None
@@ -103,6 +107,14 @@ class AppendResult:
     @property
     def ok(self) -> bool:
         return self.status is AppendStatus.OK
+
+    @staticmethod
+    def at(position: int) -> AppendResult:
+        return AppendResult(AppendStatus.OK, position)
+
+
+BUFFER_FULL = AppendResult(AppendStatus.BUFFER_FULL)
+FILE_FULL = AppendResult(AppendStatus.FILE_FULL)
 
 
 class AppendTooLarge(TieredStoreError, ValueError):

@@ -50,8 +50,8 @@ from tieredstore.segment.pool.budget import Budget
 from tieredstore.segment.pool.committer import SegmentCommitter
 from tieredstore.segment.pool.metrics import PoolMetrics
 from tieredstore.segment.pool.options import (
+    BUFFER_FULL,
     AppendResult,
-    AppendStatus,
     AppendTooLarge,
     PoolOptions,
 )
@@ -142,8 +142,10 @@ class UploadBufferPool:
         for more bytes than the whole budget.
         """
         body = _as_bytes(data)
-        position = self.append_nowait(segment, body)
-        if position is None:
+        placed = self.append_nowait(segment, body)
+        if placed.position is not None:
+            position = placed.position
+        else:
             n = len(body)
             if self._shared.errored + n > self._budget.limit:
                 raise self._shared.stuck(n)
@@ -160,22 +162,23 @@ class UploadBufferPool:
         return position
 
     def append_nowait(self, segment: FileSegment,
-                      data: bytes | bytearray | memoryview) -> int | None:
-        """:meth:`append` where it need not wait: the position, or None (nothing
-        appended, nothing counted) while the budget has no room. A caller that
-        appends this way yields to the loop whenever :meth:`yield_due` says so."""
+                      data: bytes | bytearray | memoryview) -> AppendResult:
+        """:meth:`append` where it need not wait: appended at a position, or
+        ``BUFFER_FULL`` (nothing appended, nothing counted) while the budget has
+        no room. A caller that appends this way yields to the loop whenever
+        :meth:`yield_due` says so."""
         committer = self._committer_for(segment)
         body = _as_bytes(data)
         n = len(body)
         if n == 0:
-            return committer.buffer.end
+            return AppendResult.at(committer.buffer.end)
         self._check_size(committer, n)
         if self._budget.must_wait(n):
-            return None
+            return BUFFER_FULL
         self._budget.reserve(n)
         position = self._place(committer, body)
         self._unyielded += n
-        return position
+        return AppendResult.at(position)
 
     def yield_due(self) -> bool:
         """Whether :data:`YIELD_BYTES` were appended since the producer last let
@@ -204,12 +207,11 @@ class UploadBufferPool:
         """Like :meth:`append` without waiting: ``BUFFER_FULL`` (nothing appended)
         when the budget has no room now, or when appends are already waiting."""
         body = _as_bytes(data)
-        position = self.append_nowait(segment, body)
-        if position is None:
+        placed = self.append_nowait(segment, body)
+        if not placed.ok:
             self.metrics.buffer_full += 1
             self._make_room(len(body))
-            return AppendResult(AppendStatus.BUFFER_FULL)
-        return AppendResult(AppendStatus.OK, position)
+        return placed
 
     def append_position(self, segment: FileSegment) -> int:
         """Where the next append to ``segment`` goes: commit position + buffered bytes."""
