@@ -39,6 +39,7 @@ from typing import Any
 
 from tieredstore.errors import TieredStoreError
 from tieredstore.errors import is_damage as damaged
+from tieredstore.segment.reader import ReadMode
 from tieredstore.sizes import MiB
 from tieredstore.store.arrays import UnitBlock, decode_unit_block
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
@@ -598,7 +599,8 @@ class QueueScan:
             data: bytes | memoryview | None = None
             if self._known_damage(first) is None:
                 try:
-                    data = await cl.read(first.position, size, span=span, view=not span)
+                    data = await cl.read(first.position, size,
+                                         mode=ReadMode.SPAN if span else ReadMode.VIEW)
                 except TieredStoreError as exc:
                     self._note_damage(segment, exc)
             if data is None:
@@ -641,8 +643,8 @@ class QueueScan:
             exc = self._known_damage(unit)
             if exc is None:
                 try:
-                    data = await self.commit_log.read(unit.position, unit.size, span=span,
-                                                      view=not span)
+                    data = await self.commit_log.read(
+                        unit.position, unit.size, mode=ReadMode.SPAN if span else ReadMode.VIEW)
                 except TieredStoreError as failed:
                     exc = failed
                     self._note_damage(segment, failed)
