@@ -109,7 +109,6 @@ class Batch:
 
     messages: list[Message] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
-    units: int = 0  # units looked at, wanted or not
     columns: Columns | None = None
 
 
@@ -135,15 +134,12 @@ class ScanMode(enum.Enum):
     no scan mixes what none wants (units in columns, a verify that raises)."""
 
     UNITS = "units"  # the units only, each checked; no record read
-    GET = "get"  # messages: a unit that follows on from the one before has its CRC
-    # and order left to its record's check (see ``decode_units``; ``dead_bytes`` not
-    # counted): get's hot path
+    GET = "get"  # messages; a unit that follows on from the one before left to its
+    # record's check (``decode_units``' chained; no ``dead_bytes``): get's hot path
     AROUND = "around"  # GET's reads, each problem reported (get_around_damage)
-    TAGS = "tags"  # the messages with one of the spec's tags: units by their tags
-    # hash, records read alone (ReadMode.SPAN)
+    TAGS = "tags"  # messages with the spec's tags, records read alone (ReadMode.SPAN)
     CHECK = "check"  # messages, every unit checked, each problem reported (verify)
-    COLUMNS = "columns"  # CHECK's checks, the messages in Columns, no Message per
-    # row (Spark)
+    COLUMNS = "columns"  # CHECK's checks, strict, in Columns, no Message per row (Spark)
 
     @property
     def strict(self) -> bool:
@@ -266,10 +262,10 @@ class QueueScan:
         # The units of a UNITS scan, for units().
         self._found: list[CqUnit] | None = [] if spec.mode is ScanMode.UNITS else None
 
-    def _new_batch(self, units: int = 0) -> Batch:
-        columns = self.mode is ScanMode.COLUMNS
-        return Batch(units=units, columns=Columns(self.spec.topic, self.spec.queue_id)
-                     if columns else None)
+    def _new_batch(self) -> Batch:
+        spec = self.spec
+        return Batch(columns=Columns(spec.topic, spec.queue_id)
+                     if spec.mode is ScanMode.COLUMNS else None)
 
     def _error(self, offset: int, message: str, last: int | None = None, *,
                cause: TieredStoreError | None = None, segment: Any = None) -> ScanError:
@@ -388,7 +384,7 @@ class QueueScan:
             elif end is not None and self.unstored is not None:
                 # Past the consume queue's end (no await since it was asked for it).
                 units = self.unstored(offset, end)
-                self._batch = self._new_batch(len(units))
+                self._batch = self._new_batch()
                 yield await self._block(range(offset, offset + len(units)), units,
                                         offset + len(units))
                 return
@@ -416,7 +412,7 @@ class QueueScan:
         rebuilding = self.rebuilt is not None and is_damage(error.__cause__)
         while rebuilding and offset < stop and not self._stopped:
             block = min(stop, offset + UNITS_PER_BLOCK)
-            self._batch = self._new_batch(block - offset)
+            self._batch = self._new_batch()
             try:
                 units = (await self._rebuild(first, block, error))[offset - first:]
             except TieredStoreError as failed:
@@ -432,7 +428,7 @@ class QueueScan:
                 break
         if offset >= stop or self._stopped:
             return
-        self._batch = batch = self._new_batch(stop - offset)
+        self._batch = batch = self._new_batch()
         if (error.offset, error.last_offset) != (offset, stop - 1):  # all of them lost
             whole = ScanError(self.spec.topic, self.spec.queue_id, offset, error.problem, stop - 1,
                               segment=error.segment)
@@ -445,7 +441,7 @@ class QueueScan:
     async def _segment(self, offset: int, end: int) -> AsyncIterator[Batch]:
         while offset < end and not self._stopped:
             stop = min(end, offset + UNITS_PER_BLOCK)
-            self._batch = self._new_batch(stop - offset)
+            self._batch = self._new_batch()
             offsets, units = await self._units(offset, stop, self._batch)
             yield await self._block(offsets, units, stop)
             offset = stop
