@@ -124,7 +124,7 @@ async def task_gets(path: Path) -> tuple[int, int, int]:
         for part in slices:
             fetcher = reading_fetcher(store, config)
             try:
-                async for _ in scan_slice(config, part, on=(store, fetcher), columns=True):
+                async for _ in scan_slice(config, part, on=(store, fetcher)):
                     pass
             finally:
                 await fetcher.close()

@@ -201,7 +201,8 @@ async def read_selected(built: BuiltStore, selection: Selection) -> Read:
         for part in slices:
             async for batch in scan_slice(built.config, part, selection.wants,
                                           on=(store, fetcher)):
-                count += len(batch.messages)
+                assert batch.columns is not None
+                count += len(batch.columns)
     finally:
         await fetcher.close()
         await store.close()

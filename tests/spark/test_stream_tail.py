@@ -42,7 +42,8 @@ async def _planned_whole(root: Path, lo: int, hi: int) -> list[int]:
         selection = Selection(queue_offsets={(BROKER, TOPIC, QUEUE): Span(lo, hi - 1)})
         for part in await plan_read(store, cfg, selection, whole=True):
             async for batch in scan_slice(cfg, part, on=(store, DirectReader(store))):
-                found += [m.offset for m in batch.messages]
+                assert batch.columns is not None
+                found += batch.columns.offsets().tolist()
         return found
     finally:
         await store.close()

@@ -127,7 +127,8 @@ async def _planned_offsets(backend: ObjectStore, cfg: TieredStoreConfig) -> list
                                         cl_segments=part.cl_segments,
                                         log_pieces=part.log_pieces,
                                         on=(backend, DirectReader(backend))):
-            found += [m.offset for m in batch.messages]
+            assert batch.columns is not None
+            found += batch.columns.offsets().tolist()
     return found
 
 

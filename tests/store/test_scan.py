@@ -1,14 +1,18 @@
-"""The one queue scan, where a strict read meets a consume-queue segment that
-cannot be opened after a good one: the messages before it come back once."""
+"""The one queue scan: a strict read that meets a consume-queue segment that
+cannot be opened after a good one returns the messages before it once; a
+Spark slice's columns hold what a verify's messages hold; a spec's mode and
+its fields agree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 from tieredstore.errors import TieredStoreError
-from tieredstore.store import QueueScan
+from tieredstore.store import QueueScan, ScanSpec
 from tieredstore.store.record import UNIT_SIZE, CqUnit, encode_record, encode_unit, tags_hash
+from tieredstore.store.scan import ScanMode
 
 RECORDS = [encode_record(i, 1000 + i, b"m%d" % i) for i in range(6)]
 COMMIT_LOG = b"".join(RECORDS)
@@ -47,12 +51,24 @@ class ConsumeQueue:
 
 
 async def test_a_strict_read_stopped_by_the_next_segment_returns_each_message_once() -> None:
-    for chained in (False, True):
-        scan = QueueScan("t", 0, cl=CommitLog(), cq=ConsumeQueue(), codec=None, first=0,
-                         end=6, chained=chained)  # type: ignore[arg-type]
-        messages = await scan.read()
-        assert [m.offset for m in messages] == [0, 1, 2], chained
-        assert scan.next_offset == 3, "the next read from there names the problem"
+    scan = QueueScan(ScanSpec.for_get("t", 0, 0, 6, codec=None, max_bytes=1 << 20),
+                     cl=CommitLog(), cq=ConsumeQueue())  # type: ignore[arg-type]
+    messages = await scan.read()
+    assert [m.offset for m in messages] == [0, 1, 2]
+    assert scan.next_offset == 3, "the next read from there names the problem"
+    # A Spark slice (every unit checked, in columns): the same rows, then the error.
+    scan = QueueScan(ScanSpec.for_slice("t", 0, 0, 6, codec=None, wants=None),
+                     cl=CommitLog(), cq=ConsumeQueue())  # type: ignore[arg-type]
+    rows: list[int] = []
+    try:
+        async for batch in scan.batches():
+            assert batch.columns is not None
+            rows += [m.offset for m in batch.columns.messages()]
+    except TieredStoreError as exc:
+        assert "unit 3 cannot be opened" in str(exc), exc
+    else:
+        raise AssertionError("the slice read past a segment that cannot be opened")
+    assert rows == [0, 1, 2]
 
 
 def _queue(records: list[bytes], units: list[CqUnit]) -> tuple[Any, Any]:
@@ -92,17 +108,22 @@ def _mixed() -> tuple[list[bytes], list[CqUnit]]:
 
 
 async def _scan(records: list[bytes], units: list[CqUnit], *, columns: bool,
-                **options: Any) -> list[Any]:
+                wants: Callable[[int, int], bool] | None = None) -> list[Any]:
+    """A Spark slice's rows (``columns``), or the messages a verify reads, its
+    first problem raised and ``wants`` applied after."""
     cl, cq = _queue(records, units)
-    scan = QueueScan("t", 3, cl=cl, cq=cq, codec=None, first=0, end=len(units),
-                     columns=columns, **options)
+    spec = (ScanSpec.for_slice("t", 3, 0, len(units), codec=None, wants=wants) if columns
+            else ScanSpec.for_check("t", 3, 0, len(units), codec=None))
     out: list[Any] = []
-    async for batch in scan.batches():
+    async for batch in QueueScan(spec, cl=cl, cq=cq).batches():
+        if batch.errors:
+            raise batch.errors[0]
         if columns:
             assert batch.columns is not None and not batch.messages
             out += batch.columns.messages()
         else:
-            out += batch.messages
+            out += [m for m in batch.messages if wants is None or wants(m.offset,
+                                                                       m.store_timestamp)]
     return out
 
 
@@ -112,14 +133,9 @@ async def test_a_columns_scan_returns_what_a_message_scan_returns() -> None:
     assert [m.offset for m in want] == list(range(40))
     assert want[7].tags == "a" and want[8].keys == ("k1", "k2") and want[20].properties
     assert await _scan(records, units, columns=True) == want
-    # With a row filter, and the bytes bound of a read.
-    wants = {"wants": lambda offset, _: offset % 3 != 1}
-    assert await _scan(records, units, columns=True, **wants) == \
-        await _scan(records, units, columns=False, **wants)
-    bound = {"max_bytes": sum(map(len, records[:11])) + 1}
-    got = await _scan(records, units, columns=True, **bound)
-    assert got == await _scan(records, units, columns=False, **bound)
-    assert len(got) == 11
+    # With a row filter, which drops units before their record is read.
+    got = await _scan(records, units, columns=True, wants=lambda offset, _: offset % 3 != 1)
+    assert got == [m for m in want if m.offset % 3 != 1]
 
 
 async def test_a_columns_scan_fails_on_a_damaged_record_as_a_message_scan_does() -> None:
@@ -144,3 +160,15 @@ async def test_a_columns_scan_fails_on_a_damaged_record_as_a_message_scan_does()
             assert "offset 5" in str(exc), exc
         else:
             raise AssertionError("a unit that disagrees with its record was read")
+
+
+def test_a_spec_takes_tags_in_a_tags_scan_only() -> None:
+    assert ScanSpec.for_tags("t", 0, 0, 1, codec=None, tags=frozenset(), max_count=1,
+                             max_bytes=1).tags == frozenset()
+    for mode, tags in ((ScanMode.GET, frozenset(["a"])), (ScanMode.TAGS, None)):
+        try:
+            ScanSpec("t", 0, mode, 0, 1, tags=tags)
+        except ValueError as exc:
+            assert f"a {mode.value} scan takes tags: {tags}" == str(exc), exc
+        else:
+            raise AssertionError(f"a {mode.value} scan took tags {tags}")

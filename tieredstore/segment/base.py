@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 
 from tieredstore.segment.path import SegmentPath
+from tieredstore.segment.reader import ReadMode
 
 
 class FileSegment(abc.ABC):
@@ -61,16 +62,9 @@ class FileSegment(abc.ABC):
     async def read0(self, position: int, length: int) -> bytes:
         """Bytes ``[position, position + length)``, all within the commit position."""
 
-    async def read_view0(self, position: int, length: int) -> bytes | memoryview:
-        """As :meth:`read0`, for a caller done with the bytes before it keeps
-        anything of them (a decoder that copies what it returns): may be a view
-        of what the segment's reader holds, alive while the view is."""
-        return await self.read0(position, length)
-
-    async def read_span0(self, position: int, length: int) -> bytes:
-        """As :meth:`read0`, for a reader that checks the bytes itself and wants a
-        few records out of large units (see ``SegmentReader.read_span``): segments
-        that can, read just these bytes."""
+    async def read_as0(self, position: int, length: int, mode: ReadMode) -> bytes | memoryview:
+        """As :meth:`read0`, the bytes handed back as ``mode`` says (see
+        :class:`~tieredstore.segment.reader.ReadMode`); segments that cannot, copy."""
         return await self.read0(position, length)
 
     @abc.abstractmethod

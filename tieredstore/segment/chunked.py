@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
@@ -57,7 +57,7 @@ from tieredstore.segment.listing import SegmentState
 from tieredstore.segment.merge import MergeStats, merge_chunks
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import EntryId, SegmentPath
-from tieredstore.segment.reader import DirectReader, SegmentReader
+from tieredstore.segment.reader import DirectReader, ReadMode, SegmentReader, read_as
 from tieredstore.segment.recovery import (
     FENCE_ENTRY,
     SEAL_ENTRY,
@@ -554,21 +554,12 @@ class ChunkedSegment(FileSegment):
     # --- reading and deleting ---------------------------------------------------
 
     async def read0(self, position: int, length: int) -> bytes:
-        # docstring inherited; a copy of a view (bytes() keeps bytes as they are), so
-        # that what a caller keeps does not keep a whole unit alive
-        return bytes(await self._read(self.reader.read, position, length))
+        # docstring inherited; a copy (bytes() keeps bytes as they are), so that what
+        # a caller keeps does not keep a whole unit alive
+        return bytes(await self.read_as0(position, length, ReadMode.COPY))
 
-    async def read_view0(self, position: int, length: int) -> bytes | memoryview:
+    async def read_as0(self, position: int, length: int, mode: ReadMode) -> bytes | memoryview:
         # docstring inherited
-        return await self._read(self.reader.read, position, length)
-
-    async def read_span0(self, position: int, length: int) -> bytes:
-        # docstring inherited
-        return bytes(await self._read(self.reader.read_span, position, length))
-
-    async def _read(self, read: Callable[[SegmentPath, SegmentLayout, int, int],
-                                         Awaitable[bytes | memoryview]], position: int,
-                    length: int) -> bytes | memoryview:
         self._check_alive()
         size = self._layout.size
         if position < 0 or length < 0 or position + length > size:
@@ -582,7 +573,7 @@ class ChunkedSegment(FileSegment):
         while True:
             layout = self._layout
             try:
-                return await read(self.path, layout, position, length)
+                return await read_as(self.reader, self.path, layout, position, length, mode=mode)
             except ChunkMissing:
                 if self._layout is not layout:
                     continue  # our own merge replaced the chunks: read the new object

@@ -9,6 +9,7 @@ the same :class:`SegmentReader` protocol with caches and read-ahead.
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -60,6 +61,26 @@ class SegmentReader(Protocol):
         same positions): what is held of the old may serve the new; the rest
         goes, as by :meth:`forget`."""
         return None
+
+
+class ReadMode(enum.Enum):
+    """How a read hands back a segment's bytes, chosen in one place
+    (:func:`read_as`) for every segment, pool and view."""
+
+    COPY = "copy"  # every unit checked; bytes of their own, that keep no unit alive
+    VIEW = "view"  # every unit checked; maybe a view of a unit the reader holds (no
+    # copy), for a caller done with it before it keeps anything (a decoder that copies)
+    SPAN = "span"  # just these bytes, unchecked (``read_span``): for a caller that
+    # checks them itself (records carry their CRC) and wants a few out of large units
+
+
+async def read_as(reader: SegmentReader, path: SegmentPath, layout: SegmentLayout,
+                  position: int, length: int, *, mode: ReadMode) -> bytes | memoryview:
+    """Bytes ``[position, position + length)`` of the segment at ``path`` as
+    ``mode`` says."""
+    read = reader.read_span if mode is ReadMode.SPAN else reader.read
+    data = await read(path, layout, position, length)
+    return data if mode is ReadMode.VIEW else bytes(data)
 
 
 async def fetch_unit(store: ObjectStore, path: SegmentPath, unit: ChunkRef

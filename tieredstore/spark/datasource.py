@@ -18,7 +18,7 @@ sees the filters, returns them all to Spark and logs which reader options
 would have selected the same segments.
 
 Rows come out as Arrow record batches, built from the store's scan in
-columns (``scan_planned(..., columns=True)``: every check of a read, made
+columns (``scan_planned``, ``ScanSpec.for_slice``: every check of a read, made
 over numpy arrays, no Python object per row) with C calls only: the bodies
 cut out of the records read by Arrow (one copy), offsets and store times from
 their arrays, constant and empty columns made whole. The scan runs one block
@@ -268,7 +268,7 @@ class TieredStoreReader(PlannedReader):
     def batches(self, part: SegmentSlice) -> Iterator[Any]:
         config, wants = self.config, self.selection.row_filter
         _freeze_once()
-        for batch in sync.iterate(lambda: scan_slice(config, part, wants, columns=True), ahead=1):
+        for batch in sync.iterate(lambda: scan_slice(config, part, wants), ahead=1):
             assert batch.columns is not None
             yield from to_record_batches(batch.columns, part.broker, self.batch_rows)
 
@@ -302,12 +302,11 @@ class FilterSeeingReader(TieredStoreReader):
 
 def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
                wants: Callable[[int, int], bool] | None = None, *,
-               on: tuple[ObjectStore, Any] | None = None,
-               columns: bool = False) -> AsyncIterator[Batch]:
+               on: tuple[ObjectStore, Any] | None = None) -> AsyncIterator[Batch]:
     """Strictly scan one planned slice (of its broker) with the store's queue scan, on ``on`` (a
     store and a reader) or a store and fetcher of its own: from its first offset
     (in its consume-queue segment) through its last (or the end of the queue);
-    ``columns``: its batches as columns (see ``scan_planned``)."""
+    its batches in columns (see ``scan_planned``)."""
     first = max(part.first_offset, part.cq_base // UNIT_SIZE)
     end = None if part.last_offset == NO_END else part.last_offset + 1
     if part.broker != config.broker:
@@ -315,7 +314,7 @@ def scan_slice(config: TieredStoreConfig, part: SegmentSlice,
     return scan_planned(config, part.topic, part.queue_id, first=first, end=end,
                         cq_segments=((part.cq_base, part.cq_size),),
                         cl_segments=part.cl_segments, log_pieces=part.log_pieces,
-                        wants=wants, on=on, columns=columns, clean_from=part.clean_from,
+                        wants=wants, on=on, clean_from=part.clean_from,
                         whole=part.whole)
 
 

@@ -4,7 +4,7 @@ tiered segments, metadata in the bucket, recovery after restart.
 Besides the store itself, what the command line and Spark build on: the
 read-only views (of a broker, :class:`ReadOnlyMessageStore`, and of every
 broker of a cluster, :class:`ReadOnlyCluster`), the queue and segment views, the one scan of a queue
-(:class:`QueueScan`) and the one verifier (:func:`verify_queue`), a queue's
+(:class:`QueueScan`, of a :class:`ScanSpec`) and the one verifier (:func:`verify_queue`), a queue's
 summary, the record codec, the head properties, garbage collection and the
 listing of the queues that have segments; and the lower layers' types these
 hand out (the backend, the flat file types, segment states, the broker's log,
@@ -64,7 +64,7 @@ from tieredstore.store.record import (
     decode_record,
 )
 from tieredstore.store.repair import queues_to_rebuild, queues_with_segments, store_keys
-from tieredstore.store.scan import Batch, QueueScan, ScanError
+from tieredstore.store.scan import Batch, QueueScan, ScanError, ScanSpec
 from tieredstore.store.selected import unknown_in_cluster, unknown_selected
 from tieredstore.store.shown import iso, parse_time
 from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
@@ -110,6 +110,7 @@ __all__ = [
     "QueueCheck",
     "QueueScan",
     "ScanError",
+    "ScanSpec",
     "VerifyReport",
     "open_reading",
     "planned_log",

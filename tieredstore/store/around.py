@@ -4,7 +4,7 @@
 read, and the next call, from there, raises the error that names it. A
 consumer that must go on past damage reads with ``get_around_damage``
 instead: the same offsets, the same checks, through the same scan
-(:class:`~tieredstore.store.scan.QueueScan`, not strict, as ``verify`` reads),
+(:class:`~tieredstore.store.scan.QueueScan`, reporting each problem as ``verify``'s does),
 and an answer (:class:`AroundDamage`) that holds the messages read, every
 range of offsets stepped over (:class:`Skipped`, with the reason and the
 segment), and where the next read starts. Its rules:
@@ -70,11 +70,11 @@ def skipped(error: ScanError) -> Skipped:
 async def read_around(scan: QueueScan) -> AroundDamage:
     """The messages and the damage a scan that is not strict found (see the
     module's rules)."""
-    assert not scan.strict
+    assert not scan.mode.strict
     messages: list[Message] = []
     steps: list[Skipped] = []
     stop: TieredStoreError | None = None  # not damage: where this read ends
-    end = scan.end
+    end = scan.spec.end
     try:
         async for batch in scan.batches():
             messages.extend(batch.messages)

@@ -27,6 +27,7 @@ from tieredstore.metadata import QueueMetadata, SegmentRecord
 from tieredstore.objectstore.base import ByteRange
 from tieredstore.segment import FileType
 from tieredstore.segment.path import SLOTS_NAME
+from tieredstore.segment.reader import ReadMode
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.keyentries import (
     KeyEntry,
@@ -158,7 +159,7 @@ async def _confirm(queue: QueueReading, entries: list[KeyEntry], q: KeyQuery
         try:
             j, end = _run_end(spans, i, await queue.commit_log_segment_end(entries[i].position))
             start = entries[i].position
-            data = memoryview(await queue.cl.read(start, end - start, span=True))
+            data = memoryview(await queue.cl.read(start, end - start, mode=ReadMode.SPAN))
         except TieredStoreError as exc:
             log.warning("%s/%d: a key lookup skips the record at commit-log byte %d: %s",
                         queue.topic, queue.queue_id, entries[i].position, exc)

@@ -1,7 +1,7 @@
 """A scan's messages column by column, for readers that want columns (Spark).
 
-:class:`Columns` holds what a :class:`~tieredstore.store.scan.QueueScan`
-with ``columns=True`` read, with no ``Message`` per row: the offsets and
+:class:`Columns` holds what a ``COLUMNS`` :class:`~tieredstore.store.scan.QueueScan`
+(a Spark slice's) read, with no ``Message`` per row: the offsets and
 store times as numpy arrays, the bodies where the read left them
 (:class:`BodyRun`: the records read, each body after its record's fields,
 no copy), and tags, keys and properties only once a row has some. The
@@ -147,7 +147,7 @@ class Columns:
         return _joined(self._stamps)
 
     def messages(self) -> list[Message]:
-        """The rows as messages (what a scan without ``columns`` returns)."""
+        """The rows as messages (what a message scan returns)."""
         bodies = [run.body(i) for run in self.runs() for i in range(len(run))]
         return [Message(self.topic, self.queue_id, offset, body, stamp,
                         self.keys[i] if self.keys else (),

@@ -21,6 +21,7 @@ from tieredstore.errors import SegmentFenced, TieredStoreError
 from tieredstore.metadata import QueueMetadata, SegmentRecord, pb_type
 from tieredstore.segment import ChunkedSegment, FileType
 from tieredstore.segment.pool import FILE_FULL, AppendResult
+from tieredstore.segment.reader import ReadMode
 from tieredstore.store import properties
 from tieredstore.store.arguments import now_ms
 from tieredstore.store.context import StoreContext
@@ -392,9 +393,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
             raise self._corrupt(problem)
         return segment
 
-    async def _read(self, segment: ChunkedSegment, local: int, length: int, *, span: bool,
-                    view: bool) -> bytes | memoryview:
-        if segment is self.active:
-            return await self.ctx.pool.read(segment, local, length, span=span, view=view)
-        read = segment.read_span0 if span else segment.read_view0 if view else segment.read0
-        return await read(local, length)
+    async def _read(self, segment: ChunkedSegment, local: int, length: int, mode: ReadMode
+                    ) -> bytes | memoryview:
+        # the pool's, for what it buffers of the active segment; the segment's else
+        return await self.ctx.pool.read(segment, local, length, mode=mode)

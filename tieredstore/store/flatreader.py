@@ -20,6 +20,7 @@ from tieredstore.metadata import First
 from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath
+from tieredstore.segment.reader import ReadMode
 from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.keys import segment_path
 
@@ -82,7 +83,7 @@ class FlatReader(abc.ABC, Generic[S]):
         """The segment of ``record`` (checked with :meth:`_size_problem`)."""
 
     @abc.abstractmethod
-    async def _read(self, segment: S, local: int, length: int, *, span: bool, view: bool
+    async def _read(self, segment: S, local: int, length: int, mode: ReadMode
                     ) -> bytes | memoryview:
         """Bytes ``[local, local + length)`` of ``segment`` (see :meth:`read`)."""
 
@@ -154,7 +155,7 @@ class FlatReader(abc.ABC, Generic[S]):
                 if self.problem(segment) is None and end > segment.path.base_offset]
 
     def view_end(self, segment: S, end: int, position: int) -> int:
-        """Where a ``view`` :meth:`read` from ``position`` in ``segment`` (which
+        """Where a ``VIEW`` :meth:`read` from ``position`` in ``segment`` (which
         ends at ``end``) stops being one view (a read across it is joined: a
         copy): the end of the unit holding it, at most the segment's end; for
         bytes past the stored units (the pool's), or a segment that cannot be
@@ -165,12 +166,10 @@ class FlatReader(abc.ABC, Generic[S]):
             return end
         return min(end, base + layout.unit_end(position - base))
 
-    async def read(self, position: int, length: int, *, span: bool = False,
-                   view: bool = False) -> bytes | memoryview:
+    async def read(self, position: int, length: int, *, mode: ReadMode = ReadMode.COPY
+                   ) -> bytes | memoryview:
         """Bytes ``[position, position + length)``, which must lie in one segment,
-        every unit checked (``span``: just these bytes, unchecked, see
-        ``FileSegment.read_span0``; ``view``: maybe a view of what is held, see
-        ``FileSegment.read_view0``)."""
+        as ``mode`` says (:class:`~tieredstore.segment.reader.ReadMode`)."""
         segment, end = await self.segment_at(position, length)
         problem = self.problem(segment)
         if problem is not None:
@@ -181,5 +180,4 @@ class FlatReader(abc.ABC, Generic[S]):
         if position + length > end:
             raise self._corrupt(f"{self.file_type.label} read [{position}, "
                                 f"{position + length}) crosses the segment end {end}")
-        return await self._read(segment, position - segment.path.base_offset, length,
-                                span=span, view=view)
+        return await self._read(segment, position - segment.path.base_offset, length, mode)

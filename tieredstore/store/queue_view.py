@@ -33,7 +33,7 @@ from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.keys import log_path
 from tieredstore.store.reading import QueueReading
 from tieredstore.store.record import UNIT_SIZE, CqUnit
-from tieredstore.store.scan import Batch, QueueScan, ScanError
+from tieredstore.store.scan import Batch, QueueScan, ScanError, ScanSpec
 from tieredstore.store.tail import DurableTail, durable_tail, tail_start
 from tieredstore.store.view import FlatView, PlannedSegments, SegmentView, open_metadata
 
@@ -123,8 +123,8 @@ async def view_tail(cl: FlatView, cq: FlatView, *, codec: RecordCodec | None,
     offset = cq.end // UNIT_SIZE
     units_end: int | None = None
     if offset > cq.first // UNIT_SIZE:
-        last = QueueScan(cq.topic, cq.queue_id, cl=cl, cq=cq, codec=codec, first=offset - 1,
-                         end=offset)
+        last = QueueScan(ScanSpec.for_units(cq.topic, cq.queue_id, offset - 1, offset,
+                                            codec=codec), cl=cl, cq=cq)
         try:
             units_end = (await last.units())[0].end
         except TieredStoreError as exc:
@@ -201,8 +201,7 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
                        end: int | None, log_pieces: tuple[LogPiece, ...] | None,
                        wants: Callable[[int, int], bool] | None = None,
                        on: tuple[ObjectStore, SegmentReader] | None = None,
-                       columns: bool = False, clean_from: int = 0,
-                       whole: bool = False) -> AsyncIterator[Batch]:
+                       clean_from: int = 0, whole: bool = False) -> AsyncIterator[Batch]:
     """Strictly scan offsets ``[first, end)`` of the planned segments, on ``on``
     (a store and a reader) or on a store and fetcher of its own (a Spark task).
     A plan that reaches an open segment reads its pieces in the broker's log
@@ -214,15 +213,14 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
     ``[first, end)`` was durable when planned (a streaming micro-batch's
     range): a scan that ends short of ``end`` raises
     :class:`~tieredstore.store.errors.OffsetOutOfRange` naming the offsets not
-    found, rather than return fewer rows than its range. ``columns``: batches
-    of :class:`~tieredstore.store.columns.Columns` (see :class:`QueueScan`)."""
+    found, rather than return fewer rows than its range. Its batches hold
+    :class:`~tieredstore.store.columns.Columns` (``ScanSpec.for_slice``)."""
     if on is None:
         async with open_reading(config) as opened:
             async for batch in scan_planned(config, topic, queue_id, cq_segments=cq_segments,
                                             cl_segments=cl_segments, first=first, end=end,
                                             log_pieces=log_pieces, wants=wants, on=opened,
-                                            columns=columns, clean_from=clean_from,
-                                            whole=whole):
+                                            clean_from=clean_from, whole=whole):
                 yield batch
         return
     store, reader = on
@@ -237,8 +235,11 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
     cl, cq = queue_files(store, config, topic, queue_id, log=log, reader=reader,
                          records=(PlannedSegments(cl_segments), PlannedSegments(cq_segments)))
     codec = RecordCodec.from_config(config, strict=False)
-    scan = QueueScan(topic, queue_id, cl=cl, cq=cq, first=first, end=end, wants=wants,
-                     codec=codec, columns=columns)
+
+    def sliced(first: int, end: int | None) -> ScanSpec:
+        return ScanSpec.for_slice(topic, queue_id, first, end, codec=codec, wants=wants)
+
+    scan = QueueScan(sliced(first, end), cl=cl, cq=cq)
     async for batch in scan.batches():
         yield batch
     at = max(first, scan.next_offset)
@@ -253,11 +254,8 @@ async def scan_planned(config: TieredStoreConfig, topic: str, queue_id: int, *,
         await cl.open()  # not listed yet if the slice held no unit to read
         tail = await view_tail(cl, cq, codec=codec, clean_from=clean_from, until=end)
         stop = tail.end_offset if end is None else min(end, tail.end_offset)
-        for rest in (QueueScan(topic, queue_id, cl=cl, cq=cq, first=at,
-                               end=max(at, min(tail.first, stop)), wants=wants, codec=codec,
-                               columns=columns),
-                     QueueScan(topic, queue_id, cl=cl, cq=cq, first=max(at, tail.first),
-                               end=stop, wants=wants, codec=codec, columns=columns,
+        for rest in (QueueScan(sliced(at, max(at, min(tail.first, stop))), cl=cl, cq=cq),
+                     QueueScan(sliced(max(at, tail.first), stop), cl=cl, cq=cq,
                                unstored=tail.units_between)):
             async for batch in rest.batches():
                 yield batch

@@ -4,7 +4,8 @@ One implementation for every reader of a queue: the store's own
 (:class:`tieredstore.store.queue.OwnedQueue`, which also sees what is still
 buffered) and the read-only views of the CLI, which see only what is durable
 in the bucket. Both read through the one queue scan
-(:class:`~tieredstore.store.scan.QueueScan`, over their flat files); subclasses
+(:class:`~tieredstore.store.scan.QueueScan`, over their flat files, each read
+a :class:`~tieredstore.store.scan.ScanSpec` of its own); subclasses
 say which offsets they hold and which units a writer still holds in memory.
 """
 
@@ -22,7 +23,7 @@ from tieredstore.store.errors import OffsetOutOfRange, QueueCorrupt
 from tieredstore.store.flatreader import FlatReader
 from tieredstore.store.keyentries import KeyEntry
 from tieredstore.store.record import UNIT_SIZE, CqUnit, Message, RecordOpener
-from tieredstore.store.scan import QueueScan, ScanError
+from tieredstore.store.scan import QueueScan, ScanError, ScanSpec
 from tieredstore.store.tagged import MAX_SCAN, Tagged
 
 
@@ -61,17 +62,16 @@ class QueueReading(abc.ABC):
         writer's, waiting in memory for their commit-log bytes to land."""
         return []
 
-    def scan(self, first: int, end: int, **options: Any) -> QueueScan:
-        """The strict scan of offsets ``[first, end)`` (``options``: see
-        :class:`QueueScan`); a damaged consume-queue range is rebuilt from the
-        commit log."""
-        return QueueScan(self.topic, self.queue_id, cl=self.cl, cq=self.cq, codec=self.codec,
-                         first=first, end=end, unstored=self.unstored, rebuilt=self._rebuilt,
-                         **options)
+    def _scan(self, spec: ScanSpec) -> QueueScan:
+        """The scan ``spec`` says, over this queue's files, the writer's units in
+        memory too; a damaged consume-queue range is rebuilt from the commit log."""
+        return QueueScan(spec, cl=self.cl, cq=self.cq, unstored=self.unstored,
+                         rebuilt=self._rebuilt)
 
     async def units(self, start: int, end: int) -> list[CqUnit]:
         """Consume-queue units of offsets ``[start, end)``, stored or not."""
-        return await self.scan(start, end).units()
+        return await self._scan(ScanSpec.for_units(self.topic, self.queue_id, start, end,
+                                                   codec=self.codec)).units()
 
     async def commit_log_segment_end(self, position: int) -> int:
         """Where the commit-log segment holding ``position`` ends."""
@@ -90,9 +90,9 @@ class QueueReading(abc.ABC):
         self.check_range(offset)
         if max_count <= 0:
             return []
-        # Every unit is checked against its record: chained units suffice.
-        return await self.scan(offset, min(self.max_offset, offset + max_count),
-                               max_bytes=max_bytes, chained=True).read()
+        return await self._scan(ScanSpec.for_get(
+            self.topic, self.queue_id, offset, min(self.max_offset, offset + max_count),
+            codec=self.codec, max_bytes=max_bytes)).read()
 
     async def get_around_damage(self, offset: int, max_count: int,
                                 max_bytes: int = 4 * 1024 * 1024) -> AroundDamage:
@@ -101,8 +101,9 @@ class QueueReading(abc.ABC):
         self.check_range(offset)
         if max_count <= 0:
             return AroundDamage([], [], offset)
-        return await read_around(self.scan(offset, min(self.max_offset, offset + max_count),
-                                           max_bytes=max_bytes, chained=True, strict=False))
+        return await read_around(self._scan(ScanSpec.for_around(
+            self.topic, self.queue_id, offset, min(self.max_offset, offset + max_count),
+            codec=self.codec, max_bytes=max_bytes)))
 
     async def get_by_tags(self, offset: int, tags: Collection[str], max_count: int,
                           max_bytes: int = 4 * 1024 * 1024, max_scan: int = MAX_SCAN
@@ -110,8 +111,9 @@ class QueueReading(abc.ABC):
         """Messages from ``offset`` whose tags are one of ``tags``, at most
         ``max_scan`` units looked at (see :mod:`tieredstore.store.tagged`)."""
         self.check_range(offset)
-        scan = self.scan(offset, min(self.max_offset, offset + max_scan),
-                         tags=frozenset(tags), max_count=max_count, max_bytes=max_bytes)
+        scan = self._scan(ScanSpec.for_tags(
+            self.topic, self.queue_id, offset, min(self.max_offset, offset + max_scan),
+            codec=self.codec, tags=frozenset(tags), max_count=max_count, max_bytes=max_bytes))
         try:
             messages = await scan.read()
         except ScanError as exc:

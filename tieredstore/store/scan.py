@@ -21,14 +21,17 @@ the scan. So a damaged unit costs one checked read per scan (a GET and at
 most its reads again), and one warning of each, whatever its number of
 records.
 
-Problems are :class:`ScanError` naming topic, queue and offset(s). ``strict``
-(a read) raises the first, after the messages before it (:meth:`QueueScan.read`
+What a scan reads is a :class:`ScanSpec`, made by the named constructor of
+its use, its :class:`ScanMode` one of the few ways a queue is read. Problems
+are :class:`ScanError` naming topic, queue and offset(s). A strict mode (a
+read) raises the first, after the messages before it (:meth:`QueueScan.read`
 returns those); otherwise (a verify) each is reported in its :class:`Batch`
 and the scan goes on, so that one report names every damaged offset.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -39,6 +42,7 @@ from typing import Any
 
 from tieredstore.errors import TieredStoreError
 from tieredstore.errors import is_damage as damaged
+from tieredstore.segment.reader import ReadMode
 from tieredstore.sizes import MiB
 from tieredstore.store.arrays import UnitBlock, decode_unit_block
 from tieredstore.store.checks import Scanned, record_problem, scan_records, unit_order_problem
@@ -99,13 +103,12 @@ def as_raised(error: ScanError) -> TieredStoreError:
 
 @dataclass(slots=True)
 class Batch:
-    """Messages read in order, and (outside strict mode) what could not be read.
-    A scan with ``columns`` puts its messages in ``columns`` instead (and
-    leaves ``messages`` empty)."""
+    """Messages read in order, and (outside a strict mode) what could not be read.
+    A ``COLUMNS`` scan puts its messages in ``columns`` instead (and leaves
+    ``messages`` empty)."""
 
     messages: list[Message] = field(default_factory=list)
     errors: list[ScanError] = field(default_factory=list)
-    units: int = 0  # units looked at, wanted or not
     columns: Columns | None = None
 
 
@@ -126,26 +129,107 @@ def record_unit(data: bytes | memoryview, position: int, offset: int, *, topic: 
             message)
 
 
-class QueueScan:
-    """Offsets ``[first, end)`` of one queue (``end`` None: to the end of the
-    consume queue, the open segment's units its last), over the queue's commit
-    log ``cl`` and consume queue ``cq`` (a writer's flat files or views).
+class ScanMode(enum.Enum):
+    """What a scan reads and how it meets a problem: one member per use, so that
+    no scan mixes what none wants (units in columns, a verify that raises)."""
 
-    What to read: ``wants(offset, store_timestamp)`` drops units before their
-    record is read; ``tags`` keeps the messages with one of these tags only
-    (units by their tags hash, records read alone: ``span`` reads). The scan
-    stops once it returned ``max_count`` messages, or before a record that
-    would take it past ``max_bytes`` (but returns one at least).
-    ``unstored(start, end)``: units past the consume queue's end that a writer
-    holds in memory. ``rebuilt``: a damaged consume-queue range is no problem
-    but rebuilt from the commit log, its units kept there (:meth:`_rebuild`).
-    ``chained``: a unit that follows on from the one before has its CRC left
-    to its record's check (see ``decode_units``), and the order of units too
-    (the record read where a unit points must be its offset's, as before the
-    one scan; ``dead_bytes`` is then not counted): ``get``'s hot path.
-    ``columns``: each batch's messages as
-    :class:`~tieredstore.store.columns.Columns` (``Batch.columns``), with the
-    same checks, and no ``Message`` per row (Spark's read).
+    UNITS = "units"  # the units only, each checked; no record read
+    GET = "get"  # messages; a unit that follows on from the one before left to its
+    # record's check (``decode_units``' chained; no ``dead_bytes``): get's hot path
+    AROUND = "around"  # GET's reads, each problem reported (get_around_damage)
+    TAGS = "tags"  # messages with the spec's tags, records read alone (ReadMode.SPAN)
+    CHECK = "check"  # messages, every unit checked, each problem reported (verify)
+    COLUMNS = "columns"  # CHECK's checks, strict, in Columns, no Message per row (Spark)
+
+    @property
+    def strict(self) -> bool:
+        """Whether the first problem is raised (after the messages before it),
+        not reported in its batch."""
+        return self is not ScanMode.AROUND and self is not ScanMode.CHECK
+
+    @property
+    def chained(self) -> bool:
+        return self is ScanMode.GET or self is ScanMode.AROUND
+
+    @property
+    def reads(self) -> ReadMode:
+        """How its records' bytes are read."""
+        return ReadMode.SPAN if self is ScanMode.TAGS else ReadMode.VIEW
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSpec:
+    """What a scan reads: offsets ``[first, end)`` of one queue (``end`` None: to
+    the end of the consume queue, the open segment's units its last), as
+    ``mode`` says, records opened with ``codec``. ``wants(offset,
+    store_timestamp)`` drops units before their record is read; ``tags``: a
+    ``TAGS`` scan's. The scan stops once it returned ``max_count`` messages,
+    or before a record that would take it past ``max_bytes`` (but returns one
+    at least). Made by the named constructor of its use."""
+
+    topic: str
+    queue_id: int
+    mode: ScanMode
+    first: int
+    end: int | None
+    codec: RecordOpener | None = None
+    wants: Callable[[int, int], bool] | None = None
+    tags: frozenset[str] | None = None
+    max_count: int | None = None
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.tags is None) == (self.mode is ScanMode.TAGS):
+            raise ValueError(f"a {self.mode.value} scan takes tags: {self.tags}")
+
+    @classmethod
+    def for_units(cls, topic: str, queue_id: int, first: int, end: int, *,
+                  codec: RecordOpener | None) -> ScanSpec:
+        """Unit look-ups: ``QueueReading.units`` (``offset_for_time``), a view's
+        last unit, the unit before a range rebuilt."""
+        return cls(topic, queue_id, ScanMode.UNITS, first, end, codec)
+
+    @classmethod
+    def for_get(cls, topic: str, queue_id: int, first: int, end: int, *,
+                codec: RecordOpener | None, max_bytes: int) -> ScanSpec:
+        """``QueueReading.get``."""
+        return cls(topic, queue_id, ScanMode.GET, first, end, codec, max_bytes=max_bytes)
+
+    @classmethod
+    def for_around(cls, topic: str, queue_id: int, first: int, end: int, *,
+                   codec: RecordOpener | None, max_bytes: int) -> ScanSpec:
+        """``QueueReading.get_around_damage``."""
+        return cls(topic, queue_id, ScanMode.AROUND, first, end, codec, max_bytes=max_bytes)
+
+    @classmethod
+    def for_tags(cls, topic: str, queue_id: int, first: int, end: int, *,
+                 codec: RecordOpener | None, tags: frozenset[str], max_count: int,
+                 max_bytes: int) -> ScanSpec:
+        """``QueueReading.get_by_tags``."""
+        return cls(topic, queue_id, ScanMode.TAGS, first, end, codec, tags=tags,
+                   max_count=max_count, max_bytes=max_bytes)
+
+    @classmethod
+    def for_check(cls, topic: str, queue_id: int, first: int, end: int, *,
+                  codec: RecordOpener | None) -> ScanSpec:
+        """:func:`~tieredstore.store.verify.verify_queue`."""
+        return cls(topic, queue_id, ScanMode.CHECK, first, end, codec)
+
+    @classmethod
+    def for_slice(cls, topic: str, queue_id: int, first: int, end: int | None, *,
+                  codec: RecordOpener | None, wants: Callable[[int, int], bool] | None
+                  ) -> ScanSpec:
+        """A Spark task's planned slice
+        (:func:`~tieredstore.store.queue_view.scan_planned`)."""
+        return cls(topic, queue_id, ScanMode.COLUMNS, first, end, codec, wants=wants)
+
+
+class QueueScan:
+    """The scan ``spec`` says, over the queue's commit log ``cl`` and consume
+    queue ``cq`` (a writer's flat files or views). ``unstored(start, end)``:
+    units past the consume queue's end that a writer holds in memory.
+    ``rebuilt``: a damaged consume-queue range is no problem but rebuilt from
+    the commit log, its units kept there (:meth:`_rebuild`).
 
     After (or during) the scan: ``dead_bytes`` counts commit-log bytes between
     records, ``record_end`` is where the last good unit's record ends (None
@@ -153,33 +237,18 @@ class QueueScan:
     ``next_offset`` where a scan going on from this one starts.
     """
 
-    def __init__(self, topic: str, queue_id: int, *, cl: FlatReader[Any], cq: FlatReader[Any],
-                 codec: RecordOpener | None, first: int, end: int | None = None,
-                 wants: Callable[[int, int], bool] | None = None, strict: bool = True,
-                 tags: frozenset[str] | None = None, max_count: int | None = None,
-                 max_bytes: int | None = None,
+    def __init__(self, spec: ScanSpec, *, cl: FlatReader[Any], cq: FlatReader[Any],
                  unstored: Callable[[int, int], list[CqUnit]] | None = None,
-                 rebuilt: dict[int, CqUnit] | None = None, chained: bool = False,
-                 columns: bool = False) -> None:
-        self.topic = topic
-        self.queue_id = queue_id
+                 rebuilt: dict[int, CqUnit] | None = None) -> None:
+        self.spec = spec
+        self.mode = spec.mode
         self.commit_log = cl
         self.consume_queue = cq
-        self.codec = codec
-        self.first = first
-        self.end = end
-        self.wants = wants
-        self.strict = strict
-        self.tags = tags
-        self._hashes = None if tags is None else frozenset(map(tags_hash, tags))
-        self.max_count = max_count
-        self.max_bytes = max_bytes
         self.unstored = unstored
         self.rebuilt = rebuilt
-        self.chained = chained
-        self.columns = columns
-        self.last_read = first - 1
-        self.next_offset = first
+        self._hashes = None if spec.tags is None else frozenset(map(tags_hash, spec.tags))
+        self.last_read = spec.first - 1
+        self.next_offset = spec.first
         self.record_end: int | None = None
         self.dead_bytes = 0
         self._count = 0  # messages returned
@@ -190,17 +259,19 @@ class QueueScan:
         # The commit-log bytes [start, end) the last failed read named, and its error.
         self._damaged: tuple[int, int, TieredStoreError] | None = None
         self._batch = self._new_batch()  # the batch being read
-        self._found: list[CqUnit] | None = None  # the units, for units()
+        # The units of a UNITS scan, for units().
+        self._found: list[CqUnit] | None = [] if spec.mode is ScanMode.UNITS else None
 
-    def _new_batch(self, units: int = 0) -> Batch:
-        return Batch(units=units, columns=Columns(self.topic, self.queue_id) if self.columns
-                     else None)
+    def _new_batch(self) -> Batch:
+        spec = self.spec
+        return Batch(columns=Columns(spec.topic, spec.queue_id)
+                     if spec.mode is ScanMode.COLUMNS else None)
 
     def _error(self, offset: int, message: str, last: int | None = None, *,
                cause: TieredStoreError | None = None, segment: Any = None) -> ScanError:
         """A problem at ``offset``; ``cause``: the read that failed, which a strict
         read raises as it is (:func:`as_raised`)."""
-        error = ScanError(self.topic, self.queue_id, offset, message, last,
+        error = ScanError(self.spec.topic, self.spec.queue_id, offset, message, last,
                           segment="" if segment is None else str(segment.path))
         error.__cause__ = cause
         return error
@@ -208,14 +279,14 @@ class QueueScan:
     def _report(self, batch: Batch, error: ScanError) -> None:
         if self._bad:  # the unreadable records before it first, in offset order
             self._flush_bad(batch)
-        if self.strict:
+        if self.mode.strict:
             raise error
         batch.errors.append(error)
 
     def _unit_problem(self, batch: Batch, error: ScanError) -> bool:
         """A unit that cannot be read: True if the units after it are not wanted
         (strict: the records before it are read first, then it is raised)."""
-        if self.strict:
+        if self.mode.strict:
             self._stop = self._stop or error
             return True
         self._report(batch, error)
@@ -253,9 +324,10 @@ class QueueScan:
         return out
 
     async def units(self) -> list[CqUnit]:
-        """The units of a strict scan (no record read), its first problem raised
-        as :meth:`read` raises it."""
-        found = self._found = []
+        """The units of a ``UNITS`` scan, its first problem raised as :meth:`read`
+        raises it."""
+        found = self._found
+        assert found is not None, f"units() of a {self.mode.value} scan"
         try:
             async for _ in self.batches():
                 pass
@@ -270,7 +342,7 @@ class QueueScan:
             raise self._error(offset, f"consume queue: {exc}") from exc
 
     async def _blocks(self) -> AsyncIterator[Batch]:
-        offset, end = self.first, self.end
+        offset, end = self.spec.first, self.spec.end
         cq = self.consume_queue
         while (end is None or offset < end) and not self._stopped:
             # A fresh batch first: one that fails from here holds none of the last
@@ -312,7 +384,7 @@ class QueueScan:
             elif end is not None and self.unstored is not None:
                 # Past the consume queue's end (no await since it was asked for it).
                 units = self.unstored(offset, end)
-                self._batch = self._new_batch(len(units))
+                self._batch = self._new_batch()
                 yield await self._block(range(offset, offset + len(units)), units,
                                         offset + len(units))
                 return
@@ -340,7 +412,7 @@ class QueueScan:
         rebuilding = self.rebuilt is not None and is_damage(error.__cause__)
         while rebuilding and offset < stop and not self._stopped:
             block = min(stop, offset + UNITS_PER_BLOCK)
-            self._batch = self._new_batch(block - offset)
+            self._batch = self._new_batch()
             try:
                 units = (await self._rebuild(first, block, error))[offset - first:]
             except TieredStoreError as failed:
@@ -356,9 +428,9 @@ class QueueScan:
                 break
         if offset >= stop or self._stopped:
             return
-        self._batch = batch = self._new_batch(stop - offset)
+        self._batch = batch = self._new_batch()
         if (error.offset, error.last_offset) != (offset, stop - 1):  # all of them lost
-            whole = ScanError(self.topic, self.queue_id, offset, error.problem, stop - 1,
+            whole = ScanError(self.spec.topic, self.spec.queue_id, offset, error.problem, stop - 1,
                               segment=error.segment)
             whole.__cause__, error = error.__cause__, whole
         self._report(batch, error)
@@ -369,7 +441,7 @@ class QueueScan:
     async def _segment(self, offset: int, end: int) -> AsyncIterator[Batch]:
         while offset < end and not self._stopped:
             stop = min(end, offset + UNITS_PER_BLOCK)
-            self._batch = self._new_batch(stop - offset)
+            self._batch = self._new_batch()
             offsets, units = await self._units(offset, stop, self._batch)
             yield await self._block(offsets, units, stop)
             offset = stop
@@ -380,8 +452,8 @@ class QueueScan:
         if self._found is not None:  # units only
             self._found.extend(units)
             units = []
-        elif self._hashes is not None or self.wants is not None:
-            hashes, wants = self._hashes, self.wants
+        elif self._hashes is not None or self.spec.wants is not None:
+            hashes, wants = self._hashes, self.spec.wants
             keep = [k for k, u in enumerate(units)
                     if (u.tags_hash in hashes if hashes is not None else
                         wants is not None and wants(offsets[k], u.store_timestamp))]
@@ -408,13 +480,14 @@ class QueueScan:
             data = await self.consume_queue.read(start * UNIT_SIZE, (stop - start) * UNIT_SIZE)
         except TieredStoreError as exc:
             return await self._around(start, stop, exc, batch)
-        if self.columns and not self.chained:
+        if self.mode is ScanMode.COLUMNS:
             return self._unit_block(data, start, stop, batch)
+        chained = self.mode.chained
         try:
-            units = decode_units(data, chained=self.chained, previous_end=self.record_end)
+            units = decode_units(data, chained=chained, previous_end=self.record_end)
         except RecordError:
             return self._each_unit(data, start, batch)
-        if self.chained:  # each record, read at its unit, confirms it (get's hot path)
+        if chained:  # each record, read at its unit, confirms it (get's hot path)
             self.record_end = units[-1].end
             return range(start, stop), units
         # Each unit at or after the end of the one before (with C iterators).
@@ -516,15 +589,17 @@ class QueueScan:
         if all(o in kept for o in range(start, stop)):
             return [kept[o] for o in range(start, stop)]
         log.warning("%s/%d: consume-queue units of offsets [%d, %d) rebuilt from the commit "
-                    "log: %s", self.topic, self.queue_id, start, stop, exc)
+                    "log: %s", self.spec.topic, self.spec.queue_id, start, stop, exc)
         if len(kept) > REBUILT_UNITS_KEPT:
             kept.clear()
         cl = self.commit_log
         if start == 0 or start in kept:
             position = 0
         else:
-            before = QueueScan(self.topic, self.queue_id, cl=cl, cq=self.consume_queue,
-                               codec=self.codec, first=start - 1, end=start, rebuilt=kept)
+            spec = self.spec
+            before = QueueScan(ScanSpec.for_units(spec.topic, spec.queue_id, start - 1, start,
+                                                  codec=spec.codec),
+                               cl=cl, cq=self.consume_queue, rebuilt=kept)
             try:
                 position = (await before.units())[0].end
             except OffsetOutOfRange:  # trimmed: nothing says where the first record starts
@@ -551,28 +626,30 @@ class QueueScan:
     async def _unit_of_record_at(self, segment_end: Callable[[int], Awaitable[int]],
                                  position: int, offset: int) -> CqUnit:
         """The unit of offset ``offset``'s record, which starts at ``position``."""
+        topic, queue_id = self.spec.topic, self.spec.queue_id
         async for found in scan_records(self.commit_log.read, segment_end, position,
                                         position + 1):
             if isinstance(found, Scanned):
-                return record_unit(found.data, position, offset, topic=self.topic,
-                                   queue_id=self.queue_id, codec=self.codec)[0]
+                return record_unit(found.data, position, offset, topic=topic,
+                                   queue_id=queue_id, codec=self.spec.codec)[0]
             if found.problem:
-                raise QueueCorrupt(found.problem, topic=self.topic, queue_id=self.queue_id)
-        raise QueueCorrupt(f"no record at commit-log byte {position}", topic=self.topic,
-                           queue_id=self.queue_id)
+                raise QueueCorrupt(found.problem, topic=topic, queue_id=queue_id)
+        raise QueueCorrupt(f"no record at commit-log byte {position}", topic=topic,
+                           queue_id=queue_id)
 
     def _over(self, size: int, out: list[Message] | Columns) -> bool:
         """Whether a record of ``size`` bytes is one too many."""
-        return (self.max_bytes is not None and bool(self._count or out)
-                and self._total + size > self.max_bytes)
+        max_bytes = self.spec.max_bytes
+        return (max_bytes is not None and bool(self._count or out)
+                and self._total + size > max_bytes)
 
     async def _records(self, offsets: Sequence[int], units: Sequence[CqUnit], batch: Batch) -> bool:
         """Read and check the records of ``units``, neighbours with one read; False
         once enough were read."""
         cl = self.commit_log
-        span = self._hashes is not None
-        budget = RUN_BYTES if self.max_bytes is None else max(
-            1, min(RUN_BYTES, self.max_bytes - self._total))
+        reads = self.mode.reads
+        max_bytes = self.spec.max_bytes
+        budget = RUN_BYTES if max_bytes is None else max(1, min(RUN_BYTES, max_bytes - self._total))
         i, n = 0, len(units)
         while i < n:
             first = units[i]
@@ -592,13 +669,14 @@ class QueueScan:
             # A run stops where a read would be joined (a copy): at the end of the
             # reader's unit, or of the segment. A record across two units is a run
             # of its own, joined alone.
-            limit = segment_end if span else cl.view_end(segment, segment_end, first.position)
+            limit = segment_end if reads is ReadMode.SPAN else \
+                cl.view_end(segment, segment_end, first.position)
             j, size = (units.run_end(i, limit, budget) if isinstance(units, UnitBlock)
                        else _run_end(units, i, limit, budget))
             data: bytes | memoryview | None = None
             if self._known_damage(first) is None:
                 try:
-                    data = await cl.read(first.position, size, span=span, view=not span)
+                    data = await cl.read(first.position, size, mode=reads)
                 except TieredStoreError as exc:
                     self._note_damage(segment, exc)
             if data is None:
@@ -635,14 +713,13 @@ class QueueScan:
         this run or the next, as one problem; strict: raised before the next good
         record)."""
         bad = self._bad
-        span = self._hashes is not None
         for k in range(start, stop):
             unit = units[k]
             exc = self._known_damage(unit)
             if exc is None:
                 try:
-                    data = await self.commit_log.read(unit.position, unit.size, span=span,
-                                                      view=not span)
+                    data = await self.commit_log.read(unit.position, unit.size,
+                                                      mode=self.mode.reads)
                 except TieredStoreError as failed:
                     exc = failed
                     self._note_damage(segment, failed)
@@ -654,7 +731,7 @@ class QueueScan:
             if not self._decode(memoryview(data), offsets, units, start=k, stop=k + 1,
                                 batch=batch, segment=segment):
                 return False
-        if self.strict and bad:
+        if self.mode.strict and bad:
             self._flush_bad(batch)
         return True
 
@@ -672,8 +749,9 @@ class QueueScan:
         if self._bad:
             self._flush_bad(batch)
         out: list[Message] | Columns = batch.messages if batch.columns is None else batch.columns
-        topic, queue_id, tags = self.topic, self.queue_id, self.tags
-        limit = self.max_bytes if self.max_bytes is not None else sys.maxsize
+        spec = self.spec
+        topic, queue_id, tags, max_count = spec.topic, spec.queue_id, spec.tags, spec.max_count
+        limit = spec.max_bytes if spec.max_bytes is not None else sys.maxsize
         at = 0
         k = start
         while k < stop:
@@ -704,7 +782,7 @@ class QueueScan:
             # which names what is wrong if anything is.
             size = unit.size
             try:
-                message = decode_record(view[at : at + size], topic, queue_id, self.codec)
+                message = decode_record(view[at : at + size], topic, queue_id, spec.codec)
             except RecordError as exc:
                 problem: str | None = f"record at commit-log byte {unit.position}: {exc}"
             else:
@@ -715,7 +793,7 @@ class QueueScan:
                 out.append(message)
                 self._count += 1
                 self._total += size
-                if self.max_count is not None and self._count >= self.max_count:
+                if max_count is not None and self._count >= max_count:
                     self.next_offset = offsets[k] + 1
                     return False
             at += size

@@ -7,7 +7,7 @@ One verifier, rendered by ``tieredstore verify`` and Spark's verify job:
   a gap and match their metadata records (:func:`record_chain` too); the
   consume queue is listed before the commit log, with the broker's log loaded
   again in between (docs/log-objects.md, "Reading the log");
-- the queue's :class:`~tieredstore.store.scan.QueueScan`, not strict: every
+- the queue's :class:`~tieredstore.store.scan.QueueScan` (``for_check``): every
   consume-queue unit and the record it points to checked, damage read around
   and reported;
 - commit-log records after the last unit (not yet dispatched: the next open
@@ -41,7 +41,7 @@ from tieredstore.store.properties import clean_from, index_from
 from tieredstore.store.queue_view import queue_files, reading_fetcher
 from tieredstore.store.record import UNIT_SIZE
 from tieredstore.store.repair import queues_with_segments, store_keys
-from tieredstore.store.scan import QueueScan
+from tieredstore.store.scan import QueueScan, ScanSpec
 from tieredstore.store.summary import segment_count
 from tieredstore.store.tail import TailStart, tail_records, tail_start
 from tieredstore.store.view import (
@@ -288,8 +288,8 @@ async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Plann
     try:
         cl, cq = queue_files(store, config, topic, queue_id, records=(meta, meta),
                              reader=reader, log=log, listed=(cl_file.views, cq_file.views))
-        scan = QueueScan(topic, queue_id, cl=cl, cq=cq, codec=codec, first=check.min_offset,
-                         end=check.max_offset, strict=False)
+        scan = QueueScan(ScanSpec.for_check(topic, queue_id, check.min_offset,
+                                            check.max_offset, codec=codec), cl=cl, cq=cq)
         try:
             async for batch in scan.batches():
                 check.messages += len(batch.messages)

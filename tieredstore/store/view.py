@@ -50,7 +50,7 @@ from tieredstore.segment import (
 )
 from tieredstore.segment.layout import continue_with
 from tieredstore.segment.path import EntryId
-from tieredstore.segment.reader import SegmentReader
+from tieredstore.segment.reader import ReadMode, SegmentReader, read_as
 from tieredstore.segment.recovery import recover_segment
 from tieredstore.store.errors import NoSuchQueue
 from tieredstore.store.flatreader import FlatReader, SegmentRecords, first_live
@@ -376,13 +376,13 @@ class FlatView(FlatReader[SegmentView]):
     def is_open(self, segment: SegmentView) -> bool:
         return segment.state is SegmentState.OPEN
 
-    async def _read(self, segment: SegmentView, local: int, length: int, *, span: bool,
-                    view: bool) -> bytes | memoryview:
-        """Every read may be a view; one that finds chunks gone lists them again."""
+    async def _read(self, segment: SegmentView, local: int, length: int, mode: ReadMode
+                    ) -> bytes | memoryview:
+        """A read that finds chunks gone lists them again."""
         for relists in range(RELISTS + 1):
             try:
-                read = self.reader.read_span if span else self.reader.read
-                return await read(segment.path, segment.layout, local, length)
+                return await read_as(self.reader, segment.path, segment.layout, local, length,
+                                     mode=mode)
             except ChunkMissing:
                 # A live writer's merge replaced the chunks since they were listed
                 # (listed again while the merge deleted them: once more).

@@ -57,6 +57,7 @@ from tieredstore.segment.pool.options import (
 )
 from tieredstore.segment.pool.shared import PoolShared
 from tieredstore.segment.pool.sink import LogSink
+from tieredstore.segment.reader import ReadMode
 
 log = logging.getLogger(__name__)
 
@@ -228,13 +229,12 @@ class UploadBufferPool:
         return committer.buffer.start, committer.buffer.end
 
     async def read(self, segment: FileSegment, position: int, length: int, *,
-                   span: bool = False, view: bool = False) -> bytes | memoryview:
-        """Bytes ``[position, position + length)`` of ``segment``, committed or buffered
-        (committed ones by ``read_span0`` with ``span``, ``read_view0`` with ``view``)."""
+                   mode: ReadMode = ReadMode.COPY) -> bytes | memoryview:
+        """Bytes ``[position, position + length)`` of ``segment``, committed (read
+        as ``mode`` says) or buffered."""
         committer = self._committers.get(id(segment))
         if committer is None or position + length <= committer.buffer.start:
-            read = segment.read_span0 if span else segment.read_view0 if view else segment.read0
-            return await read(position, length)
+            return await segment.read_as0(position, length, mode)
         buf = committer.buffer
         start = buf.start
         tail_from = max(position, start)
