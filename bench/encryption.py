@@ -87,7 +87,7 @@ async def run(env: BenchEnv) -> list[Table]:
     return [table, *await run_codec(env)]
 
 
-# --- record compression and client-side encryption (tieredstore.store.codec) -----------
+# --- record compression and client-side encryption (tieredstore.store.formats.codec) -----------
 
 CODEC_MESSAGE = 1 * KiB
 CODEC_VOLUMES = {"full": 64 * MiB, "quick": 16 * MiB, "tiny": 1 * MiB}

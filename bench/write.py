@@ -45,7 +45,7 @@ from tests.servers import ACCESS_KEY, SECRET_KEY
 from tieredstore.objectstore import ObjectStore, S3ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
-from tieredstore.store import compose
+from tieredstore.store.base import compose
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 YIELD_EVERY = 16  # messages a producer appends before letting the others run

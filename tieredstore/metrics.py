@@ -20,7 +20,7 @@ PUT, COPY, POST and LIST requests; ``price_per_1000_get``: GET and HEAD;
 DELETE is free: :class:`~tieredstore.objectstore.governor.Prices`, which the
 request governor's dollar ceiling uses too).
 
-The bucket exporter (``tieredstore metrics``, :mod:`tieredstore.store.watch`)
+The bucket exporter (``tieredstore metrics``, :mod:`tieredstore.store.api.watch`)
 exports the same per-queue names from what the bucket holds, read-only, for
 every broker of a cluster (a ``broker`` label before ``topic`` and ``queue``), and
 a ledger offloader its offload counters. docs/metrics.md lists every name.
@@ -96,7 +96,7 @@ _FETCHER_COUNTERS = {
 @dataclass(frozen=True, slots=True)
 class QueueFigures:
     """One queue now, as its writer sees it (a message store) or as the bucket
-    holds it (the bucket exporter, :mod:`tieredstore.store.watch`). Both export
+    holds it (the bucket exporter, :mod:`tieredstore.store.api.watch`). Both export
     the same names; a figure one side cannot know is None, and its series is
     left out: the copy lag only a writer knows (nothing in the bucket records
     it), the segments and message timestamps only the exporter reads."""
@@ -154,7 +154,7 @@ class OffloadMetrics:
 
 @dataclass(slots=True)
 class RefreshMetrics:
-    """The bucket exporter's passes over the bucket (:mod:`tieredstore.store.watch`):
+    """The bucket exporter's passes over the bucket (:mod:`tieredstore.store.api.watch`):
     how many, their seconds, the queues they could not read, when the last one
     ended and the requests it made."""
 

@@ -68,7 +68,7 @@ async def read_all(store: AsyncMessageStore) -> list[bytes]:
 # --- 1. a corrupted GET during open marks a queue corrupt -----------------------------
 
 
-# Was: AsyncMessageStore._recover (tieredstore/store/message_store.py, the except
+# Was: AsyncMessageStore._recover (tieredstore/store/api/message_store.py, the except
 # TieredStoreError branch of one()) files any non-transient error as corruption: the
 # IntegrityError of ONE corrupted GET (a flipped bit on the wire, a truncated body) marks the
 # queue corrupt for the store's whole life; reads and writes refuse, only a reopen helps. Chaos:
@@ -307,8 +307,8 @@ async def test_a_merge_that_finds_the_segment_merged_leaves_no_upload() -> None:
 # --- 7. retention destroys a segment whose merge is under way: the queue is lost ------
 
 
-# Was: OwnedQueue.delete_expired (tieredstore/store/queue.py) destroys an expired segment while
-# its background merge (FlatFile._merge, spawned at the roll or resumed at open) is under way,
+# Was: OwnedQueue.delete_expired (tieredstore/store/write/queue.py) destroys an expired segment
+# while its background merge (FlatFile._merge, spawned at the roll or resumed at open) is under way,
 # and leaves it in the 'merging.commitlog' head property. The merge's ChunkedSegment.seal ->
 # _write_marker re-creates the 'sealed' marker that destroy_segment just deleted (If-None-Match
 # finds the key free), then fails on the missing chunks. From then on every open resumes that

@@ -31,7 +31,7 @@ from tieredstore.errors import ConfigError, NoSuchBucket, TieredStoreError
 from tieredstore.metrics import register_metrics
 from tieredstore.objectstore import S3ObjectStore, S3Settings
 from tieredstore.store import MessageStore
-from tieredstore.store.compose import open_object_store
+from tieredstore.store.base.compose import open_object_store
 
 pytestmark = pytest.mark.s3
 

@@ -18,7 +18,8 @@ from tieredstore.errors import InvalidArgument, RequestTimeout, SegmentFenced
 from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
 from tieredstore.segment.pool import CommitRetriesExhausted
-from tieredstore.store import AsyncMessageStore, MessageStore, arguments
+from tieredstore.store import AsyncMessageStore, MessageStore
+from tieredstore.store.base import arguments
 from tieredstore.testing import ForwardingObjectStore
 
 LOG_DIR = "/default-cluster/broker-0/log/"

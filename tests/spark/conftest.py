@@ -20,7 +20,7 @@ import pytest
 from tests.servers import S3Server
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.store import MessageStore
-from tieredstore.store.record import encode_record
+from tieredstore.store.formats.record import encode_record
 
 KiB = 1024
 T0 = 1_700_000_000_000  # store timestamp of offset 0, ms; offset i is stored at T0 + i s

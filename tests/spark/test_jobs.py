@@ -25,7 +25,7 @@ from tieredstore.spark import jobs
 from tieredstore.spark.compact import survey
 from tieredstore.spark.selection import Selection
 from tieredstore.store import UNIT_SIZE
-from tieredstore.store.keys import segment_path
+from tieredstore.store.formats.keys import segment_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

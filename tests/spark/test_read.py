@@ -25,7 +25,7 @@ from tieredstore.spark.datasource import scan_slice
 from tieredstore.spark.plan import SegmentSlice, plan_read
 from tieredstore.spark.selection import Selection, Span
 from tieredstore.store import log_path, reading_fetcher
-from tieredstore.store.brokers import cluster_root
+from tieredstore.store.ops.brokers import cluster_root
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from tieredstore.checksum import crc32c
-from tieredstore.store.arrays import UnitBlock, _unit_crcs, decode_unit_block, plain_run_block
-from tieredstore.store.record import (
+from tieredstore.store.formats.record import (
     CqUnit,
     RecordError,
     decode_units,
@@ -19,6 +18,7 @@ from tieredstore.store.record import (
     plain_run,
     tags_hash,
 )
+from tieredstore.store.read.arrays import UnitBlock, _unit_crcs, decode_unit_block, plain_run_block
 
 
 def _block(units: list[CqUnit]) -> UnitBlock:
@@ -89,7 +89,7 @@ def test_a_plain_run_over_arrays_takes_the_records_plain_run_takes() -> None:
 
 
 def test_a_run_over_arrays_ends_where_a_run_over_units_ends() -> None:
-    from tieredstore.store.scan import _run_end
+    from tieredstore.store.read.scan import _run_end
 
     rng = random.Random(3)
     for _ in range(200):

@@ -26,7 +26,7 @@ from tieredstore.store import (
     RecordError,
     decode_record,
 )
-from tieredstore.store.record import MIN_RECORD_SIZE, encode_record
+from tieredstore.store.formats.record import MIN_RECORD_SIZE, encode_record
 
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER_KEY = base64.b64encode(b"o" * 32).decode()

@@ -24,7 +24,7 @@ from tieredstore.objectstore import (
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.segment import SegmentOptions
 from tieredstore.segment.pool import PoolOptions
-from tieredstore.store import compose
+from tieredstore.store.base import compose
 
 S3 = {"backend": "s3", "s3_bucket": "bkt", "s3_endpoint_url": "http://localhost:1",
       "s3_region": "eu-west-1", "s3_addressing_style": "path", "s3_access_key_id": "id",

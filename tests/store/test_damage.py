@@ -17,7 +17,7 @@ from tieredstore.metadata import QueueMetadata, QueuePath
 from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.segment import FileType
 from tieredstore.store import AsyncMessageStore, NoSuchQueue, QueueCorrupt, ReadOnlyMessageStore
-from tieredstore.store.keys import log_path, metadata_root, segment_path
+from tieredstore.store.formats.keys import log_path, metadata_root, segment_path
 from tieredstore.testing import ForwardingObjectStore
 
 COUNT = 400

@@ -12,7 +12,7 @@ import pytest
 from tests.store.conftest import small_config
 from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore
-from tieredstore.store.gc import (
+from tieredstore.store.ops.gc import (
     BESIDE_MERGED,
     DEAD_LOG,
     LOG_FENCE,

@@ -13,7 +13,7 @@ import pytest
 from tieredstore.config import load_config
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore
-from tieredstore.store.outgoing import Outgoing
+from tieredstore.store.base.outgoing import Outgoing
 from tieredstore.testing import ForwardingObjectStore
 
 pytestmark = pytest.mark.slow

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tieredstore.store.pending import Pending, PendingUnits
-from tieredstore.store.record import CqUnit, encode_unit
+from tieredstore.store.formats.record import CqUnit, encode_unit
+from tieredstore.store.write.pending import Pending, PendingUnits
 
 
 def test_units_read_back_as_added_and_leave_in_dispatch_order() -> None:

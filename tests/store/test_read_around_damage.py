@@ -30,7 +30,7 @@ from tieredstore.store import (
     MessageStore,
     ReadOnlyMessageStore,
 )
-from tieredstore.store.record import encode_record
+from tieredstore.store.formats.record import encode_record
 from tieredstore.testing import ForwardingObjectStore
 
 T = TypeVar("T")

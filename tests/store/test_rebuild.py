@@ -66,7 +66,7 @@ async def test_delete_every_head_then_reopen(open_store: Opener, backend: Object
     assert gone, "no head found to delete"
     await backend.delete_many(gone)
 
-    with caplog.at_level(logging.WARNING, logger="tieredstore.store.queue"):
+    with caplog.at_level(logging.WARNING, logger="tieredstore.store.write.queue"):
         again = await open_store()
         # get, before any append, finds the queue and rebuilds it
         await assert_everything_reads_back(again, counts)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tieredstore.checksum import crc32c
-from tieredstore.store.record import (
+from tieredstore.store.formats.record import (
     CqUnit,
     Message,
     RecordError,

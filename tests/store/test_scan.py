@@ -11,8 +11,14 @@ from typing import Any
 
 from tieredstore.errors import TieredStoreError
 from tieredstore.store import QueueScan, ScanSpec
-from tieredstore.store.record import UNIT_SIZE, CqUnit, encode_record, encode_unit, tags_hash
-from tieredstore.store.scan import ScanMode
+from tieredstore.store.formats.record import (
+    UNIT_SIZE,
+    CqUnit,
+    encode_record,
+    encode_unit,
+    tags_hash,
+)
+from tieredstore.store.read.scan import ScanMode
 
 RECORDS = [encode_record(i, 1000 + i, b"m%d" % i) for i in range(6)]
 COMMIT_LOG = b"".join(RECORDS)

@@ -11,7 +11,7 @@ it.
 
 Read-only: the queue's metadata is read without claiming it and segments are
 found by listing, so a broker writing the store is not disturbed. It sees
-what is durable in the bucket (see :mod:`tieredstore.store.view`). Every
+what is durable in the bucket (see :mod:`tieredstore.store.read.view`). Every
 record is checked (CRC32C, offset) as ``get`` checks it.
 
 Prints ``offset, store time, body`` a line (tabs between; in the body newlines,

@@ -25,7 +25,7 @@ store's keys are listed once for every broker) is listed too: in ``queues``
 with why in ``lost``, and its numbers when a reader can still open it (its
 bytes in log objects), else none; in ``segments`` and ``chunks`` with its
 segments as listed, none recorded. Numbers are what is durable in the bucket
-(see :mod:`tieredstore.store.view`). ``--topic`` or ``--queue`` naming
+(see :mod:`tieredstore.store.read.view`). ``--topic`` or ``--queue`` naming
 nothing on the brokers read is an error (exit 2), which names the brokers
 that have it when ``--broker`` left them out; so is a ``--broker`` the
 cluster does not have.

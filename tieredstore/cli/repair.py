@@ -3,7 +3,7 @@
 A queue whose heads are missing, or all damaged, but whose segments are in
 the bucket is rebuilt from them (the records of its sealed segments, its owed
 merges, where each file goes on after segments retention deleted; see
-:mod:`tieredstore.store.repair`), as its next open would do.
+:mod:`tieredstore.store.write.recovery`), as its next open would do.
 This command finds every such queue by listing the store's prefix and
 loading the broker's log (a queue's bytes may be in log objects alone), and
 opens each one. Opening claims a queue: it takes it over from a writer that still

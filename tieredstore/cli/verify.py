@@ -1,7 +1,7 @@
 """``tieredstore verify``: read every message of every queue and check every CRC.
 
 Read-only. Renders :func:`tieredstore.store.verify_store` (what is checked is
-said there, in :mod:`tieredstore.store.verify`) over every broker of the
+said there, in :mod:`tieredstore.store.ops.verify`) over every broker of the
 cluster (``--broker`` narrows): one row per queue, the totals, and the first
 errors (each named by its broker). Besides what each queue's check reads:
 one paged LIST of the cluster's metadata root (none with ``--broker``), per

@@ -1,7 +1,7 @@
 """Build an ObjectStore from its own options: which backend, where, how hard to try.
 
 The object-store layer knows nothing of the library configuration:
-:mod:`tieredstore.store.compose` maps ``TieredStoreConfig`` keys onto
+:mod:`tieredstore.store.base.compose` maps ``TieredStoreConfig`` keys onto
 :class:`ObjectStoreOptions` (and :class:`RetryPolicy`, :class:`S3Settings`).
 """
 

@@ -18,13 +18,13 @@ from tieredstore.metadata import QueueMetadata
 from tieredstore.metadata.liveness import Seen, WriterLive
 from tieredstore.objectstore import LocalObjectStore, ObjectStore
 from tieredstore.segment import SegmentState
-from tieredstore.store.arguments import MAX_TIMESTAMP, check_append
-from tieredstore.store.around import AroundDamage, Skipped
-from tieredstore.store.brokers import list_brokers
-from tieredstore.store.cluster import ClusterQueue, ReadOnlyCluster
-from tieredstore.store.codec import KeyProvider, RecordCodec
-from tieredstore.store.columns import BodyRun, Columns
-from tieredstore.store.compose import (
+from tieredstore.store.api.cluster import ClusterQueue, ReadOnlyCluster
+from tieredstore.store.api.facade import MessageStore
+from tieredstore.store.api.message_store import AsyncMessageStore
+from tieredstore.store.api.read_only import ReadOnlyMessageStore
+from tieredstore.store.api.watch import BucketWatch, scrape_bucket, serve_bucket_metrics
+from tieredstore.store.base.arguments import MAX_TIMESTAMP, check_append
+from tieredstore.store.base.compose import (
     carrying_credentials,
     holds_local_store,
     open_fetcher,
@@ -32,7 +32,7 @@ from tieredstore.store.compose import (
     pool_options,
     prepare_bucket,
 )
-from tieredstore.store.errors import (
+from tieredstore.store.base.errors import (
     MessageTooLarge,
     NoSuchQueue,
     OffsetError,
@@ -40,14 +40,31 @@ from tieredstore.store.errors import (
     QueueCorrupt,
     StoreError,
 )
-from tieredstore.store.facade import MessageStore
-from tieredstore.store.flatreader import first_live
-from tieredstore.store.gc import GcReport, collect_garbage
-from tieredstore.store.keys import log_path, metadata_root
-from tieredstore.store.message_store import AsyncMessageStore
-from tieredstore.store.outgoing import Outgoing
-from tieredstore.store.properties import clean_from, merges_owed
-from tieredstore.store.queue_view import (
+from tieredstore.store.base.outgoing import Outgoing
+from tieredstore.store.base.shown import iso, parse_time
+from tieredstore.store.formats.codec import KeyProvider, RecordCodec
+from tieredstore.store.formats.keys import log_path, metadata_root
+from tieredstore.store.formats.properties import clean_from, merges_owed
+from tieredstore.store.formats.record import (
+    UNIT_SIZE,
+    Message,
+    RecordError,
+    decode_record,
+)
+from tieredstore.store.ops.brokers import list_brokers
+from tieredstore.store.ops.gc import GcReport, collect_garbage
+from tieredstore.store.ops.summary import FlatSummary, QueueSummary, summarize
+from tieredstore.store.ops.unmerged import (
+    Unmerged,
+    UnmergedSurvey,
+    merge_segment,
+    unmerged_segments,
+)
+from tieredstore.store.ops.verify import QueueCheck, VerifyReport, verify_queue, verify_store
+from tieredstore.store.read.around import AroundDamage, Skipped
+from tieredstore.store.read.columns import BodyRun, Columns
+from tieredstore.store.read.flatreader import first_live
+from tieredstore.store.read.queue_view import (
     LogPiece,
     QueueView,
     open_reading,
@@ -56,23 +73,11 @@ from tieredstore.store.queue_view import (
     reading_fetcher,
     scan_planned,
 )
-from tieredstore.store.read_only import ReadOnlyMessageStore
-from tieredstore.store.record import (
-    UNIT_SIZE,
-    Message,
-    RecordError,
-    decode_record,
-)
-from tieredstore.store.repair import queues_to_rebuild, queues_with_segments, store_keys
-from tieredstore.store.scan import Batch, QueueScan, ScanError, ScanSpec
-from tieredstore.store.selected import unknown_in_cluster, unknown_selected
-from tieredstore.store.shown import iso, parse_time
-from tieredstore.store.summary import FlatSummary, QueueSummary, summarize
-from tieredstore.store.tagged import Tagged
-from tieredstore.store.tail import DurableTail
-from tieredstore.store.unmerged import Unmerged, UnmergedSurvey, merge_segment, unmerged_segments
-from tieredstore.store.verify import QueueCheck, VerifyReport, verify_queue, verify_store
-from tieredstore.store.view import (
+from tieredstore.store.read.scan import Batch, QueueScan, ScanError, ScanSpec
+from tieredstore.store.read.selected import unknown_in_cluster, unknown_selected
+from tieredstore.store.read.tagged import Tagged
+from tieredstore.store.read.tail import DurableTail
+from tieredstore.store.read.view import (
     ListedFile,
     SegmentView,
     list_flat_file,
@@ -86,8 +91,8 @@ from tieredstore.store.view import (
     sealing_segments,
     unit_crc,
 )
-from tieredstore.store.watch import BucketWatch, scrape_bucket, serve_bucket_metrics
-from tieredstore.store.writers import refuse_live_writer, writer_seen
+from tieredstore.store.write.recovery import queues_to_rebuild, queues_with_segments, store_keys
+from tieredstore.store.write.writers import refuse_live_writer, writer_seen
 
 __all__ = [
     "BucketWatch",

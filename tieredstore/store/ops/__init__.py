@@ -1,0 +1,2 @@
+"""Maintenance and checks over the bucket: verify, garbage collection, unmerged
+segments, the cluster's brokers, queue summaries."""
