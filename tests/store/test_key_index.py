@@ -8,6 +8,7 @@ queue after a crash is caught up on open; retention and bad input."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import Any
 
@@ -542,6 +543,13 @@ async def test_a_store_whose_old_writer_could_not_record_a_straddling_index_segm
     old = await AsyncMessageStore.open(config, store=backend)
     with pytest.raises(RecordOrderError):
         await produce_split(old, 0, 60)
+    # The old store's flushes fail from the roll on, so nothing it holds is
+    # acknowledged; its close (still unable to record the roll) lets what it
+    # sent land: a takeover while its commits are in flight may fence them, and
+    # their messages are then rightly not stored, which the check below would
+    # take for lost keys.
+    with contextlib.suppress(RecordOrderError):
+        await old.close()
     monkeypatch.undo()
     store = await AsyncMessageStore.open(config, store=backend)
     await check_split(store.query_by_key, 60)
