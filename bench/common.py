@@ -59,6 +59,8 @@ class Sizes:
     segment_cost: bool = True  # the 1 GiB segment-cost table (in-memory, a few seconds)
     quiet_queues: int = 1000  # queues at 1 message/s each
     quiet_seconds: float = 30.0  # steady state measured, after a quarter as long to warm up
+    bill_queues: int = 10_000  # the hourly bill's quiet queues (log mode)
+    bill_rate: float = 1000.0  # their messages a second, all together
     busy_queues: int = 64  # queues written at full speed
     busy_bytes_per_queue: int = 16 * MiB
     busy_segment: int = 16 * MiB  # commit-log segment size, so that every queue seals
@@ -88,6 +90,7 @@ TINY = Sizes(
     write_queues=4, write_bytes_per_queue=256 * KiB, write_message=4 * KiB, write_repeats=1,
     rss_queues=20, rss_bytes_per_queue=64 * KiB, rss_pool=256 * KiB,
     chunk_size=256 * KiB, segment_cost=False, quiet_queues=20, quiet_seconds=2.0,
+    bill_queues=40, bill_rate=20.0,
     busy_queues=4, busy_bytes_per_queue=1 * MiB, busy_segment=512 * KiB,
     flushing_segment=16 * MiB,
 )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from bench.common import DEFAULTS, BenchEnv, Table
@@ -47,7 +48,7 @@ class QuietRun:
     compaction: Counter[str] = field(default_factory=Counter)  # the forced pass: as is
     flushes: list[float] = field(default_factory=list)
 
-    def per_hour(self, ops: tuple[str, ...]) -> int:
+    def per_hour(self, ops: Collection[str]) -> int:
         steady = sum(self.steady[op] for op in ops)
         if "put" in ops:  # consolidations: an hour's, not the miniature's rate
             steady -= self.consolidations
@@ -58,18 +59,20 @@ class QuietRun:
 
 
 async def produce(store: AsyncMessageStore, queues: int, seconds: float,
-                  body: bytes) -> int:
-    """One message a second to each queue, spread evenly over the second."""
+                  body: bytes, rate: float | None = None) -> int:
+    """``rate`` messages a second (default one to each queue), to the queues in
+    turn, spread evenly over the second."""
+    rate = rate or queues
     sent = 0
     start = time.monotonic()
-    per_step = max(1, round(queues * 0.01))
+    per_step = max(1, round(rate * 0.01))
     q = 0
     while time.monotonic() - start < seconds:
         for _ in range(per_step):
             await store.append("quiet", q, body)
             q = (q + 1) % queues
             sent += 1
-        await asyncio.sleep(max(0.0, start + sent / queues - time.monotonic()))
+        await asyncio.sleep(max(0.0, start + sent / rate - time.monotonic()))
     return sent
 
 
@@ -87,7 +90,8 @@ def phases(seconds: float) -> tuple[float, float]:
     return max(1.0, seconds / 4), min(10.0, max(2.0, seconds / 3))
 
 
-async def measure(mode: str, queues: int, seconds: float) -> QuietRun:
+async def measure(mode: str, queues: int, seconds: float, rate: float | None = None
+                  ) -> QuietRun:
     backend = MemoryObjectStore()
     warm, flushing = phases(seconds)
     scale = (warm + seconds + flushing) / HOUR
@@ -100,16 +104,16 @@ async def measure(mode: str, queues: int, seconds: float) -> QuietRun:
     store = await AsyncMessageStore.open(config, store=backend)
     body = b"q" * MESSAGE
     try:
-        await produce(store, queues, warm, body)  # queues created
+        await produce(store, queues, warm, body, max(rate or 0, queues / warm))  # created
         backend.metrics.reset()
         before = store.snapshot()["log"].get("consolidations", 0)
-        messages = await produce(store, queues, seconds, body)
+        messages = await produce(store, queues, seconds, body, rate)
         run = QuietRun(mode, seconds, messages, Counter(backend.metrics.requests),
                        consolidations=store.snapshot()["log"].get("consolidations", 0) - before,
                        scale=scale)
         done = asyncio.Event()
         timer = asyncio.create_task(time_flushes(store, done, run.flushes))
-        await produce(store, queues, flushing, body)
+        await produce(store, queues, flushing, body, rate)
         done.set()
         await timer
         if mode == "log":
@@ -154,4 +158,44 @@ async def run(env: BenchEnv) -> list[Table]:
         f"hour); consolidation every {DEFAULTS.log_consolidate_interval:.0f} s and "
         f"compaction at {DEFAULTS.log_compact_age:.0f} s as an hour in miniature "
         f"(run's share of an hour: {log_run.scale:.3%}); a flush covers every queue")
-    return [table]
+    return [table, await bill(env)]
+
+
+BILL_GOAL_QUEUES = 100_000
+BILL_GOAL_PUTS = 20_000
+
+
+async def bill(env: BenchEnv) -> Table:
+    """The hourly bill of many quiet queues (log mode), extrapolated to
+    :data:`BILL_GOAL_QUEUES` at the same total message rate: the group commits
+    and consolidations follow the rate, not the queues; the hourly move of each
+    queue's log bytes into chunks of its segment (the forced compaction pass)
+    follows the queues that had a message in the hour: every one of them, at
+    these rates."""
+    queues, rate = env.sizes.bill_queues, env.sizes.bill_rate
+    seconds = env.sizes.quiet_seconds
+    run = await measure("log", queues, seconds, rate)
+    moved = sum(run.compaction[op] for op in PUT_CLASS)
+    steady = run.per_hour(PUT_CLASS) - moved
+    factor = BILL_GOAL_QUEUES / queues
+    projected = round(steady + moved * factor)
+    table = Table(
+        f"The hourly bill of {queues:,} quiet queues ({rate:,.0f} messages/s of {MESSAGE} B "
+        f"in all), extrapolated to {BILL_GOAL_QUEUES:,} at the same rate "
+        f"(in-memory store, {seconds:.0f} s of steady state, log mode)",
+        ["queues", "messages/s per queue", "group commits + consolidation PUT-class/hour",
+         "hourly move PUT-class (per queue)", "PUT-class/hour"],
+        goal=f"at most {BILL_GOAL_PUTS:,} PUT-class an hour for {BILL_GOAL_QUEUES:,} quiet "
+             "queues")
+    table.add(f"{queues:,} (measured)", f"{rate / queues:.3f}", f"{steady:,}",
+              f"{moved:,} ({moved / queues:.2f})", f"{steady + moved:,}")
+    table.add(f"{BILL_GOAL_QUEUES:,} (extrapolated)", f"{rate / BILL_GOAL_QUEUES:.4f}",
+              f"{steady:,}", f"{round(moved * factor):,} ({moved / queues:.2f})",
+              f"{projected:,}")
+    table.verdict(projected <= BILL_GOAL_PUTS,
+                  f"{BILL_GOAL_QUEUES:,} quiet queues: {projected:,} PUT-class/hour")
+    table.notes.append(
+        "the hourly move is one compaction pass forced on a clock moved on by "
+        f"log_compact_age ({DEFAULTS.log_compact_age:.0f} s), counted as it is: an hour's; "
+        "the rest is real time scaled to an hour, as in the table above")
+    return table
