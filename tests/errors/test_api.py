@@ -25,7 +25,7 @@ from tests.errors.helpers import (
 )
 from tieredstore.config import GiB, KiB, MiB, TieredStoreConfig
 from tieredstore.errors import ConfigError, InvalidArgument, InvalidArgumentType, InvalidName
-from tieredstore.objectstore import MemoryObjectStore
+from tieredstore.objectstore import MemoryObjectStore, read_only
 from tieredstore.store import MessageStore, MessageTooLarge, OffsetError, OffsetOutOfRange
 
 T, Q = TOPIC, QUEUE
@@ -219,6 +219,8 @@ CASES = cases_by_id(
     Case("P03", open_with(store="bucket"), InvalidArgumentType,
          r"store: must be an ObjectStore or None, got str"),
     Case("P04", open_with(writer_id=5), InvalidArgumentType, r"writer_id: must be a str, got int"),
+    Case("P11", open_with(store=read_only(MemoryObjectStore())), InvalidArgument,
+         r"store: is open for reading only; a writing store needs one that writes"),
     Case("P05", lambda s: MessageStore.open(TieredStoreConfig(local_path=__file__)), ConfigError,
          r"config 'local_path': '.*test_api.py' exists and is not a directory"),
     Case("P06", lambda s: MessageStore.open(TieredStoreConfig(
