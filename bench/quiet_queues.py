@@ -3,7 +3,8 @@
 Each write mode runs the same producer in real time on the in-memory store
 (its chokepoint counts every request the S3 backend would make, so the counts
 do not depend on the machine): one message to each queue every second, spread
-evenly, the shipped configuration otherwise. After a warm-up (queue creation)
+evenly, the shipped configuration otherwise. After a warm-up (a message to
+each queue, which creates it, then the producer's rate)
 the requests of ``quiet_seconds`` of steady state are counted; group commits
 happen in real time, so their requests are scaled to an hour.
 
@@ -94,7 +95,8 @@ async def measure(mode: str, queues: int, seconds: float, rate: float | None = N
                   ) -> QuietRun:
     backend = MemoryObjectStore()
     warm, flushing = phases(seconds)
-    scale = (warm + seconds + flushing) / HOUR
+    created = queues / (rate or queues)  # the creating messages, in seconds of data
+    scale = (created + warm + seconds + flushing) / HOUR
     config = DEFAULTS.replace(
         backend="memory", write_mode=mode, gc_interval=0.0, retention_interval=0.0,
         memory_cache_bytes=max(64 * 1024, int(DEFAULTS.memory_cache_bytes * scale)),
@@ -104,7 +106,9 @@ async def measure(mode: str, queues: int, seconds: float, rate: float | None = N
     store = await AsyncMessageStore.open(config, store=backend)
     body = b"q" * MESSAGE
     try:
-        await produce(store, queues, warm, body, max(rate or 0, queues / warm))  # created
+        for q in range(queues):  # every queue created (its claim) before the window
+            await store.append("quiet", q, body)
+        await produce(store, queues, warm, body, rate)
         backend.metrics.reset()
         before = store.snapshot()["log"].get("consolidations", 0)
         messages = await produce(store, queues, seconds, body, rate)
