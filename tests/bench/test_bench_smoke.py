@@ -24,7 +24,8 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
     # the size).
     expected = ["Sequential catch-up read", "Catch-up consume through get",
                 "get of 1 KiB messages", "Tailing read", "Random 4 KiB reads", "Write:",
-                "Memory:", "Append:", "Quiet queues:", "Busy queues, writing:",
+                "Memory:", "Append:", "Quiet queues:", "The hourly bill of",
+                "Busy queues, writing:",
                 "Busy queues, sealing:", "Restart at scale:", "Flushing producers:",
                 "Spark scan:", "Encryption:", "Encryption and compression:"]
     assert [next((e for e in expected if t.startswith(e)), t) for t in titles] == expected
@@ -33,7 +34,7 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
             assert table.notes == ["not run: needs SeaweedFS"] and not table.rows
             continue
         assert table.rows, f"{table.title!r} has no rows"
-        if not table.title.startswith(("Quiet queues", "Busy queues", "Flushing producers",
+        if not table.title.startswith(("Quiet queues", "The hourly bill", "Busy queues", "Flushing producers",
                                        "Spark scan", "Encryption and", "Restart at scale")):
             assert all(row[0] == "local" for row in table.rows), table.title
     text = report.read_text()
