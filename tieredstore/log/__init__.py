@@ -7,10 +7,21 @@ deletion of spent objects, recovery at open, and the pieces a reader that
 never writes loads (:class:`LogSnapshot`).
 """
 
+from tieredstore.log.checkpoint import encode_checkpoint
+from tieredstore.log.commits import (
+    ChunkCommit,
+    CommitRecord,
+    HeadCommit,
+    RollCommit,
+    TimesCommit,
+    encode_records,
+)
+from tieredstore.log.committed import ActiveFile, CommittedState, QueueState, Run
 from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.format import Piece, encode_log_object
-from tieredstore.log.index import read_index
+from tieredstore.log.index import DataIndex, read_entry, read_index
 from tieredstore.log.keys import LogPath
+from tieredstore.log.loading import CommittedLog, load_committed
 from tieredstore.log.options import LogOptions
 from tieredstore.log.pieces import LogIndexes, LogSnapshot
 from tieredstore.log.recovery import recover_log
@@ -19,6 +30,21 @@ from tieredstore.log.tracker import LogTracker
 from tieredstore.log.writer import LogWriter
 
 __all__ = [
+    "ActiveFile",
+    "ChunkCommit",
+    "CommitRecord",
+    "CommittedLog",
+    "CommittedState",
+    "DataIndex",
+    "HeadCommit",
+    "QueueState",
+    "RollCommit",
+    "Run",
+    "TimesCommit",
+    "encode_checkpoint",
+    "encode_records",
+    "load_committed",
+    "read_entry",
     "LogCorrupt",
     "LogEntry",
     "LogFenced",

@@ -15,6 +15,13 @@ One log object holds the bytes a group commit took from every queue. Layout
 The footer is fixed-size, so a reader finds the index with one ranged GET of
 the object's tail (:data:`TAIL_READ` bytes) and a second only when the index
 is longer than that.
+
+Version 2 (docs/log-objects.md, "Version 2") keeps this frame: the reserved
+field holds the entry's kind (:data:`DATA`, :data:`CHECKPOINT`), a data
+entry's index goes on with its commit records
+(:mod:`tieredstore.log.commits`), and a checkpoint's data and index are
+those of :mod:`tieredstore.log.checkpoint`. An entry with neither records nor
+a checkpoint is written as version 1.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ from tieredstore.sizes import KiB
 MAGIC = b"TSLG"
 FOOTER_MAGIC = b"TSLF"
 VERSION = 1
+VERSION_2 = 2
+DATA = 0
+CHECKPOINT = 1
 _HEADER = struct.Struct(">4sHH")
 _TOPIC_LEN = struct.Struct(">H")
 _ENTRY = struct.Struct(">IBQQIQI")  # queue, file type, segment base, position, length,
@@ -80,13 +90,18 @@ class LogFooter:
     index_length: int
     piece_count: int
     index_crc: int
+    version: int = VERSION
+    kind: int = DATA
 
 
-def encode_log_object(pieces: Sequence[tuple[Piece, bytes | memoryview]]
-                      ) -> tuple[bytes, list[Piece]]:
+def encode_log_object(pieces: Sequence[tuple[Piece, bytes | memoryview]],
+                      records: bytes = b"") -> tuple[bytes, list[Piece]]:
     """The object holding each ``(piece, data)`` (``piece``'s offset and CRC are
-    filled in here), and the pieces as stored."""
-    parts: list[bytes | memoryview] = [_HEADER.pack(MAGIC, VERSION, 0)]
+    filled in here), and the pieces as stored. ``records``: encoded commit
+    records (:func:`tieredstore.log.commits.encode_records`); with any, the
+    object is a version 2 data entry."""
+    version = VERSION_2 if records else VERSION
+    parts: list[bytes | memoryview] = [_HEADER.pack(MAGIC, version, DATA)]
     offset = HEADER_SIZE
     stored: list[Piece] = []
     for piece, data in pieces:
@@ -97,11 +112,20 @@ def encode_log_object(pieces: Sequence[tuple[Piece, bytes | memoryview]]
         stored.append(placed)
         parts.append(data)
         offset += len(data)
-    index = encode_index(stored)
-    head = _FOOTER_HEAD.pack(FOOTER_MAGIC, VERSION, 0, offset, len(index), len(stored),
-                             crc32c(index))
-    parts += [index, _FOOTER.pack(head, crc32c(head))]
+    parts += frame_index(encode_index(stored) + records, offset, len(stored), version, DATA)
     return b"".join(parts), stored
+
+
+def frame_index(index: bytes, index_offset: int, piece_count: int, version: int,
+                kind: int) -> list[bytes]:
+    """An object's index and footer, for data ending at ``index_offset``."""
+    head = _FOOTER_HEAD.pack(FOOTER_MAGIC, version, kind, index_offset, len(index),
+                             piece_count, crc32c(index))
+    return [index, _FOOTER.pack(head, crc32c(head))]
+
+
+def header(version: int, kind: int) -> bytes:
+    return _HEADER.pack(MAGIC, version, kind)
 
 
 def check_indexable(topic: str, queue_id: int) -> bytes:
@@ -117,11 +141,25 @@ def check_indexable(topic: str, queue_id: int) -> bytes:
     return data
 
 
+def pack_topic(topic: str, queue_id: int) -> bytes:
+    """``topic_len u16 | topic``, the start of every index entry naming a queue
+    (the queue id ``u32`` is packed by the entry after it)."""
+    data = check_indexable(topic, queue_id)
+    return _TOPIC_LEN.pack(len(data)) + data
+
+
+def unpack_topic(view: memoryview, at: int) -> tuple[str, int]:
+    """The topic :func:`pack_topic` wrote at ``at``, and where it ends."""
+    (n,) = _TOPIC_LEN.unpack_from(view, at)
+    if at + 2 + n > len(view):
+        raise ValueError(f"a topic of {n} bytes runs past the index")
+    return str(view[at + 2 : at + 2 + n], "utf-8"), at + 2 + n
+
+
 def encode_index(pieces: Sequence[Piece]) -> bytes:
     out: list[bytes] = []
     for p in pieces:
-        topic = check_indexable(p.topic, p.queue_id)
-        out += [_TOPIC_LEN.pack(len(topic)), topic,
+        out += [pack_topic(p.topic, p.queue_id),
                 _ENTRY.pack(p.queue_id, int(p.file_type), p.segment_base, p.position,
                             p.length, p.object_offset, p.crc32c)]
     return b"".join(out)
@@ -132,42 +170,48 @@ def decode_footer(tail: bytes | memoryview, *, key: str, size: int) -> LogFooter
     if size < HEADER_SIZE + FOOTER_SIZE or len(tail) < FOOTER_SIZE:
         raise LogCorrupt(key, f"{size} bytes is too short for a log object")
     head, footer_crc = _FOOTER.unpack_from(tail, len(tail) - FOOTER_SIZE)
-    magic, version, _, index_offset, index_length, count, index_crc = \
+    magic, version, kind, index_offset, index_length, count, index_crc = \
         _FOOTER_HEAD.unpack(head)
     if magic != FOOTER_MAGIC:
         raise LogCorrupt(key, f"footer magic {magic!r}, not {FOOTER_MAGIC!r}")
     if crc32c(head) != footer_crc:
         raise LogCorrupt(key, "footer fails its CRC32C")
-    if version != VERSION:
+    if version not in (VERSION, VERSION_2):
         raise LogCorrupt(key, f"format version {version} is unknown")
+    if version == VERSION:
+        kind = DATA
+    elif kind not in (DATA, CHECKPOINT):
+        raise LogCorrupt(key, f"entry kind {kind} is unknown")
     if index_offset < HEADER_SIZE or index_offset + index_length + FOOTER_SIZE != size:
         raise LogCorrupt(key, f"index [{index_offset}, +{index_length}) does not end at the "
                               f"footer of a {size}-byte object")
-    return LogFooter(index_offset, index_length, count, index_crc)
+    return LogFooter(index_offset, index_length, count, index_crc, version, kind)
 
 
-def decode_index(index: bytes | memoryview, footer: LogFooter, *, key: str) -> list[Piece]:
-    """The pieces an index lists, checked: its CRC, each piece inside the data."""
+def check_index(index: bytes | memoryview, footer: LogFooter, *, key: str) -> memoryview:
+    """``index`` once its length and CRC are the footer's."""
     if len(index) != footer.index_length or crc32c(index) != footer.index_crc:
         raise LogCorrupt(key, "index fails its CRC32C")
-    view = memoryview(index)
+    return memoryview(index)
+
+
+def decode_pieces(view: memoryview, footer: LogFooter, *, key: str) -> tuple[list[Piece], int]:
+    """The pieces a data entry's index lists, each checked to lie inside the
+    data, and where in the index they end."""
     pieces: list[Piece] = []
     at = 0
     try:
         for _ in range(footer.piece_count):
-            (n,) = _TOPIC_LEN.unpack_from(view, at)
-            topic = str(view[at + 2 : at + 2 + n], "utf-8")
-            at += 2 + n
+            topic, at = unpack_topic(view, at)
             queue, file_type, base, position, length, offset, crc = _ENTRY.unpack_from(view, at)
             at += _ENTRY.size
             pieces.append(Piece(topic, queue, FileType(file_type), base, position, length,
                                 offset, crc))
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise LogCorrupt(key, f"index is malformed: {exc}") from None
-    if at != len(view):
-        raise LogCorrupt(key, f"index holds {len(view) - at} bytes past its last piece")
     for piece in pieces:
         if piece.object_offset < HEADER_SIZE or \
                 piece.object_offset + piece.length > footer.index_offset:
             raise LogCorrupt(key, f"piece {piece} lies outside the object's data")
-    return pieces
+    return pieces, at
+
