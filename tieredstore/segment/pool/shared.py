@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tieredstore.errors import BufferFull
@@ -33,7 +33,7 @@ class PoolShared:
     """Budget, timer, slots, tasks, metrics and tallies of one pool."""
 
     __slots__ = ("budget", "errored", "inflight", "log_sink", "metrics", "not_due", "options",
-                 "slots", "tasks", "timer")
+                 "slots", "tasks", "timer", "writer_check")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions,
                  interval_passed: Callable[[list[SegmentCommitter]], None]) -> None:
@@ -47,6 +47,8 @@ class PoolShared:
         self.timer: GroupCommitTimer[SegmentCommitter] = GroupCommitTimer(
             options.group_commit_interval, interval_passed)
         self.log_sink: LogSink | None = None  # write mode log: small commits go here
+        # Awaited before each commit to a segment, with when its bytes were taken.
+        self.writer_check: Callable[[float], Awaitable[None]] | None = None
         # Commits in flight, all segments.
         self.slots = asyncio.Semaphore(options.upload_concurrency)
         self.tasks = Background()  # the commit workers
