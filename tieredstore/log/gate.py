@@ -25,7 +25,8 @@ class _Check:
 
 
 class WriterGate:
-    """Checks of ``check`` (one request each), shared by time."""
+    """Checks of ``check`` (one request each), shared by time: at most one runs
+    at a time, and the callers that come while it runs share the next one."""
 
     def __init__(self, check: Callable[[], Awaitable[None]]) -> None:
         self._check = check
@@ -38,18 +39,28 @@ class WriterGate:
         passed; raise what the check raised."""
         while self._passed < taken:
             run = self._running
-            if run is None or run.started < taken:
-                run = _Check(time.monotonic(), asyncio.ensure_future(self._check()))
-                self._running = run
-                self.checks += 1
-            try:
-                await asyncio.shield(run.task)
-            finally:
-                if self._running is run and run.task.done():
-                    self._running = None
+            if run is not None and run.started < taken:
+                # Too early for these bytes: the next check, once it ends, serves
+                # every caller that came meanwhile. Its failure is that one's too.
+                await asyncio.wait([run.task])
+                continue
+            if run is None:
+                run = self._start()
+            await asyncio.shield(run.task)
             self._passed = max(self._passed, run.started)
 
+    def _start(self) -> _Check:
+        run = _Check(time.monotonic(), asyncio.ensure_future(self._check()))
+        self._running = run
+        self.checks += 1
+
+        def ended(_: object) -> None:
+            if self._running is run:
+                self._running = None
+        run.task.add_done_callback(ended)
+        return run
+
     async def check_now(self) -> None:
-        """A check started now (before and after a claim, and when a claim meets
-        another writer's entry)."""
+        """A check started now or later (before and after a claim, before a head
+        write, and when a claim meets another writer's entry)."""
         await self.passed_since(time.monotonic())

@@ -469,12 +469,22 @@ class AsyncMessageStore(QueueReads):
             raise self.corrupt[key] from None
 
     async def _readings(self, topic: str) -> list[QueueReading]:
-        """The queues of ``topic`` this store holds (those listed at the open
-        claimed first)."""
+        """The queues of ``topic`` this store holds, those listed at the open
+        claimed first (a claim that fails raises: a read of the topic leaves no
+        queue out unsaid; a queue found corrupt is left out, as a held one is)."""
         if self._closed:
             raise StoreClosed("the message store is closed")
-        await self._claim_listed(sorted(k for k in self._listed - self._queues.keys()
-                                        - self.corrupt.keys() if k[0] == topic))
+
+        async def claim(key: tuple[str, int]) -> None:
+            try:
+                await self._queue(*key, create=False)
+            except TieredStoreError:
+                if key not in self.corrupt:
+                    raise
+
+        await gather_bounded(OPEN_CONCURRENCY, claim,
+                             sorted(k for k in self._listed - self._queues.keys()
+                                    - self.corrupt.keys() if k[0] == topic))
         return [q for (t, _), q in sorted(self._queues.items()) if t == topic]
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
