@@ -193,7 +193,7 @@ class AsyncMessageStore(QueueReads):
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
             background.every(every, "rolling by time", self._roll_old, priority=Priority.MERGE)
         if ctx.log is not None:
-            background.every(ctx.log.options.check_every, "log compaction", ctx.log.maintain,
+            background.every(ctx.log.options.check_every, "log compaction", self.compact_log,
                              priority=Priority.COMPACTION)
         if config.retention_interval > 0:
             background.every(config.retention_interval, "retention", self.delete_expired,
@@ -304,6 +304,9 @@ class AsyncMessageStore(QueueReads):
         the store has no log."""
         arguments.check_now(now)
         if self.ctx.log is not None:
+            # Pieces move into chunks of the queues' segments: those queues are claimed.
+            await self._claim_listed(sorted(self.ctx.log.queues() - self._queues.keys()
+                                            - self.corrupt.keys()))
             await self.ctx.log.maintain(now)
 
     # --- queues -----------------------------------------------------------------------
