@@ -34,8 +34,9 @@ def test_every_benchmark_runs_and_writes_its_table(tmp_path: Path) -> None:
             assert table.notes == ["not run: needs SeaweedFS"] and not table.rows
             continue
         assert table.rows, f"{table.title!r} has no rows"
-        if not table.title.startswith(("Quiet queues", "The hourly bill", "Busy queues", "Flushing producers",
-                                       "Spark scan", "Encryption and", "Restart at scale")):
+        if not table.title.startswith(("Quiet queues", "The hourly bill", "Busy queues",
+                                       "Flushing producers", "Spark scan", "Encryption and",
+                                       "Restart at scale")):
             assert all(row[0] == "local" for row in table.rows), table.title
     text = report.read_text()
     for title in titles:
