@@ -2,7 +2,7 @@
 
 A run:
 
-1. opens the table (:mod:`tieredstore.spark.table`) at its newest version and
+1. opens the table (:mod:`tieredstore.spark.jobs.table`) at its newest version and
    reads each queue's exported end offset from it (a Delta application
    transaction per queue, ``(broker, topic, queue id)``);
 2. takes each selected queue's end offset now (of every broker of the cluster
@@ -11,7 +11,7 @@ A run:
    or whose exported end retention removed);
 3. reads exactly those ranges through the DataSource (option
    ``queue_offsets``), bound to the configuration this run resolved
-   (:mod:`tieredstore.spark.bound`); each Spark task writes its rows as Parquet
+   (:mod:`tieredstore.spark.read.bound`); each Spark task writes its rows as Parquet
    data files into the table's location, one per partition (``topic``, and
    ``date``: the UTC day of ``store_timestamp``);
 4. checks that the files hold each queue's range (count, min and max offset per
@@ -22,7 +22,7 @@ A run:
    nothing of this run is visible; a commit that moved none of them (other
    queues, an optimize) only makes this one try again on the newer version.
 
-A continuous export (:mod:`tieredstore.spark.continuous`) writes and commits
+A continuous export (:mod:`tieredstore.spark.jobs.continuous`) writes and commits
 each micro-batch with :func:`write_frame` and :func:`commit_run`.
 
 A run with nothing new writes nothing and returns 0 rows. A run killed before
@@ -41,16 +41,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql import functions as F
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.spark.bound import bind
-from tieredstore.spark.options import (
-    READER_OPTIONS,
-    config_from_options,
-    lower_options,
-    on_store,
-)
-from tieredstore.spark.plan import queue_bounds
-from tieredstore.spark.selection import Queue, Selection, queue_offsets_option
-from tieredstore.spark.table import (
+from tieredstore.spark.jobs.table import (
     TARGET_FILE_SIZE,
     DataFile,
     Location,
@@ -67,6 +58,15 @@ from tieredstore.spark.table import (
     transaction,
     write_files,
 )
+from tieredstore.spark.options import (
+    READER_OPTIONS,
+    config_from_options,
+    lower_options,
+    on_store,
+)
+from tieredstore.spark.read.bound import bind
+from tieredstore.spark.read.plan import queue_bounds
+from tieredstore.spark.read.selection import Queue, Selection, queue_offsets_option
 from tieredstore.store import ObjectStore
 
 # The UTC day of store_timestamp, whatever the session's time zone.
@@ -95,7 +95,7 @@ def export_table(spark: Any, options: Mapping[str, str], output: str, selection:
     """Append the selected queues' messages past their exported end offsets to the
     Delta table at ``output`` (see the module docstring), in data files of about
     ``target_file_size`` bytes at most; an S3 table with the store's S3 settings,
-    or ``table_settings``' (:func:`~tieredstore.spark.table.table_access`)."""
+    or ``table_settings``' (:func:`~tieredstore.spark.jobs.table.table_access`)."""
     step = on_step or (lambda name: None)
     config, where, source, table = open_export(options, output, table_settings)
     step("opened")
@@ -122,7 +122,7 @@ def open_export(options: Mapping[str, str], output: str,
                 ) -> tuple[TieredStoreConfig, Location, str, Any]:
     """What an export of the store ``options`` name to the table at ``output``
     starts from: the store's config, the table's location (S3 settings as
-    :func:`~tieredstore.spark.table.table_access` says), the store's source name
+    :func:`~tieredstore.spark.jobs.table.table_access` says), the store's source name
     and the table (None before its first commit), checked to be this store's."""
     config = config_from_options(options)
     where = table_location(output, table_access(config, table_settings))
@@ -146,7 +146,7 @@ def commit_run(where: Location, table: Any, source: str, files: Sequence[DataFil
                run: str, ends: Mapping[Queue, int], info: Mapping[str, Any],
                transactions: Mapping[str, int] | None = None) -> int:
     """Commit a run's ``files``, its queues' new ``ends`` and ``transactions``
-    (:func:`~tieredstore.spark.table.commit`) based on ``table``, the version the
+    (:func:`~tieredstore.spark.jobs.table.commit`) based on ``table``, the version the
     run started from; the version committed. A commit beaten by another writer's
     is made again on the newer version while none of the run's application
     transactions moved (an optimize, or an export of other queues, committed);
@@ -226,7 +226,7 @@ def _write(spark: Any, where: Location, run: str, ranges: tuple[Range, ...], *,
            config: TieredStoreConfig, options: Mapping[str, str],
            target_size: int) -> list[DataFile]:
     """Executors read ``ranges`` through the format bound to ``config``
-    (:func:`~tieredstore.spark.bound.bind`: the configuration resolved here, not
+    (:func:`~tieredstore.spark.read.bound.bind`: the configuration resolved here, not
     again from ``options`` in Spark's processes) and write them as the table's
     data files; the files, checked against ``ranges`` (count, min and max
     offset per queue). ``options``: the reader's split (``messages_per_partition``,
@@ -254,7 +254,7 @@ def write_frame(df: Any, where: Location, run: str,
                 target_size: int = TARGET_FILE_SIZE) -> list[DataFile]:
     """Spark tasks write ``df``'s rows (the source's columns) as the table's data
     files of about ``target_size`` bytes at most
-    (:func:`~tieredstore.spark.table.write_files`); the files written."""
+    (:func:`~tieredstore.spark.jobs.table.write_files`); the files written."""
     df = df.select("broker", "topic", "queue_id", "offset",
                    F.expr("unix_micros(store_timestamp)").alias("store_timestamp"),
                    "keys", "tags", "properties", "body", F.expr(DATE_EXPR).alias("date"))

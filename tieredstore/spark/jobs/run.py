@@ -26,10 +26,10 @@ config key.
   one Delta commit (delta-rs). A run killed before its commit shows nothing;
   the next run redoes it. Nothing new: nothing written, exit status 0. OUT: a
   local directory (the same path on every node), ``file://`` or
-  ``s3://bucket/path``. See :mod:`tieredstore.spark.export` and
+  ``s3://bucket/path``. See :mod:`tieredstore.spark.jobs.export` and
   docs/export.md, "Export tables". ``--continuous [--checkpoint DIR] [--trigger
   1m | --available-now]`` runs a streaming query instead, each micro-batch
-  committed once (:mod:`tieredstore.spark.continuous`; docs/export.md,
+  committed once (:mod:`tieredstore.spark.jobs.continuous`; docs/export.md,
   "Continuous export").
 - ``verify`` reads every message of the selected queues, checks every CRC and
   that offsets run on without gaps, and prints the report ``tieredstore
@@ -59,10 +59,13 @@ from typing import Any, TypeVar
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
-from tieredstore.spark.compact import compact_result, compact_segment, survey
-from tieredstore.spark.continuous import BatchReport, export_stream
-from tieredstore.spark.export import ExportResult, export_table
-from tieredstore.spark.logs import LOGS_SCHEMA, compact_broker_log
+from tieredstore.spark.jobs.compact import compact_result, compact_segment, survey
+from tieredstore.spark.jobs.continuous import BatchReport, export_stream
+from tieredstore.spark.jobs.export import ExportResult, export_table
+from tieredstore.spark.jobs.logs import LOGS_SCHEMA, compact_broker_log
+from tieredstore.spark.jobs.stats import STATS_SCHEMA, QueueTask, queue_stats
+from tieredstore.spark.jobs.table import TARGET_FILE_SIZE, StepHook
+from tieredstore.spark.jobs.verify import combine, verify_task
 from tieredstore.spark.options import (
     SELECTION_OPTIONS,
     check_known,
@@ -70,12 +73,9 @@ from tieredstore.spark.options import (
     lower_options,
     on_store,
 )
-from tieredstore.spark.plan import find_queues
-from tieredstore.spark.selection import Selection, selection_from_options
-from tieredstore.spark.selection import names as selection_names
-from tieredstore.spark.stats import STATS_SCHEMA, QueueTask, queue_stats
-from tieredstore.spark.table import TARGET_FILE_SIZE, StepHook
-from tieredstore.spark.verify import combine, verify_task
+from tieredstore.spark.read.plan import find_queues
+from tieredstore.spark.read.selection import Selection, selection_from_options
+from tieredstore.spark.read.selection import names as selection_names
 from tieredstore.store import ObjectStore, VerifyReport, load_log, queue_log_pieces
 
 T = TypeVar("T")
@@ -137,12 +137,12 @@ def export(spark: Any, options: dict[str, str], output: str, filters: Filters | 
            *, on_step: StepHook | None = None, target_file_size: int = TARGET_FILE_SIZE,
            table_settings: Mapping[str, str] | None = None) -> ExportResult:
     """Append the selected queues' messages not exported yet to the table at
-    ``output`` (:func:`tieredstore.spark.export.export_table`); ``on_step``: called
+    ``output`` (:func:`tieredstore.spark.jobs.export.export_table`); ``on_step``: called
     with each step's name as it completes; data files of about
     ``target_file_size`` bytes at most. Queues are selected by topic and queue id
     (and broker) only: the offsets are the table's to choose. ``table_settings``:
     the S3 settings of a table elsewhere than the store
-    (:func:`tieredstore.spark.table.table_access`)."""
+    (:func:`tieredstore.spark.jobs.table.table_access`)."""
     selection = selection_from_options(_export_selection(options, filters))
     return export_table(spark, options, output, selection, on_step=on_step,
                         target_file_size=target_file_size, table_settings=table_settings)
@@ -157,7 +157,7 @@ def export_continuous(spark: Any, options: dict[str, str], output: str,
     """Start the streaming query that exports the selected queues to the table at
     ``output`` a micro-batch at a time (every ``trigger``; None: a minute), each
     committed once
-    (:func:`tieredstore.spark.continuous.export_stream`); the StreamingQuery
+    (:func:`tieredstore.spark.jobs.continuous.export_stream`); the StreamingQuery
     (``awaitTermination()`` it; ``available_now`` ends once what was there at
     the start is exported). Queues are selected as :func:`export` selects."""
     return export_stream(spark, options, output, _export_selection(options, filters),
@@ -248,7 +248,7 @@ def compact(spark: Any, options: dict[str, str], filters: Filters | None = None,
 
 def compact_logs(spark: Any, options: dict[str, str], brokers: Sequence[str] = ()) -> Any:
     """Compact the log backlog of each broker (default: the configured one), one task
-    per broker, with the store's own code (:mod:`tieredstore.spark.logs`; it takes
+    per broker, with the store's own code (:mod:`tieredstore.spark.jobs.logs`; it takes
     each broker's store over: run it with the brokers stopped). A DataFrame of
     ``LOGS_SCHEMA``."""
     config = config_from_options(options)

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
-from tieredstore.spark.selection import Queue, Selection
+from tieredstore.spark.read.selection import Queue, Selection
 from tieredstore.store import (
     UNIT_SIZE,
     DurableTail,

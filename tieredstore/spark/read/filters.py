@@ -13,7 +13,7 @@ rows than the query keeps, never fewer. :func:`selection_options` writes a
 selection as the reader options that choose the same.
 
 The reader does not prune by these selections (see
-:mod:`tieredstore.spark.datasource` for why); it names the options in a
+:mod:`tieredstore.spark.read.datasource` for why); it names the options in a
 warning, so a query can be rewritten to read less.
 """
 
@@ -34,7 +34,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from tieredstore.spark.selection import Selection, Span, names
+from tieredstore.spark.read.selection import Selection, Span, names
 
 SELECTION_COLUMNS = ("topic", "queue_id", "offset", "store_timestamp")
 

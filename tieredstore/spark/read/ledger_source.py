@@ -15,7 +15,7 @@ Options: the store as for ``tieredstore`` (``path``, or ``backend=s3`` with
 applied before anything is read: ``ledger_id`` and ``managed_ledger``
 (comma-separated), ``entry_from`` (inclusive) and ``entry_to`` (exclusive).
 As for ``tieredstore``, Spark's own filters are applied to the rows and not pushed down (see
-:mod:`tieredstore.spark.datasource`): select with the options to prune.
+:mod:`tieredstore.spark.read.datasource`): select with the options to prune.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from tieredstore.ledger import (
     plan_ledger_slices,
     read_ledger_slice,
 )
-from tieredstore.spark.datasource import PlannedReader, Source
 from tieredstore.spark.options import int_option, lower_options
-from tieredstore.spark.selection import ints, names, one_int
+from tieredstore.spark.read.selection import ints, names, one_int
+from tieredstore.spark.read.source import PlannedReader, Source
 from tieredstore.store import ObjectStore, open_object_store
 
 LEDGER_FORMAT = "tieredstore-ledger"
@@ -112,7 +112,8 @@ class LedgerReader(PlannedReader):
 
 
 class TieredStoreLedgerDataSource(Source):
-    """Short name ``tieredstore-ledger``. Options: see :mod:`tieredstore.spark.ledger_source`."""
+    """Short name ``tieredstore-ledger``. Options: see
+    :mod:`tieredstore.spark.read.ledger_source`."""
 
     format_name, columns = LEDGER_FORMAT, LEDGER_SCHEMA
 

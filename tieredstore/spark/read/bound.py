@@ -32,8 +32,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig
-from tieredstore.spark.datasource import Source, TieredStoreDataSource
 from tieredstore.spark.options import config_from_options, readable
+from tieredstore.spark.read.datasource import TieredStoreDataSource
+from tieredstore.spark.read.source import Source
 
 
 def bind(spark: Any, store: TieredStoreConfig | Mapping[str, str],

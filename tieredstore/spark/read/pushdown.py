@@ -53,8 +53,8 @@ from pathlib import Path
 
 from pyspark.sql.datasource import Filter
 
-from tieredstore.spark.filters import filter_columns, selection_from_filters, selection_options
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.read.filters import filter_columns, selection_from_filters, selection_options
+from tieredstore.spark.read.selection import Selection
 
 PUSHDOWN_WORKER = "data_source_pushdown_filters"  # pyspark/sql/worker/<this>.py
 
@@ -80,6 +80,6 @@ def unpushed_warning(selection: Selection, filters: Iterable[Filter]) -> str | N
     return (f"tieredstore: Spark filters on {', '.join(filter_columns(filters))} are applied "
             "to the rows read, not pushed into the read (PySpark 4.1 to 4.3 hand one scan's "
             "pushed read plan to the other scans of the same DataFrame; see "
-            "tieredstore.spark.pushdown): the read covers every segment the reader options "
+            "tieredstore.spark.read.pushdown): the read covers every segment the reader options "
             f"select. The reader options {options} select these rows' segments from metadata "
             "before any data is read.")

@@ -4,13 +4,13 @@ Kafka's conventions.
 Offsets are per queue ``(broker, topic, queue id)``, as the JSON map
 ``{"BROKER/TOPIC": {"QUEUE": NEXT_OFFSET}}`` (the next offset to read, as
 Kafka's), checkpointed by Spark. Each micro-batch ends where a read-only view
-ends now (:func:`~tieredstore.spark.plan.queue_bounds`: what is durable in the
+ends now (:func:`~tieredstore.spark.read.plan.queue_bounds`: what is durable in the
 bucket, the commit log's durable tail included; the reader keeps each queue's
 last walk of that tail and walks only what is new), bounded by the read
 limits; its offset ranges are read with the batch reader's planning and scan
-(:func:`~tieredstore.spark.plan.plan_read` with ``queue_offsets``, ``whole``:
+(:func:`~tieredstore.spark.read.plan.plan_read` with ``queue_offsets``, ``whole``:
 a slice reads every offset of its range or fails naming those it cannot
-find, never fewer rows; :class:`~tieredstore.spark.datasource.TieredStoreReader`),
+find, never fewer rows; :class:`~tieredstore.spark.read.reader.TieredStoreReader`),
 one input partition per planned slice.
 
 Options, besides the store's and ``broker``/``topic``/``queue_id`` (as the
@@ -52,10 +52,11 @@ from pyspark.sql.streaming.datasource import (
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError, TieredStoreError
-from tieredstore.spark.datasource import Planned, TieredStoreReader
 from tieredstore.spark.options import on_store
-from tieredstore.spark.plan import plan_read, queue_bounds
-from tieredstore.spark.selection import Queue, Selection, Span
+from tieredstore.spark.read.plan import plan_read, queue_bounds
+from tieredstore.spark.read.reader import TieredStoreReader
+from tieredstore.spark.read.selection import Queue, Selection, Span
+from tieredstore.spark.read.source import Planned
 from tieredstore.store import DurableTail, ObjectStore, QueueView
 
 log = logging.getLogger(__name__)

@@ -2,10 +2,10 @@
 streaming source into an export table, each micro-batch committed once.
 
 The query (:func:`export_stream`) reads the selected queues with the streaming
-source (:mod:`tieredstore.spark.stream`) and hands each micro-batch to
+source (:mod:`tieredstore.spark.read.stream`) and hands each micro-batch to
 :func:`export_batch` (``foreachBatch``), which writes and commits it with the
-batch export's writer and commit (:func:`~tieredstore.spark.export.write_frame`,
-:func:`~tieredstore.spark.export.commit_run`): the batch's files, each queue's
+batch export's writer and commit (:func:`~tieredstore.spark.jobs.export.write_frame`,
+:func:`~tieredstore.spark.jobs.export.commit_run`): the batch's files, each queue's
 new end offset and the application transaction ``tieredstore-stream:<query
 id>`` = batch id, in one Delta commit. Spark replays a batch it had not
 recorded in its checkpoint with the same id and offsets; the transaction makes
@@ -30,19 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from tieredstore.errors import ConfigError
-from tieredstore.spark.bound import bind
-from tieredstore.spark.export import (
+from tieredstore.spark.jobs.export import (
     check_table,
     commit_run,
     open_export,
     queue_spans,
     write_frame,
 )
-from tieredstore.spark.options import READER_OPTIONS, lower_options, on_store
-from tieredstore.spark.plan import queue_bounds
-from tieredstore.spark.selection import Queue, selection_from_options
-from tieredstore.spark.stream import offsets_json
-from tieredstore.spark.table import (
+from tieredstore.spark.jobs.table import (
     TARGET_FILE_SIZE,
     Location,
     TableError,
@@ -51,6 +46,11 @@ from tieredstore.spark.table import (
     open_table,
     transaction,
 )
+from tieredstore.spark.options import READER_OPTIONS, lower_options, on_store
+from tieredstore.spark.read.bound import bind
+from tieredstore.spark.read.plan import queue_bounds
+from tieredstore.spark.read.selection import Queue, selection_from_options
+from tieredstore.spark.read.stream import offsets_json
 
 log = logging.getLogger(__name__)
 

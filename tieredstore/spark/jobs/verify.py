@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
+from tieredstore.spark.jobs.stats import QueueTask
 from tieredstore.spark.options import on_store
-from tieredstore.spark.stats import QueueTask
 from tieredstore.store import (
     NoSuchQueue,
     ObjectStore,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.spark.options import on_store
-from tieredstore.spark.plan import find_queues
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.read.plan import find_queues
+from tieredstore.spark.read.selection import Selection
 from tieredstore.store import (
     ObjectStore,
     Unmerged,
