@@ -153,7 +153,7 @@ def pool_options(config: TieredStoreConfig, *, threads: bool = False) -> PoolOpt
 # A thread waiting for the GIL wakes and takes it within about 20-50 us of its
 # release; appending 1 KiB messages, 1 MiB takes about 3 ms: a 1.5% pause that
 # made append_batch's flushes on the local directory about 25% sooner
-# (bench/append.py; the commits' puts stopped lagging the appends).
+# (bench/store/append.py; the commits' puts stopped lagging the appends).
 THREAD_HANDOFF = 50e-6
 
 

@@ -1,7 +1,7 @@
 """The default chunk size: write cost, merge bytes and catch-up reads at 4, 8 and 16 MiB.
 
 For each chunk size: the exact requests to write a 1 GiB segment in full
-chunks and merge it (in-memory store, as :mod:`bench.segment_cost` counts
+chunks and merge it (in-memory store, as :mod:`bench.segment.segment_cost` counts
 them), then on each backend a catch-up read of a sealed, merged segment of
 the run's size through a fresh fetcher at the default read-ahead (2..8
 units), median of the run's repeats. ``tieredstore/config/tieredstore.toml``
@@ -11,9 +11,9 @@ records the choice made from this table.
 from __future__ import annotations
 
 from bench.common import BenchEnv, Table, human, mb_per_s, median
-from bench.segment_cost import measure
-from bench.segments import bench_path, write_sealed
-from bench.seq_read import read_with_fetcher
+from bench.segment.segment_cost import measure
+from bench.segment.segments import bench_path, write_sealed
+from bench.segment.seq_read import read_with_fetcher
 from tieredstore.config import TieredStoreConfig
 from tieredstore.sizes import MiB
 

@@ -26,9 +26,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from bench.busy_queues import PUT_CLASS, GiB
 from bench.common import DEFAULTS, BenchEnv, MiB, Table
-from bench.consume import _trailer_size
+from bench.store.busy_queues import PUT_CLASS, GiB
+from bench.store.consume import _trailer_size
 from tieredstore.objectstore import MemoryObjectStore
 from tieredstore.store import AsyncMessageStore
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.common import DEFAULTS, BenchEnv, MiB, Table
-from bench.consume import _trailer_size
+from bench.store.consume import _trailer_size
 from tieredstore.objectstore import PUT_CLASS, MemoryObjectStore
 from tieredstore.store import AsyncMessageStore
 

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 
 from bench.common import DEFAULTS, LOCAL, SEAWEEDFS, BenchEnv, KiB, Table
-from bench.consume import _KeepOpen
+from bench.store.consume import _KeepOpen
 from tieredstore.objectstore import ObjectStore
 from tieredstore.store import AsyncMessageStore
 

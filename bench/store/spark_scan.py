@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import DEFAULTS, LOCAL, BenchEnv, KiB, MiB, Table, mb_per_s, median
-from bench.consume import _KeepOpen
+from bench.store.consume import _KeepOpen
 from tieredstore.objectstore import (
     ByteRange,
     ForwardingObjectStore,
@@ -112,9 +112,9 @@ class _Reads(ForwardingObjectStore):
 async def task_gets(path: Path) -> tuple[int, int, int]:
     """Slices planned, GETs of the DataSource's plan and slice scans (each
     slice read as its task reads it: columns), and the units they read."""
-    from tieredstore.spark.datasource import scan_slice
-    from tieredstore.spark.plan import plan_read
-    from tieredstore.spark.selection import Selection
+    from tieredstore.spark.read.plan import plan_read
+    from tieredstore.spark.read.reader import scan_slice
+    from tieredstore.spark.read.selection import Selection
 
     config = DEFAULTS.replace(backend=LOCAL, local_path=str(path))
     local = LocalObjectStore(path, fsync=False)
@@ -144,7 +144,7 @@ def spark_scan(path: Path, cores: int, source: str = "tieredstore") -> tuple[flo
     compiled the library again, half a second of every query."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(path.parent / f"{path.name}-pycache")
-    done = subprocess.run([sys.executable, "-m", "bench.spark_scan", str(path), str(cores),
+    done = subprocess.run([sys.executable, "-m", "bench.store.spark_scan", str(path), str(cores),
                            source],
                           capture_output=True, text=True, check=False, timeout=1800, env=env)
     if done.returncode != 0:
@@ -169,7 +169,7 @@ def _floor_source(nbytes: int, name: str) -> Any:
     )
     from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
 
-    from tieredstore.spark.datasource import ARROW_SCHEMA, SCHEMA
+    from tieredstore.spark.read.batches import ARROW_SCHEMA, SCHEMA
 
     rows = 1024
     batches = max(1, nbytes // QUEUES // (rows * MESSAGE))
@@ -362,7 +362,7 @@ async def run(env: BenchEnv) -> list[Table]:
                       f"{rate / floor:.2f}" if floor else "-", f"{rate / loop_rate:.2f}",
                       gets, units, slices)
     table.notes.append(f"{nbytes / MiB:.0f} MiB of {MESSAGE // KiB} KiB bodies in {QUEUES} "
-                       f"queues; Spark's GETs counted in-process (see bench/spark_scan.py)")
+                       f"queues; Spark's GETs counted in-process (see bench/store/spark_scan.py)")
     table.notes.append("floor: a Python DataSource that only yields ready-made Arrow batches "
                        "of the same rows (the reader's schema), the fastest any Python source "
                        "of these rows can be here; the streaming reader's floor is such a "

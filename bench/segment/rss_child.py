@@ -1,6 +1,6 @@
 """Child process of the memory benchmark: many queues, one pool, peak RSS.
 
-``python -m bench.rss_child --queues 1000 --bytes-per-queue N --pool-bytes B
+``python -m bench.segment.rss_child --queues 1000 --bytes-per-queue N --pool-bytes B
 (--endpoint URL --bucket NAME | --local DIR)`` prints one JSON line: RSS once
 every segment is open (before the first append), peak RSS while appending
 and flushing (sampled every 2 ms, and the kernel's own mark, VmHWM, reset
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import psutil
 
-from bench.write import append_all
+from bench.segment.write import append_all
 from tests.servers import ACCESS_KEY, SECRET_KEY
 from tieredstore.config import TieredStoreConfig
 from tieredstore.objectstore import LocalObjectStore, ObjectStore, S3ObjectStore, S3Settings
@@ -137,7 +137,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.rss_child")
+    parser = argparse.ArgumentParser(prog="python -m bench.segment.rss_child")
     parser.add_argument("--queues", type=int, required=True)
     parser.add_argument("--bytes-per-queue", type=int, required=True)
     parser.add_argument("--message", type=int, required=True)

@@ -38,7 +38,7 @@ from bench.common import (
     median,
     start_clock,
 )
-from bench.seq_read import RAW_CONCURRENCY, read_pipelined, read_raw_s3, read_s3fs
+from bench.segment.seq_read import RAW_CONCURRENCY, read_pipelined, read_raw_s3, read_s3fs
 from tieredstore.checksum import crc32c
 from tieredstore.objectstore import ByteRange, ForwardingObjectStore, ObjectInfo, ObjectStore
 from tieredstore.store import AsyncMessageStore

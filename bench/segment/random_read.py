@@ -29,8 +29,8 @@ from bench.common import (
     ms,
     percentile,
 )
-from bench.segments import bench_path, open_cold, wire_counter, write_sealed
-from bench.tailing import ReadCounter
+from bench.segment.segments import bench_path, open_cold, wire_counter, write_sealed
+from bench.segment.tailing import ReadCounter
 from tests.servers import ACCESS_KEY, SECRET_KEY
 from tieredstore.objectstore import ByteRange, ObjectStore, S3ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions

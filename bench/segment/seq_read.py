@@ -56,7 +56,7 @@ from bench.common import (
     requests_text,
     start_clock,
 )
-from bench.segments import (
+from bench.segment.segments import (
     bench_path,
     open_cold,
     request_counts,

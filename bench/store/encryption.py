@@ -23,7 +23,7 @@ import zstandard
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from bench.common import DEFAULTS, SEAWEEDFS, BenchEnv, KiB, MiB, Table, mb_per_s, median
-from bench.consume import _KeepOpen
+from bench.store.consume import _KeepOpen
 from tieredstore.objectstore import S3ObjectStore
 from tieredstore.store import AsyncMessageStore
 

@@ -8,7 +8,7 @@ group commit). Timed from the first append until ``flush()`` returns. The
 baseline PUTs the very objects the pool wrote (same count and sizes) with the
 same number in flight (``upload_concurrency``), each body ready in memory.
 
-Memory: a child process (``bench.rss_child``) opens ``rss_queues`` segments
+Memory: a child process (``bench.segment.rss_child``) opens ``rss_queues`` segments
 and a pool of ``rss_pool`` bytes, then appends to every queue round-robin.
 Its resident set is sampled with psutil every 2 ms from a thread; the growth
 is peak RSS minus RSS once the segments are open, before the first append.
@@ -40,7 +40,7 @@ from bench.common import (
     mb_per_s,
     requests_text,
 )
-from bench.segments import bench_path, request_counts, reset_counts, wire_counter
+from bench.segment.segments import bench_path, request_counts, reset_counts, wire_counter
 from tests.servers import ACCESS_KEY, SECRET_KEY
 from tieredstore.objectstore import ObjectStore, S3ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions
@@ -199,7 +199,7 @@ async def throughput(env: BenchEnv) -> Table:
 
 def rss_child_command(env: BenchEnv, backend: str, budget: int) -> list[str]:
     sizes = env.sizes
-    args = [sys.executable, "-m", "bench.rss_child",
+    args = [sys.executable, "-m", "bench.segment.rss_child",
             "--queues", str(sizes.rss_queues), "--bytes-per-queue", str(sizes.rss_bytes_per_queue),
             "--message", str(sizes.write_message), "--chunk-size", str(sizes.chunk_size),
             "--pool-bytes", str(budget)]
@@ -242,7 +242,7 @@ async def memory(env: BenchEnv) -> Table:
         table.verdict(growth < 2 * sizes.rss_pool,
                       f"{backend}: RSS grew {growth / sizes.rss_pool:.2f}x the pool (need < 2x)")
     table.notes.append(
-        "measured in a child process (python -m bench.rss_child) so that nothing else "
+        "measured in a child process (python -m bench.segment.rss_child) so that nothing else "
         "this run allocated counts: psutil samples RSS every 2 ms from a thread, and the "
         "kernel's peak mark (VmHWM, reset through /proc/self/clear_refs once the queues are "
         "open) catches what sampling misses; growth = the larger peak - RSS before the first "

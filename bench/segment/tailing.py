@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from bench.common import DEFAULTS, BenchEnv, Table, WireCounter, human, ms, percentile
-from bench.segments import bench_path, default_fetcher, wire_counter
+from bench.segment.segments import bench_path, default_fetcher, wire_counter
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import ChunkedSegment, SegmentOptions
 from tieredstore.segment.pool import UploadBufferPool
