@@ -21,7 +21,7 @@ every broker of the cluster; ``compact`` works on one broker, the one named
 or configured).
 
 ``verify`` renders its report as ``tieredstore verify`` does, the same table
-and ``--json`` (:mod:`tieredstore.cli.verify`; its requests are the tasks').
+and ``--json`` (:mod:`tieredstore.cli.store.verify`; its requests are the tasks').
 ``--json`` documents: ``stats``: ``{"queues":
 [{"broker", "topic", "queue", "messages", "min_offset", "max_offset", "commitlog_bytes",
 "consumequeue_bytes", "index_bytes", "segments", "chunks",
@@ -53,7 +53,7 @@ from tieredstore.errors import ConfigError
 from tieredstore.sizes import MiB
 from tieredstore.store import VerifyReport, refuse_live_writer
 
-from .common import (
+from ..common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -72,8 +72,8 @@ from .common import (
     size,
     spark_extra,
 )
+from ..store.verify import add_max_errors, print_report
 from .table import add_output_access, output_settings
-from .verify import add_max_errors, print_report
 
 JOBS = {"export": "append new messages to a Delta Lake table, exactly once",
         "verify": "check every CRC and offset; one row per queue",

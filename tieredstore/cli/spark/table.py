@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 from tieredstore.sizes import MiB
 
-from .common import EXIT_OK, EXIT_USAGE, print_json, resolve_config, size, spark_extra
+from ..common import EXIT_OK, EXIT_USAGE, print_json, resolve_config, size, spark_extra
 
 HELP = "optimize or vacuum an export table (Delta Lake), without Spark"
 RETENTION_HOURS = 168

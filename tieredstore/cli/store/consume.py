@@ -72,7 +72,7 @@ from tieredstore.store import (
 )
 from tieredstore.store import parse_time as store_time
 
-from .common import (
+from ..common import (
     EXIT_FAILED,
     EXIT_OK,
     CliError,

@@ -42,7 +42,7 @@ from tieredstore.store import (
     verify_store,
 )
 
-from .common import (
+from ..common import (
     EXIT_FAILED,
     EXIT_OK,
     CliError,

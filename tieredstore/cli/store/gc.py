@@ -28,7 +28,7 @@ from tieredstore.config import YEAR
 from tieredstore.ledger import offload_garbage
 from tieredstore.store import GcReport, collect_garbage
 
-from .common import (
+from ..common import (
     EXIT_OK,
     check_in_cluster,
     cluster_config,

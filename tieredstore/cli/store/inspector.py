@@ -82,7 +82,7 @@ from tieredstore.store import (
 )
 from tieredstore.tasks import gather_bounded
 
-from .common import (
+from ..common import (
     CliError,
     check_in_cluster,
     nonnegative_int,

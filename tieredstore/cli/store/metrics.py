@@ -43,7 +43,7 @@ from tieredstore.config import human_size
 from tieredstore.errors import ConfigError
 from tieredstore.store import iso, scrape_bucket, serve_bucket_metrics
 
-from .common import CliError, check_in_cluster, print_json, read_only_cluster, seconds, table
+from ..common import CliError, check_in_cluster, print_json, read_only_cluster, seconds, table
 
 HELP = ("a bucket's per-queue figures, once or served to Prometheus with --listen (read-only, "
         "never fences a writer)")

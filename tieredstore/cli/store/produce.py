@@ -29,7 +29,7 @@ from tieredstore import sync
 from tieredstore.config import human_size
 from tieredstore.store import AsyncMessageStore, check_append
 
-from .common import (
+from ..common import (
     CliError,
     add_metrics_port,
     add_take_over,

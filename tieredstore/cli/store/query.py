@@ -23,7 +23,7 @@ import sys
 from tieredstore import sync
 from tieredstore.store import MAX_TIMESTAMP, Message
 
-from .common import check_in_cluster, positive_int, read_only_cluster
+from ..common import check_in_cluster, positive_int, read_only_cluster
 from .consume import as_json, as_text, parse_time
 
 

@@ -36,7 +36,7 @@ from tieredstore.store import (
     sealing_segments,
 )
 
-from .common import (
+from ..common import (
     EXIT_FAILED,
     EXIT_OK,
     add_metrics_port,

@@ -24,7 +24,7 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.store import AsyncMessageStore, queues_to_rebuild, recorded_segments
 
-from .common import (
+from ..common import (
     EXIT_FAILED,
     EXIT_OK,
     add_metrics_port,

@@ -35,7 +35,7 @@ from tieredstore import sync
 from tieredstore.config import human_size
 from tieredstore.store import VerifyReport, verify_store
 
-from .common import (
+from ..common import (
     EXIT_FAILED,
     EXIT_OK,
     add_metrics_port,

@@ -1,6 +1,6 @@
 """Spark jobs over a store: export, verify, compact, stats.
 
-Their command line is ``tieredstore spark`` (:mod:`tieredstore.cli.spark`,
+Their command line is ``tieredstore spark`` (:mod:`tieredstore.cli.spark.jobs`,
 which renders what these functions return)::
 
     tieredstore spark [--master M] export  --data-dir DIR --output OUT [--topic T] [--queue Q]
