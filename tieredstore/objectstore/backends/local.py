@@ -57,15 +57,7 @@ from tieredstore.errors import (
     ObjectStoreError,
     PreconditionFailed,
 )
-from tieredstore.objectstore.base import (
-    ByteRange,
-    ObjectData,
-    ObjectInfo,
-    PartInfo,
-    TemporaryFiles,
-    UploadInfo,
-)
-from tieredstore.objectstore.blocking_backed import (
+from tieredstore.objectstore.backends.blocking_backed import (
     BlockingBackedObjectStore,
     blocking,
     check_complete_parts,
@@ -73,6 +65,14 @@ from tieredstore.objectstore.blocking_backed import (
     check_part,
     check_range_start,
     multipart_etag,
+)
+from tieredstore.objectstore.base import (
+    ByteRange,
+    ObjectData,
+    ObjectInfo,
+    PartInfo,
+    TemporaryFiles,
+    UploadInfo,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
 

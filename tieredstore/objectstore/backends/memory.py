@@ -11,8 +11,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from tieredstore.errors import NoSuchUpload, ObjectNotFound, PreconditionFailed
-from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
-from tieredstore.objectstore.blocking_backed import (
+from tieredstore.objectstore.backends.blocking_backed import (
     BlockingBackedObjectStore,
     blocking,
     check_complete_parts,
@@ -22,6 +21,7 @@ from tieredstore.objectstore.blocking_backed import (
     md5_etag,
     multipart_etag,
 )
+from tieredstore.objectstore.base import ByteRange, ObjectData, ObjectInfo, PartInfo, UploadInfo
 from tieredstore.objectstore.chokepoint import Chokepoint
 
 T = TypeVar("T")

@@ -4,8 +4,8 @@ One aiobotocore client per store, opened on first use on the running loop and
 kept for the store's life (clients are bound to the loop that opened them).
 After ``fork`` the client is rebuilt rather than inherited. botocore's own
 retries are off: the chokepoint retries, by error type. How settings become a
-client is in :mod:`tieredstore.objectstore.s3_settings`; how S3's errors map
-onto the library's, in :mod:`tieredstore.objectstore.s3_errors`.
+client is in :mod:`tieredstore.objectstore.backends.s3_settings`; how S3's errors map
+onto the library's, in :mod:`tieredstore.objectstore.backends.s3_errors`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,12 @@ from tieredstore.errors import (
     Throttled,
     TransientError,
 )
+from tieredstore.objectstore.backends.s3_errors import (
+    is_throttling,
+    translate_client_error,
+    translate_error,
+)
+from tieredstore.objectstore.backends.s3_settings import S3Settings, s3_client, sse_arguments
 from tieredstore.objectstore.base import (
     MAX_DELETE_BATCH,
     MAX_LIST_PAGE,
@@ -40,12 +46,6 @@ from tieredstore.objectstore.base import (
     check_part_number,
 )
 from tieredstore.objectstore.chokepoint import Chokepoint
-from tieredstore.objectstore.s3_errors import (
-    is_throttling,
-    translate_client_error,
-    translate_error,
-)
-from tieredstore.objectstore.s3_settings import S3Settings, s3_client, sse_arguments
 
 __all__ = ["S3ObjectStore", "S3Settings"]
 
