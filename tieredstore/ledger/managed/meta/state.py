@@ -19,7 +19,7 @@ import uuid as uuid_mod
 from collections.abc import Iterable, Mapping, Sequence
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
-from tieredstore.ledger.managed.format import offload_uuid, uuid_to_bits
+from tieredstore.ledger.managed.meta.format import offload_uuid, uuid_to_bits
 
 
 def copy_info(info: pb.LedgerInfo) -> pb.LedgerInfo:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger
-from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
+from tieredstore.ledger.managed.meta.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.metadata.format import frame, page_hash, parse_framed
 
 FORMAT_VERSION = 1

@@ -39,7 +39,7 @@ from tieredstore.ledger.errors import (
     ManagedLedgerError,
     ManagedLedgerFenced,
 )
-from tieredstore.ledger.managed.format import (
+from tieredstore.ledger.managed.meta.format import (
     FORMAT_VERSION,
     build_page,
     decode_head,
@@ -47,9 +47,9 @@ from tieredstore.ledger.managed.format import (
     encode_head,
     stamp_head,
 )
-from tieredstore.ledger.managed.keys import LedgerPageRef, ManagedLedgerPath
-from tieredstore.ledger.managed.state import copy_info, cut_pages, find
-from tieredstore.ledger.managed.state import trim as trim_head
+from tieredstore.ledger.managed.meta.keys import LedgerPageRef, ManagedLedgerPath
+from tieredstore.ledger.managed.meta.state import copy_info, cut_pages, find
+from tieredstore.ledger.managed.meta.state import trim as trim_head
 from tieredstore.metadata.headwriter import HeadWriter, NewPage
 from tieredstore.metadata.pages import PageSet
 from tieredstore.metadata.versions import VersionedHeads

@@ -29,8 +29,8 @@ from tieredstore.ledger.errors import CorruptLedger, LedgerClosed, OffloadNotFou
 from tieredstore.ledger.format import HEADER_SIZE, DataBlockHeader, LedgerFormatError
 from tieredstore.ledger.handle import LedgerEntry, LedgerMetadata, ReadHandle, check_range
 from tieredstore.ledger.index import IndexEntry, OffloadIndex
-from tieredstore.ledger.location import OffloadLocation
-from tieredstore.ledger.user_metadata import check_format_version
+from tieredstore.ledger.offload.location import OffloadLocation
+from tieredstore.ledger.offload.user_metadata import check_format_version
 from tieredstore.objectstore.base import ByteRange, ObjectStore
 from tieredstore.objectstore.reads import read_again_if
 from tieredstore.sizes import MiB

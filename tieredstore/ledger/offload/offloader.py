@@ -8,7 +8,7 @@ the managed ledger records it before the attempt starts, so that a failed
 attempt can be cleaned up through it later.
 
 The objects are PIP-17's, at PIP-17's names (docs/ledgers.md, "Offloaded
-ledgers"; :mod:`tieredstore.ledger.location`): the data object
+ledgers"; :mod:`tieredstore.ledger.offload.location`): the data object
 ``{uuid}-ledger-{id}`` (unpadded blocks of about 1 MiB,
 :class:`~tieredstore.ledger.stream.BlockPacker`), written by one PUT or, once
 larger than a part, one multipart upload of runs of whole blocks, created
@@ -45,10 +45,10 @@ from tieredstore.ledger.format import (
 )
 from tieredstore.ledger.handle import LedgerState, ReadHandle
 from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
-from tieredstore.ledger.offloaded import MAX_GET_BYTES, OffloadedReadHandle
+from tieredstore.ledger.offload.location import OffloadLocation, OffloadNamespace
+from tieredstore.ledger.offload.offloaded import MAX_GET_BYTES, OffloadedReadHandle
+from tieredstore.ledger.offload.user_metadata import build_user_metadata, metadata_size
 from tieredstore.ledger.stream import BlockPacker
-from tieredstore.ledger.user_metadata import build_user_metadata, metadata_size
 from tieredstore.metrics import OffloadMetrics
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
