@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.config import TieredStoreConfig
-from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     LedgerNotFound,
     ManagedLedgerNotFound,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import LedgerFenced, LedgerNotFound, ManagedLedgerFenced
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.local import LocalLedgerWriter

@@ -8,8 +8,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.errors import Fenced
-from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     ManagedLedgerClosed,
     ManagedLedgerError,

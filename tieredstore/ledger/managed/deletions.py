@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptLedger, LedgerNotFound, PositionOutOfRange
 from tieredstore.ledger.managed.base import MANAGED_LEDGER_KEY, ManagedLedgerBase
 from tieredstore.ledger.managed.meta import state

@@ -13,7 +13,7 @@ import contextlib
 import enum
 import logging
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import NoOffloader
 from tieredstore.ledger.handle import ReadHandle
 from tieredstore.ledger.local import LocalLedgerStore

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid as uuid_mod
 from collections.abc import Callable, Sequence
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptManagedLedger
 from tieredstore.ledger.managed.meta.keys import LedgerPageRef, ManagedLedgerPath
 from tieredstore.metadata.format import frame, page_hash, parse_framed

@@ -22,8 +22,8 @@ import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.errors import InvalidName
-from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.metadata.keys import PageNames, head_name, head_name_version
 from tieredstore.names import validate_name, validate_prefix
 

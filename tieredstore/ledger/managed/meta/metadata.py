@@ -33,7 +33,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     CorruptManagedLedger,
     ManagedLedgerError,

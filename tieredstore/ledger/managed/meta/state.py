@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid as uuid_mod
 from collections.abc import Iterable, Mapping, Sequence
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.managed.meta.format import offload_uuid, uuid_to_bits
 
 
