@@ -8,6 +8,6 @@ install shows it in setuptools' compat mode only, as ``make`` installs it;
 otherwise call ``tieredstore.spark.register(spark)``).
 """
 
-from tieredstore.spark.datasource import TieredStoreDataSource as DefaultSource
+from tieredstore.spark.read.datasource import TieredStoreDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

@@ -21,23 +21,19 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
-from bench import (
+from bench.common import BACKENDS, FULL, QUICK, SEAWEEDFS, TINY, BenchEnv, Sizes, Table, new_workdir
+from bench.segment import chunk_size, random_read, seq_read, tailing, write
+from bench.segment import segment_cost as segment_cost_bench
+from bench.store import (
     append,
     busy_queues,
-    chunk_size,
     consume,
     encryption,
     flushing,
     quiet_queues,
-    random_read,
     restart,
-    seq_read,
     spark_scan,
-    tailing,
-    write,
 )
-from bench import segment_cost as segment_cost_bench
-from bench.common import BACKENDS, FULL, QUICK, SEAWEEDFS, TINY, BenchEnv, Sizes, Table, new_workdir
 from tests.servers import S3Server, seaweedfs_server
 
 Benchmark = Callable[[BenchEnv], Awaitable[list[Table]]]

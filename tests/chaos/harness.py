@@ -72,7 +72,7 @@ from tieredstore.ledger import (
     SegmentLedgerOffloader,
 )
 from tieredstore.ledger.errors import ManagedLedgerFenced, OffloadFenced
-from tieredstore.ledger.managed.format import offload_uuid
+from tieredstore.ledger.managed.meta.format import offload_uuid
 from tieredstore.metadata import CorruptMetadata, MetadataFenced
 from tieredstore.objectstore import Chokepoint, MemoryObjectStore, RetryPolicy, UploadInfo
 from tieredstore.store import AsyncMessageStore, Message

@@ -348,11 +348,11 @@ async def test_retention_during_a_merge_leaves_the_queue_readable() -> None:
 # --- 8. offloader: a lost reply, then a corrupted GET of its own index: "fenced" -------
 
 
-# Was: SegmentLedgerOffloader._put_index (tieredstore/ledger/offloader.py): after a lost reply
-# the retried index put gets 412 and GETs the index to compare; the raw bytes are compared (!=
-# data) with no checksum, so a corrupted GET raises OffloadFenced ('a different index ...
-# exists') for an offload that had completed; the attempt is then deleted. Chaos: rare, seen
-# e.g. in seed 43 of a 600-step run.
+# Was: SegmentLedgerOffloader._put_index (tieredstore/ledger/offload/offloader.py): after a
+# lost reply the retried index put gets 412 and GETs the index to compare; the raw bytes are
+# compared (!= data) with no checksum, so a corrupted GET raises OffloadFenced ('a different
+# index ... exists') for an offload that had completed; the attempt is then deleted. Chaos:
+# rare, seen e.g. in seed 43 of a 600-step run.
 async def test_lost_reply_then_corrupted_read_of_the_offload_index_is_not_a_fence(
         tmp_path: Path) -> None:
     bucket = Scripted()

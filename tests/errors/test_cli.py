@@ -104,7 +104,7 @@ def full_disk(cli: Cli) -> tuple[int, str, str]:
 
 def unexpected(cli: Cli) -> tuple[int, str, str]:
     """A bug in a command (any exception the library did not expect)."""
-    from tieredstore.cli import produce as produce_cmd
+    from tieredstore.cli.store import produce as produce_cmd
 
     original = produce_cmd.generated
 

@@ -35,7 +35,7 @@ from tieredstore.ledger import (
     Position,
     SegmentLedgerOffloader,
 )
-from tieredstore.ledger.managed.format import offload_uuid
+from tieredstore.ledger.managed.meta.format import offload_uuid
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 
 

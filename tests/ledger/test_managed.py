@@ -33,8 +33,9 @@ from tieredstore.ledger import (
     ReadPriority,
     SegmentLedgerOffloader,
 )
-from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath, state
-from tieredstore.ledger.managed.format import offload_uuid
+from tieredstore.ledger.managed import ManagedLedgerMetadata, ManagedLedgerPath
+from tieredstore.ledger.managed.meta import state
+from tieredstore.ledger.managed.meta.format import offload_uuid
 from tieredstore.objectstore import MemoryObjectStore, ObjectInfo, ObjectStore
 from tieredstore.tasks import Priority, current_priority
 from tieredstore.testing import ForwardingObjectStore

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import OffloadMetadataTooLarge
-from tieredstore.ledger.location import OffloadNamespace, parse_offload_key
-from tieredstore.ledger.managed.format import (
+from tieredstore.ledger.managed.meta.format import (
     build_page,
     decode_head,
     decode_page,
@@ -25,9 +24,10 @@ from tieredstore.ledger.managed.format import (
     uuid_from_bits,
     uuid_to_bits,
 )
-from tieredstore.ledger.managed.keys import ManagedLedgerPath
+from tieredstore.ledger.managed.meta.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.policy import LedgerSummary, offload_boundary
-from tieredstore.ledger.user_metadata import build_user_metadata
+from tieredstore.ledger.offload.location import OffloadNamespace, parse_offload_key
+from tieredstore.ledger.offload.user_metadata import build_user_metadata
 
 # LedgerInfo{ledgerId 3, entries 10, size 1000, timestamp 5, offloadContext{
 #   uidMsb 1, uidLsb -1, complete true, bookkeeperDeleted false, timestamp 7,

@@ -58,10 +58,10 @@ from tieredstore.ledger import (
 )
 from tieredstore.ledger.format import data_object_name
 from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.location import OffloadLocation
 from tieredstore.ledger.managed import ManagedLedgerPath, sweep_offloads
 from tieredstore.ledger.managed import attempt as attempt_mod
-from tieredstore.ledger.managed.format import decode_head, offload_uuid
+from tieredstore.ledger.managed.meta.format import decode_head, offload_uuid
+from tieredstore.ledger.offload.location import OffloadLocation
 from tieredstore.ledger.stream import BlockPacker
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.objectstore.multipart import ObjectWriter

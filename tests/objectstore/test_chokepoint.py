@@ -31,8 +31,8 @@ from tieredstore.errors import (
     TransientError,
 )
 from tieredstore.objectstore import ByteRange, Chokepoint, ObjectStore, RetryPolicy
+from tieredstore.objectstore.backends.s3_errors import translate_client_error, translate_error
 from tieredstore.objectstore.chokepoint import LATENCY_BUCKETS, RequestMetrics
-from tieredstore.objectstore.s3_errors import translate_client_error, translate_error
 
 # Retries without waiting to speak of: the tests stay fast.
 FAST = RetryPolicy(max_attempts=4, base_delay=0.0005, max_delay=0.002, timeout=1.0)

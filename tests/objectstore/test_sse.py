@@ -104,7 +104,7 @@ def test_bad_encryption_settings_are_refused_naming_the_key(keys: dict[str, str]
 
 
 def test_the_encryption_context_goes_as_base64_json() -> None:
-    from tieredstore.objectstore.s3_settings import sse_arguments
+    from tieredstore.objectstore.backends.s3_settings import sse_arguments
 
     got = sse_arguments(S3Settings(bucket="b", sse="aws:kms",
                                    sse_kms_context='{"app": "t", "env": "prod"}'))

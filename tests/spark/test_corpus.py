@@ -15,7 +15,7 @@ import pytest
 
 from tests.corpus.damage import CASES, TOPIC, Case, build_case
 from tests.spark.conftest import BuiltStore
-from tieredstore.cli.inspector import queue_rows
+from tieredstore.cli.store.inspector import queue_rows
 from tieredstore.errors import TieredStoreError
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.spark import jobs

@@ -28,7 +28,7 @@ from tests.spark.test_read import assert_same, rows_of
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark import jobs
-from tieredstore.spark.table import TableError, app_id
+from tieredstore.spark.jobs.table import TableError, app_id
 from tieredstore.store import MessageStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -17,13 +17,13 @@ from tests.spark.test_stream import append, expire
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
 from tieredstore.spark import jobs
-from tieredstore.spark.continuous import (
+from tieredstore.spark.jobs.continuous import (
     CHECKPOINT_DIR,
     STREAM_APP_PREFIX,
     BatchResult,
     processing_time,
 )
-from tieredstore.spark.table import app_id, table_location
+from tieredstore.spark.jobs.table import app_id, table_location
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -113,7 +113,7 @@ def test_the_continuous_options_are_checked_before_spark_starts(
     with pytest.raises(ConfigError, match=r"trigger.*30s, 1m"):
         processing_time("soon")
     with pytest.raises(ConfigError, match="needs --checkpoint"):
-        from tieredstore.spark.continuous import checkpoint_location
+        from tieredstore.spark.jobs.continuous import checkpoint_location
         checkpoint_location(table_location("s3://b/t", build_store(
             tmp_path / "s", queues=(), per_queue=0).config), None)
     base = ["spark", "export", "--data-dir", str(tmp_path), "--output", str(tmp_path / "t")]

@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.spark.test_stream_kill import env, kill, start_writer, wait_for
-from tieredstore.spark.continuous import CHECKPOINT_DIR
+from tieredstore.spark.jobs.continuous import CHECKPOINT_DIR
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

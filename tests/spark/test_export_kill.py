@@ -28,7 +28,7 @@ from tests.servers import S3Server
 from tests.spark.conftest import QUEUES, build_store, lake, moto_lake
 from tests.spark.test_export import append_more, assert_each_once, table_rows
 from tieredstore.spark import jobs
-from tieredstore.spark.table import TableError
+from tieredstore.spark.jobs.table import TableError
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

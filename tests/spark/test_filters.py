@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pyspark.sql import datasource as sd
 
 from tests.spark.conftest import BuiltStore
-from tieredstore.spark.filters import selection_from_filters, selection_options
-from tieredstore.spark.pushdown import in_pushdown_planning, unpushed_warning
-from tieredstore.spark.selection import Selection, Span, selection_from_options
+from tieredstore.spark.read.filters import selection_from_filters, selection_options
+from tieredstore.spark.read.pushdown import in_pushdown_planning, unpushed_warning
+from tieredstore.spark.read.selection import Selection, Span, selection_from_options
 
 pytestmark = [pytest.mark.spark]
 
@@ -138,14 +138,14 @@ def test_pushdown_planning_is_recognised_by_its_worker_module_on_the_stack() -> 
 
 def test_the_planning_reader_pushes_nothing_keeps_nothing_and_warns(
         merged_store: BuiltStore, caplog: pytest.LogCaptureFixture) -> None:
-    from tieredstore.spark.datasource import FilterSeeingReader, TieredStoreReader
+    from tieredstore.spark.read.reader import FilterSeeingReader, TieredStoreReader
 
     plain = TieredStoreReader(merged_store.config, Selection())
     reader = FilterSeeingReader(merged_store.config, Selection())
     before = dict(vars(reader))
     fs: list[sd.Filter] = [sd.IsNotNull(("offset",)), sd.GreaterThanOrEqual(("offset",), 200),
                         sd.EqualTo(("topic",), "audit")]
-    with caplog.at_level(logging.WARNING, "tieredstore.spark.datasource"):
+    with caplog.at_level(logging.WARNING, "tieredstore.spark.read.reader"):
         back = list(reader.pushFilters(fs))
     assert [id(f) for f in back] == [id(f) for f in fs]  # every one applied by Spark again
     assert vars(reader) == before

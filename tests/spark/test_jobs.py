@@ -22,8 +22,8 @@ from tieredstore.objectstore import LocalObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment import FileType
 from tieredstore.spark import jobs
-from tieredstore.spark.compact import survey
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.jobs.compact import survey
+from tieredstore.spark.read.selection import Selection
 from tieredstore.store import UNIT_SIZE
 from tieredstore.store.formats.keys import segment_path
 

@@ -23,7 +23,7 @@ from tieredstore.ledger import (
     plan_ledger_slices,
     read_ledger_slice,
 )
-from tieredstore.ledger.location import parse_offload_key
+from tieredstore.ledger.offload.location import parse_offload_key
 from tieredstore.objectstore import LocalObjectStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

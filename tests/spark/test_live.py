@@ -34,9 +34,9 @@ import pytest
 from tieredstore.config import load_config
 from tieredstore.errors import ObjectNotFound
 from tieredstore.objectstore import ByteRange, ObjectData
-from tieredstore.spark.datasource import scan_slice
-from tieredstore.spark.plan import plan_read
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.read.plan import plan_read
+from tieredstore.spark.read.reader import scan_slice
+from tieredstore.spark.read.selection import Selection
 from tieredstore.store import (
     AsyncMessageStore,
     MessageStore,

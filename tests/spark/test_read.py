@@ -21,9 +21,9 @@ from tests.spark.conftest import (
     build_store,
 )
 from tieredstore.objectstore import ByteRange, LocalObjectStore, ObjectData, ObjectInfo
-from tieredstore.spark.datasource import scan_slice
-from tieredstore.spark.plan import SegmentSlice, plan_read
-from tieredstore.spark.selection import Selection, Span
+from tieredstore.spark.read.plan import SegmentSlice, plan_read
+from tieredstore.spark.read.reader import scan_slice
+from tieredstore.spark.read.selection import Selection, Span
 from tieredstore.store import log_path, reading_fetcher
 from tieredstore.store.ops.brokers import cluster_root
 

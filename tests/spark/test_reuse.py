@@ -3,7 +3,7 @@
 PySpark (4.1 to 4.3 at least) keeps the read plan that a scan's pushed
 filters produced on the provider object that every scan of the DataFrame
 shares, and hands it to the next scan that pushes no filter, and to the other
-scans of the same query (:mod:`tieredstore.spark.pushdown`). A reader that
+scans of the same query (:mod:`tieredstore.spark.read.pushdown`). A reader that
 pruned by pushed filters therefore answered ``df.count()`` with the count of
 the previous filtered query. These tests run that exact sequence and its
 variants (groupBy, cache, self-union, self-join, one filter then another),
@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, InputParti
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from tests.spark.conftest import QUEUES, BuiltStore
-from tieredstore.spark.datasource import Source
+from tieredstore.spark.read.source import Source
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -177,7 +177,7 @@ class PruningSource(Source):
 def test_pyspark_hands_one_scans_pushed_plan_to_the_other_scans(spark: Any) -> None:
     """The reproduction of why the reader does not prune by Spark's filters. It
     fails once the PySpark in use plans each scan from its own filters: then the
-    reader may prune (see tieredstore/spark/pushdown.py)."""
+    reader may prune (see tieredstore/spark/read/pushdown.py)."""
     from pyspark.sql import functions as F
 
     spark.dataSource.register(PruningSource)

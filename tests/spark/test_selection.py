@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tieredstore.errors import ConfigError
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.spark.options import config_from_options
-from tieredstore.spark.selection import Selection, Span, selection_from_options
+from tieredstore.spark.read.selection import Selection, Span, selection_from_options
 from tieredstore.spark.session import on_loopback
 from tieredstore.store import parse_time
 
@@ -121,7 +121,7 @@ def test_masters_on_this_machine_get_the_loopback_settings(master: str, loopback
 
 def test_the_ledger_reader_takes_its_namespace_from_the_config_keys(tmp_path: Path) -> None:
     from tieredstore.ledger import OffloadNamespace, offload_namespace
-    from tieredstore.spark.ledger_source import LEDGER_OPTIONS, ledger_selection
+    from tieredstore.spark.read.ledger_source import LEDGER_OPTIONS, ledger_selection
 
     LocalObjectStore(tmp_path)
     options = {"path": str(tmp_path), "offload_prefix": "off", "ledger_id": "3, 5",

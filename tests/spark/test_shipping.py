@@ -34,8 +34,9 @@ def test_a_pack_holds_the_package_and_its_dependencies_and_is_built_once(
     built = shipping.pack(tmp_path)
     with tarfile.open(built.archive) as tar:
         names = set(tar.getnames())
-    assert {"tieredstore/__init__.py", "tieredstore/spark/datasource.py", "pyspark_tieredstore.py",
-            "pyarrow/__init__.py", "crc32c/__init__.py", "boto3/__init__.py"} <= names
+    assert {"tieredstore/__init__.py", "tieredstore/spark/read/datasource.py",
+            "pyspark_tieredstore.py", "pyarrow/__init__.py", "crc32c/__init__.py",
+            "boto3/__init__.py"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("pyspark/", "py4j/"))
                    for n in names)
     assert any(n.startswith("pyarrow-") and n.endswith(".dist-info/METADATA") for n in names)

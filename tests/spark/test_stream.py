@@ -16,8 +16,9 @@ import pytest
 from tests.spark.conftest import T0, store_config
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
-from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
-from tieredstore.spark.stream import parse_offsets, share
+from tieredstore.spark.read.batches import SCHEMA
+from tieredstore.spark.read.datasource import TieredStoreDataSource
+from tieredstore.spark.read.stream import parse_offsets, share
 from tieredstore.store import MessageStore
 
 pytestmark = [pytest.mark.spark]
@@ -123,7 +124,7 @@ def test_offsets_retention_removed_unread_fail_the_query_or_are_skipped(
         # JVM's): the same planning, in this process, logs it here.
         reader = TieredStoreDataSource({"path": str(tmp_path / "store"),
                                         "failOnDataLoss": "false"}).streamReader(SCHEMA)
-        with caplog.at_level(logging.WARNING, "tieredstore.spark.stream"):
+        with caplog.at_level(logging.WARNING, "tieredstore.spark.read.stream"):
             parts = reader.partitions({"broker-0/t": {"0": 30}}, {"broker-0/t": {"0": 200}})
         assert f"skipped {lowest - 30} message(s)" in caplog.text, caplog.text
         assert "broker-0/t/0 offsets [30, " in caplog.text

@@ -16,9 +16,9 @@ from tests.spark.test_stream import run
 from tests.store.tail_writer import QUEUE, TOPIC, WRITER, body, config, run_and_kill
 from tieredstore.objectstore import LocalObjectStore
 from tieredstore.segment import DirectReader
-from tieredstore.spark.datasource import scan_slice
-from tieredstore.spark.plan import plan_read
-from tieredstore.spark.selection import Selection, Span
+from tieredstore.spark.read.plan import plan_read
+from tieredstore.spark.read.reader import scan_slice
+from tieredstore.spark.read.selection import Selection, Span
 from tieredstore.store import UNIT_SIZE, OffsetOutOfRange, ReadOnlyMessageStore
 
 pytestmark = [pytest.mark.spark]

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 from tests.spark.conftest import store_config
 from tieredstore.cli import main as cli_main
 from tieredstore.errors import ConfigError
-from tieredstore.spark.table import (
+from tieredstore.spark.jobs.table import (
     TABLE_SCHEMA,
     Location,
     TableError,
@@ -218,8 +218,8 @@ def test_a_run_commit_is_made_again_only_while_its_queues_did_not_move(
     """commit_run: beaten by a commit of another queue, it commits again on top;
     beaten by one of its own queue, it fails naming it; a commit whose reply was
     lost but took effect is recognised by its transactions."""
-    # The module (tieredstore.spark.export is also the name of the job function).
-    export = importlib.import_module("tieredstore.spark.export")
+    # The module (tieredstore.spark.jobs.export is also the name of the job function).
+    export = importlib.import_module("tieredstore.spark.jobs.export")
 
     where = table_location(str(tmp_path / "t"), store_config(tmp_path / "s"))
     commit(where, None, "src", write_files(where, "r0", 0, iter([batch(0, 2)])),

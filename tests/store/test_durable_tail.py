@@ -18,8 +18,8 @@ from tieredstore.objectstore import (
     ObjectStore,
 )
 from tieredstore.segment import DirectReader
-from tieredstore.spark.plan import NO_END, plan_read
-from tieredstore.spark.selection import Selection
+from tieredstore.spark.read.plan import NO_END, plan_read
+from tieredstore.spark.read.selection import Selection
 from tieredstore.store import (
     UNIT_SIZE,
     AsyncMessageStore,

@@ -40,22 +40,7 @@ from tieredstore import __version__
 from tieredstore.errors import ConfigError, TieredStoreError
 from tieredstore.store import WriterLive
 
-from . import (
-    bench,
-    consume,
-    demo,
-    gc,
-    inspector,
-    ledger,
-    metrics,
-    produce,
-    query,
-    recover,
-    repair,
-    spark,
-    table,
-    verify,
-)
+from . import bench, ledger
 from .common import (
     EXIT_USAGE,
     CliError,
@@ -63,6 +48,20 @@ from .common import (
     add_common_options,
     describe_error,
     option_defaults,
+)
+from .spark import jobs as spark
+from .spark import table
+from .store import (
+    consume,
+    demo,
+    gc,
+    inspector,
+    metrics,
+    produce,
+    query,
+    recover,
+    repair,
+    verify,
 )
 
 __all__ = ["build_parser", "main"]

@@ -110,7 +110,7 @@ from .common import (
     resolve_config,
     table,
 )
-from .gc import as_document, render
+from .store.gc import as_document, render
 
 HELP = ("managed ledgers and their offloads: append, list, status, read, offload, sweep, "
         "delete")

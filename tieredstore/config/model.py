@@ -34,11 +34,11 @@ from tieredstore.fetcher.fetcher import FetcherOptions
 from tieredstore.log.format import MAX_PIECE_LENGTH
 from tieredstore.log.options import LogOptions
 from tieredstore.metadata.queue import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from tieredstore.objectstore.backends.s3_settings import SSE_MODES, S3Settings
 from tieredstore.objectstore.base import MAX_PART_SIZE
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import BACKENDS, ObjectStoreOptions
 from tieredstore.objectstore.governor import Demand, GovernorOptions
-from tieredstore.objectstore.s3_settings import SSE_MODES, S3Settings
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.pool.options import PoolOptions
 from tieredstore.sizes import GiB, KiB, MiB

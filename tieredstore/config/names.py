@@ -4,13 +4,10 @@ refuse: checked when a configuration is built, before anything is written."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tieredstore.errors import ConfigError, InvalidName
 from tieredstore.names import validate_name
-
-if TYPE_CHECKING:
-    from tieredstore.config.model import TieredStoreConfig
 
 # botocore's own rules, so that a bad name is a ConfigError here rather than a
 # ParamValidationError or InvalidRegionError at the first request.
@@ -18,7 +15,26 @@ _BUCKET = re.compile(r"^[a-zA-Z0-9.\-_]{1,255}$")
 _REGION = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-]{0,61}[a-zA-Z0-9])?$")
 
 
-def check_names(config: TieredStoreConfig) -> None:
+class NamedSettings(Protocol):
+    """The settings that check_names reads: TieredStoreConfig has them all."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def broker(self) -> str: ...
+    @property
+    def key_prefix(self) -> str: ...
+    @property
+    def local_path(self) -> str: ...
+    @property
+    def s3_bucket(self) -> str: ...
+    @property
+    def s3_region(self) -> str: ...
+    @property
+    def s3_endpoint_url(self) -> str: ...
+
+
+def check_names(config: NamedSettings) -> None:
     """Names that become parts of object keys, and S3 settings botocore would refuse."""
     for key in ("cluster", "broker"):
         try:

@@ -3,8 +3,8 @@
 - :mod:`.format`, :mod:`.block`, :mod:`.index`, :mod:`.stream`: the PIP-17 codec (pure).
 - :mod:`.handle`: ``ReadHandle``, ``LedgerEntry``, ``LedgerMetadata``.
 - :mod:`.local`: a ledger store on local files (BookKeeper's part, for hosts without it).
-- :mod:`.offloader`, :mod:`.offloaded`: ``LedgerOffloader`` on the segment engine, and
-  the read handle of an offloaded ledger.
+- :mod:`.offload`: ``LedgerOffloader`` on the segment engine, the read handle of an
+  offloaded ledger, where offloads are kept and what they record.
 - :mod:`.managed`: managed ledgers, their offload triggers and their metadata.
 - :mod:`.slices`: offloaded ledgers read in slices (planned, then each read), for Spark.
 """
@@ -50,7 +50,6 @@ from tieredstore.ledger.handle import (
     ReadHandle,
 )
 from tieredstore.ledger.local import LocalLedgerStore, LocalLedgerWriter, LocalReadHandle
-from tieredstore.ledger.location import OffloadLocation, OffloadNamespace, parse_offload_key
 from tieredstore.ledger.managed import (
     ManagedLedger,
     ManagedLedgerConfig,
@@ -59,8 +58,9 @@ from tieredstore.ledger.managed import (
     ReadPriority,
     sweep_offloads,
 )
-from tieredstore.ledger.offloaded import OffloadedReadHandle
-from tieredstore.ledger.offloader import (
+from tieredstore.ledger.offload.location import OffloadLocation, OffloadNamespace, parse_offload_key
+from tieredstore.ledger.offload.offloaded import OffloadedReadHandle
+from tieredstore.ledger.offload.offloader import (
     LedgerOffloader,
     OffloadOptions,
     SegmentLedgerOffloader,

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.config import TieredStoreConfig
-from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     LedgerNotFound,
     ManagedLedgerNotFound,
@@ -20,20 +20,20 @@ from tieredstore.ledger.errors import (
 )
 from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.local import LocalLedgerStore
-from tieredstore.ledger.location import OffloadNamespace
 from tieredstore.ledger.managed import (
     ManagedLedger,
     ManagedLedgerConfig,
     ManagedLedgerMetadata,
     ManagedLedgerPath,
     ReadPriority,
-    state,
 )
-from tieredstore.ledger.managed.format import offload_uuid
 from tieredstore.ledger.managed.gc import find_offload_garbage
-from tieredstore.ledger.managed.metadata import list_managed_ledgers
+from tieredstore.ledger.managed.meta import state
+from tieredstore.ledger.managed.meta.format import offload_uuid
+from tieredstore.ledger.managed.meta.metadata import list_managed_ledgers
 from tieredstore.ledger.managed.sources import choose_sources, open_copy
-from tieredstore.ledger.offloader import OffloadOptions, SegmentLedgerOffloader
+from tieredstore.ledger.offload.location import OffloadNamespace
+from tieredstore.ledger.offload.offloader import OffloadOptions, SegmentLedgerOffloader
 from tieredstore.metadata.liveness import Seen, newest
 from tieredstore.metrics import MetricsServer, TieredStoreCollector
 from tieredstore.objectstore import GovernorOptions, ObjectStore

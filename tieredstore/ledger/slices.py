@@ -15,7 +15,7 @@ table, the ledger's metadata, and the managed ledger's name from the object's
 user metadata) and cuts the selected entries into slices of
 ``blocks_per_slice`` blocks, leaving out blocks the entry range does not
 reach. :func:`read_ledger_slice` opens the attempt as ``read_offloaded`` does
-(:func:`~tieredstore.ledger.offloader.open_offloaded`: its index) and reads
+(:func:`~tieredstore.ledger.offload.offloader.open_offloaded`: its index) and reads
 its entries. An
 attempt without its data object (an offload that did not finish) is left out
 when planning; one whose objects vanish before its slice is read (deleted
@@ -34,9 +34,9 @@ from tieredstore.errors import ObjectNotFound
 from tieredstore.ledger.errors import OffloadError
 from tieredstore.ledger.handle import LedgerEntry
 from tieredstore.ledger.index import OffloadIndex
-from tieredstore.ledger.location import OffloadNamespace
 from tieredstore.ledger.managed import recorded_offloads
-from tieredstore.ledger.offloader import open_offloaded
+from tieredstore.ledger.offload.location import OffloadNamespace
+from tieredstore.ledger.offload.offloader import open_offloaded
 from tieredstore.objectstore import ObjectStore
 from tieredstore.tasks import gather_bounded
 

@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import CorruptMetadata, RecordOrderError
 from tieredstore.metadata.keys import PageRef, QueuePath, check_file_type, pb_type
 

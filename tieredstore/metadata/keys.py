@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.filetype import FileType
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.names import validate_name, validate_offset
 
 FILE_TYPES: tuple[FileType, ...] = tuple(FileType)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from tieredstore.metadata import metadata_pb2 as pb
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.metadata.errors import MetadataTooLarge
 
 MAX_PROPERTIES_BYTES = 64 * 1024

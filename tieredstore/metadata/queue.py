@@ -39,9 +39,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.errors import ConfigError
 from tieredstore.filetype import FileType
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,

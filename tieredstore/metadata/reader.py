@@ -15,8 +15,8 @@ import types
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from operator import attrgetter
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.filetype import FileType
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,

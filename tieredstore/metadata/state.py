@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.filetype import FileType
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.metadata.errors import RecordOrderError
 from tieredstore.metadata.format import check_follows, check_record, record_end
 from tieredstore.metadata.keys import check_file_type

@@ -14,7 +14,7 @@ reappears only after a newer head was written and listed, so the listing
 that follows our write sees that newer head.)
 
 Used by queue metadata (:func:`tieredstore.metadata.reader.queue_heads`) and
-managed-ledger metadata (:mod:`tieredstore.ledger.managed.metadata`), each with
+managed-ledger metadata (:mod:`tieredstore.ledger.managed.meta.metadata`), each with
 its own head message, keys and errors.
 """
 

@@ -1,5 +1,9 @@
 """The ObjectStore port and its backends: S3 (aioboto3), local directory, memory."""
 
+from tieredstore.objectstore.backends.local import LocalObjectStore
+from tieredstore.objectstore.backends.memory import MemoryObjectStore
+from tieredstore.objectstore.backends.s3 import S3ObjectStore
+from tieredstore.objectstore.backends.s3_settings import S3Settings
 from tieredstore.objectstore.base import (
     MAX_DELETE_BATCH,
     MAX_LIST_PAGE,
@@ -16,13 +20,9 @@ from tieredstore.objectstore.base import (
 from tieredstore.objectstore.chokepoint import Chokepoint, RequestMetrics, RetryPolicy
 from tieredstore.objectstore.forwarding import ForwardingObjectStore
 from tieredstore.objectstore.governor import GET_CLASS, PUT_CLASS, Governor, GovernorOptions, Prices
-from tieredstore.objectstore.local import LocalObjectStore
-from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.probe import ConditionalWritesIgnored
 from tieredstore.objectstore.read_only import ReadOnlyObjectStore, read_only
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
-from tieredstore.objectstore.s3 import S3ObjectStore
-from tieredstore.objectstore.s3_settings import S3Settings
 
 __all__ = [
     "CRC_METADATA_KEY",

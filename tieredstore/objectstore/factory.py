@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tieredstore.errors import ConfigError
+from tieredstore.objectstore.backends.local import LocalObjectStore
+from tieredstore.objectstore.backends.memory import MemoryObjectStore
+from tieredstore.objectstore.backends.s3 import S3ObjectStore, S3Settings
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import Chokepoint, RetryPolicy
 from tieredstore.objectstore.governor import GovernorOptions
-from tieredstore.objectstore.local import LocalObjectStore
-from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.probe import check_conditional_writes
-from tieredstore.objectstore.s3 import S3ObjectStore, S3Settings
 
 BACKENDS = ("local", "s3", "memory")
 

@@ -28,7 +28,7 @@ The split: ``messages_per_partition`` (0: one partition per segment),
 ``batch_rows``. Store options are resolved in the Python process Spark starts
 to plan the read, in the JVM's environment; :func:`bind` gives a format bound
 to a configuration resolved in this process instead (credentials held by the
-driver only; see :mod:`tieredstore.spark.bound`), taking the selection and the
+driver only; see :mod:`tieredstore.spark.read.bound`), taking the selection and the
 split only. A ``broker``, ``topic`` or ``queue_id`` the cluster does not
 list (on the brokers selected) is an error naming it.
 
@@ -38,7 +38,7 @@ into the read, so a ``where`` on ``offset`` still reads every segment of the
 queues the options select: PySpark 4.1 to 4.3 hand one scan's pushed read plan
 to the other scans of the same DataFrame, which made a reader that pruned by
 them return wrong rows (how, and the reproduction:
-:mod:`tieredstore.spark.pushdown`). To prune, select with the options. With
+:mod:`tieredstore.spark.read.pushdown`). To prune, select with the options. With
 ``spark.sql.python.filterPushdown.enabled`` on, a ``where`` on ``topic``,
 ``queue_id``, ``offset`` or ``store_timestamp`` that the options do not already
 cover logs a warning naming the options that would select the same.
@@ -46,7 +46,7 @@ Time selection assumes, as the store's own time lookup does, that store
 timestamps do not decrease along a queue.
 
 Offloaded ledgers: ``spark.read.format("tieredstore-ledger")`` (see
-:mod:`tieredstore.spark.ledger_source`): managed ledger, ledger id, entry id,
+:mod:`tieredstore.spark.read.ledger_source`): managed ledger, ledger id, entry id,
 payload and offload uuid per row.
 
 Registration: an installed ``tieredstore`` ships the top-level modules
@@ -68,9 +68,6 @@ Jobs: ``tieredstore spark export|verify|compact|stats`` (see
 :func:`compact`, :func:`compact_logs`, :func:`stats`.
 """
 
-from tieredstore.spark.bound import bind
-from tieredstore.spark.continuous import processing_time
-from tieredstore.spark.datasource import SCHEMA, TieredStoreDataSource
 from tieredstore.spark.jobs import (
     Filters,
     check_options,
@@ -81,11 +78,21 @@ from tieredstore.spark.jobs import (
     stats,
     verify_reports,
 )
-from tieredstore.spark.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerDataSource
+from tieredstore.spark.jobs.continuous import processing_time
+from tieredstore.spark.jobs.table import (
+    TABLE_KEYS,
+    Optimized,
+    TableError,
+    optimize_table,
+    vacuum_table,
+)
 from tieredstore.spark.options import FORMAT_NAME
+from tieredstore.spark.read.batches import SCHEMA
+from tieredstore.spark.read.bound import bind
+from tieredstore.spark.read.datasource import TieredStoreDataSource
+from tieredstore.spark.read.ledger_source import LEDGER_SCHEMA, TieredStoreLedgerDataSource
 from tieredstore.spark.session import get_session, register, session_running
 from tieredstore.spark.shipping import Pack, PackError, pack
-from tieredstore.spark.table import TABLE_KEYS, Optimized, TableError, optimize_table, vacuum_table
 from tieredstore.store import ScanError
 
 __all__ = ["FORMAT_NAME", "LEDGER_SCHEMA", "SCHEMA", "TABLE_KEYS", "Filters", "Optimized", "Pack",

@@ -12,7 +12,7 @@ variables, a profile, ``~/.aws``) travel in it too, as configured ones do
 not (each executor resolves its own). A
 DataSource's options are resolved in the Python process Spark starts to plan
 the read (the JVM's environment); the jobs resolve theirs in this process and
-read through a format bound to the result (:mod:`tieredstore.spark.bound`). A
+read through a format bound to the result (:mod:`tieredstore.spark.read.bound`). A
 local store's path is made absolute where it is resolved, and must hold a store.
 """
 

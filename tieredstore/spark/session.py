@@ -105,8 +105,8 @@ def register(spark: Any) -> None:
     """Register the ``tieredstore`` and ``tieredstore-ledger`` formats with
     ``spark``. No session setting is needed or changed: the readers take their
     selection from options only."""
-    from tieredstore.spark.datasource import TieredStoreDataSource
-    from tieredstore.spark.ledger_source import TieredStoreLedgerDataSource
+    from tieredstore.spark.read.datasource import TieredStoreDataSource
+    from tieredstore.spark.read.ledger_source import TieredStoreLedgerDataSource
 
     spark.dataSource.register(TieredStoreDataSource)
     spark.dataSource.register(TieredStoreLedgerDataSource)

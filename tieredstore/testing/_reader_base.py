@@ -10,8 +10,8 @@ from typing import Any
 from tieredstore.checksum import crc32c, format_crc
 from tieredstore.errors import SegmentError
 from tieredstore.filetype import FileType
+from tieredstore.objectstore.backends.memory import MemoryObjectStore
 from tieredstore.objectstore.base import ObjectStore
-from tieredstore.objectstore.memory import MemoryObjectStore
 from tieredstore.objectstore.reads import CRC_METADATA_KEY
 from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.path import SegmentPath

@@ -1,5 +1,6 @@
 """A ledger store on local files, for hosts without BookKeeper and for tests.
 
+- :mod:`.files`: ``LedgerFiles``, the two files of each ledger (the bottom room).
 - :mod:`.store`: ``LocalLedgerStore``, each ledger two files in one directory.
 - :mod:`.recovery`: fencing a ledger for a new owner, as BookKeeper does.
 - :mod:`.reader`: ``LocalReadHandle``, reads with each entry's digest checked.

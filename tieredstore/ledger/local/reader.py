@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tieredstore.ledger.entrylog import EntryLogError, check_record
 from tieredstore.ledger.errors import CorruptLedger, DigestMismatch, LedgerClosed, LedgerNotFound
@@ -22,19 +21,17 @@ from tieredstore.ledger.handle import (
     ReadHandle,
     check_range,
 )
+from tieredstore.ledger.local.files import LedgerFiles
 from tieredstore.ledger.local.recovery import recover_ledger
 from tieredstore.ledger.logfile import flock, pread_exact, scan_log
-
-if TYPE_CHECKING:
-    from tieredstore.ledger.local.store import LocalLedgerStore
 
 
 class LocalReadHandle(ReadHandle):
     """Reads a local ledger; each entry's digest is checked."""
 
-    def __init__(self, store: LocalLedgerStore, ledger_id: int, fd: int, *,
+    def __init__(self, files: LedgerFiles, ledger_id: int, fd: int, *,
                  metadata: LedgerMetadata, offsets: list[int], end: int) -> None:
-        self._store = store
+        self._files = files
         self._ledger_id = ledger_id
         self._fd: int | None = fd
         self._metadata = metadata
@@ -42,16 +39,16 @@ class LocalReadHandle(ReadHandle):
         self._offsets.append(end)
 
     @classmethod
-    def _open(cls, store: LocalLedgerStore, ledger_id: int, recovery: bool) -> LocalReadHandle:
+    def _open(cls, files: LedgerFiles, ledger_id: int, recovery: bool) -> LocalReadHandle:
         try:
-            fd = os.open(store.log_path(ledger_id), os.O_RDWR if recovery else os.O_RDONLY)
+            fd = os.open(files.log_path(ledger_id), os.O_RDWR if recovery else os.O_RDONLY)
         except FileNotFoundError:
-            raise LedgerNotFound(f"no such ledger in {os.path.abspath(store.root)}",
+            raise LedgerNotFound(f"no such ledger in {os.path.abspath(files.root)}",
                                  ledger_id=ledger_id) from None
         try:
             with flock(fd) if recovery else contextlib.nullcontext():
-                metadata = (recover_ledger(store, ledger_id, fd) if recovery
-                            else store._read_meta(ledger_id))
+                metadata = (recover_ledger(files, ledger_id, fd) if recovery
+                            else files.read_meta(ledger_id))
                 offsets, end, length = scan_log(ledger_id, fd, verify=False)
             if metadata.state is LedgerState.CLOSED:
                 count = metadata.last_entry_id + 1
@@ -66,7 +63,7 @@ class LocalReadHandle(ReadHandle):
                     del offsets[count:]
             else:
                 metadata = replace(metadata, last_entry_id=len(offsets) - 1, length=length)
-            return cls(store, ledger_id, fd, metadata=metadata, offsets=offsets, end=end)
+            return cls(files, ledger_id, fd, metadata=metadata, offsets=offsets, end=end)
         except BaseException:
             os.close(fd)
             raise

@@ -14,30 +14,27 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tieredstore.ledger.handle import LedgerMetadata, LedgerState
+from tieredstore.ledger.local.files import LedgerFiles
 from tieredstore.ledger.logfile import scan_log
 
-if TYPE_CHECKING:
-    from tieredstore.ledger.local.store import LocalLedgerStore
 
-
-def recover_ledger(store: LocalLedgerStore, ledger_id: int, fd: int) -> LedgerMetadata:
+def recover_ledger(files: LedgerFiles, ledger_id: int, fd: int) -> LedgerMetadata:
     """Fence and close the ledger; the caller holds the log's flock."""
-    metadata = store._read_meta(ledger_id)
+    metadata = files.read_meta(ledger_id)
     if metadata.state is LedgerState.CLOSED:
         return metadata
     if metadata.state is LedgerState.OPEN:
         metadata = replace(metadata, state=LedgerState.IN_RECOVERY)
-        store._write_meta(ledger_id, metadata)  # the fence: the writer checks it
+        files.write_meta(ledger_id, metadata)  # the fence: the writer checks it
     offsets, end, length = scan_log(ledger_id, fd, verify=True)
     if os.fstat(fd).st_size != end:
         os.ftruncate(fd, end)  # a torn tail: never acknowledged
-        if store.fsync:
+        if files.fsync:
             os.fsync(fd)
     metadata = replace(
         metadata, state=LedgerState.CLOSED, last_entry_id=len(offsets) - 1, length=length
     )
-    store._write_meta(ledger_id, metadata)
+    files.write_meta(ledger_id, metadata)
     return metadata

@@ -20,37 +20,21 @@ import asyncio
 import os
 import re
 import time
-import uuid
 from collections.abc import Iterable
-from pathlib import Path
 
-from tieredstore.ledger.entrylog import decode_metadata, encode_metadata
-from tieredstore.ledger.errors import CorruptLedger, LedgerExists, LedgerNotFound
+from tieredstore.ledger.errors import LedgerExists
 from tieredstore.ledger.handle import DigestType, LedgerMetadata, LedgerState
+from tieredstore.ledger.local.files import LedgerFiles
 from tieredstore.ledger.local.reader import LocalReadHandle
 from tieredstore.ledger.local.writer import LocalLedgerWriter
-from tieredstore.ledger.logfile import check_id, fsync_dir, write_file
-from tieredstore.metadata.errors import CorruptMetadata
+from tieredstore.ledger.logfile import fsync_dir
 
 _META_NAME = re.compile(r"([0-9]{20})\.meta")
 _FLOOR_NAME = re.compile(r"([0-9]{20})\.next")
 
 
-class LocalLedgerStore:
+class LocalLedgerStore(LedgerFiles):
     """Ledgers as files under ``root``. ``fsync=False`` for tests only."""
-
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        self.root = Path(root)
-        self.fsync = fsync
-        self.root.mkdir(parents=True, exist_ok=True)
-
-    # --- paths ------------------------------------------------------------------
-
-    def log_path(self, ledger_id: int) -> Path:
-        return self.root / f"{check_id(ledger_id):020d}.log"
-
-    def meta_path(self, ledger_id: int) -> Path:
-        return self.root / f"{check_id(ledger_id):020d}.meta"
 
     # --- ledgers ----------------------------------------------------------------
 
@@ -82,7 +66,7 @@ class LocalLedgerStore:
     def _create(self, ledger_id: int | None, metadata: LedgerMetadata) -> int:
         candidate = ledger_id if ledger_id is not None else self._next_id()
         while True:
-            tmp = self._write_tmp(metadata)
+            tmp = self.write_tmp(metadata)
             try:
                 if self.meta_path(candidate).exists():
                     raise FileExistsError
@@ -137,28 +121,7 @@ class LocalLedgerStore:
         return await asyncio.to_thread(self.meta_path(ledger_id).exists)
 
     async def metadata(self, ledger_id: int) -> LedgerMetadata:
-        return await asyncio.to_thread(self._read_meta, ledger_id)
-
-    def _read_meta(self, ledger_id: int) -> LedgerMetadata:
-        path = self.meta_path(ledger_id)
-        try:
-            return decode_metadata(path.read_bytes(), path.name)
-        except FileNotFoundError:
-            raise LedgerNotFound(f"no such ledger in {os.path.abspath(self.root)}",
-                                 ledger_id=ledger_id) from None
-        except (CorruptMetadata, ValueError) as exc:
-            raise CorruptLedger(f"metadata file: {exc}", ledger_id=ledger_id) from None
-
-    def _write_tmp(self, metadata: LedgerMetadata) -> Path:
-        """A metadata file under a temporary name (a dot file, never listed)."""
-        tmp = self.root / f".meta.{uuid.uuid4().hex}"
-        write_file(tmp, encode_metadata(metadata), self.fsync)
-        return tmp
-
-    def _write_meta(self, ledger_id: int, metadata: LedgerMetadata) -> None:
-        os.replace(self._write_tmp(metadata), self.meta_path(ledger_id))
-        if self.fsync:
-            fsync_dir(self.root)
+        return await asyncio.to_thread(self.read_meta, ledger_id)
 
     async def open_ledger(self, ledger_id: int, *, recovery: bool = False) -> LocalReadHandle:
         """Open a ledger for reading.

@@ -11,17 +11,14 @@ import asyncio
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from tieredstore.ledger.entrylog import RECORD_HEADER_SIZE, encode_record
 from tieredstore.ledger.errors import LedgerError, LedgerFenced
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.handle import LedgerMetadata, LedgerState
+from tieredstore.ledger.local.files import LedgerFiles
 from tieredstore.ledger.local.reader import LocalReadHandle
 from tieredstore.ledger.logfile import flock, pwrite_all
-
-if TYPE_CHECKING:
-    from tieredstore.ledger.local.store import LocalLedgerStore
 
 
 class LocalLedgerWriter(LocalReadHandle):
@@ -31,16 +28,16 @@ class LocalLedgerWriter(LocalReadHandle):
     takes no more entries and its metadata records the last entry and length.
     """
 
-    def __init__(self, store: LocalLedgerStore, ledger_id: int, fd: int,
+    def __init__(self, files: LedgerFiles, ledger_id: int, fd: int,
                  metadata: LedgerMetadata) -> None:
-        super().__init__(store, ledger_id, fd, metadata=metadata, offsets=[], end=0)
+        super().__init__(files, ledger_id, fd, metadata=metadata, offsets=[], end=0)
         self._lock = asyncio.Lock()
         self._failed: BaseException | None = None
 
     @classmethod
-    def _for_new(cls, store: LocalLedgerStore, ledger_id: int) -> LocalLedgerWriter:
-        fd = os.open(store.log_path(ledger_id), os.O_RDWR)
-        return cls(store, ledger_id, fd, store._read_meta(ledger_id))
+    def _for_new(cls, files: LedgerFiles, ledger_id: int) -> LocalLedgerWriter:
+        fd = os.open(files.log_path(ledger_id), os.O_RDWR)
+        return cls(files, ledger_id, fd, files.read_meta(ledger_id))
 
     async def append(self, payload: BytesLike) -> int:
         """Add an entry; return its id once it is durable."""
@@ -86,7 +83,7 @@ class LocalLedgerWriter(LocalReadHandle):
 
     def _write(self, fd: int, buffers: list[BytesLike], end: int) -> None:
         with flock(fd):
-            state = self._store._read_meta(self._ledger_id).state
+            state = self._files.read_meta(self._ledger_id).state
             if state is not LedgerState.OPEN:
                 raise LedgerFenced(
                     f"the ledger is {state.name}: a new owner opened it for recovery",
@@ -95,7 +92,7 @@ class LocalLedgerWriter(LocalReadHandle):
             if os.fstat(fd).st_size != end:
                 os.ftruncate(fd, end)  # our own torn write: never acknowledged
             pwrite_all(fd, buffers, end)
-            if self._store.fsync:
+            if self._files.fsync:
                 os.fsync(fd)
 
     async def close(self) -> None:
@@ -113,7 +110,7 @@ class LocalLedgerWriter(LocalReadHandle):
 
     def _seal(self, fd: int) -> None:
         with flock(fd):
-            current = self._store._read_meta(self._ledger_id)
+            current = self._files.read_meta(self._ledger_id)
             if current.state is not LedgerState.OPEN:
                 if (
                     current.state is LedgerState.CLOSED
@@ -127,4 +124,4 @@ class LocalLedgerWriter(LocalReadHandle):
                     ledger_id=self._ledger_id,
                 )
             self._metadata = replace(self._metadata, state=LedgerState.CLOSED)
-            self._store._write_meta(self._ledger_id, self._metadata)
+            self._files.write_meta(self._ledger_id, self._metadata)

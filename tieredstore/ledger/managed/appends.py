@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import LedgerFenced, LedgerNotFound, ManagedLedgerFenced
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.local import LocalLedgerWriter
-from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import MANAGED_LEDGER_KEY
+from tieredstore.ledger.managed.meta import state
 from tieredstore.ledger.managed.offloads import Offloading
 from tieredstore.ledger.managed.position import Position
 from tieredstore.tasks import Priority

@@ -37,10 +37,10 @@ from collections.abc import Callable, Mapping
 from tieredstore.errors import SegmentFenced
 from tieredstore.ledger.errors import ManagedLedgerFenced, OffloadExists, OffloadFenced
 from tieredstore.ledger.local import LocalLedgerStore
-from tieredstore.ledger.managed import state
-from tieredstore.ledger.managed.format import offload_uuid
-from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
-from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.ledger.managed.meta import state
+from tieredstore.ledger.managed.meta.format import offload_uuid
+from tieredstore.ledger.managed.meta.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.offload.offloader import LedgerOffloader
 
 
 async def offload_attempt(

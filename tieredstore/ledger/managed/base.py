@@ -8,8 +8,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.errors import Fenced
-from tieredstore.ledger import managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import (
     ManagedLedgerClosed,
     ManagedLedgerError,
@@ -18,9 +18,9 @@ from tieredstore.ledger.errors import (
 )
 from tieredstore.ledger.local import LocalLedgerStore, LocalLedgerWriter
 from tieredstore.ledger.managed.config import ManagedLedgerConfig
-from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.managed.meta.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.sources import HandleCache, LedgerCopy
-from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.ledger.offload.offloader import LedgerOffloader
 from tieredstore.metadata.liveness import Heartbeat
 from tieredstore.tasks import Background
 

@@ -11,7 +11,7 @@ offload was recorded complete at least the deletion lag (4 hours by default)
 ago deleted, then deletes them (the ledgers' records can no longer change and
 move to a page); it also deletes what a crash after such a head write left:
 every local ledger of this managed ledger that its head says is gone
-(:func:`~tieredstore.ledger.managed.state.local_copy_gone`). ``trim`` and
+(:func:`~tieredstore.ledger.managed.meta.state.local_copy_gone`). ``trim`` and
 ``apply_retention`` move the ``first`` pointer past the oldest ledgers, then
 delete both their copies; the offload attempts a crash leaves are the offload
 sweep's (:func:`~tieredstore.ledger.managed.gc.sweep_offloads`).
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import CorruptLedger, LedgerNotFound, PositionOutOfRange
-from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import MANAGED_LEDGER_KEY, ManagedLedgerBase
-from tieredstore.ledger.managed.format import offload_uuid
+from tieredstore.ledger.managed.meta import state
+from tieredstore.ledger.managed.meta.format import offload_uuid
 from tieredstore.ledger.managed.policy import retention_trims
 from tieredstore.ledger.managed.sources import LedgerCopy
 

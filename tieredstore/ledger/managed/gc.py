@@ -43,11 +43,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tieredstore.ledger.errors import CorruptManagedLedger
-from tieredstore.ledger.location import OffloadLocation, OffloadNamespace
-from tieredstore.ledger.managed.format import offload_uuid
-from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata, list_managed_ledgers
-from tieredstore.ledger.managed.state import is_offloaded
-from tieredstore.ledger.offloader import SegmentLedgerOffloader
+from tieredstore.ledger.managed.meta.format import offload_uuid
+from tieredstore.ledger.managed.meta.metadata import ManagedLedgerMetadata, list_managed_ledgers
+from tieredstore.ledger.managed.meta.state import is_offloaded
+from tieredstore.ledger.offload.location import OffloadLocation, OffloadNamespace
+from tieredstore.ledger.offload.offloader import SegmentLedgerOffloader
 from tieredstore.objectstore.base import ObjectInfo, ObjectStore, UploadInfo
 from tieredstore.segment.garbage import (
     UNREFERENCED,

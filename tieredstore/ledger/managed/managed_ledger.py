@@ -3,7 +3,7 @@
 Entries are appended to the current ledger of a
 :class:`~tieredstore.ledger.local.LocalLedgerStore`, which is rolled over
 when full. The list of ledgers lives in
-:class:`~tieredstore.ledger.managed.metadata.ManagedLedgerMetadata` (a head
+:class:`~tieredstore.ledger.managed.meta.metadata.ManagedLedgerMetadata` (a head
 and pages in the object store).
 
 The managed ledger is put together from parts over the state they share
@@ -38,10 +38,10 @@ from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.managed.appends import Appending
 from tieredstore.ledger.managed.config import ManagedLedgerConfig
 from tieredstore.ledger.managed.deletions import Deleting
-from tieredstore.ledger.managed.keys import ManagedLedgerPath
-from tieredstore.ledger.managed.metadata import ManagedLedgerMetadata
+from tieredstore.ledger.managed.meta.keys import ManagedLedgerPath
+from tieredstore.ledger.managed.meta.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.reads import Reading
-from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.ledger.offload.offloader import LedgerOffloader
 from tieredstore.metadata.liveness import Heartbeat, newest, record_key, refuse_if_live
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.tasks import Priority

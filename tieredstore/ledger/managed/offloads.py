@@ -2,7 +2,7 @@
 
 ``offload_prefix(position)`` offloads every sealed ledger before
 ``position``, one at a time, through a
-:class:`~tieredstore.ledger.offloader.LedgerOffloader`. For each, the
+:class:`~tieredstore.ledger.offload.offloader.LedgerOffloader`. For each, the
 attempt's uuid is recorded in the metadata *before* the attempt starts; a
 previous attempt that did not complete is deleted through its uuid first;
 the offload is recorded complete only once its objects are all written (see
@@ -16,9 +16,9 @@ the size and age triggers (after each rollover too, with ``auto_offload``).
 from __future__ import annotations
 
 from tieredstore.ledger.errors import OffloadInProgress
-from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.attempt import offload_attempt
 from tieredstore.ledger.managed.base import ManagedLedgerBase
+from tieredstore.ledger.managed.meta import state
 from tieredstore.ledger.managed.policy import LedgerSummary, offload_boundary
 from tieredstore.ledger.managed.position import Position
 from tieredstore.tasks import Priority

@@ -21,8 +21,8 @@ from tieredstore.ledger.errors import (
     PositionOutOfRange,
 )
 from tieredstore.ledger.handle import LedgerEntry, ReadHandle
-from tieredstore.ledger.managed import state
 from tieredstore.ledger.managed.base import ManagedLedgerBase
+from tieredstore.ledger.managed.meta import state
 from tieredstore.ledger.managed.position import Position
 from tieredstore.ledger.managed.sources import LedgerCopy, choose_sources, open_copy
 

@@ -13,14 +13,14 @@ import contextlib
 import enum
 import logging
 
-from tieredstore.ledger import managed_ledger_pb2 as pb
+import tieredstore.ledger.managed_ledger_pb2 as pb
 from tieredstore.ledger.errors import NoOffloader
 from tieredstore.ledger.handle import ReadHandle
 from tieredstore.ledger.local import LocalLedgerStore
 from tieredstore.ledger.managed.config import ReadPriority
-from tieredstore.ledger.managed.format import offload_uuid
-from tieredstore.ledger.managed.state import is_offloaded
-from tieredstore.ledger.offloader import LedgerOffloader
+from tieredstore.ledger.managed.meta.format import offload_uuid
+from tieredstore.ledger.managed.meta.state import is_offloaded
+from tieredstore.ledger.offload.offloader import LedgerOffloader
 from tieredstore.lru import LRU
 
 log = logging.getLogger(__name__)

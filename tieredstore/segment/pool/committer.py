@@ -66,7 +66,8 @@ class SegmentCommitter:
                  "due_end", "error", "failures", "fatal", "label", "last", "not_due_since",
                  "retry_direct", "retry_length", "segment", "waiters", "worker")
 
-    def __init__(self, segment: FileSegment, commit_size: int, shared: PoolShared) -> None:
+    def __init__(self, segment: FileSegment, commit_size: int,
+                 shared: PoolShared[SegmentCommitter]) -> None:
         self.segment = segment
         self.label = str(segment.path)
         self.buffer = SegmentBuffer(segment.commit_position)

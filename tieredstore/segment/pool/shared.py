@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
 
 from tieredstore.errors import BufferFull
 from tieredstore.segment.pool.budget import Budget
@@ -25,18 +25,19 @@ from tieredstore.segment.pool.sink import LogSink
 from tieredstore.segment.pool.timer import GroupCommitTimer
 from tieredstore.tasks import Background
 
-if TYPE_CHECKING:
-    from tieredstore.segment.pool.committer import SegmentCommitter
+# The committers: the pool's are SegmentCommitters, which import this room.
+C = TypeVar("C", bound=Hashable)
 
 
-class PoolShared:
-    """Budget, timer, slots, tasks, metrics and tallies of one pool."""
+class PoolShared(Generic[C]):
+    """Budget, timer, slots, tasks, metrics and tallies of one pool; ``C`` is
+    the committer that the group-commit timer holds."""
 
     __slots__ = ("budget", "errored", "inflight", "log_sink", "metrics", "not_due", "options",
                  "slots", "tasks", "timer", "writer_check")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions,
-                 interval_passed: Callable[[list[SegmentCommitter]], None]) -> None:
+                 interval_passed: Callable[[list[C]], None]) -> None:
         self.budget = budget
         self.metrics = metrics
         self.options = options
@@ -44,7 +45,7 @@ class PoolShared:
         self.errored = 0  # bytes of buffers stopped by an error
         self.inflight = 0  # commits running now
         # Committers with bytes not yet due, from their oldest such byte on.
-        self.timer: GroupCommitTimer[SegmentCommitter] = GroupCommitTimer(
+        self.timer: GroupCommitTimer[C] = GroupCommitTimer(
             options.group_commit_interval, interval_passed)
         self.log_sink: LogSink | None = None  # write mode log: small commits go here
         # Awaited before each commit to a segment, with when its bytes were taken.

@@ -23,14 +23,14 @@ from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ConfigError
 from tieredstore.fetcher.disk import DiskTier, DiskTierUnavailable
 from tieredstore.fetcher.fetcher import Fetcher, FetcherOptions
+from tieredstore.objectstore.backends.local import LocalObjectStore
+from tieredstore.objectstore.backends.s3 import S3Settings
+from tieredstore.objectstore.backends.s3_settings import chain_credentials
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.chokepoint import RetryPolicy
 from tieredstore.objectstore.factory import ObjectStoreOptions, open_backend
 from tieredstore.objectstore.factory import prepare_bucket as prepare_backend
 from tieredstore.objectstore.governor import GovernorOptions, Prices
-from tieredstore.objectstore.local import LocalObjectStore
-from tieredstore.objectstore.s3 import S3Settings
-from tieredstore.objectstore.s3_settings import chain_credentials
 from tieredstore.segment.pool import PoolOptions, UploadBufferPool
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def pool_options(config: TieredStoreConfig, *, threads: bool = False) -> PoolOpt
 # A thread waiting for the GIL wakes and takes it within about 20-50 us of its
 # release; appending 1 KiB messages, 1 MiB takes about 3 ms: a 1.5% pause that
 # made append_batch's flushes on the local directory about 25% sooner
-# (bench/append.py; the commits' puts stopped lagging the appends).
+# (bench/store/append.py; the commits' puts stopped lagging the appends).
 THREAD_HANDOFF = 50e-6
 
 

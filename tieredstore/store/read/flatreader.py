@@ -14,10 +14,10 @@ from __future__ import annotations
 import abc
 from typing import Generic, Protocol, TypeVar
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError, is_damage
 from tieredstore.metadata import First
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import FileType, SegmentLayout, SegmentPath
 from tieredstore.segment.reader import ReadMode

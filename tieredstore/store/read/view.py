@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import tieredstore.metadata.metadata_pb2 as pb
 from tieredstore.checksum import parse_crc
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import ChunkMissing, InvalidName, TieredStoreError, is_damage
@@ -36,7 +37,6 @@ from tieredstore.metadata import (
     list_queues,
     pb_type,
 )
-from tieredstore.metadata import metadata_pb2 as pb
 from tieredstore.names import validate_name
 from tieredstore.objectstore import CRC_METADATA_KEY, ObjectInfo, ObjectStore
 from tieredstore.segment import (
