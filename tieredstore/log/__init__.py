@@ -7,8 +7,9 @@ deletion of spent objects, recovery at open, and the pieces a reader that
 never writes loads (:class:`LogSnapshot`).
 """
 
-from tieredstore.log.checkpoint import encode_checkpoint
-from tieredstore.log.commits import (
+from tieredstore.log.commit.checkpoint import encode_checkpoint
+from tieredstore.log.commit.loading import CommittedLog, load_committed
+from tieredstore.log.commit.records import (
     ChunkCommit,
     CommitRecord,
     HeadCommit,
@@ -16,13 +17,12 @@ from tieredstore.log.commits import (
     TimesCommit,
     encode_records,
 )
-from tieredstore.log.committed import ActiveFile, CommittedState, QueueState, Run
+from tieredstore.log.commit.state import ActiveFile, CommittedState, QueueState, Run
 from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.format import Piece, encode_log_object
 from tieredstore.log.gate import WriterGate
 from tieredstore.log.index import DataIndex, read_entry, read_index
 from tieredstore.log.keys import LogPath
-from tieredstore.log.loading import CommittedLog, load_committed
 from tieredstore.log.options import LogOptions
 from tieredstore.log.pieces import LogIndexes, LogSnapshot
 from tieredstore.log.recovery import recover_log

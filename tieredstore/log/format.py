@@ -19,8 +19,8 @@ is longer than that.
 Version 2 (docs/log-objects.md, "Version 2") keeps this frame: the reserved
 field holds the entry's kind (:data:`DATA`, :data:`CHECKPOINT`), a data
 entry's index goes on with its commit records
-(:mod:`tieredstore.log.commits`), and a checkpoint's data and index are
-those of :mod:`tieredstore.log.checkpoint`. An entry with neither records nor
+(:mod:`tieredstore.log.commit.records`), and a checkpoint's data and index are
+those of :mod:`tieredstore.log.commit.checkpoint`. An entry with neither records nor
 a checkpoint is written as version 1.
 """
 
@@ -98,7 +98,7 @@ def encode_log_object(pieces: Sequence[tuple[Piece, bytes | memoryview]],
                       records: bytes = b"") -> tuple[bytes, list[Piece]]:
     """The object holding each ``(piece, data)`` (``piece``'s offset and CRC are
     filled in here), and the pieces as stored. ``records``: encoded commit
-    records (:func:`tieredstore.log.commits.encode_records`); with any, the
+    records (:func:`tieredstore.log.commit.records.encode_records`); with any, the
     object is a version 2 data entry."""
     version = VERSION_2 if records else VERSION
     parts: list[bytes | memoryview] = [_HEADER.pack(MAGIC, version, DATA)]

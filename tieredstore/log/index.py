@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tieredstore.log.checkpoint import CheckpointIndex, decode_checkpoint_index
-from tieredstore.log.commits import CommitRecord, decode_records
+from tieredstore.log.commit.checkpoint import CheckpointIndex, decode_checkpoint_index
+from tieredstore.log.commit.records import CommitRecord, decode_records
 from tieredstore.log.errors import LogCorrupt
 from tieredstore.log.format import (
     CHECKPOINT,

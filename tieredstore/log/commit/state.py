@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tieredstore.filetype import FileType
-from tieredstore.log.commits import (
+from tieredstore.log.commit.records import (
     ChunkCommit,
     CommitRecord,
     HeadCommit,

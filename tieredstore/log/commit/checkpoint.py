@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tieredstore.checksum import crc32c
 from tieredstore.filetype import FileType
-from tieredstore.log.committed import ActiveFile, QueueId, QueueState, Run
+from tieredstore.log.commit.state import ActiveFile, QueueId, QueueState, Run
 from tieredstore.log.errors import LogCorrupt
 from tieredstore.log.format import (
     CHECKPOINT,

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tieredstore.errors import ObjectNotFound
-from tieredstore.log.checkpoint import CheckpointIndex, decode_states
-from tieredstore.log.committed import CommittedState, QueueId
+from tieredstore.log.commit.checkpoint import CheckpointIndex, decode_states
+from tieredstore.log.commit.state import CommittedState, QueueId
 from tieredstore.log.errors import LogCorrupt
 from tieredstore.log.index import DataIndex, EntryIndex, read_entry
 from tieredstore.log.keys import LogPath

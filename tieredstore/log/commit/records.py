@@ -4,7 +4,7 @@ A record names one proposal of its writer (docs/opening.md): a head version,
 a chunk of a generation, the roll of a file type's active segment, or the
 times maintenance needs without the head. Bytes in docs/log-objects.md,
 "Version 2"; the rules that fold them into a queue's committed state in
-:mod:`tieredstore.log.committed`.
+:mod:`tieredstore.log.commit.state`.
 """
 
 from __future__ import annotations
