@@ -305,8 +305,7 @@ class AsyncMessageStore(QueueReads):
         arguments.check_now(now)
         if self.ctx.log is not None:
             # Pieces move into chunks of the queues' segments: those queues are claimed.
-            await self._claim_listed(sorted(self.ctx.log.queues() - self._queues.keys()
-                                            - self.corrupt.keys()))
+            await self._claim_all(self.ctx.log.queues())
             await self.ctx.log.maintain(now)
 
     # --- queues -----------------------------------------------------------------------
@@ -379,11 +378,13 @@ class AsyncMessageStore(QueueReads):
             raise WriterReplaced(f"{topic}/{queue_id} not claimed: {exc}") from None
         return queue
 
-    async def _claim_all(self) -> None:
-        """Claim every queue listed at the open that is not held yet (for a pass
-        over all queues: retention)."""
-        await self._claim_listed(sorted(self._listed - self._queues.keys()
-                                        - self.corrupt.keys()))
+    async def _claim_all(self, of: set[tuple[str, int]] | None = None) -> None:
+        """Claim every queue of ``of`` (default: those listed at the open) that is
+        not held yet, for a pass over them (retention, GC, compaction)."""
+        await self._claim_listed(self._unheld(self._listed if of is None else of))
+
+    def _unheld(self, keys: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        return sorted(keys - self._queues.keys() - self.corrupt.keys())
 
     # --- the API ---------------------------------------------------------------------------
 
@@ -486,8 +487,7 @@ class AsyncMessageStore(QueueReads):
                     raise
 
         await gather_bounded(OPEN_CONCURRENCY, claim,
-                             sorted(k for k in self._listed - self._queues.keys()
-                                    - self.corrupt.keys() if k[0] == topic))
+                             self._unheld({k for k in self._listed if k[0] == topic}))
         return [q for (t, _), q in sorted(self._queues.items()) if t == topic]
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
