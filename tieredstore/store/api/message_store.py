@@ -66,6 +66,23 @@ ROLL_CHECK_MAX = 60.0  # seconds between checks for segments old enough to roll,
 OPEN_CONCURRENCY = 16
 
 
+# Failures of a queue's open that say nothing of its data: the store was
+# unreachable, or a read was damaged on the way.
+_PASSING = (TransientError, CommitFailed, CommitRetriesExhausted, IntegrityError)
+
+
+def _passing(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from (a scan names the read
+    that failed as its cause), is one of :data:`_PASSING`: the next access
+    opens the queue; anything else marks it corrupt."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _PASSING):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 class AsyncMessageStore(QueueReads):
     """Per-queue commit logs on tiered segments. Use :meth:`open`."""
 
@@ -205,12 +222,13 @@ class AsyncMessageStore(QueueReads):
             try:
                 self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
                                                                       queue_id)
-            except (TransientError, CommitFailed, CommitRetriesExhausted,
-                    IntegrityError) as exc:
-                # Not corrupt: the store was unreachable (a re-dispatch's commit
-                # failed after the retries, say). The next access opens it.
-                log.warning("queue %s/%d could not be opened now: %s", topic, queue_id, exc)
             except TieredStoreError as exc:
+                if _passing(exc):
+                    # Not corrupt: the store was unreachable (a re-dispatch's commit
+                    # failed after the retries, say). The next access opens it.
+                    log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
+                                exc)
+                    return
                 log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
                 self.corrupt[(topic, queue_id)] = exc
 

@@ -417,7 +417,7 @@ class QueueScan:
                 units = (await self._rebuild(first, block, error))[offset - first:]
             except TieredStoreError as failed:
                 if not is_damage(failed):  # the records may read later: no verdict
-                    raise self._error(offset, f"commit log: {failed}", cause=failed) from None
+                    raise self._error(offset, f"commit log: {failed}", cause=failed) from failed
                 break
             if units:
                 self.record_end = units[-1].end
@@ -564,7 +564,7 @@ class QueueScan:
                 rebuilt = (await self._rebuild(span_start, bad_stop, exc))[bad_start - span_start:]
             except TieredStoreError as failed:
                 if not is_damage(failed):  # the records may read later: no verdict
-                    raise self._error(bad_start, f"commit log: {failed}", cause=failed) from None
+                    raise self._error(bad_start, f"commit log: {failed}", cause=failed) from failed
                 rebuilt = []
         if rebuilt:
             self.record_end = rebuilt[-1].end
