@@ -40,8 +40,12 @@ def body(i: int, size: int = 700) -> bytes:
 
 
 async def open_store(bucket: Scripted, **overrides: object) -> AsyncMessageStore:
-    return await AsyncMessageStore.open(chaos_config(**overrides), store=bucket,
-                                        writer_id="repro")
+    """The store opened and its queues claimed (in the background: waited for),
+    so that a fault scripted for the open meets the claim's reads."""
+    store = await AsyncMessageStore.open(chaos_config(**overrides), store=bucket,
+                                         writer_id="repro")
+    await store.wait_idle()
+    return store
 
 
 async def fill(bucket: Scripted, count: int, *, size: int = 700, **overrides: object) -> None:

@@ -501,6 +501,7 @@ async def test_compaction_reads_each_consolidated_object_once_per_group() -> Non
     await write_rounds(store, 10, 12)
     await store.close()
     store = await AsyncMessageStore.open(config, store=backend)
+    await store.wait_idle()  # its claims of the queues, in the background
     objects_left = len(await log_objects(backend))
     backend.metrics.reset()
     await store.compact_log(now=time.time() + 7200)

@@ -19,7 +19,10 @@ segments, consume queues, key indexes and log
 objects are tiny, so every file rolls; retention cuts at random times, or
 past the newest message. A log-mode owner sends commits of 256 bytes or more
 to their segments as (partial) chunks, or only full chunks
-(``direct_commit_size``, issue 32).
+(``direct_commit_size``, issue 32). An owner claims its queues in the
+background after its open, or only those it touches (``claim_concurrency``
+0: many queues, few touched, issue 41): the replaced owner's late writes
+then meet queues the newest owner has not claimed.
 
 The model is a dict of lists, a message's offset its index, sharing no code
 with the store. Every few steps every acknowledged message must read back
@@ -123,6 +126,9 @@ class Owner:
     # Log mode: commits of at least this many bytes go to their segment as chunks
     # (partial ones too), smaller ones into log objects (issue 32); 5 MiB: none here.
     direct_commit: int = 5 * 1024 * KiB
+    # Queues claimed in the background after the open; 0: only those touched (many
+    # queues, few touched: the replaced owner's late writes meet unclaimed queues).
+    claims: int = 16
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ def config(owner: Owner, **overrides: Any) -> TieredStoreConfig:
         timestamp_before_max=WINDOW_MS / 1000, write_mode=owner.mode,
         compression="zstd" if owner.zstd else "none",
         encryption="aes-gcm" if owner.aes else "none", encryption_key_id=KEY_ID,
-        direct_commit_size=owner.direct_commit, **overrides)
+        direct_commit_size=owner.direct_commit, claim_concurrency=owner.claims, **overrides)
 
 
 # What verify and repair run with: the key in the configuration (they take no provider).
@@ -173,7 +179,7 @@ queues = st.sampled_from([QUEUES[0], QUEUES[0], QUEUES[0], *QUEUES])
 # pending range past 256 bytes goes to its segment as a partial chunk over the
 # log pieces before it, one below into a log object, across takeovers and rolls.
 owners = st.builds(Owner, st.sampled_from(["log", "direct"]), st.booleans(), st.booleans(),
-                   st.sampled_from([5 * 1024 * KiB, 256]))
+                   st.sampled_from([5 * 1024 * KiB, 256]), st.sampled_from([16, 0]))
 bodies = st.one_of(
     st.just(b""),
     st.binary(min_size=1, max_size=1),
@@ -277,7 +283,7 @@ class CrossModel(RuleBasedStateMachine):
         self.opens += 1
         self.owner = owner
         event(f"open {owner.mode} zstd={owner.zstd} aes={owner.aes} "
-              f"direct_commit={owner.direct_commit}")
+              f"direct_commit={owner.direct_commit} claims={owner.claims}")
         seen = logging.handlers.BufferingHandler(100_000)
         logging.getLogger("tieredstore").addHandler(seen)
         try:
@@ -415,10 +421,16 @@ class CrossModel(RuleBasedStateMachine):
             with self.lossy(lossy):
                 new, flushed = await asyncio.gather(self.open(owner), old_flush())
             self.old, self.old_queues, self.store = old, held, new
+            # Without background claims the new owner claims no queue here: what
+            # landed is read without it, as a reader would.
+            async with await ReadOnlyMessageStore.open(
+                    config(owner), store=self.bucket, key_provider=key_provider) as ro:
+                sizes = {key: await (new if owner.claims else ro).max_offset(*key)
+                         for key in self.model}
             for key, q in self.model.items():
                 if flushed:
                     q.acked = len(q.messages)
-                landed = await new.max_offset(*key)
+                landed = sizes[key]
                 assert q.acked <= landed <= len(q.messages), \
                     f"{key}: {landed} messages, {q.acked} acknowledged, {len(q.messages)} sent"
                 del q.messages[landed:]  # the old owner's unflushed appends: gone or landed

@@ -53,7 +53,9 @@ async def stored(mode: str) -> tuple[MemoryObjectStore, dict[str, Any]]:
     await store.append_batch("t", 0, [body(i) for i in range(COUNT)])
     await store.flush()
     await store.close()
-    await (await AsyncMessageStore.open(small_config(**config), store=backend)).close()
+    reopened = await AsyncMessageStore.open(small_config(**config), store=backend)
+    await reopened.wait_idle()  # its claims, in the background: the fence entries
+    await reopened.close()
     return backend, config
 
 
@@ -71,6 +73,8 @@ async def herd_cost(backend: MemoryObjectStore, config: dict[str, Any], readers:
     counted = CountedRequests(backend)
     store = await opened(counted, config, read_only=read_only)
     try:
+        if isinstance(store, AsyncMessageStore):
+            await store.wait_idle()  # its claims of the queues listed, in the background
         counted.counting = True
         got = await asyncio.gather(*(store.get("t", 0, 10, 5) for _ in range(readers)))
         counted.counting = False

@@ -274,6 +274,7 @@ async def test_a_corrupt_queue_takes_no_append_but_what_is_intact_reads() -> Non
                                     writer_id="test")
     await meta.set_properties({"clean_from.commitlog": str(10**9)})
     store = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+    await store.wait_idle()  # its claim, in the background, finds the queue corrupt
     assert set(store.corrupt) == {("t", 0)}
     with pytest.raises(QueueCorrupt, match="past the commit log's end"):
         await store.append("t", 0, b"more")

@@ -64,6 +64,7 @@ async def test_a_crash_between_the_retention_trim_and_its_deletes() -> None:
     assert await segment_dirs(backend) == before
 
     again = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+    await again.wait_idle()  # its claims, in the background
     # Opening claims the active segments: in the log mode one may have had no object.
     opened = await segment_dirs(backend)
     assert before <= opened
@@ -121,6 +122,7 @@ async def test_a_clean_store_has_no_garbage_and_fences_stay() -> None:
         await produce(store, 120)
         await store.close()
     store = await AsyncMessageStore.open(small_config(gc_interval=0), store=backend)
+    await store.wait_idle()  # its claims, in the background
     before = {o.key for o in await backend.list_all("")}
     report = await store.collect_garbage(safety_age=0)
     # Only the log's spent objects and old fences: every segment object stays,
@@ -171,6 +173,7 @@ async def test_trimmed_key_index_segments_are_collected_too() -> None:
         await store.delete_expired(now=T0 / 1000 + 250 + 72 * 3600)
     backend.crashing = False
     again = await AsyncMessageStore.open(config, store=backend)
+    await again.wait_idle()  # its claims, in the background
     index_dirs = {d for d in await segment_dirs(backend) if "/index/" in d}
     done = await again.collect_garbage(safety_age=0)
     trimmed = {g.key.rstrip("/") for g in done.found if g.kind == TRIMMED}

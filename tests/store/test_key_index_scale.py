@@ -49,6 +49,7 @@ async def test_a_lookup_over_a_million_messages_costs_a_few_gets(tmp_path: Path)
 
     counting = _Gets(backend)
     store = await AsyncMessageStore.open(config, store=counting)
+    await store.wait_idle()  # its claim of the queue, in the background
     counting.gets.clear()
     found = await store.query_by_key("t", "key-7", max_count=MESSAGES)
     assert [m.offset for m in found] == list(range(7, MESSAGES, KEYS))

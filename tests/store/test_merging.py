@@ -142,6 +142,7 @@ async def test_a_merge_a_crash_interrupted_is_finished_by_the_next_open() -> Non
 
     store.crash_at = None
     ms = await AsyncMessageStore.open(config, store=store)
+    await ms.wait_idle()  # its claim of the queue, in the background, resumes the merge
     await ms.close()
     assert await first_commit_log_segment(store, config) is SegmentState.SEALED
     assert await owed(store, config) == 0
@@ -161,6 +162,7 @@ async def test_a_crash_right_after_recording_a_seal_loses_no_merge() -> None:
     store.crash_at = None
     # The crashed process never closes; a new one opens (and claims) the queue.
     ms = await AsyncMessageStore.open(config, store=store)
+    await ms.wait_idle()  # the claim, in the background, resumes the merge
     await ms.close()
     assert await first_commit_log_segment(store, config) is SegmentState.SEALED
     assert await owed(store, config) == 0

@@ -156,6 +156,7 @@ class TieredStoreConfig:
     gc_interval: float = knob(3600.0, 0.0, 30 * 24 * 3600.0, unit="s")
     gc_safety_age: float = knob(_LOG.delete_age, 0.0, YEAR, unit="s", needs_unit=True)
     heartbeat_interval: float = knob(30.0, 0.0, 3600.0, unit="s")
+    claim_concurrency: int = knob(16, 0, 1024)
     # commit-log records at rest (tieredstore.store.formats.codec)
     compression: str = knob("none", choices=("none", "zstd"))
     compression_level: int = knob(3, 1, 22)

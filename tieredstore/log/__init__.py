@@ -20,6 +20,7 @@ from tieredstore.log.commit.records import (
 from tieredstore.log.commit.state import ActiveFile, CommittedState, QueueState, Run
 from tieredstore.log.errors import LogCorrupt, LogFenced
 from tieredstore.log.format import Piece, encode_log_object
+from tieredstore.log.gate import WriterGate
 from tieredstore.log.index import DataIndex, read_entry, read_index
 from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
@@ -41,6 +42,7 @@ __all__ = [
     "RollCommit",
     "Run",
     "TimesCommit",
+    "WriterGate",
     "encode_checkpoint",
     "encode_records",
     "load_committed",

@@ -144,11 +144,33 @@ class LogSeries:
         return theirs
 
     async def replaced(self) -> bool:
-        """Whether a newer store claimed the log (one HEAD of the id this store
-        creates next: a newer store's fence or fill takes it)."""
-        if self._fenced:
+        """Whether a newer store claimed the log (:meth:`check`)."""
+        if self._next is None:
+            return False
+        try:
+            await self.check()
+        except LogFenced:
             return True
-        return self._next is not None and await self._ours(self._next) is False
+        return False
+
+    async def check(self) -> None:
+        """:class:`LogFenced` if a newer store claimed the log (docs/writers.md,
+        "The writer check"): one HEAD of the id this store creates next, which a
+        newer store's fence or fill takes before its open returns; a listing
+        instead past ``recheck_after`` since the last create or look, for fences
+        that old may have been deleted."""
+        if self._next is None:
+            raise RuntimeError("LogSeries.check before claim")
+        if self._fenced:
+            raise LogFenced(f"the log at {self.path.directory} was taken over by a newer store")
+        seq = self._next
+        sent = _now()
+        if sent - self._checked > self.recheck_after:
+            await self._look_before_writing(seq)
+        elif await self._ours(seq) is False:
+            self._fenced = True
+            raise LogFenced(f"log entry {self.path.key(seq)} is another store's: a newer "
+                            "store took the log over")
 
     async def _ours(self, seq: int) -> bool | None:
         """Whether entry ``seq`` is this store's (one HEAD); None if there is none."""

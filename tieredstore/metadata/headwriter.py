@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -100,6 +100,9 @@ class HeadWriter(Generic[H, R, P]):
         self._pageset_locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._pages_generation: defaultdict[int, int] = defaultdict(int)
         self.page_writes = 0
+        # Awaited before each head is published: raises once this writer is
+        # replaced (the store's writer check, docs/writers.md).
+        self.before_publish: Callable[[], Awaitable[None]] | None = None
 
     @property
     def version(self) -> int:
@@ -149,6 +152,8 @@ class HeadWriter(Generic[H, R, P]):
                 self._cache.put(page.ref.key, tuple(page.records))
 
         stood = self._head, self._version
+        if self.before_publish is not None:
+            await self.before_publish()
         try:
             await self._heads.publish(version, self._encode(head), stand)
         except BaseException:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 import tieredstore.metadata.metadata_pb2 as pb
@@ -105,6 +105,7 @@ class QueueMetadata(MetadataReader):
         cache_pages: int = DEFAULT_CACHE_PAGES,
         claim: bool = False,
         start_over_damaged: bool = False,
+        still_newest: Callable[[], Awaitable[None]] | None = None,
     ) -> QueueMetadata:
         """Open a queue for writing, creating it (lazily, on the first write) if new.
 
@@ -112,7 +113,11 @@ class QueueMetadata(MetadataReader):
         own. A page left by a crash between cutting a full tail and writing
         its head is adopted here (damaged bytes at its key are deleted). With
         ``claim`` a head is written at once, which fences every earlier
-        writer; otherwise the first write does that. With
+        writer; otherwise the first write does that. ``still_newest``, if given,
+        is awaited before every head write and when another writer's head took
+        the version a claim wanted: it raises once this writer is replaced, so
+        a claim never writes above a newer writer, and a replaced one writes no
+        head a newer one would adopt (docs/writers.md, "The writer check"). With
         ``start_over_damaged``, a queue whose heads are all damaged opens as
         a new one whose first head follows the damaged ones (the caller
         rebuilds its records).
@@ -137,6 +142,7 @@ class QueueMetadata(MetadataReader):
                 version, head = loaded
             self = cls(store, queue, head, version, writer_id=writer_id, read_only=False,
                        cache_pages=cache_pages)
+            self.before_publish = still_newest
             try:
                 await self._recover_unreferenced_page()
                 if claim:
@@ -144,6 +150,8 @@ class QueueMetadata(MetadataReader):
             except MetadataFenced:
                 # The writer we replace wrote a head since we loaded ours: the
                 # newest opener does not give up to it. Load again and retry.
+                if still_newest is not None:
+                    await still_newest()
                 continue
             return self
         raise MetadataFenced(f"could not claim the queue in {CLAIM_ATTEMPTS} attempts: "

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
@@ -136,6 +136,7 @@ class ChunkedSegment(FileSegment):
         reader: SegmentReader | None = None,
         repair: bool = True,
         claim: bool = False,
+        still_newest: Callable[[], Awaitable[None]] | None = None,
     ) -> ChunkedSegment:
         """Recover the segment from a listing of its prefix (empty if none).
 
@@ -146,14 +147,14 @@ class ChunkedSegment(FileSegment):
         bucket: a merge under way in the writer's process must not be aborted
         by a reader that sees its upload. With ``claim`` (and ``repair``) an
         open segment is taken over from any writer that still has it open
-        (see :meth:`claim`).
+        (see :meth:`claim`; ``still_newest`` raises once this writer is replaced).
         """
         segment = cls(store, path, options=options, reader=reader)
         segment._adopt(await recover_segment(store, path))
         if not repair:
             return segment
         if claim:
-            await segment.claim()
+            await segment.claim(still_newest)
         for upload in segment._stray_uploads:
             await store.abort_multipart(upload.key, upload.upload_id)
         segment._stray_uploads = []
@@ -180,14 +181,16 @@ class ChunkedSegment(FileSegment):
         self._stray_uploads = recovered.uploads
         self.foreign = recovered.foreign
 
-    async def claim(self) -> None:
+    async def claim(self, still_newest: Callable[[], Awaitable[None]] | None = None) -> None:
         """Take the open segment over from whatever writer still has it open.
 
         Creates a ``fence`` entry at the id after the last entry listed. If
         that id was taken meanwhile (the previous writer's chunk or seal
-        landed first), list again and fence after the new end; a seal there
-        means the segment is sealed and nothing is fenced. Afterwards no
-        earlier writer can add an entry: its next create lands on a taken id.
+        landed first), ``still_newest`` (if given) raises when a newer writer
+        took it (a claim never fences a newer writer: docs/writers.md, "Claim"),
+        else list again and fence after the new end; a seal there means the
+        segment is sealed and nothing is fenced. Afterwards no earlier writer
+        can add an entry: its next create lands on a taken id.
         """
         async with self._lock:
             for _ in range(CLAIM_ATTEMPTS):
@@ -200,6 +203,8 @@ class ChunkedSegment(FileSegment):
                     self._tail_zero = self.path.entry_key(entry)
                     self._next_entry = entry.after(0)
                     return
+                if still_newest is not None:
+                    await still_newest()
                 self._adopt(await recover_segment(self.store, self.path))
             raise CommitFailed(f"could not take the segment over in {CLAIM_ATTEMPTS} attempts: "
                                "another writer keeps adding entries", segment=str(self.path),

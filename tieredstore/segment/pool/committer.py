@@ -37,6 +37,7 @@ import time
 from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
+    Fenced,
     SegmentFenced,
     SegmentFull,
     SegmentSealed,
@@ -350,6 +351,7 @@ class SegmentCommitter:
         self.retry_direct = sink is None
         # Bytes behind the due ones ride along up to a commit: fuller objects, fewer PUTs.
         self.schedule(buf.start + length, None)
+        taken = time.monotonic()
         body = buf.head(length)
         position = buf.start
         shared.inflight += 1
@@ -358,6 +360,8 @@ class SegmentCommitter:
             if sink is not None:
                 await sink.put(self.segment, position, body)
             else:
+                if shared.writer_check is not None:
+                    await self._check_writer(taken)
                 asyncio.get_running_loop().call_soon(self._join_ahead, position + length)
                 await self.segment.commit0(position, body)
         except CommitFailed as exc:
@@ -388,6 +392,17 @@ class SegmentCommitter:
         metrics.commit(time.perf_counter() - started, length)
         self._landed(length)
         return None
+
+    async def _check_writer(self, taken: float) -> None:
+        """The writer check for bytes taken at ``taken``: a newer store took the
+        broker over (any ``Fenced``) fences this segment."""
+        assert self._shared.writer_check is not None
+        try:
+            await self._shared.writer_check(taken)
+        except SegmentFenced:
+            raise
+        except Fenced as exc:
+            raise SegmentFenced(str(exc), segment=self.label) from exc
 
     def _join_ahead(self, position: int) -> None:
         """While a chunk uploads, join the next one if its bytes are here: its

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -90,6 +91,14 @@ class UploadBufferPool:
         :mod:`tieredstore.segment.pool.sink`), and a group commit makes every
         buffer's bytes due at once. Call before the first append."""
         self._shared.log_sink = sink
+
+    def check_commits_with(self, check: Callable[[float], Awaitable[None]]) -> None:
+        """Before each commit to a segment (not to the log sink), await
+        ``check(taken)``, ``taken`` the ``time.monotonic()`` at which its bytes
+        were taken: the writer check (docs/writers.md, "The writer check"). A
+        ``Fenced`` error it raises stops the segment for good. Call before the
+        first append."""
+        self._shared.writer_check = check
 
     def _interval_passed(self, committers: list[SegmentCommitter]) -> None:
         """The group-commit interval of ``committers``' oldest bytes not yet due

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 from tieredstore.errors import BufferFull
@@ -34,7 +34,7 @@ class PoolShared(Generic[C]):
     the committer that the group-commit timer holds."""
 
     __slots__ = ("budget", "errored", "inflight", "log_sink", "metrics", "not_due", "options",
-                 "slots", "tasks", "timer")
+                 "slots", "tasks", "timer", "writer_check")
 
     def __init__(self, budget: Budget, metrics: PoolMetrics, options: PoolOptions,
                  interval_passed: Callable[[list[C]], None]) -> None:
@@ -48,6 +48,8 @@ class PoolShared(Generic[C]):
         self.timer: GroupCommitTimer[C] = GroupCommitTimer(
             options.group_commit_interval, interval_passed)
         self.log_sink: LogSink | None = None  # write mode log: small commits go here
+        # Awaited before each commit to a segment, with when its bytes were taken.
+        self.writer_check: Callable[[float], Awaitable[None]] | None = None
         # Commits in flight, all segments.
         self.slots = asyncio.Semaphore(options.upload_concurrency)
         self.tasks = Background()  # the commit workers

@@ -1,12 +1,14 @@
 """AsyncMessageStore: the message store a host embeds (async core).
 
-``await AsyncMessageStore.open(config)`` recovers first: it lists every queue
-from the bucket's metadata heads, claims each (fencing any earlier writer),
-rebuilds offsets and commit positions, resumes interrupted seals and merges,
-and re-dispatches commit-log records the consume queue had not caught up
-with. A queue whose data is inconsistent is reported in ``corrupt`` and
-refuses appends with that error; what is intact in it still reads (through a
-read-only view of the bucket), and the other queues work.
+``await AsyncMessageStore.open(config)`` claims the broker's log (fencing any
+earlier writer: docs/writers.md) and lists every queue from the bucket's
+metadata heads. Each queue is claimed when first touched, and the rest in the
+background: the claim rebuilds offsets and commit positions, resumes
+interrupted seals and merges, and re-dispatches commit-log records the
+consume queue had not caught up with. A queue whose data is inconsistent is
+reported in ``corrupt`` and refuses appends with that error; what is intact
+in it still reads (through a read-only view of the bucket), and the other
+queues work.
 
 Over 400 lines because it is the whole writing surface in one class (reads:
 :class:`~tieredstore.store.read.reads.QueueReads`): each method checks its arguments
@@ -23,18 +25,26 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import (
     CommitFailed,
+    Fenced,
     IntegrityError,
     StoreClosed,
     TieredStoreError,
     TransientError,
 )
-from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
+from tieredstore.log import (
+    LogFenced,
+    LogOptions,
+    LogSeries,
+    LogWriter,
+    WriterGate,
+    recover_log,
+)
 from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
@@ -43,7 +53,7 @@ from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.store.api.read_only import ReadOnlyMessageStore
 from tieredstore.store.base import arguments, compose
 from tieredstore.store.base.context import StoreContext
-from tieredstore.store.base.errors import NoSuchQueue, OffsetError
+from tieredstore.store.base.errors import NoSuchQueue, OffsetError, WriterReplaced
 from tieredstore.store.base.opening import opening
 from tieredstore.store.base.outgoing import Outgoing
 from tieredstore.store.formats import keys
@@ -83,6 +93,38 @@ def _passing(exc: BaseException) -> bool:
     return False
 
 
+class _Claiming:
+    """A claim under way and the callers waiting on it, served in the order they
+    came: appends issued while a queue is claimed get their offsets in call
+    order, and no caller that comes after the claim passes one still waiting."""
+
+    __slots__ = ("lock", "task", "waiting")
+
+    def __init__(self, task: asyncio.Task[OwnedQueue]) -> None:
+        self.task = task
+        self.lock = asyncio.Lock()  # fair: acquired in the order asked
+        self.waiting = 0
+
+    async def wait(self, done: Callable[[], None]) -> OwnedQueue:
+        """The claimed queue, in this caller's turn; ``done()`` once no caller
+        waits any more."""
+        self.waiting += 1
+        try:
+            await self.lock.acquire()
+        except BaseException:  # cancelled while waiting for its turn
+            self.waiting -= 1
+            if not self.waiting and not self.lock.locked():
+                done()
+            raise
+        self.waiting -= 1
+        try:
+            return await asyncio.shield(self.task)
+        finally:
+            self.lock.release()
+            if not self.waiting:
+                done()
+
+
 class AsyncMessageStore(QueueReads):
     """Per-queue commit logs on tiered segments. Use :meth:`open`."""
 
@@ -90,7 +132,7 @@ class AsyncMessageStore(QueueReads):
         self.ctx = ctx
         self.config = ctx.config
         self._queues: dict[tuple[str, int], OwnedQueue] = {}
-        self._opening: dict[tuple[str, int], asyncio.Task[OwnedQueue]] = {}
+        self._opening: dict[tuple[str, int], _Claiming] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
@@ -168,7 +210,7 @@ class AsyncMessageStore(QueueReads):
             every = max(0.01, min(ROLL_CHECK_MAX, config.rolling_interval / 10))
             background.every(every, "rolling by time", self._roll_old, priority=Priority.MERGE)
         if ctx.log is not None:
-            background.every(ctx.log.options.check_every, "log compaction", ctx.log.maintain,
+            background.every(ctx.log.options.check_every, "log compaction", self.compact_log,
                              priority=Priority.COMPACTION)
         if config.retention_interval > 0:
             background.every(config.retention_interval, "retention", self.delete_expired,
@@ -210,29 +252,39 @@ class AsyncMessageStore(QueueReads):
         writer = LogWriter(ctx.store, series, options)
         await recover_log(writer)
         ctx.log = writer
+        ctx.gate = WriterGate(series.check)
+        ctx.pool.check_commits_with(ctx.gate.passed_since)
         if self.config.write_mode == "log":
             ctx.pool.send_small_commits_to(writer)
 
     async def _recover(self) -> None:
-        # with the queues whose bytes are all in the log
+        """List the broker's queues (with those whose bytes are all in the log);
+        claim none: each is claimed when first touched, and the rest by
+        :meth:`_claim_listed` in the background (docs/writers.md, "The open")."""
         found = await listed_queues(self.ctx.store, self.config, log=self.ctx.log)
         self._listed = set(found)
+        if found and self.config.claim_concurrency:
+            self.ctx.background.spawn(
+                self._claim_listed(found, self.config.claim_concurrency),
+                "claiming the queues", priority=Priority.MERGE)
 
+    async def _claim_listed(self, found: Sequence[tuple[str, int]],
+                            concurrency: int = OPEN_CONCURRENCY) -> None:
+        """Claim every queue listed at the open, ``concurrency`` at a time (those
+        touched meanwhile are claimed already, or being claimed)."""
         async def one(topic: str, queue_id: int) -> None:
             try:
-                self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
-                                                                      queue_id)
+                await self._queue(topic, queue_id, create=False)
+            except Fenced as exc:
+                log.warning("queue %s/%d not claimed: %s", topic, queue_id, exc)
             except TieredStoreError as exc:
-                if _passing(exc):
-                    # Not corrupt: the store was unreachable (a re-dispatch's commit
-                    # failed after the retries, say). The next access opens it.
+                if (topic, queue_id) not in self.corrupt:  # corrupt: _claim logged it
+                    # The store was unreachable (a re-dispatch's commit failed after
+                    # the retries, say): the next access opens it.
                     log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
                                 exc)
-                    return
-                log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
-                self.corrupt[(topic, queue_id)] = exc
 
-        await gather_bounded(OPEN_CONCURRENCY, lambda q: one(*q), found)
+        await gather_bounded(concurrency, lambda q: one(*q), found)
 
     async def _tick(self) -> None:
         """Dispatch what group commits made durable (every group-commit interval)."""
@@ -255,6 +307,7 @@ class AsyncMessageStore(QueueReads):
         its cluster's brokers (see :mod:`tieredstore.store.ops.gc`): what nothing
         needs and is older than ``safety_age`` (default ``gc_safety_age``) seconds."""
         age = self.config.gc_safety_age if safety_age is None else safety_age
+        await self._claim_all()
         metas = [q.meta for q in list(self._queues.values())]
         return await collect_garbage(self.ctx.store, self.config, metas, safety_age=age,
                                      dry_run=dry_run)
@@ -267,51 +320,88 @@ class AsyncMessageStore(QueueReads):
         the store has no log."""
         arguments.check_now(now)
         if self.ctx.log is not None:
+            # Pieces move into chunks of the queues' segments: those queues are claimed.
+            await self._claim_all(self.ctx.log.queues())
             await self.ctx.log.maintain(now)
 
     # --- queues -----------------------------------------------------------------------
 
     def queues(self) -> list[tuple[str, int]]:
-        """Every queue this store holds, including corrupt ones."""
-        return sorted({*self._queues, *self.corrupt})
+        """Every queue of the broker: held, listed at the open (claimed when
+        first touched), or corrupt."""
+        return sorted({*self._queues, *self._listed, *self.corrupt})
 
     async def _queue(self, topic: str, queue_id: int, *, create: bool) -> OwnedQueue:
         if self._closed:
             raise StoreClosed("the message store is closed")
         if type(topic) is str and type(queue_id) is int:  # held queues: names checked
             queue = self._queues.get((topic, queue_id))
-            if queue is not None:
+            if queue is not None and (topic, queue_id) not in self._opening:
                 return queue
         key = (validate_name("topic", topic), validate_offset("queue_id", queue_id))
         queue = self._queues.get(key)
-        if queue is not None:
+        if queue is not None and key not in self._opening:
             return queue
         if key in self.corrupt:
             raise self.corrupt[key]
-        if not create and key not in self._listed and not self.ctx.in_log(*key) \
-                and not await has_segments(self.ctx, *key):
-            # No head listed at open (one whose open failed then opens now) and no
-            # segment: no such queue. (With segments but no head, opening it
-            # rebuilds its metadata from them.)
-            raise NoSuchQueue(topic, queue_id)
-        task = self._opening.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._claim(*key))
-            self._opening[key] = task
-        try:
-            queue = await asyncio.shield(task)
-        finally:
-            self._opening.pop(key, None)
+        claiming = self._opening.get(key)
+        if claiming is None:
+            if not create and key not in self._listed and not self.ctx.in_log(*key) \
+                    and not await has_segments(self.ctx, *key):
+                # No head listed at open (one whose open failed then opens now) and
+                # no segment: no such queue. (With segments but no head, opening it
+                # rebuilds its metadata from them.)
+                raise NoSuchQueue(topic, queue_id)
+            claiming = self._opening.get(key)
+            if claiming is None:
+                claiming = _Claiming(asyncio.get_running_loop().create_task(self._hold(key)))
+                self._opening[key] = claiming
+
+        def done() -> None:  # later callers take the held queue (or claim again)
+            if self._opening.get(key) is claiming:
+                del self._opening[key]
+        return await claiming.wait(done)
+
+    async def _hold(self, key: tuple[str, int]) -> OwnedQueue:
+        """Claim the queue and hold it (flushes and passes see it from now on)."""
+        queue = await self._claim(*key)
         self._queues[key] = queue
         return queue
 
     async def _claim(self, topic: str, queue_id: int) -> OwnedQueue:
         """Open and claim a queue this store does not hold yet, if it is still the
-        newest store of the broker (before and after: see store/write/writers.py)."""
-        await self.writers.check()
-        queue = await OwnedQueue.open(self.ctx, topic, queue_id)
-        await self.writers.check()  # replaced meanwhile: give the queue up unwritten
+        newest store of the broker (the writer check before and after:
+        docs/writers.md, "Claim"). A queue found corrupt is recorded as such."""
+        gate = self.ctx.gate
+        assert gate is not None
+        try:
+            await gate.check_now()
+            try:
+                queue = await OwnedQueue.open(self.ctx, topic, queue_id)
+            except (Fenced, StoreClosed):
+                raise
+            except TieredStoreError as exc:
+                if _passing(exc):
+                    raise
+                log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
+                self.corrupt[(topic, queue_id)] = exc
+                raise
+            try:
+                await gate.check_now()  # replaced meanwhile: give the queue up unwritten
+            except BaseException:
+                await queue.abandon()
+                raise
+        except LogFenced as exc:
+            raise WriterReplaced(f"{topic}/{queue_id} not claimed: {exc}") from None
         return queue
+
+    async def _claim_all(self, of: set[tuple[str, int]] | None = None) -> None:
+        """Claim every queue of ``of`` (default: those listed at the open) that is
+        not held yet, for a pass over them (retention, GC, compaction)."""
+        await self._claim_listed(self._unheld(self._listed if of is None else of))
+
+    def _unheld(self, keys: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        return sorted(keys - self._queues.keys() - self.corrupt.keys())
 
     # --- the API ---------------------------------------------------------------------------
 
@@ -389,16 +479,32 @@ class AsyncMessageStore(QueueReads):
         reads: through the read-only store's view of the bucket."""
         key = (topic, queue_id)
         if key not in self.corrupt:
-            return await self._queue(topic, queue_id, create=False)
+            try:
+                return await self._queue(topic, queue_id, create=False)
+            except TieredStoreError:
+                if key not in self.corrupt:  # found corrupt by this first touch
+                    raise
         try:
             return await self._intact.queue(topic, queue_id)
         except TieredStoreError:
             raise self.corrupt[key] from None
 
     async def _readings(self, topic: str) -> list[QueueReading]:
-        """The queues of ``topic`` this store holds."""
+        """The queues of ``topic`` this store holds, those listed at the open
+        claimed first (a claim that fails raises: a read of the topic leaves no
+        queue out unsaid; a queue found corrupt is left out, as a held one is)."""
         if self._closed:
             raise StoreClosed("the message store is closed")
+
+        async def claim(key: tuple[str, int]) -> None:
+            try:
+                await self._queue(*key, create=False)
+            except TieredStoreError:
+                if key not in self.corrupt:
+                    raise
+
+        await gather_bounded(OPEN_CONCURRENCY, claim,
+                             self._unheld({k for k in self._listed if k[0] == topic}))
         return [q for (t, _), q in sorted(self._queues.items()) if t == topic]
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:
@@ -413,6 +519,7 @@ class AsyncMessageStore(QueueReads):
         arguments.check_now(now)
         now_s = time.time() if now is None else now
         deleted = 0
+        await self._claim_all()
         for (topic, _), queue in list(self._queues.items()):
             reserved, _ = arguments.topic_retention(self.config, self.topic_reserved_time,
                                                     topic)

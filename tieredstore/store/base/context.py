@@ -6,15 +6,17 @@ import asyncio
 import dataclasses
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
 from tieredstore.fetcher import Fetcher
-from tieredstore.log import LogWriter
+from tieredstore.log import LogFenced, LogWriter, WriterGate
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.segment import ChunkedSegment, FileType, SegmentOptions, SegmentPath
 from tieredstore.segment.pool import UploadBufferPool
+from tieredstore.store.base.errors import WriterReplaced
 from tieredstore.store.formats import keys
 from tieredstore.store.formats.codec import RecordCodec
 from tieredstore.store.formats.keyentries import ENTRY_SIZE
@@ -47,6 +49,8 @@ class StoreContext:
     # The broker's log, claimed at open in either write mode (only the log mode
     # writes log objects; the direct mode compacts what a log-mode store left).
     log: LogWriter | None = None
+    # The writer check (docs/writers.md): commits, claims and their retries pass it.
+    gate: WriterGate | None = None
     codec: RecordCodec | None = None  # compresses and encrypts records, if configured
     # Opens records whatever the store seals with: compressed ones always, encrypted
     # ones with the store's keys (a broker that turned compression off reads its past).
@@ -92,6 +96,21 @@ class StoreContext:
     def in_log(self, topic: str, queue_id: int) -> bool:
         """Whether the log holds pieces of the queue not yet in chunks."""
         return self.log is not None and (topic, queue_id) in self.log.queues()
+
+    @property
+    def still_newest(self) -> Callable[[], Awaitable[None]] | None:
+        """A fresh writer check (before a head write, and when a claim meets
+        another writer's entry): :class:`WriterReplaced` once replaced."""
+        gate = self.gate
+        if gate is None:
+            return None
+
+        async def check() -> None:
+            try:
+                await gate.check_now()
+            except LogFenced as exc:
+                raise WriterReplaced(str(exc)) from None
+        return check
 
     async def adopt_log(self, segment: ChunkedSegment) -> None:
         """An active segment, just opened for writing, takes the log's pieces of it."""

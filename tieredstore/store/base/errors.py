@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tieredstore.errors import Corrupt, TieredStoreError
+from tieredstore.metadata import MetadataFenced
 
 
 class StoreError(TieredStoreError):
@@ -37,3 +38,8 @@ class NoSuchQueue(OffsetOutOfRange, LookupError):
 
     def __init__(self, topic: str, queue_id: int) -> None:
         super().__init__("no such queue", topic=topic, queue_id=queue_id)
+
+
+class WriterReplaced(MetadataFenced):
+    """A newer store instance took this broker's queues over: this one opens none,
+    and writes no head (docs/writers.md, "The writer check")."""

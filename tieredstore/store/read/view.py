@@ -1,8 +1,8 @@
 """Read-only views of a message store's queues, for commands that must not write.
 
-``AsyncMessageStore.open`` claims every queue (fencing a live writer) and
-finishes interrupted work; inspecting, verifying or tailing a store that a
-broker is writing must do neither. These views read the queue metadata with
+``AsyncMessageStore`` claims the queues it touches (fencing a live writer)
+and finishes interrupted work; inspecting, verifying or tailing a store that
+a broker is writing must do neither. These views read the queue metadata with
 ``QueueMetadata.open_read_only`` and find segments by listing
 (:func:`recover_segment`, which only LISTs and GETs), and never write.
 

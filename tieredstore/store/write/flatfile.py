@@ -157,6 +157,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
             self.store, path, options=self.ctx.options_for(self.file_type, self.topic),
             reader=self.ctx.fetcher,
             claim=True,
+            still_newest=self.ctx.still_newest,
         )
         await self.ctx.adopt_log(self.active)
         first = self.meta.first(self.file_type).base_offset

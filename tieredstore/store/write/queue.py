@@ -111,7 +111,7 @@ class OwnedQueue(QueueReading):
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
             writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=True,
-            start_over_damaged=True,
+            start_over_damaged=True, still_newest=ctx.still_newest,
         )
         queue = cls(ctx, topic, queue_id, meta)
         try:
@@ -120,11 +120,11 @@ class OwnedQueue(QueueReading):
                 await queue._rebuild()
             await queue._recover()
         except BaseException:
-            await queue._abandon()
+            await queue.abandon()
             raise
         return queue
 
-    async def _abandon(self) -> None:
+    async def abandon(self) -> None:
         """A failed open lets go of its segments: bytes it buffered (units it
         re-dispatched) must not go on committing behind the next open, which
         dispatches them again."""

@@ -1,30 +1,19 @@
-"""Which store instance writes a broker's queues: the newest open wins, also for
-queues it never held.
-
-Fencing a queue takes its claim (docs/writers.md, Writers): a store replaced by
-a newer one is fenced on every queue it held. A queue it never held (one its
-successor created after taking over) it would open and claim lazily, fencing
-the successor there. So every open of a store registers it first, and a store
-checks it is still the newest before it claims a queue lazily, and again after:
+"""The broker's writers registry: every open of a store registers, and its
+entry names the store's liveness record (docs/writers.md, "The registry").
 
     {metadata root}/writers/writer-{seq:020d}     body: writer id, a random nonce
 
 Each open creates the entry after the newest one listed, with ``If-None-Match``
 (on 412 it lists again and takes the next; a lost reply is told from another's
-entry by the bytes, as for heads). A store whose entry is no longer the newest
-refuses to open a queue it does not hold, with :class:`WriterReplaced`. Older
-entries than the one before ours are deleted after registering.
+entry by the bytes, as for heads). Older entries than the one before ours are
+deleted after registering.
 
 Each entry has a liveness record beside it, ``writers/live-{seq:020d}``
 (:mod:`tieredstore.metadata.liveness`): written at registering, refreshed
 every ``heartbeat_interval`` by the store's background, marked closed at a
 clean close. It only informs (an operator's command refuses a live broker
-unless told to take it over); the entries above are what fence.
-
-The two checks around a lazy claim leave one race: a replaced store that
-checked just before its successor registered, and claims just after the
-successor created that queue, fences the successor there; its own check after
-the claim then fails, and it gives the queue up without writing.
+unless told to take it over). Fencing does not read the registry: the log
+fence and the writer check do (:mod:`tieredstore.log.gate`).
 """
 
 from __future__ import annotations
@@ -34,21 +23,17 @@ import uuid
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
-from tieredstore.metadata import MetadataFenced
 from tieredstore.metadata.liveness import Heartbeat, Seen, newest, record_key, refuse_if_live
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.objectstore.conditional import create_once
 from tieredstore.objectstore.reads import crc_metadata
+from tieredstore.store.base.errors import WriterReplaced
 from tieredstore.store.formats.keys import metadata_root
 
 log = logging.getLogger(__name__)
 
 REGISTER_ATTEMPTS = 32
 KEEP = 2  # entries kept: ours and the one before
-
-
-class WriterReplaced(MetadataFenced):
-    """A newer store instance took this broker's queues over: this one opens none."""
 
 
 class WriterRegistry:
@@ -109,15 +94,6 @@ class WriterRegistry:
                 await self.heartbeat.close()
             except TieredStoreError as exc:
                 log.warning("could not mark this store's liveness record closed: %s", exc)
-
-    async def check(self) -> None:
-        """Raise :class:`WriterReplaced` if a newer store registered since."""
-        if self.seq is None:
-            return
-        listed = await self._listed()
-        if listed and listed[-1] > self.seq:
-            raise WriterReplaced(f"a newer store (writer entry {listed[-1]}, ours {self.seq}) "
-                                 "took this broker's queues over")
 
 
 async def writer_seen(store: ObjectStore, config: TieredStoreConfig) -> Seen | None:
