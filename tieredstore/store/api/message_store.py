@@ -30,12 +30,9 @@ from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import (
-    CommitFailed,
     Fenced,
-    IntegrityError,
     StoreClosed,
     TieredStoreError,
-    TransientError,
 )
 from tieredstore.log import (
     LogFenced,
@@ -49,11 +46,10 @@ from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollecto
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions
-from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.store.api.read_only import ReadOnlyMessageStore
 from tieredstore.store.base import arguments, compose
 from tieredstore.store.base.context import StoreContext
-from tieredstore.store.base.errors import NoSuchQueue, OffsetError, WriterReplaced
+from tieredstore.store.base.errors import NoSuchQueue, OffsetError, WriterReplaced, passing
 from tieredstore.store.base.opening import opening
 from tieredstore.store.base.outgoing import Outgoing
 from tieredstore.store.formats import keys
@@ -74,23 +70,6 @@ FIGURE_ATTEMPTS = 5
 ROLL_CHECK_MAX = 60.0  # seconds between checks for segments old enough to roll, at most
 
 OPEN_CONCURRENCY = 16
-
-
-# Failures of a queue's open that say nothing of its data: the store was
-# unreachable, or a read was damaged on the way.
-_PASSING = (TransientError, CommitFailed, CommitRetriesExhausted, IntegrityError)
-
-
-def _passing(exc: BaseException) -> bool:
-    """Whether ``exc``, or an error it was raised from (a scan names the read
-    that failed as its cause), is one of :data:`_PASSING`: the next access
-    opens the queue; anything else marks it corrupt."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, _PASSING):
-            return True
-        seen = seen.__cause__
-    return False
 
 
 class _Claiming:
@@ -381,7 +360,7 @@ class AsyncMessageStore(QueueReads):
             except (Fenced, StoreClosed):
                 raise
             except TieredStoreError as exc:
-                if _passing(exc):
+                if passing(exc):
                     raise
                 log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
                 self.corrupt[(topic, queue_id)] = exc

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from tieredstore.errors import Corrupt, TieredStoreError
+from tieredstore.errors import (
+    CommitFailed,
+    Corrupt,
+    IntegrityError,
+    TieredStoreError,
+    TransientError,
+)
 from tieredstore.metadata import MetadataFenced
+from tieredstore.segment.pool import CommitRetriesExhausted
 
 
 class StoreError(TieredStoreError):
@@ -43,3 +50,21 @@ class NoSuchQueue(OffsetOutOfRange, LookupError):
 class WriterReplaced(MetadataFenced):
     """A newer store instance took this broker's queues over: this one opens none,
     and writes no head (docs/writers.md, "The writer check")."""
+
+
+# Failures that say nothing of a queue's data: the store was unreachable, or a
+# read was damaged on the way.
+_PASSING = (TransientError, CommitFailed, CommitRetriesExhausted, IntegrityError)
+
+
+def passing(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from (a scan names the read
+    that failed as its cause), is one of :data:`_PASSING`: the same work may
+    succeed later. An open that fails so is not a corrupt queue, and a step of
+    it that reads must not take such a failure for lost bytes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _PASSING):
+            return True
+        seen = seen.__cause__
+    return False
