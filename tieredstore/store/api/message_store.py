@@ -84,6 +84,13 @@ class _Claiming:
         self.lock = asyncio.Lock()  # fair: acquired in the order asked
         self.waiting = 0
 
+    @property
+    def failed(self) -> bool:
+        """Whether the claim ended in failure: a caller that comes now claims
+        again (those still waiting for their turn get the failure)."""
+        return self.task.done() and (self.task.cancelled() or
+                                     self.task.exception() is not None)
+
     async def wait(self, done: Callable[[], None]) -> OwnedQueue:
         """The claimed queue, in this caller's turn; ``done()`` once no caller
         waits any more."""
@@ -324,6 +331,8 @@ class AsyncMessageStore(QueueReads):
         if key in self.corrupt:
             raise self.corrupt[key]
         claiming = self._opening.get(key)
+        if claiming is not None and claiming.failed:
+            claiming = None  # its failure is for those who came before it ended
         if claiming is None:
             if not create and key not in self._listed and not self.ctx.in_log(*key) \
                     and not await has_segments(self.ctx, *key):
@@ -332,7 +341,7 @@ class AsyncMessageStore(QueueReads):
                 # rebuilds its metadata from them.)
                 raise NoSuchQueue(topic, queue_id)
             claiming = self._opening.get(key)
-            if claiming is None:
+            if claiming is None or claiming.failed:
                 claiming = _Claiming(asyncio.get_running_loop().create_task(self._hold(key)))
                 self._opening[key] = claiming
 
