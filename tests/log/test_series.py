@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 import pytest
 
@@ -14,6 +15,7 @@ from tieredstore.log import LogFenced, LogPath, LogSeries
 from tieredstore.objectstore import ForwardingObjectStore, MemoryObjectStore, ObjectInfo
 
 PATH = LogPath("c", "b", prefix="p")
+T = TypeVar("T")
 
 
 class LosesReplies(ForwardingObjectStore):
@@ -113,6 +115,39 @@ async def test_a_writer_that_looks_before_writing_finds_a_newer_store() -> None:
     with pytest.raises(LogFenced):
         await old.append(b"y")
     assert [e.seq for e in await new.entries()] == [0, 2]
+
+
+class SlowList(ForwardingObjectStore):
+    """The next listing waits for ``hold`` before it reads (its snapshot is taken
+    late); later ones do not wait."""
+
+    def __init__(self, inner: MemoryObjectStore) -> None:
+        super().__init__(inner)
+        self.hold: asyncio.Event | None = None
+
+    async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
+                       bytes_up: int = 0) -> T:
+        if op == "list" and self.hold is not None:
+            hold, self.hold = self.hold, None
+            await hold.wait()
+        return await call()
+
+
+async def test_a_check_beside_appends_takes_the_entries_they_created_for_its_own() -> None:
+    """A writer check lists the log while the store goes on appending: the
+    entries those appends created are not a newer store's."""
+    store = SlowList(MemoryObjectStore())
+    series = LogSeries(store, PATH, "w", recheck_after=0.0)  # every check lists
+    await series.claim()
+    release = store.hold = asyncio.Event()
+    check = asyncio.ensure_future(series.check())
+    await asyncio.sleep(0)  # the check's listing is under way, held
+    first = await series.append(b"one")
+    second = await series.append(b"two")
+    release.set()
+    await check  # its listing shows both: this store's own
+    assert (await series.append(b"three")).seq == second.seq + 1 == first.seq + 2
+    assert not await series.replaced()
 
 
 class Hook(ForwardingObjectStore):

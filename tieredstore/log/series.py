@@ -209,6 +209,10 @@ class LogSeries:
         since. One listing (and a HEAD if ``seq`` is taken)."""
         sent = _now()
         listed = await self.entries()
+        # A check runs beside this store's appends: the entries they created while
+        # the listing ran are its own, so the next entry is the one to look from.
+        assert self._next is not None
+        seq = max(seq, self._next)
         newer = [e for e in listed if e.seq > seq]
         # At ``seq``: our own create whose answer was lost, sent again now; or
         # another's. Gone since the listing: deleted, so not the newest entry:
