@@ -22,12 +22,10 @@ size, merges the chunks into one ``segment`` object (see
 marker (see :mod:`tieredstore.segment.garbage`).
 
 Over 400 lines because it is one state machine: claiming, committing, taking
-in *borrowed* units (past the chunk end, bytes that landed in other objects:
-write mode log's pieces, read through a :class:`Lender`) and compacting them
-into a chunk, sealing and merging all move the same layout, next entry id and
-fence state under one lock, and each step must see what a lost answer in
-another left in doubt. Entry creation, recovery, merging and cleanup are
-modules of their own.
+borrowed units in (:class:`Lender`) and compacting them, sealing and merging
+all move the same layout, next entry id and fence state under one lock, and
+each step must see what a lost answer in another left in doubt. Entry
+creation, recovery, merging and cleanup are modules of their own.
 """
 
 from __future__ import annotations
@@ -80,8 +78,10 @@ CLAIM_ATTEMPTS = 32
 
 
 class Lender(Protocol):
-    """What holds a segment's borrowed units (write mode log: the log writer): their
-    bytes [start, end) as spans (start, end, bytes or None: read them); units taken in."""
+    """What holds a segment's *borrowed* units: past the chunk end, bytes that landed
+    in other objects (write mode log's pieces: the log writer). ``lent``: their bytes
+    [start, end) as spans (start, end, bytes or None: read them); ``returned``: units
+    a chunk took in."""
 
     def lent(self, segment: ChunkedSegment, start: int,
              end: int) -> list[tuple[int, int, bytes | None]]: ...
@@ -295,12 +295,7 @@ class ChunkedSegment(FileSegment):
                     f"{len(data)} bytes at {position} would pass the maximum size {max_size}",
                     segment=str(self.path),
                 )
-            await self._clear_holes()
-            if self._borrowed_from is not None:
-                # One chunk from the chunk end: the borrowed units, then these bytes.
-                await self._absorb(await self._read_borrowed() + bytes(data))
-            else:
-                await self._write_chunks(position, memoryview(data))
+            await self._compact(memoryview(data))
 
     async def _write_chunks(self, position: int, view: memoryview) -> None:
         # One piece after another, never in parallel: a crash then leaves a
@@ -368,13 +363,12 @@ class ChunkedSegment(FileSegment):
         """Serve ``[unit.position, unit.end)`` from ``unit`` (another object
         holding the same bytes) instead of the borrowed units that hold it now,
         which are returned. None, and nothing changes, when those bytes are not
-        all borrowed any more, or a chunk write is under way or in doubt."""
+        all borrowed any more, or a chunk write is under way or in doubt (it is
+        sent again as it was: its end must stay a unit boundary)."""
         start = self._borrowed_from
         if (start is None or unit.position < start or unit.end > self._layout.size
                 or self._lock.locked() or self._absorb_in_doubt is not None
                 or self._fenced is not None or self._destroyed):
-            # A chunk in doubt is sent again as it was: its end must stay a unit
-            # boundary, which the swapped-in unit could straddle.
             return None
         try:
             self._layout, old = self._layout.replace_from(unit.position, unit)
@@ -390,7 +384,7 @@ class ChunkedSegment(FileSegment):
         are returned. An overlap among them is damage. Bytes missing before a
         unit (the last chunks, or its object, gone) become a hole, as
         ``skip_lost`` makes one: the units continue after it, and compaction
-        moves the chunk series past it (:meth:`_clear_holes`)."""
+        moves the chunk series past it (:meth:`_compact`)."""
         chunk_end = self._layout.size
         holes = len(self._layout.holes)
         try:
@@ -412,24 +406,22 @@ class ChunkedSegment(FileSegment):
             self._check_writable_handle()
             await self._compact()
 
-    async def _compact(self) -> None:
+    async def _compact(self, data: memoryview | None = None) -> None:
+        """Take the borrowed units into one chunk at the chunk end, and ``data`` (new
+        bytes) with them: after them in that chunk, else in chunks of their own.
+        Those before a hole go into a chunk first, and the chunk series moves past
+        the hole (nothing is ever stored where the lost bytes were)."""
         await self._settle()
-        await self._clear_holes()
-        if self._borrowed_from is not None:
-            await self._absorb(await self._read_borrowed())
-
-    async def _clear_holes(self) -> None:
-        """Take the borrowed units before each hole among them into a chunk and
-        move the chunk series past the hole (nothing is ever stored where the
-        lost bytes were); what stays borrowed then holds no hole."""
-        while self._borrowed_from is not None:
-            hole = self._layout.first_hole_from(self._borrowed_from)
-            if hole is None:
-                return
+        while self._borrowed_from is not None and (
+                hole := self._layout.first_hole_from(self._borrowed_from)) is not None:
             if hole.position > self._borrowed_from:
                 await self._absorb(await self._read_borrowed(hole.position))
             self._next_entry = EntryId(hole.end)
             self._borrowed_from = hole.end if hole.end < self._layout.size else None
+        if self._borrowed_from is not None:
+            await self._absorb(await self._read_borrowed() + bytes(data or b""))
+        elif data:
+            await self._write_chunks(self._layout.size, data)
 
     async def _settle(self) -> None:
         """Send a chunk over the borrowed units whose answer was lost again, the
@@ -439,8 +431,7 @@ class ChunkedSegment(FileSegment):
             await self._absorb(self._absorb_in_doubt)
 
     async def _read_borrowed(self, end: int | None = None) -> bytes:
-        """The bytes the borrowed units hold (up to ``end``), each unit checked
-        against its CRC."""
+        """The borrowed units' bytes (up to ``end``), each unit checked against its CRC."""
         start, end = self._borrowed_from, self._layout.size if end is None else end
         assert start is not None
         spans = [(start, end, None)] if self.lender is None else \
