@@ -28,22 +28,18 @@ from typing import Any
 
 from tieredstore.config import TieredStoreConfig, load_config
 from tieredstore.errors import (
-    CommitFailed,
-    IntegrityError,
     StoreClosed,
     TieredStoreError,
-    TransientError,
 )
 from tieredstore.log import LogOptions, LogSeries, LogWriter, recover_log
 from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
 from tieredstore.segment import SegmentOptions
-from tieredstore.segment.pool import CommitRetriesExhausted
 from tieredstore.store.api.read_only import ReadOnlyMessageStore
 from tieredstore.store.base import arguments, compose
 from tieredstore.store.base.context import StoreContext
-from tieredstore.store.base.errors import NoSuchQueue, OffsetError
+from tieredstore.store.base.errors import NoSuchQueue, OffsetError, passing
 from tieredstore.store.base.opening import opening
 from tieredstore.store.base.outgoing import Outgoing
 from tieredstore.store.formats import keys
@@ -64,23 +60,6 @@ FIGURE_ATTEMPTS = 5
 ROLL_CHECK_MAX = 60.0  # seconds between checks for segments old enough to roll, at most
 
 OPEN_CONCURRENCY = 16
-
-
-# Failures of a queue's open that say nothing of its data: the store was
-# unreachable, or a read was damaged on the way.
-_PASSING = (TransientError, CommitFailed, CommitRetriesExhausted, IntegrityError)
-
-
-def _passing(exc: BaseException) -> bool:
-    """Whether ``exc``, or an error it was raised from (a scan names the read
-    that failed as its cause), is one of :data:`_PASSING`: the next access
-    opens the queue; anything else marks it corrupt."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, _PASSING):
-            return True
-        seen = seen.__cause__
-    return False
 
 
 class AsyncMessageStore(QueueReads):
@@ -223,7 +202,7 @@ class AsyncMessageStore(QueueReads):
                 self._queues[(topic, queue_id)] = await OwnedQueue.open(self.ctx, topic,
                                                                       queue_id)
             except TieredStoreError as exc:
-                if _passing(exc):
+                if passing(exc):
                     # Not corrupt: the store was unreachable (a re-dispatch's commit
                     # failed after the retries, say). The next access opens it.
                     log.warning("queue %s/%d could not be opened now: %s", topic, queue_id,
@@ -396,9 +375,14 @@ class AsyncMessageStore(QueueReads):
             raise self.corrupt[key] from None
 
     async def _readings(self, topic: str) -> list[QueueReading]:
-        """The queues of ``topic`` this store holds."""
+        """The queues of ``topic`` this store holds, with those listed at the open
+        whose open failed then opened now: one that fails again raises, so a
+        read of the topic leaves no queue out unsaid (a corrupt one is left out)."""
         if self._closed:
             raise StoreClosed("the message store is closed")
+        for key in sorted(k for k in self._listed - self._queues.keys() - self.corrupt.keys()
+                          if k[0] == topic):
+            await self._queue(*key, create=False)
         return [q for (t, _), q in sorted(self._queues.items()) if t == topic]
 
     async def commit_offset(self, topic: str, queue_id: int) -> int:

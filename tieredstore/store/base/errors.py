@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tieredstore.errors import Corrupt, TieredStoreError
+from tieredstore.errors import (
+    CommitFailed,
+    Corrupt,
+    IntegrityError,
+    TieredStoreError,
+    TransientError,
+)
+from tieredstore.segment.pool import CommitRetriesExhausted
 
 
 class StoreError(TieredStoreError):
@@ -37,3 +44,21 @@ class NoSuchQueue(OffsetOutOfRange, LookupError):
 
     def __init__(self, topic: str, queue_id: int) -> None:
         super().__init__("no such queue", topic=topic, queue_id=queue_id)
+
+
+# Failures that say nothing of a queue's data: the store was unreachable, or a
+# read was damaged on the way.
+_PASSING = (TransientError, CommitFailed, CommitRetriesExhausted, IntegrityError)
+
+
+def passing(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from (a scan names the read
+    that failed as its cause), is one of :data:`_PASSING`: the same work may
+    succeed later. An open that fails so is not a corrupt queue, and a step of
+    it that reads must not take such a failure for lost bytes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _PASSING):
+            return True
+        seen = seen.__cause__
+    return False

@@ -31,7 +31,7 @@ from tieredstore.metrics import QueueFigures
 from tieredstore.segment import FileType
 from tieredstore.store.base.arguments import now_ms
 from tieredstore.store.base.context import StoreContext
-from tieredstore.store.base.errors import OffsetError
+from tieredstore.store.base.errors import OffsetError, passing
 from tieredstore.store.base.outgoing import Outgoing, bare
 from tieredstore.store.formats import properties
 from tieredstore.store.formats.keyentries import KeyEntry, indexed_keys
@@ -190,6 +190,8 @@ class OwnedQueue(QueueReading):
                                           CATCH_UP_BYTES)
                 units = await self.units(at, at + len(messages))
             except TieredStoreError as exc:
+                if passing(exc):  # an outage: the open fails, the next one catches up
+                    raise
                 log.error("%s/%d: the key index misses offsets [%d, %d), whose records "
                           "cannot be read: %s", self.topic, self.queue_id, at,
                           self.next_offset, exc)
