@@ -28,7 +28,7 @@ async def test_a_host_commit_waiting_for_compactions_lock_lifts_its_requests() -
     pieces = [b"a" * 10, b"b" * 10, b"c" * 10]
     for i, data in enumerate(pieces):
         await inner.put(f"log/log-{i}", data)
-        segment.add_log_piece(ChunkRef(10 * i, 10, f"log/log-{i}", 0, crc32c(data)))
+        segment.borrow(ChunkRef(10 * i, 10, f"log/log-{i}", 0, crc32c(data)))
     background = Background()
 
     async def crowd() -> None:  # higher than compaction, lower than the host

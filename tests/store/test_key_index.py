@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -21,6 +22,7 @@ from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore, MessageStore, ReadOnlyMessageStore
 from tieredstore.testing import ForwardingObjectStore
 
+T = TypeVar("T")
 T0 = 1_700_000_000_000
 COUNT = 600
 KEYS = 7
@@ -194,6 +196,43 @@ async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None
     store = await AsyncMessageStore.open(config, store=backend)
     found = await store.query_by_key("t", "k4", max_count=100)
     assert numbers(found) == expected("k4", 60), "the caught-up entries were not stored"
+    await store.close()
+
+
+class _FailsReads(ForwardingObjectStore):
+    """GETs of keys containing ``part`` fail while ``failing``."""
+
+    def __init__(self, inner: ObjectStore, part: str) -> None:
+        super().__init__(inner)
+        self.part = part
+        self.failing = True
+
+    async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
+                       bytes_up: int = 0) -> T:
+        if self.failing and op == "get" and self.part in key:
+            raise TransientError(f"injected: no read of {key}")
+        return await call()
+
+
+async def test_an_outage_while_a_trailing_index_catches_up_leaves_no_key_unfound() -> None:
+    """The catch-up reads the records the index misses; an outage then fails the
+    queue's open (the next touch opens it again), rather than leaving those
+    offsets unindexed for good; a lookup then opens it (no queue of the topic
+    is left out)."""
+    backend = MemoryObjectStore()
+    config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
+    failing = _FailsWrites(backend, "/index/", failing=True)
+    store = await AsyncMessageStore.open(config, store=failing)
+    for i in range(60):
+        await store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
+    with pytest.raises(Exception, match="injected"):
+        await store.flush()
+    # The process dies; a new one opens the queue while the commit log is unreadable.
+    outage = _FailsReads(backend, "/commitlog/")
+    store = await AsyncMessageStore.open(config, store=outage)
+    outage.failing = False
+    assert numbers(await store.query_by_key("t", "k4", max_count=100)) == expected("k4", 60)
+    assert store.corrupt == {}
     await store.close()
 
 

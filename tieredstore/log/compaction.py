@@ -30,11 +30,11 @@ def groups(segments: list[ChunkedSegment], limit: int) -> list[list[ChunkedSegme
     out: list[list[ChunkedSegment]] = []
     size = 0
     for segment in sorted(segments, key=lambda s: segment_key(s.path)):
-        if not out or (size and size + segment.log_bytes > limit):
+        if not out or (size and size + segment.borrowed_bytes > limit):
             out.append([])
             size = 0
         out[-1].append(segment)
-        size += segment.log_bytes
+        size += segment.borrowed_bytes
     return out
 
 

@@ -8,7 +8,7 @@ contiguous live pieces, segments in key order (so the pieces of neighbouring
 queues lie together: a compaction reads a group of queues with one ranged GET
 per consolidated object). The consolidated object is the next entry of the
 series, like any group commit; when it lands each segment serves those bytes
-from it (``ChunkedSegment.swap_log_units``) and the small objects, left
+from it (``ChunkedSegment.swap_borrowed``) and the small objects, left
 without a live piece, are deleted in time. See docs/log-objects.md, "Consolidation".
 """
 

@@ -2,10 +2,10 @@
 
 A piece is *live* while its segment's chunks end before the piece's end; a log
 object is live while one of its pieces is (docs/log-objects.md, "Log objects").
-The tracker counts each object's live pieces: a segment tells it (through
-``ChunkedSegment.log_observer``) when a chunk took pieces over. An object
-whose count reaches zero is deleted once it is ``delete_age`` old, and never
-while it is the newest entry of the series.
+The tracker counts each object's live pieces: a segment tells it (through its
+``Lender``, the writer) when a chunk took pieces over. An object whose count
+reaches zero is deleted once it is ``delete_age`` old, and never while it is
+the newest entry of the series.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ class LogWriter(LogPieces):
             self._pieces.setdefault(piece.segment, {})[unit.position] = unit
             self._since.setdefault(piece.segment, time.monotonic())
             try:
-                segment.add_log_piece(unit, put.data)
+                segment.borrow(unit, put.data)
             except TieredStoreError as exc:
                 # Its segment moved on without it (fenced, detached): never read.
                 log.warning("%s: log piece [%d, %d) in %s is not used: %s", segment.path,
@@ -244,7 +244,7 @@ class LogWriter(LogPieces):
             self._memory.keep(piece.segment, unit.position, put.data)
             if not put.done.done():
                 put.done.set_result(None)
-            if segment.log_bytes >= segment.options.chunk_size:
+            if segment.borrowed_bytes >= segment.options.chunk_size:
                 self._compact_soon(segment)
 
     # --- consolidation --------------------------------------------------------------------
@@ -271,8 +271,8 @@ class LogWriter(LogPieces):
         owner, since = self._owners.get(key), self._since.get(key)
         if owner is None or since is None:
             return False
-        rate = owner.log_bytes / max(time.monotonic() - since, 1e-3)
-        missing = owner.options.chunk_size - owner.log_bytes
+        rate = owner.borrowed_bytes / max(time.monotonic() - since, 1e-3)
+        missing = owner.options.chunk_size - owner.borrowed_bytes
         return missing <= rate * self.options.consolidate_interval
 
     async def _consolidate(self) -> None:
@@ -307,12 +307,12 @@ class LogWriter(LogPieces):
         for piece, data in zip(obj.pieces, obj.consolidated, strict=True):
             segment = self._owners.get(piece.segment)
             unit = piece.unit(entry.key)
-            old = segment.swap_log_units(unit, data) if segment is not None else None
+            old = segment.swap_borrowed(unit, data) if segment is not None else None
             if segment is None or old is None:
                 continue  # moved into chunks meanwhile, or a chunk write under way
             # Also lets go of the small pieces' bytes kept in memory: a quiet segment
             # is compacted in an hour, reading the consolidated object.
-            self._dropped(segment, old)
+            self.returned(segment, old)
             self._pieces.setdefault(piece.segment, {})[unit.position] = unit
             swapped.append((segment, unit))
         self.tracker.landed(entry.seq, len(swapped), time.time())
@@ -348,20 +348,19 @@ class LogWriter(LogPieces):
         units = list(self._pieces.get(key, {}).values())
         if not units:
             return
-        dead = segment.adopt_log(units)
-        self._dropped(segment, dead)
+        dead = segment.adopt_borrowed(units)
+        self.returned(segment, dead)
         live = [u for u in units if u not in dead]
         if live:
             self._watch(segment, live)
 
     def _watch(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
-        segment.log_observer = self._dropped
-        segment.log_source = self._from_memory
+        segment.lender = self
         for unit in units:
             self.tracker.holding(segment, unit)
 
-    def _dropped(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
-        """``units`` of ``segment`` are in chunks now."""
+    def returned(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None:
+        """``units`` of ``segment`` are in chunks now, or consolidated (its ``Lender``)."""
         self.tracker.dropped(segment, units)
         key = segment_key(segment.path)
         for unit in units:
@@ -376,8 +375,8 @@ class LogWriter(LogPieces):
             del self._pieces[key]
             self._since.pop(key, None)
 
-    def _from_memory(self, segment: ChunkedSegment, start: int,
-                     end: int) -> list[tuple[int, int, bytes | None]]:
+    def lent(self, segment: ChunkedSegment, start: int,
+             end: int) -> list[tuple[int, int, bytes | None]]:
         return self._memory.read(segment_key(segment.path), start, end)
 
     # --- compaction and deletion ----------------------------------------------------------

@@ -22,10 +22,10 @@ size, merges the chunks into one ``segment`` object (see
 marker (see :mod:`tieredstore.segment.garbage`).
 
 Over 400 lines because it is one state machine: claiming, committing, taking
-log pieces in and compacting them, sealing and merging all move the same
-layout, next entry id and fence state under one lock, and each step must see
-what a lost answer in another left in doubt. Entry creation, recovery,
-merging and cleanup are modules of their own.
+borrowed units in (:class:`Lender`) and compacting them, sealing and merging
+all move the same layout, next entry id and fence state under one lock, and
+each step must see what a lost answer in another left in doubt. Entry
+creation, recovery, merging and cleanup are modules of their own.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from tieredstore.checksum import crc32c
 from tieredstore.errors import (
@@ -76,6 +77,18 @@ log = logging.getLogger(__name__)
 CLAIM_ATTEMPTS = 32
 
 
+class Lender(Protocol):
+    """What holds a segment's *borrowed* units: past the chunk end, bytes that landed
+    in other objects (write mode log's pieces: the log writer). ``lent``: their bytes
+    [start, end) as spans (start, end, bytes or None: read them); ``returned``: units
+    a chunk took in."""
+
+    def lent(self, segment: ChunkedSegment, start: int,
+             end: int) -> list[tuple[int, int, bytes | None]]: ...
+
+    def returned(self, segment: ChunkedSegment, units: Sequence[ChunkRef]) -> None: ...
+
+
 class ChunkedSegment(FileSegment):
     """A segment stored as chunk objects until sealed, then as one object."""
 
@@ -111,18 +124,13 @@ class ChunkedSegment(FileSegment):
         self._destroyed = False
         self._leftovers: list[str] = []  # chunks and marker after a merge, to delete
         self.last_merge: MergeStats | None = None
-        # Write mode log: the layout's units from here on are pieces of log
-        # objects (None: none are); the chunk series' next entry is at this position.
-        self._log_from: int | None = None
-        # Told which log pieces a chunk took over (their log objects may go).
-        self.log_observer: Callable[[ChunkedSegment, Sequence[ChunkRef]], None] | None = None
-        # The log pieces' bytes [start, end) as spans (start, end, bytes) from
-        # memory, None for a span to read.
-        self.log_source: Callable[[ChunkedSegment, int, int],
-                                  list[tuple[int, int, bytes | None]]] | None = None
-        # A chunk over the log pieces whose create failed without an answer: it
-        # may stand, so the next chunk write sends these very bytes first.
-        self._over_log_in_doubt: bytes | None = None
+        # The layout's units from here on are borrowed (None: none are); the
+        # chunk series' next entry is at this position.
+        self._borrowed_from: int | None = None
+        self.lender: Lender | None = None
+        # A chunk over the borrowed units whose create failed without an answer:
+        # it may stand, so the next chunk write sends these very bytes first.
+        self._absorb_in_doubt: bytes | None = None
 
     # --- opening ------------------------------------------------------------
 
@@ -174,7 +182,7 @@ class ChunkedSegment(FileSegment):
         """Take the state a listing rebuilt."""
         self._layout, self._state = recovered.layout, recovered.state
         self._next_entry = recovered.series.next_entry
-        self._log_from = None
+        self._borrowed_from = None
         self._tail_zero = recovered.series.tail_zero
         self._seal_key = None
         self._leftovers = recovered.leftovers
@@ -292,12 +300,7 @@ class ChunkedSegment(FileSegment):
                     f"{len(data)} bytes at {position} would pass the maximum size {max_size}",
                     segment=str(self.path),
                 )
-            await self._clear_holes()
-            if self._log_from is not None:
-                # One chunk from the chunk end: the log pieces, then these bytes.
-                await self._write_over_log(await self._read_log() + bytes(data))
-            else:
-                await self._write_chunks(position, memoryview(data))
+            await self._compact(memoryview(data))
 
     async def _write_chunks(self, position: int, view: memoryview) -> None:
         # One piece after another, never in parallel: a crash then leaves a
@@ -343,35 +346,34 @@ class ChunkedSegment(FileSegment):
         raise self._fence(f"entry {key!r} was created by another writer: a newer writer "
                           "took the segment over")
 
-    # --- log pieces (write mode log; docs/log-objects.md, "Log objects") --------------
+    # --- borrowed units (write mode log: docs/log-objects.md, "Log objects") ----------
 
     @property
-    def log_bytes(self) -> int:
-        """Bytes held by log objects, past the chunk end."""
-        return 0 if self._log_from is None else self._layout.size - self._log_from
+    def borrowed_bytes(self) -> int:
+        """Bytes held by borrowed units, past the chunk end."""
+        return 0 if self._borrowed_from is None else self._layout.size - self._borrowed_from
 
-    def add_log_piece(self, unit: ChunkRef, data: bytes | None = None) -> None:
-        """Bytes that landed in a log object at ``unit.key[unit.object_offset:]``
+    def borrow(self, unit: ChunkRef, data: bytes | None = None) -> None:
+        """Bytes that landed outside the chunk series at ``unit.key[unit.object_offset:]``
         (CRC known) continue the segment; ``data``, when given, is cached."""
         self._check_writable()
-        self._check_position(unit.position, "log piece")
-        if self._log_from is None:
-            self._log_from = unit.position
+        self._check_position(unit.position, "borrowed unit")
+        if self._borrowed_from is None:
+            self._borrowed_from = unit.position
         self._layout.append(unit)
         if data is not None:
             self.reader.committed(self.path, unit, data)
 
-    def swap_log_units(self, unit: ChunkRef, data: bytes | None = None) -> list[ChunkRef] | None:
-        """Serve ``[unit.position, unit.end)`` from ``unit`` (a consolidated log
-        piece: the same bytes) instead of the log pieces that hold it now, which
-        are returned. None, and nothing changes, when those bytes are not all in
-        log pieces any more, or a chunk write is under way or in doubt."""
-        start = self._log_from
+    def swap_borrowed(self, unit: ChunkRef, data: bytes | None = None) -> list[ChunkRef] | None:
+        """Serve ``[unit.position, unit.end)`` from ``unit`` (another object
+        holding the same bytes) instead of the borrowed units that hold it now,
+        which are returned. None, and nothing changes, when those bytes are not
+        all borrowed any more, or a chunk write is under way or in doubt (it is
+        sent again as it was: its end must stay a unit boundary)."""
+        start = self._borrowed_from
         if (start is None or unit.position < start or unit.end > self._layout.size
-                or self._lock.locked() or self._over_log_in_doubt is not None
+                or self._lock.locked() or self._absorb_in_doubt is not None
                 or self._fenced is not None or self._destroyed):
-            # A chunk over the log in doubt is sent again as it was: its end must
-            # stay a unit boundary, which a consolidated unit could straddle.
             return None
         try:
             self._layout, old = self._layout.replace_from(unit.position, unit)
@@ -381,13 +383,13 @@ class ChunkedSegment(FileSegment):
             self.reader.committed(self.path, unit, data)
         return old
 
-    def adopt_log(self, units: Sequence[ChunkRef]) -> list[ChunkRef]:
-        """At open: the log pieces a listing of the log found for this segment.
-        Those past the chunk end continue the layout; the rest (compacted
-        already) are returned. An overlap among them is damage. Bytes missing
-        before a piece (the last chunks, or a log object, gone from the bucket)
-        become a hole, as ``skip_lost`` makes one: the pieces continue after it,
-        and compaction moves the chunk series past it (:meth:`_clear_holes`)."""
+    def adopt_borrowed(self, units: Sequence[ChunkRef]) -> list[ChunkRef]:
+        """At open: the units outside the series found for this segment. Those past
+        the chunk end continue the layout, borrowed; the rest (taken in already)
+        are returned. An overlap among them is damage. Bytes missing before a
+        unit (the last chunks, or its object, gone) become a hole, as
+        ``skip_lost`` makes one: the units continue after it, and compaction
+        moves the chunk series past it (:meth:`_compact`)."""
         chunk_end = self._layout.size
         holes = len(self._layout.holes)
         try:
@@ -397,51 +399,48 @@ class ChunkedSegment(FileSegment):
             raise CorruptSegment(str(exc), segment=str(self.path),
                                  span=(self._layout.size, max(u.end for u in units))) from None
         for hole in self._layout.holes[holes:]:
-            log.error("%s: bytes [%d, %d) are missing from the bucket (log pieces after "
+            log.error("%s: bytes [%d, %d) are missing from the bucket (borrowed units after "
                       "them); writing goes on after them", self.path, hole.position, hole.end)
-        if self._layout.size > chunk_end and self._log_from is None:
-            self._log_from = self._next_entry.position
+        if self._layout.size > chunk_end and self._borrowed_from is None:
+            self._borrowed_from = self._next_entry.position
         return dead
 
     async def compact(self) -> None:
-        """Move the bytes held by log objects into one chunk at the chunk end."""
+        """Move the borrowed bytes into one chunk at the chunk end."""
         async with self._lock:
             self._check_writable_handle()
             await self._compact()
 
-    async def _compact(self) -> None:
+    async def _compact(self, data: memoryview | None = None) -> None:
+        """Take the borrowed units into one chunk at the chunk end, and ``data`` (new
+        bytes) with them: after them in that chunk, else in chunks of their own.
+        Those before a hole go into a chunk first, and the chunk series moves past
+        the hole (nothing is ever stored where the lost bytes were)."""
         await self._settle()
-        await self._clear_holes()
-        if self._log_from is not None:
-            await self._write_over_log(await self._read_log())
-
-    async def _clear_holes(self) -> None:
-        """Take the log pieces before each hole among them into a chunk and move
-        the chunk series past the hole (nothing is ever stored where the lost
-        bytes were); what stays in log pieces then holds no hole."""
-        while self._log_from is not None:
-            hole = self._layout.first_hole_from(self._log_from)
-            if hole is None:
-                return
-            if hole.position > self._log_from:
-                await self._write_over_log(await self._read_log(hole.position))
+        while self._borrowed_from is not None and (
+                hole := self._layout.first_hole_from(self._borrowed_from)) is not None:
+            if hole.position > self._borrowed_from:
+                await self._absorb(await self._read_borrowed(hole.position))
             self._next_entry = EntryId(hole.end)
-            self._log_from = hole.end if hole.end < self._layout.size else None
+            self._borrowed_from = hole.end if hole.end < self._layout.size else None
+        if self._borrowed_from is not None:
+            await self._absorb(await self._read_borrowed() + bytes(data or b""))
+        elif data:
+            await self._write_chunks(self._layout.size, data)
 
     async def _settle(self) -> None:
-        """Send a chunk over the log whose answer was lost again, the same bytes at
-        the same id (one that landed is then found as ours), before anything else:
-        other bytes there would look like another writer's."""
-        if self._over_log_in_doubt is not None:
-            await self._write_over_log(self._over_log_in_doubt)
+        """Send a chunk over the borrowed units whose answer was lost again, the
+        same bytes at the same id (one that landed is then found as ours), before
+        anything else: other bytes there would look like another writer's."""
+        if self._absorb_in_doubt is not None:
+            await self._absorb(self._absorb_in_doubt)
 
-    async def _read_log(self, end: int | None = None) -> bytes:
-        """The bytes the log pieces hold (up to ``end``), each piece checked
-        against its CRC."""
-        start, end = self._log_from, self._layout.size if end is None else end
+    async def _read_borrowed(self, end: int | None = None) -> bytes:
+        """The borrowed units' bytes (up to ``end``), each unit checked against its CRC."""
+        start, end = self._borrowed_from, self._layout.size if end is None else end
         assert start is not None
-        spans = [(start, end, None)] if self.log_source is None else \
-            self.log_source(self, start, end)
+        spans = [(start, end, None)] if self.lender is None else \
+            self.lender.lent(self, start, end)
         try:
             return b"".join([data if data is not None else
                              await self.reader.read(self.path, self._layout, s, e - s)
@@ -449,25 +448,25 @@ class ChunkedSegment(FileSegment):
         except CorruptSegment:
             raise
         except Exception as exc:
-            raise CommitFailed(f"could not read the log pieces [{start}, {end}): {exc}",
+            raise CommitFailed(f"could not read the borrowed units [{start}, {end}): {exc}",
                                segment=str(self.path), resume_position=end) from exc
 
-    async def _write_over_log(self, data: bytes) -> None:
-        """Write ``data`` as one chunk at the chunk end (the log pieces' bytes, then
-        any new ones); the pieces it covers leave the layout."""
-        start = self._log_from
+    async def _absorb(self, data: bytes) -> None:
+        """Write ``data`` as one chunk at the chunk end (the borrowed units' bytes,
+        then any new ones); the units it covers leave the layout."""
+        start = self._borrowed_from
         assert start is not None and self._next_entry.position == start
         try:
             unit = await self._put_chunk(start, data)
         except CommitFailed:
-            self._over_log_in_doubt = data
+            self._absorb_in_doubt = data
             raise
-        self._over_log_in_doubt = None
+        self._absorb_in_doubt = None
         self._layout, dropped = self._layout.replace_from(start, unit)
-        self._log_from = None if self._layout.size == unit.end else unit.end
+        self._borrowed_from = None if self._layout.size == unit.end else unit.end
         self.reader.committed(self.path, unit, data)
-        if dropped and self.log_observer is not None:
-            self.log_observer(self, dropped)
+        if dropped and self.lender is not None:
+            self.lender.returned(self, dropped)
 
     # --- sealing ----------------------------------------------------------------
 

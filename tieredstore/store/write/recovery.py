@@ -181,7 +181,7 @@ async def _open_run(ctx: StoreContext, topic: str, queue_id: int, file_type: Fil
         seg = await ChunkedSegment.open(ctx.store, path, options=options, reader=ctx.fetcher,
                                         repair=False)
         if ctx.log is not None:  # its bytes past the chunks: log pieces (read, not adopted)
-            seg.adopt_log(ctx.log.of(path))
+            seg.adopt_borrowed(ctx.log.of(path))
         opened.append(seg)
     run: Run = []
     for seg in reversed(opened):

@@ -1,5 +1,5 @@
-"""A segment's log pieces (write mode log) through the chunk write that takes
-them over, when its answer is lost."""
+"""A segment's borrowed units (write mode log's pieces) through the chunk write
+that takes them in, when its answer is lost."""
 
 from __future__ import annotations
 
@@ -31,8 +31,7 @@ class LosesChunkReplies(ForwardingObjectStore):
         return info
 
 
-async def test_no_consolidated_unit_is_swapped_in_while_a_chunk_over_the_log_is_in_doubt(
-) -> None:
+async def test_no_unit_is_swapped_in_while_a_chunk_over_borrowed_units_is_in_doubt() -> None:
     inner = MemoryObjectStore(chokepoint=Chokepoint(RetryPolicy(max_attempts=1)))
     store = LosesChunkReplies(inner)
     pieces = [b"a" * 10, b"b" * 10, b"c" * 10]
@@ -40,7 +39,7 @@ async def test_no_consolidated_unit_is_swapped_in_while_a_chunk_over_the_log_is_
     for i, data in enumerate(pieces):
         key = f"log/log-{i}"
         await inner.put(key, data)
-        segment.add_log_piece(ChunkRef(10 * i, 10, key, 0, crc32c(data)))
+        segment.borrow(ChunkRef(10 * i, 10, key, 0, crc32c(data)))
     store.lose = 1
     try:
         await segment.compact()  # lands, its answer lost: in doubt
@@ -50,11 +49,11 @@ async def test_no_consolidated_unit_is_swapped_in_while_a_chunk_over_the_log_is_
         raise AssertionError("the lost answer went unnoticed")
     more = b"d" * 10
     await inner.put("log/log-3", more)
-    segment.add_log_piece(ChunkRef(30, 10, "log/log-3", 0, crc32c(more)))
+    segment.borrow(ChunkRef(30, 10, "log/log-3", 0, crc32c(more)))
     both = pieces[2] + more  # a consolidated unit straddling the chunk in doubt's end
     await inner.put("log/log-4", both)
-    assert segment.swap_log_units(ChunkRef(20, 20, "log/log-4", 0, crc32c(both))) is None
+    assert segment.swap_borrowed(ChunkRef(20, 20, "log/log-4", 0, crc32c(both))) is None
     await segment.compact()  # the chunk in doubt is found as ours, then [30, 40) moves
     assert [(u.position, u.end) for u in segment.layout.units] == [(0, 30), (30, 40)]
-    assert segment.log_bytes == 0
+    assert segment.borrowed_bytes == 0
     assert await segment.read0(0, 40) == b"".join(pieces) + more
