@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from tests.conftest import make_s3_store
 from tieredstore.config import TieredStoreConfig, load_config
+from tieredstore.errors import ServerError
 from tieredstore.objectstore import LocalObjectStore, MemoryObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore
+from tieredstore.testing import ForwardingObjectStore
 
 KiB = 1024
 
@@ -78,3 +80,24 @@ class _Unclosable(ObjectStore):
     put = get_object = head = list_pages = delete_many = None  # type: ignore[assignment]
     create_multipart = upload_part = upload_part_copy = None  # type: ignore[assignment]
     complete_multipart = abort_multipart = list_multipart_uploads = None  # type: ignore[assignment]
+
+
+T = TypeVar("T")
+
+
+class Outage(ForwardingObjectStore):
+    """Requests (of ``ops``, default all) for keys containing ``part`` fail with
+    a 500 while ``on``."""
+
+    def __init__(self, inner: ObjectStore, part: str, *, ops: frozenset[str] | None = None,
+                 on: bool = False) -> None:
+        super().__init__(inner)
+        self.part = part
+        self.ops = ops
+        self.on = on
+
+    async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
+                       bytes_up: int = 0) -> T:
+        if self.on and self.part in key and (self.ops is None or op in self.ops):
+            raise ServerError(f"outage: {op} {key}")
+        return await call()

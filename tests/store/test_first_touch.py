@@ -4,32 +4,13 @@ failed claim leaves behind, and who shares a claim under way."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
-from tests.store.conftest import small_config
+from tests.store.conftest import Outage, small_config
 from tieredstore.errors import ServerError
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore
-from tieredstore.testing import ForwardingObjectStore
 
-T = TypeVar("T")
 CONFIG = {"claim_concurrency": 0, "gc_interval": 0}  # claims at first touch only
-
-
-class Outage(ForwardingObjectStore):
-    """Every request under ``prefix`` fails with a 500 while ``on``."""
-
-    def __init__(self, inner: ObjectStore, prefix: str) -> None:
-        super().__init__(inner)
-        self.prefix = prefix
-        self.on = False
-
-    async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
-                       bytes_up: int = 0) -> T:
-        if self.on and self.prefix in key:
-            raise ServerError(f"outage: {op} {key}")
-        return await call()
 
 
 async def written(backend: ObjectStore) -> None:

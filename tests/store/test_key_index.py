@@ -10,19 +10,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from tests.store.conftest import KiB, Opener, small_config
+from tests.store.conftest import KiB, Opener, Outage, small_config
 from tests.store.test_rebuild import heads
+from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import InvalidArgument, InvalidArgumentType, TransientError
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore, MessageStore, ReadOnlyMessageStore
 from tieredstore.testing import ForwardingObjectStore
 
-T = TypeVar("T")
 T0 = 1_700_000_000_000
 COUNT = 600
 KEYS = 7
@@ -178,7 +177,9 @@ class _FailsWrites(ForwardingObjectStore):
         return await super().put(key, data, **kwargs)
 
 
-async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None:
+async def trailing_index() -> tuple[MemoryObjectStore, TieredStoreConfig]:
+    """A store that appended 60 messages with keys and died (never closed) with
+    its key index's writes failing: the index trails the consume queue."""
     backend = MemoryObjectStore()
     config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
     failing = _FailsWrites(backend, "/index/", failing=True)
@@ -188,8 +189,13 @@ async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None
     with pytest.raises(Exception, match="injected"):
         await store.flush()
     assert await store.commit_offset("t", 0) == 60  # messages and units are durable
-    # The process dies: it never closes. A new one opens the queue.
     failing.failing = False
+    return backend, config
+
+
+async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None:
+    backend, config = await trailing_index()
+    # A new process opens the queue.
     store = await AsyncMessageStore.open(config, store=backend)
     assert numbers(await store.query_by_key("t", "k4", max_count=100)) == expected("k4", 60)
     await store.close()
@@ -199,38 +205,16 @@ async def test_an_index_that_trails_after_a_crash_is_caught_up_on_open() -> None
     await store.close()
 
 
-class _FailsReads(ForwardingObjectStore):
-    """GETs of keys containing ``part`` fail while ``failing``."""
-
-    def __init__(self, inner: ObjectStore, part: str) -> None:
-        super().__init__(inner)
-        self.part = part
-        self.failing = True
-
-    async def _forward(self, op: str, key: str, call: Callable[[], Awaitable[T]], *,
-                       bytes_up: int = 0) -> T:
-        if self.failing and op == "get" and self.part in key:
-            raise TransientError(f"injected: no read of {key}")
-        return await call()
-
-
 async def test_an_outage_while_a_trailing_index_catches_up_leaves_no_key_unfound() -> None:
     """The catch-up reads the records the index misses; an outage then fails the
     queue's open (the next touch opens it again), rather than leaving those
     offsets unindexed for good; a lookup then opens it (no queue of the topic
     is left out)."""
-    backend = MemoryObjectStore()
-    config = small_config(**INDEX, write_mode="direct", retry_max_attempts=1)
-    failing = _FailsWrites(backend, "/index/", failing=True)
-    store = await AsyncMessageStore.open(config, store=failing)
-    for i in range(60):
-        await store.append("t", 0, b"body-%d" % i, keys=keys_of(i), timestamp=T0 + i)
-    with pytest.raises(Exception, match="injected"):
-        await store.flush()
-    # The process dies; a new one opens the queue while the commit log is unreadable.
-    outage = _FailsReads(backend, "/commitlog/")
+    backend, config = await trailing_index()
+    # A new process opens the queue while the commit log is unreadable.
+    outage = Outage(backend, "/commitlog/", ops=frozenset({"get"}), on=True)
     store = await AsyncMessageStore.open(config, store=outage)
-    outage.failing = False
+    outage.on = False
     assert numbers(await store.query_by_key("t", "k4", max_count=100)) == expected("k4", 60)
     assert store.corrupt == {}
     await store.close()
