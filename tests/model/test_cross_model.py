@@ -590,9 +590,9 @@ class CrossModel(RuleBasedStateMachine):
     def polite_open_is_refused(self, owner: Owner, via: str) -> None:
         """An open that does not take over (``take_over=False``, a CLI writer without
         ``--take-over``) while the owner is live is refused naming it, sends no write
-        and registers no writer, so it fences nobody (issue 39: liveness informs,
+        and writes no liveness record, so it fences nobody (issue 39: liveness informs,
         fencing decides). The owner's own background work goes on meanwhile."""
-        writers = f"{metadata_root(config(TOOLS))}/writers/writer-"
+        writers = f"{metadata_root(config(TOOLS))}/writers/live-"
 
         async def registered() -> list[str]:
             return sorted(o.key for o in await self.bucket.list_all(writers))
@@ -612,7 +612,7 @@ class CrossModel(RuleBasedStateMachine):
                     if via == "cli produce" else ["recover"]
                 said = self.cli(*args, status=2)
                 assert f"owner-{self.opens}" in said and "--take-over" in said, said
-            assert await registered() == before, f"{via}: a refused open registered"
+            assert await registered() == before, f"{via}: a refused open wrote a liveness record"
 
         self.run(go())
         event(f"refused a polite open ({via})")

@@ -2,11 +2,12 @@
 Liveness records).
 
 A writer (a message store's open, a managed ledger's owner) keeps one small
-JSON record under a prefix of its own, overwritten with a plain PUT at the
-open, every ``interval`` seconds (:meth:`Heartbeat.beat`, driven by the
-owner's :class:`~tieredstore.tasks.Background`) and once at a clean close.
-Record keys sort by the age of the open, so the newest opener's record is the
-last listed (:func:`newest`).
+JSON record under a prefix of its own (:func:`start`), overwritten with a
+plain PUT at the open, every ``interval`` seconds (:meth:`Heartbeat.beat`,
+driven by the owner's :class:`~tieredstore.tasks.Background`) and once at a
+clean close. Record keys sort by the wall clock of the open, so the newest
+opener's record is the last listed (:func:`newest`); of the records before
+it, only the newest is kept.
 
 Liveness informs, it never decides: nothing reads a record to choose a write
 or a delete. Fencing stays the arbiter of who may write.
@@ -18,6 +19,7 @@ import json
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -126,8 +128,23 @@ class Heartbeat:
 
 def record_key(prefix: str, order: str) -> str:
     """The key of a record under ``prefix``; ``order`` sorts records by the age
-    of their open (a zero-padded sequence number or start time)."""
+    of their open."""
     return f"{prefix}{RECORD_PREFIX}{order}"
+
+
+async def start(store: ObjectStore, prefix: str, writer: str, interval: float) -> Heartbeat:
+    """This writer's record under ``prefix``, written, keyed by the wall clock of
+    now (and a random suffix: two opens in one millisecond); the records before
+    it but the newest of them deleted (they only inform). One PUT, one LIST and,
+    past the first opens, one DELETE."""
+    heartbeat = Heartbeat(store, "", writer, interval)
+    heartbeat.key = record_key(prefix, f"{heartbeat.seen.started_ms:020d}-{uuid.uuid4().hex}")
+    await heartbeat.beat()
+    older = sorted(o.key for o in await store.list_all(record_key(prefix, ""))
+                   if o.key < heartbeat.key)
+    if len(older) > 1:
+        await store.delete_many(older[:-1])
+    return heartbeat
 
 
 async def newest(store: ObjectStore, prefix: str) -> Seen | None:

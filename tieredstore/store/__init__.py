@@ -51,7 +51,7 @@ from tieredstore.store.formats.record import (
     RecordError,
     decode_record,
 )
-from tieredstore.store.ops.brokers import list_brokers
+from tieredstore.store.ops.brokers import list_brokers, refuse_live_writer, writer_seen
 from tieredstore.store.ops.gc import GcReport, collect_garbage
 from tieredstore.store.ops.summary import FlatSummary, QueueSummary, summarize
 from tieredstore.store.ops.unmerged import (
@@ -92,7 +92,6 @@ from tieredstore.store.read.view import (
     unit_crc,
 )
 from tieredstore.store.write.recovery import queues_to_rebuild, queues_with_segments, store_keys
-from tieredstore.store.write.writers import refuse_live_writer, writer_seen
 
 __all__ = [
     "BucketWatch",

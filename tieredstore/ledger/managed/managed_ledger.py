@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Callable
 
 from tieredstore.errors import TieredStoreError
@@ -42,7 +41,8 @@ from tieredstore.ledger.managed.meta.keys import ManagedLedgerPath
 from tieredstore.ledger.managed.meta.metadata import ManagedLedgerMetadata
 from tieredstore.ledger.managed.reads import Reading
 from tieredstore.ledger.offload.offloader import LedgerOffloader
-from tieredstore.metadata.liveness import Heartbeat, newest, record_key, refuse_if_live
+from tieredstore.metadata import liveness
+from tieredstore.metadata.liveness import newest, refuse_if_live
 from tieredstore.objectstore.base import ObjectStore
 from tieredstore.tasks import Priority
 
@@ -111,17 +111,10 @@ class ManagedLedger(Appending, Reading, Deleting):
 
     async def _start_heartbeat(self, store: ObjectStore, path: ManagedLedgerPath,
                                writer_id: str) -> None:
-        """This owner's liveness record, after the take-over; older owners' records
-        but the newest one go (they only inform)."""
-        started = int(time.time() * 1000)  # wall clock, as readers compare (not ``clock``)
-        key = record_key(path.base, f"{started:020d}-{uuid.uuid4().hex}")
+        """This owner's liveness record, after the take-over."""
         interval = self.config.heartbeat_interval_seconds
-        self._heartbeat = Heartbeat(store, key, writer_id or "managed-ledger owner", interval)
-        await self._heartbeat.beat()
-        older = sorted(o.key for o in await store.list_all(record_key(path.base, ""))
-                       if o.key < key)
-        if len(older) > 1:
-            await store.delete_many(older[:-1])
+        self._heartbeat = await liveness.start(store, path.base,
+                                               writer_id or "managed-ledger owner", interval)
         if interval > 0:
             self._background.every(interval, f"{self.name}: liveness record",
                                    self._heartbeat.beat)

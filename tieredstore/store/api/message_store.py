@@ -42,6 +42,7 @@ from tieredstore.log import (
     WriterGate,
     recover_log,
 )
+from tieredstore.metadata import liveness
 from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
@@ -54,13 +55,13 @@ from tieredstore.store.base.opening import opening
 from tieredstore.store.base.outgoing import Outgoing
 from tieredstore.store.formats import keys
 from tieredstore.store.formats.codec import KeyProvider, RecordCodec
+from tieredstore.store.ops.brokers import refuse_live_writer, writers_prefix
 from tieredstore.store.ops.gc import GcReport, collect_garbage
 from tieredstore.store.read.reading import QueueReading
 from tieredstore.store.read.reads import QueueReads
 from tieredstore.store.read.view import listed_queues
 from tieredstore.store.write.queue import OwnedQueue
 from tieredstore.store.write.recovery import has_segments
-from tieredstore.store.write.writers import WriterRegistry, refuse_live_writer
 from tieredstore.tasks import Priority, gather_bounded
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,7 @@ class AsyncMessageStore(QueueReads):
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
                                             owns_store=False, codec=ctx.opener)
-        self.writers = WriterRegistry(ctx.store, ctx.metadata_root, ctx.writer_id,
-                                      ctx.config.heartbeat_interval)
+        self.heartbeat: liveness.Heartbeat | None = None  # this open's liveness record
         self.topic_reserved_time = dict(topic_reserved_time)
         self._closed = False
         self._metrics_server: MetricsServer | None = None
@@ -178,7 +178,10 @@ class AsyncMessageStore(QueueReads):
         try:
             if not take_over:
                 await refuse_live_writer(ctx.store, config)
-            await self.writers.register()  # before any claim: see store/write/writers.py
+            # Before the claim: a polite open or an operator's command that checks
+            # once the claim is made sees this store live (docs/writers.md).
+            self.heartbeat = await liveness.start(ctx.store, writers_prefix(config),
+                                                  ctx.writer_id, config.heartbeat_interval)
             await self._open_log()
             await self._recover()
         except BaseException:
@@ -187,7 +190,8 @@ class AsyncMessageStore(QueueReads):
             raise
         background = ctx.background
         if config.heartbeat_interval > 0:
-            background.every(config.heartbeat_interval, "liveness record", self.writers.beat)
+            background.every(config.heartbeat_interval, "liveness record",
+                             self.heartbeat.beat)
         background.every(max(0.01, config.group_commit_interval), "dispatch", self._tick)
         if config.gc_interval > 0:
             background.every(config.gc_interval, "garbage collection", self.collect_garbage,
@@ -562,7 +566,7 @@ class AsyncMessageStore(QueueReads):
         if self._closed:
             return
         first: BaseException | None = None
-        for step in (self.flush, self._stop_background, self.writers.close, self.ctx.pool.close,
+        for step in (self.flush, self._stop_background, self._close_heartbeat, self.ctx.pool.close,
                      self.ctx.fetcher.close, self.ctx.store.close, self._stop_metrics):
             try:
                 await step()
@@ -571,6 +575,14 @@ class AsyncMessageStore(QueueReads):
             self._closed = True
         if first is not None:
             raise first
+
+    async def _close_heartbeat(self) -> None:
+        """Mark the liveness record closed; best effort: liveness only informs."""
+        if self.heartbeat is not None:
+            try:
+                await self.heartbeat.close()
+            except TieredStoreError as exc:
+                log.warning("could not mark this store's liveness record closed: %s", exc)
 
     async def _stop_background(self) -> None:
         await self.ctx.background.close()  # the periodic passes first, then merges

@@ -58,10 +58,10 @@ from tieredstore.metrics import MetricsServer, QueueFigures, RefreshMetrics, Tie
 from tieredstore.store.api.cluster import ClusterQueue, ReadOnlyCluster
 from tieredstore.store.base.compose import request_prices
 from tieredstore.store.base.errors import NoSuchQueue
+from tieredstore.store.ops.brokers import writer_seen
 from tieredstore.store.ops.summary import QueueSummary, summarize
 from tieredstore.store.read.view import listed_queues, load_log
 from tieredstore.store.write.recovery import queues_to_rebuild, store_keys
-from tieredstore.store.write.writers import writer_seen
 from tieredstore.tasks import gather_bounded
 
 QUEUE_CONCURRENCY = 8

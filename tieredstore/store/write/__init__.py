@@ -1,2 +1,2 @@
-"""Writing queues: a queue's flat files and key index, its pending units, the
-writers' registry, and recovery of lost heads."""
+"""Writing queues: a queue's flat files and key index, its pending units, and
+recovery of lost heads."""
