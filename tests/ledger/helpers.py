@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import crc32c
 
+from tests.ledger.pulsar_blocks import BlockStreamWriter
 from tieredstore.errors import ObjectStoreError
 from tieredstore.ledger import LocalLedgerStore, LocalReadHandle
 from tieredstore.ledger.block import BlockPlan
 from tieredstore.ledger.format import BytesLike
 from tieredstore.ledger.offload.location import parse_offload_key
-from tieredstore.ledger.stream import BlockStreamWriter
 from tieredstore.objectstore import (
     ByteRange,
     ObjectData,

@@ -2,7 +2,7 @@
 
 The expected bytes in the golden tests come from ``struct.pack`` with explicit
 big-endian formats and from hex literals, never from the encoder under test
-(:class:`~tieredstore.ledger.stream.BlockStreamWriter`, the library's one encoder).
+(:class:`~tests.ledger.pulsar_blocks.BlockStreamWriter`, Pulsar's encoder).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.ledger.helpers import WrittenBlock, stream_blocks
+from tests.ledger.pulsar_blocks import BlockStreamWriter, next_block_size
 from tieredstore.errors import TieredStoreError
-from tieredstore.ledger.block import BlockScan, decode_entries, next_block_size
+from tieredstore.ledger.block import BlockScan, decode_entries
 from tieredstore.ledger.format import (
     HEADER_SIZE,
     MIN_BLOCK_SIZE,
@@ -33,7 +34,6 @@ from tieredstore.ledger.format import (
 )
 from tieredstore.ledger.index import IndexEntry, OffloadIndex, parse_ledger_metadata
 from tieredstore.ledger.ledger_metadata_pb2 import LedgerMetadataFormat
-from tieredstore.ledger.stream import BlockStreamWriter
 
 # --- hand-built expectations --------------------------------------------------
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.ledger.helpers import reference_blocks
+from tests.ledger.pulsar_blocks import BlockStreamWriter
 from tests.ledger.test_format import BLOCK0, BLOCK1, LEDGER, entry_bytes, header_bytes
 from tieredstore.ledger.format import (
     MIN_BLOCK_SIZE,
@@ -15,7 +16,6 @@ from tieredstore.ledger.format import (
     EntryTooLarge,
     LedgerFormatError,
 )
-from tieredstore.ledger.stream import BlockStreamWriter
 
 
 def stream(entries: list[tuple[int, bytes]], block_size: int, *, length: int | None = None

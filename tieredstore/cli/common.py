@@ -32,10 +32,8 @@ from tieredstore.store import (
     MAX_TIMESTAMP,
     ObjectStore,
     ReadOnlyCluster,
-    ReadOnlyMessageStore,
     holds_local_store,
     open_object_store,
-    unknown_selected,
 )
 
 DEFAULT_CONFIG = "conf/tieredstore.toml"
@@ -290,12 +288,6 @@ def open_existing_store(config: TieredStoreConfig) -> ObjectStore:
     return open_object_store(existing(config))
 
 
-async def read_only_store(args: argparse.Namespace) -> ReadOnlyMessageStore:
-    """The :func:`existing` store ``args`` name, for reading only (no disk cache
-    left behind); ``async with`` closes it and its backend."""
-    return await ReadOnlyMessageStore.open(existing(resolve_config(args, disk_cache_bytes=0)))
-
-
 # --- the cluster view: the commands that read every broker -----------------------------
 
 
@@ -428,16 +420,6 @@ def offsets(first: int, end: int) -> str:
 def print_json(document: object) -> None:
     """One JSON document on stdout (``--json`` of every command but consume and query)."""
     print(json.dumps(document, indent=1, ensure_ascii=False, default=str))
-
-
-def check_selected(existing: Sequence[tuple[str, int]], topic: str | None,
-                   queue: int | None = None) -> None:
-    """Raise :class:`UnknownQueue` if ``topic`` (and ``queue``, of that topic or of
-    any) names nothing among ``existing``, the store's own listing of its queues
-    (:func:`~tieredstore.store.unknown_selected` says what)."""
-    problem = unknown_selected(existing, topic, queue)
-    if problem is not None:
-        raise UnknownQueue(problem)
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:

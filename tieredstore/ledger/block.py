@@ -7,8 +7,8 @@ padding ``FE DC DE AD FE DC ...`` to the block size. An entry that does not fit
 the rest of a block starts the next one. Every block but the last is exactly the
 block size; the last is sized exactly, ``128 + sum(12 + len(payload))``, with no
 padding. This is what Pulsar's ``BlockAwareSegmentInputStreamImpl`` writes with
-the block sizes ``calculateBlockSize`` gives it. The one encoder is
-:class:`~tieredstore.ledger.stream.BlockStreamWriter`.
+the block sizes ``calculateBlockSize`` gives it; offloads write unpadded
+blocks (:class:`~tieredstore.ledger.stream.BlockPacker`), and read both.
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from dataclasses import dataclass
 from tieredstore.ledger.format import (
     ENTRY_HEADER_SIZE,
     HEADER_SIZE,
-    MAX_BLOCK_SIZE,
-    MIN_BLOCK_SIZE,
-    MIN_POSSIBLE_BLOCK_SIZE,
     PADDING_PATTERN,
     BytesLike,
     LedgerFormatError,
@@ -32,24 +29,6 @@ _ENTRY_HEADER = struct.Struct(">iq")
 _PADDING_WORD = struct.unpack(">i", PADDING_PATTERN)[0]
 
 # --- sizes -------------------------------------------------------------------
-
-
-def next_block_size(max_block_size: int, remaining_entries: int, remaining_payload: int) -> int:
-    """Pulsar's ``calculateBlockSize``: the size of the next block, known before
-    writing it, from the count and payload bytes of the entries not yet written."""
-    return min(
-        max_block_size, HEADER_SIZE + remaining_entries * ENTRY_HEADER_SIZE + remaining_payload
-    )
-
-
-def check_block_size(block_size: int, min_block_size: int = MIN_BLOCK_SIZE) -> None:
-    """Refuse a block size below ``min_block_size`` (5 MiB by default: blocks are
-    multipart parts), below the 140 bytes one empty entry needs, or above 2 GiB."""
-    low = max(min_block_size, MIN_POSSIBLE_BLOCK_SIZE)
-    if not low <= block_size <= MAX_BLOCK_SIZE:
-        raise LedgerFormatError(
-            f"block size {block_size} is out of range [{low}, {MAX_BLOCK_SIZE}]"
-        )
 
 
 @dataclass(frozen=True, slots=True)
