@@ -133,10 +133,12 @@ async def task_gets(path: Path) -> tuple[int, int, int]:
         await local.close()
 
 
-def spark_scan(path: Path, cores: int, source: str = "tieredstore") -> tuple[float, int]:
-    """Median seconds of ``sum(length(body))`` on ``local[cores]`` over ``source``
-    (``floor``: :func:`_floor_source`), and the sum: in a process of its own (a
-    session of its own, whatever this process runs).
+def spark_scan(path: Path, cores: int, *sources: str, runs: int = RUNS
+               ) -> list[tuple[float, int]]:
+    """Median seconds of ``sum(length(body))`` on ``local[cores]`` over each of
+    ``sources`` (``floor``: :func:`_floor_source`), and the sum: in a process of
+    its own (a session of its own, whatever this process runs), the sources in
+    turn (one each, but for the smoke test's single runs).
 
     Its Python processes keep compiled bytecode, as an installed package's do,
     in a cache of their own beside the store: with ``PYTHONDONTWRITEBYTECODE``
@@ -145,12 +147,12 @@ def spark_scan(path: Path, cores: int, source: str = "tieredstore") -> tuple[flo
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(path.parent / f"{path.name}-pycache")
     done = subprocess.run([sys.executable, "-m", "bench.store.spark_scan", str(path), str(cores),
-                           source],
+                           ",".join(sources), str(runs)],
                           capture_output=True, text=True, check=False, timeout=1800, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"the Spark scan failed: {done.stderr[-2000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return float(result["seconds"]), int(result["total"])
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    return [(float(r["seconds"]), int(r["total"])) for r in results]
 
 
 def _floor_source(nbytes: int, name: str) -> Any:
@@ -273,29 +275,37 @@ def _stream_query(spark: Any, source: str, path: str) -> int:
     return total
 
 
-def _scan_here(path: str, cores: int, source: str) -> dict[str, float]:
+def _scan_here(path: str, cores: int, sources: list[str], runs: int = RUNS
+               ) -> list[dict[str, float]]:
     from tieredstore.spark import get_session
 
     spark = get_session(f"local[{cores}]", app_name="bench-spark-scan", conf={
         "spark.sql.shuffle.partitions": str(cores), "spark.python.worker.reuse": "true"})
     spark.sparkContext.setLogLevel("ERROR")
-    if source in FLOORS:
-        spark.dataSource.register(_floor_source(_volume_at(path), source))
 
-    def scan() -> int:
+    def scan(source: str) -> int:
         # A new DataFrame and query each time: collecting one query again returns
         # what its first run computed, without reading (0.07 s for 128 MiB).
         return _query(spark, source, path)
 
+    results = []
     try:
-        total = scan()  # warm-up: the JVM's and the workers' start
-        seconds = []
-        for _ in range(RUNS):
-            started = time.perf_counter()
-            if scan() != total:
-                raise AssertionError("two scans summed up different bodies")
-            seconds.append(time.perf_counter() - started)
-        return {"seconds": median(seconds), "total": total}
+        for source in sources:
+            if source in FLOORS:
+                spark.dataSource.register(_floor_source(_volume_at(path), source))
+            # A warm-up first (the JVM's and the workers' start), but for a single
+            # run: the smoke test's, which times the code path only.
+            total = scan(source) if runs > 1 else None
+            seconds = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                summed = scan(source)
+                if total is not None and summed != total:
+                    raise AssertionError("two scans summed up different bodies")
+                total = summed
+                seconds.append(time.perf_counter() - started)
+            results.append({"seconds": median(seconds), "total": float(total or 0)})
+        return results
     finally:
         spark.stop()
 
@@ -340,20 +350,23 @@ async def run(env: BenchEnv) -> list[Table]:
     ratios: dict[tuple[str, int], float] = {}
     for cores in (1,) if tiny else (1, 2):
         if not tiny:
-            seconds, total = spark_scan(store.root, cores, FLOOR_BODY)
+            [(seconds, total)] = spark_scan(store.root, cores, FLOOR_BODY)
             assert total == nbytes, (total, nbytes)
             rate = mb_per_s(nbytes, seconds)
             table.add(f"local[{cores}], floor source, bodies only (not judged)", f"{rate:.0f}",
                       "-", f"{rate / loop_rate:.2f}", "-", "-", QUEUES)
+        # The smoke test's single runs share one process; measured runs do not.
+        smoke = iter(spark_scan(store.root, cores, *(r[1] for r in READERS), runs=1)
+                     if tiny else ())
         for label, source, floor_source in READERS:
             floor = 0.0
             if not tiny:
-                seconds, total = spark_scan(store.root, cores, floor_source)
+                [(seconds, total)] = spark_scan(store.root, cores, floor_source)
                 assert total == nbytes, (total, nbytes)
                 floor = mb_per_s(nbytes, seconds)
                 table.add(f"local[{cores}], floor of the {label}", f"{floor:.0f}", "1.00",
                           f"{floor / loop_rate:.2f}", "-", "-", QUEUES)
-            seconds, total = spark_scan(store.root, cores, source)
+            seconds, total = next(smoke) if tiny else spark_scan(store.root, cores, source)[0]
             assert total == nbytes, (total, nbytes)
             rate = mb_per_s(nbytes, seconds)
             if floor:
@@ -387,4 +400,5 @@ def _volume_at(path: str) -> int:
 
 
 if __name__ == "__main__":
-    print(json.dumps(_scan_here(sys.argv[1], int(sys.argv[2]), sys.argv[3])))
+    print(json.dumps(_scan_here(sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","),
+                                int(sys.argv[4]))))
