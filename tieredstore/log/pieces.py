@@ -37,14 +37,38 @@ def segment_key(path: SegmentPath) -> SegmentKey:
 
 
 class LogPieces:
-    """Every piece known, by segment and position."""
+    """Every piece known, by segment and position, and the segments by queue (a
+    queue's pieces are found without a pass over every queue's)."""
 
     def __init__(self) -> None:
         self._pieces: dict[SegmentKey, dict[int, ChunkRef]] = {}
+        self._by_queue: dict[tuple[str, int], set[SegmentKey]] = {}
 
     def found(self, key: SegmentKey, unit: ChunkRef) -> None:
         """A piece the log holds (of two at one position, see :func:`keep_best`)."""
-        keep_best(self._pieces.setdefault(key, {}), unit)
+        keep_best(self._segment_pieces(key), unit)
+
+    def _segment_pieces(self, key: SegmentKey) -> dict[int, ChunkRef]:
+        """The pieces of segment ``key`` by position, an empty dict kept if none."""
+        units = self._pieces.get(key)
+        if units is None:
+            units = self._pieces[key] = {}
+            self._by_queue.setdefault(key[:2], set()).add(key)
+        return units
+
+    def _drop(self, key: SegmentKey) -> dict[int, ChunkRef]:
+        """Forget the pieces of segment ``key``; they are returned."""
+        units = self._pieces.pop(key, {})
+        segments = self._by_queue.get(key[:2])
+        if segments is not None:
+            segments.discard(key)
+            if not segments:
+                del self._by_queue[key[:2]]
+        return units
+
+    def _segments(self, topic: str, queue_id: int) -> list[SegmentKey]:
+        """The segments of one queue with pieces, in key order."""
+        return sorted(self._by_queue.get((topic, queue_id), ()))
 
     def of(self, path: SegmentPath) -> list[ChunkRef]:
         """The pieces of the segment at ``path`` (a writer adopts them)."""
@@ -52,18 +76,17 @@ class LogPieces:
 
     def of_queue(self, topic: str, queue_id: int) -> list[tuple[FileType, int, ChunkRef]]:
         """Every piece of one queue: file type, segment base, piece."""
-        return [(f, base, unit) for (t, q, f, base), units in sorted(self._pieces.items())
-                if (t, q) == (topic, queue_id) for unit in units.values()]
+        return [(key[2], key[3], unit) for key in self._segments(topic, queue_id)
+                for unit in self._pieces[key].values()]
 
     def queues(self) -> set[tuple[str, int]]:
         """The queues with pieces not yet in chunks (some may have no metadata
         head, and a writer's open opens them too)."""
-        return {(topic, queue) for topic, queue, _, _ in self._pieces}
+        return set(self._by_queue)
 
     def bases(self, topic: str, queue_id: int, file_type: FileType) -> list[int]:
         """The segments of one flat file that have pieces."""
-        return sorted(base for t, q, f, base in self._pieces
-                      if (t, q, f) == (topic, queue_id, file_type))
+        return [key[3] for key in self._segments(topic, queue_id) if key[2] == file_type]
 
 
 class LogIndexes:

@@ -229,7 +229,7 @@ class LogWriter(LogPieces):
         for put, piece in zip(obj.puts, obj.pieces, strict=True):
             segment = put.segment
             unit = piece.unit(entry.key)
-            self._pieces.setdefault(piece.segment, {})[unit.position] = unit
+            self._segment_pieces(piece.segment)[unit.position] = unit
             self._since.setdefault(piece.segment, time.monotonic())
             try:
                 segment.borrow(unit, put.data)
@@ -313,7 +313,7 @@ class LogWriter(LogPieces):
             # Also lets go of the small pieces' bytes kept in memory: a quiet segment
             # is compacted in an hour, reading the consolidated object.
             self.returned(segment, old)
-            self._pieces.setdefault(piece.segment, {})[unit.position] = unit
+            self._segment_pieces(piece.segment)[unit.position] = unit
             swapped.append((segment, unit))
         self.tracker.landed(entry.seq, len(swapped), time.time())
         for segment, unit in swapped:
@@ -338,10 +338,10 @@ class LogWriter(LogPieces):
                                    resume_position=segment.commit_position) from exc
         key = segment_key(segment.path)
         self._owners[key] = segment
-        for older in [k for k in self._pieces if k[:3] == key[:3] and k[3] < key[3]]:
+        for older in [k for k in self._segments(*key[:2]) if k[2] == key[2] and k[3] < key[3]]:
             # Segments before the open one are sealed, and a seal takes every piece
             # into chunks first: their pieces are spent.
-            spent = list(self._pieces.pop(older).values())
+            spent = list(self._drop(older).values())
             self.tracker.dropped(segment, spent)
             self._since.pop(older, None)
             self._memory.forget(older)
@@ -372,7 +372,7 @@ class LogWriter(LogPieces):
             if held.get(unit.position) == unit:
                 del held[unit.position]
         if not held:
-            del self._pieces[key]
+            self._drop(key)
             self._since.pop(key, None)
 
     def lent(self, segment: ChunkedSegment, start: int,

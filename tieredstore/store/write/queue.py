@@ -434,6 +434,12 @@ class OwnedQueue(QueueReading):
                 await flat.roll()
             return bool(due)
 
+    @property
+    def dispatching(self) -> bool:
+        """Whether consume-queue units wait for their commit-log bytes (a tick
+        dispatches those made durable)."""
+        return bool(self._pending)
+
     async def tick(self) -> None:
         """Dispatch what the group commit made durable since the last append."""
         if self._pending and not self.lock.locked():
