@@ -67,8 +67,8 @@ WRITE_MODES = ("direct", "log")
 # test keeps them at or below what an open sends): a request budget must
 # admit it within OPEN_WITHIN seconds, or the host's open waits on its budget.
 OPEN_AND_COMMIT = {
-    "log": Demand(put=15, get=6, what="an open and one commit"),
-    "direct": Demand(put=15, get=2, what="an open and one commit"),
+    "log": Demand(put=14, get=6, what="an open and one commit"),
+    "direct": Demand(put=14, get=2, what="an open and one commit"),
 }
 OPEN_WITHIN = 60.0
 
