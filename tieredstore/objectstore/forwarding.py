@@ -27,15 +27,19 @@ def _forwarded(name: str, op: str = "", sends: str = "") -> Any:
     :meth:`ForwardingObjectStore._forward` as request ``op`` (``name`` if not
     given) on its first argument (a delete's first key), sending the bytes of
     argument ``sends``."""
-    signature = inspect.signature(getattr(ObjectStore, name))
-    first = [*signature.parameters][1]
+    parameters = [*inspect.signature(getattr(ObjectStore, name)).parameters.values()][1:]
+    first = parameters[0].name
+    default = "" if parameters[0].default is inspect.Parameter.empty else parameters[0].default
+    at = [p.name for p in parameters].index(sends) if sends else -1
 
     async def forward(self: ForwardingObjectStore, /, *args: Any, **kwargs: Any) -> Any:
-        given = signature.bind(self, *args, **kwargs).arguments
-        key = given[first] if isinstance(given[first], str) else next(iter(given[first]), "")
+        # Plain lookups, not a signature's bind: this runs for every request.
+        given = args[0] if args else kwargs.get(first, default)
+        key = given if isinstance(given, str) else next(iter(given), "")
+        sent = (args[at] if at < len(args) else kwargs[sends]) if sends else b""
         return await self._forward(op or name, key,
                                    lambda: getattr(self.inner, name)(*args, **kwargs),
-                                   bytes_up=len(given[sends]) if sends else 0)
+                                   bytes_up=len(sent))
 
     forward.__name__ = forward.__qualname__ = name
     forward.__doc__ = getattr(ObjectStore, name).__doc__
