@@ -25,30 +25,20 @@ from tieredstore.fetcher.disk import (
     decode_entry,
     encode_entry,
 )
-from tieredstore.fetcher.fetcher import Fetcher, UnitKey, unit_key
+from tieredstore.fetcher.fetcher import Fetcher, unit_key
 from tieredstore.fetcher.generations import DiskGenerations
-from tieredstore.fetcher.loads import LoadRegistry
-from tieredstore.fetcher.memory import MemoryTier
 from tieredstore.fetcher.options import FetcherOptions
-from tieredstore.fetcher.readahead import ReadAheadWindow, ReadAheadWindows
-from tieredstore.fetcher.stats import READ_SECONDS_BUCKETS, FetcherMetrics, Source
+from tieredstore.fetcher.readahead import ReadAheadWindow
 
 __all__ = [
-    "READ_SECONDS_BUCKETS",
     "CorruptEntry",
     "DiskGenerations",
     "DiskTier",
     "DiskTierUnavailable",
     "Fetcher",
-    "FetcherMetrics",
     "FetcherOptions",
-    "LoadRegistry",
     "Lookup",
-    "MemoryTier",
     "ReadAheadWindow",
-    "ReadAheadWindows",
-    "Source",
-    "UnitKey",
     "decode_entry",
     "encode_entry",
     "unit_key",

@@ -8,7 +8,7 @@ never writes loads (:class:`LogSnapshot`).
 """
 
 from tieredstore.log.commit.checkpoint import encode_checkpoint
-from tieredstore.log.commit.loading import CommittedLog, load_committed
+from tieredstore.log.commit.loading import load_committed
 from tieredstore.log.commit.records import (
     ChunkCommit,
     CommitRecord,
@@ -26,15 +26,13 @@ from tieredstore.log.keys import LogPath
 from tieredstore.log.options import LogOptions
 from tieredstore.log.pieces import LogIndexes, LogSnapshot
 from tieredstore.log.recovery import recover_log
-from tieredstore.log.series import LogEntry, LogSeries
-from tieredstore.log.tracker import LogTracker
+from tieredstore.log.series import LogSeries
 from tieredstore.log.writer import LogWriter
 
 __all__ = [
     "ActiveFile",
     "ChunkCommit",
     "CommitRecord",
-    "CommittedLog",
     "CommittedState",
     "DataIndex",
     "HeadCommit",
@@ -48,10 +46,8 @@ __all__ = [
     "load_committed",
     "read_entry",
     "LogCorrupt",
-    "LogEntry",
     "LogFenced",
     "LogOptions",
-    "LogTracker",
     "LogWriter",
     "LogPath",
     "LogSeries",

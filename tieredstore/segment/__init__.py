@@ -9,17 +9,14 @@ from tieredstore.segment.layout import ChunkRef, SegmentLayout
 from tieredstore.segment.listing import (
     SegmentListing,
     SegmentState,
-    classify,
     group_segments,
     list_file,
     list_segment,
-    segment_of_key,
 )
 from tieredstore.segment.merge import MergeStats
 from tieredstore.segment.options import SegmentOptions
 from tieredstore.segment.path import SegmentPath
-from tieredstore.segment.planner import PartKind, PlannedPart, plan_merge
-from tieredstore.segment.reader import DirectReader, SegmentReader, fetch_unit
+from tieredstore.segment.reader import DirectReader, SegmentReader
 from tieredstore.segment.recovery import recover_segment
 
 __all__ = [
@@ -29,21 +26,15 @@ __all__ = [
     "FileSegment",
     "FileType",
     "MergeStats",
-    "PartKind",
-    "PlannedPart",
     "SegmentLayout",
     "SegmentListing",
     "SegmentOptions",
     "SegmentPath",
     "SegmentReader",
     "SegmentState",
-    "classify",
     "destroy_segment",
     "group_segments",
     "list_file",
     "list_segment",
-    "fetch_unit",
-    "plan_merge",
     "recover_segment",
-    "segment_of_key",
 ]

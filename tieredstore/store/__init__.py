@@ -53,7 +53,7 @@ from tieredstore.store.formats.record import (
 )
 from tieredstore.store.ops.brokers import list_brokers, refuse_live_writer, writer_seen
 from tieredstore.store.ops.gc import GcReport, collect_garbage
-from tieredstore.store.ops.summary import FlatSummary, QueueSummary, summarize
+from tieredstore.store.ops.summary import QueueSummary, summarize
 from tieredstore.store.ops.unmerged import (
     Unmerged,
     UnmergedSurvey,
@@ -63,11 +63,9 @@ from tieredstore.store.ops.unmerged import (
 from tieredstore.store.ops.verify import QueueCheck, VerifyReport, verify_queue, verify_store
 from tieredstore.store.read.around import AroundDamage, Skipped
 from tieredstore.store.read.columns import BodyRun, Columns
-from tieredstore.store.read.flatreader import first_live
 from tieredstore.store.read.queue_view import (
     LogPiece,
     QueueView,
-    open_reading,
     planned_log,
     queue_log_pieces,
     reading_fetcher,
@@ -75,7 +73,6 @@ from tieredstore.store.read.queue_view import (
 )
 from tieredstore.store.read.scan import Batch, QueueScan, ScanError, ScanSpec
 from tieredstore.store.read.selected import unknown_in_cluster, unknown_selected
-from tieredstore.store.read.tagged import Tagged
 from tieredstore.store.read.tail import DurableTail
 from tieredstore.store.read.view import (
     ListedFile,
@@ -86,12 +83,11 @@ from tieredstore.store.read.view import (
     listed_queues,
     load_log,
     open_metadata,
-    open_segment,
     recorded_segments,
     sealing_segments,
     unit_crc,
 )
-from tieredstore.store.write.recovery import queues_to_rebuild, queues_with_segments, store_keys
+from tieredstore.store.write.recovery import queues_to_rebuild, store_keys
 
 __all__ = [
     "BucketWatch",
@@ -102,7 +98,6 @@ __all__ = [
     "ListedFile",
     "MAX_TIMESTAMP",
     "check_append",
-    "first_live",
     "list_recorded",
     "merge_segment",
     "unmerged_segments",
@@ -116,7 +111,6 @@ __all__ = [
     "ScanError",
     "ScanSpec",
     "VerifyReport",
-    "open_reading",
     "planned_log",
     "queue_log_pieces",
     "reading_fetcher",
@@ -141,7 +135,6 @@ __all__ = [
     "recorded_segments",
     "sealing_segments",
     "unit_crc",
-    "FlatSummary",
     "Outgoing",
     "QueueSummary",
     "UNIT_SIZE",
@@ -161,7 +154,6 @@ __all__ = [
     "RecordError",
     "SegmentView",
     "StoreError",
-    "Tagged",
     "AroundDamage",
     "Skipped",
     "clean_from",
@@ -179,10 +171,8 @@ __all__ = [
     "open_fetcher",
     "open_metadata",
     "open_object_store",
-    "open_segment",
     "pool_options",
     "prepare_bucket",
-    "queues_with_segments",
     "summarize",
     "Seen",
     "WriterLive",
