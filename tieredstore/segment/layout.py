@@ -162,10 +162,10 @@ class SegmentLayout:
 
 
 def keep_best(best: dict[int, ChunkRef], unit: ChunkRef) -> None:
-    """Keep ``unit`` in ``best`` (log pieces by position) if it is the one to read
-    at its position: the longest, of equal ones the newest object's (keys sort as
-    the log's sequence). A consolidated piece covers the small ones it was made
-    of, which are then within, and which its writer deletes first."""
+    """Keep ``unit`` in ``best`` (borrowed units by position: bytes held in other
+    objects) if it is the one to read at its position: the longest, of equal ones
+    the newest object's (their keys sort in the order they were written). A unit
+    rewritten from smaller ones covers them, which then lie within it."""
     other = best.get(unit.position)
     if other is None or (other.end, other.key) < (unit.end, unit.key):
         best[unit.position] = unit
@@ -174,22 +174,23 @@ def keep_best(best: dict[int, ChunkRef], unit: ChunkRef) -> None:
 def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
                   sealed: bool = False,
                   hole_key: Callable[[int], str] | None = None) -> list[ChunkRef]:
-    """Append to ``layout`` (its chunks) the ``units`` held elsewhere (log pieces)
+    """Append to ``layout`` (its chunks) the ``units`` held elsewhere (borrowed)
     that lie past its end, in order; return those that lie within it (their
-    bytes are in the chunks already, or in a longer piece taken before). A unit
+    bytes are in the chunks already, or in a longer unit taken before). A unit
     that neither continues the layout nor lies within it, or any past the end of
-    a ``sealed`` segment (a seal takes every piece into chunks first), raises
+    a ``sealed`` segment (a seal takes every borrowed unit into chunks first), raises
     ``ValueError`` naming it.
 
     With ``hole_key`` (an open segment), bytes no unit holds before a later
-    unit (the last chunks, or a log object, gone from the bucket) become a
+    unit (the last chunks, or an object lent from, gone from the bucket) become a
     hole of ``layout``, keyed ``hole_key(position of its end)``, where the
     chunk series goes on, and the units after it continue the layout."""
     if sealed and any(u.end > layout.size for u in units):
-        raise ValueError(f"log pieces past the end of a sealed segment ({layout.size} bytes)")
-    # From the end on, at each position the piece :func:`keep_best` keeps. A piece
-    # that starts before the end and reaches past it (a consolidated one whose
-    # start moved into a chunk meanwhile) is not needed when other pieces
+        raise ValueError(f"borrowed units past the end of a sealed segment "
+                         f"({layout.size} bytes)")
+    # From the end on, at each position the unit :func:`keep_best` keeps. A unit
+    # that starts before the end and reaches past it (a rewritten one whose
+    # start moved into a chunk meanwhile) is not needed when other units
     # continue the end.
     best: dict[int, ChunkRef] = {}
     for unit in units:
@@ -210,7 +211,7 @@ def continue_with(layout: SegmentLayout, units: Sequence[ChunkRef], *,
     beyond = [u for u in rest if u.end > layout.size]
     if beyond:
         first = min(beyond, key=lambda u: u.position)
-        raise ValueError(f"piece [{first.position}, {first.end}) in {first.key!r} does not "
+        raise ValueError(f"unit [{first.position}, {first.end}) in {first.key!r} does not "
                          f"continue the segment's {layout.size} bytes")
     return rest
 
