@@ -128,3 +128,56 @@ async def test_vacuum_leaves_a_successors_page_alone() -> None:
     assert store.successor is None, "the successor did not run"
     reader = await QueueMetadata.open_read_only(store, QUEUE)
     assert [r async for r in reader.records(COMMIT_LOG)] == [record(i) for i in range(3)]
+
+
+# --- a claim after a listing of heads (a store's open) reads the version it listed --
+
+
+async def test_a_claim_reads_the_listed_head_by_key_without_listing() -> None:
+    store = MemoryObjectStore()
+    a = await QueueMetadata.open(store, QUEUE, writer_id="a")
+    await a.append(record(0))  # head 1
+    lists = store.metrics.requests["list"]
+    b = await QueueMetadata.open(store, QUEUE, writer_id="b", claim=True, listed=1)
+    assert b.version == 2
+    # No listing to find the head: the one after the write (a version above
+    # ours?) only.
+    assert store.metrics.requests["list"] == lists + 1
+    assert [r async for r in b.records(COMMIT_LOG)] == [record(0)]
+
+
+async def test_a_claim_whose_listed_head_is_stale_meets_the_newer_and_follows_it() -> None:
+    """A head written after the listing (the writer replaced, its write landing
+    late): the claim's create meets it, and the claim loads again and follows it."""
+    store = MemoryObjectStore()
+    a = await QueueMetadata.open(store, QUEUE, writer_id="a")
+    await a.append(record(0))  # head 1: what the listing saw
+    await a.append(record(1))  # head 2, after the listing
+    b = await QueueMetadata.open(store, QUEUE, writer_id="b", claim=True, listed=1)
+    assert b.version == 3
+    assert [r async for r in b.records(COMMIT_LOG)] == [record(0), record(1)]
+    with pytest.raises(MetadataFenced):
+        await a.append(record(2))
+
+
+async def test_a_claim_whose_listed_head_was_deleted_lists_the_heads() -> None:
+    store = MemoryObjectStore()
+    a = await QueueMetadata.open(store, QUEUE, writer_id="a")
+    for i in range(4):
+        await a.append(record(i))  # heads 1 to 4; 1 and 2 deleted
+    assert await head_versions(store) == [3, 4]
+    b = await QueueMetadata.open(store, QUEUE, writer_id="b", claim=True, listed=1)
+    assert b.version == 5
+    assert [r async for r in b.records(COMMIT_LOG)] == [record(i) for i in range(4)]
+    assert await head_versions(store) == [4, 5]
+
+
+async def test_a_claim_whose_listed_head_is_damaged_lists_the_heads() -> None:
+    store = MemoryObjectStore()
+    a = await QueueMetadata.open(store, QUEUE, writer_id="a")
+    await a.append(record(0))  # head 1
+    await a.append(record(1))  # head 2
+    await store.put(QUEUE.head_key(1), b"not a head")  # a stale listing's, damaged
+    b = await QueueMetadata.open(store, QUEUE, writer_id="b", claim=True, listed=1)
+    assert b.version == 3
+    assert [r async for r in b.records(COMMIT_LOG)] == [record(0), record(1)]
