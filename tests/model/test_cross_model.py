@@ -909,4 +909,4 @@ def test_features_crossed() -> None:
 
 @pytest.mark.slow
 def test_features_crossed_many() -> None:
-    run_machine(int(os.environ.get("TIEREDSTORE_CROSS_EXAMPLES", "30")), default_seed=2800)
+    run_machine(int(os.environ.get("TIEREDSTORE_CROSS_EXAMPLES", "20")), default_seed=2800)
