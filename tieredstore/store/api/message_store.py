@@ -43,7 +43,6 @@ from tieredstore.log import (
     recover_log,
 )
 from tieredstore.metadata import liveness
-from tieredstore.metadata.catalog import newest_heads
 from tieredstore.metrics import MetricsServer, QueueFigures, TieredStoreCollector
 from tieredstore.names import validate_name, validate_offset
 from tieredstore.objectstore import ObjectStore
@@ -60,6 +59,7 @@ from tieredstore.store.ops.brokers import refuse_live_writer, writers_prefix
 from tieredstore.store.ops.gc import GcReport, collect_garbage
 from tieredstore.store.read.reading import QueueReading
 from tieredstore.store.read.reads import QueueReads
+from tieredstore.store.read.view import listed_queues
 from tieredstore.store.write.queue import OwnedQueue
 from tieredstore.store.write.recovery import has_segments
 from tieredstore.tasks import Priority, gather_bounded
@@ -121,8 +121,6 @@ class AsyncMessageStore(QueueReads):
         self._queues: dict[tuple[str, int], OwnedQueue] = {}
         self._opening: dict[tuple[str, int], _Claiming] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
-        # The newest head version of each listed at the open, until its claim.
-        self._heads: dict[tuple[str, int], int] = {}
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
                                             owns_store=False, codec=ctx.opener)
@@ -253,9 +251,7 @@ class AsyncMessageStore(QueueReads):
         """List the broker's queues (with those whose bytes are all in the log);
         claim none: each is claimed when first touched, and the rest by
         :meth:`_claim_listed` in the background (docs/writers.md, "The open")."""
-        self._heads = await newest_heads(self.ctx.store, keys.metadata_root(self.config))
-        assert self.ctx.log is not None
-        found = sorted({*self._heads, *self.ctx.log.queues()})  # some only in the log
+        found = await listed_queues(self.ctx.store, self.config, log=self.ctx.log)
         self._listed = set(found)
         if found and self.config.claim_concurrency:
             self.ctx.background.spawn(
@@ -375,8 +371,7 @@ class AsyncMessageStore(QueueReads):
         try:
             await gate.check_now()
             try:
-                queue = await OwnedQueue.open(self.ctx, topic, queue_id,
-                                              self._heads.pop((topic, queue_id), None))
+                queue = await OwnedQueue.open(self.ctx, topic, queue_id)
             except (Fenced, StoreClosed):
                 raise
             except TieredStoreError as exc:

@@ -97,8 +97,7 @@ class OwnedQueue(QueueReading):
     # --- opening and recovery -------------------------------------------------------
 
     @classmethod
-    async def open(cls, ctx: StoreContext, topic: str, queue_id: int,
-                   listed: int | None = None) -> OwnedQueue:
+    async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> OwnedQueue:
         """Open (or create) a queue and recover it from the bucket.
 
         A queue whose metadata holds no segment record, live or trimmed, no
@@ -107,13 +106,12 @@ class OwnedQueue(QueueReading):
         the sealed segments the bucket holds for it back first, and where each
         file goes on after segments retention deleted
         (:mod:`tieredstore.store.write.recovery`), in one head write that sets
-        ``rebuilt``; the log says so when it found any. ``listed``: the newest
-        head version the store's open listed (read without listing the heads).
+        ``rebuilt``; the log says so when it found any.
         """
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
             writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=True,
-            start_over_damaged=True, still_newest=ctx.still_newest, listed=listed,
+            start_over_damaged=True, still_newest=ctx.still_newest,
         )
         queue = cls(ctx, topic, queue_id, meta)
         try:
