@@ -89,3 +89,25 @@ async def fast_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     )
     yield backend
     await backend.close()
+
+
+
+def _uses_seaweedfs(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return "seaweedfs" in getattr(item, "fixturenames", ()) or any(
+        isinstance(p, str) and p == "seaweedfs" for p in params)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make unit`` runs two workers), one worker runs the
+    tests of SeaweedFS (its ports are fixed: one server a machine serves them)
+    and one the rest of Spark's (one JVM at a time on two cores; their waits
+    are for Spark's own progress). An item gets one group: two names would
+    make a third group, free to run beside either."""
+    for item in items:
+        if _uses_seaweedfs(item):
+            item.add_marker(pytest.mark.xdist_group("seaweedfs"))
+        elif item.get_closest_marker("spark") is not None:
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -19,6 +19,9 @@ def main(root: str, seconds: float) -> None:
                          metadata_page_size=4, gc_interval=0)
     rng = random.Random(1)
     with MessageStore.open(config) as store:
+        for queue in range(3):  # every queue there before a reader looks
+            store.append("t", queue, rng.randbytes(10))
+        store.flush()
         print("OPEN", flush=True)
         end = time.monotonic() + seconds
         rounds = 0
