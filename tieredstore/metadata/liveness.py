@@ -16,6 +16,7 @@ or a delete. Fencing stays the arbiter of who may write.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -25,6 +26,8 @@ from dataclasses import dataclass, replace
 
 from tieredstore.errors import ObjectNotFound, TieredStoreError
 from tieredstore.objectstore.base import ObjectStore
+
+log = logging.getLogger(__name__)
 
 RECORD_PREFIX = "live-"
 STALE_INTERVALS = 3  # a record is stale after this many missed refreshes...
@@ -110,20 +113,26 @@ class Heartbeat:
     """This writer's record at ``key``: :meth:`beat` refreshes it, :meth:`close`
     marks it closed. ``clock`` (seconds since the epoch) is injectable for tests."""
 
-    def __init__(self, store: ObjectStore, key: str, writer: str, interval: float, *,
+    def __init__(self, store: ObjectStore, prefix: str, writer: str, interval: float, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self.key = key
         self.clock = clock
         now = int(clock() * 1000)
         self.seen = Seen(writer, socket.gethostname(), os.getpid(), now, now, interval)
+        # Keyed by the wall clock of the open, and a random suffix (two opens in
+        # one millisecond).
+        self.key = record_key(prefix, f"{now:020d}-{uuid.uuid4().hex}")
 
     async def beat(self, *, closed: bool = False) -> None:
         self.seen = replace(self.seen, seen_ms=int(self.clock() * 1000), closed=closed)
         await self.store.put(self.key, self.seen.encode())
 
     async def close(self) -> None:
-        await self.beat(closed=True)
+        """Mark the record closed; best effort: liveness only informs."""
+        try:
+            await self.beat(closed=True)
+        except TieredStoreError as exc:
+            log.warning("could not mark the liveness record %s closed: %s", self.key, exc)
 
 
 def record_key(prefix: str, order: str) -> str:
@@ -133,12 +142,10 @@ def record_key(prefix: str, order: str) -> str:
 
 
 async def start(store: ObjectStore, prefix: str, writer: str, interval: float) -> Heartbeat:
-    """This writer's record under ``prefix``, written, keyed by the wall clock of
-    now (and a random suffix: two opens in one millisecond); the records before
-    it but the newest of them deleted (they only inform). One PUT, one LIST and,
-    past the first opens, one DELETE."""
-    heartbeat = Heartbeat(store, "", writer, interval)
-    heartbeat.key = record_key(prefix, f"{heartbeat.seen.started_ms:020d}-{uuid.uuid4().hex}")
+    """This writer's record under ``prefix``, written; the records before it but
+    the newest of them deleted (they only inform). One PUT, one LIST and, past
+    the first opens, one DELETE."""
+    heartbeat = Heartbeat(store, prefix, writer, interval)
     await heartbeat.beat()
     older = sorted(o.key for o in await store.list_all(record_key(prefix, ""))
                    if o.key < heartbeat.key)

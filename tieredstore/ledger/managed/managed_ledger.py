@@ -26,7 +26,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from tieredstore.errors import TieredStoreError
 from tieredstore.ledger.errors import (
     LedgerFenced,
     LedgerNotFound,
@@ -139,10 +138,7 @@ class ManagedLedger(Appending, Reading, Deleting):
         await self._background.close()  # the sweep first, then the offloads
         self._closed = True
         if self._heartbeat is not None:
-            try:
-                await self._heartbeat.close()
-            except TieredStoreError as exc:  # liveness only informs
-                log.warning("%s: could not mark the liveness record closed: %s", self.name, exc)
+            await self._heartbeat.close()
         await self._handles.close()
         if self._writer is not None:
             # Fenced, or dropped (empty) by a newer owner: nothing left to close.

@@ -579,12 +579,8 @@ class AsyncMessageStore(QueueReads):
             raise first
 
     async def _close_heartbeat(self) -> None:
-        """Mark the liveness record closed; best effort: liveness only informs."""
         if self.heartbeat is not None:
-            try:
-                await self.heartbeat.close()
-            except TieredStoreError as exc:
-                log.warning("could not mark this store's liveness record closed: %s", exc)
+            await self.heartbeat.close()
 
     async def _stop_background(self) -> None:
         await self.ctx.background.close()  # the periodic passes first, then merges
