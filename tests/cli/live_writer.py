@@ -19,17 +19,16 @@ def main(root: str, seconds: float) -> None:
                          metadata_page_size=4, gc_interval=0)
     rng = random.Random(1)
     with MessageStore.open(config) as store:
-        for queue in range(3):  # every queue there before a reader looks
-            store.append("t", queue, rng.randbytes(10))
-        store.flush()
-        print("OPEN", flush=True)
         end = time.monotonic() + seconds
         rounds = 0
-        while time.monotonic() < end:
+        while rounds == 0 or time.monotonic() < end:
             for queue in range(3):
                 store.append("t", queue, rng.randbytes(rng.randint(10, 1500)))
             rounds += 1
-            if rounds % 20 == 0:
+            if rounds == 1:  # every queue durable before a reader looks
+                store.flush()
+                print("OPEN", flush=True)
+            elif rounds % 20 == 0:
                 store.flush()
     print(f"DONE {rounds}", flush=True)
 
