@@ -42,7 +42,7 @@ heads after retention deleted every sealed segment rebuilt each file at 0
 owner's record cut short, rebuilt as no segment after lost heads, and, when
 the cut record left no room for the next one, sealed holding no message.
 
-Both tiers are seeded (12 examples of seed 28; the slow tier 20 of seed 2800):
+Both tiers are seeded (12 examples of seed 28; the slow tier 30 of seed 2800):
 ``TIEREDSTORE_CROSS_EXAMPLES=N`` runs the slow tier with N examples,
 ``TIEREDSTORE_CROSS_SEED=S`` with seed S (``random``: a new one each run).
 Hypothesis prints the steps and a reproduction blob of any failure;
@@ -909,4 +909,4 @@ def test_features_crossed() -> None:
 
 @pytest.mark.slow
 def test_features_crossed_many() -> None:
-    run_machine(int(os.environ.get("TIEREDSTORE_CROSS_EXAMPLES", "20")), default_seed=2800)
+    run_machine(int(os.environ.get("TIEREDSTORE_CROSS_EXAMPLES", "30")), default_seed=2800)
