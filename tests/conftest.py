@@ -91,7 +91,6 @@ async def fast_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     await backend.close()
 
 
-
 def _uses_seaweedfs(item: pytest.Item) -> bool:
     callspec = getattr(item, "callspec", None)
     params = callspec.params.values() if callspec is not None else ()

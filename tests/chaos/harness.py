@@ -608,18 +608,14 @@ class ChaosRun:
             try:
                 got = await self.timed("get", store.get(m.topic, m.queue_id, offset,
                                                         max_count=64))
-            except OffsetOutOfRange as exc:
-                # A trim whose reply was lost has been seen just now (the writer stood
-                # on the head that landed): what it dropped must have expired.
-                mn = await store.min_offset(m.topic, m.queue_id)
-                if mn <= offset:
-                    raise self.violate(f"{m.name}: {what}: offset {offset} (acknowledged up "
-                                       f"to {m.acked}) cannot be read, faults off: "
-                                       f"{error_name(exc)}: {exc}") from exc
-                self.check_min(m, mn)
-                offset = max(offset, mn)
-                continue
             except TieredStoreError as exc:
+                if isinstance(exc, OffsetOutOfRange) and \
+                        (mn := await store.min_offset(m.topic, m.queue_id)) > offset:
+                    # A trim whose reply was lost, seen just now (the writer stood on
+                    # the head that landed): what it dropped must have expired.
+                    self.check_min(m, mn)
+                    offset = mn
+                    continue
                 raise self.violate(f"{m.name}: {what}: offset {offset} (acknowledged up to "
                                    f"{m.acked}) cannot be read, faults off: "
                                    f"{error_name(exc)}: {exc}") from exc
