@@ -10,6 +10,7 @@ race the live-reader test met once in 28 runs, made certain.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
@@ -113,3 +114,38 @@ async def test_a_read_only_store_finds_commit_log_bytes_a_newer_log_object_holds
     assert [m.body for m in got] == [body(0, i) for i in range(len(got))]
     await reader.close()
     await writer.store.close()
+
+
+class CountsLogListings(ForwardingObjectStore):
+    """Counts the listings of the broker's log."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.log_listings = 0
+
+    def list_pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
+        if prefix.endswith("/log/"):
+            self.log_listings += 1
+        return self.inner.list_pages(prefix)
+
+
+async def test_first_reads_of_many_queues_share_loads_of_the_log() -> None:
+    """A read-only store's first read of each queue opens its view on a load
+    of the log begun after the call; views opening together share one (a load
+    a queue made the first reads of N queues cost N loads of every index)."""
+    backend = MemoryObjectStore()
+    writer = await AsyncMessageStore.open(config_(), store=backend)
+    queues = 64
+    for q in range(queues):
+        await writer.append("t", q, body(q, 0))
+    await writer.flush()
+    await writer.close()
+    counted = CountsLogListings(backend)
+    reader = await AsyncMessageStore.open_read_only(config_(), store=counted)
+    got = await asyncio.gather(*(reader.get("t", q, 0) for q in range(queues)))
+    assert [[m.body for m in g] for g in got] == [[body(q, 0)] for q in range(queues)]
+    assert 1 <= counted.log_listings <= 2, counted.log_listings
+    # A later read past what a view saw loads the log again: it follows a writer.
+    assert await reader.get("t", 0, 1) == []
+    assert counted.log_listings >= 2
+    await reader.close()

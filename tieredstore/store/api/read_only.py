@@ -88,7 +88,7 @@ class ReadOnlyMessageStore(QueueReads):
 
         async def open_view() -> QueueView:
             view = await QueueView.open(self.store, self.config, topic, queue_id, self.fetcher,
-                                        log=await self._load_log() if log is None else log,
+                                        log=await self._fresh_log() if log is None else log,
                                         codec=self.codec)
             self._views[(topic, queue_id)] = view
             return view
@@ -111,8 +111,14 @@ class ReadOnlyMessageStore(QueueReads):
         queues = [q for t, q in await self.queues() if t == topic]
         if not queues:
             return []
-        log = await self._loading.run("log", self._load_log, fresh=True)
+        log = await self._fresh_log()
         return [await self._open_view(topic, q, log) for q in queues]
+
+    async def _fresh_log(self) -> LogSnapshot:
+        """A load of the broker's log begun after this call, shared by the views
+        opening meanwhile (a herd of first reads loads it once or twice, not once
+        a queue)."""
+        return await self._loading.run("log", self._load_log, fresh=True)
 
     async def _load_log(self) -> LogSnapshot:
         """The broker's log as it is now: listed, the indexes of its objects new
