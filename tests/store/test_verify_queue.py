@@ -54,7 +54,7 @@ class _Listings(ForwardingObjectStore):
 
 
 @pytest.mark.parametrize("write_mode", ["log", "direct"])
-async def test_verify_lists_each_segment_directory_once(write_mode: str) -> None:
+async def test_verify_lists_each_flat_file_once_and_no_segment_directory_again(write_mode: str) -> None:
     backend = MemoryObjectStore()
     await build(backend, write_mode)
     listings = _Listings(backend)
@@ -66,9 +66,12 @@ async def test_verify_lists_each_segment_directory_once(write_mode: str) -> None
               if "/seg-" in o.key}
     listed = Counter(listings.prefixes)
     segment_dirs = {p: n for p, n in listed.items() if "/seg-" in p}
-    # Every segment directory once (a log-mode queue's newest segments may be in
-    # the broker's log only: listed too, found empty), each flat file's once.
-    assert stored <= set(segment_dirs) and set(segment_dirs.values()) == {1}, listed
+    # No segment directory with objects listed again: its flat file's listing
+    # holds its objects. Only a segment in the broker's log alone (a log-mode
+    # queue's newest) is listed, once, and found empty.
+    assert stored, listed
+    assert not stored & set(segment_dirs), listed
+    assert set(segment_dirs.values()) <= {1}, listed
     flat_files = [p for p in listed if p.endswith(("/commitlog/", "/consumequeue/", "/index/"))]
     assert sorted(listed[p] for p in flat_files) == [1, 1, 1], listed
     # The rest: the bucket's queues (one LIST of it), the heads, the queue's head and

@@ -157,8 +157,11 @@ async def read_merged_units(store: ObjectStore, path: SegmentPath, size: int) ->
     return decode_table(table, footer, path.merged_key, segment=segment)
 
 
-async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
-    """List the segment's prefix and rebuild its state and layout.
+async def recover_segment(store: ObjectStore, path: SegmentPath,
+                          listed: SegmentListing | None = None) -> Recovered:
+    """List the segment's prefix and rebuild its state and layout; ``listed``:
+    a listing of it made already (a reader that listed the whole flat file),
+    taken for the first look instead of listing again.
 
     A hole that is still there after :data:`LIST_ATTEMPTS` listings is damage
     in the bucket: the segment opens with the hole in its layout (reading it
@@ -167,7 +170,8 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
     for attempt in range(LIST_ATTEMPTS + 1):
         holes = attempt == LIST_ATTEMPTS
         try:
-            recovered = await _recover_once(store, path, holes=holes)
+            recovered = await _recover_once(store, path, holes=holes,
+                                            listed=listed if attempt == 0 else None)
         except CorruptSegment:
             # A listing is no snapshot: one taken while a merge's cleanup deleted
             # chunks can show a hole the bucket never had. A real one stays.
@@ -183,9 +187,9 @@ async def recover_segment(store: ObjectStore, path: SegmentPath) -> Recovered:
                          "attempts)", segment=str(path))
 
 
-async def _recover_once(store: ObjectStore, path: SegmentPath, *, holes: bool
-                        ) -> Recovered | None:
-    listing = await list_segment(store, path)
+async def _recover_once(store: ObjectStore, path: SegmentPath, *, holes: bool,
+                        listed: SegmentListing | None = None) -> Recovered | None:
+    listing = listed or await list_segment(store, path)
     recovered = await _from_listing(store, path, listing, holes=holes)
     if recovered is not None and listing.foreign:
         log.warning("%s: ignoring object(s) tieredstore did not write: %s", path,

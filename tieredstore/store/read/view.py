@@ -129,11 +129,13 @@ def _valid_topic(topic: str) -> bool:
 
 
 async def open_segment(store: ObjectStore, path: SegmentPath,
-                       log: LogSnapshot | None = None) -> SegmentView:
-    """Recover a segment's layout by listing (read-only), continued by the pieces
-    ``log`` holds for it; corrupt ones are reported."""
+                       log: LogSnapshot | None = None, *,
+                       listed: SegmentListing | None = None) -> SegmentView:
+    """Recover a segment's layout by listing (read-only; ``listed``: from that
+    listing, made after ``log`` was loaded), continued by the pieces ``log``
+    holds for it; corrupt ones are reported."""
     try:
-        recovered = await recover_segment(store, path)
+        recovered = await recover_segment(store, path, listed)
     except TieredStoreError as exc:
         return SegmentView(path, None, SegmentLayout(), error=str(exc), failure=exc)
     layout = recovered.layout
@@ -153,17 +155,17 @@ async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: st
     """Every segment of one flat file that has objects, by base offset, trimmed
     ones (deletion still pending) included; open ones continued by their pieces
     in ``log`` (loaded before this call), one that is only in the log too."""
-    groups = {base: listed.objects for base, listed in (await list_flat_file(
-        store, config, topic, queue_id, file_type)).items()}
-    for base in log.bases(topic, queue_id, file_type) if log else ():
-        groups.setdefault(base, [])
+    listings = await list_flat_file(store, config, topic, queue_id, file_type)
+    bases = sorted({*listings, *(log.bases(topic, queue_id, file_type) if log else ())})
+
     async def one(base: int) -> SegmentView:
+        listed = listings.get(base)
         view = await open_segment(store, segment_path(config, topic, queue_id, file_type, base),
-                                  log)
-        view.objects = groups[base]
+                                  log, listed=listed)
+        view.objects = listed.objects if listed is not None else []
         return view
 
-    return await gather_bounded(OPEN_CONCURRENCY, one, sorted(groups))
+    return await gather_bounded(OPEN_CONCURRENCY, one, bases)
 
 
 @dataclass
