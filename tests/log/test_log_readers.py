@@ -22,6 +22,7 @@ from tieredstore.store import AsyncMessageStore, verify_store
 from tieredstore.testing import ForwardingObjectStore
 
 UNITS_PER_SEGMENT = 64
+STORE_PREFIX = "tieredstore/"  # the default key prefix's listing: every key of the store
 
 
 def config_() -> TieredStoreConfig:
@@ -35,7 +36,8 @@ def config_() -> TieredStoreConfig:
 
 class WritesWhileListed(ForwardingObjectStore):
     """Runs ``between`` before the first ``times`` listings of a consume queue's
-    keys (``whole``: of the prefix of all its segments only)."""
+    keys (``whole``: of the prefix of all its segments, or of the whole store,
+    which ``verify`` takes every queue's consume queue from)."""
 
     def __init__(self, inner: ObjectStore, between: Callable[[], Awaitable[None]], *,
                  whole: bool, times: int) -> None:
@@ -45,7 +47,8 @@ class WritesWhileListed(ForwardingObjectStore):
         self.times = times
 
     async def _pages(self, prefix: str) -> AsyncIterator[list[ObjectInfo]]:
-        listed = prefix.endswith("/consumequeue/") if self.whole else "/consumequeue/" in prefix
+        listed = prefix.endswith("/consumequeue/") or prefix == STORE_PREFIX if self.whole \
+            else "/consumequeue/" in prefix
         if listed and self.times > 0:
             self.times -= 1
             await self.between()

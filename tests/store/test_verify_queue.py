@@ -53,8 +53,21 @@ class _Listings(ForwardingObjectStore):
         return super().list_pages(prefix)
 
 
+STORE = "tieredstore/"  # the listing of every key of the store (the default key prefix)
+
+
+def _flat_files(listed: Counter[str]) -> dict[str, int]:
+    return {p: n for p, n in listed.items()
+            if p.endswith(("/commitlog/", "/consumequeue/", "/index/"))}
+
+
 @pytest.mark.parametrize("write_mode", ["log", "direct"])
-async def test_verify_lists_each_flat_file_once_and_no_segment_directory_again(write_mode: str) -> None:
+async def test_verify_takes_every_segment_from_two_listings_of_the_store(
+        write_mode: str) -> None:
+    """The store is listed once after each load of the log (the first listing also
+    finds the segments no metadata references): the consume queues from the
+    first, the commit logs and key indexes from the second. No flat file, and
+    no segment directory that holds objects, is listed on its own."""
     backend = MemoryObjectStore()
     await build(backend, write_mode)
     listings = _Listings(backend)
@@ -66,19 +79,35 @@ async def test_verify_lists_each_flat_file_once_and_no_segment_directory_again(w
               if "/seg-" in o.key}
     listed = Counter(listings.prefixes)
     segment_dirs = {p: n for p, n in listed.items() if "/seg-" in p}
-    # No segment directory with objects listed again: its flat file's listing
-    # holds its objects. Only a segment in the broker's log alone (a log-mode
-    # queue's newest) is listed, once, and found empty.
+    # Only a segment in the broker's log alone (a log-mode queue's newest) is
+    # listed, once, and found empty.
     assert stored, listed
     assert not stored & set(segment_dirs), listed
     assert set(segment_dirs.values()) <= {1}, listed
-    flat_files = [p for p in listed if p.endswith(("/commitlog/", "/consumequeue/", "/index/"))]
-    assert sorted(listed[p] for p in flat_files) == [1, 1, 1], listed
-    # The rest: the bucket's queues (one LIST of it), the heads, the queue's head and
-    # its two metadata page lists, and the broker's log three times (before the
-    # consume queue is listed, before the commit log, and for the orphan check).
-    rest = sum(n for p, n in listed.items() if p not in segment_dirs and p not in flat_files)
-    assert rest == 8, listed
+    assert _flat_files(listed) == {}, listed
+    assert listed[STORE] == 2, listed
+    # The rest: the heads, the queue's head and its two metadata page lists, and
+    # the broker's log twice (before the consume queue is listed, and before the
+    # commit log).
+    rest = sum(n for p, n in listed.items() if p not in segment_dirs and p != STORE)
+    assert rest == 6, listed
+
+
+async def test_verify_lists_a_queue_on_its_own_when_the_store_is_larger() -> None:
+    """A second listing of a store that takes more pages than a LIST of each
+    queue's commit log and key index is not made: those are listed on their own."""
+    backend = MemoryObjectStore()
+    await build(backend, "direct")
+    for i in range(2 * 1000 + 1):  # another broker's segments: three pages more
+        await backend.put(f"{STORE}ffff/default-cluster/broker-9/t/{i}/commitlog/"
+                          f"seg-{0:020d}/chunk-{0:020d}", b"")
+    listings = _Listings(backend)
+    report = await verify_store(listings, small_config(gc_interval=0), topic="t", queue_id=0)
+    assert report.error_count == 0, report.document()
+    listed = Counter(listings.prefixes)
+    assert listed[STORE] == 1, listed
+    assert sorted(p.rsplit("/", 2)[1] for p in _flat_files(listed)) == ["commitlog", "index"]
+    assert set(_flat_files(listed).values()) == {1}, listed
 
 
 class _TornOnce(ForwardingObjectStore):

@@ -19,8 +19,9 @@ sealed and merged, a ``sealed`` marker alone a seal under way, neither open
 
 from __future__ import annotations
 
+import bisect
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -117,14 +118,26 @@ async def list_segment(store: ObjectStore, path: SegmentPath, *, uploads: bool =
     return classify(path, objects, found)
 
 
-async def list_file(store: ObjectStore, path: SegmentPath, *, uploads: bool = False
-                    ) -> dict[int, SegmentListing]:
+async def list_file(store: ObjectStore, path: SegmentPath, *, uploads: bool = False,
+                    keys: Sequence[ObjectInfo] | None = None) -> dict[int, SegmentListing]:
     """Every segment of ``path``'s flat file with objects (one paged LIST, and one
-    of uploads with ``uploads``), by base offset."""
+    of uploads with ``uploads``), by base offset. ``keys``: a listing (sorted by
+    key) of a prefix holding the flat file's, made already: its objects are
+    taken from it, with no LIST of their own."""
     prefix = path.file_prefix
     found = await store.list_multipart_uploads(prefix) if uploads else []
-    listed = group_segments(path.prefix, await store.list_all(prefix), found)
+    objects = await store.list_all(prefix) if keys is None else under(keys, prefix)
+    listed = group_segments(path.prefix, objects, found)
     return {p.base_offset: listing for p, listing in sorted(listed.items())}
+
+
+def under(keys: Sequence[ObjectInfo], prefix: str) -> list[ObjectInfo]:
+    """The objects of ``keys`` (sorted by key) whose keys start with ``prefix``."""
+    start = bisect.bisect_left(keys, prefix, key=lambda o: o.key)
+    end = start
+    while end < len(keys) and keys[end].key.startswith(prefix):
+        end += 1
+    return list(keys[start:end])
 
 
 def group_segments(prefix: str, objects: Iterable[ObjectInfo],

@@ -32,7 +32,7 @@ from tieredstore.filetype import FileType
 from tieredstore.log import LogSnapshot
 from tieredstore.metadata import QueueMetadata
 from tieredstore.metrics import MetricsServer, TieredStoreCollector
-from tieredstore.objectstore import ObjectStore
+from tieredstore.objectstore import MAX_LIST_PAGE, ObjectInfo, ObjectStore
 from tieredstore.segment import ChunkRef, SegmentLayout, SegmentPath, SegmentReader, SegmentState
 from tieredstore.store.base.compose import request_prices
 from tieredstore.store.formats.codec import RecordCodec
@@ -191,9 +191,11 @@ class _Listed:
 
 async def _list_file(store: ObjectStore, config: TieredStoreConfig, check: QueueCheck,
                      meta: QueueMetadata, file_type: FileType, *,
-                     log: LogSnapshot) -> _Listed:
-    """List one flat file's segments against its records; report what does not fit."""
-    listed = await list_recorded(store, config, meta, file_type, log=log)
+                     log: LogSnapshot, keys: Sequence[ObjectInfo] | None) -> _Listed:
+    """List one flat file's segments against its records (from ``keys``, a
+    listing of the store made after ``log`` was loaded, if given); report what
+    does not fit."""
+    listed = await list_recorded(store, config, meta, file_type, log=log, keys=keys)
     views, records, first = listed.views, listed.records, listed.first
     for problem in record_chain(records, file_type=file_type):
         check.error(f"offset {problem.offset}: {problem.text}")
@@ -237,14 +239,14 @@ class _Planned:
 
 
 async def _plan(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
-                log: LogSnapshot) -> _Planned:
+                log: LogSnapshot, *, keys: Sequence[ObjectInfo] | None = None) -> _Planned:
     """Read the queue's metadata (what that raises is raised) and list its consume
-    queue, after ``log`` was loaded."""
+    queue, after ``log`` was loaded (from ``keys``, listed after it, if given)."""
     planned = _Planned(QueueCheck(topic, queue_id, broker=config.broker),
                        await open_metadata(store, config, topic, queue_id))
     try:
         planned.cq = await _list_file(store, config, planned.check, planned.meta,
-                                      FileType.CONSUME_QUEUE, log=log)
+                                      FileType.CONSUME_QUEUE, log=log, keys=keys)
     except TieredStoreError as exc:
         planned.check.error(f"cannot list the queue's segments: {exc}")
     return planned
@@ -264,16 +266,19 @@ async def verify_queue(store: ObjectStore, config: TieredStoreConfig, topic: str
 
 
 async def _verify(store: ObjectStore, config: TieredStoreConfig, planned: _Planned,
-                  log: LogSnapshot, on_bytes: Callable[[int], None]) -> QueueCheck:
+                  log: LogSnapshot, on_bytes: Callable[[int], None], *,
+                  keys: Sequence[ObjectInfo] | None = None) -> QueueCheck:
     """The rest of :func:`verify_queue`, with ``log`` loaded after the consume
-    queue was listed."""
+    queue was listed (and ``keys``, if given, listed after ``log``)."""
     check, meta, cq_file = planned.check, planned.meta, planned.cq
     topic, queue_id = check.topic, check.queue_id
     if cq_file is None:
         return check
     try:
-        cl_file = await _list_file(store, config, check, meta, FileType.COMMIT_LOG, log=log)
-        index = await _list_file(store, config, check, meta, FileType.INDEX, log=log)
+        cl_file = await _list_file(store, config, check, meta, FileType.COMMIT_LOG, log=log,
+                                   keys=keys)
+        index = await _list_file(store, config, check, meta, FileType.INDEX, log=log,
+                                 keys=keys)
     except TieredStoreError as exc:
         check.error(f"cannot list the queue's segments: {exc}")
         return check
@@ -373,8 +378,8 @@ async def _verify_brokers(store: ObjectStore, configs: Sequence[TieredStoreConfi
                           topic: str | None, queue_id: int | None,
                           on_bytes: Callable[[int], None]) -> VerifyReport:
     """Each broker's queues (heads listed), its log loaded, then one listing of
-    every key (the segments no metadata references, of every broker), then
-    each broker verified."""
+    every key (the segments no metadata references, of every broker; the
+    consume queues of every queue verified), then each broker verified."""
     def chosen(t: str, q: int) -> bool:
         return (topic is None or t == topic) and (queue_id is None or q == queue_id)
 
@@ -387,16 +392,18 @@ async def _verify_brokers(store: ObjectStore, configs: Sequence[TieredStoreConfi
         segments = await queues_with_segments(store, c, log=log, keys=keys)
         orphans = {key: count for key, count in segments.items()
                    if key not in found and chosen(*key)}
-        checks += await _verify_store(store, c, found, orphans, on_bytes)
+        checks += await _verify_store(store, c, found, orphans, on_bytes, first=(log, keys))
     return VerifyReport(sorted(checks, key=lambda c: (c.broker, c.topic, c.queue_id)),
                         store.metrics.snapshot())
 
 
 async def _verify_store(store: ObjectStore, config: TieredStoreConfig,
                         found: list[tuple[str, int]], orphans: dict[tuple[str, int], int],
-                        on_bytes: Callable[[int], None]) -> list[QueueCheck]:
+                        on_bytes: Callable[[int], None], *,
+                        first: tuple[LogSnapshot, Sequence[ObjectInfo]]) -> list[QueueCheck]:
     """One broker's checks: its queues ``found``, and the ``orphans`` whose
-    segments no metadata listed with them references."""
+    segments no metadata listed with them references; ``first``: the broker's
+    log as loaded, and a listing of the store made after that."""
     if orphans:  # a queue created since the first listing has its head by now
         orphans = {key: count for key, count in orphans.items()
                    if key not in set(await listed_queues(store, config))}
@@ -407,28 +414,40 @@ async def _verify_store(store: ObjectStore, config: TieredStoreConfig,
                     "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
         failed.append(check)
 
-    async def plan(t: str, q: int, log: LogSnapshot) -> _Planned | QueueCheck:
+    async def plan(t: str, q: int, log: LogSnapshot, keys: Sequence[ObjectInfo] | None
+                   ) -> _Planned | QueueCheck:
         try:
-            return await _plan(store, config, t, q, log)
+            return await _plan(store, config, t, q, log, keys=keys)
         except TieredStoreError as exc:  # gone since the listing
             check = QueueCheck(t, q, broker=config.broker)
             check.error(f"cannot read the queue's metadata: {exc}")
             return check
 
-    async def rest(p: _Planned | QueueCheck, log: LogSnapshot) -> QueueCheck:
+    async def rest(p: _Planned | QueueCheck, log: LogSnapshot,
+                   keys: Sequence[ObjectInfo] | None) -> QueueCheck:
         if isinstance(p, QueueCheck):
             return p
-        return await _verify(store, config, p, log, on_bytes)
+        return await _verify(store, config, p, log, on_bytes, keys=keys)
 
-    async def verify(queues: list[tuple[str, int]]) -> list[QueueCheck]:
+    async def verify(queues: list[tuple[str, int]],
+                     first: tuple[LogSnapshot, Sequence[ObjectInfo]] | None = None
+                     ) -> list[QueueCheck]:
         """The queues' consume queues listed after one load of the log, the rest
-        after another (as :func:`verify_queue` does, with two loads for all)."""
+        after another (as :func:`verify_queue` does, with two loads for all).
+        With ``first`` (a load and a listing of the store made after it) the
+        consume queues are taken from that listing, and the rest from a second
+        one made after the second load when its pages are fewer than the LISTs
+        of every queue's commit log and key index; else each is listed."""
+        log, keys = first if first is not None else (await load_log(store, config), None)
+        planned = await gather_bounded(QUEUE_CONCURRENCY, lambda q: plan(*q, log, keys),
+                                       queues)
         log = await load_log(store, config)
-        planned = await gather_bounded(QUEUE_CONCURRENCY, lambda q: plan(*q, log), queues)
-        log = await load_log(store, config)
-        return await gather_bounded(QUEUE_CONCURRENCY, lambda p: rest(p, log), planned)
+        pages = -(-len(keys) // MAX_LIST_PAGE) if keys is not None else None
+        keys = await store_keys(store, config) \
+            if pages is not None and pages < 2 * len(queues) else None
+        return await gather_bounded(QUEUE_CONCURRENCY, lambda p: rest(p, log, keys), planned)
 
-    checks = await verify(found)
+    checks = await verify(found, first)
     # A writer that went on during the check (rolled, merged, trimmed) can make a
     # snapshot look inconsistent: a queue with errors is checked once more, and
     # what that second look finds is the report (real damage shows again).

@@ -151,11 +151,13 @@ async def open_segment(store: ObjectStore, path: SegmentPath,
 
 async def list_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
                         queue_id: int, file_type: FileType,
-                        *, log: LogSnapshot | None = None) -> list[SegmentView]:
+                        *, log: LogSnapshot | None = None,
+                        keys: Sequence[ObjectInfo] | None = None) -> list[SegmentView]:
     """Every segment of one flat file that has objects, by base offset, trimmed
     ones (deletion still pending) included; open ones continued by their pieces
-    in ``log`` (loaded before this call), one that is only in the log too."""
-    listings = await list_flat_file(store, config, topic, queue_id, file_type)
+    in ``log`` (loaded before this call, and before ``keys``, a listing of the
+    store to take the flat file's objects from), one that is only in the log too."""
+    listings = await list_flat_file(store, config, topic, queue_id, file_type, keys=keys)
     bases = sorted({*listings, *(log.bases(topic, queue_id, file_type) if log else ())})
 
     async def one(base: int) -> SegmentView:
@@ -179,11 +181,12 @@ class ListedFile:
 
 
 async def list_recorded(store: ObjectStore, config: TieredStoreConfig, meta: QueueMetadata,
-                        file_type: FileType, *, log: LogSnapshot | None = None) -> ListedFile:
+                        file_type: FileType, *, log: LogSnapshot | None = None,
+                        keys: Sequence[ObjectInfo] | None = None) -> ListedFile:
     """:func:`list_segments` of one flat file of ``meta``'s queue, then its live
     records in ``meta``, each attached to the segment it names (if listed)."""
     views = await list_segments(store, config, meta.queue.topic, meta.queue.queue_id,
-                                file_type, log=log)
+                                file_type, log=log, keys=keys)
     by_base = {v.base: v for v in views}
     records = [r async for r in meta.records(file_type)]
     for record in records:
@@ -193,9 +196,12 @@ async def list_recorded(store: ObjectStore, config: TieredStoreConfig, meta: Que
 
 
 async def list_flat_file(store: ObjectStore, config: TieredStoreConfig, topic: str,
-                         queue_id: int, file_type: FileType) -> dict[int, SegmentListing]:
-    """Each segment of one flat file by base, from one paged LIST (no GET)."""
-    return await list_file(store, segment_path(config, topic, queue_id, file_type))
+                         queue_id: int, file_type: FileType, *,
+                         keys: Sequence[ObjectInfo] | None = None
+                         ) -> dict[int, SegmentListing]:
+    """Each segment of one flat file by base, from one paged LIST (no GET; none
+    with ``keys``, a listing of the store made already)."""
+    return await list_file(store, segment_path(config, topic, queue_id, file_type), keys=keys)
 
 
 async def sealing_segments(store: ObjectStore, config: TieredStoreConfig, topic: str,
