@@ -238,18 +238,22 @@ class _Planned:
     cq: _Listed | None = None
 
 
-async def _plan(store: ObjectStore, config: TieredStoreConfig, topic: str, queue_id: int,
-                log: LogSnapshot, *, keys: Sequence[ObjectInfo] | None = None) -> _Planned:
-    """Read the queue's metadata (what that raises is raised) and list its consume
-    queue, after ``log`` was loaded (from ``keys``, listed after it, if given)."""
-    planned = _Planned(QueueCheck(topic, queue_id, broker=config.broker),
-                       await open_metadata(store, config, topic, queue_id))
+async def _metadata(store: ObjectStore, config: TieredStoreConfig, topic: str,
+                    queue_id: int) -> _Planned:
+    """The queue's metadata, read (what that raises is raised)."""
+    return _Planned(QueueCheck(topic, queue_id, broker=config.broker),
+                    await open_metadata(store, config, topic, queue_id))
+
+
+async def _list_consume_queue(store: ObjectStore, config: TieredStoreConfig, planned: _Planned,
+                              log: LogSnapshot, keys: Sequence[ObjectInfo] | None) -> None:
+    """List the queue's consume queue after ``log`` was loaded (from ``keys``, a
+    listing of the store made after it, if given)."""
     try:
         planned.cq = await _list_file(store, config, planned.check, planned.meta,
                                       FileType.CONSUME_QUEUE, log=log, keys=keys)
     except TieredStoreError as exc:
         planned.check.error(f"cannot list the queue's segments: {exc}")
-    return planned
 
 
 async def verify_queue(store: ObjectStore, config: TieredStoreConfig, topic: str,
@@ -260,8 +264,9 @@ async def verify_queue(store: ObjectStore, config: TieredStoreConfig, topic: str
     again once the consume queue is listed. Every problem is in the returned
     check; only what reading the queue's metadata raises (:class:`NoSuchQueue`:
     it has none) is raised."""
-    planned = await _plan(store, config, topic, queue_id,
-                          log or await load_log(store, config))
+    log = await load_log(store, config) if log is None else log
+    planned = await _metadata(store, config, topic, queue_id)
+    await _list_consume_queue(store, config, planned, log, None)
     return await _verify(store, config, planned, await load_log(store, config), on_bytes)
 
 
@@ -377,33 +382,71 @@ async def verify_store(store: ObjectStore, config: TieredStoreConfig, *,
 async def _verify_brokers(store: ObjectStore, configs: Sequence[TieredStoreConfig],
                           topic: str | None, queue_id: int | None,
                           on_bytes: Callable[[int], None]) -> VerifyReport:
-    """Each broker's queues (heads listed), its log loaded, then one listing of
-    every key (the segments no metadata references, of every broker; the
-    consume queues of every queue verified), then each broker verified."""
+    """Every broker at once, in the order reading needs (docs/log-objects.md,
+    "Reading the log"): each broker's queues (heads listed), its log loaded and
+    each queue's metadata read; then one listing of every key, which finds the
+    segments no metadata references (of every broker) and holds every queue's
+    consume queue; each log loaded again, then a second listing of every key for
+    the commit logs and key indexes, unless it takes more pages than a LIST of
+    each queue's two would. A queue with errors is looked at once more on its
+    own (:func:`_verify_queues`)."""
     def chosen(t: str, q: int) -> bool:
         return (topic is None or t == topic) and (queue_id is None or q == queue_id)
 
     founds = [[(t, q) for t, q in await listed_queues(store, c) if chosen(t, q)]
               for c in configs]
     logs = [await load_log(store, c) for c in configs]
+    planned = [await _plan_all(store, c, found) for c, found in zip(configs, founds, strict=True)]
     keys = await store_keys(store, configs[0]) if configs else []
     checks: list[QueueCheck] = []
-    for c, found, log in zip(configs, founds, logs, strict=True):
+    for c, found, log, plans in zip(configs, founds, logs, planned, strict=True):
         segments = await queues_with_segments(store, c, log=log, keys=keys)
-        orphans = {key: count for key, count in segments.items()
-                   if key not in found and chosen(*key)}
-        checks += await _verify_store(store, c, found, orphans, on_bytes, first=(log, keys))
+        checks += await _orphans(store, c, {key: count for key, count in segments.items()
+                                            if key not in found and chosen(*key)})
+        await _list_consume_queues(store, c, plans, log, keys)
+    logs = [await load_log(store, c) for c in configs]
+    pages = -(-len(keys) // MAX_LIST_PAGE)
+    again = await store_keys(store, configs[0]) \
+        if pages < 2 * sum(map(len, founds)) else None
+    for c, log, plans in zip(configs, logs, planned, strict=True):
+        looked = await _verify_planned(store, c, plans, log, on_bytes, keys=again)
+        # A writer that went on during the check (rolled, merged, trimmed) can make
+        # a snapshot look inconsistent: a queue with errors is looked at once more
+        # on its own, and what that finds is the report (real damage shows again).
+        retry = [(x.topic, x.queue_id) for x in looked if x.error_count]
+        checks += [x for x in looked if not x.error_count]
+        checks += await _look_again(store, c, retry, on_bytes) if retry else []
     return VerifyReport(sorted(checks, key=lambda c: (c.broker, c.topic, c.queue_id)),
                         store.metrics.snapshot())
 
 
-async def _verify_store(store: ObjectStore, config: TieredStoreConfig,
-                        found: list[tuple[str, int]], orphans: dict[tuple[str, int], int],
-                        on_bytes: Callable[[int], None], *,
-                        first: tuple[LogSnapshot, Sequence[ObjectInfo]]) -> list[QueueCheck]:
-    """One broker's checks: its queues ``found``, and the ``orphans`` whose
-    segments no metadata listed with them references; ``first``: the broker's
-    log as loaded, and a listing of the store made after that."""
+async def _plan_all(store: ObjectStore, config: TieredStoreConfig,
+                    queues: Sequence[tuple[str, int]]) -> list[_Planned | QueueCheck]:
+    """Each queue's metadata, or its check saying it could not be read."""
+    async def plan(queue: tuple[str, int]) -> _Planned | QueueCheck:
+        try:
+            return await _metadata(store, config, *queue)
+        except TieredStoreError as exc:  # gone since the listing
+            check = QueueCheck(*queue, broker=config.broker)
+            check.error(f"cannot read the queue's metadata: {exc}")
+            return check
+
+    return await gather_bounded(QUEUE_CONCURRENCY, plan, queues)
+
+
+async def _list_consume_queues(store: ObjectStore, config: TieredStoreConfig,
+                               plans: Sequence[_Planned | QueueCheck], log: LogSnapshot,
+                               keys: Sequence[ObjectInfo] | None) -> None:
+    """:func:`_list_consume_queue` of each queue planned."""
+    async def one(p: _Planned) -> None:
+        await _list_consume_queue(store, config, p, log, keys)
+
+    await gather_bounded(QUEUE_CONCURRENCY, one, [p for p in plans if isinstance(p, _Planned)])
+
+
+async def _orphans(store: ObjectStore, config: TieredStoreConfig,
+                   orphans: dict[tuple[str, int], int]) -> list[QueueCheck]:
+    """A check for each queue of ``orphans`` whose segments no metadata references."""
     if orphans:  # a queue created since the first listing has its head by now
         orphans = {key: count for key, count in orphans.items()
                    if key not in set(await listed_queues(store, config))}
@@ -413,44 +456,31 @@ async def _verify_store(store: ObjectStore, config: TieredStoreConfig,
         check.error(f"{count} segment(s) in the bucket but no queue metadata references "
                     "them: the next open of the queue, or `tieredstore repair`, rebuilds it")
         failed.append(check)
+    return failed
 
-    async def plan(t: str, q: int, log: LogSnapshot, keys: Sequence[ObjectInfo] | None
-                   ) -> _Planned | QueueCheck:
-        try:
-            return await _plan(store, config, t, q, log, keys=keys)
-        except TieredStoreError as exc:  # gone since the listing
-            check = QueueCheck(t, q, broker=config.broker)
-            check.error(f"cannot read the queue's metadata: {exc}")
-            return check
 
-    async def rest(p: _Planned | QueueCheck, log: LogSnapshot,
-                   keys: Sequence[ObjectInfo] | None) -> QueueCheck:
+async def _verify_planned(store: ObjectStore, config: TieredStoreConfig,
+                          plans: Sequence[_Planned | QueueCheck], log: LogSnapshot,
+                          on_bytes: Callable[[int], None], *,
+                          keys: Sequence[ObjectInfo] | None) -> list[QueueCheck]:
+    """The rest of each planned queue's check (its consume queue listed), after
+    ``log`` was loaded (and ``keys``, if given, listed after it)."""
+    async def rest(p: _Planned | QueueCheck) -> QueueCheck:
         if isinstance(p, QueueCheck):
             return p
         return await _verify(store, config, p, log, on_bytes, keys=keys)
 
-    async def verify(queues: list[tuple[str, int]],
-                     first: tuple[LogSnapshot, Sequence[ObjectInfo]] | None = None
-                     ) -> list[QueueCheck]:
-        """The queues' consume queues listed after one load of the log, the rest
-        after another (as :func:`verify_queue` does, with two loads for all).
-        With ``first`` (a load and a listing of the store made after it) the
-        consume queues are taken from that listing, and the rest from a second
-        one made after the second load when its pages are fewer than the LISTs
-        of every queue's commit log and key index; else each is listed."""
-        log, keys = first if first is not None else (await load_log(store, config), None)
-        planned = await gather_bounded(QUEUE_CONCURRENCY, lambda q: plan(*q, log, keys),
-                                       queues)
-        log = await load_log(store, config)
-        pages = -(-len(keys) // MAX_LIST_PAGE) if keys is not None else None
-        keys = await store_keys(store, config) \
-            if pages is not None and pages < 2 * len(queues) else None
-        return await gather_bounded(QUEUE_CONCURRENCY, lambda p: rest(p, log, keys), planned)
+    return await gather_bounded(QUEUE_CONCURRENCY, rest, plans)
 
-    checks = await verify(found, first)
-    # A writer that went on during the check (rolled, merged, trimmed) can make a
-    # snapshot look inconsistent: a queue with errors is checked once more, and
-    # what that second look finds is the report (real damage shows again).
-    retry = [(c.topic, c.queue_id) for c in checks if c.error_count]
-    again = await verify(retry) if retry else []
-    return [*(c for c in checks if not c.error_count), *again, *failed]
+
+async def _look_again(store: ObjectStore, config: TieredStoreConfig,
+                      queues: Sequence[tuple[str, int]], on_bytes: Callable[[int], None]
+                      ) -> list[QueueCheck]:
+    """The queues checked on their own: their consume queues listed after one load
+    of the log, the rest after another (as :func:`verify_queue` does, with two
+    loads for all)."""
+    log = await load_log(store, config)
+    plans = await _plan_all(store, config, queues)
+    await _list_consume_queues(store, config, plans, log, None)
+    return await _verify_planned(store, config, plans, await load_log(store, config),
+                                 on_bytes, keys=None)
