@@ -12,7 +12,6 @@ handover (a clean close), the queues it names need no claim.
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 from tieredstore.errors import ObjectNotFound
@@ -36,17 +35,17 @@ async def recover_log(writer: LogWriter) -> None:
     if writer.options.delete_age > 0:
         for seq in [e.seq for e in entries if e.fence] + writer.series.own_fills:
             writer.tracker.landed(seq, 0, now)
-    newest = max(entries, key=lambda e: e.seq, default=None)
-    if newest is not None and not newest.fence:
-        with contextlib.suppress(ObjectNotFound):  # deleted by GC since: nothing handed over
-            found = await read_entry(writer.store, newest.key, newest.size)
-            if isinstance(found, HandoverIndex):
-                # The newest entry below our fence (our fills aside): the store
-                # before closed cleanly, holding these queues (docs/writers.md).
-                writer.handed_over = found.queues
-                writer.tracker.landed(newest.seq, 0, time.time())
-                entries = [e for e in entries if e is not newest]
     for entry, pieces in await load_pieces(writer.store, entries):
         writer.tracker.landed(entry.seq, len(pieces), time.time())
         for key, unit in pieces:
             writer.found(key, unit)
+    newest = max(entries, key=lambda e: e.seq, default=None)
+    if newest is not None and not newest.fence:
+        try:
+            found = await read_entry(writer.store, newest.key, newest.size)
+        except ObjectNotFound:  # deleted by GC since: no newest entry, nothing handed over
+            return
+        if isinstance(found, HandoverIndex):
+            # The newest entry below our fence (our fills aside): the store
+            # before closed cleanly, holding these queues (docs/writers.md).
+            writer.handed_over = found.queues
