@@ -45,7 +45,7 @@ def test_layout_keeps_heads_and_pages_apart() -> None:
 def test_keys_parse_back() -> None:
     assert QUEUE.head_version(QUEUE.head_key(99)) == 99
     assert QUEUE.head_version(QUEUE.heads_prefix + "head-12") is None
-    assert parse_queue_head_key("bucket-root", QUEUE.head_key(3)) == ("orders", 7, 3)
+    assert parse_queue_head_key("bucket-root", QUEUE.head_key(3)) == ("orders", 7)
     assert parse_queue_head_key("bucket-root", "bucket-root/meta/heads/orders/x/head-1") is None
     ref = QUEUE.page_ref(COMMIT_LOG, [record(5), record(6)], 2**64 - 1, 7)
     assert ref == PageRef(ref.key, 500, 700, 50, record(6).end_timestamp_ms, 2, 2**64 - 1, 7)

@@ -6,7 +6,7 @@ the schemas; ``make proto`` regenerates ``metadata_pb2``.
 """
 
 from tieredstore.filetype import FileType
-from tieredstore.metadata.catalog import list_queues, newest_heads
+from tieredstore.metadata.catalog import list_queues
 from tieredstore.metadata.errors import (
     CorruptMetadata,
     MetadataError,
@@ -47,6 +47,5 @@ __all__ = [
     "RecordOrderError",
     "SegmentRecord",
     "list_queues",
-    "newest_heads",
     "pb_type",
 ]

@@ -186,15 +186,14 @@ class QueuePath:
         return PageRef(key, *found) if found is not None else None
 
 
-def parse_queue_head_key(root: str, key: str) -> tuple[str, int, int] | None:
-    """``(topic, queue_id, version)`` of a head key under ``root``, or None."""
+def parse_queue_head_key(root: str, key: str) -> tuple[str, int] | None:
+    """``(topic, queue_id)`` of a head key under ``root``, or None."""
     prefix = heads_root(root)
     if not key.startswith(prefix):
         return None
     parts = key[len(prefix) :].split("/")
     if len(parts) != 3 or _QUEUE_ID.fullmatch(parts[1]) is None:
         return None
-    version = head_name_version(parts[2])
-    if not parts[0] or version is None:
+    if not parts[0] or head_name_version(parts[2]) is None:
         return None
-    return parts[0], int(parts[1]), version
+    return parts[0], int(parts[1])

@@ -16,8 +16,7 @@ Each change writes the next head version (see :mod:`versions` for the CAS).
 - Trimming moves ``first`` in the head, then deletes the pages wholly behind
   it. Deleting a page wholly behind ``first`` is safe even for a writer that
   is fenced without knowing it: ``first`` only moves forward.
-- Opening reads the head (a LIST and a GET, or a GET of a version listed
-  before: ``listed``); pages are listed the first time
+- Opening reads the head (a LIST and a GET); pages are listed the first time
   a lookup needs them and read one at a time into a small LRU.
 
 Which pages a head references: each page key carries a hash of the page's
@@ -107,7 +106,6 @@ class QueueMetadata(MetadataReader):
         claim: bool = False,
         start_over_damaged: bool = False,
         still_newest: Callable[[], Awaitable[None]] | None = None,
-        listed: int | None = None,
     ) -> QueueMetadata:
         """Open a queue for writing, creating it (lazily, on the first write) if new.
 
@@ -122,9 +120,7 @@ class QueueMetadata(MetadataReader):
         head a newer one would adopt (docs/writers.md, "The writer check"). With
         ``start_over_damaged``, a queue whose heads are all damaged opens as
         a new one whose first head follows the damaged ones (the caller
-        rebuilds its records). ``listed``: the newest head version a listing
-        showed, read first by key (:meth:`VersionedHeads.load`): for a queue no
-        other writer can have written since, never with ``claim``.
+        rebuilds its records).
         """
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise ConfigError("metadata_page_size",
@@ -133,7 +129,7 @@ class QueueMetadata(MetadataReader):
             heads = queue_heads(store, queue)
             version = 0
             try:
-                loaded = await heads.load(None if claim else listed)
+                loaded = await heads.load()
             except CorruptMetadata:
                 if not start_over_damaged:
                     raise

@@ -126,7 +126,7 @@ class VersionedHeads(Generic[H]):
                     found.append(version)
         return sorted(found)
 
-    async def load(self, listed: int | None = None) -> tuple[int, H] | None:
+    async def load(self) -> tuple[int, H] | None:
         """The newest valid head, and the newest version present (what the next
         write follows), or None when there is no head.
 
@@ -134,18 +134,7 @@ class VersionedHeads(Generic[H]):
         written meanwhile) sends us round again. A newest head that is damaged
         (its CRC or contents fail) is skipped for the newest valid one before
         it, said in the log; if none is valid, the caller's ``corrupt`` error.
-        ``listed``: the newest version a listing made before showed, where no
-        writer can have written since (a queue a clean close handed over): read
-        by key, a GET; gone or damaged, the heads are listed as above.
         """
-        if listed is not None:
-            try:
-                return listed, await self._read(listed)
-            except ObjectNotFound:
-                pass
-            except self._corrupt as exc:
-                log.warning("%s: listed head damaged, listing the heads: %s",
-                            self.keys.name, exc)
         for _ in range(LOAD_ATTEMPTS):
             versions = await self.versions()
             if not versions:

@@ -59,7 +59,7 @@ from tieredstore.store.ops.brokers import refuse_live_writer, writers_prefix
 from tieredstore.store.ops.gc import GcReport, collect_garbage
 from tieredstore.store.read.reading import QueueReading
 from tieredstore.store.read.reads import QueueReads
-from tieredstore.store.read.view import listed_heads
+from tieredstore.store.read.view import listed_queues
 from tieredstore.store.write.queue import OwnedQueue
 from tieredstore.store.write.recovery import has_segments
 from tieredstore.tasks import Priority, gather_bounded
@@ -121,7 +121,6 @@ class AsyncMessageStore(QueueReads):
         self._queues: dict[tuple[str, int], OwnedQueue] = {}
         self._opening: dict[tuple[str, int], _Claiming] = {}
         self._listed: set[tuple[str, int]] = set()  # queues with a head (or log) at open
-        self._head_versions: dict[tuple[str, int], int] = {}  # of those handed over
         self.corrupt: dict[tuple[str, int], TieredStoreError] = {}
         self._intact = ReadOnlyMessageStore(ctx.config, ctx.store, ctx.fetcher,
                                             owns_store=False, codec=ctx.opener)
@@ -252,12 +251,8 @@ class AsyncMessageStore(QueueReads):
         """List the broker's queues (with those whose bytes are all in the log);
         claim none: each is claimed when first touched, and the rest by
         :meth:`_claim_listed` in the background (docs/writers.md, "The open")."""
-        heads = await listed_heads(self.ctx.store, self.config, log=self.ctx.log)
-        self._listed = set(heads)
-        # Read by key when a queue handed over is opened (no writer since: docs/writers.md).
-        handed = self.ctx.log.handed_over if self.ctx.log is not None else frozenset()
-        self._head_versions = {k: v for k, v in heads.items() if v is not None and k in handed}
-        found = sorted(heads)
+        found = await listed_queues(self.ctx.store, self.config, log=self.ctx.log)
+        self._listed = set(found)
         if found and self.config.claim_concurrency:
             self.ctx.background.spawn(
                 self._claim_listed(found, self.config.claim_concurrency),
@@ -384,8 +379,7 @@ class AsyncMessageStore(QueueReads):
         try:
             if claim:
                 await gate.check_now()
-            queue = await self._open(topic, queue_id, claim=claim,
-                                     head=self._head_versions.pop((topic, queue_id), None))
+            queue = await self._open(topic, queue_id, claim=claim)
             try:
                 if claim:
                     await gate.check_now()  # replaced meanwhile: give the queue up unwritten
@@ -396,12 +390,10 @@ class AsyncMessageStore(QueueReads):
             raise WriterReplaced(f"{topic}/{queue_id} not claimed: {exc}") from None
         return queue
 
-    async def _open(self, topic: str, queue_id: int, *, claim: bool, head: int | None
-                    ) -> OwnedQueue:
-        """Open a queue (claimed, with ``claim``; ``head``: its newest head version
-        as listed, for one handed over); one found corrupt is recorded as such."""
+    async def _open(self, topic: str, queue_id: int, *, claim: bool) -> OwnedQueue:
+        """Open a queue (claimed, with ``claim``); one found corrupt is recorded as such."""
         try:
-            return await OwnedQueue.open(self.ctx, topic, queue_id, claim=claim, head=head)
+            return await OwnedQueue.open(self.ctx, topic, queue_id, claim=claim)
         except (Fenced, StoreClosed):
             raise
         except TieredStoreError as exc:

@@ -34,7 +34,7 @@ from tieredstore.metadata import (
     MetadataNotFound,
     QueueMetadata,
     QueuePath,
-    newest_heads,
+    list_queues,
     pb_type,
 )
 from tieredstore.names import validate_name
@@ -112,23 +112,11 @@ async def listed_queues(store: ObjectStore, config: TieredStoreConfig, *,
     queues whose bytes are in its log objects too (those an open finds). With
     ``topics``, of the topics named only: only their heads are listed, and a
     name no queue can have (see :func:`validate_name`) selects nothing."""
-    return sorted(await listed_heads(store, config, topics=topics, log=log))
-
-
-async def listed_heads(store: ObjectStore, config: TieredStoreConfig, *,
-                       topics: Iterable[str] | None = None,
-                       log: LogSnapshot | LogWriter | None = None
-                       ) -> dict[tuple[str, int], int | None]:
-    """:func:`listed_queues`, each with the newest head version listed (None: a
-    queue whose bytes are in the log alone)."""
     if topics is not None:
         topics = {t for t in topics if _valid_topic(t)}
-    found: dict[tuple[str, int], int | None] = dict(
-        await newest_heads(store, metadata_root(config), topics))
+    found = await list_queues(store, metadata_root(config), topics)
     if log is not None:
-        for q in log.queues():
-            if topics is None or q[0] in topics:
-                found.setdefault(q, None)
+        found = sorted({*found, *(q for q in log.queues() if topics is None or q[0] in topics)})
     return found
 
 

@@ -97,12 +97,11 @@ class OwnedQueue(QueueReading):
     # --- opening and recovery -------------------------------------------------------
 
     @classmethod
-    async def open(cls, ctx: StoreContext, topic: str, queue_id: int, *, claim: bool = True,
-                   head: int | None = None) -> OwnedQueue:
+    async def open(cls, ctx: StoreContext, topic: str, queue_id: int, *, claim: bool = True
+                   ) -> OwnedQueue:
         """Open (or create) a queue and recover it from the bucket; ``claim``: fence
         every earlier writer first (docs/writers.md, "Claim"; not for a queue a
-        clean close handed over, whose newest head version as listed, ``head``,
-        is read by key).
+        clean close handed over).
 
         A queue whose metadata holds no segment record, live or trimmed, no
         file start past 0 and no ``rebuilt`` property (new, its heads lost or
@@ -115,7 +114,7 @@ class OwnedQueue(QueueReading):
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
             writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=claim,
-            start_over_damaged=True, still_newest=ctx.still_newest, listed=head,
+            start_over_damaged=True, still_newest=ctx.still_newest,
         )
         queue = cls(ctx, topic, queue_id, meta)
         try:
