@@ -62,8 +62,7 @@ _LOG = LayerFields(LogOptions)
 T = TypeVar("T")
 WRITE_MODES = ("direct", "log")
 
-# What a store sends to reopen a bucket holding one queue after a failover (a
-# clean close hands the queue over, for less) and make its first
+# What a store sends to reopen a bucket holding one queue and make its first
 # commit, by write mode, counted on the local backend (docs/governor.md; a
 # test keeps them at or below what an open sends): a request budget must
 # admit it within OPEN_WITHIN seconds, or the host's open waits on its budget.
