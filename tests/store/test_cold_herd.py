@@ -6,7 +6,6 @@ data GETs already were (issue 39, defect 7)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -14,7 +13,6 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.store.conftest import small_config
-from tieredstore.errors import TieredStoreError
 from tieredstore.objectstore import MemoryObjectStore, ObjectStore
 from tieredstore.store import AsyncMessageStore, ReadOnlyMessageStore
 from tieredstore.testing import ForwardingObjectStore
@@ -46,19 +44,17 @@ def body(i: int) -> bytes:
 
 
 async def stored(mode: str) -> tuple[MemoryObjectStore, dict[str, Any]]:
-    """A queue of several sealed segments, written, and taken over by another
-    store before its close (a failover: the open segments then end in fence
-    entries, which a read-only view HEADs; a clean close would have handed the
-    queue over unfenced)."""
+    """A queue of several sealed segments, written and closed, and opened and
+    closed again (a restart: its open segments then end in fence entries,
+    which a read-only view HEADs)."""
     backend = MemoryObjectStore()
     config = {"write_mode": mode, "gc_interval": 0}
     store = await AsyncMessageStore.open(small_config(**config), store=backend)
     await store.append_batch("t", 0, [body(i) for i in range(COUNT)])
     await store.flush()
+    await store.close()
     reopened = await AsyncMessageStore.open(small_config(**config), store=backend)
     await reopened.wait_idle()  # its claims, in the background: the fence entries
-    with contextlib.suppress(TieredStoreError):
-        await store.close()  # replaced: its close fails, and hands nothing over
     await reopened.close()
     return backend, config
 

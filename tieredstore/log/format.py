@@ -17,7 +17,7 @@ the object's tail (:data:`TAIL_READ` bytes) and a second only when the index
 is longer than that.
 
 Version 2 (docs/log-objects.md, "Version 2") keeps this frame: the reserved
-field holds the entry's kind (:data:`DATA`, :data:`CHECKPOINT`, :data:`HANDOVER`), a data
+field holds the entry's kind (:data:`DATA`, :data:`CHECKPOINT`), a data
 entry's index goes on with its commit records
 (:mod:`tieredstore.log.commit.records`), and a checkpoint's data and index are
 those of :mod:`tieredstore.log.commit.checkpoint`. An entry with neither records nor
@@ -42,7 +42,6 @@ VERSION = 1
 VERSION_2 = 2
 DATA = 0
 CHECKPOINT = 1
-HANDOVER = 2
 _HEADER = struct.Struct(">4sHH")
 _TOPIC_LEN = struct.Struct(">H")
 _ENTRY = struct.Struct(">IBQQIQI")  # queue, file type, segment base, position, length,
@@ -181,7 +180,7 @@ def decode_footer(tail: bytes | memoryview, *, key: str, size: int) -> LogFooter
         raise LogCorrupt(key, f"format version {version} is unknown")
     if version == VERSION:
         kind = DATA
-    elif kind not in (DATA, CHECKPOINT, HANDOVER):
+    elif kind not in (DATA, CHECKPOINT):
         raise LogCorrupt(key, f"entry kind {kind} is unknown")
     if index_offset < HEADER_SIZE or index_offset + index_length + FOOTER_SIZE != size:
         raise LogCorrupt(key, f"index [{index_offset}, +{index_length}) does not end at the "

@@ -1,9 +1,8 @@
 """Reading a log entry's index: one ranged GET of its tail, a second for a long index.
 
 A data entry's index lists its pieces and, in version 2, its commit records;
-a checkpoint's lists the live ids below it and where each queue's state lies;
-a handover's, the queues a store held at its clean close (docs/log-objects.md,
-"Object layout" and "Version 2").
+a checkpoint's lists the live ids below it and where each queue's state lies
+(docs/log-objects.md, "Object layout" and "Version 2").
 """
 
 from __future__ import annotations
@@ -11,12 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tieredstore.log.commit.checkpoint import CheckpointIndex, decode_checkpoint_index
-from tieredstore.log.commit.handover import HandoverIndex, decode_handover_index
 from tieredstore.log.commit.records import CommitRecord, decode_records
 from tieredstore.log.errors import LogCorrupt
 from tieredstore.log.format import (
     CHECKPOINT,
-    HANDOVER,
     TAIL_READ,
     VERSION,
     LogFooter,
@@ -38,7 +35,7 @@ class DataIndex:
     version: int = VERSION
 
 
-EntryIndex = DataIndex | CheckpointIndex | HandoverIndex
+EntryIndex = DataIndex | CheckpointIndex
 
 
 async def read_entry(store: ObjectStore, key: str, size: int) -> EntryIndex:
@@ -55,8 +52,6 @@ async def read_index(store: ObjectStore, key: str, size: int) -> list[Piece]:
     commit records: an entry that holds any, or a checkpoint, is refused
     (:class:`LogCorrupt`), as a version 1 build refuses it."""
     found = await read_entry(store, key, size)
-    if isinstance(found, HandoverIndex):
-        return []  # a clean close's last entry: no piece
     if isinstance(found, CheckpointIndex) or found.version != VERSION:
         raise LogCorrupt(key, "a version 2 entry (commit records or a checkpoint): read it "
                               "through the committed state")
@@ -80,8 +75,6 @@ async def _read_entry_once(store: ObjectStore, key: str, size: int) -> EntryInde
 def decode_entry(index: bytes | memoryview, footer: LogFooter, *, key: str) -> EntryIndex:
     """An entry's index, checked: its CRC, what it lists inside the data."""
     view = check_index(index, footer, key=key)
-    if footer.kind == HANDOVER:
-        return decode_handover_index(view, footer, key=key)
     if footer.kind == CHECKPOINT:
         if footer.piece_count:
             raise LogCorrupt(key, f"a checkpoint lists {footer.piece_count} pieces")

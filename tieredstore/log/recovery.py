@@ -6,17 +6,13 @@ index). A log object gone meanwhile had its pieces moved into chunks before
 it was deleted (docs/log-objects.md, "Reading the log"): it is skipped. One whose
 index fails its checks three times raises :class:`LogCorrupt`, naming it: which
 queues its pieces belong to is unknown, and opening without them could hand
-out their positions again. When the newest entry below the fence is a
-handover (a clean close), the queues it names need no claim.
+out their positions again.
 """
 
 from __future__ import annotations
 
 import time
 
-from tieredstore.errors import ObjectNotFound
-from tieredstore.log.commit.handover import HandoverIndex
-from tieredstore.log.index import read_entry
 from tieredstore.log.pieces import load_pieces
 from tieredstore.log.writer import LogWriter
 
@@ -39,13 +35,3 @@ async def recover_log(writer: LogWriter) -> None:
         writer.tracker.landed(entry.seq, len(pieces), time.time())
         for key, unit in pieces:
             writer.found(key, unit)
-    newest = max(entries, key=lambda e: e.seq, default=None)
-    if newest is not None and not newest.fence:
-        try:
-            found = await read_entry(writer.store, newest.key, newest.size)
-        except ObjectNotFound:  # deleted by GC since: no newest entry, nothing handed over
-            return
-        if isinstance(found, HandoverIndex):
-            # The newest entry below our fence (our fills aside): the store
-            # before closed cleanly, holding these queues (docs/writers.md).
-            writer.handed_over = found.queues

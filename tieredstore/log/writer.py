@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tieredstore.errors import (
@@ -51,7 +51,6 @@ from tieredstore.errors import (
     SegmentFenced,
     TieredStoreError,
 )
-from tieredstore.log.commit.handover import encode_handover
 from tieredstore.log.compaction import groups, prefetch
 from tieredstore.log.consolidate import Held, SegmentKey, consolidated_pieces
 from tieredstore.log.errors import LogFenced
@@ -125,9 +124,6 @@ class LogWriter(LogPieces):
         self._memory = LogHold(options.hold_bytes)
         self.objects_written = 0
         self.consolidations = 0
-        # The queues the store before this one handed over at its clean close
-        # (recover_log sets it): they need no claim (docs/writers.md).
-        self.handed_over: frozenset[tuple[str, int]] = frozenset()
 
     # --- the sink ---------------------------------------------------------------------
 
@@ -212,18 +208,6 @@ class LogWriter(LogPieces):
         except Exception:
             self._in_doubt = obj
             raise
-
-    async def hand_over(self, queues: Collection[tuple[str, int]]) -> bool:
-        """Create the handover naming ``queues``, the last entry of a clean close
-        (docs/writers.md, "A clean close hands its queues over"): not when
-        anything is pending, in doubt or fenced (False). :class:`LogFenced` if a
-        newer store took the log over."""
-        async with self._series_lock:
-            if self._fenced is not None or self._in_doubt is not None or self._batch:
-                return False
-            entry = await self.series.append(encode_handover(queues))
-        self.tracker.landed(entry.seq, 0, time.time())
-        return True
 
     async def _settle(self) -> None:
         """Send the object in doubt again, same bytes at the same id; once it

@@ -41,7 +41,6 @@ from tieredstore.errors import (
     CommitFailed,
     CommitPositionError,
     CorruptSegment,
-    ObjectNotFound,
     ReadOutOfRange,
     SegmentFenced,
     SegmentFull,
@@ -145,7 +144,6 @@ class ChunkedSegment(FileSegment):
         reader: SegmentReader | None = None,
         repair: bool = True,
         claim: bool = False,
-        confirm: bool = False,
         still_newest: Callable[[], Awaitable[None]] | None = None,
     ) -> ChunkedSegment:
         """Recover the segment from a listing of its prefix (empty if none).
@@ -157,9 +155,7 @@ class ChunkedSegment(FileSegment):
         bucket: a merge under way in the writer's process must not be aborted
         by a reader that sees its upload. With ``claim`` (and ``repair``) an
         open segment is taken over from any writer that still has it open
-        (see :meth:`claim`; ``still_newest`` raises once this writer is replaced);
-        with ``confirm`` instead, only made sure the listing missed no entry
-        (:meth:`confirm_end`).
+        (see :meth:`claim`; ``still_newest`` raises once this writer is replaced).
         """
         segment = cls(store, path, options=options, reader=reader)
         segment._adopt(await recover_segment(store, path))
@@ -167,8 +163,6 @@ class ChunkedSegment(FileSegment):
             return segment
         if claim:
             await segment.claim(still_newest)
-        elif confirm:
-            await segment.confirm_end()
         for upload in segment._stray_uploads:
             await store.abort_multipart(upload.key, upload.upload_id)
         segment._stray_uploads = []
@@ -222,25 +216,6 @@ class ChunkedSegment(FileSegment):
                 self._adopt(await recover_segment(self.store, self.path))
             raise CommitFailed(f"could not take the segment over in {CLAIM_ATTEMPTS} attempts: "
                                "another writer keeps adding entries", segment=str(self.path),
-                               resume_position=self._layout.size)
-
-    async def confirm_end(self) -> None:
-        """Make sure the listing saw the series' last entry, fencing no one (a
-        segment a clean close handed over, docs/writers.md): the id after it is
-        free (one HEAD), or taken by an entry a listing left out (a listing is
-        no snapshot), and the segment is listed again."""
-        async with self._lock:
-            for _ in range(CLAIM_ATTEMPTS):
-                self._check_writable_handle()
-                if self.sealed:
-                    return
-                try:
-                    await self.store.head(self.path.entry_key(self._next_entry))
-                except ObjectNotFound:
-                    return
-                self._adopt(await recover_segment(self.store, self.path))
-            raise CommitFailed(f"the segment kept growing while it was opened "
-                               f"({CLAIM_ATTEMPTS} listings)", segment=str(self.path),
                                resume_position=self._layout.size)
 
     # --- state ------------------------------------------------------------------

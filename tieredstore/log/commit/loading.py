@@ -58,7 +58,7 @@ async def load_committed(store: ObjectStore, path: LogPath,
 async def _load_once(store: ObjectStore, path: LogPath, queues: Sequence[QueueId] | None
                      ) -> CommittedLog:
     listed = [e for e in await LogSeries(store, path, "").entries() if not e.fence]
-    above: list[tuple[LogEntry, DataIndex]] = []
+    above: list[tuple[LogEntry, EntryIndex]] = []
     checkpoint: tuple[LogEntry, CheckpointIndex] | None = None
     end, batch_size = len(listed), 1
     while end > 0 and checkpoint is None:
@@ -69,8 +69,7 @@ async def _load_once(store: ObjectStore, path: LogPath, queues: Sequence[QueueId
             if isinstance(read, CheckpointIndex):
                 checkpoint = entry, read
                 break  # below it: read in this batch, counted only if it lists them
-            if isinstance(read, DataIndex):  # a handover commits nothing
-                above.append((entry, read))
+            above.append((entry, read))
         end -= len(batch)
         batch_size = min(READ_CONCURRENCY, 2 * batch_size)
     above.reverse()
@@ -83,6 +82,7 @@ async def _load_once(store: ObjectStore, path: LogPath, queues: Sequence[QueueId
         state = CommittedState(decode_states(data, start, index, queues, key=entry.key))
         counted = await _live(store, listed, index, entry)
     for entry, read in above:
+        assert isinstance(read, DataIndex)
         state.fold(entry.key, read.records)
         counted.append((entry, read))
     return CommittedLog(state, counted, checkpoint[0].seq if checkpoint else None)

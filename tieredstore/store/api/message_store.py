@@ -372,36 +372,26 @@ class AsyncMessageStore(QueueReads):
         docs/writers.md, "Claim"). A queue found corrupt is recorded as such."""
         gate = self.ctx.gate
         assert gate is not None
-        # A queue a clean close handed over is opened unclaimed: no writer older
-        # than this store can write it, and a newer one fails this store's own
-        # writes (docs/writers.md, "A clean close hands its queues over").
-        claim = self.ctx.log is None or (topic, queue_id) not in self.ctx.log.handed_over
         try:
-            if claim:
-                await gate.check_now()
-            queue = await self._open(topic, queue_id, claim=claim)
+            await gate.check_now()
             try:
-                if claim:
-                    await gate.check_now()  # replaced meanwhile: give the queue up unwritten
+                queue = await OwnedQueue.open(self.ctx, topic, queue_id)
+            except (Fenced, StoreClosed):
+                raise
+            except TieredStoreError as exc:
+                if passing(exc):
+                    raise
+                log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
+                self.corrupt[(topic, queue_id)] = exc
+                raise
+            try:
+                await gate.check_now()  # replaced meanwhile: give the queue up unwritten
             except BaseException:
                 await queue.abandon()
                 raise
         except LogFenced as exc:
             raise WriterReplaced(f"{topic}/{queue_id} not claimed: {exc}") from None
         return queue
-
-    async def _open(self, topic: str, queue_id: int, *, claim: bool) -> OwnedQueue:
-        """Open a queue (claimed, with ``claim``); one found corrupt is recorded as such."""
-        try:
-            return await OwnedQueue.open(self.ctx, topic, queue_id, claim=claim)
-        except (Fenced, StoreClosed):
-            raise
-        except TieredStoreError as exc:
-            if passing(exc):
-                raise
-            log.error("queue %s/%d is corrupt: %s", topic, queue_id, exc)
-            self.corrupt[(topic, queue_id)] = exc
-            raise
 
     async def _claim_all(self, of: set[tuple[str, int]] | None = None) -> None:
         """Claim every queue of ``of`` (default: those listed at the open) that is
@@ -583,10 +573,7 @@ class AsyncMessageStore(QueueReads):
             return
         first: BaseException | None = None
         for step in (self.flush, self._stop_background, self._close_heartbeat, self.ctx.pool.close,
-                     self._hand_over, self.ctx.fetcher.close, self.ctx.store.close,
-                     self._stop_metrics):
-            if step == self._hand_over and first is not None:
-                continue  # not a clean close: the next open claims every queue
+                     self.ctx.fetcher.close, self.ctx.store.close, self._stop_metrics):
             try:
                 await step()
             except BaseException as exc:  # raised below, after the rest
@@ -594,19 +581,6 @@ class AsyncMessageStore(QueueReads):
             self._closed = True
         if first is not None:
             raise first
-
-    async def _hand_over(self) -> None:
-        """The last entry of a clean close: the queues held (docs/writers.md, "A
-        clean close hands its queues over"). Not written, the next open claims
-        every queue, as after a crash."""
-        held = sorted(self._queues.keys() - self._opening.keys() - self.corrupt.keys())
-        if self.ctx.log is None or not held:
-            return
-        try:
-            await self.ctx.log.hand_over(held)
-        except (TieredStoreError, ValueError) as exc:
-            log.warning("no handover written at the close (the next open claims every "
-                        "queue): %s", exc)
 
     async def _close_heartbeat(self) -> None:
         if self.heartbeat is not None:

@@ -143,10 +143,9 @@ class FlatFile(FlatReader[ChunkedSegment]):
 
     # --- opening -----------------------------------------------------------------
 
-    async def open(self, *, claim: bool = True) -> None:
+    async def open(self) -> None:
         """Open the active segment (the one after the last recorded) and take it
-        over from any writer that still has it open (not with ``claim`` False:
-        a queue a clean close handed over, docs/writers.md).
+        over from any writer that still has it open.
 
         It may come back sealed: a crash (or the writer we replace) sealed it
         before its record. The caller then records it (it knows the stats):
@@ -157,8 +156,7 @@ class FlatFile(FlatReader[ChunkedSegment]):
         self.active = await ChunkedSegment.open(
             self.store, path, options=self.ctx.options_for(self.file_type, self.topic),
             reader=self.ctx.fetcher,
-            claim=claim,
-            confirm=not claim,
+            claim=True,
             still_newest=self.ctx.still_newest,
         )
         await self.ctx.adopt_log(self.active)

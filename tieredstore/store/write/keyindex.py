@@ -56,14 +56,13 @@ class KeyIndex:
 
     # --- opening ---------------------------------------------------------------------
 
-    async def open(self, *, claim: bool = True) -> int | None:
-        """Open the index if the queue has one (``claim``: as
-        :meth:`FlatFile.open`); the offset from which its entries may be missing
-        (the caller hands those records back), or None."""
+    async def open(self) -> int | None:
+        """Open the index if the queue has one; the offset from which its entries
+        may be missing (the caller hands those records back), or None."""
         start = properties.index_from(self.meta.properties)
         if start is None:
             return None
-        flat = await self._open_flat(claim=claim)
+        flat = await self._open_flat()
         await flat.record_if_sealed(await self._stats(flat.active_base, flat.end))
         flat.stats = await self._stats(flat.active_base, flat.end)
         last, stored = await self._tail(flat)
@@ -105,13 +104,12 @@ class KeyIndex:
             return self.meta.next_message_offset(FileType.INDEX) - 1, frozenset()
         return last, frozenset(stored)
 
-    async def _open_flat(self, *, first: bool = False, claim: bool = True) -> FlatFile:
-        """Open the flat file: claimed (an open of the queue, unless handed over),
-        or, for the ``first`` entries ever, as a segment this writer adds (see
-        :meth:`FlatFile.open_first`)."""
+    async def _open_flat(self, *, first: bool = False) -> FlatFile:
+        """Open the flat file: claimed (an open of the queue), or, for the ``first``
+        entries ever, as a segment this writer adds (see :meth:`FlatFile.open_first`)."""
         flat = FlatFile(self.ctx, self.topic, self.queue_id, FileType.INDEX, self.meta)
         flat.after_merge = self._write_slots
-        await (flat.open_first() if first else flat.open(claim=claim))
+        await (flat.open_first() if first else flat.open())
         self.flat = flat
         return flat
 

@@ -97,11 +97,8 @@ class OwnedQueue(QueueReading):
     # --- opening and recovery -------------------------------------------------------
 
     @classmethod
-    async def open(cls, ctx: StoreContext, topic: str, queue_id: int, *, claim: bool = True
-                   ) -> OwnedQueue:
-        """Open (or create) a queue and recover it from the bucket; ``claim``: fence
-        every earlier writer first (docs/writers.md, "Claim"; not for a queue a
-        clean close handed over).
+    async def open(cls, ctx: StoreContext, topic: str, queue_id: int) -> OwnedQueue:
+        """Open (or create) a queue and recover it from the bucket.
 
         A queue whose metadata holds no segment record, live or trimmed, no
         file start past 0 and no ``rebuilt`` property (new, its heads lost or
@@ -113,7 +110,7 @@ class OwnedQueue(QueueReading):
         """
         meta = await QueueMetadata.open(
             ctx.store, QueuePath(ctx.metadata_root, topic, queue_id),
-            writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=claim,
+            writer_id=ctx.writer_id, page_size=ctx.config.metadata_page_size, claim=True,
             start_over_damaged=True, still_newest=ctx.still_newest,
         )
         queue = cls(ctx, topic, queue_id, meta)
@@ -121,7 +118,7 @@ class OwnedQueue(QueueReading):
             if not any(meta.next_base_offset(t) for t in FileType) \
                     and not properties.rebuilt(meta.properties):
                 await queue._rebuild()
-            await queue._recover(claim=claim)
+            await queue._recover()
         except BaseException:
             await queue.abandon()
             raise
@@ -161,16 +158,16 @@ class OwnedQueue(QueueReading):
                     "rebuilt %d record(s) from them%s", self.topic, self.queue_id,
                     len(records), "".join(f"; {n}" for n in said))
 
-    async def _recover(self, *, claim: bool) -> None:
-        await self.cq.open(claim=claim)
+    async def _recover(self) -> None:
+        await self.cq.open()
         # Fenced in this order; the commit log open before any unit is read, as a
         # damaged consume-queue range is rebuilt from the commit log.
-        await self.cl.open(claim=claim)
+        await self.cl.open()
         if self.cq._active.sealed:  # sealed, not yet recorded: its units say what it holds
             await self.cq.record_if_sealed(await self._cq_stats())
         self.next_offset = self.cq.end // UNIT_SIZE
         self.cq.stats = await self._cq_stats()
-        await self._catch_up_index(claim=claim)
+        await self._catch_up_index()
         await self._redispatch()
         cl_first = self.meta.next_message_offset(self.cl.file_type)
         self.cl.stats = await self._stats_from_units(cl_first, self.next_offset)
@@ -180,10 +177,10 @@ class OwnedQueue(QueueReading):
         for flat in self.flat_files:  # messages from before this open: their own time
             flat.stats.started_ms = min(now, flat.stats.begin_ts) if flat.stats.count else None
 
-    async def _catch_up_index(self, *, claim: bool) -> None:
+    async def _catch_up_index(self) -> None:
         """Hand the key index the records of stored units it has no entries for
         (it may trail the consume queue after a crash, see docs/records.md)."""
-        start = await self.index.open(claim=claim)
+        start = await self.index.open()
         if start is None:
             return
         at = max(start, self.min_offset)
