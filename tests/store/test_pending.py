@@ -43,16 +43,3 @@ def test_a_unit_that_does_not_follow_the_last_is_refused() -> None:
     with pytest.raises(ValueError, match="offset 3 does not follow"):
         pending.add_bare(3, [10], [10], [1])
     assert len(pending) == 1
-
-
-def test_the_first_unit_while_none_waits_is_told() -> None:
-    """How a queue joins the store's set of those a tick looks at: once each time
-    units start to wait, not at every unit."""
-    told: list[int] = []
-    pending = PendingUnits(on_first=lambda: told.append(len(pending)))
-    pending.add(0, CqUnit(0, 10, 0, 1))
-    pending.add_bare(1, [10, 20], [10, 10], [2, 3])
-    assert told == [0]
-    pending.drop(3)
-    pending.add_bare(3, [30], [10], [4])
-    assert told == [0, 0]

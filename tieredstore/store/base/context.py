@@ -8,7 +8,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from tieredstore.config import TieredStoreConfig
 from tieredstore.errors import TieredStoreError
@@ -25,17 +24,6 @@ from tieredstore.store.formats.record import UNIT_SIZE
 from tieredstore.tasks import Background, SingleFlight
 
 log = logging.getLogger(__name__)
-
-
-class Dispatching(Protocol):
-    """A queue as a tick sees it."""
-
-    @property
-    def dispatching(self) -> bool:
-        """Whether units still wait."""
-
-    async def tick(self) -> None:
-        """Dispatch the units whose commit-log bytes are durable."""
 
 
 @dataclass
@@ -67,10 +55,6 @@ class StoreContext:
     # Opens records whatever the store seals with: compressed ones always, encrypted
     # ones with the store's keys (a broker that turned compression off reads its past).
     opener: RecordCodec | None = None
-    # The queues whose consume-queue units wait for their commit-log bytes (each
-    # adds itself when its first unit comes): a tick looks at these, not at every
-    # queue held.
-    dispatching: set[Dispatching] = field(default_factory=set)
 
     def __repr__(self) -> str:
         """Where and who, never the configuration's secrets (its own repr redacts them)."""

@@ -16,7 +16,7 @@ found by bisection.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from typing import NamedTuple
 
@@ -34,11 +34,9 @@ class Pending(NamedTuple):
 class PendingUnits:
     """The units of offsets ``[first, first + len)``, in order."""
 
-    __slots__ = ("_hashes", "_keys", "_on_first", "_positions", "_sizes", "_stamps", "first")
+    __slots__ = ("_hashes", "_keys", "_positions", "_sizes", "_stamps", "first")
 
-    def __init__(self, on_first: Callable[[], None] | None = None) -> None:
-        """``on_first``: called when a unit comes while none waits."""
-        self._on_first = on_first
+    def __init__(self) -> None:
         self.first = 0  # the first unit's offset (meaningless while empty)
         self._positions = array("q")
         self._sizes = array("q")
@@ -52,8 +50,6 @@ class PendingUnits:
     def _follows(self, offset: int) -> None:
         if not self._positions:
             self.first = offset
-            if self._on_first is not None:
-                self._on_first()
         elif offset != self.first + len(self._positions):
             raise ValueError(f"the unit of offset {offset} does not follow offset "
                              f"{self.first + len(self._positions) - 1}")

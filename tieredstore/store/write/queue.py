@@ -79,7 +79,7 @@ class OwnedQueue(QueueReading):
         # of the roll by time or retention that holds it (tasks.PriorityLock).
         self.lock = PriorityLock()
         self._appends_waiting = 0  # appends waiting for the lock (see _appending)
-        self._pending = PendingUnits(on_first=lambda: ctx.dispatching.add(self))
+        self._pending = PendingUnits()
 
     @property
     def damage(self) -> list[str]:
