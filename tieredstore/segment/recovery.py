@@ -189,7 +189,7 @@ async def recover_segment(store: ObjectStore, path: SegmentPath,
 
 async def _recover_once(store: ObjectStore, path: SegmentPath, *, holes: bool,
                         listed: SegmentListing | None = None) -> Recovered | None:
-    listing = listed or await list_segment(store, path)
+    listing = await list_segment(store, path) if listed is None else listed
     recovered = await _from_listing(store, path, listing, holes=holes)
     if recovered is not None and listing.foreign:
         log.warning("%s: ignoring object(s) tieredstore did not write: %s", path,

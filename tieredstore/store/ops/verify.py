@@ -389,7 +389,7 @@ async def _verify_brokers(store: ObjectStore, configs: Sequence[TieredStoreConfi
     consume queue; each log loaded again, then a second listing of every key for
     the commit logs and key indexes, unless it takes more pages than a LIST of
     each queue's two would. A queue with errors is looked at once more on its
-    own (:func:`_verify_queues`)."""
+    own (:func:`_look_again`)."""
     def chosen(t: str, q: int) -> bool:
         return (topic is None or t == topic) and (queue_id is None or q == queue_id)
 
